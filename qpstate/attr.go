@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/bits"
 	"strconv"
-	"strings"
 )
 
 // Attr is the Go counterpart of struct ib_qp_attr (include/rdma/ib_verbs.h):
@@ -261,27 +260,7 @@ func (f AccessFlags) String() string {
 	if f == 0 {
 		return "0"
 	}
-	var b strings.Builder
-	var unknown AccessFlags
-	for rest := f; rest != 0; rest &= rest - 1 {
-		bit := AccessFlags(1) << bits.TrailingZeros32(uint32(rest))
-		name, ok := accessNames[bit]
-		if !ok {
-			unknown |= bit
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('|')
-		}
-		b.WriteString(name)
-	}
-	if unknown != 0 {
-		if b.Len() > 0 {
-			b.WriteByte('|')
-		}
-		fmt.Fprintf(&b, "%#x", uint32(unknown))
-	}
-	return b.String()
+	return formatBits(uint32(f), func(bit int) string { return accessNames[AccessFlags(1)<<bit] })
 }
 
 // GIDType is enum ib_gid_type (6.x values): what kind of address a GID
