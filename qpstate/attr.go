@@ -290,7 +290,8 @@ func (t GIDType) String() string {
 // RoundUpPow2 rounds n up to a power of two, leaving 0 as 0, the way rxe
 // stores max_rd_atomic and max_dest_rd_atomic (roundup_pow_of_two in
 // rxe_qp_from_attr): 3 -> 4, 4 -> 4, 129 -> 256. A query then reports the
-// rounded value. The emulator applies it after Validate.
+// rounded value. The emulator applies it after Validate. Inputs above 1<<31
+// wrap to 0; the attributes it serves are 8-bit.
 func RoundUpPow2(n uint32) uint32 {
 	if n <= 1 {
 		return n

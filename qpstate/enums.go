@@ -88,9 +88,11 @@ var typeNames = [NumTypes]string{
 	TypeRawPacket: "RAW_PACKET", TypeXRCIni: "XRC_INI", TypeXRCTgt: "XRC_TGT",
 }
 
-// Types lists the named QP types in value order.
-var Types = []Type{TypeSMI, TypeGSI, TypeRC, TypeUC, TypeUD, TypeRawIPv6,
-	TypeRawEthertype, TypeRawPacket, TypeXRCIni, TypeXRCTgt}
+// Types returns the named QP types in value order (a fresh slice).
+func Types() []Type {
+	return []Type{TypeSMI, TypeGSI, TypeRC, TypeUC, TypeUD, TypeRawIPv6,
+		TypeRawEthertype, TypeRawPacket, TypeXRCIni, TypeXRCTgt}
+}
 
 // IsValid reports whether t is one of the named kernel QP types (7 and
 // values from IB_QPT_MAX up are not).

@@ -23,9 +23,10 @@ const (
 	// value checks (rxe_qp_chk_attr). rxe does not check retry_cnt,
 	// rnr_retry, min_rnr_timer, max_dest_rd_atomic, pkey_index or qkey.
 	PolicyRxe Policy = iota
-	// PolicyRxePre64 is rxe before Linux 6.4: the same value checks, but
-	// the table is consulted on every modify, with next = current when
-	// IB_QP_STATE is absent.
+	// PolicyRxePre64 is rxe before Linux 6.4 (5.10 and later): the table
+	// is consulted on every modify, with next = current when IB_QP_STATE
+	// is absent, before the same value checks except the access flag
+	// check, which rxe gained in 6.4 too.
 	PolicyRxePre64
 	// PolicyHardware is a hardware driver in the manner of mlx5: the table
 	// on every modify (next = current when IB_QP_STATE is absent), the
@@ -379,7 +380,9 @@ func rxeChecks(p Policy, qp QPContext, attr *Attr, mask AttrMask, lim *Limits, v
 			return err
 		}
 	}
-	if mask&AttrAccessFlags != 0 {
+	// The access flag check arrived with "RDMA/rxe: Introduce rxe access
+	// supported flags", in the same 6.4 cycle as the state-lock rework.
+	if mask&AttrAccessFlags != 0 && p == PolicyRxe {
 		if qp.Type != TypeRC && qp.Type != TypeUC {
 			return merr(AttrAccessFlags, unix.EINVAL, "access flags on a %s QP (rxe allows them on RC and UC only)", qp.Type.Name())
 		}

@@ -33,7 +33,7 @@ func runDot(args []string, stdout, stderr io.Writer) error {
 	}
 	var types []qpstate.Type
 	if strings.EqualFold(*typeName, "all") {
-		types = qpstate.Types
+		types = qpstate.Types()
 	} else {
 		t, err := qpstate.ParseType(*typeName)
 		if err != nil || !t.IsValid() {

@@ -86,10 +86,10 @@ func TestDotAll(t *testing.T) {
 		t.Fatal("unbalanced braces")
 	}
 	edges := parseEdges(t, s)
-	if want := 22 * len(qpstate.Types); len(edges) != want {
+	if want := 22 * len(qpstate.Types()); len(edges) != want {
 		t.Fatalf("%d edges, want %d", len(edges), want)
 	}
-	for _, ty := range qpstate.Types {
+	for _, ty := range qpstate.Types() {
 		if !strings.Contains(s, fmt.Sprintf("subgraph cluster_%s {", ty.Name())) {
 			t.Errorf("no cluster for %v", ty)
 		}
