@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/bits"
 	"strconv"
-	"strings"
 )
 
 // Attr is the Go counterpart of struct ib_qp_attr (include/rdma/ib_verbs.h):
@@ -261,27 +260,7 @@ func (f AccessFlags) String() string {
 	if f == 0 {
 		return "0"
 	}
-	var b strings.Builder
-	var unknown AccessFlags
-	for rest := f; rest != 0; rest &= rest - 1 {
-		bit := AccessFlags(1) << bits.TrailingZeros32(uint32(rest))
-		name, ok := accessNames[bit]
-		if !ok {
-			unknown |= bit
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('|')
-		}
-		b.WriteString(name)
-	}
-	if unknown != 0 {
-		if b.Len() > 0 {
-			b.WriteByte('|')
-		}
-		fmt.Fprintf(&b, "%#x", uint32(unknown))
-	}
-	return b.String()
+	return formatBits(uint32(f), func(bit int) string { return accessNames[AccessFlags(1)<<bit] })
 }
 
 // GIDType is enum ib_gid_type (6.x values): what kind of address a GID
@@ -311,7 +290,8 @@ func (t GIDType) String() string {
 // RoundUpPow2 rounds n up to a power of two, leaving 0 as 0, the way rxe
 // stores max_rd_atomic and max_dest_rd_atomic (roundup_pow_of_two in
 // rxe_qp_from_attr): 3 -> 4, 4 -> 4, 129 -> 256. A query then reports the
-// rounded value. The emulator applies it after Validate.
+// rounded value. The emulator applies it after Validate. Inputs above 1<<31
+// wrap to 0; the attributes it serves are 8-bit.
 func RoundUpPow2(n uint32) uint32 {
 	if n <= 1 {
 		return n

@@ -103,26 +103,23 @@ func (e *TransitionError) Unwrap() error { return e.Errno }
 // returns nil or a *TransitionError (errno EINVAL, the kernel's answer to a
 // false ib_modify_qp_is_ok) carrying the missing and forbidden bits.
 func Check(cur, next State, t Type, mask AttrMask) error {
-	e := &TransitionError{Cur: cur, Next: next, Type: t, Mask: mask, Errno: unix.EINVAL}
+	fail := func(r Reason, missing, forbidden AttrMask) error {
+		return &TransitionError{Cur: cur, Next: next, Type: t, Mask: mask, Reason: r,
+			Missing: missing, Forbidden: forbidden, Errno: unix.EINVAL}
+	}
 	if !inTable(cur, next, t) {
-		e.Reason = ReasonOutOfRange
-		return e
+		return fail(ReasonOutOfRange, 0, 0)
 	}
 	if mask&AttrCurState != 0 && !curAssertable(cur) {
-		e.Reason = ReasonCurState
-		e.Forbidden = AttrCurState
-		return e
+		return fail(ReasonCurState, 0, AttrCurState)
 	}
 	req, opt, valid := Masks(cur, next, t)
 	if !valid {
-		e.Reason = ReasonPair
-		return e
+		return fail(ReasonPair, 0, 0)
 	}
-	e.Missing = req &^ mask
-	e.Forbidden = mask &^ (req | opt | AttrState)
-	if e.Missing == 0 && e.Forbidden == 0 {
+	missing, forbidden := req&^mask, mask&^(req|opt|AttrState)
+	if missing == 0 && forbidden == 0 {
 		return nil
 	}
-	e.Reason = ReasonMask
-	return e
+	return fail(ReasonMask, missing, forbidden)
 }

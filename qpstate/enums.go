@@ -54,15 +54,8 @@ func (s State) String() string {
 // name ("RTR"), in any case, or a decimal number (which may name an invalid
 // state, as a caller could pass to the kernel).
 func ParseState(s string) (State, error) {
-	name := strings.ToUpper(strings.TrimSpace(s))
-	name = strings.TrimPrefix(name, "IB_QPS_")
-	for i, n := range stateNames {
-		if n == name {
-			return State(i), nil
-		}
-	}
-	if n, err := strconv.ParseInt(name, 0, 32); err == nil {
-		return State(n), nil
+	if v, ok := parseEnum(s, "IB_QPS_", stateNames[:]); ok {
+		return State(v), nil
 	}
 	return 0, fmt.Errorf("qpstate: unknown QP state %q (want one of RESET, INIT, RTR, RTS, SQD, SQE, ERR)", s)
 }
@@ -95,9 +88,11 @@ var typeNames = [NumTypes]string{
 	TypeRawPacket: "RAW_PACKET", TypeXRCIni: "XRC_INI", TypeXRCTgt: "XRC_TGT",
 }
 
-// Types lists the named QP types in value order.
-var Types = []Type{TypeSMI, TypeGSI, TypeRC, TypeUC, TypeUD, TypeRawIPv6,
-	TypeRawEthertype, TypeRawPacket, TypeXRCIni, TypeXRCTgt}
+// Types returns the named QP types in value order (a fresh slice).
+func Types() []Type {
+	return []Type{TypeSMI, TypeGSI, TypeRC, TypeUC, TypeUD, TypeRawIPv6,
+		TypeRawEthertype, TypeRawPacket, TypeXRCIni, TypeXRCTgt}
+}
 
 // IsValid reports whether t is one of the named kernel QP types (7 and
 // values from IB_QPT_MAX up are not).
@@ -124,15 +119,8 @@ func (t Type) String() string {
 // ParseType parses a QP type: the kernel name ("IB_QPT_RC"), the short name
 // ("RC"), in any case, or a number.
 func ParseType(s string) (Type, error) {
-	name := strings.ToUpper(strings.TrimSpace(s))
-	name = strings.TrimPrefix(name, "IB_QPT_")
-	for i, n := range typeNames {
-		if n != "" && n == name {
-			return Type(i), nil
-		}
-	}
-	if n, err := strconv.ParseInt(name, 0, 32); err == nil {
-		return Type(n), nil
+	if v, ok := parseEnum(s, "IB_QPT_", typeNames[:]); ok {
+		return Type(v), nil
 	}
 	return 0, fmt.Errorf("qpstate: unknown QP type %q (want one of RC, UC, UD, GSI, SMI, RAW_PACKET, XRC_INI, XRC_TGT, RAW_IPV6, RAW_ETHERTYPE)", s)
 }
@@ -210,21 +198,51 @@ func (m AttrMask) format(prefix string) string {
 	if m == 0 {
 		return "0"
 	}
+	return formatBits(uint32(m), func(bit int) string {
+		if bit < len(attrNames) {
+			return prefix + attrNames[bit]
+		}
+		return ""
+	})
+}
+
+// formatBits joins the names of the set bits of v with "|", lowest first;
+// bits that name returns "" for are ORed into one trailing hex number.
+func formatBits(v uint32, name func(bit int) string) string {
 	var b strings.Builder
-	for rest := m & knownAttrs; rest != 0; rest &= rest - 1 {
+	var unknown uint32
+	for rest := v; rest != 0; rest &= rest - 1 {
+		bit := bits.TrailingZeros32(rest)
+		n := name(bit)
+		if n == "" {
+			unknown |= 1 << bit
+			continue
+		}
 		if b.Len() > 0 {
 			b.WriteByte('|')
 		}
-		b.WriteString(prefix)
-		b.WriteString(attrNames[bits.TrailingZeros32(uint32(rest))])
+		b.WriteString(n)
 	}
-	if unknown := m &^ knownAttrs; unknown != 0 {
+	if unknown != 0 {
 		if b.Len() > 0 {
 			b.WriteByte('|')
 		}
-		fmt.Fprintf(&b, "%#x", uint32(unknown))
+		fmt.Fprintf(&b, "%#x", unknown)
 	}
 	return b.String()
+}
+
+// parseEnum looks s up in names (index = value), case-insensitively and
+// with or without prefix; otherwise it accepts a number.
+func parseEnum(s, prefix string, names []string) (int64, bool) {
+	name := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(s)), prefix)
+	for i, n := range names {
+		if n != "" && n == name {
+			return int64(i), true
+		}
+	}
+	n, err := strconv.ParseInt(name, 0, 32)
+	return n, err == nil
 }
 
 // Bits returns the single-bit masks set in m, lowest first.

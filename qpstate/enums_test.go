@@ -57,8 +57,8 @@ func TestTypeStringParse(t *testing.T) {
 	want := map[Type]string{0: "IB_QPT_SMI", 1: "IB_QPT_GSI", 2: "IB_QPT_RC", 3: "IB_QPT_UC",
 		4: "IB_QPT_UD", 5: "IB_QPT_RAW_IPV6", 6: "IB_QPT_RAW_ETHERTYPE", 8: "IB_QPT_RAW_PACKET",
 		9: "IB_QPT_XRC_INI", 10: "IB_QPT_XRC_TGT"}
-	if len(Types) != len(want) {
-		t.Fatalf("Types has %d entries, want %d", len(Types), len(want))
+	if len(Types()) != len(want) {
+		t.Fatalf("Types() has %d entries, want %d", len(Types()), len(want))
 	}
 	for ty := Type(-2); ty < 14; ty++ {
 		str := ty.String()

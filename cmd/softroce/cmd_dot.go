@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/softroce/softroce/qpstate"
+)
+
+func init() {
+	register(command{
+		name:    "dot",
+		summary: "print the kernel's QP state machine as a Graphviz DOT graph",
+		usage:   "[-type RC|all]",
+		run:     runDot,
+	})
+}
+
+// runDot prints the transition table of qpstate as DOT: one node per state,
+// one edge per valid transition labelled with the attributes it requires
+// besides IB_QP_STATE (optional ones in the edge tooltip). With -type all,
+// each QP type is a cluster. Render with: softroce dot -type RC | dot -Tsvg.
+func runDot(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("dot", stderr)
+	typeName := fs.String("type", "RC", "QP type to draw (RC, UC, UD, ...), or all for every type")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return errUsage
+	}
+	var types []qpstate.Type
+	if strings.EqualFold(*typeName, "all") {
+		types = qpstate.Types()
+	} else {
+		t, err := qpstate.ParseType(*typeName)
+		if err != nil || !t.IsValid() {
+			fmt.Fprintf(stderr, "softroce dot: unknown QP type %q\n", *typeName)
+			return errUsage
+		}
+		types = []qpstate.Type{t}
+	}
+	_, err := io.WriteString(stdout, dotGraph(types))
+	return err
+}
+
+// dotGraph renders the state machine of the given QP types.
+func dotGraph(types []qpstate.Type) string {
+	var b strings.Builder
+	name := "qp_states_all"
+	if len(types) == 1 {
+		name = "qp_states_" + types[0].Name()
+	}
+	fmt.Fprintf(&b, "digraph %s {\n", name)
+	b.WriteString("\trankdir=LR;\n\tnewrank=true;\n")
+	b.WriteString("\tlabelloc=t;\n")
+	title := "QP state machine (ib_modify_qp_is_ok)"
+	if len(types) == 1 {
+		title += " for " + types[0].String()
+	}
+	fmt.Fprintf(&b, "\tlabel=%s;\n", dotQuote(title+"\nedge labels: attributes required besides IB_QP_STATE; hover for optional ones"))
+	b.WriteString("\tnode [shape=ellipse, fontname=\"Helvetica\"];\n\tedge [fontname=\"Helvetica\", fontsize=10];\n")
+	for _, t := range types {
+		indent := "\t"
+		prefix := ""
+		if len(types) > 1 {
+			prefix = t.Name() + "_"
+			fmt.Fprintf(&b, "\tsubgraph cluster_%s {\n\t\tlabel=%s;\n", t.Name(), dotQuote(t.String()))
+			indent = "\t\t"
+		}
+		for s := qpstate.StateReset; s <= qpstate.StateErr; s++ {
+			fmt.Fprintf(&b, "%s%s%s [label=%s];\n", indent, prefix, s.Name(), dotQuote(s.Name()))
+		}
+		for cur := qpstate.StateReset; cur <= qpstate.StateErr; cur++ {
+			for next := qpstate.StateReset; next <= qpstate.StateErr; next++ {
+				req, opt, ok := qpstate.Masks(cur, next, t)
+				if !ok {
+					continue
+				}
+				label := ""
+				if req != 0 {
+					label = strings.ReplaceAll(req.ShortString(), "|", "\n")
+				}
+				tooltip := "optional: none"
+				if opt != 0 {
+					tooltip = "optional: " + opt.ShortString()
+				}
+				fmt.Fprintf(&b, "%s%s%s -> %s%s [label=%s, tooltip=%s];\n", indent,
+					prefix, cur.Name(), prefix, next.Name(), dotQuote(label), dotQuote(tooltip))
+			}
+		}
+		if len(types) > 1 {
+			b.WriteString("\t}\n")
+		}
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// dotQuote returns s as a DOT double-quoted string: backslashes and quotes
+// escaped, newlines as the \n line break escape.
+func dotQuote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	return `"` + r.Replace(s) + `"`
+}
