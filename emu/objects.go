@@ -21,8 +21,11 @@ type UData struct {
 	// OutLen is how many bytes the driver wrote to Out.
 	OutLen int
 	// Privileged marks a caller allowed to set privileged Q_Keys (the
-	// uverbs CAP_NET_RAW check).
+	// uverbs CAP_NET_RAW / privileged_qkey check).
 	Privileged bool
+	// Extended marks the extended uverbs command (MODIFY_QP_EX), which
+	// lets IB_QP_RATE_LIMIT through to the driver.
+	Extended bool
 }
 
 // CopyFrom copies len(dst) bytes of input into dst (ib_copy_from_udata);

@@ -33,7 +33,10 @@ type DeviceOps interface {
 	PostSRQRecv(srq *SRQ, wrs []RecvWR) (bad int, err error)
 
 	CreateQP(qp *QP, attr *QPInitAttr, udata *UData) error
-	ModifyQP(qp *QP, attr *qpstate.Attr, mask qpstate.AttrMask, udata *UData) error
+	// ModifyQP validates (qpstate.Policy.Validate, with qp.Port as the
+	// port the core recorded) and applies a modify, all or nothing, and
+	// returns the QP's port afterwards (0 if none was set).
+	ModifyQP(qp *QP, attr *qpstate.Attr, mask qpstate.AttrMask, udata *UData) (port uint32, err error)
 	QueryQP(qp *QP, mask qpstate.AttrMask) (qpstate.Attr, QPInitAttr, error)
 	DestroyQP(qp *QP) error
 	PostSend(qp *QP, wrs []SendWR) (bad int, err error)

@@ -86,50 +86,33 @@ func (qp *QP) Modify(attr *qpstate.Attr, mask qpstate.AttrMask) error {
 }
 
 // ModifyWithUdata is Modify for a caller with udata
-// (ib_modify_qp_with_udata). A non-nil udata marks a userspace caller:
-// a privileged Q_Key then needs udata.Privileged (EPERM, the uverbs
-// check), and on a RoCE connected QP the destination MAC of a new AV is
-// resolved through the device's Resolver and its hop limit replaced by the
-// route's, as the kernel's ib_resolve_eth_dmac does.
+// (ib_modify_qp_with_udata). A non-nil udata marks a userspace caller: the
+// uverbs checks then apply too (udata.Privileged and udata.Extended say
+// what the caller may do), and on a RoCE connected QP the destination MAC
+// of a valid new AV is resolved through the device's Resolver and its hop
+// limit replaced by the route's, as ib_resolve_eth_dmac does. Every check
+// (uverbs, core, driver) is package qpstate's Policy.Validate, run by the
+// driver with its limits; the core adds only the MAC resolution. On
+// failure nothing changes, attr included.
 func (qp *QP) ModifyWithUdata(attr *qpstate.Attr, mask qpstate.AttrMask, udata *UData) error {
 	q := qp.real
+	if q == nil {
+		return errorf(unix.EINVAL, "modify QP %#x: handle closed", qp.QPNum)
+	}
 	d := q.Device
-	a := *attr // the caller's attr is not changed on failure
-	if udata != nil && mask&qpstate.AttrQKey != 0 && a.QKey&qpstate.QKeyPrivileged != 0 && !udata.Privileged {
-		return errorf(unix.EPERM, "modify QP %#x: privileged Q_Key %#x from an unprivileged caller", q.QPNum, a.QKey)
-	}
-	if mask&qpstate.AttrPort != 0 && !d.IsPortValid(a.PortNum) {
-		return errorf(unix.EINVAL, "modify QP %#x: port %d does not exist", q.QPNum, a.PortNum)
-	}
-	if mask&qpstate.AttrAV != 0 {
-		if err := d.checkAHAttr(&a.AHAttr); err != nil {
-			return errorf(unwrapErrno(err), "modify QP %#x: AV: %v", q.QPNum, err)
-		}
-		if udata != nil && isConnected(q.QPType) && d.ProtocolRoCE(a.AHAttr.PortNum) {
-			if err := d.resolveDMAC(&a.AHAttr); err != nil {
-				return err
-			}
+	a := *attr
+	if udata != nil && mask&qpstate.AttrAV != 0 && isConnected(q.QPType) &&
+		d.ProtocolRoCE(a.AHAttr.PortNum) && d.checkAHAttr(&a.AHAttr) == nil {
+		if err := d.resolveDMAC(&a.AHAttr); err != nil {
+			return errorf(unwrapErrno(err), "modify QP %#x: %v", q.QPNum, err)
 		}
 	}
-	if mask&qpstate.AttrAltPath != 0 {
-		port := a.AltAHAttr.PortNum
-		if port == 0 {
-			port = a.AltPortNum
-		}
-		if d.ProtocolRoCE(port) || d.ProtocolRoCE(1) {
-			return errorf(unix.EINVAL, "modify QP %#x: alternate paths are not supported on RoCE", q.QPNum)
-		}
-	}
-	// _ib_modify_qp masks oversized PSNs with a warning, not an error.
-	a.RQPSN &= qpstate.PSNMask
-	a.SQPSN &= qpstate.PSNMask
-	if err := d.ops.ModifyQP(q, &a, mask, udata); err != nil {
+	port, err := d.ops.ModifyQP(q, &a, mask, udata)
+	if err != nil {
 		return err
 	}
-	if mask&qpstate.AttrPort != 0 {
-		q.Port = a.PortNum
-	} else if mask&qpstate.AttrAV != 0 {
-		q.Port = a.AHAttr.PortNum
+	if port != 0 {
+		q.Port = port
 	}
 	if mask&qpstate.AttrAV != 0 {
 		attr.AHAttr.DMAC = a.AHAttr.DMAC
