@@ -93,7 +93,7 @@ func (e *env) qp(t qpstate.Type, srq *emu.SRQ) *emu.QP {
 // av is a RoCEv2 path from GID 1 (10.0.0.1) to 10.0.0.2.
 func av() qpstate.AHAttr {
 	return qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH,
-		GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(netip.MustParseAddr("10.0.0.2")), SGIDIndex: 1, HopLimit: 64},
+		GRH:  qpstate.GlobalRoute{DGID: emu.GIDFromAddr(netip.MustParseAddr("10.0.0.2")), SGIDIndex: 1, HopLimit: 64},
 		DMAC: [6]byte{2, 0, 0, 0, 0, 2}}
 }
 

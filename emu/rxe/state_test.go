@@ -371,4 +371,3 @@ var testMAC = [6]byte{0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee}
 type fixedResolver struct{}
 
 func (fixedResolver) ResolveDMAC(sgid, dgid emu.GID) ([6]byte, uint8, error) { return testMAC, 64, nil }
-
