@@ -125,9 +125,11 @@ func TestRDMAHeader(t *testing.T) {
 		{"IPv4", v4, 4}, {"IPv6", v6, 6}, {"O21_0x60_with_valid_IPv4", o21, 4},
 		{"O21_IHL_6", &o21ihl, 6}, {"0x60_bad_checksum", &badsum, 6}, {"neither", zero, 0},
 	} {
-		if got := emu.GetRDMAHeaderVersion(c.hdr); got != c.want {
-			t.Errorf("%s: version %d, want %d", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if got := emu.GetRDMAHeaderVersion(c.hdr); got != c.want {
+				t.Errorf("version %d, want %d", got, c.want)
+			}
+		})
 	}
 	s, dd, err := emu.GetGIDsFromRDMAHdr(v4, emu.NetworkIPv4)
 	if err != nil || s.String() != "::ffff:10.0.0.2" || dd.String() != "::ffff:10.0.0.1" {
@@ -163,8 +165,10 @@ func TestAHFromWC(t *testing.T) {
 	if a.GRH.SGIDIndex != 2 || a.GRH.FlowLabel != 0x12345 || a.GRH.TrafficClass != 0xB8 {
 		t.Fatalf("IPv6 reply AH %+v", a)
 	}
-	_, err = d.InitAHAttrFromWC(1, &emu.WC{}, ipv4Hdr("10.0.0.2", "10.0.0.1"))
-	wantErrno(t, "O22_no_GRH", err, unix.EPROTOTYPE)
+	t.Run("O22_no_GRH_on_RoCE", func(t *testing.T) {
+		_, err := d.InitAHAttrFromWC(1, &emu.WC{}, ipv4Hdr("10.0.0.2", "10.0.0.1"))
+		wantErrno(t, "ib_init_ah_attr_from_wc without IB_WC_GRH", err, unix.EPROTOTYPE)
+	})
 	_, err = d.InitAHAttrFromWC(1, wc, ipv4Hdr("10.0.0.2", "10.9.9.9"))
 	wantErrno(t, "not our GID", err, unix.ENOENT)
 	_, err = d.InitAHAttrFromWC(1, wc, ipv4Hdr("10.0.0.99", "10.0.0.1"))
@@ -339,4 +343,30 @@ func TestPostVerbs(t *testing.T) {
 	if n != 2 || wc[0].WRID != 1 || wc[1].WRID != 3 || wc[1].Opcode != emu.WCRecv {
 		t.Fatalf("flushed %d: %+v", n, wc[:n])
 	}
+}
+
+// FuzzRDMAHeader feeds arbitrary 40-byte header areas to the header
+// decoders: they never panic, the version is 0, 4 or 6, and a version-4
+// area yields IPv4-mapped GIDs.
+func FuzzRDMAHeader(f *testing.F) {
+	f.Add(ipv4Hdr("10.0.0.2", "10.0.0.1")[:])
+	f.Add(ipv6Hdr("fd00::2", "fd00::1", 7, 1)[:])
+	f.Add(make([]byte, emu.GRHSize))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var h [emu.GRHSize]byte
+		copy(h[:], b)
+		v := emu.GetRDMAHeaderVersion(&h)
+		if v != 0 && v != 4 && v != 6 {
+			t.Fatalf("version %d", v)
+		}
+		for _, nt := range []emu.NetworkType{emu.NetworkIB, emu.NetworkRoCEv1, emu.NetworkIPv4, emu.NetworkIPv6} {
+			s, d, err := emu.GetGIDsFromRDMAHdr(&h, nt)
+			if err != nil {
+				t.Fatalf("%v: %v", nt, err)
+			}
+			if nt == emu.NetworkIPv4 && (!s.IsV4Mapped() || !d.IsV4Mapped()) {
+				t.Fatalf("IPv4 GIDs %v %v not mapped", s, d)
+			}
+		}
+	})
 }

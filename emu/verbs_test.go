@@ -3,6 +3,7 @@ package emu_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
@@ -146,9 +147,11 @@ func TestRates(t *testing.T) {
 		{"800G_mult", emu.RateToMult(emu.Rate800Gbps), 320},
 		{"mult_4", int(emu.MultToRate(4)), int(emu.Rate10Gbps)},
 	} {
-		if c.got != c.want {
-			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if c.got != c.want {
+				t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
+			}
+		})
 	}
 	for r := emu.Rate(0); r < 30; r++ {
 		if m := emu.RateToMult(r); m > 0 && emu.MultToRate(m) != r {
@@ -207,15 +210,19 @@ func TestLIDHelpers(t *testing.T) {
 // TestKeyHelpers covers ib_inc_rkey and ib_update_fast_reg_key (O18).
 func TestKeyHelpers(t *testing.T) {
 	for _, c := range []struct{ in, want uint32 }{{0x123456FF, 0x12345600}, {0x12345600, 0x12345601}, {0, 1}} {
-		if got := emu.IncRKey(c.in); got != c.want {
-			t.Errorf("O18_ib_inc_rkey(%#x) = %#x, want %#x", c.in, got, c.want)
+		t.Run(fmt.Sprintf("O18_ib_inc_rkey_%#x", c.in), func(t *testing.T) {
+			if got := emu.IncRKey(c.in); got != c.want {
+				t.Errorf("ib_inc_rkey(%#x) = %#x, want %#x", c.in, got, c.want)
+			}
+		})
+	}
+	t.Run("O18_ib_update_fast_reg_key", func(t *testing.T) {
+		mr := &emu.MR{LKey: 0x00001234, RKey: 0x00001299}
+		emu.UpdateFastRegKey(mr, 0xAB)
+		if mr.LKey != 0x000012AB || mr.RKey != 0x000012AB {
+			t.Errorf("lkey %#x rkey %#x", mr.LKey, mr.RKey)
 		}
-	}
-	mr := &emu.MR{LKey: 0x00001234, RKey: 0x00001299}
-	emu.UpdateFastRegKey(mr, 0xAB)
-	if mr.LKey != 0x000012AB || mr.RKey != 0x000012AB {
-		t.Errorf("O18_ib_update_fast_reg_key: lkey %#x rkey %#x", mr.LKey, mr.RKey)
-	}
+	})
 }
 
 // TestEnumStrings checks the kernel strings of completions, events and
@@ -507,9 +514,11 @@ func TestMTUHelpers(t *testing.T) {
 		{"rdma_mtu_enum_to_int_OPA8192_on_RoCE", d.MTUEnumToInt(1, qpstate.OPAMTU8192), -1},
 		{"rdma_mtu_from_attr", d.MTUFromAttr(1, &pa), 4096},
 	} {
-		if c.got != c.want {
-			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if c.got != c.want {
+				t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
+			}
+		})
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 
 // env is one emulated device with a PD, two CQs and an event log.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	dev      *emu.Device
 	r        *Dev
 	pd       *emu.PD
@@ -29,9 +29,9 @@ func testConfig() Config {
 		Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1")}}}}
 }
 
-func newEnv(t *testing.T) *env { return newEnvWith(t, testConfig()) }
+func newEnv(t testing.TB) *env { return newEnvWith(t, testConfig()) }
 
-func newEnvWith(t *testing.T, cfg Config) *env {
+func newEnvWith(t testing.TB, cfg Config) *env {
 	t.Helper()
 	dev, err := New(cfg)
 	if err != nil {

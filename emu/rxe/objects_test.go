@@ -424,3 +424,25 @@ func TestVerbsObjects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newEnv(t)) })
 	}
 }
+
+// BenchmarkPostSendAckPoll measures the send-side verbs path without a
+// transport: post a signaled SEND, acknowledge it, poll its completion.
+func BenchmarkPostSendAckPoll(b *testing.B) {
+	e := newEnv(b)
+	qp := e.qp(qpstate.TypeRC, nil)
+	e.toRTS(qp)
+	sge, _ := e.buf(64)
+	wrs := []emu.SendWR{send(1, sge, emu.SendSignaled)}
+	wc := make([]emu.WC, 1)
+	q := qpOf(qp)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := qp.PostSend(wrs); err != nil {
+			b.Fatal(err)
+		}
+		e.r.Ack(qp.QPNum, q.reqPSN-1)
+		if e.scq.Poll(wc) != 1 || wc[0].Status != emu.WCSuccess {
+			b.Fatal("no completion")
+		}
+	}
+}

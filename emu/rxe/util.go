@@ -12,7 +12,9 @@ type opError struct {
 	errno unix.Errno
 }
 
+// Error formats the failure with its errno.
 func (e *opError) Error() string { return "rxe: " + e.msg + ": " + e.errno.Error() }
+// Unwrap returns the errno.
 func (e *opError) Unwrap() error { return e.errno }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
