@@ -14,6 +14,7 @@ type opError struct {
 
 // Error formats the failure with its errno.
 func (e *opError) Error() string { return "rxe: " + e.msg + ": " + e.errno.Error() }
+
 // Unwrap returns the errno.
 func (e *opError) Unwrap() error { return e.errno }
 
