@@ -23,7 +23,7 @@ func (r *Dev) CreateAH(a *emu.AH, attr *qpstate.AHAttr, udata *emu.UData) error 
 	x := &ah{attr: *attr}
 	n, ok := r.ahPool.alloc(x)
 	if !ok {
-		return errorf(unix.ENOMEM, "create AH: %d AHs exist", maxAHIndex)
+		return errorf(unix.ENOMEM, "create AH: %d AHs exist", r.attr.MaxAH)
 	}
 	x.num = n
 	x.attr.Type = qpstate.AHAttrTypeRoCE
@@ -97,8 +97,8 @@ func (r *Dev) AttachMcast(c *emu.QP, gid emu.GID, lid uint16) error {
 	q := qpOf(c)
 	g, ok := r.mcgs[gid]
 	if !ok {
-		if len(r.mcgs) >= maxMcastGroups {
-			return errorf(unix.ENOMEM, "attach mcast %v: %d groups exist", gid, maxMcastGroups)
+		if len(r.mcgs) >= r.attr.MaxMcastGrp {
+			return errorf(unix.ENOMEM, "attach mcast %v: %d groups exist", gid, r.attr.MaxMcastGrp)
 		}
 		g = &mcg{gid: gid}
 	}
@@ -107,11 +107,11 @@ func (r *Dev) AttachMcast(c *emu.QP, gid emu.GID, lid uint16) error {
 			return nil
 		}
 	}
-	if len(g.members) >= maxMcastQPAttach {
-		return errorf(unix.ENOMEM, "attach mcast %v: group has %d members", gid, maxMcastQPAttach)
+	if len(g.members) >= r.attr.MaxMcastQPAttach {
+		return errorf(unix.ENOMEM, "attach mcast %v: group has %d members", gid, r.attr.MaxMcastQPAttach)
 	}
-	if r.attached >= maxTotalAttach {
-		return errorf(unix.ENOMEM, "attach mcast %v: %d attachments on the device", gid, maxTotalAttach)
+	if r.attached >= r.attr.MaxTotalMcastQPAttach {
+		return errorf(unix.ENOMEM, "attach mcast %v: %d attachments on the device", gid, r.attr.MaxTotalMcastQPAttach)
 	}
 	g.members = append(g.members, q)
 	r.mcgs[gid] = g

@@ -23,8 +23,8 @@ func (r *Dev) CreateCQ(c *emu.CQ, attr *emu.CQInitAttr) error {
 	if attr.Flags != 0 {
 		return errorf(unix.EOPNOTSUPP, "create CQ: flags %#x", attr.Flags)
 	}
-	if attr.CQE <= 0 || attr.CQE > maxCQE {
-		return errorf(unix.EINVAL, "create CQ: cqe %d not in 1..%d", attr.CQE, maxCQE)
+	if attr.CQE <= 0 || attr.CQE > r.attr.MaxCQE {
+		return errorf(unix.EINVAL, "create CQ: cqe %d not in 1..%d", attr.CQE, r.attr.MaxCQE)
 	}
 	n := int(roundQueue(uint32(attr.CQE)))
 	c.CQE = n

@@ -98,8 +98,8 @@ func (r *Dev) AllocMR(m *emu.MR, t emu.MRType, maxNumSG int) error {
 	if t != emu.MRTypeMemReg {
 		return errorf(unix.EINVAL, "alloc MR: type %v, rxe allocates MEM_REG only", t)
 	}
-	if maxNumSG <= 0 || maxNumSG > maxFastRegPages {
-		return errorf(unix.EINVAL, "alloc MR: max_num_sg %d not in 1..%d", maxNumSG, maxFastRegPages)
+	if maxNumSG <= 0 || maxNumSG > r.attr.MaxFastRegPageListLen {
+		return errorf(unix.EINVAL, "alloc MR: max_num_sg %d not in 1..%d", maxNumSG, r.attr.MaxFastRegPageListLen)
 	}
 	r.lock()
 	defer r.unlock()

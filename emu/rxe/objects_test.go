@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -444,5 +445,27 @@ func BenchmarkPostSendAckPoll(b *testing.B) {
 		if e.scq.Poll(wc) != 1 || wc[0].Status != emu.WCSuccess {
 			b.Fatal("no completion")
 		}
+	}
+}
+
+// TestTunedAttributes checks Config.Tune: an older kernel's limits (spec
+// §7: max_qp_wr 0x4000, max_ah 100) change what the device reports and
+// what it accepts.
+func TestTunedAttributes(t *testing.T) {
+	cfg := testConfig()
+	cfg.Tune = func(a *emu.DeviceAttr) { a.MaxQPWR, a.MaxSRQWR, a.MaxAH, a.VendorID = 0x4000, 0x4000, 2, 0 }
+	e := newEnvWith(t, cfg)
+	if a := e.dev.Query(); a.MaxQPWR != 0x4000 || a.VendorID != 0 || a.NodeGUID != 0x505400fffe123456 {
+		t.Fatalf("attrs %+v", a)
+	}
+	_, err := e.pd.CreateQP(&emu.QPInitAttr{SendCQ: e.scq, RecvCQ: e.rcq, QPType: qpstate.TypeRC,
+		Cap: qpstate.Cap{MaxSendWR: 0x4001}})
+	wantErrno(t, "max_send_wr above the tuned limit", err, unix.EINVAL)
+	_, err = e.pd.CreateSRQ(&emu.SRQInitAttr{Attr: emu.SRQAttr{MaxWR: 0x4001}})
+	wantErrno(t, "SRQ above the tuned limit", err, unix.EINVAL)
+	for i, want := range []unix.Errno{0, 0, unix.ENOMEM} {
+		a := av()
+		_, err := e.pd.CreateAH(&a)
+		wantErrno(t, fmt.Sprintf("AH %d of max 2", i+1), err, want)
 	}
 }

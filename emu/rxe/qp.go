@@ -110,16 +110,16 @@ func (r *Dev) CreateQP(c *emu.QP, init *emu.QPInitAttr, udata *emu.UData) error 
 	}
 	cp := &init.Cap
 	switch {
-	case cp.MaxSendWR > maxQPWR:
-		return errorf(unix.EINVAL, "create QP: max_send_wr %d > %d", cp.MaxSendWR, maxQPWR)
-	case cp.MaxSendSGE > maxSGE:
-		return errorf(unix.EINVAL, "create QP: max_send_sge %d > %d", cp.MaxSendSGE, maxSGE)
-	case cp.MaxInlineData > maxInline:
-		return errorf(unix.EINVAL, "create QP: max_inline_data %d > %d", cp.MaxInlineData, maxInline)
-	case init.SRQ == nil && cp.MaxRecvWR > maxQPWR:
-		return errorf(unix.EINVAL, "create QP: max_recv_wr %d > %d", cp.MaxRecvWR, maxQPWR)
-	case init.SRQ == nil && cp.MaxRecvSGE > maxSGE:
-		return errorf(unix.EINVAL, "create QP: max_recv_sge %d > %d", cp.MaxRecvSGE, maxSGE)
+	case cp.MaxSendWR > uint32(r.attr.MaxQPWR):
+		return errorf(unix.EINVAL, "create QP: max_send_wr %d > %d", cp.MaxSendWR, r.attr.MaxQPWR)
+	case cp.MaxSendSGE > uint32(r.attr.MaxSendSGE):
+		return errorf(unix.EINVAL, "create QP: max_send_sge %d > %d", cp.MaxSendSGE, r.attr.MaxSendSGE)
+	case cp.MaxInlineData > uint32(r.attr.MaxInlineData):
+		return errorf(unix.EINVAL, "create QP: max_inline_data %d > %d", cp.MaxInlineData, r.attr.MaxInlineData)
+	case init.SRQ == nil && cp.MaxRecvWR > uint32(r.attr.MaxQPWR):
+		return errorf(unix.EINVAL, "create QP: max_recv_wr %d > %d", cp.MaxRecvWR, r.attr.MaxQPWR)
+	case init.SRQ == nil && cp.MaxRecvSGE > uint32(r.attr.MaxRecvSGE):
+		return errorf(unix.EINVAL, "create QP: max_recv_sge %d > %d", cp.MaxRecvSGE, r.attr.MaxRecvSGE)
 	}
 	if udata != nil && len(udata.In) > 0 {
 		return errorf(unix.EINVAL, "create QP: %d bytes of unexpected driver input", len(udata.In))

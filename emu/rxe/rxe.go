@@ -36,6 +36,11 @@ type Config struct {
 	// Policy selects whose modify_qp checks apply; the zero value is
 	// qpstate.PolicyRxe (rxe 6.4 .. 6.12).
 	Policy qpstate.Policy
+	// Tune, if non-nil, adjusts the device attributes after rxe's 6.12
+	// defaults are filled in — for example an older kernel's max_qp_wr of
+	// 0x4000. The driver's checks (QP, CQ, SRQ, MR, multicast and modify
+	// limits) follow the tuned values.
+	Tune func(*emu.DeviceAttr)
 	// NoMADLayer leaves QP index 16 free. By default it is taken by the
 	// MAD layer's GSI QP, as on a running kernel, so the first QP created
 	// is 17 (0x11) and creating another GSI QP fails with EINVAL.
@@ -74,6 +79,7 @@ const deviceCapFlags = 0x1C001223C76
 type Dev struct {
 	dev    *emu.Device
 	cfg    Config
+	attr   emu.DeviceAttr // defaults after Config.Tune; NodeGUID/SysImageGUID filled at query
 	limits qpstate.Limits
 
 	mu       sync.Mutex
@@ -100,10 +106,14 @@ func New(cfg Config) (*emu.Device, error) {
 	if !cfg.Policy.IsValid() {
 		return nil, errorf(unix.EINVAL, "rxe: policy %v", cfg.Policy)
 	}
-	r := &Dev{cfg: cfg,
+	attr := defaultAttr()
+	if cfg.Tune != nil {
+		cfg.Tune(&attr)
+	}
+	r := &Dev{cfg: cfg, attr: attr,
 		rnd:    rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d)),
 		qpPool: newPool(minQPIndex, maxQPIndex-1), mrPool: newPool(minMRIndex, maxMRIndex),
-		mwPool: newPool(minMWIndex, maxMWIndex), ahPool: newPool(1, maxAHIndex),
+		mwPool: newPool(minMWIndex, maxMWIndex), ahPool: newPool(1, uint32(max(1, attr.MaxAH))),
 		qps: map[uint32]*qp{}, mrs: map[uint32]*mr{}, mws: map[uint32]*mw{}, mcgs: map[emu.GID]*mcg{}}
 	if !cfg.NoMADLayer {
 		r.qpPool.alloc(nil) // index 16: the MAD layer's GSI QP (QPN 1)
@@ -115,6 +125,9 @@ func New(cfg Config) (*emu.Device, error) {
 	}
 	r.dev = d
 	r.limits = qpstate.RxeLimits()
+	r.limits.MaxQPRdAtom, r.limits.MaxQPInitRdAtom = uint32(attr.MaxQPRdAtom), uint32(attr.MaxQPInitRdAtom)
+	r.limits.MaxQPWR, r.limits.MaxInlineData = uint32(attr.MaxQPWR), uint32(attr.MaxInlineData)
+	r.limits.MaxSendSGE, r.limits.MaxRecvSGE = uint32(attr.MaxSendSGE), uint32(attr.MaxRecvSGE)
 	r.limits.GID = func(port, index uint32) (qpstate.GIDType, bool) {
 		e, err := d.QueryGID(port, int(index))
 		return e.Type, err == nil
@@ -197,16 +210,11 @@ func (r *Dev) keyByte(old uint8) uint8 {
 	}
 }
 
-// QueryDevice returns rxe's device attributes (rxe_query_device, spec
-// §4.1).
-func (r *Dev) QueryDevice() emu.DeviceAttr {
-	mac := r.dev.NetDev().MAC
-	guid := uint64(0)
-	for _, b := range emu.EUI64(mac) {
-		guid = guid<<8 | uint64(b)
-	}
+// defaultAttr returns rxe 6.12's device attributes (rxe_init_device_param,
+// spec §4.1) without the MAC-derived GUIDs.
+func defaultAttr() emu.DeviceAttr {
 	return emu.DeviceAttr{
-		SysImageGUID: guid, NodeGUID: guid, MaxMRSize: ^uint64(0), PageSizeCap: 0xFFFFF000,
+		MaxMRSize: ^uint64(0), PageSizeCap: 0xFFFFF000,
 		VendorID: 0xFFFFFF, MaxQP: maxQPIndex - minQPIndex, MaxQPWR: maxQPWR,
 		DeviceCapFlags: deviceCapFlags, KernelCapFlags: emu.KernelCapAllowUserUnreg,
 		MaxSendSGE: maxSGE, MaxRecvSGE: maxSGE, MaxSGERd: maxSGE, MaxCQ: 1 << 20, MaxCQE: maxCQE,
@@ -218,6 +226,18 @@ func (r *Dev) QueryDevice() emu.DeviceAttr {
 		MaxPKeys: 64, LocalCAAckDelay: 15, MaxInlineData: maxInline, PhysPortCnt: 1,
 		NodeDesc: "rxe", NodeType: 1, NumCompVectors: 1, UverbsABIVer: 2,
 	}
+}
+
+// QueryDevice returns the device attributes (rxe_query_device): rxe's
+// defaults (or the tuned ones) with node and system image GUID the EUI-64
+// of the interface MAC.
+func (r *Dev) QueryDevice() emu.DeviceAttr {
+	a := r.attr
+	for _, b := range emu.EUI64(r.dev.NetDev().MAC) {
+		a.NodeGUID = a.NodeGUID<<8 | uint64(b)
+	}
+	a.SysImageGUID = a.NodeGUID
+	return a
 }
 
 // PortImmutable returns port 1's immutable data (rxe_port_immutable).

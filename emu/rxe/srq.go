@@ -32,11 +32,11 @@ func (r *Dev) CreateSRQ(s *emu.SRQ, attr *emu.SRQInitAttr, udata *emu.UData) err
 		return errorf(unix.EOPNOTSUPP, "create SRQ: type %d, rxe has BASIC SRQs only", attr.Type)
 	}
 	a := &attr.Attr
-	if a.MaxWR == 0 || a.MaxWR > maxSRQWR {
-		return errorf(unix.EINVAL, "create SRQ: max_wr %d not in 1..%d", a.MaxWR, maxSRQWR)
+	if a.MaxWR == 0 || a.MaxWR > uint32(r.attr.MaxSRQWR) {
+		return errorf(unix.EINVAL, "create SRQ: max_wr %d not in 1..%d", a.MaxWR, r.attr.MaxSRQWR)
 	}
-	if a.MaxSGE > maxSRQSGE {
-		return errorf(unix.EINVAL, "create SRQ: max_sge %d > %d", a.MaxSGE, maxSRQSGE)
+	if a.MaxSGE > uint32(r.attr.MaxSRQSGE) {
+		return errorf(unix.EINVAL, "create SRQ: max_sge %d > %d", a.MaxSGE, r.attr.MaxSRQSGE)
 	}
 	if a.MaxSGE == 0 {
 		a.MaxSGE = 1
@@ -59,8 +59,8 @@ func (r *Dev) ModifySRQ(s *emu.SRQ, attr *emu.SRQAttr, mask emu.SRQAttrMask) err
 	}
 	if mask&emu.SRQMaxWR != 0 {
 		switch {
-		case attr.MaxWR == 0 || attr.MaxWR > maxSRQWR:
-			return errorf(unix.EINVAL, "modify SRQ: max_wr %d not in 1..%d", attr.MaxWR, maxSRQWR)
+		case attr.MaxWR == 0 || attr.MaxWR > uint32(r.attr.MaxSRQWR):
+			return errorf(unix.EINVAL, "modify SRQ: max_wr %d not in 1..%d", attr.MaxWR, r.attr.MaxSRQWR)
 		case q.limit != 0 && attr.MaxWR < q.limit:
 			return errorf(unix.EINVAL, "modify SRQ: max_wr %d below the armed limit %d", attr.MaxWR, q.limit)
 		case roundQueue(attr.MaxWR) < uint32(len(q.wqes)):
@@ -72,7 +72,7 @@ func (r *Dev) ModifySRQ(s *emu.SRQ, attr *emu.SRQAttr, mask emu.SRQAttrMask) err
 		if mask&emu.SRQMaxWR != 0 {
 			capAfter = roundQueue(attr.MaxWR)
 		}
-		if attr.SRQLimit > maxSRQWR || attr.SRQLimit > capAfter {
+		if attr.SRQLimit > uint32(r.attr.MaxSRQWR) || attr.SRQLimit > capAfter {
 			return errorf(unix.EINVAL, "modify SRQ: limit %d above the capacity %d", attr.SRQLimit, capAfter)
 		}
 	}
