@@ -95,9 +95,9 @@ func (qp *QP) Modify(attr *qpstate.Attr, mask qpstate.AttrMask) error {
 // driver with its limits; the core adds only the MAC resolution. On
 // failure nothing changes, attr included.
 func (qp *QP) ModifyWithUdata(attr *qpstate.Attr, mask qpstate.AttrMask, udata *UData) error {
-	q := qp.real
-	if q == nil {
-		return errorf(unix.EINVAL, "modify QP %#x: handle closed", qp.QPNum)
+	q, err := qp.target("modify")
+	if err != nil {
+		return err
 	}
 	d := q.Device
 	a := *attr
@@ -128,18 +128,39 @@ func isConnected(t qpstate.Type) bool {
 // Query returns the QP's attributes and creation attributes (ib_query_qp);
 // mask says which the caller wants (rxe fills everything).
 func (qp *QP) Query(mask qpstate.AttrMask) (qpstate.Attr, QPInitAttr, error) {
-	return qp.Device.ops.QueryQP(qp.real, mask)
+	q, err := qp.target("query")
+	if err != nil {
+		return qpstate.Attr{}, QPInitAttr{}, err
+	}
+	return q.Device.ops.QueryQP(q, mask)
+}
+
+// target returns the real QP behind qp (itself, or the XRC target of an
+// open handle); a closed handle is EINVAL.
+func (qp *QP) target(op string) (*QP, error) {
+	if qp.real == nil {
+		return nil, errorf(unix.EINVAL, "%s QP %#x: handle closed", op, qp.QPNum)
+	}
+	return qp.real, nil
 }
 
 // PostSend posts send WRs (ib_post_send). On failure bad is the index of
 // the failing WR; the WRs before it stay posted.
 func (qp *QP) PostSend(wrs []SendWR) (bad int, err error) {
-	return qp.Device.ops.PostSend(qp.real, wrs)
+	q, err := qp.target("post send")
+	if err != nil {
+		return 0, err
+	}
+	return q.Device.ops.PostSend(q, wrs)
 }
 
 // PostRecv posts receive WRs (ib_post_recv), with PostSend's failure rule.
 func (qp *QP) PostRecv(wrs []RecvWR) (bad int, err error) {
-	return qp.Device.ops.PostRecv(qp.real, wrs)
+	q, err := qp.target("post recv")
+	if err != nil {
+		return 0, err
+	}
+	return q.Device.ops.PostRecv(q, wrs)
 }
 
 // Destroy destroys the QP (ib_destroy_qp): EBUSY while it is attached to a

@@ -53,6 +53,15 @@ func TestOpenQPHandles(t *testing.T) {
 	if err := h1.Modify(&qpstate.Attr{}, 0); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("modify through a closed handle: %v", err)
 	}
+	if _, _, err := h1.Query(0); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("query through a closed handle: %v", err)
+	}
+	if _, err := h1.PostSend(nil); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("post send through a closed handle: %v", err)
+	}
+	if _, err := h1.PostRecv(nil); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("post recv through a closed handle: %v", err)
+	}
 	if err := h2.Destroy(); err != nil || real.use.n.Load() != 0 {
 		t.Fatalf("destroying a handle closes it: %v, use %d", err, real.use.n.Load())
 	}
