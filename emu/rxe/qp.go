@@ -325,29 +325,29 @@ func (r *Dev) toErr(q *qp) {
 	}
 }
 
-// flush completes every send WQE and receive WQE of a QP in ERR with
-// IB_WC_WR_FLUSH_ERR, in post order, signaled or not; a QP on an SRQ gets
-// IB_EVENT_QP_LAST_WQE_REACHED instead of receive flushes. A full CQ makes
-// later WQEs vanish without completions. r.mu held.
-func (r *Dev) flush(q *qp) {
+// flushSQ completes every send WQE of a QP in ERR with
+// IB_WC_WR_FLUSH_ERR, in post order, signaled or not (a WQE that failed
+// completes with its own status). A full CQ makes later WQEs vanish without
+// completions. r.mu held.
+func (r *Dev) flushSQ(q *qp) {
 	cqFull := false
 	for _, w := range q.sq {
+		st := emu.WCWRFlushErr
 		if w.state == wqeDone && w.status != emu.WCSuccess {
-			// A failed WQE completes with its own status first.
-			cqFull = cqFull || !r.post(q.scq, q.sendWC(w, w.status), false)
-			continue
+			st = w.status
 		}
 		if !cqFull {
-			cqFull = !r.post(q.scq, q.sendWC(w, emu.WCWRFlushErr), false)
+			cqFull = !r.post(q.scq, q.sendWC(w, st), false)
 		}
 	}
 	q.sq = nil
 	q.credits = int(q.attr.MaxRdAtomic)
-	if q.srq != nil {
-		r.event(emu.Event{Type: emu.EventQPLastWQEReached, QP: q.core})
-		return
-	}
-	cqFull = false
+}
+
+// flushRQ completes every posted receive WQE of a QP in ERR with
+// IB_WC_WR_FLUSH_ERR, in post order. r.mu held.
+func (r *Dev) flushRQ(q *qp) {
+	cqFull := false
 	for _, w := range q.rq {
 		if !cqFull {
 			cqFull = !r.post(q.rcq, emu.WC{WRID: w.wrID, Status: emu.WCWRFlushErr, Opcode: emu.WCRecv,
@@ -355,6 +355,18 @@ func (r *Dev) flush(q *qp) {
 		}
 	}
 	q.rq = nil
+}
+
+// flush is the side effect of entering ERR: both queues flush; a QP on an
+// SRQ gets IB_EVENT_QP_LAST_WQE_REACHED instead of receive flushes, and the
+// SRQ is left alone. r.mu held.
+func (r *Dev) flush(q *qp) {
+	r.flushSQ(q)
+	if q.srq != nil {
+		r.event(emu.Event{Type: emu.EventQPLastWQEReached, QP: q.core})
+		return
+	}
+	r.flushRQ(q)
 }
 
 // wcOpcode maps a send opcode to its completion opcode (wr_to_wc_opcode);
@@ -538,7 +550,7 @@ func (r *Dev) PostRecv(c *emu.QP, wrs []emu.RecvWR) (int, error) {
 	}
 	defer func() {
 		if q.state == qpstate.StateErr {
-			r.flush(q)
+			r.flushRQ(q)
 		}
 	}()
 	for i := range wrs {
@@ -558,7 +570,7 @@ func (r *Dev) PostRecv(c *emu.QP, wrs []emu.RecvWR) (int, error) {
 // completer, as rxe's send task does); r.mu held.
 func (r *Dev) kick(q *qp) {
 	if q.state == qpstate.StateErr {
-		r.flush(q)
+		r.flushSQ(q)
 		return
 	}
 	r.runSQ(q)

@@ -205,6 +205,14 @@ func TestStateSideEffects(t *testing.T) {
 			if n := len(e.poll(e.rcq)); n != 0 {
 				t.Fatalf("%d receive completions", n)
 			}
+			// A later post in ERR flushes the send but raises no second event.
+			qp.PostSend([]emu.SendWR{send(5, sge, 0)})
+			if ev := e.takeEvents(); len(ev) != 0 {
+				t.Fatalf("events %v after a post in ERR", ev)
+			}
+			if got := statuses(e.poll(e.scq)); !equal(got, []idStatus{{5, emu.WCWRFlushErr}}) {
+				t.Fatalf("send completions %v", got)
+			}
 		}},
 	}
 	for _, tc := range tests {
