@@ -224,3 +224,17 @@ func equal[T comparable](a, b []T) bool {
 	}
 	return true
 }
+
+// bindType2 allocates a type-2 MW and a 4 KiB buffer and returns a BIND_MW
+// WR binding its first length bytes with access under a new key (the
+// low byte incremented), with the MW, the MR and the buffer's SGE.
+func (e *env) bindType2(id uint64, flags emu.SendFlags, length uint64, access qpstate.AccessFlags) (emu.SendWR, *emu.MW, *emu.MR, emu.SGE) {
+	e.t.Helper()
+	sge, mr := e.buf(4096)
+	mw, err := e.pd.AllocMW(emu.MWType2)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return emu.SendWR{WRID: id, Opcode: emu.WRBindMW, SendFlags: flags, MW: mw, Key: emu.IncRKey(mw.RKey),
+		Bind: emu.MWBind{MR: mr, Addr: sge.Addr, Length: length, Access: access}}, mw, mr, sge
+}

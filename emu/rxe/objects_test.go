@@ -99,13 +99,7 @@ func TestVerbsObjects(t *testing.T) {
 		{"O5_dereg_MR_with_bound_MW", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
-			sge, mr := e.buf(4096)
-			mw, err := e.pd.AllocMW(emu.MWType2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bind := emu.SendWR{WRID: 1, Opcode: emu.WRBindMW, SendFlags: emu.SendSignaled, MW: mw, Key: mw.RKey + 1,
-				Bind: emu.MWBind{MR: mr, Addr: sge.Addr, Length: 1024, Access: qpstate.AccessRemoteWrite}}
+			bind, mw, mr, _ := e.bindType2(1, emu.SendSignaled, 1024, qpstate.AccessRemoteWrite)
 			if _, err := qp.PostSend([]emu.SendWR{bind}); err != nil {
 				t.Fatal(err)
 			}
@@ -121,11 +115,9 @@ func TestVerbsObjects(t *testing.T) {
 		{"O5_dereg_after_invalidate", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
-			sge, mr := e.buf(4096)
-			mw, _ := e.pd.AllocMW(emu.MWType2)
-			newKey := mw.RKey&^0xFF | (mw.RKey+1)&0xFF
-			qp.PostSend([]emu.SendWR{{WRID: 1, Opcode: emu.WRBindMW, MW: mw, Key: newKey,
-				Bind: emu.MWBind{MR: mr, Addr: sge.Addr, Length: 64, Access: qpstate.AccessRemoteRead}}})
+			bind, _, mr, _ := e.bindType2(1, 0, 64, qpstate.AccessRemoteRead)
+			newKey := bind.Key
+			qp.PostSend([]emu.SendWR{bind})
 			wantErrno(t, "dereg with bound MW", mr.Dereg(), unix.EINVAL)
 			qp.PostSend([]emu.SendWR{{WRID: 2, Opcode: emu.WRLocalInv, SendFlags: emu.SendSignaled, InvalidateRKey: newKey}})
 			if got := statuses(e.poll(e.scq)); !equal(got, []idStatus{{2, emu.WCSuccess}}) {
@@ -183,10 +175,7 @@ func TestVerbsObjects(t *testing.T) {
 		{"O9_bind_type2_twice", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
-			sge, mr := e.buf(4096)
-			mw, _ := e.pd.AllocMW(emu.MWType2)
-			b := emu.SendWR{WRID: 1, Opcode: emu.WRBindMW, SendFlags: emu.SendSignaled, MW: mw, Key: mw.RKey + 1,
-				Bind: emu.MWBind{MR: mr, Addr: sge.Addr, Length: 64, Access: qpstate.AccessRemoteWrite}}
+			b, _, _, _ := e.bindType2(1, emu.SendSignaled, 64, qpstate.AccessRemoteWrite)
 			qp.PostSend([]emu.SendWR{b})
 			b.WRID = 2
 			qp.PostSend([]emu.SendWR{b})
@@ -210,10 +199,8 @@ func TestVerbsObjects(t *testing.T) {
 			a, b := e.qp(qpstate.TypeRC, nil), e.qp(qpstate.TypeRC, nil)
 			e.toRTS(a)
 			e.toRTS(b)
-			sge, mr := e.buf(4096)
-			mw, _ := e.pd.AllocMW(emu.MWType2)
-			a.PostSend([]emu.SendWR{{Opcode: emu.WRBindMW, MW: mw, Key: mw.RKey + 1,
-				Bind: emu.MWBind{MR: mr, Addr: sge.Addr, Length: 256, Access: qpstate.AccessRemoteWrite}}})
+			bind, mw, _, sge := e.bindType2(0, 0, 256, qpstate.AccessRemoteWrite)
+			a.PostSend([]emu.SendWR{bind})
 			e.r.lock()
 			defer e.r.unlock()
 			if _, err := e.r.lookupRKey(qpOf(b), mw.RKey, qpstate.AccessRemoteWrite, sge.Addr, 8); err == nil {
