@@ -204,6 +204,10 @@ func (r *Dev) ModifyQP(c *emu.QP, attr *qpstate.Attr, mask qpstate.AttrMask, uda
 		return 0, err
 	}
 	mask = v.Mask
+	// rxe sets the state first and applies the attributes after; its
+	// side effects run in tasks that see the new attributes. Applying the
+	// attributes first and running the side effect synchronously after
+	// gives the same result, deterministically.
 	q.apply(attr, mask)
 	if mask&qpstate.AttrState != 0 {
 		r.enter(q, v.Next)
@@ -313,6 +317,9 @@ func (r *Dev) enter(q *qp, next qpstate.State) {
 		q.draining = false
 		r.flush(q)
 	case qpstate.StateRTS, qpstate.StateSQE:
+		// WQEs held in SQD go out now. rxe does not kick its send task on
+		// SQD->RTS (spec §3.6, UNSURE): they leave at its next run (a post,
+		// an ACK, a timer); starting them here is the observable superset.
 		r.runSQ(q)
 	}
 }
