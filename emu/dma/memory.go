@@ -1,0 +1,153 @@
+// Package dma is the DMA mapping layer of a software RDMA device over
+// emulated memory: the Go counterpart of ib_dma_map_single and friends
+// (include/rdma/ib_verbs.h) for a device without a DMA device, which the
+// kernel calls a "virtual DMA" device (ib_uses_virt_dma: rxe, siw).
+//
+// Memory is an emulated address space: byte slices placed at page-aligned
+// addresses. For a virtual-DMA device the DMA address of a buffer is its
+// address in that space (spec §4.13), so a Mapper in its default mode does
+// what the kernel does: map returns the address, unmap and the syncs do
+// nothing, mapping errors never happen, the maximum segment is UINT_MAX.
+//
+// Strict mode (Config.Strict) turns the Mapper into a bug finder that no
+// software RDMA device offers: it tracks every mapping, its direction and
+// which side owns it, and reports a Violation when the device touches a
+// buffer it has not been given (unmapped, never mapped, wrong direction, or
+// still owned by the CPU after ib_dma_sync_single_for_cpu without the
+// ib_dma_sync_single_for_device a non-coherent device would need), or when
+// the CPU touches a buffer the device owns. The emulated device reaches
+// memory only through DeviceRead and DeviceWrite, so every access is
+// checked.
+package dma
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// PageSize is the page size of emulated memory (PAGE_SIZE on x86-64).
+const PageSize = 4096
+
+// PageShift is log2(PageSize).
+const PageShift = 12
+
+// Page names one page of emulated memory by its page frame number: the
+// counterpart of struct page, which the kernel's page-based mapping calls
+// (ib_dma_map_page, bio_vec, scatterlist) take.
+type Page struct {
+	// PFN is the page frame number: the page's address >> PageShift.
+	PFN uint64
+}
+
+// Addr returns the address of the first byte of p (page_address).
+func (p Page) Addr() uint64 { return p.PFN << PageShift }
+
+// PageOf returns the page holding addr (virt_to_page).
+func PageOf(addr uint64) Page { return Page{PFN: addr >> PageShift} }
+
+// Memory is an emulated address space shared by the CPU side (the verbs
+// consumer) and the emulated device. Buffers live at page-aligned
+// addresses; address 0 is never used, so 0 stays an invalid pointer.
+// Memory is safe for concurrent use.
+type Memory struct {
+	mu      sync.RWMutex
+	regions []region // sorted by addr, non-overlapping
+	next    uint64   // next free address (page aligned)
+}
+
+type region struct {
+	addr uint64
+	buf  []byte
+}
+
+// NewMemory returns an empty address space whose first buffer is placed at
+// base rounded up to a page (base 0 means 0x10000).
+func NewMemory(base uint64) *Memory {
+	if base == 0 {
+		base = 0x10000
+	}
+	return &Memory{next: alignUp(base)}
+}
+
+func alignUp(a uint64) uint64 { return (a + PageSize - 1) &^ (PageSize - 1) }
+
+// Alloc places a new zeroed buffer of n bytes in the address space and
+// returns its address and the buffer itself (the CPU's view of it).
+func (m *Memory) Alloc(n int) (uint64, []byte) {
+	buf := make([]byte, n)
+	return m.Add(buf), buf
+}
+
+// Add places buf in the address space at a fresh page-aligned address and
+// returns that address. The memory is buf itself: writes through either view
+// are seen by the other.
+func (m *Memory) Add(buf []byte) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	addr := m.next
+	size := uint64(len(buf))
+	if size == 0 {
+		size = 1
+	}
+	// Leave a guard page between buffers so an overrun faults.
+	m.next = alignUp(addr+size) + PageSize
+	m.regions = append(m.regions, region{addr: addr, buf: buf})
+	return addr
+}
+
+// Free removes the buffer placed at addr. Freeing an address that does not
+// start a buffer fails with EINVAL.
+func (m *Memory) Free(addr uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := m.find(addr)
+	if i < 0 || m.regions[i].addr != addr {
+		return fmt.Errorf("dma: free %#x: not the start of a buffer: %w", addr, unix.EINVAL)
+	}
+	m.regions = append(m.regions[:i], m.regions[i+1:]...)
+	return nil
+}
+
+// find returns the index of the region containing addr, or -1.
+func (m *Memory) find(addr uint64) int {
+	i := sort.Search(len(m.regions), func(i int) bool { return m.regions[i].addr > addr }) - 1
+	if i < 0 {
+		return -1
+	}
+	r := m.regions[i]
+	if addr-r.addr >= uint64(len(r.buf)) && !(len(r.buf) == 0 && addr == r.addr) {
+		return -1
+	}
+	return i
+}
+
+// Slice returns the n bytes at addr as a slice aliasing the memory. The
+// range must lie inside one buffer, else it fails with EFAULT: the
+// emulator's page fault.
+func (m *Memory) Slice(addr uint64, n int) ([]byte, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("dma: access %#x: negative length %d: %w", addr, n, unix.EINVAL)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	i := m.find(addr)
+	if i < 0 {
+		return nil, fmt.Errorf("dma: access %#x+%d: no memory there: %w", addr, n, unix.EFAULT)
+	}
+	r := m.regions[i]
+	off := addr - r.addr
+	if uint64(n) > uint64(len(r.buf))-off {
+		return nil, fmt.Errorf("dma: access %#x+%d: runs past the end of the buffer at %#x (%d bytes): %w",
+			addr, n, r.addr, len(r.buf), unix.EFAULT)
+	}
+	return r.buf[off : off+uint64(n) : off+uint64(n)], nil
+}
+
+// Contains reports whether [addr, addr+n) lies inside one buffer.
+func (m *Memory) Contains(addr uint64, n int) bool {
+	_, err := m.Slice(addr, n)
+	return err == nil
+}

@@ -1,0 +1,522 @@
+package emu
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softroce/softroce/emu/dma"
+	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
+)
+
+// UData is struct ib_udata: the driver-specific input and output buffers
+// of a userspace verb. A nil *UData means a kernel caller.
+type UData struct {
+	// In is the command's driver input.
+	In []byte
+	// Out receives the driver's response; its length is the space the
+	// caller provided.
+	Out []byte
+	// OutLen is how many bytes the driver wrote to Out.
+	OutLen int
+	// Privileged marks a caller allowed to set privileged Q_Keys (the
+	// uverbs CAP_NET_RAW / privileged_qkey check).
+	Privileged bool
+	// Extended marks the extended uverbs command (MODIFY_QP_EX), which
+	// lets IB_QP_RATE_LIMIT through to the driver.
+	Extended bool
+}
+
+// CopyFrom copies len(dst) bytes of input into dst (ib_copy_from_udata);
+// a shorter input fails with EFAULT.
+func (u *UData) CopyFrom(dst []byte) error {
+	if len(u.In) < len(dst) {
+		return errorf(unix.EFAULT, "udata: %d input bytes, need %d", len(u.In), len(dst))
+	}
+	copy(dst, u.In)
+	return nil
+}
+
+// CopyTo writes src to the output (ib_copy_to_udata); too little room
+// fails with EFAULT.
+func (u *UData) CopyTo(src []byte) error {
+	if len(u.Out) < len(src) {
+		return errorf(unix.EFAULT, "udata: %d output bytes, need %d", len(u.Out), len(src))
+	}
+	u.OutLen = copy(u.Out, src)
+	return nil
+}
+
+// usecnt is an object's use count (atomic_t usecnt).
+type usecnt struct{ n atomic.Int32 }
+
+func (u *usecnt) inc()       { u.n.Add(1) }
+func (u *usecnt) dec()       { u.n.Add(-1) }
+func (u *usecnt) busy() bool { return u.n.Load() > 0 }
+
+// PDFlags is enum ib_pd_flags.
+type PDFlags uint32
+
+// PDUnsafeGlobalRKey is IB_PD_UNSAFE_GLOBAL_RKEY.
+const PDUnsafeGlobalRKey PDFlags = 1
+
+// PD is struct ib_pd, a protection domain.
+type PD struct {
+	Device *Device
+	// LocalDMALKey is the lkey of the PD's internal DMA MR: rxe does not
+	// advertise a device-wide local DMA lkey, so the core makes one.
+	LocalDMALKey uint32
+	// UnsafeGlobalRKey is that MR's rkey with PDUnsafeGlobalRKey, else 0.
+	UnsafeGlobalRKey uint32
+	// Priv is the driver's state.
+	Priv any
+
+	use      usecnt
+	internal *MR
+}
+
+// AllocPD allocates a protection domain (ib_alloc_pd) and, because the
+// device has no local DMA lkey, its internal DMA MR with LOCAL_WRITE (and
+// REMOTE_READ|REMOTE_WRITE with PDUnsafeGlobalRKey).
+func (d *Device) AllocPD(flags PDFlags) (*PD, error) {
+	pd := &PD{Device: d}
+	if err := d.ops.AllocPD(pd); err != nil {
+		return nil, err
+	}
+	access := qpstate.AccessLocalWrite
+	if flags&PDUnsafeGlobalRKey != 0 {
+		access |= qpstate.AccessRemoteRead | qpstate.AccessRemoteWrite
+	}
+	mr := &MR{Device: d, PD: pd, Type: MRTypeDMA, Access: access}
+	if err := d.ops.GetDMAMR(mr, access); err != nil {
+		d.ops.DeallocPD(pd)
+		return nil, err
+	}
+	pd.internal = mr
+	pd.LocalDMALKey = mr.LKey
+	if flags&PDUnsafeGlobalRKey != 0 {
+		pd.UnsafeGlobalRKey = mr.RKey
+	}
+	return pd, nil
+}
+
+// Dealloc frees the PD (ib_dealloc_pd). Objects still created on it make
+// it fail with EBUSY: the kernel only warns for a kernel caller, the
+// emulator refuses rather than leave dangling objects.
+func (pd *PD) Dealloc() error { return pd.DeallocUser(nil) }
+
+// DeallocUser frees the PD for a userspace caller (ib_dealloc_pd_user):
+// EBUSY while objects use it.
+func (pd *PD) DeallocUser(udata *UData) error {
+	if pd.use.busy() {
+		return errorf(unix.EBUSY, "dealloc PD: %d objects still use it", pd.use.n.Load())
+	}
+	if pd.internal != nil {
+		if err := pd.Device.ops.DeregMR(pd.internal); err != nil {
+			return err
+		}
+		pd.internal = nil
+	}
+	return pd.Device.ops.DeallocPD(pd)
+}
+
+// SGE is struct ib_sge: one scatter/gather element.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// SendWR is struct ib_send_wr with its per-opcode extensions (rdma, atomic,
+// ud, reg, bind) flattened.
+type SendWR struct {
+	WRID           uint64
+	Opcode         WROpcode
+	SendFlags      SendFlags
+	SGList         []SGE
+	ImmData        uint32 // big-endian as on the wire, like __be32 ex.imm_data
+	InvalidateRKey uint32
+
+	// RDMA and atomic operations.
+	RemoteAddr uint64
+	RKey       uint32
+	CompareAdd uint64
+	Swap       uint64
+
+	// UD.
+	AH         *AH
+	RemoteQPN  uint32
+	RemoteQKey uint32
+
+	// REG_MR (struct ib_reg_wr): MR, the new Key and Access.
+	MR     *MR
+	Key    uint32
+	Access qpstate.AccessFlags
+
+	// BIND_MW (struct ib_bind_mw_wr): MW, its new RKey in Key, and Bind.
+	MW   *MW
+	Bind MWBind
+}
+
+// MWBind is struct ib_mw_bind_info.
+type MWBind struct {
+	MR     *MR
+	Addr   uint64
+	Length uint64
+	Access qpstate.AccessFlags
+}
+
+// RecvWR is struct ib_recv_wr.
+type RecvWR struct {
+	WRID   uint64
+	SGList []SGE
+}
+
+// WC is struct ib_wc, a work completion.
+type WC struct {
+	WRID           uint64
+	Status         WCStatus
+	Opcode         WCOpcode
+	VendorErr      uint32
+	ByteLen        uint32
+	QP             *QP
+	ImmData        uint32
+	InvalidateRKey uint32
+	SrcQP          uint32
+	WCFlags        WCFlags
+	PKeyIndex      uint16
+	SLID           uint32
+	SL             uint8
+	DLIDPathBits   uint8
+	PortNum        uint32
+	SMAC           [6]byte
+	VLANID         uint16
+	NetworkHdrType NetworkType
+}
+
+// CQInitAttr is struct ib_cq_init_attr plus the handlers ib_create_cq
+// takes.
+type CQInitAttr struct {
+	CQE        int
+	CompVector int
+	Flags      uint32
+	// CompHandler is called (outside driver locks) when a completion
+	// arrives on an armed CQ.
+	CompHandler func(*CQ)
+	// EventHandler receives the CQ's async events (IB_EVENT_CQ_ERR).
+	EventHandler func(Event)
+}
+
+// PollContext is enum ib_poll_context.
+type PollContext int
+
+// Poll contexts. The emulator supports PollDirect: the consumer polls.
+const (
+	PollDirect    PollContext = 0 // IB_POLL_DIRECT
+	PollSoftIRQ   PollContext = 1 // IB_POLL_SOFTIRQ
+	PollWorkqueue PollContext = 2 // IB_POLL_WORKQUEUE
+)
+
+// CQ is struct ib_cq, a completion queue.
+type CQ struct {
+	Device *Device
+	// CQE is the actual capacity (may exceed the request).
+	CQE          int
+	CompHandler  func(*CQ)
+	EventHandler func(Event)
+	Priv         any
+	use          usecnt
+}
+
+// CreateCQ creates a completion queue (ib_create_cq / __ib_create_cq).
+func (d *Device) CreateCQ(attr CQInitAttr) (*CQ, error) {
+	cq := &CQ{Device: d, CompHandler: attr.CompHandler, EventHandler: attr.EventHandler}
+	if err := d.ops.CreateCQ(cq, &attr); err != nil {
+		return nil, err
+	}
+	return cq, nil
+}
+
+// AllocCQAny creates a CQ of at least nrCQE entries on any completion
+// vector (ib_alloc_cq_any). Only PollDirect is supported: other contexts
+// fail with EOPNOTSUPP (the emulator runs no softirq or workqueue).
+func (d *Device) AllocCQAny(nrCQE int, ctx PollContext) (*CQ, error) {
+	if ctx != PollDirect {
+		return nil, errorf(unix.EOPNOTSUPP, "alloc CQ: poll context %d: only IB_POLL_DIRECT is emulated", ctx)
+	}
+	return d.CreateCQ(CQInitAttr{CQE: nrCQE})
+}
+
+// Poll moves up to len(wc) completions into wc and returns how many
+// (ib_poll_cq); it never fails.
+func (cq *CQ) Poll(wc []WC) int { return cq.Device.ops.PollCQ(cq, wc) }
+
+// ReqNotify arms the CQ (ib_req_notify_cq): CQSolicited and/or CQNextComp,
+// optionally with CQReportMissedEvents, when it returns 1 if completions
+// are already waiting.
+func (cq *CQ) ReqNotify(flags CQNotifyFlags) int { return cq.Device.ops.ReqNotifyCQ(cq, flags) }
+
+// SetModeration sets the interrupt moderation (rdma_set_cq_moderation);
+// a driver without modify_cq (rxe) gives EOPNOTSUPP.
+func (cq *CQ) SetModeration(count, period uint16) error {
+	m, ok := cq.Device.ops.(CQModerator)
+	if !ok {
+		return errorf(unix.EOPNOTSUPP, "set CQ moderation: driver has no modify_cq")
+	}
+	return m.ModifyCQ(cq, count, period)
+}
+
+// Destroy destroys the CQ (ib_destroy_cq); EBUSY while a QP or SRQ uses it.
+func (cq *CQ) Destroy() error { return cq.DestroyUser(nil) }
+
+// DestroyUser destroys the CQ for a caller with udata (ib_destroy_cq_user).
+func (cq *CQ) DestroyUser(udata *UData) error {
+	if cq.use.busy() {
+		return errorf(unix.EBUSY, "destroy CQ: used by %d QPs", cq.use.n.Load())
+	}
+	return cq.Device.ops.DestroyCQ(cq)
+}
+
+// SRQAttr is struct ib_srq_attr.
+type SRQAttr struct {
+	MaxWR    uint32
+	MaxSGE   uint32
+	SRQLimit uint32
+}
+
+// SRQInitAttr is struct ib_srq_init_attr.
+type SRQInitAttr struct {
+	Attr         SRQAttr
+	Type         SRQType
+	EventHandler func(Event)
+}
+
+// SRQ is struct ib_srq, a shared receive queue.
+type SRQ struct {
+	Device       *Device
+	PD           *PD
+	Type         SRQType
+	EventHandler func(Event)
+	Priv         any
+	use          usecnt
+}
+
+// CreateSRQ creates an SRQ (ib_create_srq); attr.Attr.MaxWR is updated to
+// the actual capacity.
+func (pd *PD) CreateSRQ(attr *SRQInitAttr) (*SRQ, error) {
+	s := &SRQ{Device: pd.Device, PD: pd, Type: attr.Type, EventHandler: attr.EventHandler}
+	if err := pd.Device.ops.CreateSRQ(s, attr, nil); err != nil {
+		return nil, err
+	}
+	pd.use.inc()
+	return s, nil
+}
+
+// Modify changes MaxWR (resize) and/or SRQLimit (arm the limit event)
+// (ib_modify_srq); a driver without the op gives EOPNOTSUPP.
+func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
+	m, ok := s.Device.ops.(SRQModifier)
+	if !ok {
+		return errorf(unix.EOPNOTSUPP, "modify SRQ: driver has no modify_srq")
+	}
+	return m.ModifySRQ(s, attr, mask)
+}
+
+// Query returns the SRQ's attributes (ib_query_srq).
+func (s *SRQ) Query() (SRQAttr, error) {
+	m, ok := s.Device.ops.(SRQModifier)
+	if !ok {
+		return SRQAttr{}, errorf(unix.EOPNOTSUPP, "query SRQ: driver has no query_srq")
+	}
+	return m.QuerySRQ(s)
+}
+
+// PostRecv posts receive WRs (ib_post_srq_recv); on failure bad is the
+// index of the failing WR and the earlier ones stay posted.
+func (s *SRQ) PostRecv(wrs []RecvWR) (bad int, err error) {
+	return s.Device.ops.PostSRQRecv(s, wrs)
+}
+
+// Destroy destroys the SRQ (ib_destroy_srq); EBUSY while QPs use it.
+func (s *SRQ) Destroy() error { return s.DestroyUser(nil) }
+
+// DestroyUser destroys the SRQ for a caller with udata
+// (ib_destroy_srq_user).
+func (s *SRQ) DestroyUser(udata *UData) error {
+	if s.use.busy() {
+		return errorf(unix.EBUSY, "destroy SRQ: used by %d QPs", s.use.n.Load())
+	}
+	if err := s.Device.ops.DestroySRQ(s); err != nil {
+		return err
+	}
+	s.PD.use.dec()
+	return nil
+}
+
+// MR is struct ib_mr, a memory region.
+type MR struct {
+	Device *Device
+	PD     *PD
+	Type   MRType
+	LKey   uint32
+	RKey   uint32
+	IOVA   uint64
+	Length uint64
+	Access qpstate.AccessFlags
+	// PageSize is set by MapSG for fast-registration MRs.
+	PageSize int
+	Priv     any
+}
+
+// GetDMAMR returns an MR covering all memory (ib_get_dma_mr; the core's
+// internal MR of each PD).
+func (pd *PD) GetDMAMR(access qpstate.AccessFlags) (*MR, error) {
+	mr := &MR{Device: pd.Device, PD: pd, Type: MRTypeDMA, Access: access}
+	if err := pd.Device.ops.GetDMAMR(mr, access); err != nil {
+		return nil, err
+	}
+	pd.use.inc()
+	return mr, nil
+}
+
+// CheckMRAccess applies the core's access rules (ib_check_mr_access):
+// REMOTE_WRITE or REMOTE_ATOMIC need LOCAL_WRITE (EINVAL); unknown bits
+// EINVAL; ON_DEMAND without ODP and FLUSH_* without the device cap
+// EOPNOTSUPP.
+func (d *Device) CheckMRAccess(access qpstate.AccessFlags) error {
+	if access&(qpstate.AccessRemoteWrite|qpstate.AccessRemoteAtomic) != 0 && access&qpstate.AccessLocalWrite == 0 {
+		return errorf(unix.EINVAL, "MR access %v: remote write/atomic needs IB_ACCESS_LOCAL_WRITE", access)
+	}
+	if !access.IsValid() {
+		return errorf(unix.EINVAL, "MR access %v: unknown bits", access)
+	}
+	a := d.ops.QueryDevice()
+	if access&qpstate.AccessOnDemand != 0 && a.KernelCapFlags&KernelCapOnDemandPaging == 0 {
+		return errorf(unix.EOPNOTSUPP, "MR access %v: device has no on-demand paging", access)
+	}
+	if access&qpstate.AccessFlushGlobal != 0 && a.DeviceCapFlags&DeviceCapFlushGlobal == 0 ||
+		access&qpstate.AccessFlushPersistent != 0 && a.DeviceCapFlags&DeviceCapFlushPersistent == 0 {
+		return errorf(unix.EOPNOTSUPP, "MR access %v: device cannot flush", access)
+	}
+	return nil
+}
+
+// RegUserMR registers [start, start+length) of memory with address iova
+// (the uverbs reg_mr path: ib_check_mr_access, then the driver).
+func (pd *PD) RegUserMR(start, length, iova uint64, access qpstate.AccessFlags) (*MR, error) {
+	if err := pd.Device.CheckMRAccess(access); err != nil {
+		return nil, err
+	}
+	mr := &MR{Device: pd.Device, PD: pd, Type: MRTypeUser, IOVA: iova, Length: length, Access: access}
+	if err := pd.Device.ops.RegUserMR(mr, start, length, iova, access); err != nil {
+		return nil, err
+	}
+	pd.use.inc()
+	return mr, nil
+}
+
+// AllocMR allocates a fast-registration MR for up to maxNumSG pages
+// (ib_alloc_mr); IB_MR_TYPE_INTEGRITY must use ib_alloc_mr_integrity and
+// fails with EINVAL here.
+func (pd *PD) AllocMR(t MRType, maxNumSG int) (*MR, error) {
+	if t == MRTypeIntegrity {
+		return nil, errorf(unix.EINVAL, "alloc MR: %v needs ib_alloc_mr_integrity", t)
+	}
+	mr := &MR{Device: pd.Device, PD: pd, Type: t}
+	if err := pd.Device.ops.AllocMR(mr, t, maxNumSG); err != nil {
+		return nil, err
+	}
+	pd.use.inc()
+	return mr, nil
+}
+
+// MapSG maps a DMA-mapped scatterlist into a fast-registration MR with the
+// given page size (ib_map_mr_sg) and returns how many entries it mapped.
+func (mr *MR) MapSG(sg []dma.Scatterlist, pageSize int) (int, error) {
+	return mr.Device.ops.MapMRSG(mr, sg, pageSize)
+}
+
+// Dereg deregisters the MR (ib_dereg_mr).
+func (mr *MR) Dereg() error { return mr.DeregUser(nil) }
+
+// DeregUser deregisters the MR for a caller with udata (ib_dereg_mr_user);
+// rxe refuses an MR with bound memory windows with EINVAL.
+func (mr *MR) DeregUser(udata *UData) error {
+	if err := mr.Device.ops.DeregMR(mr); err != nil {
+		return err
+	}
+	mr.PD.use.dec()
+	return nil
+}
+
+// CheckStatus checks the MR's signature status (ib_check_mr_status); a
+// driver without the op (rxe) gives EOPNOTSUPP.
+func (mr *MR) CheckStatus(check uint32) (MRStatus, error) {
+	c, ok := mr.Device.ops.(MRStatusChecker)
+	if !ok {
+		return MRStatus{}, errorf(unix.EOPNOTSUPP, "check MR status: driver has no check_mr_status")
+	}
+	return c.CheckMRStatus(mr, check)
+}
+
+// UpdateFastRegKey replaces the low byte of the MR's lkey and rkey with
+// newKey (ib_update_fast_reg_key), before posting a REG_MR with the new key.
+func UpdateFastRegKey(mr *MR, newKey uint8) {
+	mr.LKey = mr.LKey&0xFFFFFF00 | uint32(newKey)
+	mr.RKey = mr.RKey&0xFFFFFF00 | uint32(newKey)
+}
+
+// IncRKey returns rkey with its low byte incremented, wrapping 0xFF to 0
+// without carry (ib_inc_rkey).
+func IncRKey(rkey uint32) uint32 { return rkey&0xFFFFFF00 | (rkey+1)&0xFF }
+
+// MW is struct ib_mw, a memory window.
+type MW struct {
+	Device *Device
+	PD     *PD
+	Type   MWType
+	RKey   uint32
+	Priv   any
+}
+
+// AllocMW allocates a memory window of type t (uverbs alloc_mw).
+func (pd *PD) AllocMW(t MWType) (*MW, error) {
+	if t != MWType1 && t != MWType2 {
+		return nil, errorf(unix.EINVAL, "alloc MW: type %d", t)
+	}
+	mw := &MW{Device: pd.Device, PD: pd, Type: t}
+	if err := pd.Device.ops.AllocMW(mw); err != nil {
+		return nil, err
+	}
+	pd.use.inc()
+	return mw, nil
+}
+
+// Dealloc frees the window, unbinding it (never fails on rxe).
+func (mw *MW) Dealloc() error {
+	if err := mw.Device.ops.DeallocMW(mw); err != nil {
+		return err
+	}
+	mw.PD.use.dec()
+	return nil
+}
+
+// Device capability bits used by the core (spec §1.15).
+const (
+	DeviceCapMemWindow       uint64 = 1 << 17
+	DeviceCapMemMgtExt       uint64 = 1 << 21
+	DeviceCapXRC             uint64 = 1 << 20
+	DeviceCapFlushGlobal     uint64 = 1 << 38
+	DeviceCapFlushPersistent uint64 = 1 << 39
+	DeviceCapAtomicWrite     uint64 = 1 << 40
+	KernelCapOnDemandPaging  uint64 = 1 << 2
+	KernelCapAllowUserUnreg  uint64 = 1 << 4
+)
+
+// String formats an MR for messages.
+func (mr *MR) String() string {
+	return fmt.Sprintf("MR %v lkey %#x rkey %#x", mr.Type, mr.LKey, mr.RKey)
+}
+
+var _ sync.Locker = (*sync.Mutex)(nil)

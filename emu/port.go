@@ -1,0 +1,455 @@
+package emu
+
+import (
+	"net/netip"
+
+	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
+)
+
+// CoreCap is the RDMA_CORE_CAP_* / RDMA_CORE_PORT_* bit set of a port's
+// immutable core_cap_flags.
+type CoreCap uint32
+
+// Core capability bits (include/rdma/ib_verbs.h).
+const (
+	CoreCapIBMAD            CoreCap = 0x00000001 // RDMA_CORE_CAP_IB_MAD
+	CoreCapIBSMI            CoreCap = 0x00000002 // RDMA_CORE_CAP_IB_SMI
+	CoreCapIBCM             CoreCap = 0x00000004 // RDMA_CORE_CAP_IB_CM
+	CoreCapIWCM             CoreCap = 0x00000008 // RDMA_CORE_CAP_IW_CM
+	CoreCapIBSA             CoreCap = 0x00000010 // RDMA_CORE_CAP_IB_SA
+	CoreCapOPAMAD           CoreCap = 0x00000020 // RDMA_CORE_CAP_OPA_MAD
+	CoreCapAFIB             CoreCap = 0x00001000 // RDMA_CORE_CAP_AF_IB
+	CoreCapEthAH            CoreCap = 0x00002000 // RDMA_CORE_CAP_ETH_AH
+	CoreCapOPAAH            CoreCap = 0x00004000 // RDMA_CORE_CAP_OPA_AH
+	CoreCapIBGRHRequired    CoreCap = 0x00008000 // RDMA_CORE_CAP_IB_GRH_REQUIRED
+	CoreCapProtIB           CoreCap = 0x00100000 // RDMA_CORE_CAP_PROT_IB
+	CoreCapProtRoCE         CoreCap = 0x00200000 // RDMA_CORE_CAP_PROT_ROCE
+	CoreCapProtIWARP        CoreCap = 0x00400000 // RDMA_CORE_CAP_PROT_IWARP
+	CoreCapProtRoCEUDPEncap CoreCap = 0x00800000 // RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP
+	CoreCapProtRawPacket    CoreCap = 0x01000000 // RDMA_CORE_CAP_PROT_RAW_PACKET
+	CoreCapProtUSNIC        CoreCap = 0x02000000 // RDMA_CORE_CAP_PROT_USNIC
+
+	// CorePortIBAIB is RDMA_CORE_PORT_IBA_IB, a native InfiniBand port.
+	CorePortIBAIB = CoreCapProtIB | CoreCapIBMAD | CoreCapIBSMI | CoreCapIBCM | CoreCapIBSA | CoreCapAFIB
+	// CorePortIBARoCEUDPEncap is RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP, what
+	// rxe's port reports (0x00803005).
+	CorePortIBARoCEUDPEncap = CoreCapProtRoCEUDPEncap | CoreCapIBMAD | CoreCapIBCM | CoreCapAFIB | CoreCapEthAH
+	// CorePortIntelOPA is RDMA_CORE_PORT_INTEL_OPA.
+	CorePortIntelOPA = CorePortIBAIB | CoreCapOPAMAD
+)
+
+// PortImmutable is struct ib_port_immutable: what a port reports once at
+// registration (get_port_immutable).
+type PortImmutable struct {
+	PKeyTblLen   int
+	GIDTblLen    int
+	CoreCapFlags CoreCap
+	MaxMADSize   int
+}
+
+// PortAttr is struct ib_port_attr (ib_query_port).
+type PortAttr struct {
+	SubnetPrefix  uint64
+	State         PortState
+	MaxMTU        qpstate.MTU
+	ActiveMTU     qpstate.MTU
+	PhysMTU       int
+	GIDTblLen     int
+	IPGids        bool
+	PortCapFlags  uint32
+	MaxMsgSz      uint32
+	BadPKeyCntr   uint32
+	QKeyViolCntr  uint32
+	PKeyTblLen    uint16
+	SMLID         uint32
+	LID           uint32
+	LMC           uint8
+	MaxVLNum      uint8
+	SMSL          uint8
+	SubnetTimeout uint8
+	InitTypeReply uint8
+	ActiveWidth   Width
+	ActiveSpeed   Speed
+	PhysState     PhysState
+	PortCapFlags2 uint16
+}
+
+// DeviceAttr is struct ib_device_attr (ib_query_device) plus the node
+// facts of struct ib_device.
+type DeviceAttr struct {
+	FWVer                 uint64
+	SysImageGUID          uint64
+	NodeGUID              uint64
+	MaxMRSize             uint64
+	PageSizeCap           uint64
+	VendorID              uint32
+	VendorPartID          uint32
+	HWVer                 uint32
+	MaxQP                 int
+	MaxQPWR               int
+	DeviceCapFlags        uint64
+	KernelCapFlags        uint64
+	MaxSendSGE            int
+	MaxRecvSGE            int
+	MaxSGERd              int
+	MaxCQ                 int
+	MaxCQE                int
+	MaxMR                 int
+	MaxPD                 int
+	MaxQPRdAtom           int
+	MaxEERdAtom           int
+	MaxResRdAtom          int
+	MaxQPInitRdAtom       int
+	MaxEEInitRdAtom       int
+	AtomicCap             int
+	MaskedAtomicCap       int
+	MaxEE                 int
+	MaxRDD                int
+	MaxMW                 int
+	MaxRawIPv6QP          int
+	MaxRawEthyQP          int
+	MaxMcastGrp           int
+	MaxMcastQPAttach      int
+	MaxTotalMcastQPAttach int
+	MaxAH                 int
+	MaxSRQ                int
+	MaxSRQWR              int
+	MaxSRQSGE             int
+	MaxFastRegPageListLen int
+	MaxPKeys              uint16
+	LocalCAAckDelay       uint8
+	MaxInlineData         int // the QP cap limit (not in ib_device_attr; rxe's RXE_MAX_INLINE_DATA)
+	PhysPortCnt           int
+	NodeDesc              string
+	NodeType              int // RDMA_NODE_IB_CA = 1
+	NumCompVectors        int
+	UverbsABIVer          int
+	IsSwitch              bool // a switch numbers its ports from 0
+}
+
+// Port capability helpers. Each takes the port number and reads the port's
+// immutable core capability flags, as the kernel's inline helpers do.
+
+func (d *Device) coreCap(port uint32) CoreCap {
+	if !d.IsPortValid(port) {
+		return 0
+	}
+	return d.immutable(port).CoreCapFlags
+}
+
+// CapIBSwitch reports whether the device is a switch (rdma_cap_ib_switch).
+func (d *Device) CapIBSwitch() bool { return d.ops.QueryDevice().IsSwitch }
+
+// ProtocolIB reports a native InfiniBand port (rdma_protocol_ib).
+func (d *Device) ProtocolIB(port uint32) bool { return d.coreCap(port)&CoreCapProtIB != 0 }
+
+// ProtocolRoCE reports a RoCE (v1 or v2) port (rdma_protocol_roce).
+func (d *Device) ProtocolRoCE(port uint32) bool {
+	return d.coreCap(port)&(CoreCapProtRoCE|CoreCapProtRoCEUDPEncap) != 0
+}
+
+// ProtocolRoCEUDPEncap reports a RoCEv2 port (rdma_protocol_roce_udp_encap).
+func (d *Device) ProtocolRoCEUDPEncap(port uint32) bool {
+	return d.coreCap(port)&CoreCapProtRoCEUDPEncap != 0
+}
+
+// ProtocolIWARP reports an iWARP port (rdma_protocol_iwarp).
+func (d *Device) ProtocolIWARP(port uint32) bool { return d.coreCap(port)&CoreCapProtIWARP != 0 }
+
+// IsGRHRequired reports whether every address on port needs a GRH
+// (rdma_is_grh_required): true for every RoCE port.
+func (d *Device) IsGRHRequired(port uint32) bool {
+	return d.coreCap(port)&(CoreCapIBGRHRequired|CoreCapProtRoCE|CoreCapProtRoCEUDPEncap) != 0
+}
+
+// CapIBMAD reports MAD support (rdma_cap_ib_mad).
+func (d *Device) CapIBMAD(port uint32) bool { return d.coreCap(port)&CoreCapIBMAD != 0 }
+
+// CapOPAMAD reports OPA MAD support (rdma_cap_opa_mad).
+func (d *Device) CapOPAMAD(port uint32) bool { return d.coreCap(port)&CoreCapOPAMAD != 0 }
+
+// CapIBSMI reports a QP0/SMI (rdma_cap_ib_smi).
+func (d *Device) CapIBSMI(port uint32) bool { return d.coreCap(port)&CoreCapIBSMI != 0 }
+
+// CapIBCM reports IB connection manager support (rdma_cap_ib_cm).
+func (d *Device) CapIBCM(port uint32) bool { return d.coreCap(port)&CoreCapIBCM != 0 }
+
+// CapIWCM reports iWARP connection manager support (rdma_cap_iw_cm).
+func (d *Device) CapIWCM(port uint32) bool { return d.coreCap(port)&CoreCapIWCM != 0 }
+
+// CapIBSA reports subnet administration support (rdma_cap_ib_sa).
+func (d *Device) CapIBSA(port uint32) bool { return d.coreCap(port)&CoreCapIBSA != 0 }
+
+// CapIBMcast reports IB multicast (SA-managed) support (rdma_cap_ib_mcast,
+// the same as CapIBSA).
+func (d *Device) CapIBMcast(port uint32) bool { return d.CapIBSA(port) }
+
+// CapAFIB reports AF_IB addressing support (rdma_cap_af_ib).
+func (d *Device) CapAFIB(port uint32) bool { return d.coreCap(port)&CoreCapAFIB != 0 }
+
+// CapEthAH reports Ethernet address handles (rdma_cap_eth_ah).
+func (d *Device) CapEthAH(port uint32) bool { return d.coreCap(port)&CoreCapEthAH != 0 }
+
+// CapOPAAH reports OPA address handles (rdma_cap_opa_ah: every OPA_AH bit).
+func (d *Device) CapOPAAH(port uint32) bool {
+	return d.coreCap(port)&CoreCapOPAAH == CoreCapOPAAH
+}
+
+// CoreCapOPAPort reports an Intel OPA port (rdma_core_cap_opa_port: every
+// RDMA_CORE_PORT_INTEL_OPA bit).
+func (d *Device) CoreCapOPAPort(port uint32) bool {
+	return d.coreCap(port)&CorePortIntelOPA == CorePortIntelOPA
+}
+
+// CapReadInv reports READ with invalidate support (rdma_cap_read_inv:
+// iWARP only).
+func (d *Device) CapReadInv(port uint32) bool { return d.ProtocolIWARP(port) }
+
+// GIDAdder is the optional driver op pair add_gid/del_gid: a device whose
+// hardware holds a GID table implements it.
+type GIDAdder interface {
+	AddGID(e GIDEntry) error
+	DelGID(e GIDEntry) error
+}
+
+// CapRoCEGIDTable reports a RoCE port whose driver programs GIDs into
+// hardware (rdma_cap_roce_gid_table: RoCE and add_gid and del_gid). False
+// for rxe, which has neither op.
+func (d *Device) CapRoCEGIDTable(port uint32) bool {
+	_, ok := d.ops.(GIDAdder)
+	return d.ProtocolRoCE(port) && ok
+}
+
+// MaxMADSize returns the largest MAD the port handles
+// (rdma_max_mad_size): 2048 for OPA MADs, 256 otherwise, 0 without MADs.
+func (d *Device) MaxMADSize(port uint32) int {
+	if !d.IsPortValid(port) {
+		return 0
+	}
+	return d.immutable(port).MaxMADSize
+}
+
+// LinkLayer returns the port's link layer (rdma_port_get_link_layer).
+func (d *Device) LinkLayer(port uint32) LinkLayer {
+	switch {
+	case d.ProtocolIB(port):
+		return LinkLayerInfiniBand
+	case d.ProtocolRoCE(port):
+		return LinkLayerEthernet
+	}
+	return LinkLayerUnspecified
+}
+
+// AHFindType returns the address handle type for port
+// (rdma_ah_find_type): RoCE on a RoCE port, OPA on an OPA port with OPA
+// AHs, IB otherwise.
+func (d *Device) AHFindType(port uint32) qpstate.AHAttrType {
+	switch {
+	case d.ProtocolRoCE(port):
+		return qpstate.AHAttrTypeRoCE
+	case d.ProtocolIB(port) && d.CapOPAAH(port):
+		return qpstate.AHAttrTypeOPA
+	}
+	return qpstate.AHAttrTypeIB
+}
+
+// MTUEnumToInt converts an MTU code to bytes for port
+// (rdma_mtu_enum_to_int): OPA ports also know 8192 and 10240; -1 for an
+// unknown code.
+func (d *Device) MTUEnumToInt(port uint32, mtu qpstate.MTU) int {
+	if d.CoreCapOPAPort(port) {
+		switch mtu {
+		case qpstate.OPAMTU8192:
+			return 8192
+		case qpstate.OPAMTU10240:
+			return 10240
+		}
+	}
+	return mtu.Bytes()
+}
+
+// MTUFromAttr returns the port's MTU in bytes (rdma_mtu_from_attr): the
+// physical MTU on OPA, else the byte value of MaxMTU.
+func (d *Device) MTUFromAttr(port uint32, a *PortAttr) int {
+	if d.CoreCapOPAPort(port) {
+		return a.PhysMTU
+	}
+	return a.MaxMTU.Bytes()
+}
+
+// RxeMTU converts a netdev MTU to the IB MTU rxe reports as active_mtu:
+// subtract the 80 bytes of RoCE headers, then floor to an IB MTU; below
+// 256 gives MTU256 (rxe_mtu_int_to_enum, spec §1.5).
+func RxeMTU(netdevMTU int) qpstate.MTU {
+	n := netdevMTU - 80
+	switch {
+	case n < 512:
+		return qpstate.MTU256
+	case n < 1024:
+		return qpstate.MTU512
+	case n < 2048:
+		return qpstate.MTU1024
+	case n < 4096:
+		return qpstate.MTU2048
+	}
+	return qpstate.MTU4096
+}
+
+// GID is union ib_gid: 16 bytes, an IPv6 address or IPv4-mapped IPv4
+// address for RoCEv2.
+type GID [16]byte
+
+// Addr returns g as an IP address, unmapping IPv4-mapped GIDs.
+func (g GID) Addr() netip.Addr { return netip.AddrFrom16(g).Unmap() }
+
+// GIDFromAddr returns the GID of an IP address (IPv4 as ::ffff:a.b.c.d).
+func GIDFromAddr(a netip.Addr) GID { return GID(a.As16()) }
+
+// IsV4Mapped reports ::ffff:a.b.c.d.
+func (g GID) IsV4Mapped() bool { return netip.AddrFrom16(g).Is4In6() }
+
+// IsMulticast reports a multicast GID: first byte 0xFF, or an IPv4-mapped
+// 224.0.0.0/4 address (rdma_is_multicast_addr).
+func (g GID) IsMulticast() bool { return g[0] == 0xFF || (g.IsV4Mapped() && g[12]&0xF0 == 0xE0) }
+
+// IsZero reports the all-zero GID (an empty table slot).
+func (g GID) IsZero() bool { return g == GID{} }
+
+// String formats g as an IPv6 address.
+func (g GID) String() string { return netip.AddrFrom16(g).String() }
+
+// GIDEntry is struct ib_gid_attr: one slot of a port's GID table.
+type GIDEntry struct {
+	GID    GID
+	Type   qpstate.GIDType
+	Index  int
+	Port   uint32
+	NetDev string
+}
+
+// eui64GID returns the default GID fe80::EUI-64(MAC).
+func eui64GID(mac []byte) GID {
+	var g GID
+	g[0], g[1] = 0xfe, 0x80
+	copy(g[8:], EUI64(mac))
+	return g
+}
+
+// EUI64 returns the modified EUI-64 of a MAC: the U/L bit of the first
+// byte flipped and FF:FE inserted in the middle (addrconf_addr_eui48), which
+// rxe also uses as node GUID.
+func EUI64(mac []byte) []byte {
+	return []byte{mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]}
+}
+
+// wantGIDs computes the table the core's RoCE GID management derives from
+// the netdev: slot 0 the default link-local GID, then each address in
+// order (IPv4-mapped or IPv6), all RoCEv2; duplicates are skipped.
+func (d *Device) wantGIDs() []GID {
+	want := []GID{eui64GID(d.netdev.MAC)}
+	seen := map[GID]bool{want[0]: true}
+	for _, a := range d.netdev.Addrs {
+		g := GIDFromAddr(a)
+		if seen[g] || !a.IsValid() {
+			continue
+		}
+		seen[g] = true
+		want = append(want, g)
+	}
+	return want
+}
+
+// fillGIDs rebuilds the table and returns the indexes that changed; d.mu
+// held (or not yet shared).
+func (d *Device) fillGIDs() []int {
+	want := d.wantGIDs()
+	var changed []int
+	// Keep entries still wanted in their slots, as the GID cache does.
+	keep := map[GID]bool{}
+	for i := range d.gids {
+		e := d.gids[i]
+		if e.GID.IsZero() {
+			continue
+		}
+		found := false
+		for _, w := range want {
+			if w == e.GID {
+				found = true
+			}
+		}
+		if !found {
+			d.gids[i] = GIDEntry{}
+			changed = append(changed, i)
+		} else {
+			keep[e.GID] = true
+		}
+	}
+	for _, w := range want {
+		if keep[w] {
+			continue
+		}
+		for i := range d.gids {
+			if d.gids[i].GID.IsZero() {
+				d.gids[i] = GIDEntry{GID: w, Type: qpstate.GIDTypeRoCEv2, Index: i, Port: 1, NetDev: d.netdev.Name}
+				changed = append(changed, i)
+				break
+			}
+		}
+	}
+	return changed
+}
+
+// QueryGID returns the GID table entry at index of port
+// (rdma_get_gid_attr / rdma_query_gid): an index beyond the table is
+// EINVAL, an empty slot ENODATA.
+func (d *Device) QueryGID(port uint32, index int) (GIDEntry, error) {
+	if !d.IsPortValid(port) {
+		return GIDEntry{}, errorf(unix.EINVAL, "query GID: port %d of %s: no such port", port, d.name)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if index < 0 || index >= len(d.gids) {
+		return GIDEntry{}, errorf(unix.EINVAL, "query GID %d of %s port %d: table has %d slots", index, d.name, port, len(d.gids))
+	}
+	e := d.gids[index]
+	if e.GID.IsZero() {
+		return GIDEntry{}, errorf(unix.ENODATA, "query GID %d of %s port %d: empty slot", index, d.name, port)
+	}
+	return e, nil
+}
+
+// FindGID returns the entry holding gid with type t on port
+// (rdma_find_gid_by_port); none is ENOENT.
+func (d *Device) FindGID(gid GID, t qpstate.GIDType, port uint32) (GIDEntry, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, e := range d.gids {
+		if !e.GID.IsZero() && e.GID == gid && e.Type == t && e.Port == port {
+			return e, nil
+		}
+	}
+	return GIDEntry{}, errorf(unix.ENOENT, "find GID %v (%v) on %s port %d", gid, t, d.name, port)
+}
+
+// SetNetDevAddrs replaces the bound interface's addresses (an address
+// added or removed on the netdev) and rescans the GID table, raising
+// IB_EVENT_GID_CHANGE if it changed, as the core's netdev notifier does.
+func (d *Device) SetNetDevAddrs(addrs []netip.Addr) {
+	d.mu.Lock()
+	d.netdev.Addrs = append([]netip.Addr(nil), addrs...)
+	d.mu.Unlock()
+	d.RoCERescanDevice()
+}
+
+// RoCERescanDevice rebuilds the GID table from the netdev's current
+// addresses (rdma_roce_rescan_device) and dispatches IB_EVENT_GID_CHANGE
+// for port 1 if any slot changed. Unchanged entries keep their slots.
+func (d *Device) RoCERescanDevice() {
+	d.mu.Lock()
+	changed := d.fillGIDs()
+	d.mu.Unlock()
+	if len(changed) > 0 {
+		d.Dispatch(Event{Type: EventGIDChange, Port: 1})
+	}
+}

@@ -1,0 +1,313 @@
+package emu
+
+import (
+	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
+)
+
+// QPInitAttr is struct ib_qp_init_attr.
+type QPInitAttr struct {
+	EventHandler func(Event)
+	SendCQ       *CQ
+	RecvCQ       *CQ
+	SRQ          *SRQ
+	XRCD         *XRCD
+	Cap          qpstate.Cap
+	SQSigType    SigType
+	QPType       qpstate.Type
+	CreateFlags  uint32
+	PortNum      uint32 // GSI and SMI only
+}
+
+// QP is struct ib_qp, a queue pair. An XRC target handle from OpenQP
+// shares the real QP and forwards modify and query to it.
+type QP struct {
+	Device       *Device
+	PD           *PD
+	SendCQ       *CQ
+	RecvCQ       *CQ
+	SRQ          *SRQ
+	QPNum        uint32
+	QPType       qpstate.Type
+	EventHandler func(Event)
+	// Port is the port recorded by the last modify carrying IB_QP_PORT
+	// (or AV), as the core tracks it.
+	Port uint32
+	Priv any
+
+	real  *QP // self for a real QP, the target for an open handle
+	xrcd  *XRCD
+	use   usecnt
+	mcast map[mcastKey]bool
+}
+
+type mcastKey struct {
+	gid GID
+	lid uint16
+}
+
+// CreateQP creates a queue pair on pd (ib_create_qp); init.Cap is updated
+// to the actual capacities (which may exceed the request).
+func (pd *PD) CreateQP(init *QPInitAttr) (*QP, error) {
+	return pd.createQP(init, nil)
+}
+
+func (pd *PD) createQP(init *QPInitAttr, udata *UData) (*QP, error) {
+	d := pd.Device
+	qp := &QP{Device: d, PD: pd, SendCQ: init.SendCQ, RecvCQ: init.RecvCQ, SRQ: init.SRQ,
+		QPType: init.QPType, EventHandler: init.EventHandler, mcast: map[mcastKey]bool{}}
+	qp.real = qp
+	if err := d.ops.CreateQP(qp, init, udata); err != nil {
+		return nil, err
+	}
+	pd.use.inc()
+	for _, cq := range []*CQ{qp.SendCQ, qp.RecvCQ} {
+		if cq != nil {
+			cq.use.inc()
+		}
+	}
+	if qp.SRQ != nil {
+		qp.SRQ.use.inc()
+	}
+	return qp, nil
+}
+
+// CreateUserQP creates a QP for a userspace caller; udata carries the
+// driver's command and response (rxe: empty input, else EINVAL).
+func (pd *PD) CreateUserQP(init *QPInitAttr, udata *UData) (*QP, error) {
+	return pd.createQP(init, udata)
+}
+
+// Modify changes the QP's attributes and state (ib_modify_qp): the core
+// checks of _ib_modify_qp, then the driver's modify_qp, which validates
+// with package qpstate and applies everything or nothing.
+func (qp *QP) Modify(attr *qpstate.Attr, mask qpstate.AttrMask) error {
+	return qp.ModifyWithUdata(attr, mask, nil)
+}
+
+// ModifyWithUdata is Modify for a caller with udata
+// (ib_modify_qp_with_udata). A non-nil udata marks a userspace caller: the
+// uverbs checks then apply too (udata.Privileged and udata.Extended say
+// what the caller may do), and on a RoCE connected QP the destination MAC
+// of a valid new AV is resolved through the device's Resolver and its hop
+// limit replaced by the route's, as ib_resolve_eth_dmac does. Every check
+// (uverbs, core, driver) is package qpstate's Policy.Validate, run by the
+// driver with its limits; the core adds only the MAC resolution. On
+// failure nothing changes, attr included.
+func (qp *QP) ModifyWithUdata(attr *qpstate.Attr, mask qpstate.AttrMask, udata *UData) error {
+	q, err := qp.target("modify")
+	if err != nil {
+		return err
+	}
+	d := q.Device
+	a := *attr
+	if udata != nil && mask&qpstate.AttrAV != 0 && isConnected(q.QPType) &&
+		d.ProtocolRoCE(a.AHAttr.PortNum) && d.checkAHAttr(&a.AHAttr) == nil {
+		if err := d.resolveDMAC(&a.AHAttr); err != nil {
+			return errorf(unwrapErrno(err), "modify QP %#x: %v", q.QPNum, err)
+		}
+	}
+	port, err := d.ops.ModifyQP(q, &a, mask, udata)
+	if err != nil {
+		return err
+	}
+	if port != 0 {
+		q.Port = port
+	}
+	if mask&qpstate.AttrAV != 0 {
+		attr.AHAttr.DMAC = a.AHAttr.DMAC
+		attr.AHAttr.GRH.HopLimit = a.AHAttr.GRH.HopLimit
+	}
+	return nil
+}
+
+func isConnected(t qpstate.Type) bool {
+	return t == qpstate.TypeRC || t == qpstate.TypeUC || t == qpstate.TypeXRCIni || t == qpstate.TypeXRCTgt
+}
+
+// Query returns the QP's attributes and creation attributes (ib_query_qp);
+// mask says which the caller wants (rxe fills everything).
+func (qp *QP) Query(mask qpstate.AttrMask) (qpstate.Attr, QPInitAttr, error) {
+	q, err := qp.target("query")
+	if err != nil {
+		return qpstate.Attr{}, QPInitAttr{}, err
+	}
+	return q.Device.ops.QueryQP(q, mask)
+}
+
+// target returns the real QP behind qp (itself, or the XRC target of an
+// open handle); a closed handle is EINVAL.
+func (qp *QP) target(op string) (*QP, error) {
+	if qp.real == nil {
+		return nil, errorf(unix.EINVAL, "%s QP %#x: handle closed", op, qp.QPNum)
+	}
+	return qp.real, nil
+}
+
+// PostSend posts send WRs (ib_post_send). On failure bad is the index of
+// the failing WR; the WRs before it stay posted.
+func (qp *QP) PostSend(wrs []SendWR) (bad int, err error) {
+	q, err := qp.target("post send")
+	if err != nil {
+		return 0, err
+	}
+	return q.Device.ops.PostSend(q, wrs)
+}
+
+// PostRecv posts receive WRs (ib_post_recv), with PostSend's failure rule.
+func (qp *QP) PostRecv(wrs []RecvWR) (bad int, err error) {
+	q, err := qp.target("post recv")
+	if err != nil {
+		return 0, err
+	}
+	return q.Device.ops.PostRecv(q, wrs)
+}
+
+// Destroy destroys the QP (ib_destroy_qp): EBUSY while it is attached to a
+// multicast group or has open XRC handles. Outstanding WRs are discarded
+// without completions. Destroying an open XRC handle closes it.
+func (qp *QP) Destroy() error { return qp.DestroyUser(nil) }
+
+// DestroyUser destroys the QP for a caller with udata (ib_destroy_qp_user).
+func (qp *QP) DestroyUser(udata *UData) error {
+	if qp.real != qp {
+		return qp.Close()
+	}
+	if qp.use.busy() {
+		return errorf(unix.EBUSY, "destroy QP %#x: %d multicast attachments or open handles", qp.QPNum, qp.use.n.Load())
+	}
+	if err := qp.Device.ops.DestroyQP(qp); err != nil {
+		return err
+	}
+	qp.PD.use.dec()
+	for _, cq := range []*CQ{qp.SendCQ, qp.RecvCQ} {
+		if cq != nil {
+			cq.use.dec()
+		}
+	}
+	if qp.SRQ != nil {
+		qp.SRQ.use.dec()
+	}
+	return nil
+}
+
+// XRCD is struct ib_xrcd, an XRC domain grouping XRC target QPs.
+type XRCD struct {
+	Device *Device
+	Priv   any
+	tgts   map[uint32]*QP
+}
+
+// AllocXRCD allocates an XRC domain (ib_alloc_xrcd_user); a driver without
+// alloc_xrcd (rxe: no XRC) gives EOPNOTSUPP.
+func (d *Device) AllocXRCD() (*XRCD, error) {
+	a, ok := d.ops.(XRCDAllocator)
+	if !ok {
+		return nil, errorf(unix.EOPNOTSUPP, "alloc XRCD on %s: driver has no XRC support", d.name)
+	}
+	x := &XRCD{Device: d, tgts: map[uint32]*QP{}}
+	if err := a.AllocXRCD(x); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// AddTarget records an XRC target QP in the domain (what creating an
+// XRC_TGT QP with this xrcd does); drivers with XRC call it.
+func (x *XRCD) AddTarget(qp *QP) {
+	qp.xrcd = x
+	x.tgts[qp.QPNum] = qp
+}
+
+// QPOpenAttr is struct ib_qp_open_attr.
+type QPOpenAttr struct {
+	EventHandler func(Event)
+	QPNum        uint32
+	QPType       qpstate.Type
+}
+
+// OpenQP opens a handle on an existing XRC target QP of xrcd (ib_open_qp):
+// the type must be XRC_TGT and the QP must exist in the domain, else
+// EINVAL. The handle counts as a use of the real QP. On rxe no XRCD can
+// exist (AllocXRCD gives EOPNOTSUPP), so OpenQP can only fail.
+func OpenQP(xrcd *XRCD, attr QPOpenAttr) (*QP, error) {
+	if xrcd == nil {
+		return nil, errorf(unix.EINVAL, "open QP %#x: no XRC domain", attr.QPNum)
+	}
+	if attr.QPType != qpstate.TypeXRCTgt {
+		return nil, errorf(unix.EINVAL, "open QP %#x: type %v, only IB_QPT_XRC_TGT can be opened", attr.QPNum, attr.QPType)
+	}
+	real, ok := xrcd.tgts[attr.QPNum]
+	if !ok {
+		return nil, errorf(unix.EINVAL, "open QP %#x: no such XRC target in the domain", attr.QPNum)
+	}
+	real.use.inc()
+	return &QP{Device: real.Device, PD: real.PD, QPNum: real.QPNum, QPType: real.QPType,
+		EventHandler: attr.EventHandler, real: real, xrcd: xrcd}, nil
+}
+
+// Close closes a handle from OpenQP (ib_close_qp); closing a real
+// (non-shared) QP is EINVAL.
+func (qp *QP) Close() error {
+	if qp.real == qp {
+		return errorf(unix.EINVAL, "close QP %#x: not an open XRC handle", qp.QPNum)
+	}
+	if qp.real == nil {
+		return errorf(unix.EINVAL, "close QP %#x: already closed", qp.QPNum)
+	}
+	qp.real.use.dec()
+	qp.real = nil
+	return nil
+}
+
+// AttachMcast attaches a UD QP to the multicast group gid (ib_attach_mcast).
+// The GID must be multicast and the QP UD (EINVAL); on an InfiniBand port
+// the LID must be a multicast LID. The attachment is a use of the QP.
+func (qp *QP) AttachMcast(gid GID, lid uint16) error {
+	if err := qp.checkMcast(gid, lid, "attach"); err != nil {
+		return err
+	}
+	m := qp.Device.ops.(McastAttacher)
+	if err := m.AttachMcast(qp, gid, lid); err != nil {
+		return err
+	}
+	k := mcastKey{gid, lid}
+	if !qp.mcast[k] {
+		qp.mcast[k] = true
+		qp.use.inc()
+	}
+	return nil
+}
+
+// DetachMcast detaches the QP from gid (ib_detach_mcast).
+func (qp *QP) DetachMcast(gid GID, lid uint16) error {
+	if err := qp.checkMcast(gid, lid, "detach"); err != nil {
+		return err
+	}
+	m := qp.Device.ops.(McastAttacher)
+	if err := m.DetachMcast(qp, gid, lid); err != nil {
+		return err
+	}
+	k := mcastKey{gid, lid}
+	if qp.mcast[k] {
+		delete(qp.mcast, k)
+		qp.use.dec()
+	}
+	return nil
+}
+
+func (qp *QP) checkMcast(gid GID, lid uint16, op string) error {
+	if _, ok := qp.Device.ops.(McastAttacher); !ok {
+		return errorf(unix.EOPNOTSUPP, "%s mcast: driver has no %s_mcast", op, op)
+	}
+	if !gid.IsMulticast() {
+		return errorf(unix.EINVAL, "%s mcast QP %#x: %v is not a multicast GID", op, qp.QPNum, gid)
+	}
+	if qp.QPType != qpstate.TypeUD {
+		return errorf(unix.EINVAL, "%s mcast QP %#x: type %v, only UD QPs join groups", op, qp.QPNum, qp.QPType)
+	}
+	if qp.Device.ProtocolIB(1) && (lid < MulticastLIDBase || lid == PermissiveLID) {
+		return errorf(unix.EINVAL, "%s mcast QP %#x: LID %#x is not a multicast LID", op, qp.QPNum, lid)
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package rxe
+
+import "github.com/softroce/softroce/emu"
+
+// Counter indexes (enum rxe_counters, spec §4.12) followed by softroce's
+// extras.
+const (
+	cntSentPkts = iota
+	cntRcvdPkts
+	cntDuplicateRequest
+	cntOutOfSeqRequest
+	cntRcvdRNRErr
+	cntSendRNRErr
+	cntRcvdSeqErr
+	cntAckDeferred
+	cntRetryExceededErr
+	cntRetryRNRExceededErr
+	cntCompleterRetryErr
+	cntSendErr
+	cntLinkDowned
+	cntRDMASends
+	cntRDMARecvs
+	cntSentBytes
+	cntRcvdBytes
+	cntICRCErr
+	cntDroppedPkts
+	numCounters
+)
+
+// statDescs are the counter names: rxe 6.12's fifteen, the two byte
+// counters of 2026 mainline, and softroce's extras (prefixed "softroce_"
+// and flagged optional so no one mistakes them for rxe's).
+var statDescs = [numCounters]emu.StatDesc{
+	{Name: "sent_pkts"}, {Name: "rcvd_pkts"}, {Name: "duplicate_request"}, {Name: "out_of_seq_request"},
+	{Name: "rcvd_rnr_err"}, {Name: "send_rnr_err"}, {Name: "rcvd_seq_err"}, {Name: "ack_deferred"},
+	{Name: "retry_exceeded_err"}, {Name: "retry_rnr_exceeded_err"}, {Name: "completer_retry_err"},
+	{Name: "send_err"}, {Name: "link_downed"}, {Name: "rdma_sends"}, {Name: "rdma_recvs"},
+	{Name: "sent_bytes"}, {Name: "rcvd_bytes"},
+	{Name: "softroce_icrc_err", Flags: emu.StatFlagOptional},
+	{Name: "softroce_dropped_pkts", Flags: emu.StatFlagOptional},
+}
+
+// StatDescs returns the port counter descriptors (rxe_ib_alloc_hw_port_stats).
+func (r *Dev) StatDescs(port uint32) []emu.StatDesc { return statDescs[:] }
+
+// HWStats copies the counters into values (rxe_ib_get_hw_stats).
+func (r *Dev) HWStats(port uint32, values []uint64) int {
+	r.lock()
+	defer r.unlock()
+	return copy(values, r.counters[:])
+}

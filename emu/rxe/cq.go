@@ -1,0 +1,87 @@
+package rxe
+
+import (
+	"github.com/softroce/softroce/emu"
+	"golang.org/x/sys/unix"
+)
+
+// cq is rxe's completion queue: a bounded FIFO of completions and the armed
+// notification flags.
+type cq struct {
+	core   *emu.CQ
+	cap    int
+	wcs    []emu.WC
+	notify emu.CQNotifyFlags
+}
+
+func cqOf(c *emu.CQ) *cq { return c.Priv.(*cq) }
+
+// CreateCQ checks and rounds the size (rxe_cq_chk_attr, rxe_create_cq):
+// cqe <= 0 or > 32767 is EINVAL, flags are EOPNOTSUPP; the capacity is the
+// next power of two above cqe, minus one.
+func (r *Dev) CreateCQ(c *emu.CQ, attr *emu.CQInitAttr) error {
+	if attr.Flags != 0 {
+		return errorf(unix.EOPNOTSUPP, "create CQ: flags %#x", attr.Flags)
+	}
+	if attr.CQE <= 0 || attr.CQE > r.attr.MaxCQE {
+		return errorf(unix.EINVAL, "create CQ: cqe %d not in 1..%d", attr.CQE, r.attr.MaxCQE)
+	}
+	n := int(roundQueue(uint32(attr.CQE)))
+	c.CQE = n
+	c.Priv = &cq{core: c, cap: n}
+	return nil
+}
+
+// DestroyCQ frees the CQ (the core has checked its use count).
+func (r *Dev) DestroyCQ(c *emu.CQ) error {
+	r.lock()
+	defer r.unlock()
+	cqOf(c).wcs = nil
+	return nil
+}
+
+// PollCQ moves up to len(wc) completions out, oldest first.
+func (r *Dev) PollCQ(c *emu.CQ, wc []emu.WC) int {
+	r.lock()
+	defer r.unlock()
+	q := cqOf(c)
+	n := copy(wc, q.wcs)
+	q.wcs = q.wcs[n:]
+	if len(q.wcs) == 0 {
+		q.wcs = nil
+	}
+	return n
+}
+
+// ReqNotifyCQ ORs the solicited bits of flags into the armed set and, with
+// REPORT_MISSED_EVENTS, returns 1 when completions are waiting
+// (rxe_req_notify_cq).
+func (r *Dev) ReqNotifyCQ(c *emu.CQ, flags emu.CQNotifyFlags) int {
+	r.lock()
+	defer r.unlock()
+	q := cqOf(c)
+	q.notify |= flags & emu.CQSolicitedMask
+	if flags&emu.CQReportMissedEvents != 0 && len(q.wcs) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// post adds a completion (rxe_cq_post); r.mu held. A full CQ drops it,
+// raises IB_EVENT_CQ_ERR and returns false. An armed CQ calls its
+// completion handler once and disarms.
+func (r *Dev) post(q *cq, wc emu.WC, solicited bool) bool {
+	if len(q.wcs) >= q.cap {
+		r.event(emu.Event{Type: emu.EventCQErr, CQ: q.core})
+		return false
+	}
+	q.wcs = append(q.wcs, wc)
+	if q.notify&emu.CQNextComp != 0 || q.notify&emu.CQSolicited != 0 && solicited {
+		q.notify = 0
+		if h := q.core.CompHandler; h != nil {
+			c := q.core
+			r.later(func() { h(c) })
+		}
+	}
+	return true
+}

@@ -1,0 +1,411 @@
+package rxe
+
+import (
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/dma"
+	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
+)
+
+// memState is enum rxe_mr_state / rxe_mw_state.
+type memState uint8
+
+const (
+	memInvalid memState = iota // RXE_MR_STATE_INVALID
+	memFree                    // RXE_MR_STATE_FREE: allocated, not usable until registered
+	memValid                   // RXE_MR_STATE_VALID
+)
+
+// Access sets (spec §1.11).
+const (
+	accessMR = qpstate.AccessRemote | qpstate.AccessLocalWrite | qpstate.AccessMWBind |
+		qpstate.AccessOnDemand | qpstate.AccessFlushGlobal | qpstate.AccessFlushPersistent | qpstate.AccessOptional
+	accessMW = accessMR | qpstate.AccessZeroBased
+)
+
+// mr is rxe's memory region.
+type mr struct {
+	core     *emu.MR
+	idx      uint32
+	typ      emu.MRType
+	state    memState
+	pd       *emu.PD
+	lkey     uint32
+	rkey     uint32
+	access   qpstate.AccessFlags
+	iova     uint64
+	length   uint64
+	start    uint64 // memory address backing iova (user MRs)
+	maxPages int
+	pages    []uint64 // fast-reg page addresses
+	pageSize int
+	numMW    int
+}
+
+func mrOf(m *emu.MR) *mr { return m.Priv.(*mr) }
+
+// newMR allocates an index and a key; r.mu held.
+func (r *Dev) newMR(m *emu.MR, typ emu.MRType) (*mr, error) {
+	x := &mr{core: m, typ: typ, pd: m.PD}
+	idx, ok := r.mrPool.alloc(x)
+	if !ok {
+		return nil, errorf(unix.ENOMEM, "MR pool exhausted")
+	}
+	x.idx = idx
+	key := idx<<8 | uint32(r.keyByte(0))
+	x.lkey, x.rkey = key, key
+	m.LKey, m.RKey, m.Priv = key, key, x
+	r.mrs[idx] = x
+	return x, nil
+}
+
+// GetDMAMR registers an MR covering all memory (rxe_get_dma_mr).
+func (r *Dev) GetDMAMR(m *emu.MR, access qpstate.AccessFlags) error {
+	r.lock()
+	defer r.unlock()
+	x, err := r.newMR(m, emu.MRTypeDMA)
+	if err != nil {
+		return err
+	}
+	x.access, x.state = access, memValid
+	return nil
+}
+
+// RegUserMR registers user memory (rxe_reg_user_mr): access outside
+// rxe's MR set is EOPNOTSUPP; memory that is not there cannot be pinned
+// (EFAULT).
+func (r *Dev) RegUserMR(m *emu.MR, start, length, iova uint64, access qpstate.AccessFlags) error {
+	if bad := access &^ accessMR; bad != 0 {
+		return errorf(unix.EOPNOTSUPP, "reg MR: access %v not supported", bad)
+	}
+	if _, err := r.dev.Memory().Slice(start, int(length)); err != nil {
+		return errorf(unix.EFAULT, "reg MR: pin %#x+%d: %v", start, length, err)
+	}
+	r.lock()
+	defer r.unlock()
+	x, err := r.newMR(m, emu.MRTypeUser)
+	if err != nil {
+		return err
+	}
+	x.access, x.state, x.iova, x.length, x.start = access, memValid, iova, length, start
+	return nil
+}
+
+// AllocMR allocates a fast-registration MR (rxe_alloc_mr): only MEM_REG
+// (EINVAL otherwise); it starts FREE with the remote access set until a
+// REG_MR sets its access.
+func (r *Dev) AllocMR(m *emu.MR, t emu.MRType, maxNumSG int) error {
+	if t != emu.MRTypeMemReg {
+		return errorf(unix.EINVAL, "alloc MR: type %v, rxe allocates MEM_REG only", t)
+	}
+	if maxNumSG <= 0 || maxNumSG > r.attr.MaxFastRegPageListLen {
+		return errorf(unix.EINVAL, "alloc MR: max_num_sg %d not in 1..%d", maxNumSG, r.attr.MaxFastRegPageListLen)
+	}
+	r.lock()
+	defer r.unlock()
+	x, err := r.newMR(m, t)
+	if err != nil {
+		return err
+	}
+	x.state, x.access, x.maxPages = memFree, qpstate.AccessRemote, maxNumSG
+	m.Access = x.access
+	return nil
+}
+
+// MapMRSG loads a fast-reg MR's page list from a DMA-mapped scatterlist
+// (rxe_map_mr_sg / ib_sg_to_pages): the page size must be a multiple or a
+// divisor of the system page (EINVAL); it maps as many entries as fit in
+// max_num_sg pages and returns that count.
+func (r *Dev) MapMRSG(m *emu.MR, sg []dma.Scatterlist, pageSize int) (int, error) {
+	if pageSize <= 0 || (pageSize%dma.PageSize != 0 && dma.PageSize%pageSize != 0) {
+		return 0, errorf(unix.EINVAL, "map MR sg: page size %d", pageSize)
+	}
+	r.lock()
+	defer r.unlock()
+	x := mrOf(m)
+	x.pages, x.pageSize, x.length = nil, pageSize, 0
+	mapped := 0
+	for i, e := range sg {
+		first := e.DMAAddress &^ uint64(pageSize-1)
+		end := e.DMAAddress + uint64(e.DMALength)
+		var pages []uint64
+		for p := first; p < end; p += uint64(pageSize) {
+			pages = append(pages, p)
+		}
+		if len(x.pages)+len(pages) > x.maxPages {
+			break
+		}
+		if i == 0 {
+			x.iova = e.DMAAddress
+		}
+		x.pages = append(x.pages, pages...)
+		x.length += uint64(e.DMALength)
+		mapped++
+	}
+	m.IOVA, m.Length, m.PageSize = x.iova, x.length, pageSize
+	return mapped, nil
+}
+
+// DeregMR frees an MR (rxe_dereg_mr): bound memory windows make it EINVAL.
+func (r *Dev) DeregMR(m *emu.MR) error {
+	r.lock()
+	defer r.unlock()
+	x := mrOf(m)
+	if x.numMW > 0 {
+		return errorf(unix.EINVAL, "dereg MR %#x: %d memory windows still bound", x.lkey, x.numMW)
+	}
+	x.state = memInvalid
+	delete(r.mrs, x.idx)
+	r.mrPool.free(x.idx)
+	return nil
+}
+
+// mw is rxe's memory window.
+type mw struct {
+	core   *emu.MW
+	idx    uint32
+	typ    emu.MWType
+	state  memState
+	pd     *emu.PD
+	rkey   uint32
+	mr     *mr
+	qp     *qp // type 2: the QP that bound it
+	access qpstate.AccessFlags
+	addr   uint64
+	length uint64
+}
+
+func mwOf(w *emu.MW) *mw { return w.Priv.(*mw) }
+
+// AllocMW allocates a window (rxe_alloc_mw): type 1 starts VALID with
+// length 0, type 2 FREE.
+func (r *Dev) AllocMW(w *emu.MW) error {
+	r.lock()
+	defer r.unlock()
+	x := &mw{core: w, typ: w.Type, pd: w.PD, state: memFree}
+	if w.Type == emu.MWType1 {
+		x.state = memValid
+	}
+	idx, ok := r.mwPool.alloc(x)
+	if !ok {
+		return errorf(unix.ENOMEM, "MW pool exhausted")
+	}
+	x.idx = idx
+	x.rkey = idx<<8 | uint32(r.keyByte(0))
+	w.RKey, w.Priv = x.rkey, x
+	r.mws[idx] = x
+	return nil
+}
+
+// DeallocMW frees a window, unbinding it; it never fails.
+func (r *Dev) DeallocMW(w *emu.MW) error {
+	r.lock()
+	defer r.unlock()
+	x := mwOf(w)
+	r.unbind(x)
+	x.state = memInvalid
+	delete(r.mws, x.idx)
+	r.mwPool.free(x.idx)
+	return nil
+}
+
+func (r *Dev) unbind(x *mw) {
+	if x.mr != nil {
+		x.mr.numMW--
+		x.mr = nil
+	}
+	x.qp, x.access, x.addr, x.length = nil, 0, 0, 0
+}
+
+// regMR executes a REG_MR work request (rxe_reg_fast_mr): the MR must be
+// FREE, in the QP's PD, and the new key may change only the low byte.
+func (r *Dev) regMR(q *qp, wr *emu.SendWR) error {
+	if wr.MR == nil {
+		return errorf(unix.EINVAL, "REG_MR without an MR")
+	}
+	x, ok := wr.MR.Priv.(*mr)
+	if !ok || r.mrs[x.idx] != x {
+		return errorf(unix.EINVAL, "REG_MR: MR does not exist")
+	}
+	switch {
+	case x.state != memFree:
+		return errorf(unix.EINVAL, "REG_MR: MR %#x is not FREE", x.lkey)
+	case x.pd != q.pd:
+		return errorf(unix.EINVAL, "REG_MR: MR %#x is in another PD", x.lkey)
+	case wr.Key>>8 != x.idx:
+		return errorf(unix.EINVAL, "REG_MR: key %#x changes the index bits of %#x", wr.Key, x.lkey)
+	}
+	x.lkey, x.rkey, x.access, x.state = wr.Key, wr.Key, wr.Access, memValid
+	x.core.LKey, x.core.RKey, x.core.Access = wr.Key, wr.Key, wr.Access
+	return nil
+}
+
+// invalidate executes a LOCAL_INV (rxe_invalidate_mr / rxe_invalidate_mw):
+// an MR must match the rkey (remote access) or lkey, have no bound MWs
+// and be a fast-reg MR; an MW must match, not be type 1 and be bound.
+func (r *Dev) invalidate(key uint32) error {
+	idx := key >> 8
+	if idx >= minMWIndex {
+		x, ok := r.mws[idx]
+		switch {
+		case !ok:
+			return errorf(unix.EINVAL, "invalidate %#x: no such MW", key)
+		case x.rkey != key:
+			return errorf(unix.EINVAL, "invalidate %#x: MW rkey is %#x", key, x.rkey)
+		case x.typ == emu.MWType1:
+			return errorf(unix.EINVAL, "invalidate %#x: type 1 MWs cannot be invalidated", key)
+		case x.state == memInvalid:
+			return errorf(unix.EINVAL, "invalidate %#x: MW is invalid", key)
+		}
+		r.unbind(x)
+		x.state = memFree
+		return nil
+	}
+	x, ok := r.mrs[idx]
+	if !ok {
+		return errorf(unix.EINVAL, "invalidate %#x: no such MR", key)
+	}
+	want := x.lkey
+	if x.access&qpstate.AccessRemote != 0 {
+		want = x.rkey
+	}
+	switch {
+	case key != want:
+		return errorf(unix.EINVAL, "invalidate %#x: MR key is %#x", key, want)
+	case x.numMW > 0:
+		return errorf(unix.EINVAL, "invalidate %#x: %d MWs bound", key, x.numMW)
+	case x.typ != emu.MRTypeMemReg:
+		return errorf(unix.EINVAL, "invalidate %#x: %v MRs cannot be invalidated", key, x.typ)
+	}
+	x.state = memFree
+	return nil
+}
+
+// bindMW executes a BIND_MW work request (rxe_bind_mw, spec §4.9).
+func (r *Dev) bindMW(q *qp, wr *emu.SendWR) error {
+	if wr.MW == nil {
+		return errorf(unix.EINVAL, "BIND_MW without an MW")
+	}
+	w, ok := wr.MW.Priv.(*mw)
+	if !ok || r.mws[w.idx] != w || w.rkey != wr.MW.RKey {
+		return errorf(unix.EINVAL, "BIND_MW: MW does not exist or its rkey changed")
+	}
+	b := wr.Bind
+	var m *mr
+	if b.Length > 0 {
+		if b.MR == nil {
+			return errorf(unix.EINVAL, "BIND_MW: length %d without an MR", b.Length)
+		}
+		m, ok = b.MR.Priv.(*mr)
+		if !ok || r.mrs[m.idx] != m || m.lkey != b.MR.LKey {
+			return errorf(unix.EINVAL, "BIND_MW: MR lkey does not match")
+		}
+	}
+	if bad := b.Access &^ accessMW; bad != 0 {
+		return errorf(unix.EOPNOTSUPP, "BIND_MW: access %v not supported", bad)
+	}
+	switch {
+	case w.typ == emu.MWType1 && w.state != memValid:
+		return errorf(unix.EINVAL, "BIND_MW: type 1 MW not VALID")
+	case w.typ == emu.MWType1 && b.Access&qpstate.AccessZeroBased != 0:
+		return errorf(unix.EINVAL, "BIND_MW: type 1 MWs cannot be zero based")
+	case w.typ == emu.MWType2 && w.state != memFree:
+		return errorf(unix.EINVAL, "BIND_MW: type 2 MW is not FREE (already bound)")
+	case w.typ == emu.MWType2 && b.Length == 0:
+		return errorf(unix.EINVAL, "BIND_MW: type 2 MW needs a non-zero length")
+	case w.pd != q.pd:
+		return errorf(unix.EINVAL, "BIND_MW: MW in another PD")
+	}
+	if m != nil {
+		switch {
+		case m.pd != q.pd:
+			return errorf(unix.EINVAL, "BIND_MW: MR in another PD")
+		case m.access&qpstate.AccessZeroBased != 0:
+			return errorf(unix.EINVAL, "BIND_MW: MR is zero based")
+		case m.access&qpstate.AccessMWBind == 0:
+			return errorf(unix.EINVAL, "BIND_MW: MR lacks IB_ACCESS_MW_BIND")
+		case b.Access&(qpstate.AccessRemoteWrite|qpstate.AccessRemoteAtomic) != 0 && m.access&qpstate.AccessLocalWrite == 0:
+			return errorf(unix.EINVAL, "BIND_MW: remote write/atomic needs LOCAL_WRITE on the MR")
+		}
+		if b.Access&qpstate.AccessZeroBased != 0 {
+			if b.Length > m.length {
+				return errorf(unix.EINVAL, "BIND_MW: zero-based window longer than the MR")
+			}
+		} else if b.Addr < m.iova || b.Addr+b.Length > m.iova+m.length {
+			return errorf(unix.EINVAL, "BIND_MW: window outside the MR")
+		}
+	}
+	r.unbind(w)
+	w.rkey = w.rkey&0xFFFFFF00 | wr.Key&0xFF
+	w.core.RKey = w.rkey
+	w.access, w.addr, w.length, w.state = b.Access, b.Addr, b.Length, memValid
+	if m != nil {
+		w.mr = m
+		m.numMW++
+	}
+	if w.typ == emu.MWType2 {
+		w.qp = q
+	}
+	return nil
+}
+
+// lookupRKey resolves an rkey for a remote access of length bytes at va by
+// q (the responder's check_rkey, spec §4.8/§4.9): MR or MW by index, exact
+// key, same PD, type-2 MW bound to q, access granted, VALID, range inside.
+// A failure is what the responder answers with NAK 0x62 (remote access
+// error); r.mu held. It returns the memory address of va.
+func (r *Dev) lookupRKey(q *qp, rkey uint32, access qpstate.AccessFlags, va, length uint64) (uint64, error) {
+	idx := rkey >> 8
+	if idx >= minMWIndex {
+		w, ok := r.mws[idx]
+		switch {
+		case !ok || w.rkey != rkey:
+			return 0, errorf(unix.EACCES, "rkey %#x: no such MW", rkey)
+		case w.pd != q.pd:
+			return 0, errorf(unix.EACCES, "rkey %#x: MW in another PD", rkey)
+		case w.typ == emu.MWType2 && w.qp != q:
+			return 0, errorf(unix.EACCES, "rkey %#x: type 2 MW bound to another QP", rkey)
+		case w.length == 0 || w.state != memValid:
+			return 0, errorf(unix.EACCES, "rkey %#x: MW not bound", rkey)
+		case w.access&access != access:
+			return 0, errorf(unix.EACCES, "rkey %#x: MW access %v lacks %v", rkey, w.access, access)
+		}
+		base := w.addr
+		if w.access&qpstate.AccessZeroBased != 0 {
+			va += w.addr
+			base = w.addr
+		}
+		if va < base || va+length > base+w.length {
+			return 0, errorf(unix.EACCES, "rkey %#x: %#x+%d outside the window", rkey, va, length)
+		}
+		return r.mrAddr(w.mr, va, length)
+	}
+	m, ok := r.mrs[idx]
+	switch {
+	case !ok || m.rkey != rkey:
+		return 0, errorf(unix.EACCES, "rkey %#x: no such MR", rkey)
+	case m.pd != q.pd:
+		return 0, errorf(unix.EACCES, "rkey %#x: MR in another PD", rkey)
+	case m.access&access != access:
+		return 0, errorf(unix.EACCES, "rkey %#x: MR access %v lacks %v", rkey, m.access, access)
+	case m.state != memValid:
+		return 0, errorf(unix.EACCES, "rkey %#x: MR not valid", rkey)
+	}
+	return r.mrAddr(m, va, length)
+}
+
+// mrAddr checks va+length against an MR (mr_check_range) and returns the
+// memory address: DMA MRs accept anything, user MRs map iova to their
+// start, fast-reg MRs hold DMA addresses (= memory addresses).
+func (r *Dev) mrAddr(m *mr, va, length uint64) (uint64, error) {
+	if m.typ == emu.MRTypeDMA {
+		return va, nil
+	}
+	if va < m.iova || length > m.length || va-m.iova > m.length-length {
+		return 0, errorf(unix.EACCES, "%#x+%d outside MR %#x (%#x+%d)", va, length, m.lkey, m.iova, m.length)
+	}
+	if m.typ == emu.MRTypeUser {
+		return m.start + (va - m.iova), nil
+	}
+	return va, nil
+}

@@ -1,0 +1,301 @@
+// Package rxe is the emulated RDMA device: an implementation of
+// emu.DeviceOps that behaves like the Linux kernel's rxe driver
+// (drivers/infiniband/sw/rxe, Linux 6.12) — its defaults (spec §4.1), its
+// capacity rounding (§4.6), its key and QP-number generation, its QP
+// context and the state side effects of a modify (§3.5, §3.6), its SRQ,
+// MR, MW, AH and multicast rules and its hardware counters.
+//
+// The transport (requester, responder and completer moving packets over a
+// link.Link) is a later layer. Its seams are here: post_send queues a WQE
+// and kicks the requester (runSQ), which executes local operations and hands
+// network operations to transmit (without a transport they stay in flight,
+// as to a silent peer); the completer (ack, complete) retires WQEs in
+// order into the CQ; the responder side takes receive WQEs with takeRecv
+// and resolves keys with lookupRKey. All of it runs under one device lock,
+// and events and completion handlers are delivered after it is released.
+package rxe
+
+import (
+	"math/rand/v2"
+	"sync"
+
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
+)
+
+// Config configures an emulated rxe device. The zero value is a Linux
+// 6.12 rxe on a default interface.
+type Config struct {
+	// Device is the core configuration: name, bound interface, clock,
+	// memory, DMA strictness, MAC resolver.
+	Device emu.Config
+	// Seed seeds the generator of key bytes; every seed (0 included)
+	// gives a reproducible device.
+	Seed uint64
+	// Policy selects whose modify_qp checks apply; the zero value is
+	// qpstate.PolicyRxe (rxe 6.4 .. 6.12).
+	Policy qpstate.Policy
+	// Tune, if non-nil, adjusts the device attributes after rxe's 6.12
+	// defaults are filled in — for example an older kernel's max_qp_wr of
+	// 0x4000. The driver's checks (QP, CQ, SRQ, MR, multicast and modify
+	// limits) follow the tuned values.
+	Tune func(*emu.DeviceAttr)
+	// NoMADLayer leaves QP index 16 free. By default it is taken by the
+	// MAD layer's GSI QP, as on a running kernel, so the first QP created
+	// is 17 (0x11) and creating another GSI QP fails with EINVAL.
+	NoMADLayer bool
+}
+
+// Limits of rxe 6.12 (rxe_param.h).
+const (
+	maxQPWR          = 1 << 20
+	maxSGE           = 32
+	maxInline        = 512
+	maxCQE           = 1<<15 - 1
+	maxSRQWR         = 1 << 20
+	maxSRQSGE        = 27
+	maxFastRegPages  = 512
+	maxQPRdAtom      = 128
+	minQPIndex       = 16
+	maxQPIndex       = 1 << 20
+	minMRIndex       = 1
+	maxMRIndex       = 1 << 19
+	minMWIndex       = maxMRIndex + 1
+	maxMWIndex       = 1 << 20
+	maxAHIndex       = 1<<15 - 1
+	maxMcastGroups   = 8192
+	maxMcastQPAttach = 56
+	maxTotalAttach   = 0x70000
+	maxMsgSize       = 1 << 31
+	gsiQPN           = 1
+)
+
+// deviceCapFlags is rxe's device_cap_flags on a 64-bit build (spec §4.1).
+const deviceCapFlags = 0x1C001223C76
+
+// Dev is the rxe driver state behind an emu.Device; reach it with
+// emu.RDMADeviceToDrvDevice[*rxe.Dev](dev.Node()).
+type Dev struct {
+	dev    *emu.Device
+	cfg    Config
+	attr   emu.DeviceAttr // defaults after Config.Tune; NodeGUID/SysImageGUID filled at query
+	limits qpstate.Limits
+
+	mu       sync.Mutex
+	rnd      *rand.Rand
+	qpPool   pool
+	mrPool   pool
+	mwPool   pool
+	ahPool   pool
+	qps      map[uint32]*qp // by QPN
+	mrs      map[uint32]*mr // by index
+	mws      map[uint32]*mw // by index
+	mcgs     map[emu.GID]*mcg
+	attached int
+	gsi      bool
+	counters [numCounters]uint64
+	badPKey  uint32
+	badQKey  uint32
+	deferred []func()
+}
+
+// New creates an emulated rxe device (rdma link add rxe0 type rxe netdev
+// DEV) and registers it with the core.
+func New(cfg Config) (*emu.Device, error) {
+	if !cfg.Policy.IsValid() {
+		return nil, errorf(unix.EINVAL, "rxe: policy %v", cfg.Policy)
+	}
+	attr := defaultAttr()
+	if cfg.Tune != nil {
+		cfg.Tune(&attr)
+	}
+	r := &Dev{cfg: cfg, attr: attr,
+		rnd:    rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d)),
+		qpPool: newPool(minQPIndex, maxQPIndex-1), mrPool: newPool(minMRIndex, maxMRIndex),
+		mwPool: newPool(minMWIndex, maxMWIndex), ahPool: newPool(1, uint32(max(1, attr.MaxAH))),
+		qps: map[uint32]*qp{}, mrs: map[uint32]*mr{}, mws: map[uint32]*mw{}, mcgs: map[emu.GID]*mcg{}}
+	if !cfg.NoMADLayer {
+		r.qpPool.alloc(nil) // index 16: the MAD layer's GSI QP (QPN 1)
+		r.gsi = true
+	}
+	d, err := emu.NewDevice(r, cfg.Device)
+	if err != nil {
+		return nil, err
+	}
+	r.dev = d
+	r.limits = qpstate.RxeLimits()
+	r.limits.MaxQPRdAtom, r.limits.MaxQPInitRdAtom = uint32(attr.MaxQPRdAtom), uint32(attr.MaxQPInitRdAtom)
+	r.limits.MaxQPWR, r.limits.MaxInlineData = uint32(attr.MaxQPWR), uint32(attr.MaxInlineData)
+	r.limits.MaxSendSGE, r.limits.MaxRecvSGE = uint32(attr.MaxSendSGE), uint32(attr.MaxRecvSGE)
+	r.limits.GID = func(port, index uint32) (qpstate.GIDType, bool) {
+		e, err := d.QueryGID(port, int(index))
+		return e.Type, err == nil
+	}
+	return d, nil
+}
+
+// Device returns the core device.
+func (r *Dev) Device() *emu.Device { return r.dev }
+
+// errorf wraps errno with context.
+func errorf(errno unix.Errno, format string, args ...any) error {
+	return &opError{msg: sprintf(format, args...), errno: errno}
+}
+
+// lock and unlock bracket every driver entry point; unlock runs the
+// callbacks (events, completion handlers) deferred under the lock.
+func (r *Dev) lock() { r.mu.Lock() }
+
+func (r *Dev) unlock() {
+	fs := r.deferred
+	r.deferred = nil
+	r.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// later defers f until the device lock is released; r.mu held.
+func (r *Dev) later(f func()) { r.deferred = append(r.deferred, f) }
+
+// event queues an async event; r.mu held.
+func (r *Dev) event(ev emu.Event) { r.later(func() { r.dev.Dispatch(ev) }) }
+
+// pool allocates indexes cyclically from [min, max] (rxe_pool: the next
+// free index at or after the last one handed out).
+type pool struct {
+	min, max, next uint32
+	used           map[uint32]any
+}
+
+func newPool(min, max uint32) pool {
+	return pool{min: min, max: max, next: min, used: map[uint32]any{}}
+}
+
+// alloc returns a free index, or false when the pool is exhausted.
+func (p *pool) alloc(v any) (uint32, bool) {
+	n := p.max - p.min + 1
+	if uint32(len(p.used)) >= n {
+		return 0, false
+	}
+	i := p.next
+	for {
+		if _, taken := p.used[i]; !taken {
+			break
+		}
+		i++
+		if i > p.max {
+			i = p.min
+		}
+	}
+	p.used[i] = v
+	p.next = i + 1
+	if p.next > p.max {
+		p.next = p.min
+	}
+	return i, true
+}
+
+func (p *pool) free(i uint32) { delete(p.used, i) }
+
+// keyByte returns a random key byte different from old (rxe regenerates
+// the 8-bit key part so that it changes).
+func (r *Dev) keyByte(old uint8) uint8 {
+	for {
+		b := uint8(r.rnd.Uint32())
+		if b != old {
+			return b
+		}
+	}
+}
+
+// defaultAttr returns rxe 6.12's device attributes (rxe_init_device_param,
+// spec §4.1) without the MAC-derived GUIDs.
+func defaultAttr() emu.DeviceAttr {
+	return emu.DeviceAttr{
+		MaxMRSize: ^uint64(0), PageSizeCap: 0xFFFFF000,
+		VendorID: 0xFFFFFF, MaxQP: maxQPIndex - minQPIndex, MaxQPWR: maxQPWR,
+		DeviceCapFlags: deviceCapFlags, KernelCapFlags: emu.KernelCapAllowUserUnreg,
+		MaxSendSGE: maxSGE, MaxRecvSGE: maxSGE, MaxSGERd: maxSGE, MaxCQ: 1 << 20, MaxCQE: maxCQE,
+		MaxMR: maxMRIndex - 1, MaxMW: maxMRIndex - 1, MaxPD: 1 << 20, MaxQPRdAtom: maxQPRdAtom,
+		MaxResRdAtom: 0x3F000, MaxQPInitRdAtom: maxQPRdAtom, AtomicCap: 1,
+		MaxMcastGrp: maxMcastGroups, MaxMcastQPAttach: maxMcastQPAttach,
+		MaxTotalMcastQPAttach: maxTotalAttach, MaxAH: maxAHIndex, MaxSRQ: 1<<20 - 0x20001,
+		MaxSRQWR: maxSRQWR, MaxSRQSGE: maxSRQSGE, MaxFastRegPageListLen: maxFastRegPages,
+		MaxPKeys: 64, LocalCAAckDelay: 15, MaxInlineData: maxInline, PhysPortCnt: 1,
+		NodeDesc: "rxe", NodeType: 1, NumCompVectors: 1, UverbsABIVer: 2,
+	}
+}
+
+// QueryDevice returns the device attributes (rxe_query_device): rxe's
+// defaults (or the tuned ones) with node and system image GUID the EUI-64
+// of the interface MAC.
+func (r *Dev) QueryDevice() emu.DeviceAttr {
+	a := r.attr
+	for _, b := range emu.EUI64(r.dev.NetDev().MAC) {
+		a.NodeGUID = a.NodeGUID<<8 | uint64(b)
+	}
+	a.SysImageGUID = a.NodeGUID
+	return a
+}
+
+// PortImmutable returns port 1's immutable data (rxe_port_immutable).
+func (r *Dev) PortImmutable(port uint32) (emu.PortImmutable, error) {
+	if port != 1 {
+		return emu.PortImmutable{}, errorf(unix.EINVAL, "rxe: port %d", port)
+	}
+	return emu.PortImmutable{PKeyTblLen: 1, GIDTblLen: 1024,
+		CoreCapFlags: emu.CorePortIBARoCEUDPEncap, MaxMADSize: emu.MgmtMADSize}, nil
+}
+
+// QueryPort returns port 1's attributes (rxe_query_port): state and
+// physical state from the interface, active MTU from its MTU, width and
+// speed from its ethtool speed.
+func (r *Dev) QueryPort(port uint32) (emu.PortAttr, error) {
+	nd := r.dev.NetDev()
+	a := emu.PortAttr{State: emu.PortActive, PhysState: emu.PhysLinkUp, MaxMTU: qpstate.MTU4096,
+		ActiveMTU: emu.RxeMTU(nd.MTU), GIDTblLen: 1024, PortCapFlags: 0x10000, MaxMsgSz: maxMsgSize,
+		PKeyTblLen: 1, MaxVLNum: 1}
+	switch {
+	case nd.Down:
+		a.State, a.PhysState = emu.PortDown, emu.PhysDisabled
+	case nd.NoCarrier:
+		a.State, a.PhysState = emu.PortDown, emu.PhysPolling
+	}
+	a.ActiveWidth, a.ActiveSpeed = emu.EthSpeedToIB(nd.SpeedMbps)
+	r.lock()
+	a.BadPKeyCntr, a.QKeyViolCntr = r.badPKey, r.badQKey
+	r.unlock()
+	return a, nil
+}
+
+// QueryPKey returns 0xFFFF for index 0, EINVAL otherwise (the table has
+// one entry).
+func (r *Dev) QueryPKey(port uint32, index uint16) (uint16, error) {
+	if index != 0 {
+		return 0, errorf(unix.EINVAL, "rxe: query pkey index %d: table has 1 entry", index)
+	}
+	return emu.DefaultPKey, nil
+}
+
+// SetLink changes the bound interface's link state (netdev up/down,
+// carrier) and raises IB_EVENT_PORT_ACTIVE or IB_EVENT_PORT_ERR like
+// rxe_port_up / rxe_port_down; each down counts in link_downed.
+func (r *Dev) SetLink(up bool) {
+	r.lock()
+	r.dev.SetNetDevLink(up)
+	t := emu.EventPortActive
+	if !up {
+		t = emu.EventPortErr
+		r.counters[cntLinkDowned]++
+	}
+	r.event(emu.Event{Type: t, Port: 1})
+	r.unlock()
+}
+
+// AllocPD allocates a PD (rxe_alloc_pd).
+func (r *Dev) AllocPD(pd *emu.PD) error { return nil }
+
+// DeallocPD frees a PD (rxe_dealloc_pd).
+func (r *Dev) DeallocPD(pd *emu.PD) error { return nil }
