@@ -221,7 +221,8 @@ func ipv4Checksum(h []byte) uint16 {
 
 // Fields fills f with every field of p, so that Build(buf, f) reproduces
 // p's frame byte for byte when p was built the way rxe builds frames (DF
-// set, UDP checksum 0, zero pad, no Ethernet padding). f.Payload aliases
+// set, UDP checksum 0, zero pad, a non-zero UDP source port, the UDP length
+// filling the IP datagram; Ethernet padding is dropped). f.Payload aliases
 // p's frame. After DecodeTransport only the transport fields are set.
 func (p *Packet) Fields(f *Frame) {
 	*f = Frame{}

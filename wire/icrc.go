@@ -49,8 +49,39 @@ func computeICRC(frame []byte, l3Off, l4Off, icrcOff int, v6 bool) uint32 {
 	hdr[ip+6] = 0xff // UDP checksum
 	hdr[ip+7] = 0xff
 	hdr[ip+UDPSize+bthResv8a] = 0xff // FECN, BECN, resv6
-	crc := crc32.Update(icrcSeed, crc32.IEEETable, hdr[:n])
+	crc := updateSmall(icrcSeed, &hdr, n)
 	return crc32.Update(crc, crc32.IEEETable, frame[bth+BTHSize:icrcOff])
+}
+
+// slicing8 holds the tables of a slicing-by-8 CRC-32 (IEEE, reflected).
+// hash/crc32 would do, but its Update lets its argument escape, and the
+// masked header copy lives on the stack.
+var slicing8 = func() (t [8][256]uint32) {
+	t[0] = *crc32.MakeTable(crc32.IEEE)
+	for i := 0; i < 256; i++ {
+		c := t[0][i]
+		for j := 1; j < 8; j++ {
+			c = t[0][c&0xff] ^ c>>8
+			t[j][i] = c
+		}
+	}
+	return t
+}()
+
+// updateSmall adds p[:n] to crc with the semantics of crc32.Update.
+func updateSmall(crc uint32, p *[maxMaskedHeaders]byte, n int) uint32 {
+	t := &slicing8
+	crc = ^crc
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		crc ^= binary.LittleEndian.Uint32(p[i:])
+		crc = t[0][p[i+7]] ^ t[1][p[i+6]] ^ t[2][p[i+5]] ^ t[3][p[i+4]] ^
+			t[4][crc>>24] ^ t[5][crc>>16&0xff] ^ t[6][crc>>8&0xff] ^ t[7][crc&0xff]
+	}
+	for ; i < n; i++ {
+		crc = t[0][byte(crc)^p[i]] ^ crc>>8
+	}
+	return ^crc
 }
 
 // icrcBounds checks the IP and UDP headers at l3Off just enough to compute

@@ -235,3 +235,19 @@ func TestSealICRC(t *testing.T) {
 		t.Errorf("short UDP length: %v", err)
 	}
 }
+
+// TestUpdateSmall checks the slicing-by-8 CRC against hash/crc32 for every
+// length it is used with.
+func TestUpdateSmall(t *testing.T) {
+	r := testenv.Rand(t)
+	var b [maxMaskedHeaders]byte
+	for n := 0; n <= maxMaskedHeaders; n++ {
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		seed := r.Uint32()
+		if got, want := updateSmall(seed, &b, n), crc32.Update(seed, crc32.IEEETable, b[:n]); got != want {
+			t.Fatalf("n=%d: %#x, want %#x", n, got, want)
+		}
+	}
+}
