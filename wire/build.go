@@ -159,43 +159,8 @@ func Build(buf []byte, f *Frame) (int, error) {
 
 	// BTH and extended headers.
 	bth := l4 + UDPSize
-	BTH(b[bth:]).Encode(&f.BTH)
+	f.encodeTransportHeaders(b[bth : bth+hl])
 	BTH(b[bth:]).SetPadCnt(uint8(pad))
-	in := &opTable[op]
-	h := in.headers
-	if h&HdrRDETH != 0 {
-		RDETH(b[bth+int(in.offsets[0]):]).Encode(&f.RDETH)
-	}
-	if h&HdrDETH != 0 {
-		DETH(b[bth+int(in.offsets[1]):]).Encode(&f.DETH)
-	}
-	if h&HdrXRCETH != 0 {
-		XRCETH(b[bth+int(in.offsets[2]):]).Encode(&f.XRCETH)
-	}
-	if h&HdrFETH != 0 {
-		FETH(b[bth+int(in.offsets[3]):]).Encode(&f.FETH)
-	}
-	if h&HdrRETH != 0 {
-		RETH(b[bth+int(in.offsets[4]):]).Encode(&f.RETH)
-	}
-	if h&HdrAtomicETH != 0 {
-		AtomicETH(b[bth+int(in.offsets[5]):]).Encode(&f.AtomicETH)
-	}
-	if h&HdrAETH != 0 {
-		AETH(b[bth+int(in.offsets[6]):]).Encode(&f.AETH)
-	}
-	if h&HdrAtomicAckETH != 0 {
-		AtomicAckETH(b[bth+int(in.offsets[7]):]).Encode(&f.AtomicAckETH)
-	}
-	if h&HdrImmDt != 0 {
-		ImmDt(b[bth+int(in.offsets[8]):]).Encode(&f.ImmDt)
-	}
-	if h&HdrIETH != 0 {
-		IETH(b[bth+int(in.offsets[9]):]).Encode(&f.IETH)
-	}
-	if h&HdrCNPReserved != 0 {
-		clear(b[bth+int(in.offsets[10]) : bth+int(in.offsets[10])+CNPReservedSize])
-	}
 
 	// Payload, pad, ICRC.
 	po := bth + hl
@@ -204,6 +169,64 @@ func Build(buf []byte, f *Frame) (int, error) {
 	icrcOff := n - ICRCSize
 	binary.LittleEndian.PutUint32(b[icrcOff:], computeICRC(b, l3, l4, icrcOff, !v4))
 	return n, nil
+}
+
+// EncodeTransportHeaders writes the BTH and the extended headers f's
+// opcode carries into b, as Build does (but with f.BTH.PadCnt as given), and
+// returns their length, f.BTH.Opcode.HeaderLen(). It fails with
+// ErrMalformed for an unknown opcode and ErrShortBuffer when b is shorter
+// than the headers.
+func (f *Frame) EncodeTransportHeaders(b []byte) (int, error) {
+	hl := f.BTH.Opcode.HeaderLen()
+	if hl == 0 {
+		return 0, ErrMalformed
+	}
+	if len(b) < hl {
+		return 0, ErrShortBuffer
+	}
+	f.encodeTransportHeaders(b[:hl])
+	return hl, nil
+}
+
+// encodeTransportHeaders writes the BTH and extended headers into b, which
+// is exactly the opcode's header length.
+func (f *Frame) encodeTransportHeaders(b []byte) {
+	BTH(b).Encode(&f.BTH)
+	in := &opTable[f.BTH.Opcode]
+	h := in.headers
+	if h&HdrRDETH != 0 {
+		RDETH(b[in.offsets[0]:]).Encode(&f.RDETH)
+	}
+	if h&HdrDETH != 0 {
+		DETH(b[in.offsets[1]:]).Encode(&f.DETH)
+	}
+	if h&HdrXRCETH != 0 {
+		XRCETH(b[in.offsets[2]:]).Encode(&f.XRCETH)
+	}
+	if h&HdrFETH != 0 {
+		FETH(b[in.offsets[3]:]).Encode(&f.FETH)
+	}
+	if h&HdrRETH != 0 {
+		RETH(b[in.offsets[4]:]).Encode(&f.RETH)
+	}
+	if h&HdrAtomicETH != 0 {
+		AtomicETH(b[in.offsets[5]:]).Encode(&f.AtomicETH)
+	}
+	if h&HdrAETH != 0 {
+		AETH(b[in.offsets[6]:]).Encode(&f.AETH)
+	}
+	if h&HdrAtomicAckETH != 0 {
+		AtomicAckETH(b[in.offsets[7]:]).Encode(&f.AtomicAckETH)
+	}
+	if h&HdrImmDt != 0 {
+		ImmDt(b[in.offsets[8]:]).Encode(&f.ImmDt)
+	}
+	if h&HdrIETH != 0 {
+		IETH(b[in.offsets[9]:]).Encode(&f.IETH)
+	}
+	if h&HdrCNPReserved != 0 {
+		clear(b[in.offsets[10] : int(in.offsets[10])+CNPReservedSize])
+	}
 }
 
 // ipv4Checksum returns the Internet checksum (RFC 1071) of an IPv4 header
