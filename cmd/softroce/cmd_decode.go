@@ -217,6 +217,10 @@ func decodeFrame(data []byte, lt layers.LinkType) *decodedFrame {
 			err = wire.ErrNotRoCE
 			break
 		}
+		if proto := binary.BigEndian.Uint16(data[14:]); proto != wire.EtherTypeIPv4 && proto != wire.EtherTypeIPv6 {
+			err = wire.ErrNotRoCE
+			break
+		}
 		err = p.DecodeIP(data[sllHeaderSize:])
 	default:
 		d.Summary = "link type " + lt.String() + " not decoded"

@@ -250,3 +250,77 @@ func TestDecodeUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeOtherFormats decodes the same RoCE frames from a pcapng file,
+// a raw-IP pcap (LINKTYPE_RAW) and a Linux cooked capture (LINKTYPE_LINUX_SLL).
+func TestDecodeOtherFormats(t *testing.T) {
+	frames := roceFramesOf(t, filepath.Join("..", "..", "wire", "testdata", "rc_pingpong_ipv6.pcap"))[:10]
+	dir := t.TempDir()
+	ci := func(n int) gopacket.CaptureInfo {
+		return gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, 0), CaptureLength: n, Length: n}
+	}
+
+	ng := filepath.Join(dir, "f.pcapng")
+	f, err := os.Create(ng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := pcapgo.NewNgWriter(f, layers.LinkTypeEthernet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fr := range frames {
+		c := ci(len(fr))
+		c.InterfaceIndex = 0
+		if err := w.WritePacket(c, fr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	writeLinkType := func(name string, lt layers.LinkType, strip int, prefix func(fr []byte) []byte) string {
+		path := filepath.Join(dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := pcapgo.NewWriter(f)
+		if err := w.WriteFileHeader(65535, lt); err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range frames {
+			b := append(prefix(fr), fr[strip:]...)
+			if err := w.WritePacket(ci(len(b)), b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.Close()
+		return path
+	}
+	raw := writeLinkType("raw.pcap", linkTypeRaw, wire.EthernetSize, func([]byte) []byte { return nil })
+	sll := writeLinkType("sll.pcap", linkTypeLinuxSLL, wire.EthernetSize, func(fr []byte) []byte {
+		h := make([]byte, sllHeaderSize)
+		h[1] = 4 // sent by us
+		h[3] = 1 // ARPHRD_ETHER
+		h[5] = 6
+		copy(h[6:12], fr[6:12])
+		h[14], h[15] = fr[12], fr[13] // protocol
+		return h
+	})
+	for _, file := range []string{ng, raw, sll} {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			js, code, stderr := decodeJSON(t, file)
+			if code != 0 || len(js) != len(frames) {
+				t.Fatalf("exit %d, %d frames: %s", code, len(js), stderr)
+			}
+			for _, d := range js {
+				if !d.RoCE || d.ICRC != "ok" || d.Src != "fd77::12" && d.Src != "fd77::11" {
+					t.Fatalf("%+v", d)
+				}
+			}
+		})
+	}
+}
