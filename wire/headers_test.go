@@ -276,6 +276,11 @@ func TestSyndrome(t *testing.T) {
 			}
 		})
 	}
+	for k, want := range map[SyndromeKind]string{SyndromeACK: "ACK", SyndromeRNRNAK: "RNR_NAK", SyndromeNAK: "NAK", SyndromeRsvd: "RSVD(0x40)"} {
+		if k.String() != want || k.IsValid() != (k != SyndromeRsvd) {
+			t.Errorf("SyndromeKind %#x: %q valid=%v", uint8(k), k.String(), k.IsValid())
+		}
+	}
 	if ACKSyndrome(31) != SyndromeACKUnlimited || !SyndromeNAKRemAccessErr.IsNAK() || !RNRNAKSyndrome(1).IsRNRNAK() || !ACKSyndrome(3).IsACK() {
 		t.Error("syndrome constructors/predicates disagree")
 	}

@@ -1,6 +1,9 @@
 package wire
 
-import "strconv"
+import (
+	"math/bits"
+	"strconv"
+)
 
 // Opcode is the BTH OpCode (IBTA vol. 1 §9.2, Table 38; Annex A17 for CNP).
 // Bits 7..5 select the transport (RC 000, UC 001, RD 010, UD 011, CNP 100,
@@ -22,6 +25,15 @@ const (
 	TransportXRC Transport = 0xa0
 	TransportMSP Transport = 0xe0 // manufacturer specific
 )
+
+// IsValid reports whether t is one of the transport families above.
+func (t Transport) IsValid() bool {
+	switch t {
+	case TransportRC, TransportUC, TransportRD, TransportUD, TransportCNP, TransportXRC, TransportMSP:
+		return true
+	}
+	return false
+}
 
 // String returns "RC", "UC", "RD", "UD", "CNP", "XRC", "MSP" or
 // "Transport(0xNN)".
@@ -218,6 +230,35 @@ const (
 	FlagComp                            // RXE_COMP_MASK: completes a receive WQE
 )
 
+var flagNames = [...]string{
+	"REQ", "ACK", "PAYLOAD", "START", "END", "SEND", "WRITE", "READ",
+	"ATOMIC", "FLUSH", "ATOMIC_WRITE", "RWR", "COMP",
+}
+
+// String lists the flags by rxe's mask names without RXE_ and _MASK
+// ("REQ|PAYLOAD|SEND|START"), with any unknown bits in hex, or "0".
+func (f OpFlags) String() string {
+	if f == 0 {
+		return "0"
+	}
+	s := ""
+	for i, n := range flagNames {
+		if f&(1<<i) != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += n
+		}
+	}
+	if rest := f &^ (1<<len(flagNames) - 1); rest != 0 {
+		if s != "" {
+			s += "|"
+		}
+		s += "0x" + strconv.FormatUint(uint64(rest), 16)
+	}
+	return s
+}
+
 type opInfo struct {
 	name    string
 	headers Headers
@@ -349,12 +390,7 @@ func (op Opcode) HeaderOffset(h Headers) (int, bool) {
 	if h == 0 || h&(h-1) != 0 || in.headers&h == 0 {
 		return 0, false
 	}
-	for i := 0; i < numHeaders; i++ {
-		if h == 1<<i {
-			return int(in.offsets[i]), true
-		}
-	}
-	return 0, false
+	return int(in.offsets[bits.TrailingZeros16(uint16(h))]), true
 }
 
 // HasPayload reports whether packets with op carry payload.

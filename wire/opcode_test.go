@@ -184,6 +184,18 @@ func TestHeaderOffsets(t *testing.T) {
 			t.Errorf("Transport %#x String() = %q, want %q", uint8(tr.t), got, tr.want)
 		}
 	}
+	if !TransportXRC.IsValid() || Transport(0xc0).IsValid() {
+		t.Error("Transport.IsValid wrong")
+	}
+	if s := RCSendFirst.Flags().String(); s != "REQ|PAYLOAD|START|SEND|RWR" {
+		t.Errorf("RC_SEND_FIRST flags %q", s)
+	}
+	if s := (FlagComp | 1<<15).String(); s != "COMP|0x8000" {
+		t.Errorf("flags %q", s)
+	}
+	if s := OpFlags(0).String(); s != "0" {
+		t.Errorf("zero flags %q", s)
+	}
 	if CNP.Transport() != TransportCNP || UDSendOnly.Transport() != TransportUD {
 		t.Error("Transport() wrong")
 	}

@@ -65,6 +65,10 @@ var layerNames = [...]string{
 	LayerPayload: "payload", LayerICRC: "icrc",
 }
 
+// IsValid reports whether l is one of the layers above (the zero Layer is
+// not).
+func (l Layer) IsValid() bool { return l >= LayerEthernet && l <= LayerICRC }
+
 // String returns the layer's lower-case name.
 func (l Layer) String() string {
 	if int(l) < len(layerNames) && layerNames[l] != "" {

@@ -29,6 +29,24 @@ const (
 	SyndromeNAKInvRDReq     Syndrome = 0x64 // AETH_NAK_INV_RD_REQ
 )
 
+// String returns "ACK", "RNR_NAK", "NAK" or "RSVD(0xNN)".
+func (k SyndromeKind) String() string {
+	switch k {
+	case SyndromeACK:
+		return "ACK"
+	case SyndromeRNRNAK:
+		return "RNR_NAK"
+	case SyndromeNAK:
+		return "NAK"
+	}
+	return "RSVD(0x" + strconv.FormatUint(uint64(k), 16) + ")"
+}
+
+// IsValid reports whether k is ACK, RNR NAK or NAK (not reserved).
+func (k SyndromeKind) IsValid() bool {
+	return k == SyndromeACK || k == SyndromeRNRNAK || k == SyndromeNAK
+}
+
 // ACKSyndrome returns the syndrome of an ACK carrying credit code c (5 bits).
 func ACKSyndrome(c uint8) Syndrome { return Syndrome(c & 0x1f) }
 
