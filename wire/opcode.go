@@ -138,6 +138,9 @@ const (
 	UDSendOnly              Opcode = Opcode(TransportUD) | opSendOnly
 	UDSendOnlyWithImmediate Opcode = Opcode(TransportUD) | opSendOnlyWithImmediate
 
+	// CNP is the RoCEv2 congestion notification packet (IBTA Annex
+	// A17.9.3): BTH with BECN set, A clear and PSN 0, then 16 reserved
+	// bytes. rxe neither sends nor accepts it.
 	CNP Opcode = Opcode(TransportCNP) | opCNP
 )
 
