@@ -24,9 +24,10 @@
 // validated, or from a buffer the caller sized with the exported *Size
 // constants.
 //
-// Parse is the one boundary check: it validates every length and field it
-// relies on, never panics, never loops and never allocates, and returns a
-// *ParseError naming the layer, the offset and the reason. After it the
+// Packet.Decode (and Parse, its by-value form) is the one boundary check:
+// it validates every length and field it relies on, never panics, never
+// loops and never allocates, and returns a *ParseError naming the layer,
+// the offset and the reason (Parse allocates only that error). After it the
 // Packet's accessors return views without further checks. The ICRC is a
 // separate pass (SealICRC, VerifyICRC) over the whole frame, because it
 // covers fields of the IP and UDP headers. Build writes a complete frame

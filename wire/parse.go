@@ -24,7 +24,10 @@ const (
 	ipv4FragOffMask = 0x1fff
 )
 
-// Sentinel errors a *ParseError wraps; test with errors.Is.
+// Sentinel errors. A *ParseError wraps ErrTruncated, ErrNotRoCE,
+// ErrMalformed or ErrUnsupported; the ICRC functions return ErrBadICRC
+// (and the first three for frames they cannot walk); Build returns
+// ErrShortBuffer or ErrMalformed. Test with errors.Is.
 var (
 	// ErrTruncated: a length says there are more bytes than the frame has.
 	ErrTruncated = errors.New("truncated")

@@ -4,7 +4,7 @@ package wire
 // PSNs are 24 bits and wrap; every increment is modulo 2^24.
 
 // PSNMask masks a value to 24 bits (BTH_PSN_MASK).
-const PSNMask = mask24
+const PSNMask = 0xffffff
 
 // PSNAdd returns psn + n modulo 2^24.
 func PSNAdd(psn, n uint32) uint32 { return (psn + n) & PSNMask }
