@@ -162,7 +162,9 @@ func TestParsePerftestFlags(t *testing.T) {
 		want func(*PerftestConfig)
 	}{
 		{"capture write_bw client", PerftestWriteBW, []string{"-x", "1", "-F", "-n", "100", "-s", "4096", "10.77.0.11"},
-			func(c *PerftestConfig) { c.GIDIndex, c.CPUFreq, c.Iters, c.Size, c.Server = 1, true, 100, 4096, "10.77.0.11" }},
+			func(c *PerftestConfig) {
+				c.GIDIndex, c.CPUFreq, c.Iters, c.Size, c.Server = 1, true, 100, 4096, "10.77.0.11"
+			}},
 		{"capture atomic_bw server", PerftestAtomicBW, []string{"-x", "1", "-F", "-n", "100"},
 			func(c *PerftestConfig) { c.GIDIndex, c.CPUFreq, c.Iters = 1, true, 100 }},
 		{"bw options", PerftestSendBW, []string{"-d", "rxe0", "-i", "1", "-D", "5", "-q", "4", "-m", "2048", "--report_gbits", "-a", "-c", "UD", "-t", "64", "-I", "128", "-r", "256", "-b", "--use-srq", "-e"},
@@ -176,7 +178,9 @@ func TestParsePerftestFlags(t *testing.T) {
 		}},
 		{"lowercase connection", PerftestWriteBW, []string{"-c", "uc"}, func(c *PerftestConfig) { c.Connection = "UC" }},
 		{"exchange flags", PerftestWriteLat, []string{"--dont_xchg_versions", "--ipv6", "-R", "-z", "-p", "9999"},
-			func(c *PerftestConfig) { c.DontXchgVersions, c.IPv6, c.RDMACM, c.ComRDMACM, c.Port = true, true, true, true, 9999 }},
+			func(c *PerftestConfig) {
+				c.DontXchgVersions, c.IPv6, c.RDMACM, c.ComRDMACM, c.Port = true, true, true, true, 9999
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

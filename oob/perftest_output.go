@@ -160,7 +160,7 @@ func FormatPerftestBWReport(r BWReport) string {
 
 // LatReport is one latency result row.
 type LatReport struct {
-	Size, Iters                                  uint64
+	Size, Iters                                   uint64
 	TMin, TMax, TTypical, TAvg, TStdev, P99, P999 float64 // usec
 }
 
