@@ -83,23 +83,11 @@ func (d PerftestDest) Marshal(withGID bool) ([]byte, error) {
 	if withGID {
 		n = PerftestDestGIDSize
 	}
-	b := make([]byte, 0, n)
-	b = append(b, cHex(uint64(d.LID), 4)...)
-	b = append(b, ':')
-	b = append(b, cHex(uint64(d.OutReads), 4)...)
-	b = append(b, ':')
-	b = append(b, cHex(uint64(d.QPN), 6)...)
-	b = append(b, ':')
-	b = append(b, cHex(uint64(d.PSN), 6)...)
-	b = append(b, ':')
-	b = append(b, cHex(uint64(d.RKey), 8)...)
-	b = append(b, ':')
-	b = append(b, cHex(d.VAddr, 16)...)
-	b = append(b, ':')
+	b := appendHexFields(make([]byte, 0, n), hexField{uint64(d.LID), 4}, hexField{uint64(d.OutReads), 4},
+		hexField{uint64(d.QPN), 6}, hexField{uint64(d.PSN), 6}, hexField{uint64(d.RKey), 8}, hexField{d.VAddr, 16})
 	if withGID {
 		for _, g := range d.GID {
-			b = append(b, cHex(uint64(g), 2)...)
-			b = append(b, ':')
+			b = appendHexFields(b, hexField{uint64(g), 2})
 		}
 	}
 	b = append(b, cHex(uint64(d.SRQN), 8)...)

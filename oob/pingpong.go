@@ -109,6 +109,22 @@ func WireToGID(s string) ([16]byte, error) {
 	return gid, nil
 }
 
+// hexField is one "%0<width>x" field of an address message.
+type hexField struct {
+	v     uint64
+	width int
+}
+
+// appendHexFields appends each field as "%0<width>x:" (every field
+// followed by its ':' separator).
+func appendHexFields(b []byte, fields ...hexField) []byte {
+	for _, f := range fields {
+		b = append(b, cHex(f.v, f.width)...)
+		b = append(b, ':')
+	}
+	return b
+}
+
 // parseHexField parses a fixed-width field of hex digits (either case).
 func parseHexField(s string) (uint64, bool) {
 	if s == "" || len(s) > 16 {
@@ -145,12 +161,7 @@ func (d PingpongDest) AppendMarshal(b []byte) ([]byte, error) {
 	if d.QPN > 0xffffff || d.PSN > 0xffffff {
 		return b, fmt.Errorf("oob: pingpong dest QPN %#x PSN %#x: wider than 24 bits: %w", d.QPN, d.PSN, unix.EINVAL)
 	}
-	b = append(b, cHex(uint64(d.LID), 4)...)
-	b = append(b, ':')
-	b = append(b, cHex(uint64(d.QPN), 6)...)
-	b = append(b, ':')
-	b = append(b, cHex(uint64(d.PSN), 6)...)
-	b = append(b, ':')
+	b = appendHexFields(b, hexField{uint64(d.LID), 4}, hexField{uint64(d.QPN), 6}, hexField{uint64(d.PSN), 6})
 	b = append(b, GIDToWire(d.GID)...)
 	return append(b, 0), nil
 }
