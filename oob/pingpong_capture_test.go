@@ -137,6 +137,15 @@ func TestPingpongCaptures(t *testing.T) {
 			if firstToSrv == nil || firstToCli == nil {
 				t.Fatal("no RoCE traffic both ways")
 			}
+			// Without -c the SEND payloads are the tools' fill, 0x7b
+			// (BTH 12 bytes before, ICRC 4 after).
+			for _, f := range []*roceFrame{firstToSrv, firstToCli} {
+				for _, b := range f.payload[12 : len(f.payload)-4] {
+					if b != PingpongFill {
+						t.Fatalf("SEND payload byte %#x, want the fill %#x", b, PingpongFill)
+					}
+				}
+			}
 			if bthPSN(firstToSrv.payload) != cli.PSN {
 				t.Errorf("client's first PSN %#x, advertised %#x", bthPSN(firstToSrv.payload), cli.PSN)
 			}

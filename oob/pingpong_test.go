@@ -312,3 +312,41 @@ func TestPingpongModeNames(t *testing.T) {
 		t.Errorf("tool %s", PingpongSRQ.Tool())
 	}
 }
+
+func TestPingpongOverTCP(t *testing.T) {
+	// Over a real socket, as the CLI will run it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no loopback TCP: %v", err)
+	}
+	defer ln.Close()
+	srv := []PingpongDest{{QPN: 0x12, PSN: 0x345678}}
+	cli := []PingpongDest{{QPN: 0x13, PSN: 0x9abcde}}
+	errc := make(chan error, 1)
+	var gotCli []PingpongDest
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer c.Close()
+		gotCli, err = PingpongServerExchange(c, PingpongUC, srv, nil)
+		errc <- err
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	gotSrv, err := PingpongClientExchange(c, PingpongUC, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if gotSrv[0] != srv[0] || gotCli[0] != cli[0] {
+		t.Fatalf("got %+v / %+v", gotSrv, gotCli)
+	}
+}
