@@ -1,0 +1,210 @@
+package oob
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFormatPingpongAddress(t *testing.T) {
+	d := PingpongDest{QPN: 0x11, PSN: 0x7d1801, GID: netip.MustParseAddr("::ffff:10.77.0.12").As16()}
+	tests := []struct {
+		name   string
+		mode   PingpongMode
+		remote bool
+		d      PingpongDest
+		want   string
+	}{
+		{"rc local", PingpongRC, false, d, "  local address:  LID 0x0000, QPN 0x000011, PSN 0x7d1801, GID ::ffff:10.77.0.12\n"},
+		{"rc remote", PingpongRC, true, d, "  remote address: LID 0x0000, QPN 0x000011, PSN 0x7d1801, GID ::ffff:10.77.0.12\n"},
+		{"ud local quirk", PingpongUD, false, d, "  local address:  LID 0x0000, QPN 0x000011, PSN 0x7d1801: GID ::ffff:10.77.0.12\n"},
+		{"ud remote", PingpongUD, true, d, "  remote address: LID 0x0000, QPN 0x000011, PSN 0x7d1801, GID ::ffff:10.77.0.12\n"},
+		{"IB, no GID", PingpongSRQ, false, PingpongDest{LID: 0x1f, QPN: 0xabcdef, PSN: 1}, "  local address:  LID 0x001f, QPN 0xabcdef, PSN 0x000001, GID ::\n"},
+		{"ipv6", PingpongRC, true, PingpongDest{QPN: 0x11, PSN: 0xf50bb4, GID: netip.MustParseAddr("fd77::11").As16()}, "  remote address: LID 0x0000, QPN 0x000011, PSN 0xf50bb4, GID fd77::11\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := FormatPingpongAddress(tc.mode, tc.remote, tc.d); got != tc.want {
+				t.Fatalf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFormatPingpongResult(t *testing.T) {
+	tests := []struct {
+		name        string
+		size, iters uint32
+		elapsed     time.Duration
+		want        string
+	}{
+		{"defaults", 4096, 1000, 10 * time.Millisecond,
+			"8192000 bytes in 0.01 seconds = 6553.60 Mbit/sec\n1000 iters in 0.01 seconds = 10.00 usec/iter\n"},
+		{"capture run", 4096, 20, 1234567 * time.Microsecond,
+			"163840 bytes in 1.23 seconds = 1.06 Mbit/sec\n20 iters in 1.23 seconds = 61728.35 usec/iter\n"},
+		{"sub-microsecond truncates", 1, 1, 1500 * time.Nanosecond,
+			"2 bytes in 0.00 seconds = 16.00 Mbit/sec\n1 iters in 0.00 seconds = 1.00 usec/iter\n"},
+		{"zero iters", 4096, 0, 10 * time.Millisecond,
+			"0 bytes in 0.01 seconds = 0.00 Mbit/sec\n0 iters in 0.01 seconds = inf usec/iter\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := FormatPingpongResult(tc.size, tc.iters, tc.elapsed); got != tc.want {
+				t.Fatalf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckPattern(t *testing.T) {
+	buf := make([]byte, 3*4096+10)
+	for i := range buf {
+		buf[i] = PingpongFill
+	}
+	if bad := CheckPattern(buf, 4096); len(bad) != 4 {
+		t.Fatalf("unfilled buffer: bad pages %v, want all 4", bad)
+	}
+	FillCheckPattern(buf, 4096)
+	if bad := CheckPattern(buf, 4096); len(bad) != 0 {
+		t.Fatalf("filled buffer: bad pages %v", bad)
+	}
+	if buf[1] != PingpongFill || buf[4097] != PingpongFill {
+		t.Fatal("fill touched more than the first byte of each page")
+	}
+	buf[2*4096] = 1
+	if bad := CheckPattern(buf, 4096); len(bad) != 1 || bad[0] != 2 {
+		t.Fatalf("bad pages %v, want [2]", bad)
+	}
+	if FormatInvalidPage(2) != "invalid data in page 2\n" {
+		t.Fatal(FormatInvalidPage(2))
+	}
+	FillCheckPattern(buf, 0)
+	if CheckPattern(buf, 0) != nil {
+		t.Fatal("page size 0")
+	}
+}
+
+// The write_bw capture's addresses (client, server).
+var (
+	writeBWClient = PerftestDest{OutReads: 1, QPN: 0x11, PSN: 0x3dbc49, RKey: 0x2f4, VAddr: 0x55d69ea81000,
+		GID: netip.MustParseAddr("::ffff:10.77.0.12").As16()}
+	readBWServer = PerftestDest{OutReads: 0x80, QPN: 0x11, PSN: 0xb9c3af, RKey: 0x266, VAddr: 0x55b253e6e000,
+		GID: netip.MustParseAddr("::ffff:10.77.0.11").As16()}
+)
+
+func TestFormatPerftestAddress(t *testing.T) {
+	const gid12 = " GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:77:00:12\n"
+	tests := []struct {
+		name    string
+		verb    PerftestVerb
+		remote  bool
+		d       PerftestDest
+		withGID bool
+		want    string
+	}{
+		{"write local", VerbWrite, false, writeBWClient, true,
+			" local address: LID 0000 QPN 0x0011 PSN 0x3dbc49 RKey 0x0002f4 VAddr 0x0055d69ea81000\n" + gid12},
+		{"read remote", VerbRead, true, readBWServer, true,
+			" remote address: LID 0000 QPN 0x0011 PSN 0xb9c3af OUT 0x80 RKey 0x000266 VAddr 0x0055b253e6e000\n" +
+				" GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:77:00:11\n"},
+		{"atomic: basic only", VerbAtomic, false, writeBWClient, true, " local address: LID 0000 QPN 0x0011 PSN 0x3dbc49\n" + gid12},
+		{"send, IB without GID", VerbSend, false, PerftestDest{LID: 3, QPN: 0x1234, PSN: 0}, false, " local address: LID 0x03 QPN 0x1234 PSN 000000\n"},
+		{"zero psn and rkey", VerbWrite, false, PerftestDest{}, false, " local address: LID 0000 QPN 000000 PSN 000000 RKey 00000000 VAddr 0000000000000000\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := FormatPerftestAddress(tc.verb, tc.remote, tc.d, tc.withGID); got != tc.want {
+				t.Fatalf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFormatPerftestResults(t *testing.T) {
+	if got, want := FormatPerftestBWHeader(false), " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"; got != want {
+		t.Errorf("BW header %q", got)
+	}
+	if got := FormatPerftestBWHeader(true); !strings.Contains(got, "BW peak[Gb/sec]    BW average[Gb/sec]") {
+		t.Errorf("Gb header %q", got)
+	}
+	rep := BWReport{Size: 4096, Iters: 100, BWPeak: 15.331989, BWAvg: 9.899914, MsgRateAvg: 0.002534}
+	if got, want := FormatPerftestBWReport(rep), " 4096       100              15.33              9.90   \t\t   0.002534\n"; got != want {
+		t.Errorf("BW row\n got %q\nwant %q", got, want)
+	}
+	wide := BWReport{Size: 8388608, Iters: 12345678901, BWPeak: 12345.678, BWAvg: 0, MsgRateAvg: 1.5}
+	if got, want := FormatPerftestBWReport(wide), " 8388608    12345678901       12345.68            0.00   \t\t   1.500000\n"; got != want {
+		t.Errorf("wide BW row\n got %q\nwant %q", got, want)
+	}
+	if got := FormatPerftestLatHeader(); !strings.HasPrefix(got, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]") || !strings.HasSuffix(got, "99.9% percentile[usec] \n") {
+		t.Errorf("lat header %q", got)
+	}
+	lat := LatReport{Size: 2, Iters: 1000, TMin: 1.5, TMax: 20.25, TTypical: 2, TAvg: 2.5, TStdev: 0.75, P99: 5, P999: 20}
+	if got, want := FormatPerftestLatReport(lat), " 2       1000          1.50           20.25        2.00     \t       2.50        \t0.75   \t\t5.00    \t\t20.00  \n"; got != want {
+		t.Errorf("lat row\n got %q\nwant %q", got, want)
+	}
+	if got := PerftestTitle(PerftestWriteBW, false); got != "                    RDMA_Write BW Test\n" {
+		t.Errorf("title %q", got)
+	}
+	if got := PerftestTitle(PerftestSendBW, true); got != "                    Send BW Bidirectional Test\n" {
+		t.Errorf("title %q", got)
+	}
+	if got := PerftestTitle(PerftestAtomicLat, false); got != "                    Atomic Latency Test\n" {
+		t.Errorf("title %q", got)
+	}
+	if len(PerftestResultLine) != 88 {
+		t.Errorf("result line %d bytes", len(PerftestResultLine))
+	}
+}
+
+func TestFormatPerftestInfo(t *testing.T) {
+	cfg, err := ParsePerftestFlags(PerftestWriteBW, []string{"-x", "1", "-F", "-n", "100", "-s", "4096", "srv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := FormatPerftestInfo(PerftestInfo{Test: PerftestWriteBW, Client: true, Device: "rxe0", Config: cfg, MTUBytes: 1024,
+		LinkEthernet: true, GIDIndex: 1, CQModeration: 100, PCIeRelaxed: true, WRAPI: true, TransportType: "IB"})
+	want := PerftestResultLine +
+		"                    RDMA_Write BW Test\n" +
+		" Dual-port       : OFF\t\tDevice         : rxe0\n" +
+		" Number of qps   : 1\t\tTransport type : IB\n" +
+		" Connection type : RC\t\tUsing SRQ      : OFF\n" +
+		" PCIe relax order: ON\n" +
+		" ibv_wr* API     : ON\n" +
+		" TX depth        : 128\n" +
+		" CQ Moderation   : 100\n" +
+		" Mtu             : 1024[B]\n" +
+		" Link type       : Ethernet\n" +
+		" GID index       : 1\n" +
+		" Max inline data : 0[B]\n" +
+		" rdma_cm QPs\t : OFF\n" +
+		" Data ex. method : Ethernet\n" +
+		PerftestResultLine
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	// A read server: no TX depth, outstanding reads instead of inline.
+	cfg, _ = ParsePerftestFlags(PerftestReadBW, nil)
+	got = FormatPerftestInfo(PerftestInfo{Test: PerftestReadBW, Config: cfg, MTUBytes: 1024, GIDIndex: -1, OutReads: 128, TransportType: "IB"})
+	if strings.Contains(got, "TX depth") || !strings.Contains(got, " Outstand reads  : 128\n") || strings.Contains(got, "GID index") ||
+		!strings.Contains(got, " Link type       : IB\n") {
+		t.Fatalf("read server header:\n%s", got)
+	}
+}
+
+func TestBWFromRun(t *testing.T) {
+	r := BWFromRun(4096, 100, 0.0394571, false)
+	if r.Size != 4096 || r.Iters != 100 {
+		t.Fatal(r)
+	}
+	// The capture's client report satisfies the same relation.
+	if got := r.MsgRateAvg * 1e6 * 4096 / (1 << 20); got-r.BWAvg > 1e-9 || r.BWAvg-got > 1e-9 {
+		t.Fatalf("avg %g vs msg rate %g", r.BWAvg, r.MsgRateAvg)
+	}
+	if g := BWFromRun(125000000, 1, 1, true); g.BWAvg != 1 {
+		t.Fatalf("1 Gb in 1 s: %g", g.BWAvg)
+	}
+	if z := BWFromRun(1, 1, 0, false); z.BWAvg != 0 || z.MsgRateAvg != 0 {
+		t.Fatal(z)
+	}
+}

@@ -1,0 +1,390 @@
+package oob
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
+)
+
+// PerftestTest is one of the eight perftest tools softroce speaks for.
+// The zero value is invalid.
+type PerftestTest int
+
+// The perftest tools (src/write_bw.c, read_bw.c, ... of perftest).
+const (
+	PerftestWriteBW PerftestTest = iota + 1
+	PerftestReadBW
+	PerftestSendBW
+	PerftestAtomicBW
+	PerftestWriteLat
+	PerftestReadLat
+	PerftestSendLat
+	PerftestAtomicLat
+)
+
+var perftestNames = [...]string{
+	PerftestWriteBW: "write_bw", PerftestReadBW: "read_bw", PerftestSendBW: "send_bw", PerftestAtomicBW: "atomic_bw",
+	PerftestWriteLat: "write_lat", PerftestReadLat: "read_lat", PerftestSendLat: "send_lat", PerftestAtomicLat: "atomic_lat",
+}
+
+// String returns the test's name ("write_bw").
+func (p PerftestTest) String() string {
+	if p.IsValid() {
+		return perftestNames[p]
+	}
+	return fmt.Sprintf("PerftestTest(%d)", int(p))
+}
+
+// IsValid reports whether p is one of the eight tests.
+func (p PerftestTest) IsValid() bool { return p >= PerftestWriteBW && p <= PerftestAtomicLat }
+
+// Tool returns the perftest binary ("ib_write_bw").
+func (p PerftestTest) Tool() string { return "ib_" + p.String() }
+
+// IsBW reports whether p is a bandwidth test (else a latency test).
+func (p PerftestTest) IsBW() bool { return p >= PerftestWriteBW && p <= PerftestAtomicBW }
+
+// Verb returns the operation of p.
+func (p PerftestTest) Verb() PerftestVerb {
+	switch p {
+	case PerftestWriteBW, PerftestWriteLat:
+		return VerbWrite
+	case PerftestReadBW, PerftestReadLat:
+		return VerbRead
+	case PerftestSendBW, PerftestSendLat:
+		return VerbSend
+	case PerftestAtomicBW, PerftestAtomicLat:
+		return VerbAtomic
+	}
+	return 0
+}
+
+// ParsePerftestTest parses a test name ("write_bw", or the tool name
+// "ib_write_bw").
+func ParsePerftestTest(s string) (PerftestTest, error) {
+	s = strings.TrimPrefix(s, "ib_")
+	for p := PerftestWriteBW; p <= PerftestAtomicLat; p++ {
+		if perftestNames[p] == s {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("oob: unknown perftest test %q: %w", s, unix.EINVAL)
+}
+
+// PerftestVerb is perftest's enum of operations; String prints the names
+// the tools put in their title line.
+type PerftestVerb int
+
+// The verbs, in perftest's order (SEND=0 there; here zero is invalid).
+const (
+	VerbSend PerftestVerb = iota + 1
+	VerbWrite
+	VerbRead
+	VerbAtomic
+)
+
+// String returns "Send", "RDMA_Write", "RDMA_Read" or "Atomic".
+func (v PerftestVerb) String() string {
+	switch v {
+	case VerbSend:
+		return "Send"
+	case VerbWrite:
+		return "RDMA_Write"
+	case VerbRead:
+		return "RDMA_Read"
+	case VerbAtomic:
+		return "Atomic"
+	}
+	return fmt.Sprintf("PerftestVerb(%d)", int(v))
+}
+
+// PerftestConfig is the main part of a perftest command line, with the
+// defaults of Debian 12's perftest 4.5-0.17 (its --help).
+type PerftestConfig struct {
+	Test             PerftestTest
+	Server           string      // operand: connect to it (client); "" is the server
+	Port             int         // -p --port (18515)
+	IBDev            string      // -d --ib-dev ("" = first found)
+	IBPort           int         // -i --ib-port (1)
+	GIDIndex         int         // -x --gid-index (-1: default, which is 0 or the best GID on Ethernet)
+	Size             uint64      // -s --size (65536 BW, 2 latency, 8 atomic and fixed)
+	Iters            uint64      // -n --iters (5000 write_bw, 1000 the others; at least 5)
+	Duration         int         // -D --duration seconds (0: iterations)
+	All              bool        // -a --all: sizes 2..2^23
+	Connection       string      // -c --connection (RC)
+	TxDepth          int         // -t --tx-depth (128; BW tests)
+	RxDepth          int         // -r --rx-depth (512; send tests)
+	NumQP            int         // -q --qp (1; BW tests)
+	MTU              qpstate.MTU // -m --mtu (0: the port's active MTU)
+	InlineSize       int         // -I --inline_size (-1: the tool's default)
+	OutReads         int         // -o --outs (0: the device maximum; read and atomic)
+	AtomicType       string      // -A --atomic_type (FETCH_AND_ADD; atomic tests)
+	SL               int         // -S --sl (0)
+	QPTimeout        int         // -u --qp-timeout (14)
+	PostList         int         // -l --post_list (1; BW tests)
+	CQMod            int         // -Q --cq-mod (0: the tool's default, 100 or the TX depth)
+	Bidirectional    bool        // -b --bidirectional (BW tests)
+	Events           bool        // -e --events (read, atomic, send)
+	CPUFreq          bool        // -F --CPU-freq
+	NoPeak           bool        // -N --noPeak (BW tests)
+	ReportGbits      bool        // --report_gbits (BW tests)
+	ReportBoth       bool        // --report-both (BW tests)
+	ReportPerPort    bool        // --report-per-port (BW tests)
+	ReportCycles     bool        // -C --report-cycles (latency tests)
+	ReportHistogram  bool        // -H --report-histogram (latency tests)
+	ReportUnsorted   bool        // -U --report-unsorted (latency tests)
+	IPv6             bool        // --ipv6
+	DontXchgVersions bool        // --dont_xchg_versions
+	RDMACM           bool        // -R --rdma_cm (not supported by package oob)
+	ComRDMACM        bool        // -z --com_rdma_cm (not supported by package oob)
+	UseSRQ           bool        // --use-srq (send tests)
+	PerformWarmUp    bool        // --perform_warm_up
+}
+
+// PerftestDefaults returns the defaults of test p's tool.
+func PerftestDefaults(p PerftestTest) PerftestConfig {
+	c := PerftestConfig{
+		Test: p, Port: DefaultPort, IBPort: 1, GIDIndex: -1, Size: 65536, Iters: 1000,
+		Connection: "RC", TxDepth: 128, NumQP: 1, InlineSize: -1, QPTimeout: 14, PostList: 1,
+	}
+	if !p.IsBW() {
+		c.Size = 2
+		c.TxDepth = 1
+	}
+	switch p {
+	case PerftestWriteBW:
+		c.Iters = 5000
+	case PerftestAtomicBW, PerftestAtomicLat:
+		c.Size = 8
+	}
+	if p.Verb() == VerbAtomic {
+		c.AtomicType = "FETCH_AND_ADD"
+	}
+	if p.Verb() == VerbSend {
+		c.RxDepth = 512
+	}
+	return c
+}
+
+// perftestConnections lists the -c values each verb takes (its --help).
+func perftestConnections(p PerftestTest) []string {
+	switch p.Verb() {
+	case VerbSend:
+		return []string{"RC", "XRC", "UC", "UD", "DC", "SRD"}
+	case VerbWrite:
+		return []string{"RC", "XRC", "UC", "DC"}
+	}
+	return []string{"RC", "XRC", "DC"}
+}
+
+// perftestOptions builds test p's option table from its --help.
+func perftestOptions(p PerftestTest) []option {
+	o := []option{
+		{'p', "port", true, "port"},
+		{'d', "ib-dev", true, "ib-dev"},
+		{'i', "ib-port", true, "ib-port"},
+		{'x', "gid-index", true, "gid-index"},
+		{'n', "iters", true, "iters"},
+		{'D', "duration", true, "duration"},
+		{'c', "connection", true, "connection"},
+		{'m', "mtu", true, "mtu"},
+		{'S', "sl", true, "sl"},
+		{'u', "qp-timeout", true, "qp-timeout"},
+		{'F', "CPU-freq", false, "CPU-freq"},
+		{'R', "rdma_cm", false, "rdma_cm"},
+		{'z', "com_rdma_cm", false, "com_rdma_cm"},
+		{0, "ipv6", false, "ipv6"},
+		{0, "dont_xchg_versions", false, "dont_xchg_versions"},
+		{0, "perform_warm_up", false, "perform_warm_up"},
+	}
+	v := p.Verb()
+	if v != VerbAtomic {
+		o = append(o, option{'s', "size", true, "size"}, option{'a', "all", false, "all"})
+	} else {
+		o = append(o, option{'A', "atomic_type", true, "atomic_type"})
+	}
+	if v == VerbRead || v == VerbAtomic {
+		o = append(o, option{'o', "outs", true, "outs"})
+	} else {
+		o = append(o, option{'I', "inline_size", true, "inline_size"})
+	}
+	if v != VerbWrite {
+		o = append(o, option{'e', "events", false, "events"})
+	}
+	if v == VerbSend {
+		o = append(o, option{'r', "rx-depth", true, "rx-depth"}, option{0, "use-srq", false, "use-srq"})
+	}
+	if p.IsBW() {
+		o = append(o,
+			option{'b', "bidirectional", false, "bidirectional"},
+			option{'t', "tx-depth", true, "tx-depth"},
+			option{'q', "qp", true, "qp"},
+			option{'l', "post_list", true, "post_list"},
+			option{'Q', "cq-mod", true, "cq-mod"},
+			option{'N', "noPeak", false, "noPeak"},
+			option{0, "report_gbits", false, "report_gbits"},
+			option{0, "report-both", false, "report-both"},
+			option{0, "report-per-port", false, "report-per-port"})
+	} else {
+		o = append(o,
+			option{'C', "report-cycles", false, "report-cycles"},
+			option{'H', "report-histogram", false, "report-histogram"},
+			option{'U', "report-unsorted", false, "report-unsorted"})
+	}
+	return o
+}
+
+// ParsePerftestFlags parses the arguments (without argv[0]) of test p's
+// tool into a config, starting from PerftestDefaults(p). Options the tool
+// has but this parser does not are EINVAL like unknown ones; -R and -z
+// parse but are for the caller to refuse (package oob speaks only the
+// ethernet exchange). Range checks follow the help text: -n at least 5,
+// -s 1..2^23 (not on atomic tests: "Message size cannot be changed for
+// Atomic tests"), -m 256..4096 in powers of two, -c and -A from the
+// listed sets, -p up to 65535, counts at least 1.
+func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
+	if !p.IsValid() {
+		return PerftestConfig{}, fmt.Errorf("oob: perftest flags: invalid test %d: %w", int(p), unix.EINVAL)
+	}
+	tool := p.Tool()
+	c := PerftestDefaults(p)
+	opts, operands, err := getoptLong(tool, perftestOptions(p), args)
+	if err != nil {
+		return PerftestConfig{}, err
+	}
+	rangeErr := func(name string, v int64, lo, hi int64) error {
+		return fmt.Errorf("%s: %s %d should be between %d and %d: %w", tool, name, v, lo, hi, unix.EINVAL)
+	}
+	intArg := func(o parsedOpt, lo, hi int64) (int64, error) {
+		v, err := parseCInt(tool, "--"+o.key, o.arg, 64)
+		if err != nil {
+			return 0, err
+		}
+		if v < lo || v > hi {
+			return 0, rangeErr("--"+o.key, v, lo, hi)
+		}
+		return v, nil
+	}
+	const maxInt = 1<<31 - 1
+	for _, o := range opts {
+		var v int64
+		var err error
+		switch o.key {
+		case "port":
+			v, err = intArg(o, 0, 65535)
+			c.Port = int(v)
+		case "ib-dev":
+			c.IBDev = o.arg
+		case "ib-port":
+			v, err = intArg(o, 1, 255)
+			c.IBPort = int(v)
+		case "gid-index":
+			v, err = intArg(o, 0, maxInt)
+			c.GIDIndex = int(v)
+		case "iters":
+			v, err = intArg(o, 5, 100000000)
+			c.Iters = uint64(v)
+		case "duration":
+			v, err = intArg(o, 1, maxInt)
+			c.Duration = int(v)
+		case "size":
+			v, err = intArg(o, 1, 1<<23)
+			c.Size = uint64(v)
+		case "all":
+			c.All = true
+		case "connection":
+			c.Connection = strings.ToUpper(o.arg)
+			ok := false
+			for _, s := range perftestConnections(p) {
+				ok = ok || s == c.Connection
+			}
+			if !ok {
+				return PerftestConfig{}, fmt.Errorf("%s: connection type %q: want one of %v: %w", tool, o.arg, perftestConnections(p), unix.EINVAL)
+			}
+		case "mtu":
+			if v, err = parseCInt(tool, "--mtu", o.arg, 64); err == nil {
+				c.MTU, err = PingpongMTUFromBytes(v)
+				if err != nil {
+					err = fmt.Errorf("%s: Invalid MTU - %d: %w", tool, v, unix.EINVAL)
+				}
+			}
+		case "sl":
+			v, err = intArg(o, 0, 15)
+			c.SL = int(v)
+		case "qp-timeout":
+			v, err = intArg(o, 0, 31)
+			c.QPTimeout = int(v)
+		case "CPU-freq":
+			c.CPUFreq = true
+		case "rdma_cm":
+			c.RDMACM = true
+		case "com_rdma_cm":
+			c.ComRDMACM = true
+		case "ipv6":
+			c.IPv6 = true
+		case "dont_xchg_versions":
+			c.DontXchgVersions = true
+		case "perform_warm_up":
+			c.PerformWarmUp = true
+		case "atomic_type":
+			if o.arg != "CMP_AND_SWAP" && o.arg != "FETCH_AND_ADD" {
+				return PerftestConfig{}, fmt.Errorf("%s: Invalid Atomic type %q! please choose from {CMP_AND_SWAP,FETCH_AND_ADD}: %w", tool, o.arg, unix.EINVAL)
+			}
+			c.AtomicType = o.arg
+		case "outs":
+			v, err = intArg(o, 1, 65535)
+			c.OutReads = int(v)
+		case "inline_size":
+			v, err = intArg(o, 0, maxInt)
+			c.InlineSize = int(v)
+		case "events":
+			c.Events = true
+		case "rx-depth":
+			v, err = intArg(o, 1, maxInt)
+			c.RxDepth = int(v)
+		case "use-srq":
+			c.UseSRQ = true
+		case "bidirectional":
+			c.Bidirectional = true
+		case "tx-depth":
+			v, err = intArg(o, 1, maxInt)
+			c.TxDepth = int(v)
+		case "qp":
+			v, err = intArg(o, 1, maxInt)
+			c.NumQP = int(v)
+		case "post_list":
+			v, err = intArg(o, 1, maxInt)
+			c.PostList = int(v)
+		case "cq-mod":
+			v, err = intArg(o, 1, maxInt)
+			c.CQMod = int(v)
+		case "noPeak":
+			c.NoPeak = true
+		case "report_gbits":
+			c.ReportGbits = true
+		case "report-both":
+			c.ReportBoth = true
+		case "report-per-port":
+			c.ReportPerPort = true
+		case "report-cycles":
+			c.ReportCycles = true
+		case "report-histogram":
+			c.ReportHistogram = true
+		case "report-unsorted":
+			c.ReportHistogram, c.ReportUnsorted = true, true
+		}
+		if err != nil {
+			return PerftestConfig{}, err
+		}
+	}
+	switch len(operands) {
+	case 0:
+	case 1:
+		c.Server = operands[0]
+	default:
+		return PerftestConfig{}, fmt.Errorf("%s: %d operands %q, want at most one server name: %w", tool, len(operands), operands, unix.EINVAL)
+	}
+	return c, nil
+}

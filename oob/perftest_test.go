@@ -1,0 +1,303 @@
+package oob
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
+)
+
+// capturedWriteBW is the client's address message of write_bw.pcap.
+var capturedWriteBW = []byte("0000:0001:000011:3dbc49:000002f4:000055d69ea81000:00:00:00:00:00:00:00:00:00:00:ff:ff:0a:4d:00:0c:00000000:\x00")
+
+func TestPerftestDestGolden(t *testing.T) {
+	d, gid, err := ParsePerftestDest(capturedWriteBW)
+	if err != nil || !gid || d != writeBWClient {
+		t.Fatalf("parsed %+v gid=%v, %v; want %+v", d, gid, err, writeBWClient)
+	}
+	b, err := writeBWClient.Marshal(true)
+	if err != nil || !bytes.Equal(b, capturedWriteBW) {
+		t.Fatalf("marshal %q, %v", b, err)
+	}
+	// The InfiniBand form: KEY_PRINT_FMT, 59 bytes.
+	plain, err := writeBWClient.Marshal(false)
+	if want := "0000:0001:000011:3dbc49:000002f4:000055d69ea81000:00000000\x00"; err != nil || string(plain) != want {
+		t.Fatalf("plain form %q, %v", plain, err)
+	}
+}
+
+func TestPerftestDestRoundTrip(t *testing.T) {
+	r := testenv.Rand(t)
+	for i := 0; i < 1000; i++ {
+		d := PerftestDest{LID: uint16(r.Uint32()), OutReads: uint16(r.Uint32()), QPN: r.Uint32() & 0xffffff, PSN: r.Uint32() & 0xffffff,
+			RKey: r.Uint32(), VAddr: r.Uint64(), SRQN: r.Uint32()}
+		withGID := i%2 == 0
+		if withGID {
+			for j := range d.GID {
+				d.GID[j] = byte(r.Uint32())
+			}
+		}
+		b, err := d.Marshal(withGID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := PerftestDestSize
+		if withGID {
+			want = PerftestDestGIDSize
+		}
+		if len(b) != want {
+			t.Fatalf("%d bytes, want %d", len(b), want)
+		}
+		got, gid, err := ParsePerftestDest(b)
+		if err != nil || got != d || gid != withGID {
+			t.Fatalf("round trip %+v: %+v gid=%v %v", d, got, gid, err)
+		}
+	}
+}
+
+func TestPerftestDestErrors(t *testing.T) {
+	mut := func(i int, c byte) []byte {
+		b := bytes.Clone(capturedWriteBW)
+		b[i] = c
+		return b
+	}
+	plain, _ := writeBWClient.Marshal(false)
+	tests := []struct {
+		name string
+		in   []byte
+	}{
+		{"empty", nil},
+		{"pingpong size", capturedRC},
+		{"one short", capturedWriteBW[:107]},
+		{"no NUL", mut(107, ':')},
+		{"head colon", mut(9, '.')},
+		{"bad rkey", mut(25, 'x')},
+		{"bad vaddr", mut(40, '-')},
+		{"gid colon", mut(52, '0')},
+		{"bad gid byte", mut(50, 'q')},
+		{"srqn colon", mut(106, 0)},
+		{"bad srqn", mut(100, 'g')},
+		{"plain bad srqn", func() []byte { b := bytes.Clone(plain); b[55] = 'z'; return b }()},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := ParsePerftestDest(tc.in); !errors.Is(err, unix.EPROTO) {
+				t.Fatalf("err %v, want EPROTO", err)
+			}
+		})
+	}
+	if _, err := (PerftestDest{QPN: 1 << 24}).Marshal(true); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("wide QPN: %v", err)
+	}
+}
+
+// runPerftestPair runs PerftestConnect and PerftestFinishBW on both sides
+// over net.Pipe, with per-side parameters.
+func runPerftestPair(t *testing.T, cp, sp PerftestParams, nqp int) (cs, ss *PerftestSetup, log []segment, cerr, serr error) {
+	t.Helper()
+	ce, se, logf := recordedPipe()
+	defer ce.Close()
+	defer se.Close()
+	mk := func(base uint32) []PerftestDest {
+		ds := make([]PerftestDest, nqp)
+		for i := range ds {
+			ds[i] = PerftestDest{QPN: base + uint32(i), PSN: base * 3, RKey: base, VAddr: uint64(base) << 20}
+		}
+		return ds
+	}
+	run := func(conn recConn, role PerftestRole, p PerftestParams, local []PerftestDest) (*PerftestSetup, error) {
+		c, err := NewPerftestConn(conn, role)
+		if err != nil {
+			return nil, err
+		}
+		s, err := PerftestConnect(c, p, local, nil)
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		if _, err := PerftestFinishBW(c, p, local[0], BWReport{Size: 1, Iters: 5}); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return s, nil
+	}
+	done := make(chan struct{})
+	go func() {
+		cs, cerr = run(ce, PerftestClient, cp, mk(0x100))
+		close(done)
+	}()
+	ss, serr = run(se, PerftestServer, sp, mk(0x200))
+	<-done
+	return cs, ss, logf(), cerr, serr
+}
+
+func sizesOf(log []segment) []int {
+	var s []int
+	for i := 0; i < len(log); i += 2 {
+		s = append(s, len(log[i].payload))
+	}
+	return s
+}
+
+func TestPerftestVersionDependence(t *testing.T) {
+	// check_sys_data from 5.32, the 2-byte MTU from 5.31 (4 bytes from
+	// 5.1), 8-byte iterations in the report from 5.33.
+	tests := []struct {
+		version string
+		sizes   []int
+	}{
+		{"6.06", []int{16, 4, 4, 2, 108, 108, 108, 108, 8, 8, 8, 8, 8, 108}},
+		{"5.33", []int{16, 4, 4, 2, 108, 108, 108, 108, 8, 8, 8, 8, 8, 108}},
+		{"5.32", []int{16, 4, 4, 2, 108, 108, 108, 108, 8, 4, 8, 8, 8, 108}},
+		{"5.31", []int{16, 2, 108, 108, 108, 108, 8, 4, 8, 8, 8, 108}},
+		{"5.2", []int{16, 4, 108, 108, 108, 108, 8, 4, 8, 8, 8, 108}},
+		{"5.0", []int{16, 108, 108, 108, 108, 8, 4, 8, 8, 8, 108}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.version, func(t *testing.T) {
+			p := PerftestParams{Version: tc.version, MTU: qpstate.MTU1024, WithGID: true}
+			cs, ss, log, cerr, serr := runPerftestPair(t, p, p, 1)
+			if cerr != nil || serr != nil {
+				t.Fatalf("client %v server %v", cerr, serr)
+			}
+			got := sizesOf(log[:len(log)-2])
+			if len(got) != len(tc.sizes) {
+				t.Fatalf("sizes %v, want %v", got, tc.sizes)
+			}
+			for i := range got {
+				if got[i] != tc.sizes[i] {
+					t.Fatalf("sizes %v, want %v", got, tc.sizes)
+				}
+			}
+			if cs.RemoteVersion != tc.version || ss.Remote[0].QPN != 0x100 || cs.Remote[0].QPN != 0x200 {
+				t.Fatalf("setup %+v / %+v", cs, ss)
+			}
+		})
+	}
+}
+
+func TestPerftestSetupNegotiation(t *testing.T) {
+	cp := PerftestParams{MTU: qpstate.MTU4096, CycleBuffer: 65536, CacheLineSize: 128}
+	sp := PerftestParams{MTU: qpstate.MTU1024}
+	cs, ss, log, cerr, serr := runPerftestPair(t, cp, sp, 3)
+	if cerr != nil || serr != nil {
+		t.Fatalf("client %v server %v", cerr, serr)
+	}
+	for _, s := range []*PerftestSetup{cs, ss} {
+		if s.MTU != qpstate.MTU1024 || s.CycleBuffer != 65536 || s.CacheLineSize != 128 || len(s.Remote) != 3 {
+			t.Fatalf("setup %+v", s)
+		}
+	}
+	// Without GID: 59-byte addresses; 3 QPs: 3 hand shakes, then 2 syncs.
+	sizes := sizesOf(log)
+	if sizes[4] != PerftestDestSize || sizes[8] != PerftestDestSize {
+		t.Fatalf("sizes %v", sizes)
+	}
+	if len(sizes) != 4+3+2+1+5+1+1 {
+		t.Fatalf("%d exchanges: %v", len(sizes), sizes)
+	}
+	// --dont_xchg_versions: straight to the addresses.
+	p := PerftestParams{DontXchgVersions: true, MTU: qpstate.MTU2048, WithGID: true}
+	cs, _, log, cerr, serr = runPerftestPair(t, p, p, 1)
+	if cerr != nil || serr != nil || len(log[0].payload) != PerftestDestGIDSize || cs.MTU != qpstate.MTU2048 || cs.RemoteVersion != "" {
+		t.Fatalf("dont_xchg_versions: %v %v %d %+v", cerr, serr, len(log[0].payload), cs)
+	}
+}
+
+func TestPerftestErrors(t *testing.T) {
+	if _, err := NewPerftestConn(nil, 0); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("role 0: %v", err)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	c, _ := NewPerftestConn(a, PerftestClient)
+	if c.Role() != PerftestClient || c.Role().String() != "client" || PerftestRole(9).String() != "PerftestRole(9)" {
+		t.Error("role names")
+	}
+	if _, err := c.ExchangeVersions("0123456789abcdef"); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("long version: %v", err)
+	}
+	if _, err := PerftestConnect(c, PerftestParams{}, nil, nil); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("no QP: %v", err)
+	}
+	t.Run("garbage address", func(t *testing.T) {
+		a, b := net.Pipe()
+		defer a.Close()
+		go func() {
+			io.ReadFull(b, make([]byte, PerftestDestGIDSize))
+			b.Write(bytes.Repeat([]byte{'z'}, PerftestDestGIDSize))
+		}()
+		c, _ := NewPerftestConn(a, PerftestClient)
+		if _, err := c.HandShake(writeBWClient, true); !errors.Is(err, unix.EPROTO) {
+			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("peer hangs up", func(t *testing.T) {
+		a, b := net.Pipe()
+		go func() { io.ReadFull(b, make([]byte, 16)); b.Close() }()
+		c, _ := NewPerftestConn(a, PerftestClient)
+		if _, err := c.ExchangeVersions(PerftestVersion); !errors.Is(err, io.EOF) {
+			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("connect callback fails", func(t *testing.T) {
+		a, b := net.Pipe()
+		defer a.Close()
+		defer b.Close()
+		p := PerftestParams{DontXchgVersions: true}
+		go func() {
+			s, _ := NewPerftestConn(b, PerftestServer)
+			s.HandShake(PerftestDest{}, false)
+		}()
+		c, _ := NewPerftestConn(a, PerftestClient)
+		_, err := PerftestConnect(c, p, []PerftestDest{{}}, func(*PerftestSetup) error { return unix.ENODEV })
+		if !errors.Is(err, unix.ENODEV) {
+			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("bad done", func(t *testing.T) {
+		a, b := net.Pipe()
+		defer a.Close()
+		go func() {
+			s, _ := NewPerftestConn(b, PerftestServer)
+			s.HandShake(PerftestDest{}, false)
+			io.ReadFull(b, make([]byte, DoneSize))
+			b.Write([]byte("DONE\x00"))
+		}()
+		c, _ := NewPerftestConn(a, PerftestClient)
+		if err := c.Close(PerftestDest{}, false); !errors.Is(err, unix.EPROTO) {
+			t.Fatalf("err %v", err)
+		}
+	})
+	if cAtof("6.06") != 6.06 || cAtof("5.33abc") != 5.33 || cAtof("") != 0 || cAtof("x") != 0 {
+		t.Error("cAtof")
+	}
+	if cAtoi("3") != 3 || cAtoi(" -12x") != -12 || cAtoi("") != 0 {
+		t.Error("cAtoi")
+	}
+}
+
+func TestPerftestLatFinish(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	p := PerftestParams{DontXchgVersions: true, WithGID: true}
+	errc := make(chan error, 1)
+	go func() {
+		s, _ := NewPerftestConn(b, PerftestServer)
+		errc <- PerftestFinishLat(s, p, PerftestDest{QPN: 2})
+	}()
+	c, _ := NewPerftestConn(a, PerftestClient)
+	if err := PerftestFinishLat(c, p, PerftestDest{QPN: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
