@@ -33,12 +33,12 @@ type capture struct {
 	server   netip.Addr
 }
 
-// loadCapture reads testdata/name with pcapgo and splits it into the TCP
+// loadCapture reads the rxe capture name (kept once, in wire/testdata) with pcapgo and splits it into the TCP
 // payloads of port 18515 (in capture order) and the RoCE frames. It fails
 // the test on a missing or empty file.
 func loadCapture(t *testing.T, name string) *capture {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", name))
+	f, err := os.Open(filepath.Join("..", "wire", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
