@@ -33,11 +33,11 @@ const (
 
 // cpioEntry is one file, directory, symlink or device node of an archive.
 type cpioEntry struct {
-	Name         string // path without a leading slash
-	Mode         uint32 // type and permission bits (modeFile|0o755, ...)
-	Data         []byte // file content, or the target of a symlink
-	RMajor       uint32 // device number of a character device
-	RMinor       uint32
+	Name   string // path without a leading slash
+	Mode   uint32 // type and permission bits (modeFile|0o755, ...)
+	Data   []byte // file content, or the target of a symlink
+	RMajor uint32 // device number of a character device
+	RMinor uint32
 }
 
 // cpioWriter writes a newc archive. Entries are written in the order
