@@ -44,8 +44,10 @@ type Image struct {
 // rootModules are the modules the VM needs; resolveModules adds their
 // dependencies. rdma_rxe is the peer; ib_uverbs gives userspace verbs;
 // rdma_ucm gives RDMA CM to rping/ucmatose/udaddy; virtio_net and
-// virtio_pci drive qemu's virtio-net-pci NIC.
-var rootModules = []string{"virtio_pci", "virtio_net", "rdma_rxe", "ib_uverbs", "rdma_ucm"}
+// virtio_pci drive qemu's virtio-net-pci NIC; crc32_generic is the
+// "crc32" shash rxe allocates for the ICRC (rxe_icrc_init), which the
+// kernel would otherwise request_module() from a modprobe we lack.
+var rootModules = []string{"virtio_pci", "virtio_net", "crc32_generic", "rdma_rxe", "ib_uverbs", "rdma_ucm"}
 
 // peerTool is a host binary copied into the image, with the Debian
 // package that installs it (for the error message when it is missing).

@@ -1,0 +1,112 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softroce/softroce/internal/testenv"
+)
+
+// artifactDir returns where a test keeps its captures and console logs:
+// $SOFTROCE_ARTIFACTS/<test name> if set (kept after the run), else a
+// temporary directory.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("SOFTROCE_ARTIFACTS")
+	if base == "" {
+		return t.TempDir()
+	}
+	dir := filepath.Join(base, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// newTestLab creates a lab for t, deleted when t ends.
+func newTestLab(t *testing.T) *Lab {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lab, err := NewLab(ctx, LabConfig{Name: fmt.Sprintf("srpeer-%d-%s", os.Getpid(), shortName(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Errorf("close lab: %v", err)
+		}
+	})
+	return lab
+}
+
+func shortName(t *testing.T) string {
+	n := strings.ToLower(strings.TrimPrefix(t.Name(), "Test"))
+	if len(n) > 12 {
+		n = n[:12]
+	}
+	return n
+}
+
+// startTestVM starts VM i of lab with its console logged to the artifact
+// directory, killed when t ends.
+func startTestVM(t *testing.T, ctx context.Context, lab *Lab, img *Image, dir string, i int, cmd string) *VM {
+	t.Helper()
+	ip4, ip6 := lab.PeerAddr(i)
+	name := fmt.Sprintf("vm%d", i)
+	con, err := os.Create(filepath.Join(dir, name+".console.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := lab.StartVM(ctx, VMConfig{Image: img, Name: name, Cmd: cmd, IP: ip4, IP6: ip6, Console: con, Timeout: 6 * time.Minute})
+	if err != nil {
+		con.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		vm.Kill()
+		<-vm.Done()
+		con.Close()
+	})
+	return vm
+}
+
+func TestVMOneShot(t *testing.T) {
+	testenv.RequireRoot(t)
+	img := buildTestImage(t)
+	lab := newTestLab(t)
+	dir := artifactDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	vm := startTestVM(t, ctx, lab, img, dir, 1, `
+ibv_devinfo -d rxe0 -v | grep -E 'state|active_mtu|GID\[' 
+rdma link show
+exit 7
+`)
+	st, err := vm.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("boot %v, whole run %v; console in %s", vm.BootTime().Round(time.Millisecond), time.Since(start).Round(time.Millisecond), dir)
+	if st != 7 {
+		t.Errorf("exit status %d, want 7%s", st, vm.tail())
+	}
+	con := vm.Console()
+	for _, want := range []string{
+		"SOFTROCE-GID 1 0000:0000:0000:0000:0000:ffff:0a4d:000b",
+		"SOFTROCE-GID 2 fd77:0000:0000:0000:0000:0000:0000:0011",
+		"PORT_ACTIVE",
+		"active_mtu:		4096",
+		"link rxe0/1 state ACTIVE",
+	} {
+		if !strings.Contains(con, want) {
+			t.Errorf("console lacks %q%s", want, vm.tail())
+		}
+	}
+}
