@@ -195,29 +195,33 @@ func (l *Lab) Close() error {
 // Capture is a tcpdump recording every frame on the lab's bridge.
 type Capture struct {
 	// Path is the pcap file (LINKTYPE_ETHERNET, full frames).
-	Path string
-	cmd  *exec.Cmd
-	done chan struct{}
-	once sync.Once
-	err  error
+	Path    string
+	log     string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	once    sync.Once
+	err     error
+	stopErr error
 }
 
 // StartCapture records every frame crossing the bridge into the pcap file
-// path, with tcpdump in the namespace (`tcpdump -i br0 -s 0 -U -w path`),
-// and returns once tcpdump is capturing.
+// path, with tcpdump in the namespace (`tcpdump -i br0 -s 0 -B 65536
+// --immediate-mode -U -w path`: immediate mode, or the frames of the last
+// partly filled TPACKET_V3 block are lost when tcpdump stops), and returns
+// once tcpdump is capturing. tcpdump's messages go to path+".log".
 func (l *Lab) StartCapture(ctx context.Context, path string) (*Capture, error) {
 	f, err := os.Create(path + ".log")
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("ip", "netns", "exec", l.cfg.Name, "tcpdump", "-i", l.cfg.Bridge, "-s", "0", "-U", "-n", "-w", path)
+	cmd := exec.Command("ip", "netns", "exec", l.cfg.Name, "tcpdump", "-i", l.cfg.Bridge, "-s", "0", "-B", "65536", "--immediate-mode", "-U", "-n", "-w", path)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("lab %s: start tcpdump: %w", l.cfg.Name, err)
 	}
-	c := &Capture{Path: path, cmd: cmd, done: make(chan struct{})}
+	c := &Capture{Path: path, log: path + ".log", cmd: cmd, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		f.Close()
@@ -250,7 +254,10 @@ func (l *Lab) StartCapture(ctx context.Context, path string) (*Capture, error) {
 }
 
 // Stop ends the capture (SIGINT, so tcpdump flushes the file) and waits
-// for tcpdump to exit. It is safe to call more than once.
+// for tcpdump to exit. It fails if tcpdump reports frames it did not
+// write (dropped by the kernel, or received by its filter but not
+// captured): the file would not hold every frame. It is safe to call more
+// than once.
 func (c *Capture) Stop() error {
 	c.once.Do(func() {
 		syscall.Kill(c.cmd.Process.Pid, syscall.SIGINT)
@@ -260,7 +267,42 @@ func (c *Capture) Stop() error {
 			syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 			<-c.done
 		}
+		b, err := os.ReadFile(c.log)
+		if err != nil {
+			c.stopErr = err
+			return
+		}
+		c.stopErr = checkTcpdumpStats(string(b))
 	})
+	return c.stopErr
+}
+
+// checkTcpdumpStats reads tcpdump's closing statistics ("N packets
+// captured", "N packets received by filter", "N packets dropped by
+// kernel") and fails unless every frame was captured.
+func checkTcpdumpStats(log string) error {
+	stat := func(what string) (int, bool) {
+		for _, l := range strings.Split(log, "\n") {
+			if n, ok := strings.CutSuffix(strings.TrimSpace(l), " packets "+what); ok {
+				v, err := strconv.Atoi(n)
+				return v, err == nil
+			}
+			if n, ok := strings.CutSuffix(strings.TrimSpace(l), " packet "+what); ok {
+				v, err := strconv.Atoi(n)
+				return v, err == nil
+			}
+		}
+		return 0, false
+	}
+	captured, ok1 := stat("captured")
+	received, ok2 := stat("received by filter")
+	dropped, ok3 := stat("dropped by kernel")
+	if !ok1 || !ok2 || !ok3 {
+		return fmt.Errorf("tcpdump: no capture statistics in its output: %q", log)
+	}
+	if dropped != 0 || captured != received {
+		return fmt.Errorf("tcpdump: %d frames captured, %d received, %d dropped by the kernel: the capture is incomplete", captured, received, dropped)
+	}
 	return nil
 }
 
