@@ -23,6 +23,8 @@ type CaptureReport struct {
 	Frames int
 	// RoCE is the number of RoCEv2 frames (UDP to port 4791).
 	RoCE int
+	// RoCEv6 is how many of them are carried over IPv6.
+	RoCEv6 int
 	// Opcodes counts RoCEv2 frames by BTH opcode.
 	Opcodes map[uint8]int
 	// BadICRC describes each RoCEv2 frame whose ICRC is wrong or which is
@@ -82,6 +84,9 @@ func CheckCapture(path string) (*CaptureReport, error) {
 			continue
 		}
 		rep.RoCE++
+		if data[l3]>>4 == 6 {
+			rep.RoCEv6++
+		}
 		bth := udp + 8
 		if len(data) < bth+12+4 {
 			rep.BadICRC = append(rep.BadICRC, fmt.Sprintf("frame %d: %d bytes, too short for BTH and ICRC", rep.Frames, len(data)))

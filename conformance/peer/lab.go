@@ -253,13 +253,17 @@ func (l *Lab) StartCapture(ctx context.Context, path string) (*Capture, error) {
 	return c, nil
 }
 
-// Stop ends the capture (SIGINT, so tcpdump flushes the file) and waits
-// for tcpdump to exit. It fails if tcpdump reports frames it did not
+// Stop ends the capture and waits for tcpdump to exit. It first waits
+// (up to 10 s) for the file to stop growing: tcpdump exits on SIGINT
+// without writing the frames still queued in its ring, so it must have
+// caught up with the last frames of a run before it is stopped. Then
+// SIGINT makes it flush and exit. It fails if tcpdump reports frames it did not
 // write (dropped by the kernel, or received by its filter but not
 // captured): the file would not hold every frame. It is safe to call more
 // than once.
 func (c *Capture) Stop() error {
 	c.once.Do(func() {
+		c.settle(500*time.Millisecond, 10*time.Second)
 		syscall.Kill(c.cmd.Process.Pid, syscall.SIGINT)
 		select {
 		case <-c.done:
@@ -275,6 +279,29 @@ func (c *Capture) Stop() error {
 		c.stopErr = checkTcpdumpStats(string(b))
 	})
 	return c.stopErr
+}
+
+// settle waits until the capture file has not grown for quiet, or until
+// limit.
+func (c *Capture) settle(quiet, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	last, since := int64(-1), time.Now()
+	for time.Now().Before(deadline) {
+		var size int64
+		if fi, err := os.Stat(c.Path); err == nil {
+			size = fi.Size()
+		}
+		if size != last {
+			last, since = size, time.Now()
+		} else if time.Since(since) >= quiet {
+			return
+		}
+		select {
+		case <-c.done:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // checkTcpdumpStats reads tcpdump's closing statistics ("N packets

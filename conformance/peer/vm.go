@@ -478,6 +478,26 @@ func (j *Job) Wait(ctx context.Context) (Result, error) {
 // Kill kills the job's process group in the VM.
 func (j *Job) Kill() error { return j.vm.send(fmt.Sprintf("kill %d", j.id)) }
 
+// StartListening starts cmd (a server such as `ibv_rc_pingpong -g 1` or
+// `ib_write_bw -x 1 -F`) as a job and returns once a TCP socket listens on
+// port in the VM, so a client may connect. If cmd exits or nothing listens
+// within a minute, it kills the job and returns an error with its output.
+func (vm *VM) StartListening(ctx context.Context, cmd string, port int) (*Job, error) {
+	j, err := vm.StartJob(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	r, err := vm.Run(ctx, fmt.Sprintf("softroce-listening %d 60", port))
+	if err == nil && r.Status == 0 {
+		return j, nil
+	}
+	j.Kill()
+	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, _ := j.Wait(wctx)
+	return nil, fmt.Errorf("peer VM %s: %q: nothing listens on TCP port %d (%v %s); its output:\n%s", vm.cfg.Name, cmd, port, err, strings.TrimSpace(r.Output), out.Output)
+}
+
 // Run runs cmd in the VM's agent and waits for it.
 func (vm *VM) Run(ctx context.Context, cmd string) (Result, error) {
 	j, err := vm.StartJob(ctx, cmd)
