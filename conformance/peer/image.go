@@ -397,3 +397,26 @@ func writeFileAtomic(path string, b []byte) error {
 	}
 	return nil
 }
+
+// writeRunInitrd writes the base initramfs followed by a small archive
+// holding /cmd.sh (none when cmd is empty), padded so the second archive
+// starts on the 4-byte boundary the kernel's unpacker requires.
+func writeRunInitrd(path, base, cmd string) error {
+	b, err := os.ReadFile(base)
+	if err != nil {
+		return err
+	}
+	if cmd != "" {
+		for len(b)%4 != 0 {
+			b = append(b, 0)
+		}
+		var buf bytes.Buffer
+		cw := newCPIOWriter(&buf)
+		cw.add(cpioEntry{Name: "cmd.sh", Mode: modeFile | 0o755, Data: []byte(cmd)})
+		if err := cw.close(); err != nil {
+			return err
+		}
+		b = append(b, buf.Bytes()...)
+	}
+	return os.WriteFile(path, b, 0o644)
+}

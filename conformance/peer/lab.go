@@ -1,3 +1,5 @@
+//go:build linux
+
 package peer
 
 import (
@@ -43,8 +45,9 @@ type LabConfig struct {
 type Lab struct {
 	cfg LabConfig
 
-	mu   sync.Mutex
-	caps []*Capture
+	mu     sync.Mutex
+	caps   []*Capture
+	closed bool
 }
 
 // NewLab creates the namespace, the bridge (up, MTU cfg.MTU, the kernel
@@ -178,12 +181,15 @@ func (l *Lab) Exec(ctx context.Context, args ...string) ([]byte, error) {
 
 // Close stops the lab's captures and deletes the namespace, which removes
 // the bridge and TAPs in it. Stop the VMs first: a TAP qemu holds open
-// goes away only when qemu exits.
+// goes away only when qemu exits. Closing a closed Lab does nothing.
 func (l *Lab) Close() error {
 	l.mu.Lock()
-	caps := l.caps
-	l.caps = nil
+	caps, closed := l.caps, l.closed
+	l.caps, l.closed = nil, true
 	l.mu.Unlock()
+	if closed {
+		return nil
+	}
 	for _, c := range caps {
 		c.Stop()
 	}
