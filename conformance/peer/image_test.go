@@ -7,16 +7,28 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/softroce/softroce/internal/testenv"
 )
 
-// buildTestImage builds (or finds in the cache) the peer image, skipping
-// the test where the host lacks the Debian packages the image is made of.
+var testImage struct {
+	sync.Mutex
+	img *Image
+}
+
+// buildTestImage builds (or finds in the cache) the peer image, once per
+// test binary, skipping the test where the host lacks the Debian packages
+// the image is made of.
 func buildTestImage(t *testing.T) *Image {
 	t.Helper()
+	testImage.Lock()
+	defer testImage.Unlock()
+	if testImage.img != nil {
+		return testImage.img
+	}
 	_, err := os.Stat("/usr/bin/qemu-system-x86_64")
 	testenv.Require(t, err == nil, "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)")
 	_, err = os.Stat("/bin/busybox")
@@ -29,6 +41,7 @@ func buildTestImage(t *testing.T) *Image {
 		t.Fatalf("BuildImage: %v", err)
 	}
 	t.Logf("image %s (kernel %s, %d modules) ready in %v", img.Initrd, img.Release, len(img.Modules), time.Since(start).Round(time.Millisecond))
+	testImage.img = img
 	return img
 }
 
@@ -64,7 +77,7 @@ func TestImageBuild(t *testing.T) {
 	for _, tool := range peerTools {
 		want = append(want, "usr/bin/"+tool.name)
 	}
-	for _, m := range []string{"rdma_rxe", "ib_core", "ib_uverbs", "udp_tunnel", "ip6_udp_tunnel", "virtio_net", "virtio_pci", "rdma_ucm"} {
+	for _, m := range []string{"rdma_rxe", "ib_core", "ib_uverbs", "udp_tunnel", "ip6_udp_tunnel", "virtio_net", "virtio_pci", "rdma_ucm", "crc32_generic"} {
 		want = append(want, "usr/lib/modules/"+m+".ko")
 	}
 	for _, name := range want {

@@ -30,12 +30,19 @@ func artifactDir(t *testing.T) string {
 	return dir
 }
 
-// newTestLab creates a lab for t, deleted when t ends.
+// labPrefix starts the names of the namespaces tests create; the test
+// binary's pid follows it.
+const labPrefix = "srpeer-"
+
+// newTestLab creates a lab for t, deleted when t ends. It first deletes
+// the namespaces earlier test binaries left behind (killed before their
+// cleanup ran): those whose pid is no longer running.
 func newTestLab(t *testing.T) *Lab {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	lab, err := NewLab(ctx, LabConfig{Name: fmt.Sprintf("srpeer-%d-%s", os.Getpid(), shortName(t))})
+	removeStaleLabs(t, ctx)
+	lab, err := NewLab(ctx, LabConfig{Name: fmt.Sprintf("%s%d-%s", labPrefix, os.Getpid(), shortName(t))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +52,25 @@ func newTestLab(t *testing.T) *Lab {
 		}
 	})
 	return lab
+}
+
+func removeStaleLabs(t *testing.T, ctx context.Context) {
+	ents, _ := os.ReadDir("/var/run/netns")
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), labPrefix)
+		if !ok {
+			continue
+		}
+		pid, _, _ := strings.Cut(rest, "-")
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			continue
+		}
+		if err := ipCmd(ctx, "netns", "del", e.Name()); err != nil {
+			t.Logf("remove stale lab: %v", err)
+		} else {
+			t.Logf("removed the stale lab %s", e.Name())
+		}
+	}
 }
 
 func shortName(t *testing.T) string {
