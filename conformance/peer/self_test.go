@@ -4,6 +4,7 @@ package peer
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // toolPair is one interop run: a server command on VM 1 and a client
@@ -169,6 +171,7 @@ func TestRxePeerSelf(t *testing.T) {
 	t.Logf("both VMs up in %v (boot %v and %v)", time.Since(start).Round(time.Millisecond),
 		server.BootTime().Round(time.Millisecond), client.BootTime().Round(time.Millisecond))
 	serverIP, _ := lab.PeerAddr(1)
+	t.Run("agent", func(t *testing.T) { testAgent(t, ctx, client) })
 
 	for _, p := range selfPairs {
 		t.Run(p.name, func(t *testing.T) {
@@ -278,4 +281,59 @@ func runPair(t *testing.T, ctx context.Context, server, client *VM, p toolPair, 
 		t.Fatalf("client: %v\nserver: %v\nclient output:\n%s\nserver output:\n%s", cerr, serr, cli.Output, srv.Output)
 	}
 	return srv, cli
+}
+
+// testAgent checks the agent protocol on a booted VM: exit status and
+// output of a command, a killed job, concurrent jobs, and a rejected
+// multi-line request.
+func testAgent(t *testing.T, ctx context.Context, vm *VM) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cases := []struct {
+		name   string
+		cmd    string
+		status int
+		output string
+	}{
+		{"status", "exit 5", 5, ""},
+		{"output", "echo out; echo err >&2; echo; echo last", 0, "out\nerr\n\nlast\n"},
+		{"gid 1 is IPv4", "cat /sys/class/infiniband/rxe0/ports/1/gids/1", 0, "0000:0000:0000:0000:0000:ffff:0a4d:000c\n"},
+		{"iproute2 mtu", "/usr/bin/ip -o link show eth0 | grep -o 'mtu [0-9]*'", 0, "mtu 9000\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := vm.Run(ctx, c.cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Status != c.status || r.Output != c.output {
+				t.Errorf("%q: status %d output %q, want %d %q", c.cmd, r.Status, r.Output, c.status, c.output)
+			}
+		})
+	}
+	t.Run("kill", func(t *testing.T) {
+		long, err := vm.StartJob(ctx, "echo started; sleep 600")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Another job runs and ends while the first is still running.
+		if r, err := vm.Run(ctx, "echo second"); err != nil || r.Output != "second\n" {
+			t.Fatalf("concurrent job: %v %q", err, r.Output)
+		}
+		if err := long.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := long.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != 128+9 || r.Output != "started\n" {
+			t.Errorf("killed job: status %d output %q, want 137 %q", r.Status, r.Output, "started\n")
+		}
+	})
+	t.Run("multi-line request", func(t *testing.T) {
+		if _, err := vm.StartJob(ctx, "echo a\necho b"); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("error %v, want EINVAL", err)
+		}
+	})
 }
