@@ -117,9 +117,21 @@ ibv_devinfo -d rxe0 -v | grep -E 'state|active_mtu|GID\['
 rdma link show
 exit 7
 `)
+	// A second VM whose init must fail: eth0 refuses an MTU above the
+	// virtio-net maximum, so init reports it and exits 255.
+	ip4, _ := lab.PeerAddr(2)
+	bad, err := lab.StartVM(ctx, VMConfig{Image: img, Name: "vm2", Cmd: "exit 0", IP: ip4, MTU: 70000, Timeout: 6 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bad.Kill(); <-bad.Done() })
+
 	st, err := vm.Wait()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if st, err := bad.Wait(); err != nil || st != 255 || !strings.Contains(bad.Console(), markerFailed+": mtu 70000") {
+		t.Errorf("VM with a bad MTU: status %d, error %v, want 255 and %s%s", st, err, markerFailed, bad.tail())
 	}
 	t.Logf("boot %v, whole run %v; console in %s", vm.BootTime().Round(time.Millisecond), time.Since(start).Round(time.Millisecond), dir)
 	if st != 7 {
