@@ -1,0 +1,110 @@
+package peer
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestModuleName(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko", "rdma_rxe"},
+		{"crc32-pclmul.ko", "crc32_pclmul"},
+		{"virtio_net.ko.xz", "virtio_net"},
+		{"ib_core", "ib_core"},
+		{"ip6-udp-tunnel", "ip6_udp_tunnel"},
+	} {
+		t.Run(c.in, func(t *testing.T) {
+			if got := moduleName(c.in); got != c.want {
+				t.Errorf("moduleName(%q) = %q, want %q", c.in, got, c.want)
+			}
+		})
+	}
+}
+
+func TestSharedLibs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		bin  string
+		want []string // basenames that must be among the libraries
+	}{
+		{"dynamic", "/usr/bin/ip", []string{"ld-linux-x86-64.so.2", "libc.so.6"}},
+		{"provider deps", "/usr/lib/x86_64-linux-gnu/libibverbs.so.1", []string{"libc.so.6", "libnl-3.so.200"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := os.Stat(c.bin); err != nil {
+				t.Skipf("%s not installed", c.bin)
+			}
+			libs, err := sharedLibs([]string{c.bin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var base []string
+			for _, l := range libs {
+				base = append(base, filepath.Base(l))
+			}
+			for _, w := range c.want {
+				if !slices.Contains(base, w) {
+					t.Errorf("libraries %v lack %s", base, w)
+				}
+			}
+		})
+	}
+	if _, err := sharedLibs([]string{"/nonexistent"}); err == nil {
+		t.Error("no error for a missing binary")
+	}
+}
+
+// TestWriteRunInitrd checks the per-run initramfs: the base, zero padding
+// to a 4-byte boundary, then an archive holding /cmd.sh.
+func TestWriteRunInitrd(t *testing.T) {
+	dir := t.TempDir()
+	var base bytes.Buffer
+	tr := newCPIOTree()
+	tr.file("init", 0o755, []byte("#!/bin/sh\n"))
+	if err := tr.writeTo(&base); err != nil {
+		t.Fatal(err)
+	}
+	base.WriteString("xx") // a base whose length is not a multiple of 4
+	basePath := filepath.Join(dir, "base")
+	os.WriteFile(basePath, base.Bytes(), 0o644)
+
+	for _, c := range []struct {
+		name, cmd string
+		wantLen   int
+	}{
+		{"agent", "", base.Len()},
+		{"command", "exit 3\n", -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(dir, c.name)
+			if err := writeRunInitrd(out, basePath, c.cmd); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := os.ReadFile(out)
+			if !bytes.HasPrefix(b, base.Bytes()) {
+				t.Fatal("the base is not a prefix")
+			}
+			if c.wantLen >= 0 {
+				if len(b) != c.wantLen {
+					t.Errorf("length %d, want the base's %d", len(b), c.wantLen)
+				}
+				return
+			}
+			rest := b[base.Len():]
+			i := bytes.Index(rest, []byte(cpioMagic))
+			if i < 0 || (base.Len()+i)%4 != 0 || !bytes.Equal(rest[:i], make([]byte, i)) {
+				t.Fatalf("run archive at %d: not a zero-padded 4-byte aligned archive", base.Len()+i)
+			}
+			entries, err := readCPIO(bytes.NewReader(rest[i:]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != 1 || entries[0].Name != "cmd.sh" || string(entries[0].Data) != c.cmd {
+				t.Errorf("run archive %+v, want cmd.sh %q", entries, c.cmd)
+			}
+		})
+	}
+}

@@ -1,0 +1,422 @@
+package peer
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// imageFormat changes whenever the image layout or init changes in a way
+// the hashed inputs would not show; it is part of the cache key.
+const imageFormat = "softroce-peer-image-1"
+
+//go:embed rootfs
+var rootfsFS embed.FS
+
+// Image is a bootable rxe peer: a Debian kernel and a base initramfs. It is
+// immutable once built; Start appends a per-run archive to it.
+type Image struct {
+	// Kernel is the path of the vmlinuz to boot.
+	Kernel string
+	// Initrd is the path of the base initramfs (gzip-compressed newc cpio).
+	Initrd string
+	// Release is the kernel release, as `uname -r` prints it in the VM.
+	Release string
+	// Modules are the kernel modules /init loads, in load order
+	// (dependencies first).
+	Modules []string
+	// Hash identifies the inputs the image was built from (kernel package,
+	// modules, tools, libraries, init); the image lives in a cache
+	// directory named after it.
+	Hash string
+}
+
+// rootModules are the modules the VM needs; resolveModules adds their
+// dependencies. rdma_rxe is the peer; ib_uverbs gives userspace verbs;
+// rdma_ucm gives RDMA CM to rping/ucmatose/udaddy; virtio_net and
+// virtio_pci drive qemu's virtio-net-pci NIC; crc32_generic is the
+// "crc32" shash rxe allocates for the ICRC (rxe_icrc_init), which the
+// kernel would otherwise request_module() from a modprobe we lack.
+var rootModules = []string{"virtio_pci", "virtio_net", "crc32_generic", "rdma_rxe", "ib_uverbs", "rdma_ucm"}
+
+// peerTool is a host binary copied into the image, with the Debian
+// package that installs it (for the error message when it is missing).
+type peerTool struct{ name, pkg string }
+
+var peerTools = []peerTool{
+	{"ibv_devinfo", "ibverbs-utils"},
+	{"ibv_devices", "ibverbs-utils"},
+	{"ibv_rc_pingpong", "ibverbs-utils"},
+	{"ibv_uc_pingpong", "ibverbs-utils"},
+	{"ibv_ud_pingpong", "ibverbs-utils"},
+	{"ibv_srq_pingpong", "ibverbs-utils"},
+	{"ibv_xsrq_pingpong", "ibverbs-utils"},
+	{"ibv_asyncwatch", "ibverbs-utils"},
+	{"ib_write_bw", "perftest"},
+	{"ib_write_lat", "perftest"},
+	{"ib_read_bw", "perftest"},
+	{"ib_read_lat", "perftest"},
+	{"ib_send_bw", "perftest"},
+	{"ib_send_lat", "perftest"},
+	{"ib_atomic_bw", "perftest"},
+	{"ib_atomic_lat", "perftest"},
+	{"rping", "rdmacm-utils"},
+	{"ucmatose", "rdmacm-utils"},
+	{"udaddy", "rdmacm-utils"},
+	{"rdma_server", "rdmacm-utils"},
+	{"rdma_client", "rdmacm-utils"},
+	{"ip", "iproute2"},
+	{"rdma", "iproute2"},
+	{"tcpdump", "tcpdump"},
+}
+
+// The rxe verbs provider: libibverbs finds drivers through
+// /etc/libibverbs.d/*.driver and loads lib<name>-rdmav*.so from its
+// provider directory.
+const (
+	providerGlob = "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so"
+	providerConf = "/etc/libibverbs.d/rxe.driver"
+)
+
+// DefaultCacheDir is where BuildImage keeps the kernel package and built
+// images when the caller passes "": $SOFTROCE_PEER_CACHE if set, else
+// /var/cache/softroce-peer for root, else the user cache directory.
+func DefaultCacheDir() string {
+	if d := os.Getenv("SOFTROCE_PEER_CACHE"); d != "" {
+		return d
+	}
+	if os.Geteuid() == 0 {
+		return "/var/cache/softroce-peer"
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "softroce-peer")
+	}
+	return filepath.Join(os.TempDir(), "softroce-peer")
+}
+
+// BuildImage returns the rxe peer image, building it under cacheDir
+// ("" means DefaultCacheDir) unless an image of the same inputs is there
+// already. It fetches the kernel package that linux-image-amd64 depends on
+// with `apt-get download` (or uses $SOFTROCE_PEER_KERNEL_DEB), unpacks it
+// with `dpkg-deb -x`, and packs busybox, the modules rdma_rxe and the NIC
+// need, the rdma-core/perftest/iproute2/tcpdump binaries of this host with
+// their shared libraries, the rxe provider and /init into a gzip newc
+// initramfs. The host must be Debian 12 amd64 with busybox-static,
+// ibverbs-utils, ibverbs-providers, rdmacm-utils, perftest, iproute2 and
+// tcpdump installed.
+func BuildImage(ctx context.Context, cacheDir string) (*Image, error) {
+	if cacheDir == "" {
+		cacheDir = DefaultCacheDir()
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("build peer image: %w", err)
+	}
+	kroot, deb, err := kernelTree(ctx, cacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("build peer image: %w", err)
+	}
+	rels, err := os.ReadDir(filepath.Join(kroot, "lib/modules"))
+	if err != nil || len(rels) != 1 {
+		return nil, fmt.Errorf("build peer image: want one kernel release under %s/lib/modules (err %v)", kroot, err)
+	}
+	release := rels[0].Name()
+	kernel := filepath.Join(kroot, "boot", "vmlinuz-"+release)
+	if _, err := os.Stat(kernel); err != nil {
+		return nil, fmt.Errorf("build peer image: %w", err)
+	}
+
+	tree, mods, err := imageTree(filepath.Join(kroot, "lib/modules", release))
+	if err != nil {
+		return nil, fmt.Errorf("build peer image: %w", err)
+	}
+	hash := treeHash(tree, deb)
+	img := &Image{Kernel: kernel, Release: release, Modules: mods, Hash: hash}
+	dir := filepath.Join(cacheDir, "image-"+hash[:16])
+	img.Initrd = filepath.Join(dir, "initrd.gz")
+	if _, err := os.Stat(img.Initrd); err == nil {
+		return img, nil
+	}
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	if err := tree.writeTo(zw); err != nil {
+		return nil, fmt.Errorf("build peer image: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("build peer image: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("build peer image: %w", err)
+	}
+	if err := writeFileAtomic(img.Initrd, buf.Bytes()); err != nil {
+		return nil, fmt.Errorf("build peer image: %w", err)
+	}
+	return img, nil
+}
+
+// imageTree assembles the base initramfs for the kernel whose modules are
+// in modDir, returning it and the module load order.
+func imageTree(modDir string) (*cpioTree, []string, error) {
+	t := newCPIOTree()
+	for _, d := range []string{"dev", "proc", "sys", "tmp", "run", "root", "etc/softroce", "usr/lib64", "usr/sbin", "sbin"} {
+		t.mkdirAll(d)
+	}
+	t.put(cpioEntry{Name: "dev/console", Mode: modeCharDev | 0o600, RMajor: 5, RMinor: 1})
+	// Debian's merged /usr: /lib and /lib64 are links into /usr.
+	t.symlink("lib", "usr/lib")
+	t.symlink("lib64", "usr/lib64")
+	t.file("etc/hosts", 0o644, []byte("127.0.0.1 localhost\n::1 localhost\n"))
+	t.file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"))
+	t.file("etc/group", 0o644, []byte("root:x:0:\n"))
+
+	// busybox and its applets in /bin; the real tools in /usr/bin come
+	// first in PATH.
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		return nil, nil, fmt.Errorf("busybox (apt-get install busybox-static): %w", err)
+	}
+	t.file("bin/busybox", 0o755, bb)
+	out, err := exec.Command("/bin/busybox", "--list").Output()
+	if err != nil {
+		return nil, nil, fmt.Errorf("busybox --list: %w", err)
+	}
+	for _, a := range strings.Fields(string(out)) {
+		if a != "busybox" {
+			t.symlink("bin/"+a, "busybox")
+		}
+	}
+	if err := fs.WalkDir(rootfsFS, "rootfs", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := rootfsFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		name := strings.TrimPrefix(p, "rootfs/")
+		if name != "init" {
+			name = "bin/" + name
+		}
+		t.file(name, 0o755, b)
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+
+	// Tools, the provider, and every library they need.
+	var elfs []string
+	for _, tool := range peerTools {
+		p, err := findTool(tool.name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s (apt-get install %s): %w", tool.name, tool.pkg, err)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		t.file("usr/bin/"+tool.name, 0o755, b)
+		elfs = append(elfs, p)
+	}
+	provs, _ := filepath.Glob(providerGlob)
+	if len(provs) == 0 {
+		return nil, nil, fmt.Errorf("rxe provider %s (apt-get install ibverbs-providers): %w", providerGlob, fs.ErrNotExist)
+	}
+	conf, err := os.ReadFile(providerConf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rxe provider (apt-get install ibverbs-providers): %w", err)
+	}
+	t.file(providerConf, 0o644, conf)
+	for _, p := range provs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		t.file(p, 0o755, b)
+		elfs = append(elfs, p)
+	}
+	libs, err := sharedLibs(elfs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, l := range libs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			return nil, nil, err
+		}
+		t.file(usrPath(l), 0o755, b)
+	}
+
+	// Modules, flat in /lib/modules, loaded in the order of
+	// /etc/softroce/modules.
+	paths, err := resolveModules(modDir, rootModules)
+	if err != nil {
+		return nil, nil, err
+	}
+	var names []string
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		n := moduleName(p)
+		t.file("usr/lib/modules/"+n+".ko", 0o644, b)
+		names = append(names, n)
+	}
+	t.file("etc/softroce/modules", 0o644, []byte(strings.Join(names, "\n")+"\n"))
+	return t, names, nil
+}
+
+// usrPath maps a host path to its place in the image's merged /usr.
+func usrPath(p string) string {
+	for _, d := range []string{"/lib/", "/lib64/", "/bin/", "/sbin/"} {
+		if strings.HasPrefix(p, d) {
+			return "/usr" + p
+		}
+	}
+	return p
+}
+
+func findTool(name string) (string, error) {
+	for _, d := range []string{"/usr/bin", "/usr/sbin", "/bin", "/sbin"} {
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("tool %s: %w", name, fs.ErrNotExist)
+}
+
+// treeHash hashes the image format, the kernel package and every entry.
+func treeHash(t *cpioTree, deb string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", imageFormat, filepath.Base(deb))
+	names := make([]string, 0, len(t.entries))
+	for n := range t.entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		e := t.entries[n]
+		fmt.Fprintf(h, "%s\x00%o\x00%d\x00", n, e.Mode, len(e.Data))
+		h.Write(e.Data)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// kernelTree returns the directory holding the unpacked kernel package
+// and the package file, fetching and unpacking it on first use.
+func kernelTree(ctx context.Context, cacheDir string) (root, deb string, err error) {
+	deb = os.Getenv("SOFTROCE_PEER_KERNEL_DEB")
+	if deb == "" {
+		deb, err = fetchKernelDeb(ctx, filepath.Join(cacheDir, "deb"))
+		if err != nil {
+			return "", "", err
+		}
+	}
+	root = filepath.Join(cacheDir, "kernel", strings.TrimSuffix(filepath.Base(deb), ".deb"))
+	done := root + ".done"
+	if _, err := os.Stat(done); err == nil {
+		return root, deb, nil
+	}
+	os.RemoveAll(root)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", "", err
+	}
+	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", deb, root).CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("dpkg-deb -x %s: %w: %s", deb, err, out)
+	}
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		return "", "", err
+	}
+	return root, deb, nil
+}
+
+// fetchKernelDeb downloads (once) the linux-image-* package that
+// linux-image-amd64 depends on into dir and returns its path.
+func fetchKernelDeb(ctx context.Context, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "apt-cache", "depends", "linux-image-amd64").Output()
+	if err != nil {
+		return "", fmt.Errorf("apt-cache depends linux-image-amd64: %w", err)
+	}
+	var pkg string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "Depends:" && strings.HasPrefix(f[1], "linux-image-") {
+			pkg = f[1]
+			break
+		}
+	}
+	if pkg == "" {
+		return "", fmt.Errorf("apt-cache depends linux-image-amd64: no linux-image-* dependency in %q", out)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, pkg+"_*.deb")); len(m) > 0 {
+		sort.Strings(m)
+		return m[len(m)-1], nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "apt-get", "download", "-o", "APT::Sandbox::User=root", pkg)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("apt-get download %s: %w: %s", pkg, err, out)
+	}
+	m, _ := filepath.Glob(filepath.Join(dir, pkg+"_*.deb"))
+	if len(m) == 0 {
+		return "", fmt.Errorf("apt-get download %s: no .deb in %s: %w", pkg, dir, fs.ErrNotExist)
+	}
+	sort.Strings(m)
+	return m[len(m)-1], nil
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}
+
+// writeRunInitrd writes the base initramfs followed by a small archive
+// holding /cmd.sh (none when cmd is empty), padded so the second archive
+// starts on the 4-byte boundary the kernel's unpacker requires.
+func writeRunInitrd(path, base, cmd string) error {
+	b, err := os.ReadFile(base)
+	if err != nil {
+		return err
+	}
+	if cmd != "" {
+		for len(b)%4 != 0 {
+			b = append(b, 0)
+		}
+		var buf bytes.Buffer
+		cw := newCPIOWriter(&buf)
+		cw.add(cpioEntry{Name: "cmd.sh", Mode: modeFile | 0o755, Data: []byte(cmd)})
+		if err := cw.close(); err != nil {
+			return err
+		}
+		b = append(b, buf.Bytes()...)
+	}
+	return os.WriteFile(path, b, 0o644)
+}
