@@ -126,6 +126,13 @@ func OpenPacket(iface string, cfg *Config) (*Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tap: packet socket on %q: %w", iface, errors.Join(err, unix.ENODEV))
 	}
+	// Configure (and bring up) the interface first: binding to a down
+	// interface leaves ENETDOWN pending on the socket (packet_do_bind).
+	d := &Device{name: iface, kind: "packet"}
+	c.Queues = 0
+	if err := d.configure(&c); err != nil {
+		return nil, err
+	}
 	proto := htons(unix.ETH_P_ALL)
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, int(proto))
 	if err != nil {
@@ -148,13 +155,13 @@ func OpenPacket(iface string, cfg *Config) (*Device, error) {
 			return fail("PACKET_ADD_MEMBERSHIP", err)
 		}
 	}
-	d := &Device{name: iface, kind: "packet"}
-	d.queues = []*Queue{{f: os.NewFile(uintptr(fd), "packet:"+iface), kind: "packet"}}
-	c.Queues = 0
-	if err := d.configure(&c); err != nil {
-		d.Close()
-		return nil, err
+	// Clear an error left pending by a state change during setup, so the
+	// first read does not fail with it.
+	if _, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil {
+		return fail("SO_ERROR", err)
 	}
+	f := os.NewFile(uintptr(fd), "packet:"+iface)
+	d.queues = []*Queue{{f: f, kind: "packet", mtu: d.mtu}}
 	return d, nil
 }
 

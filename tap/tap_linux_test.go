@@ -104,6 +104,19 @@ func roceFrame(t *testing.T, from hostSpec, dstMAC net.HardwareAddr, dst netip.A
 	return bytes.Clone(buf.Bytes())
 }
 
+// expectFrame waits for a frame on got and checks it equals want.
+func expectFrame(t *testing.T, ctx context.Context, got <-chan []byte, want []byte, what string) {
+	t.Helper()
+	select {
+	case g := <-got:
+		if !bytes.Equal(g, want) {
+			t.Errorf("%s: the frame changed in transit", what)
+		}
+	case <-ctx.Done():
+		t.Fatalf("%s: not delivered", what)
+	}
+}
+
 // TestKernelReachesSoftroce: the kernel's ping (IPv4, IPv6) and arping
 // reach a softroce host on a TAP attached to the kernel's bridge.
 func TestKernelReachesSoftroce(t *testing.T) {
@@ -204,14 +217,7 @@ func TestTwoSoftrocesOnABridge(t *testing.T) {
 		if err := a.Send(f); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case g := <-got:
-			if !bytes.Equal(g, f) {
-				t.Errorf("frame to %v changed crossing the bridge", dst)
-			}
-		case <-ctx.Done():
-			t.Fatalf("RoCE frame to %v not delivered", dst)
-		}
+		expectFrame(t, ctx, got, f, "RoCE frame to "+dst.String()+" across the bridge")
 	}
 	// Control: the same kind of frame addressed to the kernel does reach
 	// its socket, so the socket would have seen leaked frames.
@@ -371,12 +377,5 @@ func TestPacketSocket(t *testing.T) {
 	if _, err := peer.WritePackets([][]byte{f}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case g := <-got:
-		if !bytes.Equal(g, f) {
-			t.Error("frame changed crossing the veth")
-		}
-	case <-ctx.Done():
-		t.Fatal("RoCE frame over the veth not delivered")
-	}
+	expectFrame(t, ctx, got, f, "RoCE frame over the veth")
 }
