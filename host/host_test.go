@@ -736,3 +736,48 @@ func TestTwoHosts(t *testing.T) {
 		t.Fatal("RoCE frame not delivered")
 	}
 }
+
+// TestRoCEInputZeroAllocs guards the receive fast path: a RoCE frame for
+// the Host reaches the handler without allocating.
+func TestRoCEInputZeroAllocs(t *testing.T) {
+	for _, dst := range []netip.Addr{hostIP4, hostIP6} {
+		t.Run(dst.String(), func(t *testing.T) {
+			n := 0
+			r := newRig(t, func(c *Config) { c.RoCE = func([]byte) { n++ } })
+			src := peerIP4
+			if dst.Is6() {
+				src = peerIP6
+			}
+			f := udpFrame(t, hostMAC, src, dst, 4791, make([]byte, 1024))
+			r.h.Input(f)
+			if allocs := testing.AllocsPerRun(200, func() { r.h.Input(f) }); allocs != 0 {
+				t.Errorf("Input of a RoCE frame allocates %v times, want 0", allocs)
+			}
+			if n != 202 {
+				t.Errorf("handler ran %d times, want 202", n)
+			}
+		})
+	}
+}
+
+func BenchmarkInputRoCE(b *testing.B) {
+	for _, dst := range []netip.Addr{hostIP4, hostIP6} {
+		b.Run(map[bool]string{true: "IPv4", false: "IPv6"}[dst.Is4()], func(b *testing.B) {
+			end, _ := link.Pipe()
+			src := peerIP4
+			if dst.Is6() {
+				src = peerIP6
+			}
+			h, err := New(end, Config{MAC: hostMAC, Addrs: []netip.Prefix{netip.PrefixFrom(dst, dst.BitLen()/2)}, RoCE: func([]byte) {}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			f := udpFrame(b, hostMAC, src, dst, 4791, make([]byte, 1024))
+			b.SetBytes(int64(len(f)))
+			b.ReportAllocs()
+			for b.Loop() {
+				h.Input(f)
+			}
+		})
+	}
+}

@@ -82,7 +82,7 @@ func startHost(t *testing.T, l link.Link, spec hostSpec, roce func([]byte)) *hos
 }
 
 // roceFrame builds a UDP-4791 frame from one softroce host to a MAC and IP.
-func roceFrame(t *testing.T, from hostSpec, dstMAC net.HardwareAddr, dst netip.Addr, payload []byte) []byte {
+func roceFrame(t testing.TB, from hostSpec, dstMAC net.HardwareAddr, dst netip.Addr, payload []byte) []byte {
 	t.Helper()
 	eth := &layers.Ethernet{SrcMAC: from.mac, DstMAC: dstMAC}
 	udp := &layers.UDP{SrcPort: 0xc123, DstPort: host.RoCEv2Port}
