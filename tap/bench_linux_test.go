@@ -33,6 +33,20 @@ func tapWithKernelPeer(tb testing.TB) (*tap.Device, *net.UDPConn) {
 	return d, c
 }
 
+// readDatagram reads from d until the frame of a 1 KiB UDP datagram
+// arrives, skipping whatever else the kernel sends (e.g. IPv6 router
+// solicitations).
+func readDatagram(tb testing.TB, d *tap.Device, bufs [][]byte, sizes []int) {
+	for {
+		if _, err := d.ReadPackets(bufs, sizes); err != nil {
+			tb.Fatal(err)
+		}
+		if sizes[0] == 14+20+8+1024 {
+			return
+		}
+	}
+}
+
 // TestTAPZeroAllocs guards the TAP data path: writing and reading a frame
 // allocate nothing.
 func TestTAPZeroAllocs(t *testing.T) {
@@ -53,16 +67,7 @@ func TestTAPZeroAllocs(t *testing.T) {
 		if _, err := c.Write(payload); err != nil {
 			t.Fatal(err)
 		}
-		// Skip whatever else the kernel sends (e.g. IPv6 router
-		// solicitations) until the datagram's frame arrives.
-		for {
-			if _, err := d.ReadPackets(bufs, sizes); err != nil {
-				t.Fatal(err)
-			}
-			if sizes[0] == 14+20+8+1024 {
-				return
-			}
-		}
+		readDatagram(t, d, bufs, sizes)
 	}); allocs != 0 {
 		t.Errorf("ReadPackets allocates %v times per frame, want 0", allocs)
 	}
@@ -94,14 +99,7 @@ func BenchmarkTAP(b *testing.B) {
 			if _, err := c.Write(payload); err != nil {
 				b.Fatal(err)
 			}
-			for {
-				if _, err := d.ReadPackets(bufs, sizes); err != nil {
-					b.Fatal(err)
-				}
-				if sizes[0] == 14+20+8+1024 {
-					break
-				}
-			}
+			readDatagram(b, d, bufs, sizes)
 		}
 	})
 }
