@@ -1,0 +1,30 @@
+package wire
+
+import "testing"
+
+// TestPSN checks PSN arithmetic on kernel-semantics §6.1's examples.
+func TestPSN(t *testing.T) {
+	for _, tt := range []struct {
+		a, b uint32
+		want int
+	}{
+		{0, 0xffffff, 1},
+		{0x800000, 0, -1},
+		{0x7fffff, 0, 1},
+		{0, 0x7fffff, -1},
+		{5, 5, 0},
+		{0x1000005, 5, 0}, // only 24 bits count
+		{1, 0, 1},
+		{0, 1, -1},
+	} {
+		if got := PSNCompare(tt.a, tt.b); got != tt.want {
+			t.Errorf("PSNCompare(%#x, %#x) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+	if got := PSNAdd(0xffffff, 1); got != 0 {
+		t.Errorf("PSNAdd(0xffffff, 1) = %#x", got)
+	}
+	if got := PSNAdd(0xfffffe, 5); got != 3 {
+		t.Errorf("PSNAdd(0xfffffe, 5) = %#x", got)
+	}
+}
