@@ -1,0 +1,302 @@
+package link
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// Frame size limits shared by every Link implementation.
+const (
+	// EthernetHeaderSize is the destination MAC, source MAC and EtherType.
+	EthernetHeaderSize = 14
+	// VLANTagSize is one 802.1Q tag, which a frame may carry on top of MTU.
+	VLANTagSize = 4
+	// DefaultMTU is the MTU of a link whose configuration leaves it zero,
+	// as an Ethernet netdev's default.
+	DefaultMTU = 1500
+	// MinMTU is the smallest MTU a link accepts (IPv4's minimum, as the
+	// kernel's ETH_MIN_MTU).
+	MinMTU = 68
+	// MaxMTU is the largest MTU a link accepts (the kernel's ETH_MAX_MTU).
+	MaxMTU = 65535
+)
+
+// MaxFrameSize returns the largest frame a link of the given MTU carries:
+// the Ethernet header, one VLAN tag and mtu bytes of payload.
+func MaxFrameSize(mtu int) int { return EthernetHeaderSize + VLANTagSize + mtu }
+
+// CheckFrame reports whether frame fits a link of the given MTU, as a
+// netdev's transmit path checks it: a frame shorter than an Ethernet
+// header fails with EINVAL, and one longer than MTU plus the header (plus
+// 4 for an 802.1Q-tagged frame) fails with EMSGSIZE — it is refused, not
+// truncated.
+func CheckFrame(frame []byte, mtu int) error {
+	if len(frame) < EthernetHeaderSize {
+		return fmt.Errorf("frame of %d bytes is shorter than an Ethernet header: %w", len(frame), syscall.EINVAL)
+	}
+	limit := EthernetHeaderSize + mtu
+	if frame[12] == 0x81 && frame[13] == 0x00 { // ETH_P_8021Q
+		limit += VLANTagSize
+	}
+	if len(frame) > limit {
+		return fmt.Errorf("frame of %d bytes exceeds MTU %d (at most %d bytes with its header): %w", len(frame), mtu, limit, syscall.EMSGSIZE)
+	}
+	return nil
+}
+
+// PipeConfig configures NewPipe. The zero value (or a nil *PipeConfig)
+// gives the defaults.
+type PipeConfig struct {
+	// MTU is each end's MTU; zero means DefaultMTU. Written frames larger
+	// than MTU plus the Ethernet header (and a VLAN tag, if present) are
+	// refused with an error wrapping EMSGSIZE.
+	MTU int
+	// QueueLen is how many frames each direction buffers; zero means 256.
+	QueueLen int
+	// BatchSize is what BatchSize reports; zero means 64.
+	BatchSize int
+	// DropWhenFull makes WritePackets drop (and count in Stats.Dropped)
+	// frames that find the peer's queue full. When false, the default,
+	// WritePackets blocks until the peer reads or either end closes:
+	// back-pressure, so a lossless test never loses a frame by accident.
+	DropWhenFull bool
+}
+
+// PipeStats counts what one end of a pipe did.
+type PipeStats struct {
+	// TxFrames and TxBytes count frames this end queued for its peer.
+	TxFrames, TxBytes uint64
+	// RxFrames and RxBytes count frames this end read.
+	RxFrames, RxBytes uint64
+	// Dropped counts frames this end wrote that were discarded: the peer
+	// queue was full with DropWhenFull set, or the peer end was closed.
+	Dropped uint64
+	// Rejected counts frames WritePackets refused as too short or too
+	// long for the MTU.
+	Rejected uint64
+}
+
+// PipeEnd is one end of an in-memory Ethernet link made by Pipe or
+// NewPipe (after wireguard-go's tuntest.ChannelTUN and gVisor's
+// link/channel). Frames written to one end are copied into the other
+// end's queue, so the writer may reuse its buffers at once. Buffers are
+// reused, so steady-state traffic does not allocate.
+//
+// Closing an end makes its own reads and writes fail with an error
+// wrapping net.ErrClosed and unblocks them; frames the peer writes to a
+// closed end are dropped and counted, like frames sent on a cable nobody
+// listens to, and the peer can still read what was queued for it.
+type PipeEnd struct {
+	rx, tx    *frameQueue
+	mtu       int
+	batchSize int
+	drop      bool
+	closed    atomic.Bool
+
+	txFrames, txBytes, rxFrames, rxBytes, dropped, rejected atomic.Uint64
+}
+
+var _ Link = (*PipeEnd)(nil)
+
+// Pipe returns the two ends of an in-memory link with the default
+// configuration (MTU 1500, 256 frames queued each way, writes block when
+// the queue is full).
+func Pipe() (a, b *PipeEnd) { return NewPipe(nil) }
+
+// NewPipe returns the two ends of an in-memory link configured by cfg (nil
+// means defaults). It panics if cfg holds a negative QueueLen or
+// BatchSize or an MTU outside [MinMTU, MaxMTU]: a programming error.
+func NewPipe(cfg *PipeConfig) (a, b *PipeEnd) {
+	var c PipeConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.MTU == 0 {
+		c.MTU = DefaultMTU
+	}
+	if c.QueueLen == 0 {
+		c.QueueLen = 256
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 64
+	}
+	if c.MTU < MinMTU || c.MTU > MaxMTU || c.QueueLen < 0 || c.BatchSize < 0 {
+		panic(fmt.Sprintf("link.NewPipe: invalid config %+v", c))
+	}
+	qa, qb := newFrameQueue(c.QueueLen), newFrameQueue(c.QueueLen)
+	a = &PipeEnd{rx: qa, tx: qb, mtu: c.MTU, batchSize: c.BatchSize, drop: c.DropWhenFull}
+	b = &PipeEnd{rx: qb, tx: qa, mtu: c.MTU, batchSize: c.BatchSize, drop: c.DropWhenFull}
+	return a, b
+}
+
+// ReadPackets implements Link.ReadPackets.
+func (p *PipeEnd) ReadPackets(bufs [][]byte, sizes []int) (int, error) {
+	if len(bufs) == 0 || len(sizes) == 0 {
+		if p.closed.Load() {
+			return 0, &net.OpError{Op: "read", Net: "pipe", Err: net.ErrClosed}
+		}
+		return 0, nil
+	}
+	n, ok := p.rx.pop(bufs, sizes)
+	if !ok {
+		return 0, &net.OpError{Op: "read", Net: "pipe", Err: net.ErrClosed}
+	}
+	var bytes int
+	for _, s := range sizes[:n] {
+		bytes += s
+	}
+	p.rxFrames.Add(uint64(n))
+	p.rxBytes.Add(uint64(bytes))
+	return n, nil
+}
+
+// WritePackets implements Link.WritePackets. It checks every frame with
+// CheckFrame and stops at the first it refuses, returning how many it
+// wrote before it and the error.
+func (p *PipeEnd) WritePackets(bufs [][]byte) (int, error) {
+	if p.closed.Load() {
+		return 0, &net.OpError{Op: "write", Net: "pipe", Err: net.ErrClosed}
+	}
+	n := 0
+	var err error
+	for i, b := range bufs {
+		if e := CheckFrame(b, p.mtu); e != nil {
+			p.rejected.Add(1)
+			bufs, err = bufs[:i], &net.OpError{Op: "write", Net: "pipe", Err: e}
+			break
+		}
+	}
+	queued, dropped, selfClosed := p.tx.push(bufs, p.drop, &p.closed)
+	var bytes int
+	for _, b := range bufs[:queued+dropped] {
+		bytes += len(b)
+	}
+	n = queued + dropped
+	p.txFrames.Add(uint64(queued))
+	p.txBytes.Add(uint64(bytes))
+	p.dropped.Add(uint64(dropped))
+	if selfClosed {
+		return n, &net.OpError{Op: "write", Net: "pipe", Err: net.ErrClosed}
+	}
+	return n, err
+}
+
+// BatchSize implements Link.BatchSize.
+func (p *PipeEnd) BatchSize() int { return p.batchSize }
+
+// MTU implements Link.MTU.
+func (p *PipeEnd) MTU() int { return p.mtu }
+
+// Close implements Link.Close. Closing an end twice returns an error
+// wrapping net.ErrClosed.
+func (p *PipeEnd) Close() error {
+	if p.closed.Swap(true) {
+		return &net.OpError{Op: "close", Net: "pipe", Err: net.ErrClosed}
+	}
+	p.rx.close()
+	p.tx.wake() // writers blocked on the peer's full queue see p closed
+	return nil
+}
+
+// Stats returns this end's counters.
+func (p *PipeEnd) Stats() PipeStats {
+	return PipeStats{
+		TxFrames: p.txFrames.Load(), TxBytes: p.txBytes.Load(),
+		RxFrames: p.rxFrames.Load(), RxBytes: p.rxBytes.Load(),
+		Dropped: p.dropped.Load(), Rejected: p.rejected.Load(),
+	}
+}
+
+// frameQueue is a bounded ring of frame buffers. Slots keep their backing
+// arrays between uses, so after warm-up pushing and popping allocate
+// nothing.
+type frameQueue struct {
+	mu       sync.Mutex
+	notEmpty sync.Cond
+	notFull  sync.Cond
+	slots    [][]byte
+	head, n  int
+	closed   bool // the reading end closed
+}
+
+func newFrameQueue(n int) *frameQueue {
+	q := &frameQueue{slots: make([][]byte, n)}
+	q.notEmpty.L = &q.mu
+	q.notFull.L = &q.mu
+	return q
+}
+
+// push copies frames into the queue. It returns how many it queued and how
+// many it dropped (queue full in drop mode, or the reader closed; the
+// frames after a close are all counted dropped), and whether it stopped
+// because the writer itself closed (writerClosed), in which case the rest
+// were neither.
+func (q *frameQueue) push(frames [][]byte, drop bool, writerClosed *atomic.Bool) (queued, dropped int, selfClosed bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, f := range frames {
+		for q.n == len(q.slots) && !q.closed && !drop && !writerClosed.Load() {
+			q.notEmpty.Broadcast() // let the reader drain what is queued
+			q.notFull.Wait()
+		}
+		if writerClosed.Load() {
+			selfClosed = true
+			break
+		}
+		if q.closed || q.n == len(q.slots) {
+			dropped++
+			continue
+		}
+		i := (q.head + q.n) % len(q.slots)
+		q.slots[i] = append(q.slots[i][:0], f...)
+		q.n++
+		queued++
+	}
+	if queued > 0 {
+		q.notEmpty.Broadcast()
+	}
+	return queued, dropped, selfClosed
+}
+
+// pop moves up to len(bufs) frames into bufs, blocking while the queue is
+// empty. It reports false once the queue is closed.
+func (q *frameQueue) pop(bufs [][]byte, sizes []int) (int, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.n == 0 && !q.closed {
+		q.notEmpty.Wait()
+	}
+	if q.closed {
+		return 0, false
+	}
+	k := min(len(bufs), len(sizes), q.n)
+	for i := range k {
+		sizes[i] = copy(bufs[i], q.slots[q.head])
+		q.head = (q.head + 1) % len(q.slots)
+		q.n--
+	}
+	if k > 0 {
+		q.notFull.Broadcast()
+	}
+	return k, true
+}
+
+func (q *frameQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.notEmpty.Broadcast()
+	q.notFull.Broadcast()
+}
+
+// wake unblocks writers waiting for room so they re-check their own end.
+func (q *frameQueue) wake() {
+	q.mu.Lock()
+	// Taking the lock orders this wake after any waiter's check of the
+	// closed flag: it is either waiting already or will see the flag.
+	q.mu.Unlock()
+	q.notFull.Broadcast()
+}
