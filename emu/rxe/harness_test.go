@@ -78,6 +78,7 @@ type pairOpts struct {
 	quirksA, quirksB Quirks
 	faults           *link.FaultConfig // applied on both directions (seeds differ)
 	mtu              int
+	noMAD            bool // leave QP index 16 free so that a GSI QP can be created
 }
 
 func newPair(t testing.TB, o pairOpts) *pair {
@@ -100,7 +101,7 @@ func newPair(t testing.TB, o pairOpts) *pair {
 			n.flt = link.NewFaults(n.rec, fc)
 			l = n.flt
 		}
-		cfg := Config{Seed: uint64(i), Link: l, Synchronous: true, Quirks: q,
+		cfg := Config{Seed: uint64(i), Link: l, Synchronous: true, Quirks: q, NoMADLayer: o.noMAD,
 			Device: emu.Config{Name: "rxe" + string('0'+i), Clock: clk, NetDev: emu.NetDev{Name: "eth0",
 				MAC: net.HardwareAddr(n.mac[:]), MTU: mtu, Addrs: []netip.Addr{n.ip}}}}
 		n.env = newEnvWith(t, cfg)
@@ -190,7 +191,7 @@ func (n *node) newQP(typ qpstate.Type, srq *emu.SRQ, o qpOpts) *emu.QP {
 	if o.sigAll {
 		sig = emu.SignalAllWR
 	}
-	init := &emu.QPInitAttr{SendCQ: n.scq, RecvCQ: n.rcq, SRQ: srq, QPType: typ, SQSigType: sig,
+	init := &emu.QPInitAttr{SendCQ: n.scq, RecvCQ: n.rcq, SRQ: srq, QPType: typ, SQSigType: sig, PortNum: 1,
 		EventHandler: n.record, Cap: qpstate.Cap{MaxSendWR: ms, MaxRecvWR: mr, MaxSendSGE: 8, MaxRecvSGE: 8, MaxInlineData: 256}}
 	qp, err := n.pd.CreateQP(init)
 	if err != nil {
@@ -204,7 +205,9 @@ func (n *node) connect(q *emu.QP, peer *node, dqpn uint32, sqpsn, rqpsn uint32, 
 	n.t.Helper()
 	init := qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: access, QKey: 0x11111111}
 	m := qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrPort
-	if q.QPType == qpstate.TypeUD {
+	if q.QPType == qpstate.TypeGSI {
+		m = qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrQKey
+	} else if q.QPType == qpstate.TypeUD {
 		m |= qpstate.AttrQKey
 	} else {
 		m |= qpstate.AttrAccessFlags
@@ -328,4 +331,24 @@ func ops(ps []wire.Packet) []string {
 		s = append(s, ps[i].Opcode().String())
 	}
 	return s
+}
+
+// ah creates an address handle on n towards peer's IP (or a multicast
+// group address).
+func (n *node) ah(dst netip.Addr, dmac [6]byte) *emu.AH {
+	n.t.Helper()
+	a, err := n.pd.CreateAH(&qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: dmac,
+		GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(dst), SGIDIndex: 1, HopLimit: 64, TrafficClass: 0x28}})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return a
+}
+
+// udQP creates a UD (or GSI) QP on n in RTS.
+func (n *node) udQP(typ qpstate.Type, srq *emu.SRQ) *emu.QP {
+	n.t.Helper()
+	q := n.newQP(typ, srq, qpOpts{})
+	n.connect(q, n, 0, 0, 0, qpOpts{}, 0)
+	return q
 }
