@@ -339,3 +339,35 @@ func garbageFrame(t *testing.T, dst net.HardwareAddr) []byte {
 	}
 	return bytes.Clone(buf.Bytes())
 }
+
+// TestNodeOnIface: a node on an existing interface through AF_PACKET (one
+// end of a veth pair whose other end is a bridge port) is reachable by
+// the kernel's ping and runs RC traffic with a node on a TAP of the same
+// bridge.
+func TestNodeOnIface(t *testing.T) {
+	ns := bridgeNS(t)
+	ns.Run(t, "ip", "link", "add", "srvb", "type", "veth", "peer", "name", "srvbk")
+	ns.Run(t, "ip", "link", "set", "srvbk", "master", "br0", "up")
+	a := bridgeNode(t, ns, "softroce0", "srn0", macA, []netip.Addr{brA}, "")
+	var b *Node
+	if err := ns.Do(func() (err error) {
+		b, err = New(Config{Name: "softroce1", Iface: "srvb", MAC: macB, Addrs: []netip.Prefix{netip.PrefixFrom(brB, 24)}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err := exec.LookPath("ping")
+	testenv.Require(t, err == nil, "ping is not installed (apt-get install iputils-ping)")
+	if out, err := ns.Command("ping", "-c", "2", "-i", "0.2", "-W", "3", brB.String()).CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "2 received") {
+		t.Fatalf("ping %v: %v\n%s", brB, err, out)
+	}
+	ea, eb := connectRC(t, a, b, brA, brB)
+	for _, size := range []int{1, 1500, bufSize} {
+		sendRecv(t, ea, eb, size, byte(size))
+		sendRecv(t, eb, ea, size, byte(size+1))
+		write(t, ea, eb, size, 0, byte(size+2))
+		write(t, eb, ea, size, 0, byte(size+3))
+	}
+}
