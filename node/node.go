@@ -21,7 +21,12 @@
 //     host's neighbour layer (ib_resolve_eth_dmac, timeout 1000 ms) and
 //     fails with EHOSTUNREACH when nobody answers. Callers that modify as a
 //     kernel consumer (QP.Modify without udata) resolve first with
-//     Node.Resolve, which is what the kernel's rdma_cm does before RTR.
+//     Node.Resolve, which is what the kernel's rdma_cm does before RTR;
+//   - a packet to one of the node's own addresses (destination MAC its own)
+//     never reaches the wire: it loops straight back into the device
+//     (rxe_loopback), so two QPs of one node talk to each other even on
+//     the in-memory default link. Such packets are not in the pcap
+//     capture.
 package node
 
 import (
@@ -181,7 +186,10 @@ func New(cfg Config) (*Node, error) {
 	if mac == nil {
 		mac = host.RandomMAC(rand.New(rand.NewPCG(cfg.Seed, 0x736f6674726f6365)))
 	}
-	n.roce = newRoCELink(l)
+	if len(mac) != 6 {
+		return fail(fmt.Errorf("node: MAC %v is not an Ethernet address: %w", mac, unix.EINVAL))
+	}
+	n.roce = newRoCELink(l, [6]byte(mac))
 	h, err := host.New(l, host.Config{MAC: mac, Addrs: cfg.Addrs, Clock: n.clk,
 		RoCE: n.roce.push, OnAddrChange: n.addrChanged})
 	if err != nil {

@@ -317,3 +317,23 @@ func TestDefaultNode(t *testing.T) {
 		t.Errorf("seed 7 gave %v then %v", mac, m.MAC())
 	}
 }
+
+// TestLoopback: two QPs of one node, connected through the node's own
+// addresses on the in-memory default link (nobody on the other end), talk
+// to each other: rxe loops such packets back.
+func TestLoopback(t *testing.T) {
+	for _, ip := range []netip.Addr{ipA, ip6A} {
+		t.Run(ip.String(), func(t *testing.T) {
+			n, err := New(Config{MAC: macA, Addrs: []netip.Prefix{netip.PrefixFrom(ipA, 24), netip.PrefixFrom(ip6A, 64)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Close()
+			e1, e2 := connectRC(t, n, n, ip, ip)
+			for _, size := range []int{1, 4000, bufSize} {
+				sendRecv(t, e1, e2, size, byte(size))
+				write(t, e2, e1, size, 0, byte(size+1))
+			}
+		})
+	}
+}

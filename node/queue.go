@@ -15,11 +15,13 @@ const roceQueueLen = 4096
 
 // roceLink is the link the rxe device is given: the Host owns reading the
 // real link, hands the device's frames (UDP 4791 to one of its addresses)
-// to push, and ReadPackets yields them; WritePackets goes straight to the
-// real link. It is the Go counterpart of rxe's UDP tunnel socket sitting on
-// the kernel's IP stack.
+// to push, and ReadPackets yields them; WritePackets goes to the real link,
+// except frames to the node's own MAC, which come straight back (rxe's
+// rxe_loopback for a destination MAC equal to the netdev's). It is the Go
+// counterpart of rxe's UDP tunnel socket sitting on the kernel's IP stack.
 type roceLink struct {
-	out link.Link // the real link (maybe wrapped in a Capture)
+	out  link.Link // the real link (maybe wrapped in a Capture)
+	self [6]byte   // the node's MAC
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -30,8 +32,8 @@ type roceLink struct {
 	dropped atomic.Uint64
 }
 
-func newRoCELink(out link.Link) *roceLink {
-	r := &roceLink{out: out}
+func newRoCELink(out link.Link, self [6]byte) *roceLink {
+	r := &roceLink{out: out, self: self}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
@@ -77,7 +79,9 @@ func (r *roceLink) ReadPackets(bufs [][]byte, sizes []int) (int, error) {
 	return n, nil
 }
 
-// WritePackets implements link.Link by writing to the real link.
+// WritePackets implements link.Link: frames to the node's own MAC are
+// looped back (checked against the MTU like any other), the rest are
+// written to the real link in runs.
 func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
 	r.mu.Lock()
 	closed := r.closed
@@ -85,7 +89,32 @@ func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
 	if closed {
 		return 0, fmt.Errorf("node: write RoCE frames: %w", net.ErrClosed)
 	}
-	return r.out.WritePackets(bufs)
+	done := 0
+	for done < len(bufs) {
+		j := done
+		for j < len(bufs) && !r.toSelf(bufs[j]) {
+			j++
+		}
+		if j > done {
+			n, err := r.out.WritePackets(bufs[done:j])
+			done += n
+			if err != nil {
+				return done, err
+			}
+			continue
+		}
+		if err := link.CheckFrame(bufs[done], r.out.MTU()); err != nil {
+			return done, fmt.Errorf("node: loop back a RoCE frame: %w", err)
+		}
+		r.push(bufs[done])
+		done++
+	}
+	return done, nil
+}
+
+// toSelf reports whether frame is addressed to the node's own MAC.
+func (r *roceLink) toSelf(frame []byte) bool {
+	return len(frame) >= 6 && [6]byte(frame[:6]) == r.self
 }
 
 // BatchSize implements link.Link.

@@ -7,13 +7,15 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/softroce/softroce/link"
 )
 
 func TestRoCELinkQueue(t *testing.T) {
 	a, b := link.Pipe()
 	defer b.Close()
-	r := newRoCELink(a)
+	r := newRoCELink(a, [6]byte{2, 0, 0, 0, 0, 1})
 	frame := []byte("a RoCE frame, copied")
 	r.push(frame)
 	frame[0] = 'X' // the Host reuses its buffer: the queued copy must not change
@@ -33,6 +35,23 @@ func TestRoCELinkQueue(t *testing.T) {
 	}
 	if n, err := b.ReadPackets(bufs[:1], sizes[:1]); n != 1 || err != nil || !bytes.Equal(bufs[0][:sizes[0]], out) {
 		t.Fatalf("peer read %d, %v", n, err)
+	}
+	// A frame to the node's own MAC comes back instead of going out, in
+	// order with the frames around it.
+	self := append([]byte{2, 0, 0, 0, 0, 1}, bytes.Repeat([]byte{9}, 54)...)
+	if n, err := r.WritePackets([][]byte{out, self, out}); n != 3 || err != nil {
+		t.Fatalf("WritePackets with a looped frame = %d, %v", n, err)
+	}
+	if n, err := r.ReadPackets(bufs, sizes); n != 1 || err != nil || !bytes.Equal(bufs[0][:sizes[0]], self) {
+		t.Fatalf("looped frame: read %d, %v", n, err)
+	}
+	for range 2 {
+		if n, err := b.ReadPackets(bufs[:1], sizes[:1]); n != 1 || err != nil || !bytes.Equal(bufs[0][:sizes[0]], out) {
+			t.Fatalf("peer read %d, %v", n, err)
+		}
+	}
+	if n, err := r.WritePackets([][]byte{append(self, make([]byte, 2000)...)}); n != 0 || !errors.Is(err, unix.EMSGSIZE) {
+		t.Fatalf("looping back a frame over the MTU: %d, %v; want EMSGSIZE", n, err)
 	}
 	// A full queue drops and counts.
 	for range roceQueueLen + 3 {
@@ -69,7 +88,7 @@ func TestRoCELinkQueue(t *testing.T) {
 func TestRoCELinkAllocs(t *testing.T) {
 	a, b := link.Pipe()
 	defer b.Close()
-	r := newRoCELink(a)
+	r := newRoCELink(a, [6]byte{2, 0, 0, 0, 0, 1})
 	frame := make([]byte, 1100)
 	bufs, sizes := [][]byte{make([]byte, 2048)}, []int{0}
 	r.push(frame)
@@ -85,7 +104,7 @@ func TestRoCELinkAllocs(t *testing.T) {
 func BenchmarkRoCELink(b *testing.B) {
 	x, y := link.Pipe()
 	defer y.Close()
-	r := newRoCELink(x)
+	r := newRoCELink(x, [6]byte{2, 0, 0, 0, 0, 1})
 	frame := make([]byte, 1100)
 	bufs, sizes := [][]byte{make([]byte, 2048)}, []int{0}
 	b.SetBytes(int64(len(frame)))
