@@ -92,6 +92,16 @@ func TestNodesOnABridge(t *testing.T) {
 				t.Errorf("ping %v: %v\n%s", ip, err, out)
 			}
 		}
+		_, err = exec.LookPath("arping")
+		testenv.Require(t, err == nil, "arping is not installed (apt-get install arping)")
+		for _, n := range []*Node{a, b} {
+			ip := n.Host().Addrs()[1].Addr() // the IPv4 address, after the link-local one
+			out, err := ns.Command("arping", "-c", "2", "-W", "0.2", "-i", "br0", ip.String()).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "2 packets received") ||
+				!strings.Contains(strings.ToLower(string(out)), n.MAC().String()) {
+				t.Errorf("arping %v (MAC %v): %v\n%s", ip, n.MAC(), err, out)
+			}
+		}
 	})
 
 	var ea4, eb4 *end
