@@ -103,11 +103,20 @@ func (k Quirks) ackInterval() int {
 	return 65
 }
 
+// Pender is a Link that can tell how many frames are waiting to be read,
+// so that a read of that many does not block. A synchronous device on
+// such a link reads in Poll itself and runs no goroutine at all.
+type Pender interface {
+	Pending() int
+}
+
 // transport is the device's attachment to its link.
 type transport struct {
 	l     link.Link
 	sync  bool
 	frame int // buffer size
+
+	pender Pender // synchronous reads without a goroutine
 
 	inMu   sync.Mutex
 	inCond *sync.Cond
@@ -135,6 +144,10 @@ func (r *Dev) attach() {
 	t := &transport{l: l, sync: r.cfg.Synchronous, frame: link.MaxFrameSize(l.MTU())}
 	t.inCond = sync.NewCond(&t.inMu)
 	r.tp = t
+	if pl, ok := l.(Pender); ok && t.sync {
+		t.pender = pl
+		return
+	}
 	t.wg.Add(1)
 	go r.readLoop()
 	if !t.sync {
@@ -193,6 +206,32 @@ func (r *Dev) readLoop() {
 	}
 }
 
+// readPending moves the frames a Pender link holds into the inbox.
+func (r *Dev) readPending() {
+	t := r.tp
+	for {
+		n := min(t.pender.Pending(), max(1, t.l.BatchSize()))
+		if n <= 0 {
+			return
+		}
+		bufs, sizes := make([][]byte, n), make([]int, n)
+		for i := range bufs {
+			bufs[i] = t.get()
+		}
+		k, err := t.l.ReadPackets(bufs, sizes)
+		t.inMu.Lock()
+		for i := range k {
+			t.inbox = append(t.inbox, bufs[i][:sizes[i]])
+		}
+		t.inMu.Unlock()
+		t.rxRead.Add(uint64(k))
+		t.put(bufs[k:])
+		if err != nil || k < n {
+			return
+		}
+	}
+}
+
 // workLoop processes frames as they arrive (asynchronous mode).
 func (r *Dev) workLoop() {
 	t := r.tp
@@ -234,6 +273,9 @@ func (r *Dev) Poll() int {
 	t := r.tp
 	if t == nil {
 		return 0
+	}
+	if t.pender != nil {
+		r.readPending()
 	}
 	t.inMu.Lock()
 	batch := t.inbox
