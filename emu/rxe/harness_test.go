@@ -19,9 +19,9 @@ import (
 type recorder struct {
 	link.Link
 	self, peer *link.PipeEnd
-	mu     sync.Mutex
-	frames [][]byte
-	off    bool
+	mu         sync.Mutex
+	frames     [][]byte
+	off        bool
 }
 
 func (c *recorder) WritePackets(bufs [][]byte) (int, error) {
