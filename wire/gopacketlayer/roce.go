@@ -45,7 +45,8 @@ func init() {
 // extended headers, payload, pad and ICRC. Contents holds the BTH and
 // extended headers, Payload the payload (without pad and ICRC). Only the
 // extended-header fields that BTH.Opcode carries are meaningful; decoding
-// zeroes the others.
+// zeroes the others. Serializing writes pad bytes and the 16 reserved bytes
+// of a CNP as zeros.
 type RoCE struct {
 	layers.BaseLayer
 

@@ -19,7 +19,7 @@ import (
 
 // captures returns every frame of wire's testdata captures; it fails when
 // the glob matches nothing.
-func captures(t *testing.T) [][]byte {
+func captures(t testing.TB) [][]byte {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join("..", "testdata", "*.pcap"))
 	if len(files) == 0 {
