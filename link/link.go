@@ -16,7 +16,9 @@ type Link interface {
 	// buffer is truncated to the buffer.
 	ReadPackets(bufs [][]byte, sizes []int) (n int, err error)
 	// WritePackets writes each of bufs as one frame and returns how many it
-	// wrote. The link does not retain bufs after it returns.
+	// wrote. The link does not retain bufs after it returns. A frame the
+	// MTU does not allow (see CheckFrame) is refused with an error wrapping
+	// EMSGSIZE, never truncated; the frames before it were written.
 	WritePackets(bufs [][]byte) (n int, err error)
 	// BatchSize is the largest number of frames one call moves; callers
 	// size bufs and sizes to it.

@@ -211,24 +211,29 @@ func TestPipeCloseUnblocksRead(t *testing.T) {
 	}
 }
 
+// writeThree writes frames 0, 1 and 2 to p in a goroutine; done closes
+// when WritePackets returns, after which n and err hold its results.
+func writeThree(p *PipeEnd) (done chan struct{}, n *int, err *error) {
+	done, n, err = make(chan struct{}), new(int), new(error)
+	go func() {
+		defer close(done)
+		*n, *err = p.WritePackets([][]byte{testFrame(60, 0), testFrame(60, 1), testFrame(60, 2)})
+	}()
+	return done, n, err
+}
+
 func TestPipeFullQueue(t *testing.T) {
 	t.Run("blocks until read", func(t *testing.T) {
 		a, b := NewPipe(&PipeConfig{QueueLen: 2})
-		done := make(chan struct{})
-		var n int
-		var err error
-		go func() {
-			defer close(done)
-			n, err = a.WritePackets([][]byte{testFrame(60, 0), testFrame(60, 1), testFrame(60, 2)})
-		}()
+		done, n, err := writeThree(a)
 		waitBlocked(t, done, "WritePackets of 3 frames into a queue of 2")
 		bufs, sizes := readBufs(1, 100)
 		if k, err := b.ReadPackets(bufs, sizes); k != 1 || err != nil || binary.BigEndian.Uint32(bufs[0][14:]) != 0 {
 			t.Fatalf("ReadPackets = %d, %v, frame %d", k, err, binary.BigEndian.Uint32(bufs[0][14:]))
 		}
 		waitDone(t, done, "WritePackets after the reader made room")
-		if n != 3 || err != nil {
-			t.Errorf("WritePackets = %d, %v; want 3, nil", n, err)
+		if *n != 3 || *err != nil {
+			t.Errorf("WritePackets = %d, %v; want 3, nil", *n, *err)
 		}
 		for want := uint32(1); want <= 2; want++ {
 			if _, err := b.ReadPackets(bufs, sizes); err != nil || binary.BigEndian.Uint32(bufs[0][14:]) != want {
@@ -239,13 +244,7 @@ func TestPipeFullQueue(t *testing.T) {
 	for _, closer := range []string{"writer", "reader"} {
 		t.Run("close of "+closer+" unblocks", func(t *testing.T) {
 			a, b := NewPipe(&PipeConfig{QueueLen: 1})
-			done := make(chan struct{})
-			var n int
-			var err error
-			go func() {
-				defer close(done)
-				n, err = a.WritePackets([][]byte{testFrame(60, 0), testFrame(60, 1), testFrame(60, 2)})
-			}()
+			done, n, err := writeThree(a)
 			waitBlocked(t, done, "WritePackets into a full queue")
 			if closer == "writer" {
 				a.Close()
@@ -255,12 +254,12 @@ func TestPipeFullQueue(t *testing.T) {
 			waitDone(t, done, "WritePackets after Close")
 			switch closer {
 			case "writer":
-				if n != 1 || !errors.Is(err, net.ErrClosed) {
-					t.Errorf("WritePackets = %d, %v; want 1, net.ErrClosed", n, err)
+				if *n != 1 || !errors.Is(*err, net.ErrClosed) {
+					t.Errorf("WritePackets = %d, %v; want 1, net.ErrClosed", *n, *err)
 				}
 			case "reader":
-				if n != 3 || err != nil || a.Stats().Dropped != 2 {
-					t.Errorf("WritePackets = %d, %v, stats %+v; want 3, nil, 2 dropped", n, err, a.Stats())
+				if *n != 3 || *err != nil || a.Stats().Dropped != 2 {
+					t.Errorf("WritePackets = %d, %v, stats %+v; want 3, nil, 2 dropped", *n, *err, a.Stats())
 				}
 			}
 		})
