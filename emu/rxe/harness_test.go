@@ -85,6 +85,7 @@ type pairOpts struct {
 	faults           *link.FaultConfig // applied on both directions (seeds differ)
 	mtu              int
 	noMAD            bool // leave QP index 16 free so that a GSI QP can be created
+	queueLen         int  // pipe queue length; 0 means 65536
 }
 
 func newPair(t testing.TB, o pairOpts) *pair {
@@ -94,7 +95,11 @@ func newPair(t testing.TB, o pairOpts) *pair {
 	if mtu == 0 {
 		mtu = 4200
 	}
-	ea, eb := link.NewPipe(&link.PipeConfig{MTU: mtu, QueueLen: 1 << 16})
+	ql := o.queueLen
+	if ql == 0 {
+		ql = 1 << 16
+	}
+	ea, eb := link.NewPipe(&link.PipeConfig{MTU: mtu, QueueLen: ql})
 	p := &pair{t: t, clk: clk}
 	mk := func(i byte, end, peer *link.PipeEnd, q Quirks) *node {
 		n := &node{ip: netip.AddrFrom4([4]byte{10, 0, 0, i}), mac: [6]byte{2, 0, 0, 0, 0, i}, end: end}

@@ -117,6 +117,9 @@ type transport struct {
 	frame int // buffer size
 
 	pender Pender // synchronous reads without a goroutine
+	rbufs  [][]byte
+	rsizes []int
+	spare  [][]byte // the inbox's other half, for Poll
 
 	inMu   sync.Mutex
 	inCond *sync.Cond
@@ -214,7 +217,10 @@ func (r *Dev) readPending() {
 		if n <= 0 {
 			return
 		}
-		bufs, sizes := make([][]byte, n), make([]int, n)
+		if len(t.rbufs) < n {
+			t.rbufs, t.rsizes = make([][]byte, n), make([]int, n)
+		}
+		bufs, sizes := t.rbufs[:n], t.rsizes[:n]
 		for i := range bufs {
 			bufs[i] = t.get()
 		}
@@ -226,6 +232,7 @@ func (r *Dev) readPending() {
 		t.inMu.Unlock()
 		t.rxRead.Add(uint64(k))
 		t.put(bufs[k:])
+		clear(bufs)
 		if err != nil || k < n {
 			return
 		}
@@ -279,13 +286,19 @@ func (r *Dev) Poll() int {
 	}
 	t.inMu.Lock()
 	batch := t.inbox
-	t.inbox = nil
+	t.inbox = t.spare[:0]
+	t.spare = nil
 	t.inMu.Unlock()
-	if len(batch) == 0 {
-		return 0
+	n := len(batch)
+	if n > 0 {
+		r.process(batch)
 	}
-	r.process(batch)
-	return len(batch)
+	t.inMu.Lock()
+	if t.spare == nil {
+		t.spare = batch[:0]
+	}
+	t.inMu.Unlock()
+	return n
 }
 
 // Received returns how many frames the device has read from its link
@@ -405,7 +418,7 @@ func (r *Dev) emit(f *wire.Frame) bool {
 func (r *Dev) newFrame(p *path, sport uint16) *wire.Frame {
 	f := &r.fr
 	*f = wire.Frame{}
-	copy(f.SrcMAC[:], r.dev.NetDev().MAC)
+	f.SrcMAC = r.mac
 	f.DstMAC = p.dmac
 	f.Src, f.Dst = p.src, p.dst
 	f.TrafficClass, f.HopLimit = p.tc, p.hop
