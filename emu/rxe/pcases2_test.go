@@ -479,3 +479,43 @@ func TestFastRegRemoteWrite(t *testing.T) {
 	p.settle()
 	wantWC(t, "write after LOCAL_INV", poll(p.a.scq), emu.WCRemAccessErr)
 }
+
+// TestLocalErrors: requester-side errors (spec §6.2's table): a bad send
+// lkey is LOC_QP_OP_ERR, a READ into memory without LOCAL_WRITE is
+// LOC_PROT_ERR; the QP goes to ERR and later WQEs flush.
+func TestLocalErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   emu.WROpcode
+		bad  func(p *pair, sge *emu.SGE)
+		st   emu.WCStatus
+	}{
+		{"send-bad-lkey", emu.WRSend, func(p *pair, s *emu.SGE) { s.LKey ^= 0x80 }, emu.WCLocQPOpErr},
+		{"read-without-local-write", emu.WRRDMARead, func(p *pair, s *emu.SGE) {
+			m, err := p.a.pd.RegUserMR(s.Addr, uint64(s.Length), s.Addr, 0)
+			if err != nil {
+				p.t.Fatal(err)
+			}
+			s.LKey = m.LKey
+		}, emu.WCLocProtErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, pairOpts{})
+			c := p.connect(qpOpts{})
+			src, _, mra := p.a.buf(64, 1)
+			rem, _, mrb := p.b.buf(64, 0)
+			dst, _, mrr := p.b.buf(64, 0)
+			p.b.postRecv(c.qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrr.LKey}}})
+			sge := emu.SGE{Addr: src, Length: 64, LKey: mra.LKey}
+			tc.bad(p, &sge)
+			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: tc.op, SendFlags: emu.SendSignaled, SGList: []emu.SGE{sge},
+				RemoteAddr: rem, RKey: mrb.RKey},
+				emu.SendWR{WRID: 2, Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+			p.settle()
+			wantWC(t, "send", poll(p.a.scq), tc.st, emu.WCWRFlushErr)
+			if p.a.state(c.qa) != qpstate.StateErr {
+				t.Error("QP not in ERR")
+			}
+		})
+	}
+}
