@@ -295,27 +295,6 @@ func TestP42MSN(t *testing.T) {
 	}
 }
 
-// TestP43UnexpectedReadResponse: a READ response for a SEND WQE is a fatal
-// error.
-func TestP43UnexpectedReadResponse(t *testing.T) {
-	p := newPair(t, pairOpts{})
-	c := p.connect(qpOpts{sqpsnA: 60})
-	p.a.rec.Link = link.NewFaults(p.a.rec.Link, link.FaultConfig{Drop: 1})
-	p.sendN(c, 8, 8, 0)
-	p.a.r.Poll()
-	f := wire.Frame{DstMAC: p.a.mac, SrcMAC: p.b.mac, Src: p.b.ip, Dst: p.a.ip, HopLimit: 64, SrcPort: 0xC000,
-		BTH:  wire.BTHFields{Opcode: wire.RCRDMAReadResponseOnly, PKey: 0xFFFF, DestQP: c.qa.QPNum, PSN: 60},
-		AETH: wire.AETHFields{Syndrome: 0x1F, MSN: 1}}
-	b := make([]byte, f.Len())
-	wire.Build(b, &f)
-	p.b.end.WritePackets([][]byte{b})
-	p.a.r.Poll()
-	wantWC(t, "send", poll(p.a.scq), emu.WCFatalErr)
-	if p.a.state(c.qa) != qpstate.StateErr {
-		t.Error("QP not in ERR")
-	}
-}
-
 // TestP45PSNWrap: sq_psn 0xFFFFFE, a 3-packet SEND wraps to 0.
 func TestP45PSNWrap(t *testing.T) {
 	p := newPair(t, pairOpts{})
@@ -517,5 +496,62 @@ func TestLocalErrors(t *testing.T) {
 				t.Error("QP not in ERR")
 			}
 		})
+	}
+}
+
+// TestResponseErrors (and P43): how the completer answers responses to an
+// outstanding SEND (spec §6.4's table): NAK codes, reserved syndromes
+// (IB_WC_BAD_RESP_ERR, the emulator's choice for rxe's unset status), an
+// ATOMIC_ACKNOWLEDGE for a SEND.
+func TestResponseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   wire.Opcode
+		syn  wire.Syndrome
+		st   emu.WCStatus
+	}{
+		{"NAK-61", wire.RCAcknowledge, 0x61, emu.WCRemInvReqErr},
+		{"NAK-62", wire.RCAcknowledge, 0x62, emu.WCRemAccessErr},
+		{"NAK-63", wire.RCAcknowledge, 0x63, emu.WCRemOpErr},
+		{"NAK-64", wire.RCAcknowledge, 0x64, emu.WCRemOpErr},
+		{"reserved-40", wire.RCAcknowledge, 0x40, emu.WCBadRespErr},
+		{"atomic-ack-for-send", wire.RCAtomicAcknowledge, 0x1F, emu.WCBadRespErr},
+		{"P43-read-response-for-send", wire.RCRDMAReadResponseOnly, 0x1F, emu.WCFatalErr},
+		{"ack", wire.RCAcknowledge, 0x1F, emu.WCSuccess},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, pairOpts{})
+			c := p.connect(qpOpts{sqpsnA: 60})
+			p.a.rec.Link = link.NewFaults(p.a.rec.Link, link.FaultConfig{Drop: 1})
+			p.sendN(c, 8, 8, 0)
+			p.a.r.Poll()
+			f := wire.Frame{DstMAC: p.a.mac, SrcMAC: p.b.mac, Src: p.b.ip, Dst: p.a.ip, HopLimit: 64, SrcPort: 0xC000,
+				BTH:  wire.BTHFields{Opcode: tc.op, PKey: 0xFFFF, DestQP: c.qa.QPNum, PSN: 60},
+				AETH: wire.AETHFields{Syndrome: tc.syn, MSN: 1}}
+			b := make([]byte, f.Len())
+			wire.Build(b, &f)
+			p.b.end.WritePackets([][]byte{b})
+			p.a.r.Poll()
+			wantWC(t, "send", poll(p.a.scq), tc.st)
+			if wantErr := tc.st != emu.WCSuccess; (p.a.state(c.qa) == qpstate.StateErr) != wantErr {
+				t.Errorf("state %v", p.a.state(c.qa))
+			}
+		})
+	}
+}
+
+// TestP15MisalignedAtomic: a raw COMPARE_SWAP at a VA that is not 8-byte
+// aligned gets NAK 0x61.
+func TestP15MisalignedAtomic(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	c := p.connect(qpOpts{sqpsnA: 40})
+	dst, _, mrb := p.b.buf(64, 0)
+	p.inject(t, p.rawFrame(t, c, wire.RCCompareSwap, 40, nil, func(f *wire.Frame) {
+		f.AtomicETH = wire.AtomicETHFields{VA: dst + 4, RKey: mrb.RKey, SwapAdd: 1}
+	}))
+	resp := p.b.rec.take(t)
+	wantOps(t, "responses", resp, wire.RCAcknowledge)
+	if resp[0].AETH().Syndrome() != 0x61 {
+		t.Errorf("syndrome %v, want 0x61", resp[0].AETH().Syndrome())
 	}
 }
