@@ -337,6 +337,7 @@ func TestP9RemoteErrors(t *testing.T) {
 		{"P10-read-no-remote-read", Quirks{}, qpstate.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
 		{"P10-quirk17-ibta", Quirks{AccessNAK62: true}, qpstate.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x62, emu.WCRemAccessErr},
 		{"P11-no-responder-resources", Quirks{}, allAccess, 255, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
+		{"write-beyond-the-MR", Quirks{}, allAccess, 0, emu.WRRDMAWrite, false, 72, 0x62, emu.WCRemAccessErr},
 		{"P14-zero-length-write-rkey-0", Quirks{}, allAccess, 0, emu.WRRDMAWrite, true, 0, 0x1F, emu.WCSuccess},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -352,7 +353,7 @@ func TestP9RemoteErrors(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			loc, _, mra := p.a.buf(64, 0)
+			loc, _, mra := p.a.buf(128, 0)
 			rem, _, mrb := p.b.buf(64, 0)
 			rkey := mrb.RKey
 			if tc.badKey {
