@@ -138,11 +138,7 @@ func TestP29RecvOverflow(t *testing.T) {
 			c := p.connect(qpOpts{})
 			p.sendN(c, 200, 100, 0)
 			p.settle()
-			resp := p.b.rec.take(t)
-			wantOps(t, "responses", resp, wire.RCAcknowledge)
-			if resp[0].AETH().Syndrome() != tc.syn {
-				t.Errorf("syndrome %v, want %v", resp[0].AETH().Syndrome(), tc.syn)
-			}
+			wantSyndrome(t, p.b.rec.take(t), tc.syn)
 			wantWC(t, "recv", poll(p.b.rcq), tc.recv)
 			wantWC(t, "send", poll(p.a.scq), tc.sendStat)
 			if p.a.state(c.qa) != qpstate.StateErr || p.b.state(c.qb) != qpstate.StateErr {
@@ -185,11 +181,7 @@ func TestP30SendWithInvalidate(t *testing.T) {
 			p.a.postSend(c.qa, emu.SendWR{WRID: 2, Opcode: emu.WRSendWithInv, SendFlags: emu.SendSignaled,
 				InvalidateRKey: rkey, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
 			p.settle()
-			resp := p.b.rec.take(t)
-			wantOps(t, "responses", resp, wire.RCAcknowledge)
-			if resp[0].AETH().Syndrome() != tc.syn {
-				t.Errorf("syndrome %v", resp[0].AETH().Syndrome())
-			}
+			wantSyndrome(t, p.b.rec.take(t), tc.syn)
 			wantWC(t, "send", poll(p.a.scq), tc.sendStat)
 			rw := poll(p.b.rcq)
 			wantWC(t, "recv", rw, tc.recvStat)
@@ -549,11 +541,7 @@ func TestP15MisalignedAtomic(t *testing.T) {
 	p.inject(t, p.rawFrame(t, c, wire.RCCompareSwap, 40, nil, func(f *wire.Frame) {
 		f.AtomicETH = wire.AtomicETHFields{VA: dst + 4, RKey: mrb.RKey, SwapAdd: 1}
 	}))
-	resp := p.b.rec.take(t)
-	wantOps(t, "responses", resp, wire.RCAcknowledge)
-	if resp[0].AETH().Syndrome() != 0x61 {
-		t.Errorf("syndrome %v, want 0x61", resp[0].AETH().Syndrome())
-	}
+	wantSyndrome(t, p.b.rec.take(t), 0x61)
 }
 
 // TestSQDDrain: SQD holds new WQEs, lets the outstanding ones finish on
