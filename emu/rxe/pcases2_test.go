@@ -574,3 +574,44 @@ func TestSQDDrain(t *testing.T) {
 	wantOps(t, "after RTS", p.a.rec.take(t), wire.RCSendOnly)
 	wantWC(t, "send", poll(p.a.scq), emu.WCSuccess, emu.WCSuccess)
 }
+
+// TestP25RequestToInit: a request to a QP in INIT is dropped silently.
+func TestP25RequestToInit(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	qb := p.b.newQP(qpstate.TypeRC, nil, qpOpts{})
+	p.b.modify(qb, qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: allAccess},
+		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags)
+	dst, _, mrb := p.b.buf(64, 0)
+	p.b.postRecv(qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}})
+	p.inject(t, p.rawFrame(t, conn{qb: qb}, wire.RCSendOnly, 0, []byte("hi"), nil))
+	if resp := p.b.rec.take(t); len(resp) != 0 || p.b.counter("rcvd_pkts") != 0 || len(poll(p.b.rcq)) != 0 {
+		t.Errorf("responses %v, rcvd_pkts %d", ops(resp), p.b.counter("rcvd_pkts"))
+	}
+}
+
+// TestP20GSIQKey: a QP1 packet whose Q_Key is not 0x80010000 is dropped
+// and counted; the counter saturates at 0xFFFF.
+func TestP20GSIQKey(t *testing.T) {
+	p := newPair(t, pairOpts{noMAD: true, mtu: 1500})
+	gsi := p.b.udQP(qpstate.TypeGSI, nil)
+	dst, _, mrb := p.b.buf(256, 0)
+	p.b.postRecv(gsi, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 256, LKey: mrb.LKey}}})
+	frame := func(qkey uint32) []byte {
+		return p.rawFrame(t, conn{qb: gsi}, wire.UDSendOnly, 0, []byte("mad"), func(f *wire.Frame) {
+			f.DETH = wire.DETHFields{QKey: qkey, SrcQP: 1}
+		})
+	}
+	p.inject(t, frame(0x11111111))
+	if pa, _ := p.b.dev.QueryPort(1); pa.QKeyViolCntr != 1 {
+		t.Errorf("qkey_viol_cntr %d", pa.QKeyViolCntr)
+	}
+	p.inject(t, frame(0x80010000))
+	wantWC(t, "recv", poll(p.b.rcq), emu.WCSuccess)
+	p.b.r.mu.Lock()
+	p.b.r.badQKey = 0xFFFE
+	p.b.r.mu.Unlock()
+	p.inject(t, frame(1), frame(2))
+	if pa, _ := p.b.dev.QueryPort(1); pa.QKeyViolCntr != 0xFFFF {
+		t.Errorf("qkey_viol_cntr %#x, want saturated 0xFFFF", pa.QKeyViolCntr)
+	}
+}
