@@ -51,4 +51,37 @@ func TestP1SendOnly(t *testing.T) {
 	if n := p.b.counter("rdma_recvs"); n != 1 {
 		t.Errorf("rdma_recvs %d", n)
 	}
+	for _, c := range []struct {
+		n    *node
+		name string
+		want uint64
+	}{{p.a, "sent_pkts", 1}, {p.b, "sent_pkts", 1}, {p.a, "rcvd_pkts", 1}, {p.b, "rcvd_pkts", 1},
+		{p.a, "ack_deferred", 1}, {p.b, "ack_deferred", 0}} {
+		if got := c.n.counter(c.name); got != c.want {
+			t.Errorf("%s %s = %d, want %d", c.n.dev.Name(), c.name, got, c.want)
+		}
+	}
+}
+
+// TestInlineSend: inline data is copied at post time: changing the buffer
+// afterwards does not change what arrives.
+func TestInlineSend(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	c := p.connect(qpOpts{})
+	src, data, _ := p.a.buf(100, 1)
+	want := bytes.Clone(data)
+	dst, got, mrb := p.b.buf(128, 0)
+	p.b.postRecv(c.qb, emu.RecvWR{WRID: 7, SGList: []emu.SGE{{Addr: dst, Length: 128, LKey: mrb.LKey}}})
+	p.a.postSend(c.qa, emu.SendWR{WRID: 9, Opcode: emu.WRSendWithImm, ImmData: 0xAABBCCDD,
+		SendFlags: emu.SendSignaled | emu.SendInline, SGList: []emu.SGE{{Addr: src, Length: 100}}})
+	clear(data)
+	p.settle()
+	rw := poll(p.b.rcq)
+	wantWCs := []emu.WCStatus{emu.WCSuccess}
+	if len(rw) != 1 || rw[0].Status != wantWCs[0] || rw[0].ImmData != 0xAABBCCDD || rw[0].WCFlags&emu.WCWithImm == 0 {
+		t.Fatalf("recv WCs %+v", rw)
+	}
+	if !bytes.Equal(got[:100], want) {
+		t.Error("inline data differs")
+	}
 }
