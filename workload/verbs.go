@@ -99,23 +99,23 @@ func wcError(wc *emu.WC) error {
 
 // path is what connects a local QP to a remote one.
 type path struct {
-	typ              qpstate.Type
-	mtu              qpstate.MTU
-	sl               uint8
-	gidIndex         int
-	dgid             emu.GID
-	dmac             [6]byte
-	localPSN         uint32
-	remotePSN        uint32
-	remoteQPN        uint32
-	timeout          uint8
-	retry, rnrRetry  uint8
-	minRNR           uint8
-	rdAtomic         uint8
-	destRdAtomic     uint8
-	hopLimit         uint8
-	access           qpstate.AccessFlags
-	qkey             uint32
+	typ             qpstate.Type
+	mtu             qpstate.MTU
+	sl              uint8
+	gidIndex        int
+	dgid            emu.GID
+	dmac            [6]byte
+	localPSN        uint32
+	remotePSN       uint32
+	remoteQPN       uint32
+	timeout         uint8
+	retry, rnrRetry uint8
+	minRNR          uint8
+	rdAtomic        uint8
+	destRdAtomic    uint8
+	hopLimit        uint8
+	access          qpstate.AccessFlags
+	qkey            uint32
 }
 
 // toInit moves a new QP from RESET to INIT with the masks ib_modify_qp
