@@ -229,9 +229,9 @@ func (p *Perf) receives() bool {
 	return p.cfg.Test.Verb() == oob.VerbSend && (!p.cfg.Client || !p.cfg.Test.IsBW())
 }
 
-func (p *Perf) localOff(i int) int       { return 2 * p.region * i }
-func (p *Perf) remoteOff(i int) int      { return 2*p.region*i + p.region }
-func (p *Perf) remoteAddr(i int) uint64  { return p.buf.addr + uint64(p.remoteOff(i)) }
+func (p *Perf) localOff(i int) int      { return 2 * p.region * i }
+func (p *Perf) remoteOff(i int) int     { return 2*p.region*i + p.region }
+func (p *Perf) remoteAddr(i int) uint64 { return p.buf.addr + uint64(p.remoteOff(i)) }
 func (p *Perf) half(i int, remote bool) []byte {
 	off := p.localOff(i)
 	if remote {
