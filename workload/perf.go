@@ -156,14 +156,14 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 // NewPerf creates one side's objects on dev, moves the QPs to INIT and, for
 // send tests, posts the receives (perftest does all this before the
 // exchange).
-func NewPerf(dev *emu.Device, cfg PerfConfig) (p *Perf, err error) {
+func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 	if err := cfg.fill(dev); err != nil {
 		return nil, err
 	}
-	p = &Perf{cfg: cfg, dev: dev}
+	p := &Perf{cfg: cfg, dev: dev}
 	defer func() {
 		if err != nil {
-			p.Close()
+			p.Close() // p, not the nil result
 		}
 	}()
 	if p.pd, err = dev.AllocPD(0); err != nil {

@@ -129,7 +129,7 @@ func TestPerfFaults(t *testing.T) {
 				size = 8
 			}
 			cfg := PerfConfig{Test: test, Iters: 100, NumQP: 2, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: 4, RxDepth: 8,
-				MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, QPTimeout: 8, Timeout: 20 * time.Second}
+				MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, QPTimeout: 12, Timeout: 20 * time.Second}
 			runPerfPair(t, lb, cfg, size)
 			a, b := lb.A.Flt.Stats(), lb.B.Flt.Stats()
 			if a.Dropped+a.Corrupted+b.Dropped+b.Corrupted == 0 {

@@ -104,7 +104,7 @@ func (r PingpongResult) Lines() string {
 // NewPingpong creates one side's objects on dev as pp_init_ctx does, moves
 // the QPs to INIT and posts RxDepth receives (the tools do this before the
 // address exchange).
-func NewPingpong(dev *emu.Device, cfg PingpongConfig) (p *Pingpong, err error) {
+func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 	if !cfg.Mode.IsValid() {
 		return nil, fmt.Errorf("pingpong: invalid mode %d: %w", cfg.Mode, unix.EINVAL)
 	}
@@ -124,10 +124,10 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (p *Pingpong, err error) {
 		}
 	}
 	cfg.NumQP = nqp
-	p = &Pingpong{cfg: cfg, dev: dev}
+	p := &Pingpong{cfg: cfg, dev: dev}
 	defer func() {
 		if err != nil {
-			p.Close()
+			p.Close() // p, not the nil result
 		}
 	}()
 	if cfg.Mode == oob.PingpongUD {

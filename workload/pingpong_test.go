@@ -157,3 +157,36 @@ func TestPingpongUDLoss(t *testing.T) {
 		t.Errorf("client received %d", rc.Received)
 	}
 }
+
+func TestNewPingpongErrors(t *testing.T) {
+	lb, err := NewLoopback(LoopbackConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	for _, tc := range []struct {
+		name string
+		cfg  PingpongConfig
+	}{
+		{"bad_mode", PingpongConfig{GIDIndex: LoopbackGIDIndex}},
+		{"ud_larger_than_mtu", PingpongConfig{Mode: oob.PingpongUD, Size: 5000, GIDIndex: LoopbackGIDIndex}},
+		{"srq_rx_depth_below_qps", PingpongConfig{Mode: oob.PingpongSRQ, NumQP: 8, RxDepth: 4, GIDIndex: LoopbackGIDIndex}},
+		{"no_such_gid", PingpongConfig{Mode: oob.PingpongRC, GIDIndex: 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPingpong(lb.A.Dev, tc.cfg)
+			if err == nil || p != nil {
+				t.Fatalf("NewPingpong = %v, %v; want an error", p, err)
+			}
+		})
+	}
+	// Nothing leaked: a PD can still be freed after the failures... and a
+	// good side still builds.
+	p, err := NewPingpong(lb.A.Dev, PingpongConfig{Mode: oob.PingpongRC, GIDIndex: LoopbackGIDIndex})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
