@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/softroce/softroce/node"
+)
+
+func init() {
+	register(command{
+		name:    "stats",
+		summary: "print the device's counters as `rdma statistic show` does",
+		usage:   "[--json] [--for DURATION] [link flags]",
+		run:     runStats,
+	})
+}
+
+// stat is one named counter value.
+type stat struct {
+	name  string
+	value uint64
+}
+
+// nodeStats returns the port 1 counters of n's device in the kernel's
+// order (rxe_hw_counters.c, spec §4.12: rxe 6.12's fifteen, the 2026 byte
+// counters, then the driver's softroce_ extras), followed by softroce's
+// extras outside the device, all prefixed "softroce_": the port's
+// bad_pkey_cntr and qkey_viol_cntr, what the IP host dropped, and RoCE
+// frames lost to a full device queue.
+func nodeStats(n *node.Node) ([]stat, error) {
+	dev := n.Device()
+	hs, err := dev.AllocHWPortStats(1)
+	if err != nil {
+		return nil, err
+	}
+	dev.GetHWStats(hs, 1)
+	out := make([]stat, 0, len(hs.Descs)+8)
+	for i, d := range hs.Descs {
+		out = append(out, stat{d.Name, hs.Value[i]})
+	}
+	pa, err := dev.QueryPort(1)
+	if err != nil {
+		return nil, err
+	}
+	ns := n.Stats()
+	return append(out,
+		stat{"softroce_bad_pkey", uint64(pa.BadPKeyCntr)},
+		stat{"softroce_bad_qkey", uint64(pa.QKeyViolCntr)},
+		stat{"softroce_host_rx_frames", ns.Host.RxFrames},
+		stat{"softroce_host_not_for_us", ns.Host.NotForUs},
+		stat{"softroce_host_malformed", ns.Host.Malformed},
+		stat{"softroce_host_unhandled", ns.Host.Unhandled},
+		stat{"softroce_host_tx_errors", ns.Host.TxErrors},
+		stat{"softroce_rx_queue_drops", ns.RoCEQueueDrops},
+	), nil
+}
+
+// runStats builds the device, optionally keeps it on its link for a while
+// (answering ARP and ping, counting what arrives), and prints its counters.
+// Equivalent to: `rdma statistic show link softroce0/1` (with --json,
+// `rdma -j statistic show link softroce0/1`).
+func runStats(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("stats", stderr)
+	asJSON := fs.Bool("json", false, "print JSON as `rdma -j statistic show` does")
+	dur := fs.Duration("for", 0, "stay on the link for `DURATION` before printing")
+	lf := addLinkFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 || *dur < 0 {
+		fs.Usage()
+		return errUsage
+	}
+	n, err := lf.open(stderr)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	if *dur > 0 {
+		time.Sleep(*dur)
+	}
+	st, err := nodeStats(n)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(stdout)
+	if *asJSON {
+		writeStatsJSON(w, n.Name(), 1, st)
+	} else {
+		writeStats(w, n.Name(), 1, st)
+	}
+	return w.Flush()
+}
+
+// writeStats prints one line as `rdma statistic show link DEV/PORT`:
+// "link DEV/PORT name value name value ...".
+func writeStats(w io.Writer, dev string, port int, st []stat) {
+	fmt.Fprintf(w, "link %s/%d", dev, port)
+	for _, s := range st {
+		fmt.Fprintf(w, " %s %d", s.name, s.value)
+	}
+	fmt.Fprintln(w)
+}
+
+// writeStatsJSON prints the JSON array `rdma -j statistic show` prints:
+// one object per port with ifname, port and the counters, in order.
+func writeStatsJSON(w io.Writer, dev string, port int, st []stat) {
+	name, _ := json.Marshal(dev)
+	fmt.Fprintf(w, `[{"ifname":%s,"port":%d`, name, port)
+	for _, s := range st {
+		k, _ := json.Marshal(s.name)
+		fmt.Fprintf(w, `,%s:%d`, k, s.value)
+	}
+	fmt.Fprintln(w, "}]")
+}

@@ -1,0 +1,414 @@
+// Package node assembles one softroce host: the pieces a real machine with
+// a Soft-RoCE device has, in one process.
+//
+//	link.Link (a link.Pipe end, a TAP, or AF_PACKET on an interface)
+//	   └─ optional link.Capture (pcap of every frame in and out)
+//	        └─ host.Host: the IP host (ARP, ND, ICMP echo, neighbour cache)
+//	             └─ RoCEv2 frames (UDP 4791 to its addresses)
+//	                  └─ emu/rxe device (the emulated HCA)
+//
+// It mirrors `rdma link add softroce0 type rxe netdev DEV` on a machine
+// whose netdev DEV holds the node's MAC and addresses: the Host plays the
+// kernel's IP stack and netdev, the device is rxe on top of it. As with rxe,
+//
+//   - the device's GID table follows the host's addresses: slot 0 is the
+//     link-local fe80::EUI-64, then each address (IPv4 as ::ffff:a.b.c.d) in
+//     the order it was added; AddAddr and RemoveAddr rebuild it and raise
+//     IB_EVENT_GID_CHANGE (rdma_roce_rescan_device on a netdev event);
+//   - the Ethernet destination of every packet comes from the host's
+//     neighbour table (rxe hands packets to the IP stack, spec §5.1);
+//   - a user modify_qp to RTR resolves the destination MAC through the
+//     host's neighbour layer (ib_resolve_eth_dmac, timeout 1000 ms) and
+//     fails with EHOSTUNREACH when nobody answers. Callers that modify as a
+//     kernel consumer (QP.Modify without udata) resolve first with
+//     Node.Resolve, which is what the kernel's rdma_cm does before RTR;
+//   - a packet to one of the node's own addresses (destination MAC its own)
+//     never reaches the wire: it loops straight back into the device
+//     (rxe_loopback), so two QPs of one node talk to each other even on
+//     the in-memory default link. Such packets are not in the pcap
+//     capture.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/clock"
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/rxe"
+	"github.com/softroce/softroce/host"
+	"github.com/softroce/softroce/link"
+	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/tap"
+)
+
+// DefaultName is the device name of a Node whose Config leaves it empty.
+const DefaultName = "softroce0"
+
+// ResolveTimeout bounds the neighbour resolution of a user modify_qp, as
+// the kernel's ib_resolve_eth_dmac (rdma_addr_find_l2_eth_by_grh) waits at
+// most 1000 ms.
+const ResolveTimeout = time.Second
+
+// routeHopLimit is the hop limit a resolved unicast route gives (the
+// kernel's ip4_dst_hoplimit / ip6_dst_hoplimit default, 64), which replaces
+// the GRH hop limit of a user AV.
+const routeHopLimit = 64
+
+// Config configures New. Exactly one of Link, TAP and Iface may be set;
+// none gives the in-memory default: one end of a link.Pipe with nobody on
+// the other end (enough for devinfo and stats).
+type Config struct {
+	// Name is the device name; "" means DefaultName.
+	Name string
+
+	// Link is a link the caller made, for example one end of a
+	// link.Pipe. The Node owns it from New on and closes it.
+	Link link.Link
+	// TAP names a TAP device to create or attach to (tap.Open).
+	TAP string
+	// Iface names an existing interface to use through an AF_PACKET
+	// socket (tap.OpenPacket).
+	Iface string
+	// Bridge, with TAP or Iface, attaches that interface to this bridge.
+	Bridge string
+
+	// MAC is the node's own Ethernet address (the netdev MAC: node GUID and
+	// GID 0 derive from it); nil means a random locally administered MAC
+	// drawn from Seed.
+	MAC net.HardwareAddr
+	// Addrs are the node's IP addresses (IPv4 or IPv6); each becomes a
+	// RoCEv2 GID after the link-local one.
+	Addrs []netip.Prefix
+	// MTU is the link's MTU for TAP and Iface (0 leaves the interface's);
+	// for the default pipe it is the pipe's MTU (0 means 1500). It must
+	// be 0 with Link, whose MTU is its own.
+	MTU int
+
+	// PcapPath, if set, names a pcap file written with every frame the
+	// node sends or receives. Pcap is the same for a writer the caller
+	// owns; at most one of them may be set.
+	PcapPath string
+	// Pcap is a writer for the pcap capture; the caller closes it after
+	// Close.
+	Pcap io.Writer
+
+	// Clock drives the device's timers, the neighbour cache and capture
+	// timestamps; nil means clock.Real.
+	Clock clock.Clock
+	// Seed seeds the device's key generator and a random MAC.
+	Seed uint64
+	// Rxe, if set, adjusts the rxe configuration (quirks, tuning, policy)
+	// before the device is created; Device, Link and Neighbor are the
+	// Node's and must be left alone.
+	Rxe func(*rxe.Config)
+}
+
+// Node is one softroce host: a link, an IP host on it and an emulated rxe
+// device. It is safe for concurrent use.
+type Node struct {
+	name    string
+	link    link.Link // the link the host reads and writes (maybe a Capture)
+	capture *link.Capture
+	pcap    *os.File
+	peer    *link.PipeEnd // the far end of the default pipe
+	host    *host.Host
+	roce    *roceLink
+	dev     *emu.Device
+	clk     clock.Clock
+	runErr  chan error
+
+	mu      sync.Mutex
+	closed  bool
+	created bool // the device exists: address changes reach it
+}
+
+// New opens the link, starts the host on it and creates the device. It
+// fails with EINVAL for a configuration that names two links or a bad
+// MAC or address, and with the link's error (EPERM without CAP_NET_ADMIN,
+// ENODEV for a missing interface or bridge).
+func New(cfg Config) (*Node, error) {
+	n := &Node{name: cfg.Name, clk: cfg.Clock, runErr: make(chan error, 1)}
+	if n.name == "" {
+		n.name = DefaultName
+	}
+	if n.clk == nil {
+		n.clk = clock.Real{}
+	}
+	l, netdevName, err := n.openLink(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Node, error) {
+		if n.host != nil {
+			n.host.Close()
+		} else {
+			l.Close()
+		}
+		if n.peer != nil {
+			n.peer.Close()
+		}
+		if n.pcap != nil {
+			n.pcap.Close()
+		}
+		return nil, err
+	}
+	if cfg.PcapPath != "" && cfg.Pcap != nil {
+		return fail(fmt.Errorf("node: both PcapPath and Pcap set: %w", unix.EINVAL))
+	}
+	w := cfg.Pcap
+	if cfg.PcapPath != "" {
+		f, err := os.Create(cfg.PcapPath)
+		if err != nil {
+			return fail(fmt.Errorf("node: pcap: %w", err))
+		}
+		n.pcap, w = f, f
+	}
+	if w != nil {
+		c, err := link.NewCapture(l, w, n.clk)
+		if err != nil {
+			return fail(fmt.Errorf("node: pcap: %w", err))
+		}
+		n.capture, l = c, c
+	}
+	n.link = l
+	mac := cfg.MAC
+	if mac == nil {
+		mac = host.RandomMAC(rand.New(rand.NewPCG(cfg.Seed, 0x736f6674726f6365)))
+	}
+	if len(mac) != 6 {
+		return fail(fmt.Errorf("node: MAC %v is not an Ethernet address: %w", mac, unix.EINVAL))
+	}
+	n.roce = newRoCELink(l, [6]byte(mac))
+	h, err := host.New(l, host.Config{MAC: mac, Addrs: cfg.Addrs, Clock: n.clk,
+		RoCE: n.roce.push, OnAddrChange: n.addrChanged})
+	if err != nil {
+		return fail(fmt.Errorf("node: %w", err))
+	}
+	n.host = h
+	rc := rxe.Config{}
+	if cfg.Rxe != nil {
+		cfg.Rxe(&rc)
+	}
+	rc.Seed = cfg.Seed
+	rc.Link = n.roce
+	rc.Neighbor = n.neighbor
+	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: resolver{n},
+		NetDev: emu.NetDev{Name: netdevName, MAC: mac, MTU: l.MTU(), Addrs: n.addrs()}}
+	n.mu.Lock()
+	dev, err := rxe.New(rc)
+	if err != nil {
+		n.mu.Unlock()
+		return fail(fmt.Errorf("node: %w", err))
+	}
+	n.dev, n.created = dev, true
+	n.mu.Unlock()
+	go func() { n.runErr <- h.Run() }()
+	h.Announce()
+	return n, nil
+}
+
+// openLink opens the configured link and returns it with the name the
+// device's netdev gets.
+func (n *Node) openLink(cfg *Config) (link.Link, string, error) {
+	set := 0
+	for _, b := range []bool{cfg.Link != nil, cfg.TAP != "", cfg.Iface != ""} {
+		if b {
+			set++
+		}
+	}
+	if set > 1 {
+		return nil, "", fmt.Errorf("node: more than one of Link, TAP and Iface set: %w", unix.EINVAL)
+	}
+	if cfg.Bridge != "" && cfg.TAP == "" && cfg.Iface == "" {
+		return nil, "", fmt.Errorf("node: Bridge %q needs TAP or Iface: %w", cfg.Bridge, unix.EINVAL)
+	}
+	tc := &tap.Config{MTU: cfg.MTU, Bridge: cfg.Bridge}
+	switch {
+	case cfg.Link != nil:
+		if cfg.MTU != 0 && cfg.MTU != cfg.Link.MTU() {
+			return nil, "", fmt.Errorf("node: MTU %d given with a link of MTU %d: %w", cfg.MTU, cfg.Link.MTU(), unix.EINVAL)
+		}
+		return cfg.Link, "link0", nil
+	case cfg.TAP != "":
+		d, err := tap.Open(cfg.TAP, tc)
+		if err != nil {
+			return nil, "", fmt.Errorf("node: %w", err)
+		}
+		return d, d.Name(), nil
+	case cfg.Iface != "":
+		d, err := tap.OpenPacket(cfg.Iface, tc)
+		if err != nil {
+			return nil, "", fmt.Errorf("node: %w", err)
+		}
+		return d, d.Name(), nil
+	}
+	if cfg.MTU != 0 && (cfg.MTU < link.MinMTU || cfg.MTU > link.MaxMTU) {
+		return nil, "", fmt.Errorf("node: MTU %d outside [%d, %d]: %w", cfg.MTU, link.MinMTU, link.MaxMTU, unix.EINVAL)
+	}
+	a, b := link.NewPipe(&link.PipeConfig{MTU: cfg.MTU, DropWhenFull: true})
+	n.peer = b
+	return a, "pipe0", nil
+}
+
+// addrs returns the host's addresses as the netdev's.
+func (n *Node) addrs() []netip.Addr {
+	ps := n.host.Addrs()
+	as := make([]netip.Addr, len(ps))
+	for i, p := range ps {
+		as[i] = p.Addr()
+	}
+	return as
+}
+
+// addrChanged follows a host address change into the GID table, as the
+// core's netdev notifier (netdevice_event / inetaddr_event) does.
+func (n *Node) addrChanged(host.AddrChange) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.created || n.closed {
+		return
+	}
+	n.dev.SetNetDevAddrs(n.addrs())
+}
+
+// neighbor is the device's per-packet Ethernet destination lookup: a
+// valid cached entry, or nothing — in which case a resolution starts in
+// the background, as neigh_event_send does for a packet to an unresolved
+// neighbour (that packet goes to the AV's DMAC; rxe's retries recover).
+func (n *Node) neighbor(ip netip.Addr) ([6]byte, bool) {
+	var m [6]byte
+	mac, err := n.host.Resolve(doneCtx, ip)
+	if err != nil || len(mac) != 6 {
+		return m, false
+	}
+	copy(m[:], mac)
+	return m, true
+}
+
+// doneCtx is a cancelled context: Resolve with it answers from the cache
+// only (and starts a resolution on a miss).
+var doneCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// resolver is the device's emu.Resolver (ib_resolve_eth_dmac): it resolves
+// the destination GID's IP through the host's neighbour layer, waiting up
+// to ResolveTimeout, and gives the route's hop limit.
+type resolver struct{ n *Node }
+
+func (r resolver) ResolveDMAC(sgid, dgid emu.GID) ([6]byte, uint8, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
+	defer cancel()
+	var m [6]byte
+	mac, err := r.n.host.Resolve(ctx, dgid.Addr())
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", err, unix.EHOSTUNREACH)
+		}
+		return m, 0, err
+	}
+	copy(m[:], mac)
+	return m, routeHopLimit, nil
+}
+
+// Resolve returns the Ethernet address of ip (a peer GID's address,
+// IPv4-mapped or not), sending ARP requests or neighbour solicitations
+// until it answers, ctx ends, or host.DefaultSolicitations tries went
+// unanswered (EHOSTUNREACH). Call it for the remote GID before moving a QP
+// to RTR (the kernel resolves at that point, in modify_qp or rdma_cm) and
+// put the result in the AV's DMAC; afterwards every packet follows the
+// neighbour cache.
+func (n *Node) Resolve(ctx context.Context, ip netip.Addr) (net.HardwareAddr, error) {
+	return n.host.Resolve(ctx, ip.Unmap())
+}
+
+// Name returns the device name.
+func (n *Node) Name() string { return n.name }
+
+// Device returns the emulated rxe device.
+func (n *Node) Device() *emu.Device { return n.dev }
+
+// Host returns the IP host: its addresses (AddAddr, RemoveAddr, which the
+// GID table follows), neighbours and counters.
+func (n *Node) Host() *host.Host { return n.host }
+
+// Link returns the link the node reads and writes (the Capture when one is
+// configured).
+func (n *Node) Link() link.Link { return n.link }
+
+// MAC returns the node's Ethernet address.
+func (n *Node) MAC() net.HardwareAddr { return n.host.MAC() }
+
+// GID returns the GID table index holding ip (IPv4-mapped or not), as a
+// user looks it up for ibv_rc_pingpong -g or perftest -x; ENOENT if the
+// device has no such GID.
+func (n *Node) GID(ip netip.Addr) (int, error) {
+	e, err := n.dev.FindGID(emu.GIDFromAddr(ip), qpstate.GIDTypeRoCEv2, 1)
+	if err != nil {
+		return 0, err
+	}
+	return e.Index, nil
+}
+
+// Stats counts what the node dropped outside the device.
+type Stats struct {
+	// Host is the IP host's counters.
+	Host host.Stats
+	// RoCEQueueDrops counts RoCE frames dropped because the device's
+	// receive queue was full.
+	RoCEQueueDrops uint64
+	// CaptureFrames is how many frames the pcap capture recorded.
+	CaptureFrames uint64
+}
+
+// Stats returns the node's counters (the device's are its hw counters).
+func (n *Node) Stats() Stats {
+	s := Stats{Host: n.host.Stats(), RoCEQueueDrops: n.roce.dropped.Load()}
+	if n.capture != nil {
+		s.CaptureFrames = n.capture.Frames()
+	}
+	return s
+}
+
+// Close removes the device, stops the host and closes the link and the
+// pcap file. Closing twice fails with an error wrapping net.ErrClosed.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return fmt.Errorf("node %s: close: %w", n.name, net.ErrClosed)
+	}
+	n.closed = true
+	n.mu.Unlock()
+	rxe.Of(n.dev).Close() // closes the RoCE adapter, waits for the device's readers
+	n.dev.Unregister()
+	err := n.host.Close()
+	if rerr := <-n.runErr; err == nil {
+		err = rerr
+	}
+	if n.peer != nil {
+		n.peer.Close()
+	}
+	if n.capture != nil && n.capture.Err() != nil && err == nil {
+		err = fmt.Errorf("node %s: pcap: %w", n.name, n.capture.Err())
+	}
+	if n.pcap != nil {
+		if cerr := n.pcap.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("node %s: pcap: %w", n.name, cerr)
+		}
+	}
+	return err
+}

@@ -1,0 +1,140 @@
+package node
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softroce/softroce/link"
+)
+
+// roceQueueLen is how many RoCE frames the adapter holds for the device
+// before it drops (a full receive ring).
+const roceQueueLen = 4096
+
+// roceLink is the link the rxe device is given: the Host owns reading the
+// real link, hands the device's frames (UDP 4791 to one of its addresses)
+// to push, and ReadPackets yields them; WritePackets goes to the real link,
+// except frames to the node's own MAC, which come straight back (rxe's
+// rxe_loopback for a destination MAC equal to the netdev's). It is the Go
+// counterpart of rxe's UDP tunnel socket sitting on the kernel's IP stack.
+type roceLink struct {
+	out  link.Link // the real link (maybe wrapped in a Capture)
+	self [6]byte   // the node's MAC
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	q      [][]byte // frames waiting for ReadPackets, oldest first
+	free   [][]byte // recycled buffers
+	closed bool
+
+	dropped atomic.Uint64
+}
+
+func newRoCELink(out link.Link, self [6]byte) *roceLink {
+	r := &roceLink{out: out, self: self}
+	r.cond = sync.NewCond(&r.mu)
+	return r
+}
+
+// push queues a copy of frame (the Host reuses its buffer); a full queue or
+// a closed link drops it and counts it.
+func (r *roceLink) push(frame []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || len(r.q) >= roceQueueLen {
+		r.dropped.Add(1)
+		return
+	}
+	var b []byte
+	if n := len(r.free); n > 0 {
+		b = r.free[n-1][:0]
+		r.free = r.free[:n-1]
+	}
+	r.q = append(r.q, append(b, frame...))
+	r.cond.Signal()
+}
+
+// ReadPackets implements link.Link: it blocks until a frame was pushed or
+// the link is closed.
+func (r *roceLink) ReadPackets(bufs [][]byte, sizes []int) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.q) == 0 && !r.closed {
+		r.cond.Wait()
+	}
+	if len(r.q) == 0 {
+		return 0, fmt.Errorf("node: read RoCE frames: %w", net.ErrClosed)
+	}
+	n := 0
+	for n < len(bufs) && n < len(r.q) {
+		sizes[n] = copy(bufs[n], r.q[n])
+		r.free = append(r.free, r.q[n])
+		n++
+	}
+	k := copy(r.q, r.q[n:])
+	clear(r.q[k:])
+	r.q = r.q[:k]
+	return n, nil
+}
+
+// WritePackets implements link.Link: frames to the node's own MAC are
+// looped back (checked against the MTU like any other), the rest are
+// written to the real link in runs.
+func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return 0, fmt.Errorf("node: write RoCE frames: %w", net.ErrClosed)
+	}
+	done := 0
+	for done < len(bufs) {
+		j := done
+		for j < len(bufs) && !r.toSelf(bufs[j]) {
+			j++
+		}
+		if j > done {
+			n, err := r.out.WritePackets(bufs[done:j])
+			done += n
+			if err != nil {
+				return done, err
+			}
+			continue
+		}
+		if err := link.CheckFrame(bufs[done], r.out.MTU()); err != nil {
+			return done, fmt.Errorf("node: loop back a RoCE frame: %w", err)
+		}
+		r.push(bufs[done])
+		done++
+	}
+	return done, nil
+}
+
+// toSelf reports whether frame is addressed to the node's own MAC.
+func (r *roceLink) toSelf(frame []byte) bool {
+	return len(frame) >= 6 && [6]byte(frame[:6]) == r.self
+}
+
+// BatchSize implements link.Link.
+func (r *roceLink) BatchSize() int { return max(1, r.out.BatchSize()) }
+
+// MTU implements link.Link: the real link's.
+func (r *roceLink) MTU() int { return r.out.MTU() }
+
+// Close implements link.Link: it ends reads and drops queued frames. The
+// real link stays open (the Host owns it).
+func (r *roceLink) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return fmt.Errorf("node: close RoCE link: %w", net.ErrClosed)
+	}
+	r.closed = true
+	r.q = nil
+	r.cond.Broadcast()
+	return nil
+}
+
+var _ link.Link = (*roceLink)(nil)
