@@ -16,13 +16,6 @@ import (
 	"github.com/softroce/softroce/wire"
 )
 
-// runCmd runs softroce with args and returns its exit status and output.
-func runCmd(args ...string) (int, string, string) {
-	var out, errb bytes.Buffer
-	code := run(args, &out, &errb)
-	return code, out.String(), errb.String()
-}
-
 var (
 	bwRow  = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$`)
 	latRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
@@ -80,7 +73,7 @@ func TestLoopback(t *testing.T) {
 			if tc.name == "write_lat" && raceEnabled {
 				t.Skip("write_lat polls memory the device writes")
 			}
-			code, out, errs := runCmd(append([]string{"loopback"}, tc.args...)...)
+			code, out, errs := runCmd(t, append([]string{"loopback"}, tc.args...)...)
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 			}
@@ -122,7 +115,7 @@ func TestLoopback(t *testing.T) {
 func TestLoopbackLossyUnreliable(t *testing.T) {
 	for _, mode := range []string{"uc", "ud"} {
 		t.Run(mode, func(t *testing.T) {
-			code, out, errs := runCmd("loopback", "--test", mode, "-n", "1000", "-s", "256", "--loss", "0.2", "--timeout", "200ms")
+			code, out, errs := runCmd(t, "loopback", "--test", mode, "-n", "1000", "-s", "256", "--loss", "0.2", "--timeout", "200ms")
 			if code != 1 || !strings.Contains(errs, "does not retransmit") || !strings.Contains(errs, "connection timed out") {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 			}
@@ -145,7 +138,7 @@ func TestLoopbackBadFlags(t *testing.T) {
 		{"extra"},
 	} {
 		t.Run(strings.Join(args, "_"), func(t *testing.T) {
-			code, out, errs := runCmd(append([]string{"loopback"}, args...)...)
+			code, out, errs := runCmd(t, append([]string{"loopback"}, args...)...)
 			if code == 0 || errs == "" {
 				t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
 			}
@@ -161,13 +154,13 @@ func TestLoopbackPcap(t *testing.T) {
 	for _, test := range []string{"rc", "ud", "write_bw", "read_bw", "send_bw", "atomic_bw"} {
 		t.Run(test, func(t *testing.T) {
 			file := filepath.Join(dir, test+".pcap")
-			code, out, errs := runCmd("loopback", "--test", test, "-n", "20", "-s", "1500", "--pcap", file,
+			code, out, errs := runCmd(t, "loopback", "--test", test, "-n", "20", "-s", "1500", "--pcap", file,
 				"--loss", "0.05", "--dup", "0.05", "--reorder", "0.05", "--seed", "11")
 			if test == "atomic_bw" {
-				code, out, errs = runCmd("loopback", "--test", test, "-n", "20", "--pcap", file, "--loss", "0.05", "--seed", "11")
+				code, out, errs = runCmd(t, "loopback", "--test", test, "-n", "20", "--pcap", file, "--loss", "0.05", "--seed", "11")
 			}
 			if test == "ud" {
-				code, out, errs = runCmd("loopback", "--test", test, "-n", "20", "-s", "1000", "--pcap", file)
+				code, out, errs = runCmd(t, "loopback", "--test", test, "-n", "20", "-s", "1000", "--pcap", file)
 			}
 			if code != 0 {
 				t.Fatalf("exit %d\n%s\n%s", code, out, errs)
