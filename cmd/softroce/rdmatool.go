@@ -149,4 +149,3 @@ func oobConn(server string, port int, ready func(addr net.Addr)) (net.Conn, erro
 // serverReady is a test hook called when a pingpong or perf server
 // listens.
 var serverReady func(addr net.Addr)
-
