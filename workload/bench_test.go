@@ -24,24 +24,12 @@ func BenchmarkLoopbackWrite(b *testing.B) {
 				iters := uint64(max(b.N, 5))
 				cfg := PerfConfig{Test: oob.PerftestWriteBW, MaxSize: size, Iters: iters, MTU: mtu,
 					GIDIndex: LoopbackGIDIndex, NoPeak: true}
-				cc := cfg
-				cc.Client = true
-				cl, err := NewPerf(lb.A.Dev, cc)
+				cl, sv, err := lb.Perf(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer cl.Close()
-				sv, err := NewPerf(lb.B.Dev, cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
 				defer sv.Close()
-				if err := sv.Connect(cl.Local()); err != nil {
-					b.Fatal(err)
-				}
-				if err := cl.Connect(sv.Local()); err != nil {
-					b.Fatal(err)
-				}
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				b.ResetTimer()

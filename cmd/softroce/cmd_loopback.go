@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"time"
@@ -198,27 +200,22 @@ func (o *loopbackOpts) pingpong(w *bufio.Writer, lb *workload.Loopback, m oob.Pi
 	cfg := workload.PingpongConfig{Mode: m, Size: uint32(o.size), Iters: uint32(o.iters), RxDepth: uint32(o.rxDepth),
 		NumQP: o.qps, MTU: mtu, GIDIndex: workload.LoopbackGIDIndex, Check: o.check, Timeout: o.timeout,
 		QPTimeout: uint8(o.qpTimeout), Seed: o.seed}
-	cc, sc := cfg, cfg
-	cc.Client = true
-	sc.Seed++
-	cl, err := workload.NewPingpong(lb.A.Dev, cc)
+	// The client's buffer gets seeded random bytes (then the -c pattern,
+	// with -c) so that the final comparison proves the data crossed.
+	rng := rand.New(rand.NewPCG(o.seed, 0x70696e67))
+	cfg.Fill = func(b []byte) {
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+	}
+	cl, sv, err := lb.Pingpong(cfg)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	sv, err := workload.NewPingpong(lb.B.Dev, sc)
-	if err != nil {
-		return err
-	}
 	defer sv.Close()
 	for _, d := range cl.Local() {
 		w.WriteString(oob.FormatPingpongAddress(m, false, d))
-	}
-	if err := sv.Connect(cl.Local()); err != nil {
-		return err
-	}
-	if err := cl.Connect(sv.Local()); err != nil {
-		return err
 	}
 	for _, d := range sv.Local() {
 		w.WriteString(oob.FormatPingpongAddress(m, true, d))
@@ -251,7 +248,7 @@ func (o *loopbackOpts) pingpong(w *bufio.Writer, lb *workload.Loopback, m oob.Pi
 	if len(rs.r.InvalidPages) > 0 {
 		return fmt.Errorf("server found invalid data in %d page(s): %w", len(rs.r.InvalidPages), unix.EIO)
 	}
-	if string(sv.Data()) != string(cl.Data()) {
+	if !bytes.Equal(sv.Data(), cl.Data()) {
 		return fmt.Errorf("data check: the server's buffer differs from the client's: %w", unix.EIO)
 	}
 	w.WriteString("data check: ok (both buffers hold the client's message)\n")
@@ -285,18 +282,11 @@ func (o *loopbackOpts) perf(w *bufio.Writer, lb *workload.Loopback, t oob.Perfte
 	cfg := workload.PerfConfig{Test: t, MaxSize: maxSize, Iters: o.iters, TxDepth: o.txDepth, RxDepth: o.rxDepth,
 		NumQP: o.qps, MTU: mtu, GIDIndex: workload.LoopbackGIDIndex, QPTimeout: uint8(o.qpTimeout),
 		Gbits: o.gbits, Timeout: o.timeout, Seed: o.seed}
-	cc, sc := cfg, cfg
-	cc.Client = true
-	sc.Seed++
-	cl, err := workload.NewPerf(lb.A.Dev, cc)
+	cl, sv, err := lb.Perf(cfg)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	sv, err := workload.NewPerf(lb.B.Dev, sc)
-	if err != nil {
-		return err
-	}
 	defer sv.Close()
 	fc := cl.Config()
 	pc := oob.PerftestDefaults(t)
@@ -307,12 +297,6 @@ func (o *loopbackOpts) perf(w *bufio.Writer, lb *workload.Loopback, t oob.Perfte
 	for i, d := range cl.Local() {
 		w.WriteString(oob.FormatPerftestAddress(t.Verb(), false, d, true))
 		w.WriteString(oob.FormatPerftestAddress(t.Verb(), true, sv.Local()[i], true))
-	}
-	if err := sv.Connect(cl.Local()); err != nil {
-		return err
-	}
-	if err := cl.Connect(sv.Local()); err != nil {
-		return err
 	}
 	w.WriteString(oob.PerftestResultLine)
 	if t.IsBW() {
