@@ -30,6 +30,9 @@ func runPingpongPair(t *testing.T, lb *Loopback, cfg PingpongConfig, fill func([
 	go func() { defer wg.Done(); rs, errs = sv.Run() }()
 	rc, errc = cl.Run()
 	wg.Wait()
+	if err := errors.Join(cl.Stop(), sv.Stop()); err != nil {
+		t.Fatal(err)
+	}
 	return
 }
 

@@ -58,7 +58,8 @@ type loopbackOpts struct {
 // Faults apply to both directions. RC retransmits, so it must deliver
 // exactly; UC and UD do not, and a pingpong that loses a message stalls
 // just as the real tool would: the stall is reported after --timeout
-// (default 1s when faults are on) and the command exits 1, saying so.
+// (default 1s for them when faults are on) and the command exits 1,
+// saying so.
 func runLoopback(args []string, stdout, stderr io.Writer) error {
 	var o loopbackOpts
 	fs := newFlagSet("loopback", stderr)
@@ -78,8 +79,8 @@ func runLoopback(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&o.corrupt, "corrupt", 0, "fraction of frames with one bit flipped (dropped by the ICRC check)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the fault injectors, PSNs, keys and buffer contents")
 	fs.StringVar(&o.pcap, "pcap", "", "write every frame (both directions) to this pcap file")
-	fs.DurationVar(&o.timeout, "timeout", 0, "give up when a wait for a completion lasts this long (default 10s, 1s with faults)")
-	fs.UintVar(&o.qpTimeout, "qp-timeout", 0, "RC local ACK timeout exponent, 4.096µs·2^N (default 14, 8 with faults)")
+	fs.DurationVar(&o.timeout, "timeout", 0, "give up when a wait for a completion lasts this long (default 10s; 1s for uc and ud with faults)")
+	fs.UintVar(&o.qpTimeout, "qp-timeout", 0, "RC local ACK timeout exponent, 4.096µs·2^N (default 14, 10 with faults)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -107,14 +108,14 @@ func (o *loopbackOpts) run(stdout io.Writer) (err error) {
 	}
 	if o.timeout == 0 {
 		o.timeout = 10 * time.Second
-		if o.faulty() {
-			o.timeout = time.Second
+		if o.faulty() && (o.test == "uc" || o.test == "ud") {
+			o.timeout = time.Second // a lost message stalls them for good
 		}
 	}
 	if o.qpTimeout == 0 {
 		o.qpTimeout = 14
 		if o.faulty() {
-			o.qpTimeout = 8
+			o.qpTimeout = 10 // 4 ms: retries without waiting 67 ms per loss
 		}
 	}
 	cfg := workload.LoopbackConfig{Seed: o.seed}
@@ -231,6 +232,9 @@ func (o *loopbackOpts) pingpong(w *bufio.Writer, lb *workload.Loopback, m oob.Pi
 	}()
 	rc, errc := cl.Run()
 	rs := <-done
+	if err := errors.Join(cl.Stop(), sv.Stop()); err != nil {
+		return err
+	}
 	if errc == nil {
 		w.WriteString(rc.Lines())
 	}
