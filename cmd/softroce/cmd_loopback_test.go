@@ -101,6 +101,14 @@ func TestLoopback(t *testing.T) {
 			if cs[0]["sent_pkts"] == 0 || cs[1]["rcvd_pkts"] == 0 {
 				t.Errorf("counters %v", cs)
 			}
+			if tc.name == "default" {
+				// 1000 WRITEs of 64 KiB at MTU 1024: 64 packets each, all
+				// received; every ACK the responder sent arrived.
+				if cs[0]["sent_pkts"] != 64000 || cs[1]["rcvd_pkts"] != 64000 || cs[1]["sent_pkts"] != cs[0]["rcvd_pkts"] ||
+					cs[0]["sent_bytes"] != cs[1]["rcvd_bytes"] {
+					t.Errorf("counters of the default run: %v", cs)
+				}
+			}
 			if strings.Contains(tc.name, "faults") {
 				if !strings.Contains(out, "rxe0 faults: frames") || cs[0]["softroce_icrc_err"]+cs[1]["softroce_icrc_err"] == 0 {
 					t.Errorf("fault stats or ICRC drops missing:\n%s", out)
