@@ -355,20 +355,28 @@ func (r *Dev) bindMW(q *qp, wr *emu.SendWR) error {
 // A failure is what the responder answers with NAK 0x62 (remote access
 // error); r.mu held. It returns the memory address of va.
 func (r *Dev) lookupRKey(q *qp, rkey uint32, access qpstate.AccessFlags, va, length uint64) (uint64, error) {
+	_, addr, err := r.rkeyMR(q, rkey, access, va, length)
+	return addr, err
+}
+
+// rkeyMR is lookupRKey returning the MR behind the key as well (for a
+// window, the MR it is bound to).
+func (r *Dev) rkeyMR(q *qp, rkey uint32, access qpstate.AccessFlags, va, length uint64) (*mr, uint64, error) {
+	fail := func(err error) (*mr, uint64, error) { return nil, 0, err }
 	idx := rkey >> 8
 	if idx >= minMWIndex {
 		w, ok := r.mws[idx]
 		switch {
 		case !ok || w.rkey != rkey:
-			return 0, errorf(unix.EACCES, "rkey %#x: no such MW", rkey)
+			return fail(errorf(unix.EACCES, "rkey %#x: no such MW", rkey))
 		case w.pd != q.pd:
-			return 0, errorf(unix.EACCES, "rkey %#x: MW in another PD", rkey)
+			return fail(errorf(unix.EACCES, "rkey %#x: MW in another PD", rkey))
 		case w.typ == emu.MWType2 && w.qp != q:
-			return 0, errorf(unix.EACCES, "rkey %#x: type 2 MW bound to another QP", rkey)
+			return fail(errorf(unix.EACCES, "rkey %#x: type 2 MW bound to another QP", rkey))
 		case w.length == 0 || w.state != memValid:
-			return 0, errorf(unix.EACCES, "rkey %#x: MW not bound", rkey)
+			return fail(errorf(unix.EACCES, "rkey %#x: MW not bound", rkey))
 		case w.access&access != access:
-			return 0, errorf(unix.EACCES, "rkey %#x: MW access %v lacks %v", rkey, w.access, access)
+			return fail(errorf(unix.EACCES, "rkey %#x: MW access %v lacks %v", rkey, w.access, access))
 		}
 		base := w.addr
 		if w.access&qpstate.AccessZeroBased != 0 {
@@ -376,22 +384,24 @@ func (r *Dev) lookupRKey(q *qp, rkey uint32, access qpstate.AccessFlags, va, len
 			base = w.addr
 		}
 		if va < base || va+length > base+w.length {
-			return 0, errorf(unix.EACCES, "rkey %#x: %#x+%d outside the window", rkey, va, length)
+			return fail(errorf(unix.EACCES, "rkey %#x: %#x+%d outside the window", rkey, va, length))
 		}
-		return r.mrAddr(w.mr, va, length)
+		a, err := r.mrAddr(w.mr, va, length)
+		return w.mr, a, err
 	}
 	m, ok := r.mrs[idx]
 	switch {
 	case !ok || m.rkey != rkey:
-		return 0, errorf(unix.EACCES, "rkey %#x: no such MR", rkey)
+		return fail(errorf(unix.EACCES, "rkey %#x: no such MR", rkey))
 	case m.pd != q.pd:
-		return 0, errorf(unix.EACCES, "rkey %#x: MR in another PD", rkey)
+		return fail(errorf(unix.EACCES, "rkey %#x: MR in another PD", rkey))
 	case m.access&access != access:
-		return 0, errorf(unix.EACCES, "rkey %#x: MR access %v lacks %v", rkey, m.access, access)
+		return fail(errorf(unix.EACCES, "rkey %#x: MR access %v lacks %v", rkey, m.access, access))
 	case m.state != memValid:
-		return 0, errorf(unix.EACCES, "rkey %#x: MR not valid", rkey)
+		return fail(errorf(unix.EACCES, "rkey %#x: MR not valid", rkey))
 	}
-	return r.mrAddr(m, va, length)
+	a, err := r.mrAddr(m, va, length)
+	return m, a, err
 }
 
 // mrAddr checks va+length against an MR (mr_check_range) and returns the

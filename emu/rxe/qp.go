@@ -3,6 +3,7 @@ package rxe
 import (
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -11,7 +12,7 @@ type wqeState uint8
 
 const (
 	wqePosted  wqeState = iota // queued, not started (held in SQD)
-	wqePending                 // handed to the wire, awaiting its ACK
+	wqePending                 // started: packets going out (next < npkts) or awaiting the response
 	wqeDone                    // finished (status set), waiting for in-order completion
 )
 
@@ -24,6 +25,8 @@ type sendWQE struct {
 	status   emu.WCStatus
 	firstPSN uint32
 	lastPSN  uint32
+	npkts    uint32 // PSNs the WQE consumes (a READ: its response packets)
+	next     uint32 // index of the next packet to send (npkts: all sent)
 	ssn      uint32
 	signaled bool
 }
@@ -64,34 +67,11 @@ type qp struct {
 	retryLeft uint8
 	rnrLeft   uint8
 	sport     uint16 // UDP source port
+
+	xport // transport state (transport.go, req.go, resp.go, comp.go)
 }
 
 func qpOf(c *emu.QP) *qp { return c.Priv.(*qp) }
-
-// hash32 is the kernel's hash_32(v, bits).
-func hash32(v uint32, bits uint) uint32 { return v * 0x61C88647 >> (32 - bits) }
-
-// qpSport is the UDP source port a QP gets at creation (rxe_qp_init_req):
-// 0xC000 + hash_32(qpn, 14).
-func qpSport(qpn uint32) uint16 { return uint16(0xC000 + hash32(qpn, 14)&0x3FFF) }
-
-// calcFlowLabel is rdma_calc_flow_label(lqpn, rqpn). TODO(lead): use
-// wire.CalcFlowLabel once the wire branch is merged.
-func calcFlowLabel(l, r uint32) uint32 {
-	v := uint64(l) * uint64(r)
-	v ^= v >> 20
-	v ^= v >> 40
-	return uint32(v & 0xFFFFF)
-}
-
-// flowLabelToSport is rdma_flow_label_to_udp_sport. TODO(lead): use
-// wire.FlowLabelToUDPSport once the wire branch is merged.
-func flowLabelToSport(fl uint32) uint16 {
-	low := fl & 0x3FFF
-	high := fl & 0xFC000
-	low ^= high >> 14
-	return uint16(low | 0xC000)
-}
 
 // CreateQP checks and creates a QP (rxe_create_qp, rxe_qp_chk_init,
 // rxe_qp_from_init; spec §4.6), rounding capacities as rxe does and
@@ -160,7 +140,7 @@ func (r *Dev) CreateQP(c *emu.QP, init *emu.QPInitAttr, udata *emu.UData) error 
 	cp.MaxRecvWR, cp.MaxRecvSGE = q.rqCap, q.rqMaxSGE
 	q.attr.PathMTU = qpstate.MTU256
 	q.attr.PortNum = 1
-	q.sport = qpSport(q.qpn)
+	q.sport = wire.RXEInitialUDPSport(q.qpn)
 	r.qps[q.qpn] = q
 	c.QPNum, c.Priv = q.qpn, q
 	if udata != nil {
@@ -232,6 +212,7 @@ func (q *qp) apply(a *qpstate.Attr, mask qpstate.AttrMask) {
 	if mask&qpstate.AttrMaxDestRdAtomic != 0 {
 		s.MaxDestRdAtomic = uint8(qpstate.RoundUpPow2(uint32(a.MaxDestRdAtomic)))
 		q.respRes = int(s.MaxDestRdAtomic) // the replay ring is reallocated: replay state is lost
+		q.res, q.resNext = nil, 0
 	}
 	if mask&qpstate.AttrCurState != 0 {
 		s.CurQPState = a.QPState // rxe stores qp_state here (harmless kernel typo, spec §3.4)
@@ -253,6 +234,7 @@ func (q *qp) apply(a *qpstate.Attr, mask qpstate.AttrMask) {
 	}
 	if mask&qpstate.AttrAV != 0 {
 		s.AHAttr = a.AHAttr
+		q.pathOK = false
 	}
 	if mask&qpstate.AttrAltPath != 0 {
 		s.AltAHAttr, s.AltPortNum, s.AltPKeyIndex, s.AltTimeout = a.AltAHAttr, a.AltPortNum, a.AltPKeyIndex, a.AltTimeout
@@ -272,6 +254,7 @@ func (q *qp) apply(a *qpstate.Attr, mask qpstate.AttrMask) {
 	if mask&qpstate.AttrRQPSN != 0 {
 		s.RQPSN = a.RQPSN & qpstate.PSNMask
 		q.respPSN = s.RQPSN
+		q.ackPSN = wire.PSNAdd(s.RQPSN, qpstate.PSNMask)
 	}
 	if mask&qpstate.AttrMinRNRTimer != 0 {
 		s.MinRNRTimer = a.MinRNRTimer
@@ -289,11 +272,7 @@ func (q *qp) apply(a *qpstate.Attr, mask qpstate.AttrMask) {
 	// A new primary path with a GRH recomputes the UDP source port from
 	// the flow label, or from the QPN pair when it is 0 (spec §5.1).
 	if mask&qpstate.AttrAV != 0 && a.AHAttr.AHFlags&qpstate.AHGRH != 0 {
-		fl := a.AHAttr.GRH.FlowLabel
-		if fl == 0 {
-			fl = calcFlowLabel(q.qpn, s.DestQPNum&qpstate.QPNMask)
-		}
-		q.sport = flowLabelToSport(fl)
+		q.sport = wire.GetUDPSport(a.AHAttr.GRH.FlowLabel, q.qpn, s.DestQPNum&qpstate.QPNMask)
 	}
 }
 
@@ -310,11 +289,13 @@ func (r *Dev) enter(q *qp, next qpstate.State) {
 		q.ssn, q.msn, q.draining = 0, 0, false
 		q.credits = int(q.attr.MaxRdAtomic)
 		q.respRes = int(q.attr.MaxDestRdAtomic)
+		q.resetTransport()
 	case qpstate.StateSQD:
 		q.draining = true
 		r.runSQ(q)
 	case qpstate.StateErr:
 		q.draining = false
+		q.stopTimers()
 		r.flush(q)
 	case qpstate.StateRTS, qpstate.StateSQE:
 		// WQEs held in SQD go out now. rxe does not kick its send task on
@@ -355,7 +336,14 @@ func (r *Dev) flushSQ(q *qp) {
 // IB_WC_WR_FLUSH_ERR, in post order. r.mu held.
 func (r *Dev) flushRQ(q *qp) {
 	cqFull := false
-	for _, w := range q.rq {
+	rq := q.rq
+	if q.hasCur {
+		// The WQE a message in progress was writing into is still the
+		// oldest on the queue (rxe pops it only when it completes).
+		rq = append([]recvWQE{q.cur}, rq...)
+		q.hasCur = false
+	}
+	for _, w := range rq {
 		if !cqFull {
 			cqFull = !r.post(q.rcq, emu.WC{WRID: w.wrID, Status: emu.WCWRFlushErr, Opcode: emu.WCRecv,
 				QP: q.core, PortNum: 1}, false)
@@ -583,72 +571,6 @@ func (r *Dev) kick(q *qp) {
 	r.runSQ(q)
 }
 
-// runSQ is the requester: it walks the send queue in order, executing
-// local operations when their turn comes and handing network operations
-// to transmit, then runs the completer (rxe_requester). It stops at a WQE
-// that must wait: anything in SQD, a LOCAL_INV behind unfinished WQEs, a
-// fenced WQE behind an outstanding READ or atomic, a READ or atomic
-// without an initiator credit. r.mu held.
-func (r *Dev) runSQ(q *qp) {
-	if q.state < qpstate.StateRTS || q.state == qpstate.StateErr {
-		return
-	}
-	for _, w := range q.sq {
-		if w.state != wqePosted {
-			continue
-		}
-		if q.state == qpstate.StateSQD {
-			break // not started: held while draining
-		}
-		op := w.wr.Opcode
-		if op == emu.WRLocalInv && q.unfinishedBefore(w, false) {
-			break // rxe makes the local invalidate fence mandatory
-		}
-		if w.wr.SendFlags&emu.SendFence != 0 && q.unfinishedBefore(w, true) {
-			break
-		}
-		if isLocal(op) {
-			w.state, w.status = wqeDone, emu.WCSuccess
-			if err := r.local(q, w); err != nil {
-				// The WQE fails with its status and the QP enters ERR,
-				// flushing everything else (rxe_requester's err path).
-				w.status = emu.WCLocQPOpErr
-				if op == emu.WRBindMW {
-					w.status = emu.WCMWBindErr
-				}
-				r.toErr(q)
-				return
-			}
-			continue
-		}
-		if isReadOrAtomic(op) {
-			if q.credits == 0 {
-				break // max_rd_atomic 0 stalls forever (rxe quirk)
-			}
-			q.credits--
-		}
-		n := uint32(1)
-		if mtu := uint64(q.mtu()); mtu > 0 && !isAtomic(op) && q.typ != qpstate.TypeUD && q.typ != qpstate.TypeGSI {
-			n = uint32(max(1, (w.length+mtu-1)/mtu))
-		}
-		w.firstPSN = q.reqPSN
-		w.lastPSN = (q.reqPSN + n - 1) & qpstate.PSNMask
-		q.reqPSN = (q.reqPSN + n) & qpstate.PSNMask
-		w.state = wqePending
-		r.transmit(q, w)
-	}
-	r.complete(q)
-}
-
-// mtu returns the byte MTU used for segmentation: the path MTU for RC/UC,
-// the port's active MTU for UD/GSI.
-func (q *qp) mtu() int {
-	if q.typ == qpstate.TypeUD || q.typ == qpstate.TypeGSI {
-		return emu.RxeMTU(q.r.dev.NetDev().MTU).Bytes()
-	}
-	return q.attr.PathMTU.Bytes()
-}
-
 // unfinishedBefore reports whether a WQE before w is not done (any, or
 // with readsOnly, an outstanding READ or atomic).
 func (q *qp) unfinishedBefore(w *sendWQE, readsOnly bool) bool {
@@ -676,12 +598,6 @@ func (r *Dev) local(q *qp, w *sendWQE) error {
 	return errorf(unix.EINVAL, "%v is not a local operation", w.wr.Opcode)
 }
 
-// transmit hands a network WQE to the wire. With no transport attached
-// (this layer) the packets go nowhere: the WQE stays in flight, as to a
-// silent peer, until ack or a move to ERR retires it. The transport layer
-// replaces this hook.
-func (r *Dev) transmit(q *qp, w *sendWQE) {}
-
 // complete is the completer's in-order retirement: finished WQEs at the
 // head of the queue complete (signaled ones, and every failed one) and
 // return their credits; a failed one moves the QP to ERR and flushes the
@@ -698,6 +614,10 @@ func (r *Dev) complete(q *qp) {
 		q.sq = q.sq[1:]
 		if isReadOrAtomic(w.wr.Opcode) {
 			q.credits++
+		}
+		switch w.wr.Opcode {
+		case emu.WRSend, emu.WRSendWithImm, emu.WRSendWithInv:
+			r.counters[cntRDMASends]++
 		}
 		if w.signaled {
 			r.post(q.scq, q.sendWC(w, emu.WCSuccess), false) // send-side overflow: dropped, QP goes on
@@ -722,24 +642,6 @@ func (q *qp) outstanding() bool {
 // psnCmp is rxe's psn_compare: the sign of (a-b) in 24-bit space.
 func psnCmp(a, b uint32) int32 { return int32((a - b) << 8) }
 
-// ack is the completer's entry for an acknowledgement of every PSN up to
-// and including psn (RC): in-flight WQEs it covers finish successfully,
-// then completion and the requester run. The transport calls it for
-// ACKs; tests use it as a responding peer. r.mu held.
-func (r *Dev) ack(q *qp, psn uint32) {
-	if q.state < qpstate.StateRTS || q.state == qpstate.StateErr {
-		return
-	}
-	for _, w := range q.sq {
-		if w.state == wqePending && psnCmp(w.lastPSN, psn) <= 0 {
-			w.state, w.status = wqeDone, emu.WCSuccess
-		}
-	}
-	q.compPSN = (psn + 1) & qpstate.PSNMask
-	r.complete(q)
-	r.runSQ(q)
-}
-
 // Ack acknowledges every PSN up to psn on the QP numbered qpn, as a peer's
 // ACK would (the completer's seam for the transport layer and for tests).
 func (r *Dev) Ack(qpn, psn uint32) error {
@@ -749,7 +651,7 @@ func (r *Dev) Ack(qpn, psn uint32) error {
 	if !ok {
 		return errorf(unix.EINVAL, "ack: no QP %#x", qpn)
 	}
-	r.ack(q, psn&qpstate.PSNMask)
+	r.ackUpTo(q, psn&qpstate.PSNMask)
 	return nil
 }
 

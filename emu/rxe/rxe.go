@@ -5,14 +5,17 @@
 // context and the state side effects of a modify (§3.5, §3.6), its SRQ,
 // MR, MW, AH and multicast rules and its hardware counters.
 //
-// The transport (requester, responder and completer moving packets over a
-// link.Link) is a later layer. Its seams are here: post_send queues a WQE
-// and kicks the requester (runSQ), which executes local operations and hands
-// network operations to transmit (without a transport they stay in flight,
-// as to a silent peer); the completer (ack, complete) retires WQEs in
-// order into the CQ; the responder side takes receive WQEs with takeRecv
-// and resolves keys with lookupRKey. All of it runs under one device lock,
-// and events and completion handlers are delivered after it is released.
+// The transport moves real RoCEv2 frames (built and parsed by package wire)
+// over a link.Link (Config.Link): the requester (runSQ, req.go) segments
+// work requests into packets, the receive pipeline (receive, recv.go)
+// applies rxe's drop rules and hands requests to the responder (resp.go)
+// and responses to the completer (comp.go), which retires WQEs in order.
+// Timers (retransmission, RNR) run on the device's injected clock. All of
+// it runs under one device lock, like rxe's serialized tasks; frames built
+// under the lock are written to the link, in order, when it is released,
+// and events and completion handlers are delivered after that. With
+// Config.Synchronous nothing runs on its own: Poll processes what arrived,
+// so tests on a clock.Manual replay exactly.
 package rxe
 
 import (
@@ -20,7 +23,9 @@ import (
 	"sync"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -45,6 +50,23 @@ type Config struct {
 	// MAD layer's GSI QP, as on a running kernel, so the first QP created
 	// is 17 (0x11) and creating another GSI QP fails with EINVAL.
 	NoMADLayer bool
+
+	// Link is the wire the device sends and receives RoCEv2 frames on
+	// (its Ethernet source MAC is Device.NetDev.MAC, its IP addresses the
+	// GID table). Nil means no transport: posted network work requests
+	// stay in flight as to a silent peer and no timers run.
+	Link link.Link
+	// Synchronous makes the device process received frames only in Poll,
+	// never in a goroutine of its own, so that a test with a clock.Manual
+	// replays exactly; by default a goroutine processes them as they come.
+	Synchronous bool
+	// Quirks selects IBTA behaviour instead of rxe's where they differ;
+	// the zero value is rxe 6.12.
+	Quirks Quirks
+	// Neighbor, if set, gives the Ethernet destination of an IP address
+	// (the host's neighbour table); otherwise the address vector's DMAC is
+	// used.
+	Neighbor Neighbor
 }
 
 // Limits of rxe 6.12 (rxe_param.h).
@@ -98,6 +120,14 @@ type Dev struct {
 	badPKey  uint32
 	badQKey  uint32
 	deferred []func()
+
+	// Transport state (nil tp: no link).
+	tp       *transport
+	detached bool
+	txq      [][]byte
+	fr       wire.Frame
+	ipID     uint16
+	scratch  []byte
 }
 
 // New creates an emulated rxe device (rdma link add rxe0 type rxe netdev
@@ -124,6 +154,9 @@ func New(cfg Config) (*emu.Device, error) {
 		return nil, err
 	}
 	r.dev = d
+	if cfg.Link != nil {
+		r.attach()
+	}
 	r.limits = qpstate.RxeLimits()
 	r.limits.MaxQPRdAtom, r.limits.MaxQPInitRdAtom = uint32(attr.MaxQPRdAtom), uint32(attr.MaxQPInitRdAtom)
 	r.limits.MaxQPWR, r.limits.MaxInlineData = uint32(attr.MaxQPWR), uint32(attr.MaxInlineData)
@@ -150,7 +183,11 @@ func (r *Dev) lock() { r.mu.Lock() }
 func (r *Dev) unlock() {
 	fs := r.deferred
 	r.deferred = nil
-	r.mu.Unlock()
+	if len(r.txq) > 0 && r.tp != nil {
+		r.flushTx() // releases r.mu
+	} else {
+		r.mu.Unlock()
+	}
 	for _, f := range fs {
 		f()
 	}

@@ -1,0 +1,144 @@
+package rxe
+
+import (
+	"net/netip"
+
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/wire"
+)
+
+// multicastQPN is the BTH DestQP of multicast packets (IB_MULTICAST_QPN).
+const multicastQPN = 0xFFFFFF
+
+// receive runs one frame through rxe's receive pipeline (rxe_udp_encap_recv,
+// rxe_rcv, hdr_check, rxe_icrc_check; spec §5.7): any failed check drops
+// the frame silently, counting what rxe counts; a frame that passes goes to
+// the responder (requests) or the completer (responses). r.mu held.
+func (r *Dev) receive(frame []byte) {
+	var p wire.Packet
+	if err := p.Decode(frame); err != nil {
+		r.counters[cntDroppedPkts]++
+		return
+	}
+	bth := p.BTH()
+	dst := p.Dst()
+	mcast := dst.IsMulticast()
+	if !mcast && !r.localAddr(dst) {
+		r.counters[cntDroppedPkts]++
+		return
+	}
+	op := p.Opcode()
+	if bth.TVer() != 0 || bth.DestQP() == 0 || op.Transport() == wire.TransportCNP ||
+		op.Transport() == wire.TransportXRC || op.Transport() == wire.TransportRD {
+		r.counters[cntDroppedPkts]++
+		return
+	}
+	if !pkeyOK(bth.PKey()) {
+		r.badPKey = satInc(r.badPKey)
+		r.counters[cntDroppedPkts]++
+		return
+	}
+	if bth.DestQP() == multicastQPN {
+		if !mcast || op.Transport() != wire.TransportUD {
+			r.counters[cntDroppedPkts]++
+			return
+		}
+		if p.VerifyICRC() != nil {
+			r.counters[cntICRCErr]++
+			return
+		}
+		r.counters[cntRcvdPkts]++
+		r.counters[cntRcvdBytes] += uint64(p.Len() - p.L3Offset())
+		for _, q := range r.members(emu.GIDFromAddr(dst)) {
+			if r.qpAccepts(q, &p) {
+				r.responder(q, &p)
+			}
+		}
+		return
+	}
+	q, ok := r.qps[bth.DestQP()]
+	if !ok || !r.qpAccepts(q, &p) {
+		r.counters[cntDroppedPkts]++
+		return
+	}
+	if p.VerifyICRC() != nil {
+		r.counters[cntICRCErr]++
+		return
+	}
+	r.counters[cntRcvdPkts]++
+	r.counters[cntRcvdBytes] += uint64(p.Len() - p.L3Offset())
+	if op.IsRequest() {
+		r.responder(q, &p)
+	} else {
+		r.counters[cntAckDeferred]++
+		r.completer(q, &p)
+	}
+}
+
+// qpAccepts is check_type_state, check_addr and check_keys: the QP is
+// valid, of the packet's transport, in a state that takes it, addressed
+// from its peer, and the Q_Key matches (UD). r.mu held.
+func (r *Dev) qpAccepts(q *qp, p *wire.Packet) bool {
+	op := p.Opcode()
+	if !q.valid {
+		return false
+	}
+	switch op.Transport() {
+	case wire.TransportRC:
+		if q.typ != qpstate.TypeRC {
+			return false
+		}
+	case wire.TransportUC:
+		if q.typ != qpstate.TypeUC {
+			return false
+		}
+	case wire.TransportUD:
+		if !q.isUD() {
+			return false
+		}
+	default:
+		return false
+	}
+	if op.IsRequest() {
+		if q.state < qpstate.StateRTR || q.state == qpstate.StateErr {
+			return false
+		}
+	} else if q.state < qpstate.StateRTS || q.state == qpstate.StateErr {
+		return false
+	}
+	if !q.isUD() {
+		path := r.connPath(q)
+		if !path.ok || p.Dst() != path.src || p.Src() != path.dst {
+			return false
+		}
+		return true
+	}
+	want := q.attr.QKey
+	if q.typ == qpstate.TypeGSI {
+		want = gsiQKey
+	}
+	if p.DETH().QKey() != want {
+		r.badQKey = satInc(r.badQKey)
+		return false
+	}
+	return true
+}
+
+// pkeyOK is rxe's P_Key check against its one-entry table (0xFFFF): the
+// low 15 bits must match and a limited key matches the full member.
+func pkeyOK(k uint16) bool { return k&0x7FFF == 0x7FFF }
+
+// satInc increments a 16-bit port counter, saturating at 0xFFFF.
+func satInc(v uint32) uint32 { return min(v+1, 0xFFFF) }
+
+// localAddr reports whether ip is one of the device's addresses (a RoCEv2
+// GID of the port).
+func (r *Dev) localAddr(ip netip.Addr) bool {
+	for _, a := range r.dev.NetDev().Addrs {
+		if a.Unmap() == ip.Unmap() {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,594 @@
+package rxe
+
+import (
+	"errors"
+
+	"github.com/softroce/softroce/clock"
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/wire"
+	"golang.org/x/sys/unix"
+)
+
+// maxUnackedPSNs is RXE_MAX_UNACKED_PSNS: an RC requester sends no PSN
+// more than this far ahead of the oldest unacknowledged one.
+const maxUnackedPSNs = 128
+
+// gsiQKey is the Q_Key of QP1 (IB_QP1_QKEY).
+const gsiQKey = 0x80010000
+
+// xport is a QP's transport state: requester, completer and responder.
+type xport struct {
+	path   path
+	pathOK bool
+
+	// Requester and completer.
+	noack    int // packets sent without AckReq since the last one with it
+	rtimer   clock.Timer
+	rgen     uint64 // generation of the retransmit timer
+	rnrWait  bool
+	rnrTimer clock.Timer
+	rnrGen   uint64
+
+	// Responder.
+	ackPSN  uint32 // PSN of the last in-order request executed (duplicate ACKs)
+	nakSent bool   // a PSN sequence NAK was sent since the last in-order packet
+	respOp  uint8  // message in progress: 0 none, respInSend, respInWrite
+	ucDrop  bool   // UC: discarding until the next message start
+	cur     recvWQE
+	hasCur  bool
+	curOff  uint64 // bytes written into cur
+	wrRKey  uint32
+	wrVA    uint64
+	wrLeft  uint64 // bytes of the RDMA WRITE still to come
+	wrTotal uint64
+	res     []respRes
+	resNext int
+	invErr  bool // the last SEND_WITH_INVALIDATE failed to invalidate
+}
+
+const (
+	respInSend = 1 + iota
+	respInWrite
+)
+
+// respRes is a responder resource (struct resp_res): what a READ or atomic
+// needs for a replay.
+type respRes struct {
+	atomic   bool
+	firstPSN uint32
+	lastPSN  uint32
+	va       uint64
+	rkey     uint32
+	length   uint64
+	orig     uint64
+}
+
+// resetTransport clears the sequence state on entering RESET
+// (rxe_qp_reset); PSNs are kept.
+func (q *qp) resetTransport() {
+	q.stopTimers()
+	p, ok := q.path, q.pathOK
+	q.xport = xport{path: p, pathOK: ok, ackPSN: wire.PSNAdd(q.respPSN, qpstate.PSNMask)}
+}
+
+func (q *qp) stopTimers() {
+	if q.rtimer != nil {
+		q.rtimer.Stop()
+		q.rtimer = nil
+	}
+	if q.rnrTimer != nil {
+		q.rnrTimer.Stop()
+		q.rnrTimer = nil
+	}
+	q.rgen++
+	q.rnrGen++
+	q.rnrWait = false
+}
+
+func (r *Dev) clock() clock.Clock { return r.dev.Clock() }
+
+// mtu returns the byte MTU used for segmentation: the path MTU for RC/UC,
+// the port's active MTU for UD/GSI.
+func (q *qp) mtu() int {
+	if q.isUD() {
+		return emu.RxeMTU(q.r.dev.NetDev().MTU).Bytes()
+	}
+	return q.attr.PathMTU.Bytes()
+}
+
+func (q *qp) isUD() bool { return q.typ == qpstate.TypeUD || q.typ == qpstate.TypeGSI }
+
+// connPath returns the RC/UC path from the primary AV; r.mu held.
+func (r *Dev) connPath(q *qp) *path {
+	if !q.pathOK {
+		q.path = r.pathOf(&q.attr.AHAttr)
+		q.pathOK = q.path.ok
+	}
+	return &q.path
+}
+
+// runSQ is the requester (rxe_requester): it walks the send queue in
+// order, executing local operations when their turn comes and sending the
+// packets of network operations, then runs the completer's retirement. It
+// stops at a WQE that must wait: anything in SQD, a LOCAL_INV behind
+// unfinished WQEs, a fenced WQE behind an outstanding READ or atomic, a
+// READ or atomic without an initiator credit, a packet beyond the
+// 128-PSN window. r.mu held.
+func (r *Dev) runSQ(q *qp) {
+	if q.state < qpstate.StateRTS || q.state == qpstate.StateErr {
+		return
+	}
+	for _, w := range q.sq {
+		if q.state == qpstate.StateErr {
+			return
+		}
+		if w.state == wqeDone {
+			continue
+		}
+		if w.state == wqePending {
+			if w.next < w.npkts && !r.sendPackets(q, w) {
+				break
+			}
+			if w.next < w.npkts {
+				break
+			}
+			continue
+		}
+		if q.state == qpstate.StateSQD || q.rnrWait {
+			break // not started: held while draining or waiting out an RNR NAK
+		}
+		op := w.wr.Opcode
+		if op == emu.WRLocalInv && q.unfinishedBefore(w, false) {
+			break // rxe makes the local invalidate fence mandatory
+		}
+		if w.wr.SendFlags&emu.SendFence != 0 && q.unfinishedBefore(w, true) {
+			break
+		}
+		if isLocal(op) {
+			w.state, w.status = wqeDone, emu.WCSuccess
+			if err := r.local(q, w); err != nil {
+				// The WQE fails with its status and the QP enters ERR,
+				// flushing everything else (rxe_requester's err path).
+				w.status = emu.WCLocQPOpErr
+				if op == emu.WRBindMW {
+					w.status = emu.WCMWBindErr
+				}
+				r.toErr(q)
+				return
+			}
+			continue
+		}
+		if isReadOrAtomic(op) {
+			if q.credits == 0 {
+				break // max_rd_atomic 0 stalls forever (rxe quirk)
+			}
+			q.credits--
+		}
+		n := uint32(1)
+		mtu := uint64(q.mtu())
+		if !isAtomic(op) && !q.isUD() && mtu > 0 {
+			n = uint32(max(1, (w.length+mtu-1)/mtu))
+		}
+		w.firstPSN = q.reqPSN
+		w.lastPSN = wire.PSNAdd(q.reqPSN, n-1)
+		w.npkts, w.next = n, 0
+		q.reqPSN = wire.PSNAdd(q.reqPSN, n)
+		w.state = wqePending
+		if q.isUD() && w.length > mtu {
+			// IBA C10-93.1.1 as rxe: no packet, success (spec P19).
+			w.next = n
+			w.state, w.status = wqeDone, emu.WCSuccess
+			if r.cfg.Quirks.UDOversizeError {
+				w.status = emu.WCLocLenErr
+				r.toErr(q)
+				return
+			}
+			continue
+		}
+		if !r.sendPackets(q, w) || w.next < w.npkts {
+			break
+		}
+	}
+	r.complete(q)
+}
+
+// sendPackets sends w's packets from w.next on; it returns false when it
+// had to stop (window full, or an error moved the QP to ERR). r.mu held.
+func (r *Dev) sendPackets(q *qp, w *sendWQE) bool {
+	op := w.wr.Opcode
+	mtu := uint32(q.mtu())
+	for w.next < w.npkts {
+		psn := wire.PSNAdd(w.firstPSN, w.next)
+		if q.typ == qpstate.TypeRC && psnCmp(psn, wire.PSNAdd(q.compPSN, maxUnackedPSNs)) > 0 {
+			return false
+		}
+		if st, ok := r.sendPacket(q, w, psn, mtu); !ok {
+			w.state, w.status = wqeDone, st
+			r.toErr(q)
+			return false
+		}
+		if op == emu.WRRDMARead || op == emu.WRRDMAReadWithInv {
+			w.next = w.npkts // one request covers every response PSN
+		} else {
+			w.next++
+		}
+	}
+	if q.typ == qpstate.TypeUC || q.isUD() {
+		// Unacknowledged transports finish when the last packet is sent.
+		w.state, w.status = wqeDone, emu.WCSuccess
+	}
+	return true
+}
+
+// opcodeFor picks the opcode of packet i of n of a WR (next_opcode).
+func opcodeFor(t qpstate.Type, op emu.WROpcode, first, last bool) wire.Opcode {
+	base := wire.Opcode(wire.TransportRC)
+	if t == qpstate.TypeUC {
+		base = wire.Opcode(wire.TransportUC)
+	}
+	pick := func(f, m, l, o wire.Opcode) wire.Opcode {
+		switch {
+		case first && last:
+			return o
+		case first:
+			return f
+		case last:
+			return l
+		}
+		return m
+	}
+	switch op {
+	case emu.WRSend:
+		if t == qpstate.TypeUD || t == qpstate.TypeGSI {
+			return wire.UDSendOnly
+		}
+		return base | pick(wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLast, wire.RCSendOnly)
+	case emu.WRSendWithImm:
+		if t == qpstate.TypeUD || t == qpstate.TypeGSI {
+			return wire.UDSendOnlyWithImmediate
+		}
+		return base | pick(wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLastWithImmediate, wire.RCSendOnlyWithImmediate)
+	case emu.WRSendWithInv:
+		return pick(wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLastWithInvalidate, wire.RCSendOnlyWithInvalidate)
+	case emu.WRRDMAWrite:
+		return base | pick(wire.RCRDMAWriteFirst, wire.RCRDMAWriteMiddle, wire.RCRDMAWriteLast, wire.RCRDMAWriteOnly)
+	case emu.WRRDMAWriteWithImm:
+		return base | pick(wire.RCRDMAWriteFirst, wire.RCRDMAWriteMiddle, wire.RCRDMAWriteLastWithImmediate,
+			wire.RCRDMAWriteOnlyWithImmediate)
+	case emu.WRRDMARead, emu.WRRDMAReadWithInv:
+		return wire.RCRDMAReadRequest
+	case emu.WRAtomicCmpAndSwp:
+		return wire.RCCompareSwap
+	case emu.WRAtomicFetchAndAdd:
+		return wire.RCFetchAdd
+	case emu.WRAtomicWrite:
+		return wire.RCAtomicWrite
+	case emu.WRFlush:
+		return wire.RCFlush
+	}
+	return 0
+}
+
+// sendPacket builds and queues packet psn of w (rxe_init_packet,
+// init_req_packet, finish_packet). On failure it returns the WC status the
+// WQE completes with.
+func (r *Dev) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCStatus, bool) {
+	op := w.wr.Opcode
+	idx := wire.PSNAdd(psn, (1<<24)-w.firstPSN) // packets into the message
+	var p *path
+	var dqpn uint32
+	if q.isUD() {
+		a, ok := w.wr.AH.Priv.(*ah)
+		if w.wr.AH == nil || !ok || w.wr.AH.PD != q.pd {
+			return emu.WCLocQPOpErr, false
+		}
+		pp := r.pathOf(&a.attr)
+		p, dqpn = &pp, w.wr.RemoteQPN
+	} else {
+		p, dqpn = r.connPath(q), q.attr.DestQPNum
+	}
+	if !p.ok {
+		return emu.WCLocQPOpErr, false
+	}
+	wop := opcodeFor(q.typ, op, true, true)
+	off := uint64(idx) * uint64(mtu)
+	var plen uint64
+	isRead := op == emu.WRRDMARead || op == emu.WRRDMAReadWithInv
+	switch {
+	case isRead, isAtomic(op):
+	case op == emu.WRAtomicWrite:
+		plen = 8
+	default:
+		first := idx == 0
+		last := idx == w.npkts-1
+		wop = opcodeFor(q.typ, op, first, last)
+		plen = min(uint64(mtu), w.length-min(off, w.length))
+		if q.isUD() {
+			plen = w.length
+		}
+	}
+	f := r.newFrame(p, q.sport)
+	f.BTH.Opcode = wop
+	f.BTH.DestQP = dqpn
+	f.BTH.PSN = psn
+	fl := wop.Flags()
+	last := fl&wire.FlagLast != 0 || isRead || isAtomic(op) || op == emu.WRAtomicWrite || op == emu.WRFlush
+	if last && w.wr.SendFlags&emu.SendSolicited != 0 && (fl&wire.FlagSend != 0 || wop.Headers().Has(wire.HdrImmDt)) {
+		f.BTH.SE = true
+	}
+	switch {
+	case q.typ == qpstate.TypeRC:
+		q.noack++
+		if last || q.noack > r.cfg.Quirks.ackInterval() {
+			f.BTH.AckReq, q.noack = true, 0
+		}
+	case q.typ == qpstate.TypeGSI:
+		f.BTH.AckReq = last && !r.cfg.Quirks.NoGSIAckReq
+	}
+	h := wop.Headers()
+	if h.Has(wire.HdrRETH) {
+		va, left := w.wr.RemoteAddr, w.length
+		if isRead {
+			va += off
+			left -= min(off, left)
+		}
+		f.RETH = wire.RETHFields{VA: va, RKey: w.wr.RKey, DMALen: uint32(left)}
+	}
+	if h.Has(wire.HdrAtomicETH) {
+		f.AtomicETH = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey}
+		if op == emu.WRAtomicCmpAndSwp {
+			f.AtomicETH.SwapAdd, f.AtomicETH.Compare = w.wr.Swap, w.wr.CompareAdd
+		} else {
+			f.AtomicETH.SwapAdd = w.wr.CompareAdd
+		}
+	}
+	if h.Has(wire.HdrImmDt) {
+		f.ImmDt.Imm = w.wr.ImmData
+	}
+	if h.Has(wire.HdrIETH) {
+		f.IETH.RKey = w.wr.InvalidateRKey
+	}
+	if h.Has(wire.HdrDETH) {
+		f.DETH = wire.DETHFields{QKey: w.wr.RemoteQKey, SrcQP: q.qpn}
+		if q.typ == qpstate.TypeGSI {
+			f.DETH.QKey = gsiQKey
+		}
+	}
+	if plen > 0 {
+		if cap(r.scratch) < int(plen) {
+			r.scratch = make([]byte, plen)
+		}
+		buf := r.scratch[:plen]
+		if w.inline != nil {
+			copy(buf, w.inline[off:])
+		} else if _, err := r.gatherAt(q, w.wr.SGList, off, buf); err != nil {
+			if errors.Is(err, unix.EFAULT) {
+				return emu.WCLocProtErr, false
+			}
+			return emu.WCLocQPOpErr, false
+		}
+		f.Payload = buf
+	}
+	if !r.emit(f) {
+		return emu.WCLocQPOpErr, false
+	}
+	if q.typ == qpstate.TypeRC {
+		r.armRetransmit(q, false)
+	}
+	return emu.WCSuccess, true
+}
+
+// gatherAt copies the bytes of an SGE list from offset off into dst.
+func (r *Dev) gatherAt(q *qp, sgl []emu.SGE, off uint64, dst []byte) (int, error) {
+	n := 0
+	for _, s := range sgl {
+		if n == len(dst) {
+			break
+		}
+		if off >= uint64(s.Length) {
+			off -= uint64(s.Length)
+			continue
+		}
+		m, err := r.lookupLKey(q, s, 0)
+		if err != nil {
+			return n, err
+		}
+		k := min(int(uint64(s.Length)-off), len(dst)-n)
+		if err := r.sgeIO(m, emu.SGE{Addr: s.Addr + off, Length: uint32(k), LKey: s.LKey}, dst[n:n+k], false); err != nil {
+			return n, errorf(unix.EFAULT, "SGE %#x: %v", s.Addr, err)
+		}
+		n += k
+		off = 0
+	}
+	return n, nil
+}
+
+// scatterAt copies src into an SGE list from offset off on (needs
+// LOCAL_WRITE); ENOSPC when it does not fit.
+func (r *Dev) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
+	n := 0
+	for _, s := range sgl {
+		if n == len(src) {
+			break
+		}
+		if off >= uint64(s.Length) {
+			off -= uint64(s.Length)
+			continue
+		}
+		m, err := r.lookupLKey(q, s, qpstate.AccessLocalWrite)
+		if err != nil {
+			return err
+		}
+		k := min(int(uint64(s.Length)-off), len(src)-n)
+		if err := r.sgeIO(m, emu.SGE{Addr: s.Addr + off, Length: uint32(k), LKey: s.LKey}, src[n:n+k], true); err != nil {
+			return errorf(unix.EFAULT, "SGE %#x: %v", s.Addr, err)
+		}
+		n += k
+		off = 0
+	}
+	if n < len(src) {
+		return errorf(unix.ENOSPC, "%d bytes do not fit the SGE list", len(src))
+	}
+	return nil
+}
+
+// armRetransmit starts the retransmission timer if it is not pending, or
+// restarts it with reset (the completer's mod_timer); r.mu held.
+func (r *Dev) armRetransmit(q *qp, reset bool) {
+	d := r.cfg.Quirks.RetransmitTimeout(q.attr.Timeout)
+	if d == 0 || r.tp == nil {
+		return
+	}
+	if q.rtimer != nil {
+		if !reset {
+			return
+		}
+		q.rtimer.Stop()
+	}
+	q.rgen++
+	gen := q.rgen
+	q.rtimer = r.clock().AfterFunc(d, func() { r.retransmitTimeout(q, gen) })
+}
+
+// retransmitTimeout is rxe_retransmit_timer: with unacknowledged packets
+// outstanding (and no RNR wait), retry.
+func (r *Dev) retransmitTimeout(q *qp, gen uint64) {
+	r.lock()
+	defer r.unlock()
+	if gen != q.rgen || !q.valid || r.detached {
+		return
+	}
+	q.rtimer = nil
+	if q.state < qpstate.StateRTS || q.state == qpstate.StateErr || q.rnrWait || !q.unacked() {
+		return
+	}
+	r.retry(q, false)
+}
+
+// unacked reports a started RC WQE awaiting its response.
+func (q *qp) unacked() bool {
+	for _, w := range q.sq {
+		if w.state == wqePending {
+			return true
+		}
+	}
+	return false
+}
+
+// oldestPending returns the first WQE that is not done, if it has started.
+func (q *qp) oldestPending() *sendWQE {
+	for _, w := range q.sq {
+		if w.state == wqeDone {
+			continue
+		}
+		if w.state == wqePending {
+			return w
+		}
+		return nil
+	}
+	return nil
+}
+
+// retry is a go-back-N pass (req_retry): from the completer's PSN every
+// started WQE is sent again; rnr passes use rnr_retry (already counted),
+// others consume retry_cnt and fail with IB_WC_RETRY_EXC_ERR when it is
+// exhausted. r.mu held.
+func (r *Dev) retry(q *qp, rnr bool) {
+	w := q.oldestPending()
+	if w == nil {
+		return
+	}
+	if !rnr {
+		r.counters[cntCompleterRetryErr]++
+		if q.retryLeft == 0 {
+			r.counters[cntRetryExceededErr]++
+			w.state, w.status = wqeDone, emu.WCRetryExcErr
+			r.complete(q)
+			return
+		}
+		if q.retryLeft != 7 || r.cfg.Quirks.RetryCnt7Finite {
+			q.retryLeft--
+		}
+	}
+	r.rewind(q, q.compPSN)
+	r.runSQ(q)
+}
+
+// rewind resets the send progress of every started WQE to resend from
+// psn on. r.mu held.
+func (r *Dev) rewind(q *qp, psn uint32) {
+	for _, w := range q.sq {
+		if w.state != wqePending {
+			continue
+		}
+		switch {
+		case isAtomic(w.wr.Opcode) || psnCmp(psn, w.firstPSN) <= 0:
+			w.next = 0
+		case psnCmp(psn, w.lastPSN) <= 0:
+			w.next = wire.PSNAdd(psn, (1<<24)-w.firstPSN)
+		}
+	}
+	q.noack = 0
+}
+
+// ackUpTo acknowledges every PSN up to and including psn, as a coalesced
+// ACK does: the seam tests use as a responding peer. r.mu held.
+func (r *Dev) ackUpTo(q *qp, psn uint32) {
+	if q.state < qpstate.StateRTS || q.state == qpstate.StateErr {
+		return
+	}
+	for _, w := range q.sq {
+		if w.state == wqePending && psnCmp(w.lastPSN, psn) <= 0 {
+			w.next = w.npkts
+			w.state, w.status = wqeDone, emu.WCSuccess
+		}
+	}
+	q.compPSN = wire.PSNAdd(psn, 1)
+	r.afterComp(q)
+}
+
+// afterComp retires, restarts the requester and re-arms or stops the
+// retransmit timer, as the completer does on exit. r.mu held.
+func (r *Dev) afterComp(q *qp) {
+	r.complete(q)
+	r.runSQ(q)
+	if q.state == qpstate.StateErr {
+		return
+	}
+	if q.unacked() {
+		r.armRetransmit(q, true)
+	} else if q.rtimer != nil {
+		q.rtimer.Stop()
+		q.rtimer = nil
+		q.rgen++
+	}
+}
+
+// rnrDelay arms the RNR wait; at its end the requester retries from the
+// NAK'd PSN. r.mu held.
+func (r *Dev) rnrDelay(q *qp, code uint8) {
+	d := r.cfg.Quirks.RNRDelay(code)
+	q.rnrWait = true
+	if q.rnrTimer != nil {
+		q.rnrTimer.Stop()
+	}
+	q.rnrGen++
+	gen := q.rnrGen
+	q.rnrTimer = r.clock().AfterFunc(d, func() {
+		r.lock()
+		defer r.unlock()
+		if gen != q.rnrGen || !q.valid || r.detached || !q.rnrWait {
+			return
+		}
+		q.rnrWait, q.rnrTimer = false, nil
+		if q.state < qpstate.StateRTS || q.state == qpstate.StateErr {
+			return
+		}
+		r.rewind(q, q.compPSN)
+		r.runSQ(q)
+		if q.unacked() {
+			r.armRetransmit(q, true)
+		}
+	})
+}

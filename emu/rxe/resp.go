@@ -1,0 +1,638 @@
+package rxe
+
+import (
+	"encoding/binary"
+	"sync"
+
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/wire"
+)
+
+// NAK syndromes (enum aeth_syndrome).
+const (
+	nakPSNSeqErr  wire.Syndrome = 0x60
+	nakInvalidReq wire.Syndrome = 0x61
+	nakRemAccess  wire.Syndrome = 0x62
+	nakRemOpErr   wire.Syndrome = 0x63
+	synACK        wire.Syndrome = 0x1F
+)
+
+// atomicMu serializes responder atomics across devices that share memory,
+// as rxe's global atomic_ops_lock.
+var atomicMu sync.Mutex
+
+// grhArea is the room a UD receive buffer gives the network header.
+const grhArea = 40
+
+// responder processes one request packet for q (rxe_responder, spec
+// §6.3). r.mu held.
+func (r *Dev) responder(q *qp, p *wire.Packet) {
+	bth := p.BTH()
+	op := p.Opcode()
+	fl := op.Flags()
+	psn := bth.PSN()
+	rc := q.typ == qpstate.TypeRC
+	uc := q.typ == qpstate.TypeUC
+
+	// 1. PSN.
+	switch {
+	case rc:
+		switch d := psnCmp(psn, q.respPSN); {
+		case d > 0:
+			if !q.nakSent {
+				q.nakSent = true
+				r.counters[cntOutOfSeqRequest]++
+				r.sendAck(q, nakPSNSeqErr, q.respPSN)
+			}
+			return
+		case d < 0:
+			r.counters[cntDuplicateRequest]++
+			r.duplicate(q, p)
+			return
+		}
+		q.nakSent = false
+	case uc:
+		if q.ucDrop || psn != q.respPSN {
+			if !op.IsFirst() {
+				q.ucDrop = true
+				return
+			}
+			q.ucDrop = false
+		}
+	}
+
+	// 2. Opcode sequence.
+	if rc || uc {
+		if q.opSeqBad(op) {
+			if rc {
+				r.nakErr(q, psn, nakInvalidReq)
+				return
+			}
+			inMsg := q.respOp != 0
+			r.ucAbandon(q)
+			if !inMsg || !op.IsFirst() || !r.cfg.Quirks.UCResyncIBTA {
+				q.ucDrop = inMsg // rxe: the message start only resets the sequence state (P27)
+				return
+			}
+		}
+	}
+
+	// 3. Operation allowed by the QP's access flags.
+	var need qpstate.AccessFlags
+	switch {
+	case fl&wire.FlagRead != 0:
+		need = qpstate.AccessRemoteRead
+	case fl&wire.FlagAtomic != 0:
+		need = qpstate.AccessRemoteAtomic
+	case fl&(wire.FlagWrite|wire.FlagAtomicWrite) != 0:
+		need = qpstate.AccessRemoteWrite
+	}
+	if need != 0 && !q.isUD() && q.attr.QPAccessFlags&need == 0 {
+		if rc {
+			syn := nakInvalidReq
+			if r.cfg.Quirks.AccessNAK62 {
+				syn = nakRemAccess
+			}
+			r.nakErr(q, psn, syn)
+		} else {
+			r.ucFail(q, op, emu.WCRemAccessErr)
+		}
+		return
+	}
+
+	// 4. Resources.
+	if fl&(wire.FlagRead|wire.FlagAtomic|wire.FlagAtomicWrite) != 0 && q.respRes == 0 {
+		r.nakErr(q, psn, nakInvalidReq)
+		return
+	}
+	if fl&wire.FlagRWR != 0 && !q.hasCur {
+		w, ok := r.peekRecv(q)
+		if !ok {
+			if rc {
+				r.counters[cntSendRNRErr]++
+				r.sendAck(q, wire.RNRNAKSyndrome(q.attr.MinRNRTimer&0x1F), psn)
+			} else if uc {
+				q.ucDrop = !op.IsLast()
+			}
+			return
+		}
+		// 5. Length (UD): the payload and the 40-byte GRH area must fit.
+		if q.isUD() && uint64(p.PayloadLen())+grhArea > w.length {
+			if q.srq != nil {
+				w, _ = r.takeRecv(q)
+				r.recvWC(q, w, emu.WCRemInvReqErr, emu.WCRecv, 0, p)
+			}
+			return
+		}
+		q.cur, _ = r.takeRecv(q)
+		q.hasCur, q.curOff = true, 0
+	}
+
+	// 5. Length (RC/UC).
+	plen := p.PayloadLen()
+	if !q.isUD() && fl&(wire.FlagSend|wire.FlagWrite) != 0 {
+		mtu := q.mtu()
+		var bad bool
+		switch {
+		case op.IsOnly():
+			bad = plen > mtu
+		case op.IsFirst() || op.IsMiddle():
+			bad = plen != mtu
+		default:
+			bad = plen < 1 || plen > mtu
+		}
+		if fl&wire.FlagWrite != 0 && op.IsFirst() && p.RETH().DMALen() > maxMsgSize {
+			bad = true
+		}
+		if bad {
+			if rc {
+				r.nakErr(q, psn, nakInvalidReq)
+			} else {
+				r.ucFail(q, op, emu.WCRemInvReqErr)
+			}
+			return
+		}
+	}
+
+	// 6-7. Keys and execution.
+	switch {
+	case fl&wire.FlagSend != 0:
+		if !r.execSend(q, p) {
+			return
+		}
+	case fl&wire.FlagWrite != 0:
+		if !r.execWrite(q, p) {
+			return
+		}
+	case fl&wire.FlagRead != 0:
+		r.execRead(q, p)
+		return
+	case fl&wire.FlagAtomic != 0:
+		r.execAtomic(q, p)
+		return
+	case fl&wire.FlagAtomicWrite != 0:
+		r.execAtomicWrite(q, p)
+		return
+	default:
+		// FLUSH is not implemented by the emulator: invalid request.
+		if rc {
+			r.nakErr(q, psn, nakInvalidReq)
+		}
+		return
+	}
+	q.respPSN = wire.PSNAdd(psn, 1)
+	if q.isUD() {
+		return
+	}
+	q.ackPSN = psn
+	invErr := q.invErr
+	q.invErr = false
+	if rc && invErr && r.cfg.Quirks.InvalidateNAK {
+		r.nakErr(q, psn, nakInvalidReq)
+		return
+	}
+	// 9. Acknowledge: only packets that ask for it (ACK coalescing).
+	if rc && bth.AckReq() {
+		r.sendAck(q, synACK, psn)
+	}
+	if invErr {
+		r.toErr(q) // rxe: ACKed normally, then the QP is in error (§7 item 16)
+	}
+}
+
+// opSeqBad is check_op_seq: inside a SEND only SEND MIDDLE/LAST may follow,
+// inside a WRITE only WRITE MIDDLE/LAST, outside a message no MIDDLE/LAST.
+func (q *qp) opSeqBad(op wire.Opcode) bool {
+	fl := op.Flags()
+	if fl&(wire.FlagSend|wire.FlagWrite) == 0 {
+		return q.respOp != 0
+	}
+	switch q.respOp {
+	case respInSend:
+		return fl&wire.FlagSend == 0 || op.IsFirst()
+	case respInWrite:
+		return fl&wire.FlagWrite == 0 || op.IsFirst()
+	}
+	return !op.IsFirst()
+}
+
+// ucAbandon gives up the UC message in progress: its receive WQE is
+// rewound for the next message (with an SRQ it completes with
+// IB_WC_REM_INV_REQ_ERR). r.mu held.
+func (r *Dev) ucAbandon(q *qp) {
+	q.respOp = 0
+	if q.hasCur {
+		if q.srq != nil {
+			r.recvWC(q, q.cur, emu.WCRemInvReqErr, emu.WCRecv, 0, nil)
+			q.hasCur = false
+		}
+		q.curOff = 0
+	}
+}
+
+// ucFail drops a UC message for a length or key error.
+func (r *Dev) ucFail(q *qp, op wire.Opcode, st emu.WCStatus) {
+	q.respOp = 0
+	if q.hasCur && q.srq != nil {
+		r.recvWC(q, q.cur, st, emu.WCRecv, 0, nil)
+		q.hasCur = false
+	}
+	q.curOff = 0
+	q.ucDrop = !op.IsLast()
+}
+
+// execSend places SEND data into the receive WQE and completes it on the
+// last packet. It returns false when the packet failed (the QP is in ERR).
+func (r *Dev) execSend(q *qp, p *wire.Packet) bool {
+	op := p.Opcode()
+	pay := p.Payload()
+	if q.isUD() {
+		var hdr [grhArea]byte
+		ip := p.IPHeader()
+		copy(hdr[grhArea-len(ip):], ip)
+		if err := r.scatterAt(q, q.cur.sgl, 0, hdr[:]); err != nil {
+			q.hasCur = false
+			r.recvWC(q, q.cur, emu.WCLocQPOpErr, emu.WCRecv, 0, p)
+			r.toErr(q)
+			return false
+		}
+		q.curOff = grhArea
+	}
+	if err := r.scatterAt(q, q.cur.sgl, q.curOff, pay); err != nil {
+		// rxe treats overflow and bad receive SGEs as a malformed WQE
+		// (class A): LOC_QP_OP_ERR and NAK 0x63 (§7 item 15).
+		st, syn := emu.WCLocQPOpErr, nakRemOpErr
+		if r.cfg.Quirks.RecvOverflowIBTA {
+			st, syn = emu.WCLocLenErr, nakInvalidReq
+		}
+		q.hasCur = false
+		r.recvWC(q, q.cur, st, emu.WCRecv, 0, p)
+		if q.typ == qpstate.TypeRC {
+			r.sendAck(q, syn, p.BTH().PSN())
+		}
+		r.toErr(q)
+		return false
+	}
+	q.curOff += uint64(len(pay))
+	if !op.IsLast() {
+		q.respOp = respInSend
+		return true
+	}
+	q.respOp = 0
+	st := emu.WCSuccess
+	if ieth := p.IETH(); ieth != nil {
+		if err := r.invalidate(ieth.RKey()); err != nil {
+			st = emu.WCRemInvReqErr
+			q.invErr = true
+		}
+	}
+	q.hasCur = false
+	if !q.isUD() {
+		q.msn = wire.PSNAdd(q.msn, 1)
+	}
+	r.recvWC(q, q.cur, st, emu.WCRecv, uint32(q.curOff), p)
+	return true
+}
+
+// execWrite places RDMA WRITE data. It returns false when the packet
+// failed (NAK sent or message dropped).
+func (r *Dev) execWrite(q *qp, p *wire.Packet) bool {
+	op := p.Opcode()
+	psn := p.BTH().PSN()
+	pay := p.Payload()
+	if op.IsFirst() {
+		reth := p.RETH()
+		q.wrVA, q.wrRKey = reth.VA(), reth.RKey()
+		q.wrLeft = uint64(reth.DMALen())
+		q.wrTotal = q.wrLeft
+	}
+	mtu := uint64(q.mtu())
+	if (q.wrLeft > mtu && uint64(len(pay)) != mtu) || (q.wrLeft <= mtu && uint64(len(pay)) != q.wrLeft) {
+		if q.typ == qpstate.TypeRC {
+			r.nakErr(q, psn, nakInvalidReq)
+		} else {
+			r.ucFail(q, op, emu.WCRemInvReqErr)
+		}
+		return false
+	}
+	if len(pay) > 0 {
+		m, addr, err := r.rkeyMR(q, q.wrRKey, qpstate.AccessRemoteWrite, q.wrVA, uint64(len(pay)))
+		if err == nil {
+			err = r.memIO(m, addr, pay, true)
+		}
+		if err != nil {
+			if q.typ == qpstate.TypeRC {
+				r.nakErr(q, psn, nakRemAccess)
+			} else {
+				r.ucFail(q, op, emu.WCRemAccessErr)
+			}
+			return false
+		}
+	}
+	q.wrVA += uint64(len(pay))
+	q.wrLeft -= uint64(len(pay))
+	if !op.IsLast() {
+		q.respOp = respInWrite
+		return true
+	}
+	q.respOp = 0
+	q.msn = wire.PSNAdd(q.msn, 1)
+	if p.ImmDt() != nil {
+		q.hasCur = false
+		r.recvWC(q, q.cur, emu.WCSuccess, emu.WCRecvRDMAWithImm, uint32(q.wrTotal), p)
+	}
+	return true
+}
+
+// execRead answers an RDMA READ request (read_reply).
+func (r *Dev) execRead(q *qp, p *wire.Packet) {
+	psn := p.BTH().PSN()
+	reth := p.RETH()
+	va, rkey, n := reth.VA(), reth.RKey(), uint64(reth.DMALen())
+	if n > maxMsgSize {
+		r.nakErr(q, psn, nakInvalidReq)
+		return
+	}
+	if n > 0 {
+		if _, _, err := r.rkeyMR(q, rkey, qpstate.AccessRemoteRead, va, n); err != nil {
+			r.nakErr(q, psn, nakRemAccess)
+			return
+		}
+	}
+	mtu := uint64(q.mtu())
+	npk := uint32(max(1, (n+mtu-1)/mtu))
+	res := q.newRes()
+	*res = respRes{firstPSN: psn, lastPSN: wire.PSNAdd(psn, npk-1), va: va, rkey: rkey, length: n}
+	q.msn = wire.PSNAdd(q.msn, 1)
+	if !r.readReply(q, res, psn, va, n) {
+		return
+	}
+	if next := wire.PSNAdd(res.lastPSN, 1); psnCmp(next, q.respPSN) > 0 {
+		q.respPSN = next
+	}
+}
+
+// readReply sends the READ responses for length bytes at va starting at
+// psn: FIRST/ONLY when psn is the request's first PSN, else continuing as
+// MIDDLE/LAST (a replay). The key is checked again for every packet.
+func (r *Dev) readReply(q *qp, res *respRes, psn uint32, va, length uint64) bool {
+	mtu := uint64(q.mtu())
+	n := max(1, (length+mtu-1)/mtu)
+	fromStart := psn == res.firstPSN
+	path := r.connPath(q)
+	for i := range n {
+		plen := min(mtu, length-i*mtu)
+		var op wire.Opcode
+		switch {
+		case n == 1 && fromStart:
+			op = wire.RCRDMAReadResponseOnly
+		case i == n-1:
+			op = wire.RCRDMAReadResponseLast
+		case i == 0 && fromStart:
+			op = wire.RCRDMAReadResponseFirst
+		default:
+			op = wire.RCRDMAReadResponseMiddle
+		}
+		ppsn := wire.PSNAdd(psn, uint32(i))
+		var pay []byte
+		if plen > 0 {
+			if cap(r.scratch) < int(plen) {
+				r.scratch = make([]byte, plen)
+			}
+			pay = r.scratch[:plen]
+			m, addr, err := r.rkeyMR(q, res.rkey, qpstate.AccessRemoteRead, va, plen)
+			if err == nil {
+				err = r.memIO(m, addr, pay, false)
+			}
+			if err != nil {
+				r.nakErr(q, ppsn, nakRemAccess)
+				return false
+			}
+		}
+		f := r.newFrame(path, q.sport)
+		f.BTH.Opcode, f.BTH.DestQP, f.BTH.PSN = op, q.attr.DestQPNum, ppsn
+		f.AETH = wire.AETHFields{Syndrome: synACK, MSN: q.msn}
+		f.Payload = pay
+		r.emit(f)
+		va += plen
+	}
+	return true
+}
+
+// execAtomic performs CMP_SWAP / FETCH_ADD (atomic_reply).
+func (r *Dev) execAtomic(q *qp, p *wire.Packet) {
+	psn := p.BTH().PSN()
+	a := p.AtomicETH()
+	va := a.VA()
+	if va&7 != 0 {
+		r.nakErr(q, psn, nakInvalidReq)
+		return
+	}
+	m, addr, err := r.rkeyMR(q, a.RKey(), qpstate.AccessRemoteAtomic, va, 8)
+	if err != nil {
+		r.nakErr(q, psn, nakRemAccess)
+		return
+	}
+	var b [8]byte
+	atomicMu.Lock()
+	err = r.memIO(m, addr, b[:], false)
+	orig := binary.LittleEndian.Uint64(b[:])
+	v := orig
+	if p.Opcode() == wire.RCCompareSwap {
+		if orig == a.Compare() {
+			v = a.SwapAdd()
+		}
+	} else {
+		v = orig + a.SwapAdd()
+	}
+	if err == nil {
+		binary.LittleEndian.PutUint64(b[:], v)
+		err = r.memIO(m, addr, b[:], true)
+	}
+	atomicMu.Unlock()
+	if err != nil {
+		r.nakErr(q, psn, nakRemAccess)
+		return
+	}
+	res := q.newRes()
+	*res = respRes{atomic: true, firstPSN: psn, lastPSN: psn, va: va, rkey: a.RKey(), length: 8, orig: orig}
+	q.msn = wire.PSNAdd(q.msn, 1)
+	q.respPSN = wire.PSNAdd(psn, 1)
+	q.ackPSN = psn
+	r.sendAtomicAck(q, psn, orig)
+}
+
+// execAtomicWrite performs ATOMIC_WRITE: an 8-byte store answered by an
+// empty RDMA_READ_RESPONSE_ONLY.
+func (r *Dev) execAtomicWrite(q *qp, p *wire.Packet) {
+	psn := p.BTH().PSN()
+	reth := p.RETH()
+	pay := p.Payload()
+	if reth.DMALen() != 8 || len(pay) != 8 || p.BTH().PadCnt() != 0 {
+		r.nakErr(q, psn, nakInvalidReq)
+		return
+	}
+	m, addr, err := r.rkeyMR(q, reth.RKey(), qpstate.AccessRemoteWrite, reth.VA(), 8)
+	if err == nil {
+		atomicMu.Lock()
+		err = r.memIO(m, addr, pay, true)
+		atomicMu.Unlock()
+	}
+	if err != nil {
+		r.nakErr(q, psn, nakRemAccess)
+		return
+	}
+	res := q.newRes()
+	*res = respRes{firstPSN: psn, lastPSN: psn, va: reth.VA(), rkey: reth.RKey(), length: 0}
+	q.msn = wire.PSNAdd(q.msn, 1)
+	q.respPSN = wire.PSNAdd(psn, 1)
+	q.ackPSN = psn
+	r.readReply(q, res, psn, 0, 0)
+}
+
+// newRes takes the next slot of the responder resource ring, recycling the
+// oldest (rxe_prepare_res).
+func (q *qp) newRes() *respRes {
+	if len(q.res) < q.respRes {
+		q.res = append(q.res, respRes{})
+		return &q.res[len(q.res)-1]
+	}
+	res := &q.res[q.resNext%len(q.res)]
+	q.resNext = (q.resNext + 1) % len(q.res)
+	return res
+}
+
+// findRes returns the resource whose PSN range holds psn.
+func (q *qp) findRes(psn uint32) *respRes {
+	for i := range q.res {
+		x := &q.res[i]
+		if psnCmp(psn, x.firstPSN) >= 0 && psnCmp(psn, x.lastPSN) <= 0 {
+			return x
+		}
+	}
+	return nil
+}
+
+// duplicate handles a request behind the expected PSN (duplicate_request):
+// SEND/WRITE are re-ACKed with the last in-order PSN, READs replayed from
+// their resource, atomics answered with the saved original value.
+func (r *Dev) duplicate(q *qp, p *wire.Packet) {
+	fl := p.Opcode().Flags()
+	psn := p.BTH().PSN()
+	switch {
+	case fl&(wire.FlagSend|wire.FlagWrite) != 0:
+		r.sendAck(q, synACK, q.ackPSN)
+	case fl&wire.FlagRead != 0:
+		res := q.findRes(psn)
+		if res == nil || res.atomic {
+			return
+		}
+		reth := p.RETH()
+		va, n := reth.VA(), uint64(reth.DMALen())
+		if reth.RKey() != res.rkey || va < res.va || va+n > res.va+res.length {
+			return
+		}
+		r.readReply(q, res, psn, va, n)
+	case fl&wire.FlagAtomic != 0:
+		if res := q.findRes(psn); res != nil && res.atomic {
+			r.sendAtomicAck(q, psn, res.orig)
+		}
+	case fl&wire.FlagAtomicWrite != 0:
+		if res := q.findRes(psn); res != nil && !res.atomic {
+			r.readReply(q, res, psn, 0, 0)
+		}
+	}
+}
+
+// sendAck sends an ACKNOWLEDGE with syndrome syn for psn and the current
+// MSN. r.mu held.
+func (r *Dev) sendAck(q *qp, syn wire.Syndrome, psn uint32) {
+	f := r.newFrame(r.connPath(q), q.sport)
+	f.BTH.Opcode, f.BTH.DestQP, f.BTH.PSN = wire.RCAcknowledge, q.attr.DestQPNum, psn
+	f.AETH = wire.AETHFields{Syndrome: syn, MSN: q.msn}
+	r.emit(f)
+}
+
+func (r *Dev) sendAtomicAck(q *qp, psn uint32, orig uint64) {
+	f := r.newFrame(r.connPath(q), q.sport)
+	f.BTH.Opcode, f.BTH.DestQP, f.BTH.PSN = wire.RCAtomicAcknowledge, q.attr.DestQPNum, psn
+	f.AETH = wire.AETHFields{Syndrome: synACK, MSN: q.msn}
+	f.AtomicAckETH.OrigData = orig
+	r.emit(f)
+}
+
+// nakErr sends a class A/C NAK for psn and moves the responder QP to ERR.
+func (r *Dev) nakErr(q *qp, psn uint32, syn wire.Syndrome) {
+	r.sendAck(q, syn, psn)
+	r.toErr(q)
+}
+
+// peekRecv returns the receive WQE the next message would take.
+func (r *Dev) peekRecv(q *qp) (recvWQE, bool) {
+	if q.srq != nil {
+		if len(q.srq.wqes) == 0 {
+			return recvWQE{}, false
+		}
+		return q.srq.wqes[0], true
+	}
+	if len(q.rq) == 0 {
+		return recvWQE{}, false
+	}
+	return q.rq[0], true
+}
+
+// recvWC posts a receive completion (spec §6.5); p is the packet that
+// ends the message (nil for an error without one). A full CQ moves the QP
+// to ERR.
+func (r *Dev) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n uint32, p *wire.Packet) {
+	wc := emu.WC{WRID: w.wrID, Status: st, Opcode: op, QP: q.core, PortNum: 1,
+		WCFlags: emu.WCGRH | emu.WCWithNetworkHdrType, NetworkHdrType: emu.NetworkIPv4}
+	solicited := false
+	if p != nil {
+		if p.IsIPv6() {
+			wc.NetworkHdrType = emu.NetworkIPv6
+		}
+		if st == emu.WCSuccess || st == emu.WCRemInvReqErr {
+			wc.ByteLen = n
+			if imm := p.ImmDt(); imm != nil {
+				wc.ImmData, wc.WCFlags = imm.Imm(), wc.WCFlags|emu.WCWithImm
+			}
+			if ieth := p.IETH(); ieth != nil {
+				wc.InvalidateRKey, wc.WCFlags = ieth.RKey(), wc.WCFlags|emu.WCWithInvalidate
+			}
+			if deth := p.DETH(); deth != nil {
+				wc.SrcQP = deth.SrcQP()
+			}
+		}
+		solicited = p.BTH().SE()
+	}
+	if st == emu.WCSuccess {
+		r.counters[cntRDMARecvs]++
+	}
+	if !r.post(q.rcq, wc, solicited) {
+		r.toErr(q)
+	}
+}
+
+// memIO reads or writes buf at a memory address resolved through m (user
+// MRs through their pinned mapping, DMA and fast-reg MRs through the DMA
+// mapper).
+func (r *Dev) memIO(m *mr, addr uint64, buf []byte, write bool) error {
+	if m.typ == emu.MRTypeUser {
+		b, err := r.dev.Memory().Slice(addr, len(buf))
+		if err != nil {
+			return err
+		}
+		if write {
+			copy(b, buf)
+		} else {
+			copy(buf, b)
+		}
+		return nil
+	}
+	if write {
+		return r.dev.DMA().DeviceWrite(addr, buf)
+	}
+	return r.dev.DMA().DeviceRead(addr, buf)
+}

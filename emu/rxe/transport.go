@@ -1,0 +1,375 @@
+package rxe
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/link"
+	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/wire"
+)
+
+// Quirks selects, for each rxe deviation from the IBTA specification that
+// touches the transport (spec §7), the IBTA behaviour instead. The zero
+// value is Linux 6.12 rxe in every respect.
+type Quirks struct {
+	// RetryCnt7Finite makes retry_cnt 7 count down like any other value
+	// (IBTA). rxe treats 7 as infinite, like rnr_retry (§7 item 5).
+	RetryCnt7Finite bool
+	// RNRCode25IBTA makes RNR timer code 25 wait 61.44 ms (IBTA) instead of
+	// rxe's 61.41 ms table typo (§7 item 6).
+	RNRCode25IBTA bool
+	// NoGSIAckReq leaves the AckReq bit clear on GSI (QP1) packets, as on
+	// every other datagram (IBTA); rxe sets it on the last packet (§7 item
+	// 13).
+	NoGSIAckReq bool
+	// AckReqInterval is the number of consecutive RC packets without AckReq
+	// after which a middle packet gets it; 0 means rxe's 65 (the 66th
+	// packet carries A=1, spec §6.2).
+	AckReqInterval int
+	// UDOversizeError completes a UD send larger than the port MTU with
+	// IB_WC_LOC_LEN_ERR (QP to ERR) instead of rxe's silent success without
+	// a packet (§7 item 14).
+	UDOversizeError bool
+	// RecvOverflowIBTA answers an RC/UC message that does not fit its
+	// receive WQE with a receive IB_WC_LOC_LEN_ERR and NAK 0x61 (invalid
+	// request) instead of rxe's IB_WC_LOC_QP_OP_ERR and NAK 0x63 (§7 item
+	// 15).
+	RecvOverflowIBTA bool
+	// InvalidateNAK answers a SEND_WITH_INVALIDATE whose R_Key cannot be
+	// invalidated with NAK 0x61 instead of rxe's normal ACK (§7 item 16);
+	// the receive completion is IB_WC_REM_INV_REQ_ERR either way.
+	InvalidateNAK bool
+	// AccessNAK62 answers a request the QP's access flags do not allow
+	// (REMOTE_READ/WRITE/ATOMIC missing) with NAK 0x62 (remote access
+	// error) instead of rxe's 0x61 (§7 item 17).
+	AccessNAK62 bool
+	// UCResyncIBTA accepts the first message after a UC sequence break
+	// (IBTA); rxe drops it as well (spec P27).
+	UCResyncIBTA bool
+	// Tick rounds the retransmission and RNR timers up to a multiple of it,
+	// at least one tick, as rxe's conversion to jiffies does (4 ms at
+	// HZ=250). Zero uses the exact IBTA durations.
+	Tick time.Duration
+}
+
+// Neighbor resolves the Ethernet destination of an IP address on the
+// link, as the host's neighbour table would; ok false falls back to the
+// address vector's DMAC.
+type Neighbor func(ip netip.Addr) (mac [6]byte, ok bool)
+
+// rnrTimerUS is the RNR NAK timer table in microseconds (ib_rnr_timeout,
+// rxe's rnrnak_usec with its code-25 typo).
+var rnrTimerUS = [32]uint32{655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280,
+	1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61410, 81920, 122880, 163840,
+	245760, 327680, 491520}
+
+// RNRDelay returns the wait coded by an RNR NAK timer field (spec §1.14)
+// under these quirks.
+func (k Quirks) RNRDelay(code uint8) time.Duration {
+	us := rnrTimerUS[code&0x1F]
+	if code&0x1F == 25 && k.RNRCode25IBTA {
+		us = 61440
+	}
+	return k.tick(time.Duration(us) * time.Microsecond)
+}
+
+// RetransmitTimeout returns the local ACK timeout 4.096 µs × 2^timeout
+// (0: no timer, returned as 0).
+func (k Quirks) RetransmitTimeout(timeout uint8) time.Duration {
+	if timeout == 0 {
+		return 0
+	}
+	return k.tick(4096 * time.Nanosecond << min(timeout, 31))
+}
+
+func (k Quirks) tick(d time.Duration) time.Duration {
+	if k.Tick <= 0 {
+		return d
+	}
+	n := (d + k.Tick - 1) / k.Tick
+	return max(n, 1) * k.Tick
+}
+
+func (k Quirks) ackInterval() int {
+	if k.AckReqInterval > 0 {
+		return k.AckReqInterval
+	}
+	return 65
+}
+
+// transport is the device's attachment to its link.
+type transport struct {
+	l     link.Link
+	sync  bool
+	frame int // buffer size
+
+	inMu   sync.Mutex
+	inCond *sync.Cond
+	inbox  [][]byte
+	closed bool
+	rxRead atomic.Uint64
+	wg     sync.WaitGroup
+
+	poolMu sync.Mutex
+	pool   [][]byte
+
+	txMu    sync.Mutex
+	txSpare [][]byte
+}
+
+// Of returns the rxe driver behind a device made by New.
+func Of(d *emu.Device) *Dev {
+	r, _ := emu.RDMADeviceToDrvDevice[*Dev](d.Node())
+	return r
+}
+
+// attach starts the receive side over cfg.Link.
+func (r *Dev) attach() {
+	l := r.cfg.Link
+	t := &transport{l: l, sync: r.cfg.Synchronous, frame: link.MaxFrameSize(l.MTU())}
+	t.inCond = sync.NewCond(&t.inMu)
+	r.tp = t
+	t.wg.Add(1)
+	go r.readLoop()
+	if !t.sync {
+		t.wg.Add(1)
+		go r.workLoop()
+	}
+}
+
+func (t *transport) get() []byte {
+	t.poolMu.Lock()
+	defer t.poolMu.Unlock()
+	if n := len(t.pool); n > 0 {
+		b := t.pool[n-1]
+		t.pool = t.pool[:n-1]
+		return b[:cap(b)]
+	}
+	return make([]byte, t.frame)
+}
+
+func (t *transport) put(bs [][]byte) {
+	t.poolMu.Lock()
+	t.pool = append(t.pool, bs...)
+	t.poolMu.Unlock()
+}
+
+// readLoop moves frames from the link into the inbox until it closes.
+func (r *Dev) readLoop() {
+	t := r.tp
+	defer t.wg.Done()
+	n := max(1, t.l.BatchSize())
+	bufs, sizes := make([][]byte, n), make([]int, n)
+	for {
+		for i := range bufs {
+			if bufs[i] == nil {
+				bufs[i] = t.get()
+			}
+		}
+		k, err := t.l.ReadPackets(bufs, sizes)
+		if k > 0 {
+			t.inMu.Lock()
+			for i := range k {
+				t.inbox = append(t.inbox, bufs[i][:sizes[i]])
+				bufs[i] = nil
+			}
+			t.rxRead.Add(uint64(k))
+			t.inCond.Broadcast()
+			t.inMu.Unlock()
+		}
+		if err != nil {
+			t.inMu.Lock()
+			t.closed = true
+			t.inCond.Broadcast()
+			t.inMu.Unlock()
+			return
+		}
+	}
+}
+
+// workLoop processes frames as they arrive (asynchronous mode).
+func (r *Dev) workLoop() {
+	t := r.tp
+	defer t.wg.Done()
+	var batch [][]byte
+	for {
+		t.inMu.Lock()
+		for len(t.inbox) == 0 && !t.closed {
+			t.inCond.Wait()
+		}
+		if len(t.inbox) == 0 && t.closed {
+			t.inMu.Unlock()
+			return
+		}
+		batch, t.inbox = t.inbox, batch[:0]
+		t.inMu.Unlock()
+		r.process(batch)
+	}
+}
+
+// process runs the receive pipeline over a batch of frames and recycles
+// their buffers.
+func (r *Dev) process(batch [][]byte) {
+	r.lock()
+	for _, f := range batch {
+		r.receive(f)
+	}
+	r.unlock()
+	r.tp.put(batch)
+	clear(batch)
+}
+
+// Poll processes every frame that has arrived and returns how many it
+// processed. With Config.Synchronous this is the only place frames are
+// processed, so a test drives two devices step by step (post, Poll both
+// until nothing moves, advance a clock.Manual to fire timers). Without a
+// link it returns 0.
+func (r *Dev) Poll() int {
+	t := r.tp
+	if t == nil {
+		return 0
+	}
+	t.inMu.Lock()
+	batch := t.inbox
+	t.inbox = nil
+	t.inMu.Unlock()
+	if len(batch) == 0 {
+		return 0
+	}
+	r.process(batch)
+	return len(batch)
+}
+
+// Received returns how many frames the device has read from its link
+// (processed or waiting for Poll).
+func (r *Dev) Received() uint64 {
+	if r.tp == nil {
+		return 0
+	}
+	return r.tp.rxRead.Load()
+}
+
+// Close detaches the device from its link: it closes the link and waits
+// for the receive goroutines. Timers still pending find no link and do
+// nothing.
+func (r *Dev) Close() error {
+	t := r.tp
+	if t == nil {
+		return nil
+	}
+	err := t.l.Close()
+	t.wg.Wait()
+	r.lock()
+	r.detached = true
+	r.unlock()
+	return err
+}
+
+// flushTx writes the frames queued under the lock; called by unlock with
+// r.mu held, it releases r.mu. txMu keeps the wire order of batches.
+func (r *Dev) flushTx() {
+	t := r.tp
+	t.txMu.Lock()
+	tx := r.txq
+	r.txq = t.txSpare
+	t.txSpare = nil
+	r.mu.Unlock()
+	bs := max(1, t.l.BatchSize())
+	var failed int
+	for i := 0; i < len(tx); i += bs {
+		j := min(len(tx), i+bs)
+		n, err := t.l.WritePackets(tx[i:j])
+		if err != nil {
+			failed += j - i - n
+			if errors.Is(err, net.ErrClosed) {
+				break
+			}
+		}
+	}
+	t.put(tx)
+	clear(tx)
+	t.txSpare = tx[:0]
+	t.txMu.Unlock()
+	if failed > 0 {
+		r.mu.Lock()
+		r.counters[cntSendErr] += uint64(failed)
+		r.mu.Unlock()
+	}
+}
+
+// addrOf returns the IP address of GID index idx of port 1.
+func (r *Dev) addrOf(idx uint8) (netip.Addr, bool) {
+	e, err := r.dev.QueryGID(1, int(idx))
+	if err != nil || e.GID.IsZero() {
+		return netip.Addr{}, false
+	}
+	return e.GID.Addr(), true
+}
+
+// path is where a packet goes: addresses and IP header fields.
+type path struct {
+	src, dst netip.Addr
+	dmac     [6]byte
+	tc, hop  uint8
+	ok       bool
+}
+
+// pathOf resolves an AV into a path (rxe_init_av / rxe_av_from_attr).
+func (r *Dev) pathOf(a *qpstate.AHAttr) path {
+	p := path{dmac: a.DMAC, tc: a.GRH.TrafficClass, hop: a.GRH.HopLimit}
+	src, ok := r.addrOf(a.GRH.SGIDIndex)
+	if !ok {
+		return p
+	}
+	p.src = src
+	p.dst = netip.AddrFrom16(a.GRH.DGID).Unmap()
+	if p.src.Is4() != p.dst.Is4() {
+		return p
+	}
+	if r.cfg.Neighbor != nil {
+		if mac, ok := r.cfg.Neighbor(p.dst); ok {
+			p.dmac = mac
+		}
+	}
+	p.ok = true
+	return p
+}
+
+// emit builds one frame into a pooled buffer and queues it for the wire;
+// r.mu held. It reports false when the frame cannot be built.
+func (r *Dev) emit(f *wire.Frame) bool {
+	if r.tp == nil || r.detached {
+		return true // no transport: the packet goes nowhere (a silent peer)
+	}
+	b := r.tp.get()
+	n, err := wire.Build(b, f)
+	if err != nil || n > len(b) {
+		r.tp.put([][]byte{b})
+		return false
+	}
+	r.txq = append(r.txq, b[:n])
+	r.counters[cntSentPkts]++
+	r.counters[cntSentBytes] += uint64(n - wire.EthernetSize)
+	return true
+}
+
+// newFrame fills r.fr's addressing from a path; r.mu held.
+func (r *Dev) newFrame(p *path, sport uint16) *wire.Frame {
+	f := &r.fr
+	*f = wire.Frame{}
+	copy(f.SrcMAC[:], r.dev.NetDev().MAC)
+	f.DstMAC = p.dmac
+	f.Src, f.Dst = p.src, p.dst
+	f.TrafficClass, f.HopLimit = p.tc, p.hop
+	r.ipID++
+	f.IPID = r.ipID
+	f.SrcPort = sport
+	f.BTH.PKey = emu.DefaultPKey
+	return f
+}

@@ -1,0 +1,54 @@
+package rxe
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/wire"
+)
+
+// TestP1SendOnly: RC SEND of 5 bytes (spec P1).
+func TestP1SendOnly(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	c := p.connect(qpOpts{sqpsnA: 100, sqpsnB: 500})
+	src, data, mra := p.a.buf(5, 1)
+	dst, got, mrb := p.b.buf(64, 0)
+	p.b.postRecv(c.qb, emu.RecvWR{WRID: 7, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}})
+	p.a.postSend(c.qa, emu.SendWR{WRID: 9, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
+		SGList: []emu.SGE{{Addr: src, Length: 5, LKey: mra.LKey}}})
+	p.settle()
+	req := p.a.rec.take(t)
+	if len(req) != 1 || req[0].Opcode() != wire.RCSendOnly {
+		t.Fatalf("requests %v, want one RC_SEND_ONLY", ops(req))
+	}
+	b := req[0].BTH()
+	if b.PadCnt() != 3 || !b.AckReq() || b.PSN() != 100 || b.DestQP() != c.qb.QPNum {
+		t.Errorf("SEND_ONLY BTH %+v", b.Fields())
+	}
+	resp := p.b.rec.take(t)
+	if len(resp) != 1 || resp[0].Opcode() != wire.RCAcknowledge {
+		t.Fatalf("responses %v, want one ACKNOWLEDGE", ops(resp))
+	}
+	if a := resp[0].AETH(); a.Syndrome() != 0x1F || a.MSN() != 1 || resp[0].BTH().PSN() != 100 {
+		t.Errorf("ACK %+v PSN %d", a.Fields(), resp[0].BTH().PSN())
+	}
+	sw := poll(p.a.scq)
+	if len(sw) != 1 || sw[0].Status != emu.WCSuccess || sw[0].ByteLen != 5 || sw[0].WRID != 9 || sw[0].Opcode != emu.WCSend {
+		t.Errorf("send WCs %+v", sw)
+	}
+	rw := poll(p.b.rcq)
+	if len(rw) != 1 || rw[0].Status != emu.WCSuccess || rw[0].ByteLen != 5 || rw[0].WRID != 7 || rw[0].Opcode != emu.WCRecv ||
+		rw[0].WCFlags&emu.WCGRH == 0 {
+		t.Errorf("recv WCs %+v", rw)
+	}
+	if !bytes.Equal(got[:5], data) {
+		t.Errorf("received %x, want %x", got[:5], data)
+	}
+	if n := p.a.counter("rdma_sends"); n != 1 {
+		t.Errorf("rdma_sends %d", n)
+	}
+	if n := p.b.counter("rdma_recvs"); n != 1 {
+		t.Errorf("rdma_recvs %d", n)
+	}
+}
