@@ -20,6 +20,7 @@ package rxe
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"sync"
 
 	"github.com/softroce/softroce/emu"
@@ -128,6 +129,9 @@ type Dev struct {
 	fr       wire.Frame
 	ipID     uint16
 	scratch  []byte
+	addrs    []netip.Addr // cached netdev addresses (recv.go)
+	mac      [6]byte
+	wqeFree  []*sendWQE
 }
 
 // New creates an emulated rxe device (rdma link add rxe0 type rxe netdev
@@ -154,6 +158,7 @@ func New(cfg Config) (*emu.Device, error) {
 		return nil, err
 	}
 	r.dev = d
+	copy(r.mac[:], d.NetDev().MAC)
 	if cfg.Link != nil {
 		r.attach()
 	}

@@ -54,7 +54,8 @@ func soakScenario(t *testing.T, seed uint64) bool {
 	fc := &link.FaultConfig{Seed: seed, Drop: 0.05, Duplicate: 0.05, Reorder: 0.05, Corrupt: 0.05}
 	mtus := []qpstate.MTU{qpstate.MTU256, qpstate.MTU1024, qpstate.MTU4096}
 	p := newPair(t, pairOpts{faults: fc})
-	c := p.connect(qpOpts{mtu: mtus[rng.IntN(len(mtus))], timeout: 8, retry: 7, rnr: 7, minRNR: 1,
+	pmtu := mtus[rng.IntN(len(mtus))]
+	c := p.connect(qpOpts{mtu: pmtu, timeout: 8, retry: 7, rnr: 7, minRNR: 1,
 		sqpsnA: uint32(rng.IntN(1 << 24)), sqpsnB: uint32(rng.IntN(1 << 24)), rdAtomic: uint8(1 + rng.IntN(8))})
 	nops := 1 + rng.IntN(24)
 	var sops []*soakOp
@@ -160,6 +161,9 @@ func soakScenario(t *testing.T, seed uint64) bool {
 		swc = append(swc, poll(p.a.scq)...)
 		rwc = append(rwc, poll(p.b.rcq)...)
 	}
+	t.Logf("%d ops, path MTU %v; faults a->b %+v b->a %+v; retries %d, dup requests %d, seq NAKs %d",
+		len(sops), pmtu, p.a.flt.Stats(), p.b.flt.Stats(), p.a.counter("completer_retry_err"),
+		p.b.counter("duplicate_request"), p.b.counter("out_of_seq_request"))
 	ok := true
 	fail := func(format string, args ...any) {
 		t.Helper()
