@@ -135,24 +135,40 @@ func (p *peer) wait(wc []emu.WC, deadline time.Time) (int, error) {
 
 var errTimeout = errors.New("timed out")
 
+// writer is a registered source on a and destination on b, and the
+// signaled RDMA WRITE between them.
+type writer struct {
+	smr, dmr *emu.MR
+	wr       []emu.SendWR
+}
+
+func (p *pair) newWriter(msg int) (*writer, error) {
+	saddr, _ := p.a.dev.Memory().Alloc(msg)
+	smr, err := p.a.pd.RegUserMR(saddr, uint64(msg), saddr, rcAccess)
+	if err != nil {
+		return nil, err
+	}
+	daddr, _ := p.b.dev.Memory().Alloc(msg)
+	dmr, err := p.b.pd.RegUserMR(daddr, uint64(msg), daddr, rcAccess)
+	if err != nil {
+		return nil, errors.Join(err, smr.Dereg())
+	}
+	return &writer{smr: smr, dmr: dmr, wr: []emu.SendWR{{Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
+		SGList: []emu.SGE{{Addr: saddr, Length: uint32(msg), LKey: smr.LKey}}, RemoteAddr: daddr, RKey: dmr.RKey}}}, nil
+}
+
+func (w *writer) close() error { return errors.Join(w.smr.Dereg(), w.dmr.Dereg()) }
+
 // writeLoop posts RDMA WRITEs of msg bytes from a to b, keeping depth of
 // them outstanding, until d has passed; it returns the bytes completed and
 // the time they took.
 func (p *pair) writeLoop(msg, depth int, d time.Duration) (int64, time.Duration, error) {
-	saddr, _ := p.a.dev.Memory().Alloc(msg)
-	smr, err := p.a.pd.RegUserMR(saddr, uint64(msg), saddr, rcAccess)
+	w, err := p.newWriter(msg)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer smr.Dereg()
-	daddr, _ := p.b.dev.Memory().Alloc(msg)
-	dmr, err := p.b.pd.RegUserMR(daddr, uint64(msg), daddr, rcAccess)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer dmr.Dereg()
-	wr := []emu.SendWR{{Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: saddr, Length: uint32(msg), LKey: smr.LKey}}, RemoteAddr: daddr, RKey: dmr.RKey}}
+	defer w.close()
+	wr := w.wr
 	wc := make([]emu.WC, 64)
 	var done int64
 	out := 0
@@ -181,6 +197,38 @@ func (p *pair) writeLoop(msg, depth int, d time.Duration) (int64, time.Duration,
 			done += int64(msg)
 		}
 	}
+}
+
+// writeN posts n RDMA WRITEs of msg bytes from a to b, keeping depth of
+// them outstanding, and waits for all of them (for benchmarks).
+func (p *pair) writeN(msg, depth, n int) error {
+	w, err := p.newWriter(msg)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	wc := make([]emu.WC, 64)
+	out, posted := 0, 0
+	for posted < n || out > 0 {
+		for out < depth && posted < n {
+			if _, err := p.a.qp.PostSend(w.wr); err != nil {
+				return fmt.Errorf("post RDMA WRITE: %w", err)
+			}
+			out++
+			posted++
+		}
+		k, err := p.a.wait(wc, time.Now().Add(5*time.Second))
+		if err != nil {
+			return err
+		}
+		for _, c := range wc[:k] {
+			if c.Status != emu.WCSuccess {
+				return fmt.Errorf("RDMA WRITE completed with %v", c.Status)
+			}
+			out--
+		}
+	}
+	return nil
 }
 
 // pingpong runs iters SEND round trips of size bytes from a to b and back
