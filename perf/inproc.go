@@ -90,6 +90,7 @@ func runInproc(ctx context.Context, o *Options) ([]Row, error) {
 		if err != nil {
 			return rows, err
 		}
+		p.a.spin, p.b.spin = inprocSpin, inprocSpin
 		frames := func() uint64 { return ea.Stats().TxFrames + eb.Stats().TxFrames }
 		w, b, allocs, err := writeVsBaseline(o, p, c, frames, func() float64 { return copyGbps(c.msg, o.round()) })
 		if cerr := p.close(); err == nil {
