@@ -359,14 +359,14 @@ func (r *Dev) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCStatu
 			f.DETH.QKey = gsiQKey
 		}
 	}
+	var frame []byte
 	if plen > 0 {
-		if cap(r.scratch) < int(plen) {
-			r.scratch = make([]byte, plen)
-		}
-		buf := r.scratch[:plen]
+		var buf []byte
+		frame, buf = r.txBuf(f, int(plen))
 		if w.inline != nil {
 			copy(buf, w.inline[off:])
 		} else if _, err := r.gatherAt(q, w.wr.SGList, off, buf); err != nil {
+			r.dropTx(frame)
 			if errors.Is(err, unix.EFAULT) {
 				return emu.WCLocProtErr, false
 			}
@@ -374,7 +374,7 @@ func (r *Dev) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCStatu
 		}
 		f.Payload = buf
 	}
-	if !r.emit(f) {
+	if !r.emitIn(frame, f) {
 		return emu.WCLocQPOpErr, false
 	}
 	if q.typ == qpstate.TypeRC {
