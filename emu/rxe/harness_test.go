@@ -70,6 +70,8 @@ type node struct {
 	end *link.PipeEnd // this device's end of the pipe
 	rec *recorder
 	flt *link.Faults
+	fl  uint32 // flow label and traffic class of the AVs it builds
+	tc  uint8
 }
 
 // pair is two emulated rxe devices on an in-memory link, both
@@ -86,6 +88,9 @@ type pairOpts struct {
 	mtu              int
 	noMAD            bool // leave QP index 16 free so that a GSI QP can be created
 	queueLen         int  // pipe queue length; 0 means 65536
+	ipv6             bool // fd00::N instead of 10.0.0.N
+	flowLabel        uint32
+	trafficClass     uint8
 }
 
 func newPair(t testing.TB, o pairOpts) *pair {
@@ -102,7 +107,11 @@ func newPair(t testing.TB, o pairOpts) *pair {
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: mtu, QueueLen: ql})
 	p := &pair{t: t, clk: clk}
 	mk := func(i byte, end, peer *link.PipeEnd, q Quirks) *node {
-		n := &node{ip: netip.AddrFrom4([4]byte{10, 0, 0, i}), mac: [6]byte{2, 0, 0, 0, 0, i}, end: end}
+		n := &node{ip: netip.AddrFrom4([4]byte{10, 0, 0, i}), mac: [6]byte{2, 0, 0, 0, 0, i}, end: end,
+			fl: o.flowLabel, tc: o.trafficClass}
+		if o.ipv6 {
+			n.ip = netip.AddrFrom16([16]byte{0xfd, 15: i})
+		}
 		var inner link.Link = end
 		if o.faults != nil {
 			fc := *o.faults
@@ -214,7 +223,8 @@ func (n *node) connect(q *emu.QP, peer *node, dqpn uint32, sqpsn, rqpsn uint32, 
 	rtr := qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: o.mtu, DestQPNum: dqpn, RQPSN: rqpsn,
 		MaxDestRdAtomic: o.destAtom, MinRNRTimer: o.minRNR,
 		AHAttr: qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: peer.mac,
-			GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: 1, HopLimit: 64}}}
+			GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: 1, HopLimit: 64,
+				FlowLabel: n.fl, TrafficClass: n.tc}}}
 	m = qpstate.AttrState
 	switch q.QPType {
 	case qpstate.TypeRC:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/dma"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
@@ -393,5 +394,128 @@ func TestRdAtomicZeroStalls(t *testing.T) {
 	p.run(time.Second)
 	if n := len(p.a.rec.take(t)); n != 0 || len(poll(p.a.scq)) != 0 {
 		t.Errorf("%d packets", n)
+	}
+}
+
+// TestAtomicWrite: ATOMIC_WRITE stores 8 bytes and completes on the empty
+// READ_RESPONSE_ONLY.
+func TestAtomicWrite(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	c := p.connect(qpOpts{})
+	src, data, mra := p.a.buf(8, 0x41)
+	dst, got, mrb := p.b.buf(8, 0)
+	p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRAtomicWrite, SendFlags: emu.SendSignaled,
+		SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}, RemoteAddr: dst, RKey: mrb.RKey})
+	p.settle()
+	wantOps(t, "requests", p.a.rec.take(t), wire.RCAtomicWrite)
+	resp := p.b.rec.take(t)
+	wantOps(t, "responses", resp, wire.RCRDMAReadResponseOnly)
+	if resp[0].PayloadLen() != 0 {
+		t.Error("payload in the ATOMIC_WRITE response")
+	}
+	wcs := poll(p.a.scq)
+	wantWC(t, "send", wcs, emu.WCSuccess)
+	if wcs[0].Opcode != emu.WCAtomicWrite || !bytes.Equal(got, data) {
+		t.Errorf("WC %+v, target %x", wcs[0], got)
+	}
+}
+
+// TestUnsignaled: unsignaled successful WQEs retire silently and in order;
+// SIGNAL_ALL_WR completes every one.
+func TestUnsignaled(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		p := newPair(t, pairOpts{})
+		c := p.connect(qpOpts{sigAll: all})
+		src, _, mra := p.a.buf(8, 1)
+		dst, _, mrb := p.b.buf(8, 0)
+		var wrs []emu.SendWR
+		for i := range 4 {
+			wr := emu.SendWR{WRID: uint64(i), Opcode: emu.WRRDMAWrite, RemoteAddr: dst, RKey: mrb.RKey,
+				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}}
+			if i == 3 {
+				wr.SendFlags = emu.SendSignaled
+			}
+			wrs = append(wrs, wr)
+		}
+		p.a.postSend(c.qa, wrs...)
+		p.settle()
+		wcs := poll(p.a.scq)
+		if want := map[bool]int{false: 1, true: 4}[all]; len(wcs) != want || wcs[len(wcs)-1].WRID != 3 {
+			t.Errorf("sigAll %v: completions %+v", all, wcs)
+		}
+	}
+}
+
+// TestFastRegRemoteWrite: REG_MR on the responder's send queue makes a
+// fast-reg MR writable remotely; LOCAL_INV revokes it (the next WRITE gets
+// NAK 0x62).
+func TestFastRegRemoteWrite(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	c := p.connect(qpOpts{})
+	m, err := p.b.pd.AllocMR(emu.MRTypeMemReg, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, page := p.b.dev.Memory().Alloc(dma.PageSize)
+	sg := []dma.Scatterlist{{Page: dma.PageOf(addr), Length: dma.PageSize}}
+	p.b.dev.DMA().MapSG(sg, dma.Bidirectional)
+	if n, err := m.MapSG(sg, dma.PageSize); n != 1 || err != nil {
+		t.Fatalf("map_mr_sg = %d, %v", n, err)
+	}
+	emu.UpdateFastRegKey(m, 0x42)
+	p.b.postSend(c.qb, emu.SendWR{WRID: 1, Opcode: emu.WRRegMR, MR: m, Key: m.RKey,
+		Access: qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite})
+	src, data, mra := p.a.buf(100, 9)
+	write := emu.SendWR{WRID: 2, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
+		SGList: []emu.SGE{{Addr: src, Length: 100, LKey: mra.LKey}}, RemoteAddr: m.IOVA + 8, RKey: m.RKey}
+	p.a.postSend(c.qa, write)
+	p.settle()
+	wantWC(t, "write through the fast-reg MR", poll(p.a.scq), emu.WCSuccess)
+	if !bytes.Equal(page[8:108], data) {
+		t.Error("data not in the fast-reg MR's page")
+	}
+	p.b.postSend(c.qb, emu.SendWR{WRID: 3, Opcode: emu.WRLocalInv, InvalidateRKey: m.RKey})
+	p.a.postSend(c.qa, write)
+	p.settle()
+	wantWC(t, "write after LOCAL_INV", poll(p.a.scq), emu.WCRemAccessErr)
+}
+
+// TestLocalErrors: requester-side errors (spec §6.2's table): a bad send
+// lkey is LOC_QP_OP_ERR, a READ into memory without LOCAL_WRITE is
+// LOC_PROT_ERR; the QP goes to ERR and later WQEs flush.
+func TestLocalErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   emu.WROpcode
+		bad  func(p *pair, sge *emu.SGE)
+		st   emu.WCStatus
+	}{
+		{"send-bad-lkey", emu.WRSend, func(p *pair, s *emu.SGE) { s.LKey ^= 0x80 }, emu.WCLocQPOpErr},
+		{"read-without-local-write", emu.WRRDMARead, func(p *pair, s *emu.SGE) {
+			m, err := p.a.pd.RegUserMR(s.Addr, uint64(s.Length), s.Addr, 0)
+			if err != nil {
+				p.t.Fatal(err)
+			}
+			s.LKey = m.LKey
+		}, emu.WCLocProtErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, pairOpts{})
+			c := p.connect(qpOpts{})
+			src, _, mra := p.a.buf(64, 1)
+			rem, _, mrb := p.b.buf(64, 0)
+			dst, _, mrr := p.b.buf(64, 0)
+			p.b.postRecv(c.qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrr.LKey}}})
+			sge := emu.SGE{Addr: src, Length: 64, LKey: mra.LKey}
+			tc.bad(p, &sge)
+			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: tc.op, SendFlags: emu.SendSignaled, SGList: []emu.SGE{sge},
+				RemoteAddr: rem, RKey: mrb.RKey},
+				emu.SendWR{WRID: 2, Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+			p.settle()
+			wantWC(t, "send", poll(p.a.scq), tc.st, emu.WCWRFlushErr)
+			if p.a.state(c.qa) != qpstate.StateErr {
+				t.Error("QP not in ERR")
+			}
+		})
 	}
 }
