@@ -188,7 +188,9 @@ func (r *Dev) lock() { r.mu.Lock() }
 
 func (r *Dev) unlock() {
 	fs := r.deferred
-	r.deferred, r.deferSpare = r.deferSpare, nil
+	if len(fs) > 0 {
+		r.deferred, r.deferSpare = r.deferSpare, nil
+	}
 	if len(r.txq) > 0 && r.tp != nil {
 		r.flushTx() // releases r.mu
 	} else {
