@@ -42,8 +42,7 @@ type counter func() uint64
 // rounds, and returns the best Gb/s of each and the allocations per frame
 // over all WRITE rounds.
 func writeVsBaseline(o *Options, p *pair, c writeCase, frames counter, baseline func() float64) (w, b, allocs float64, err error) {
-	// Warm up: pools, maps and the window reach their steady state.
-	if _, _, err := p.writeLoop(c.msg, c.depth, o.round()/4); err != nil {
+	if err := warmUp(o, p, c, frames); err != nil {
 		return 0, 0, 0, err
 	}
 	var mallocs, pkts uint64
@@ -62,6 +61,25 @@ func writeVsBaseline(o *Options, p *pair, c writeCase, frames counter, baseline 
 		b = max(b, baseline())
 	}
 	return w, b, ratio(float64(mallocs), float64(pkts)), nil
+}
+
+// warmFrames is how many frames a warm-up moves at least: past the
+// link.Pipe's lazily filled 1024 queue slots in each direction, so that
+// buffer pools and queues have reached their steady state.
+const warmFrames = 4 << 10
+
+// warmUp writes for a quarter of a round, and on until warmFrames frames
+// have moved (at most a few seconds).
+func warmUp(o *Options, p *pair, c writeCase, frames counter) error {
+	f0, start := frames(), time.Now()
+	for {
+		if _, _, err := p.writeLoop(c.msg, c.depth, o.round()/4); err != nil {
+			return err
+		}
+		if frames()-f0 >= warmFrames || time.Since(start) > 3*time.Second {
+			return nil
+		}
+	}
 }
 
 // copyGbps measures copying msg bytes between two buffers for d.

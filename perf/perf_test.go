@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -26,10 +27,15 @@ func benchWrite(b *testing.B, c writeCase) {
 	if _, _, err := p.writeLoop(c.msg, c.depth, 20*time.Millisecond); err != nil {
 		b.Fatal(err)
 	}
+	w, err := p.newWriter(c.msg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.close()
 	b.SetBytes(int64(c.msg))
 	b.ReportAllocs()
 	b.ResetTimer()
-	if err := p.writeN(c.msg, c.depth, b.N); err != nil {
+	if err := p.writeN(w, c.depth, b.N); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -104,5 +110,44 @@ func TestTAPSkippedWithoutRoot(t *testing.T) {
 func TestUnknownGroup(t *testing.T) {
 	if _, err := Run(context.Background(), Options{Groups: []string{"nonesuch"}}); err == nil {
 		t.Fatal("an unknown group ran")
+	}
+}
+
+// TestRCWriteAllocs guards the steady state of an in-process RC WRITE
+// stream against allocating per packet: it counts the process's mallocs
+// over 64 KiB WRITEs (16 data frames and an ACK each) after a warm-up
+// that fills every pool and queue slot. A
+// per-packet allocation shows as at least 1 per frame; the bound leaves
+// room for the runtime's own occasional allocations.
+func TestRCWriteAllocs(t *testing.T) {
+	ea, eb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU, QueueLen: 1024})
+	p, err := newPair(ea, eb, pipeMTU, qpstate.MTU4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	p.a.spin, p.b.spin = inprocSpin, inprocSpin
+	w, err := p.newWriter(64 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	// Warm up past the pipe's lazily allocated 1024 slots in both
+	// directions (one ACK per message).
+	if err := p.writeN(w, 16, 1100); err != nil {
+		t.Fatal(err)
+	}
+	frames := func() uint64 { return ea.Stats().TxFrames + eb.Stats().TxFrames }
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m0, f0 := ms.Mallocs, frames()
+	if err := p.writeN(w, 16, 200); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&ms)
+	perFrame := float64(ms.Mallocs-m0) / float64(frames()-f0)
+	t.Logf("%d mallocs over %d frames", ms.Mallocs-m0, frames()-f0)
+	if perFrame > 0.05 {
+		t.Errorf("%.3f allocations per frame in steady state, want ~0", perFrame)
 	}
 }

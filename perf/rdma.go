@@ -224,14 +224,9 @@ func (p *pair) writeLoop(msg, depth int, d time.Duration) (int64, time.Duration,
 	}
 }
 
-// writeN posts n RDMA WRITEs of msg bytes from a to b, keeping depth of
-// them outstanding, and waits for all of them (for benchmarks).
-func (p *pair) writeN(msg, depth, n int) error {
-	w, err := p.newWriter(msg)
-	if err != nil {
-		return err
-	}
-	defer w.close()
+// writeN posts n RDMA WRITEs w from a to b, keeping depth of them
+// outstanding, and waits for all of them (for benchmarks).
+func (p *pair) writeN(w *writer, depth, n int) error {
 	wc := make([]emu.WC, 64)
 	out, posted := 0, 0
 	for posted < n || out > 0 {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
 
 	"github.com/softroce/softroce/perf"
 )
@@ -13,7 +15,7 @@ func init() {
 	register(command{
 		name:    "bench",
 		summary: "measure softroce against baselines taken in the same run (perftest-style ratios)",
-		usage:   "[--quick] [--json] [--group NAME,...] [-v]",
+		usage:   "[--quick] [--json] [--group NAME,...] [-v] [--cpuprofile FILE] [--memprofile FILE]",
 		run:     runBench,
 	})
 }
@@ -27,6 +29,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the rows as JSON")
 	groups := fs.String("group", "", "comma-separated groups to run (wire, inproc, scale, tap); empty runs all")
 	verbose := fs.Bool("v", false, "log progress to stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the run to `file`")
+	memProfile := fs.String("memprofile", "", "write a pprof allocation profile of the run to `file`")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -43,7 +47,26 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *memProfile != "" {
+		runtime.MemProfileRate = 4096 // fine enough to see per-packet allocations
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rows, err := perf.Run(ctx, o)
+	if *memProfile != "" {
+		if perr := writeHeapProfile(*memProfile); err == nil {
+			err = perr
+		}
+	}
 	var werr error
 	if *asJSON {
 		werr = perf.WriteJSON(stdout, rows)
@@ -54,6 +77,20 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return werr
+}
+
+// writeHeapProfile writes the allocation profile (pprof -sample_index
+// alloc_objects shows where allocations came from).
+func writeHeapProfile(name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func splitComma(s string) []string {
