@@ -138,11 +138,7 @@ func TestP29RecvOverflow(t *testing.T) {
 			c := p.connect(qpOpts{})
 			p.sendN(c, 200, 100, 0)
 			p.settle()
-			resp := p.b.rec.take(t)
-			wantOps(t, "responses", resp, wire.RCAcknowledge)
-			if resp[0].AETH().Syndrome() != tc.syn {
-				t.Errorf("syndrome %v, want %v", resp[0].AETH().Syndrome(), tc.syn)
-			}
+			wantSyndrome(t, p.b.rec.take(t), tc.syn)
 			wantWC(t, "recv", poll(p.b.rcq), tc.recv)
 			wantWC(t, "send", poll(p.a.scq), tc.sendStat)
 			if p.a.state(c.qa) != qpstate.StateErr || p.b.state(c.qb) != qpstate.StateErr {
@@ -185,11 +181,7 @@ func TestP30SendWithInvalidate(t *testing.T) {
 			p.a.postSend(c.qa, emu.SendWR{WRID: 2, Opcode: emu.WRSendWithInv, SendFlags: emu.SendSignaled,
 				InvalidateRKey: rkey, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
 			p.settle()
-			resp := p.b.rec.take(t)
-			wantOps(t, "responses", resp, wire.RCAcknowledge)
-			if resp[0].AETH().Syndrome() != tc.syn {
-				t.Errorf("syndrome %v", resp[0].AETH().Syndrome())
-			}
+			wantSyndrome(t, p.b.rec.take(t), tc.syn)
 			wantWC(t, "send", poll(p.a.scq), tc.sendStat)
 			rw := poll(p.b.rcq)
 			wantWC(t, "recv", rw, tc.recvStat)
@@ -292,27 +284,6 @@ func TestP42MSN(t *testing.T) {
 		if resp[i].AETH().MSN() != uint32(i+1) {
 			t.Errorf("ACK %d MSN %d", i, resp[i].AETH().MSN())
 		}
-	}
-}
-
-// TestP43UnexpectedReadResponse: a READ response for a SEND WQE is a fatal
-// error.
-func TestP43UnexpectedReadResponse(t *testing.T) {
-	p := newPair(t, pairOpts{})
-	c := p.connect(qpOpts{sqpsnA: 60})
-	p.a.rec.Link = link.NewFaults(p.a.rec.Link, link.FaultConfig{Drop: 1})
-	p.sendN(c, 8, 8, 0)
-	p.a.r.Poll()
-	f := wire.Frame{DstMAC: p.a.mac, SrcMAC: p.b.mac, Src: p.b.ip, Dst: p.a.ip, HopLimit: 64, SrcPort: 0xC000,
-		BTH:  wire.BTHFields{Opcode: wire.RCRDMAReadResponseOnly, PKey: 0xFFFF, DestQP: c.qa.QPNum, PSN: 60},
-		AETH: wire.AETHFields{Syndrome: 0x1F, MSN: 1}}
-	b := make([]byte, f.Len())
-	wire.Build(b, &f)
-	p.b.end.WritePackets([][]byte{b})
-	p.a.r.Poll()
-	wantWC(t, "send", poll(p.a.scq), emu.WCFatalErr)
-	if p.a.state(c.qa) != qpstate.StateErr {
-		t.Error("QP not in ERR")
 	}
 }
 
@@ -517,5 +488,130 @@ func TestLocalErrors(t *testing.T) {
 				t.Error("QP not in ERR")
 			}
 		})
+	}
+}
+
+// TestResponseErrors (and P43): how the completer answers responses to an
+// outstanding SEND (spec §6.4's table): NAK codes, reserved syndromes
+// (IB_WC_BAD_RESP_ERR, the emulator's choice for rxe's unset status), an
+// ATOMIC_ACKNOWLEDGE for a SEND.
+func TestResponseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   wire.Opcode
+		syn  wire.Syndrome
+		st   emu.WCStatus
+	}{
+		{"NAK-61", wire.RCAcknowledge, 0x61, emu.WCRemInvReqErr},
+		{"NAK-62", wire.RCAcknowledge, 0x62, emu.WCRemAccessErr},
+		{"NAK-63", wire.RCAcknowledge, 0x63, emu.WCRemOpErr},
+		{"NAK-64", wire.RCAcknowledge, 0x64, emu.WCRemOpErr},
+		{"reserved-40", wire.RCAcknowledge, 0x40, emu.WCBadRespErr},
+		{"atomic-ack-for-send", wire.RCAtomicAcknowledge, 0x1F, emu.WCBadRespErr},
+		{"P43-read-response-for-send", wire.RCRDMAReadResponseOnly, 0x1F, emu.WCFatalErr},
+		{"ack", wire.RCAcknowledge, 0x1F, emu.WCSuccess},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, pairOpts{})
+			c := p.connect(qpOpts{sqpsnA: 60})
+			p.a.rec.Link = link.NewFaults(p.a.rec.Link, link.FaultConfig{Drop: 1})
+			p.sendN(c, 8, 8, 0)
+			p.a.r.Poll()
+			f := wire.Frame{DstMAC: p.a.mac, SrcMAC: p.b.mac, Src: p.b.ip, Dst: p.a.ip, HopLimit: 64, SrcPort: 0xC000,
+				BTH:  wire.BTHFields{Opcode: tc.op, PKey: 0xFFFF, DestQP: c.qa.QPNum, PSN: 60},
+				AETH: wire.AETHFields{Syndrome: tc.syn, MSN: 1}}
+			b := make([]byte, f.Len())
+			wire.Build(b, &f)
+			p.b.end.WritePackets([][]byte{b})
+			p.a.r.Poll()
+			wantWC(t, "send", poll(p.a.scq), tc.st)
+			if wantErr := tc.st != emu.WCSuccess; (p.a.state(c.qa) == qpstate.StateErr) != wantErr {
+				t.Errorf("state %v", p.a.state(c.qa))
+			}
+		})
+	}
+}
+
+// TestP15MisalignedAtomic: a raw COMPARE_SWAP at a VA that is not 8-byte
+// aligned gets NAK 0x61.
+func TestP15MisalignedAtomic(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	c := p.connect(qpOpts{sqpsnA: 40})
+	dst, _, mrb := p.b.buf(64, 0)
+	p.inject(t, p.rawFrame(t, c, wire.RCCompareSwap, 40, nil, func(f *wire.Frame) {
+		f.AtomicETH = wire.AtomicETHFields{VA: dst + 4, RKey: mrb.RKey, SwapAdd: 1}
+	}))
+	wantSyndrome(t, p.b.rec.take(t), 0x61)
+}
+
+// TestSQDDrain: SQD holds new WQEs, lets the outstanding ones finish on
+// the wire and raises IB_EVENT_SQ_DRAINED when the last ACK arrives; back
+// in RTS the held WQE goes out.
+func TestSQDDrain(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	c := p.connect(qpOpts{})
+	p.a.takeEvents()
+	p.sendN(c, 3000, 4096, 0)
+	p.a.r.Poll() // the SEND is on the wire, not yet ACKed
+	a := qpstate.Attr{QPState: qpstate.StateSQD}
+	if err := c.qa.Modify(&a, qpstate.AttrState); err != nil {
+		t.Fatal(err)
+	}
+	p.sendN(c, 8, 64, 0) // held
+	if evs := p.a.takeEvents(); len(evs) != 0 {
+		t.Fatalf("events before the ACK: %v", evs)
+	}
+	p.settle()
+	if evs := p.a.takeEvents(); len(evs) != 1 || evs[0] != emu.EventSQDrained {
+		t.Fatalf("events %v, want SQ_DRAINED", evs)
+	}
+	wantOps(t, "while draining", p.a.rec.take(t), wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLast)
+	a.QPState = qpstate.StateRTS
+	if err := c.qa.Modify(&a, qpstate.AttrState); err != nil {
+		t.Fatal(err)
+	}
+	p.settle()
+	wantOps(t, "after RTS", p.a.rec.take(t), wire.RCSendOnly)
+	wantWC(t, "send", poll(p.a.scq), emu.WCSuccess, emu.WCSuccess)
+}
+
+// TestP25RequestToInit: a request to a QP in INIT is dropped silently.
+func TestP25RequestToInit(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	qb := p.b.newQP(qpstate.TypeRC, nil, qpOpts{})
+	p.b.modify(qb, qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: allAccess},
+		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags)
+	dst, _, mrb := p.b.buf(64, 0)
+	p.b.postRecv(qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}})
+	p.inject(t, p.rawFrame(t, conn{qb: qb}, wire.RCSendOnly, 0, []byte("hi"), nil))
+	if resp := p.b.rec.take(t); len(resp) != 0 || p.b.counter("rcvd_pkts") != 0 || len(poll(p.b.rcq)) != 0 {
+		t.Errorf("responses %v, rcvd_pkts %d", ops(resp), p.b.counter("rcvd_pkts"))
+	}
+}
+
+// TestP20GSIQKey: a QP1 packet whose Q_Key is not 0x80010000 is dropped
+// and counted; the counter saturates at 0xFFFF.
+func TestP20GSIQKey(t *testing.T) {
+	p := newPair(t, pairOpts{noMAD: true, mtu: 1500})
+	gsi := p.b.udQP(qpstate.TypeGSI, nil)
+	dst, _, mrb := p.b.buf(256, 0)
+	p.b.postRecv(gsi, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 256, LKey: mrb.LKey}}})
+	frame := func(qkey uint32) []byte {
+		return p.rawFrame(t, conn{qb: gsi}, wire.UDSendOnly, 0, []byte("mad"), func(f *wire.Frame) {
+			f.DETH = wire.DETHFields{QKey: qkey, SrcQP: 1}
+		})
+	}
+	p.inject(t, frame(0x11111111))
+	if pa, _ := p.b.dev.QueryPort(1); pa.QKeyViolCntr != 1 {
+		t.Errorf("qkey_viol_cntr %d", pa.QKeyViolCntr)
+	}
+	p.inject(t, frame(0x80010000))
+	wantWC(t, "recv", poll(p.b.rcq), emu.WCSuccess)
+	p.b.r.mu.Lock()
+	p.b.r.badQKey = 0xFFFE
+	p.b.r.mu.Unlock()
+	p.inject(t, frame(1), frame(2))
+	if pa, _ := p.b.dev.QueryPort(1); pa.QKeyViolCntr != 0xFFFF {
+		t.Errorf("qkey_viol_cntr %#x, want saturated 0xFFFF", pa.QKeyViolCntr)
 	}
 }
