@@ -41,8 +41,9 @@ type counter func() uint64
 // writeVsBaseline measures RC WRITE over p against baseline, alternating
 // rounds, and returns the best Gb/s of each and the allocations per frame
 // over all WRITE rounds.
-func writeVsBaseline(o *Options, p *pair, c writeCase, frames counter, baseline func() float64) (w, b, allocs float64, err error) {
-	if err := warmUp(o, p, c, frames); err != nil {
+func writeVsBaseline(o *Options, p *pair, c writeCase, ab, ba counter, baseline func() float64) (w, b, allocs float64, err error) {
+	frames := func() uint64 { return ab() + ba() }
+	if err := warmUp(o, p, c, ab, ba); err != nil {
 		return 0, 0, 0, err
 	}
 	var mallocs, pkts uint64
@@ -63,20 +64,21 @@ func writeVsBaseline(o *Options, p *pair, c writeCase, frames counter, baseline 
 	return w, b, ratio(float64(mallocs), float64(pkts)), nil
 }
 
-// warmFrames is how many frames a warm-up moves at least: past the
-// link.Pipe's lazily filled 1024 queue slots in each direction, so that
+// warmFrames is how many frames a warm-up moves at least in each
+// direction: past a link.Pipe's lazily filled queue slots (1024 a
+// direction; the ACK direction carries one frame a message or so), so that
 // buffer pools and queues have reached their steady state.
-const warmFrames = 4 << 10
+const warmFrames = 1100
 
-// warmUp writes for a quarter of a round, and on until warmFrames frames
-// have moved (at most a few seconds).
-func warmUp(o *Options, p *pair, c writeCase, frames counter) error {
-	f0, start := frames(), time.Now()
+// warmUp writes for a quarter of a round, and on until each direction has
+// moved warmFrames frames (at most a few seconds).
+func warmUp(o *Options, p *pair, c writeCase, ab, ba counter) error {
+	a0, b0, start := ab(), ba(), time.Now()
 	for {
 		if _, _, err := p.writeLoop(c.msg, c.depth, o.round()/4); err != nil {
 			return err
 		}
-		if frames()-f0 >= warmFrames || time.Since(start) > 3*time.Second {
+		if ab()-a0 >= warmFrames && ba()-b0 >= warmFrames || time.Since(start) > 3*time.Second {
 			return nil
 		}
 	}
@@ -109,8 +111,9 @@ func runInproc(ctx context.Context, o *Options) ([]Row, error) {
 			return rows, err
 		}
 		p.a.spin, p.b.spin = inprocSpin, inprocSpin
-		frames := func() uint64 { return ea.Stats().TxFrames + eb.Stats().TxFrames }
-		w, b, allocs, err := writeVsBaseline(o, p, c, frames, func() float64 { return copyGbps(c.msg, o.round()) })
+		ab := func() uint64 { return ea.Stats().TxFrames }
+		ba := func() uint64 { return eb.Stats().TxFrames }
+		w, b, allocs, err := writeVsBaseline(o, p, c, ab, ba, func() float64 { return copyGbps(c.msg, o.round()) })
 		if cerr := p.close(); err == nil {
 			err = cerr
 		}

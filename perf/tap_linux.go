@@ -170,7 +170,7 @@ func tapMeasure(ctx context.Context, o *Options, ns *benchNS) ([]Row, error) {
 				if c.mtu != mtu {
 					continue
 				}
-				if err := warmUp(o, p, c, func() uint64 { return la.n.Load() + lb.n.Load() }); err != nil {
+				if err := warmUp(o, p, c, la.n.Load, lb.n.Load); err != nil {
 					p.close()
 					return nil, err
 				}
