@@ -36,6 +36,17 @@ func buildFrame(f *wire.Frame) ([]byte, error) {
 	return buf[:n], nil
 }
 
+// perOp returns a measurement of f's time per call over a round.
+func perOp(o *Options, f func()) func() time.Duration {
+	return func() time.Duration {
+		return timeOp(o.round(), func(n int) {
+			for range n {
+				f()
+			}
+		})
+	}
+}
+
 // runWire measures the wire package's per-frame costs: SealICRC against
 // hash/crc32 over the bytes the ICRC covers (target: at least 0.9 of
 // crc32's throughput), Parse and Build against copying the frame.
@@ -49,21 +60,11 @@ func runWire(ctx context.Context, o *Options) ([]Row, error) {
 		}
 		covered := fr[wire.EthernetSize : len(fr)-wire.ICRCSize]
 		var sink uint32
-		icrc, crc := bestOf(o.rounds(), func() time.Duration {
-			return timeOp(o.round(), func(n int) {
-				for range n {
-					if err := wire.SealICRC(fr, wire.EthernetSize); err != nil {
-						panic(err) // fr was built by wire.Build
-					}
-				}
-			})
-		}, func() time.Duration {
-			return timeOp(o.round(), func(n int) {
-				for range n {
-					sink += crc32.ChecksumIEEE(covered)
-				}
-			})
-		})
+		icrc, crc := bestOf(o.rounds(), perOp(o, func() {
+			if err := wire.SealICRC(fr, wire.EthernetSize); err != nil {
+				panic(err)
+			}
+		}), perOp(o, func() { sink += crc32.ChecksumIEEE(covered) }))
 		_ = sink
 		rows = append(rows, Row{Group: "wire", Name: fmt.Sprintf("SealICRC %d B frame", len(fr)),
 			Value: float64(icrc.Nanoseconds()), Unit: "ns/frame",
@@ -71,36 +72,22 @@ func runWire(ctx context.Context, o *Options) ([]Row, error) {
 			Ratio: ratio(float64(crc), float64(icrc)), RatioNote: "(throughput)"}.atLeast(0.9))
 
 		dst := make([]byte, len(fr))
-		cp := func() time.Duration {
-			return timeOp(o.round(), func(n int) {
-				for range n {
-					copy(dst, fr)
-				}
-			})
-		}
+		cp := perOp(o, func() { copy(dst, fr) })
 		var p wire.Packet
-		parse, cpy := bestOf(o.rounds(), func() time.Duration {
-			return timeOp(o.round(), func(n int) {
-				for range n {
-					if err := p.Decode(fr); err != nil {
-						panic(err)
-					}
-				}
-			})
-		}, cp)
+		parse, cpy := bestOf(o.rounds(), perOp(o, func() {
+			if err := p.Decode(fr); err != nil {
+				panic(err) // fr was built by wire.Build
+			}
+		}), cp)
 		rows = append(rows, Row{Group: "wire", Name: fmt.Sprintf("Parse %d B frame", len(fr)),
 			Value: float64(parse.Nanoseconds()), Unit: "ns/frame",
 			Baseline: "copy of the frame", BaseValue: float64(cpy.Nanoseconds()), BaseUnit: "ns/frame",
 			Ratio: ratio(float64(parse), float64(cpy)), RatioNote: "(time)"})
-		build, cpy := bestOf(o.rounds(), func() time.Duration {
-			return timeOp(o.round(), func(n int) {
-				for range n {
-					if _, err := wire.Build(dst, f); err != nil {
-						panic(err)
-					}
-				}
-			})
-		}, cp)
+		build, cpy := bestOf(o.rounds(), perOp(o, func() {
+			if _, err := wire.Build(dst, f); err != nil {
+				panic(err)
+			}
+		}), cp)
 		rows = append(rows, Row{Group: "wire", Name: fmt.Sprintf("Build %d B frame", len(fr)),
 			Value: float64(build.Nanoseconds()), Unit: "ns/frame",
 			Baseline: "copy of the frame", BaseValue: float64(cpy.Nanoseconds()), BaseUnit: "ns/frame",

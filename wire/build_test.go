@@ -76,16 +76,21 @@ func sampleFrames() []*Frame {
 
 // TestBuildParseRoundTrip builds every sample frame, parses it and checks
 // each field comes back, then rebuilds it from the parsed fields.
+// frameName names a sample frame's subtest: opcode, address family, tag.
+func frameName(f *Frame) string {
+	name := f.BTH.Opcode.String()
+	if f.Src.Is6() {
+		name += "/ipv6"
+	}
+	if f.VLAN {
+		name += "/vlan"
+	}
+	return name
+}
+
 func TestBuildParseRoundTrip(t *testing.T) {
 	for _, f := range sampleFrames() {
-		name := f.BTH.Opcode.String()
-		if f.Src.Is6() {
-			name += "/ipv6"
-		}
-		if f.VLAN {
-			name += "/vlan"
-		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(frameName(f), func(t *testing.T) {
 			buf := make([]byte, 9000)
 			n, err := Build(buf, f)
 			if err != nil {
@@ -308,14 +313,7 @@ func TestBuildDetails(t *testing.T) {
 // builds the same frame as a payload elsewhere.
 func TestBuildPayloadInPlace(t *testing.T) {
 	for _, f := range sampleFrames() {
-		name := f.BTH.Opcode.String()
-		if f.Src.Is6() {
-			name += "/ipv6"
-		}
-		if f.VLAN {
-			name += "/vlan"
-		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(frameName(f), func(t *testing.T) {
 			want := make([]byte, 9000)
 			n, err := Build(want, f)
 			if err != nil {
