@@ -49,9 +49,10 @@ func newBenchNS() (*benchNS, error) {
 		return nil, errors.Join(fmt.Errorf("opening netns %s: %w", name, err), ns.close())
 	}
 	ns.handle = h
+	if err := ns.do(disableIPv6); err != nil {
+		return nil, errors.Join(err, ns.close())
+	}
 	for _, c := range [][]string{
-		{"sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"},
-		{"sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"},
 		{"ip", "link", "set", "lo", "up"},
 		{"ip", "link", "add", "br0", "type", "bridge"},
 		{"ip", "link", "set", "br0", "up"},
@@ -64,6 +65,19 @@ func newBenchNS() (*benchNS, error) {
 		}
 	}
 	return ns, nil
+}
+
+// disableIPv6 turns IPv6 off in the calling thread's namespace
+// (net.ipv6.conf.{all,default}.disable_ipv6=1); a kernel without IPv6 has
+// nothing to turn off.
+func disableIPv6() error {
+	for _, f := range []string{"all", "default"} {
+		err := os.WriteFile("/proc/sys/net/ipv6/conf/"+f+"/disable_ipv6", []byte("1\n"), 0)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("disabling IPv6: %w", err)
+		}
+	}
+	return nil
 }
 
 func (ns *benchNS) close() error {
