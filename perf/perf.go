@@ -195,6 +195,7 @@ func Write(w io.Writer, rows []Row) error {
 func WriteJSON(w io.Writer, rows []Row) error {
 	e := json.NewEncoder(w)
 	e.SetIndent("", "  ")
+	e.SetEscapeHTML(false) // targets read "ratio >= 0.8"
 	if rows == nil {
 		rows = []Row{}
 	}

@@ -29,7 +29,7 @@ const tapMTU = 4200
 // udpA and udpB are the kernel UDP pingpong's addresses, on the bridge.
 var udpA, udpB = netip.MustParseAddr("10.99.0.1"), netip.MustParseAddr("10.99.0.2")
 
-// bench netns is a network namespace made for one run, with a bridge.
+// benchNS is a network namespace made for one run, with a bridge.
 type benchNS struct {
 	name   string
 	handle netns.NsHandle
