@@ -126,6 +126,10 @@ func runInproc(ctx context.Context, o *Options) ([]Row, error) {
 		if c.mtu == qpstate.MTU4096 {
 			r = r.atLeast(0.25)
 			r.Target += ", >= 8 Gb/s"
+			r.Detail = "8 Gb/s: MISS"
+			if w >= 8 {
+				r.Detail = "8 Gb/s: PASS"
+			}
 			r.Pass = r.Pass && w >= 8
 		}
 		rows = append(rows, r)

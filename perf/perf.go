@@ -57,6 +57,8 @@ type Row struct {
 	// is informative only. Pass reports whether it was met.
 	Target string `json:"target,omitempty"`
 	Pass   bool   `json:"pass"`
+	// Detail, for a target of several parts, says which were met.
+	Detail string `json:"detail,omitempty"`
 	// Skipped, if not empty, says why the row was not measured (the
 	// numeric fields are then zero).
 	Skipped string `json:"skipped,omitempty"`
@@ -179,6 +181,9 @@ func Write(w io.Writer, rows []Row) error {
 			res = "MISS"
 			if r.Pass {
 				res = "PASS"
+			}
+			if r.Detail != "" {
+				res += " (" + r.Detail + ")"
 			}
 		}
 		ratio := num(r.Ratio)
