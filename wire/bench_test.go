@@ -78,3 +78,18 @@ func BenchmarkCRC32(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkBuildInPlace is Build with the payload already at
+// PayloadOffset in the buffer, as rxe's requester gathers it.
+func BenchmarkBuildInPlace(b *testing.B) {
+	benchEach(b, func(b *testing.B, f *Frame, fr []byte) {
+		g := *f
+		off := g.PayloadOffset()
+		g.Payload = fr[off : off+copy(fr[off:], f.Payload)]
+		for b.Loop() {
+			if _, err := Build(fr, &g); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -72,6 +72,26 @@ func (f *Frame) Len() int {
 	return n
 }
 
+// PayloadOffset returns where Build puts the payload in the frame: after
+// Ethernet, the optional VLAN tag, IP, UDP, the BTH and the extended
+// headers of f's opcode. It returns 0 if the opcode is not in the table.
+// A sender can gather the payload straight into its frame buffer at this
+// offset and pass that slice as f.Payload: Build then copies nothing.
+func (f *Frame) PayloadOffset() int {
+	hl := f.BTH.Opcode.HeaderLen()
+	if hl == 0 {
+		return 0
+	}
+	n := EthernetSize + UDPSize + hl
+	if f.VLAN {
+		n += VLANTagSize
+	}
+	if f.isIPv4() {
+		return n + IPv4Size
+	}
+	return n + IPv6Size
+}
+
 func (f *Frame) isIPv4() bool { return f.Src.Unmap().Is4() }
 
 // padLen returns the pad that makes n a multiple of 4 (IBTA §9.2: PadCnt).
@@ -164,7 +184,9 @@ func Build(buf []byte, f *Frame) (int, error) {
 
 	// Payload, pad, ICRC.
 	po := bth + hl
-	copy(b[po:], f.Payload)
+	if pay > 0 && &b[po] != &f.Payload[0] { // in place already: see PayloadOffset
+		copy(b[po:], f.Payload)
+	}
 	clear(b[po+pay : po+pay+pad])
 	icrcOff := n - ICRCSize
 	binary.LittleEndian.PutUint32(b[icrcOff:], computeICRC(b, l3, l4, icrcOff, !v4))

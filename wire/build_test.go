@@ -76,16 +76,21 @@ func sampleFrames() []*Frame {
 
 // TestBuildParseRoundTrip builds every sample frame, parses it and checks
 // each field comes back, then rebuilds it from the parsed fields.
+// frameName names a sample frame's subtest: opcode, address family, tag.
+func frameName(f *Frame) string {
+	name := f.BTH.Opcode.String()
+	if f.Src.Is6() {
+		name += "/ipv6"
+	}
+	if f.VLAN {
+		name += "/vlan"
+	}
+	return name
+}
+
 func TestBuildParseRoundTrip(t *testing.T) {
 	for _, f := range sampleFrames() {
-		name := f.BTH.Opcode.String()
-		if f.Src.Is6() {
-			name += "/ipv6"
-		}
-		if f.VLAN {
-			name += "/vlan"
-		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(frameName(f), func(t *testing.T) {
 			buf := make([]byte, 9000)
 			n, err := Build(buf, f)
 			if err != nil {
@@ -300,5 +305,44 @@ func TestBuildDetails(t *testing.T) {
 	}
 	if p, err := Parse(buf[:n]); err != nil || p.IsIPv6() || p.Src() != v4B {
 		t.Errorf("IPv4-mapped source: %v ipv6=%v src=%v", err, p.IsIPv6(), p.Src())
+	}
+}
+
+// TestBuildPayloadInPlace checks PayloadOffset against Parse for every
+// sample frame, and that a payload already at that offset in the buffer
+// builds the same frame as a payload elsewhere.
+func TestBuildPayloadInPlace(t *testing.T) {
+	for _, f := range sampleFrames() {
+		t.Run(frameName(f), func(t *testing.T) {
+			want := make([]byte, 9000)
+			n, err := Build(want, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p Packet
+			if err := p.Decode(want[:n]); err != nil {
+				t.Fatal(err)
+			}
+			off := f.PayloadOffset()
+			if got := len(want[:n]) - len(p.Payload()) - padLen(len(f.Payload)) - ICRCSize; f.BTH.Opcode.HasPayload() && off != got {
+				t.Fatalf("PayloadOffset = %d, the parsed payload starts at %d", off, got)
+			}
+			if len(f.Payload) == 0 {
+				return
+			}
+			buf := make([]byte, 9000)
+			for i := range buf {
+				buf[i] = 0xee // stale bytes everywhere but the payload
+			}
+			g := *f
+			g.Payload = buf[off : off+copy(buf[off:], f.Payload)]
+			m, err := Build(buf, &g)
+			if err != nil || m != n || !bytes.Equal(buf[:m], want[:n]) {
+				t.Fatalf("in-place build = %d, %v; differs from the copying build", m, err)
+			}
+		})
+	}
+	if f := (Frame{BTH: BTHFields{Opcode: 0x1f}}); f.BTH.Opcode.HeaderLen() != 0 || f.PayloadOffset() != 0 {
+		t.Error("PayloadOffset of a frame with an unknown opcode is not 0")
 	}
 }

@@ -75,9 +75,8 @@ func (r *Dev) post(q *cq, wc emu.WC, solicited bool) bool {
 	q.wcs = append(q.wcs, wc)
 	if q.notify&emu.CQNextComp != 0 || q.notify&emu.CQSolicited != 0 && solicited {
 		q.notify = 0
-		if h := q.core.CompHandler; h != nil {
-			c := q.core
-			r.later(func() { h(c) })
+		if q.core.CompHandler != nil {
+			r.laterComp(q.core)
 		}
 	}
 	return true

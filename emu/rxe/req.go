@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"errors"
+	"time"
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
@@ -23,12 +24,13 @@ type xport struct {
 	pathOK bool
 
 	// Requester and completer.
-	noack    int // packets sent without AckReq since the last one with it
-	rtimer   clock.Timer
-	rgen     uint64 // generation of the retransmit timer
-	rnrWait  bool
-	rnrTimer clock.Timer
-	rnrGen   uint64
+	noack     int // packets sent without AckReq since the last one with it
+	rtimer    clock.Timer
+	rgen      uint64    // generation of the retransmit timer
+	rdeadline time.Time // when the retransmit timer expires
+	rnrWait   bool
+	rnrTimer  clock.Timer
+	rnrGen    uint64
 	// startedRetry: a retry pass is under way; further retry triggers
 	// other than a timeout are ignored until a valid response arrives
 	// (rxe's comp.started_retry).
@@ -359,14 +361,14 @@ func (r *Dev) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCStatu
 			f.DETH.QKey = gsiQKey
 		}
 	}
+	var frame []byte
 	if plen > 0 {
-		if cap(r.scratch) < int(plen) {
-			r.scratch = make([]byte, plen)
-		}
-		buf := r.scratch[:plen]
+		var buf []byte
+		frame, buf = r.txBuf(f, int(plen))
 		if w.inline != nil {
 			copy(buf, w.inline[off:])
 		} else if _, err := r.gatherAt(q, w.wr.SGList, off, buf); err != nil {
+			r.dropTx(frame)
 			if errors.Is(err, unix.EFAULT) {
 				return emu.WCLocProtErr, false
 			}
@@ -374,7 +376,7 @@ func (r *Dev) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCStatu
 		}
 		f.Payload = buf
 	}
-	if !r.emit(f) {
+	if !r.emitIn(frame, f) {
 		return emu.WCLocQPOpErr, false
 	}
 	if q.typ == qpstate.TypeRC {
@@ -438,29 +440,43 @@ func (r *Dev) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
 }
 
 // armRetransmit starts the retransmission timer if it is not pending, or
-// restarts it with reset (the completer's mod_timer); r.mu held.
+// restarts it with reset (the completer's mod_timer); r.mu held. A restart
+// only moves the deadline: the pending timer, when it fires before it,
+// sleeps again for the rest (retransmitTimeout). The expiry is the same as
+// stopping and starting a timer, without a new timer for every ACK.
 func (r *Dev) armRetransmit(q *qp, reset bool) {
 	d := r.cfg.Quirks.RetransmitTimeout(q.attr.Timeout)
 	if d == 0 || r.tp == nil {
 		return
 	}
 	if q.rtimer != nil {
-		if !reset {
-			return
+		if reset {
+			q.rdeadline = r.clock().Now().Add(d)
 		}
-		q.rtimer.Stop()
+		return
 	}
 	q.rgen++
+	q.rdeadline = r.clock().Now().Add(d)
+	r.startRetransmit(q, d)
+}
+
+// startRetransmit starts the timer of generation q.rgen; r.mu held.
+func (r *Dev) startRetransmit(q *qp, d time.Duration) {
 	gen := q.rgen
 	q.rtimer = r.clock().AfterFunc(d, func() { r.retransmitTimeout(q, gen) })
 }
 
 // retransmitTimeout is rxe_retransmit_timer: with unacknowledged packets
-// outstanding (and no RNR wait), retry.
+// outstanding (and no RNR wait), retry. A timer whose deadline moved
+// (armRetransmit's reset) sleeps again until it.
 func (r *Dev) retransmitTimeout(q *qp, gen uint64) {
 	r.lock()
 	defer r.unlock()
 	if gen != q.rgen || !q.valid || r.detached {
+		return
+	}
+	if rest := q.rdeadline.Sub(r.clock().Now()); rest > 0 {
+		r.startRetransmit(q, rest)
 		return
 	}
 	q.rtimer = nil

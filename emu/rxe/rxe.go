@@ -111,22 +111,23 @@ type Dev struct {
 	attr   emu.DeviceAttr // defaults after Config.Tune; NodeGUID/SysImageGUID filled at query
 	limits qpstate.Limits
 
-	mu       sync.Mutex
-	rnd      *rand.Rand
-	qpPool   pool
-	mrPool   pool
-	mwPool   pool
-	ahPool   pool
-	qps      map[uint32]*qp // by QPN
-	mrs      map[uint32]*mr // by index
-	mws      map[uint32]*mw // by index
-	mcgs     map[emu.GID]*mcg
-	attached int
-	gsi      bool
-	counters [numCounters]uint64
-	badPKey  uint32
-	badQKey  uint32
-	deferred []func()
+	mu         sync.Mutex
+	rnd        *rand.Rand
+	qpPool     pool
+	mrPool     pool
+	mwPool     pool
+	ahPool     pool
+	qps        map[uint32]*qp // by QPN
+	mrs        map[uint32]*mr // by index
+	mws        map[uint32]*mw // by index
+	mcgs       map[emu.GID]*mcg
+	attached   int
+	gsi        bool
+	counters   [numCounters]uint64
+	badPKey    uint32
+	badQKey    uint32
+	deferred   []deferredCall
+	deferSpare []deferredCall // deferred's other half, reused
 
 	// Transport state (nil tp: no link).
 	tp       *transport
@@ -193,19 +194,47 @@ func (r *Dev) lock() { r.mu.Lock() }
 
 func (r *Dev) unlock() {
 	fs := r.deferred
-	r.deferred = nil
+	if len(fs) > 0 {
+		r.deferred, r.deferSpare = r.deferSpare, nil
+	}
 	if len(r.txq) > 0 && r.tp != nil {
 		r.flushTx() // releases r.mu
 	} else {
 		r.mu.Unlock()
 	}
-	for _, f := range fs {
-		f()
+	if len(fs) == 0 {
+		return
 	}
+	for _, d := range fs {
+		if d.cq != nil {
+			d.cq.CompHandler(d.cq)
+		} else {
+			d.f()
+		}
+	}
+	// Hand the list back for reuse, so that a completion notification
+	// allocates nothing.
+	clear(fs)
+	r.mu.Lock()
+	if r.deferSpare == nil {
+		r.deferSpare = fs[:0]
+	}
+	r.mu.Unlock()
+}
+
+// deferredCall is a callback run by unlock: f, or cq's completion
+// handler (kept apart from f so that notifying allocates no closure).
+type deferredCall struct {
+	f  func()
+	cq *emu.CQ
 }
 
 // later defers f until the device lock is released; r.mu held.
-func (r *Dev) later(f func()) { r.deferred = append(r.deferred, f) }
+func (r *Dev) later(f func()) { r.deferred = append(r.deferred, deferredCall{f: f}) }
+
+// laterComp defers a call of c's completion handler until the device lock
+// is released, in order with later's callbacks; r.mu held.
+func (r *Dev) laterComp(c *emu.CQ) { r.deferred = append(r.deferred, deferredCall{cq: c}) }
 
 // event queues an async event; r.mu held.
 func (r *Dev) event(ev emu.Event) { r.later(func() { r.dev.Dispatch(ev) }) }

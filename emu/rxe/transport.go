@@ -398,11 +398,45 @@ func (r *Dev) pathOf(a *qpstate.AHAttr) path {
 
 // emit builds one frame into a pooled buffer and queues it for the wire;
 // r.mu held. It reports false when the frame cannot be built.
-func (r *Dev) emit(f *wire.Frame) bool {
+func (r *Dev) emit(f *wire.Frame) bool { return r.emitIn(nil, f) }
+
+// txBuf returns a frame buffer for f (opcode and addresses set) and the
+// part of it where Build will put plen bytes of payload, so that the
+// payload is gathered in place and Build copies nothing
+// (wire.Frame.PayloadOffset). Without a transport, or if the frame would
+// not fit, frame is nil and pay is the device's scratch space. r.mu held.
+func (r *Dev) txBuf(f *wire.Frame, plen int) (frame, pay []byte) {
+	if r.tp != nil && !r.detached {
+		b := r.tp.get()
+		if off := f.PayloadOffset(); off > 0 && off+plen+wire.ICRCSize+3 <= len(b) {
+			return b, b[off : off+plen]
+		}
+		r.tp.put([][]byte{b})
+	}
+	if cap(r.scratch) < plen {
+		r.scratch = make([]byte, plen)
+	}
+	return nil, r.scratch[:plen]
+}
+
+// dropTx returns a buffer from txBuf unused; r.mu held.
+func (r *Dev) dropTx(frame []byte) {
+	if frame != nil {
+		r.tp.put([][]byte{frame})
+	}
+}
+
+// emitIn builds f into frame (from txBuf; nil takes a pooled buffer) and
+// queues it, like emit; r.mu held.
+func (r *Dev) emitIn(frame []byte, f *wire.Frame) bool {
 	if r.tp == nil || r.detached {
+		r.dropTx(frame)
 		return true // no transport: the packet goes nowhere (a silent peer)
 	}
-	b := r.tp.get()
+	b := frame
+	if b == nil {
+		b = r.tp.get()
+	}
 	n, err := wire.Build(b, f)
 	if err != nil || n > len(b) {
 		r.tp.put([][]byte{b})

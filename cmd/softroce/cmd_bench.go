@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+
+	"github.com/softroce/softroce/perf"
+)
+
+func init() {
+	register(command{
+		name:    "bench",
+		summary: "measure softroce against baselines taken in the same run (perftest-style ratios)",
+		usage:   "[--quick] [--json] [--group NAME,...] [-v] [--cpuprofile FILE] [--memprofile FILE]",
+		run:     runBench,
+	})
+}
+
+// runBench runs package perf's measurements and prints their rows; missed
+// targets are reported, not failures. The TAP rows need root (they create
+// a network namespace) and say "skipped: needs root" without it.
+func runBench(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench", stderr)
+	quick := fs.Bool("quick", false, "run every measurement briefly (a smoke run: numbers are noisy)")
+	asJSON := fs.Bool("json", false, "print the rows as JSON")
+	groups := fs.String("group", "", "comma-separated groups to run (wire, inproc, scale, tap); empty runs all")
+	verbose := fs.Bool("v", false, "log progress to stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the run to `file`")
+	memProfile := fs.String("memprofile", "", "write a pprof allocation profile of the run to `file`")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return errUsage
+	}
+	o := perf.Options{Quick: *quick}
+	if *groups != "" {
+		o.Groups = splitComma(*groups)
+	}
+	if *verbose {
+		o.Log = stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if *memProfile != "" {
+		runtime.MemProfileRate = 4096 // fine enough to see per-packet allocations
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rows, err := perf.Run(ctx, o)
+	if *memProfile != "" {
+		if perr := writeHeapProfile(*memProfile); err == nil {
+			err = perr
+		}
+	}
+	var werr error
+	if *asJSON {
+		werr = perf.WriteJSON(stdout, rows)
+	} else {
+		werr = perf.Write(stdout, rows)
+	}
+	if err != nil {
+		return err
+	}
+	return werr
+}
+
+// writeHeapProfile writes the allocation profile (pprof -sample_index
+// alloc_objects shows where allocations came from).
+func writeHeapProfile(name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package perf
+
+import "context"
+
+// runTAP reports the TAP rows as skipped: TAP devices need Linux.
+func runTAP(ctx context.Context, o *Options) ([]Row, error) { return tapRows("needs Linux"), nil }
