@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 
-	"github.com/softroce/softroce/perf"
+	"github.com/softroce/softroce/bench"
 )
 
 func init() {
@@ -20,7 +20,7 @@ func init() {
 	})
 }
 
-// runBench runs package perf's measurements and prints their rows; missed
+// runBench runs package bench's measurements and prints their rows; missed
 // targets are reported, not failures. The TAP rows need root (they create
 // a network namespace) and say "skipped: needs root" without it.
 func runBench(args []string, stdout, stderr io.Writer) error {
@@ -38,7 +38,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errUsage
 	}
-	o := perf.Options{Quick: *quick}
+	o := bench.Options{Quick: *quick}
 	if *groups != "" {
 		o.Groups = splitComma(*groups)
 	}
@@ -61,7 +61,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rows, err := perf.Run(ctx, o)
+	rows, err := bench.Run(ctx, o)
 	if *memProfile != "" {
 		if perr := writeHeapProfile(*memProfile); err == nil {
 			err = perr
@@ -69,9 +69,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	var werr error
 	if *asJSON {
-		werr = perf.WriteJSON(stdout, rows)
+		werr = bench.WriteJSON(stdout, rows)
 	} else {
-		werr = perf.Write(stdout, rows)
+		werr = bench.Write(stdout, rows)
 	}
 	if err != nil {
 		return err

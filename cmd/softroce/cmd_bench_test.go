@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/softroce/softroce/perf"
+	"github.com/softroce/softroce/bench"
 )
 
 // columns splits a table line on the tabwriter's padding (two or more
@@ -70,7 +70,7 @@ func TestBenchJSON(t *testing.T) {
 	if code := run([]string{"bench", "--quick", "--json", "--group", "wire"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
 	}
-	var rows []perf.Row
+	var rows []bench.Row
 	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
 		t.Fatalf("output is not JSON rows: %v\n%s", err, out.String())
 	}

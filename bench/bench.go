@@ -1,4 +1,4 @@
-// Package perf measures softroce against baselines taken in the same run,
+// Package bench measures softroce against baselines taken in the same run,
 // on the same machine, as `softroce bench` prints them.
 //
 // Shared, noisy machines make absolute numbers unstable; ratios to a
@@ -20,7 +20,7 @@
 // Measurement and baseline run alternately, several rounds, keeping the
 // best of each, so that a burst of load from another process penalizes
 // neither more than the other.
-package perf
+package bench
 
 import (
 	"context"

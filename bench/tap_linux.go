@@ -1,6 +1,6 @@
 //go:build linux
 
-package perf
+package bench
 
 import (
 	"context"
