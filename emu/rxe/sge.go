@@ -37,22 +37,7 @@ func (r *Dev) sgeIO(m *mr, s emu.SGE, buf []byte, write bool) error {
 	if err != nil {
 		return err
 	}
-	if m.typ == emu.MRTypeUser {
-		b, err := r.dev.Memory().Slice(addr, len(buf))
-		if err != nil {
-			return err
-		}
-		if write {
-			copy(b, buf)
-		} else {
-			copy(buf, b)
-		}
-		return nil
-	}
-	if write {
-		return r.dev.DMA().DeviceWrite(addr, buf)
-	}
-	return r.dev.DMA().DeviceRead(addr, buf)
+	return r.memIO(m, addr, buf, write)
 }
 
 // gather copies the data of a send SGE list into dst (the requester
