@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/wire"
+)
+
+var (
+	bwRow  = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$`)
+	latRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	ppRes  = regexp.MustCompile(`(?m)^(?:server: )?(\d+) bytes in [\d.]+ seconds = [\d.]+ Mbit/sec\n(?:server: )?(\d+) iters in [\d.]+ seconds = [\d.]+ usec/iter$`)
+	cntRe  = regexp.MustCompile(`(?m)^rxe(\d) counters:(.*)$`)
+)
+
+// counters parses the "rxeN counters:" lines.
+func counters(t *testing.T, out string) [2]map[string]uint64 {
+	t.Helper()
+	var cs [2]map[string]uint64
+	for _, m := range cntRe.FindAllStringSubmatch(out, -1) {
+		i, _ := strconv.Atoi(m[1])
+		cs[i] = map[string]uint64{}
+		f := strings.Fields(m[2])
+		for j := 0; j+1 < len(f); j += 2 {
+			v, err := strconv.ParseUint(f[j+1], 10, 64)
+			if err != nil {
+				t.Fatalf("counter line %q", m[0])
+			}
+			cs[i][f[j]] = v
+		}
+	}
+	if cs[0] == nil || cs[1] == nil {
+		t.Fatalf("no counter lines in\n%s", out)
+	}
+	return cs
+}
+
+func TestLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		rows int // result rows (perftest) or result line pairs (pingpong)
+	}{
+		{"default", nil, 1},
+		{"rc", []string{"--test", "rc", "-n", "100", "-c"}, 2},
+		{"uc", []string{"--test", "uc", "-n", "100", "-s", "3000"}, 2},
+		{"ud", []string{"--test", "ud", "-n", "100", "-s", "512", "-m", "4096"}, 2},
+		{"srq", []string{"--test", "srq", "-n", "100", "-q", "4", "-r", "16"}, 2},
+		{"write_bw", []string{"--test", "write_bw", "-n", "100", "-q", "2", "-m", "4096"}, 1},
+		{"write_bw_all", []string{"--test", "write_bw", "-n", "5", "-a"}, 23},
+		{"read_bw", []string{"--test", "read_bw", "-n", "100", "-s", "10000", "--report_gbits"}, 1},
+		{"send_bw", []string{"--test", "send_bw", "-n", "100", "-s", "4096", "-m", "256"}, 1},
+		{"atomic_bw", []string{"--test", "atomic_bw", "-n", "100", "-q", "3"}, 1},
+		{"write_lat", []string{"--test", "write_lat", "-n", "100"}, 1},
+		{"read_lat", []string{"--test", "read_lat", "-n", "100", "-s", "64"}, 1},
+		{"send_lat", []string{"--test", "send_lat", "-n", "100", "-s", "100"}, 1},
+		{"atomic_lat", []string{"--test", "atomic_lat", "-n", "100"}, 1},
+		{"rc_faults", []string{"--test", "rc", "-n", "100", "--loss", "0.05", "--dup", "0.05", "--reorder", "0.05", "--corrupt", "0.05", "--seed", "7"}, 2},
+		{"write_bw_faults", []string{"--test", "write_bw", "-n", "50", "-s", "8192", "--loss", "0.05", "--dup", "0.05", "--reorder", "0.05", "--corrupt", "0.05", "--seed", "7"}, 1},
+		{"send_lat_faults", []string{"--test", "send_lat", "-n", "50", "--loss", "0.05", "--corrupt", "0.05", "--seed", "3"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "write_lat" && raceEnabled {
+				t.Skip("write_lat polls memory the device writes")
+			}
+			code, out, errs := runCmd(t, append([]string{"loopback"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+			}
+			if !strings.Contains(out, "data check: ok") {
+				t.Errorf("no data check line in\n%s", out)
+			}
+			var rows int
+			switch {
+			case ppRes.MatchString(out):
+				rows = len(ppRes.FindAllString(out, -1))
+			case strings.Contains(out, "t_typical"):
+				rows = len(latRow.FindAllString(out, -1))
+			default:
+				rows = len(bwRow.FindAllString(out, -1))
+				for _, m := range bwRow.FindAllStringSubmatch(out, -1) {
+					if avg, _ := strconv.ParseFloat(m[4], 64); avg <= 0 {
+						t.Errorf("row %q: no bandwidth", m[0])
+					}
+				}
+			}
+			if rows != tc.rows {
+				t.Errorf("%d result rows, want %d:\n%s", rows, tc.rows, out)
+			}
+			cs := counters(t, out)
+			if cs[0]["sent_pkts"] == 0 || cs[1]["rcvd_pkts"] == 0 {
+				t.Errorf("counters %v", cs)
+			}
+			if strings.Contains(tc.name, "faults") {
+				if !strings.Contains(out, "rxe0 faults: frames") || cs[0]["softroce_icrc_err"]+cs[1]["softroce_icrc_err"] == 0 {
+					t.Errorf("fault stats or ICRC drops missing:\n%s", out)
+				}
+			}
+		})
+	}
+}
+
+// TestLoopbackLossyUnreliable: UC and UD under loss stall and say why;
+// RC under the same loss delivers.
+func TestLoopbackLossyUnreliable(t *testing.T) {
+	for _, mode := range []string{"uc", "ud"} {
+		t.Run(mode, func(t *testing.T) {
+			code, out, errs := runCmd(t, "loopback", "--test", mode, "-n", "1000", "-s", "256", "--loss", "0.2", "--timeout", "200ms")
+			if code != 1 || !strings.Contains(errs, "does not retransmit") || !strings.Contains(errs, "connection timed out") {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+			}
+			if !strings.Contains(out, "faults: frames") {
+				t.Errorf("no fault stats in\n%s", out)
+			}
+		})
+	}
+}
+
+func TestLoopbackBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--test", "nope"},
+		{"-m", "1000"},
+		{"--loss", "1.5"},
+		{"--test", "atomic_bw", "-s", "16"},
+		{"--test", "write_bw", "-n", "2"},
+		{"--test", "rc", "-a"},
+		{"--test", "ud", "-s", "5000"},
+		{"extra"},
+	} {
+		t.Run(strings.Join(args, "_"), func(t *testing.T) {
+			code, out, errs := runCmd(t, append([]string{"loopback"}, args...)...)
+			if code == 0 || errs == "" {
+				t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+			}
+		})
+	}
+}
+
+// TestLoopbackPcap: the capture of a run (with loss, duplicates and
+// reordering, which leave frames intact) parses with wire.Parse, every ICRC
+// verifies, and tshark reads it without a malformed frame.
+func TestLoopbackPcap(t *testing.T) {
+	dir := t.TempDir()
+	for _, test := range []string{"rc", "ud", "write_bw", "read_bw", "send_bw", "atomic_bw"} {
+		t.Run(test, func(t *testing.T) {
+			file := filepath.Join(dir, test+".pcap")
+			code, out, errs := runCmd(t, "loopback", "--test", test, "-n", "20", "-s", "1500", "--pcap", file,
+				"--loss", "0.05", "--dup", "0.05", "--reorder", "0.05", "--seed", "11")
+			if test == "atomic_bw" {
+				code, out, errs = runCmd(t, "loopback", "--test", test, "-n", "20", "--pcap", file, "--loss", "0.05", "--seed", "11")
+			}
+			if test == "ud" {
+				code, out, errs = runCmd(t, "loopback", "--test", test, "-n", "20", "-s", "1000", "--pcap", file)
+			}
+			if code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+			}
+			f, err := os.Open(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			r, err := pcapgo.NewReader(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for {
+				data, _, err := r.ReadPacketData()
+				if err != nil {
+					break
+				}
+				n++
+				p, err := wire.Parse(data)
+				if err != nil {
+					t.Fatalf("frame %d: %v", n, err)
+				}
+				if err := p.VerifyICRC(); err != nil {
+					t.Fatalf("frame %d: %v", n, err)
+				}
+			}
+			if n == 0 || !strings.Contains(out, "pcap "+file+": "+strconv.Itoa(n)+" frames") {
+				t.Fatalf("%d frames read; output:\n%s", n, out)
+			}
+			path, err := exec.LookPath("tshark")
+			testenv.Require(t, err == nil, "tshark is not installed (apt-get install tshark)")
+			cmd := exec.Command(path, "-r", file, "--disable-protocol", "rpcordma", "-Y", "_ws.malformed || _ws.expert.severity >= error")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			bad, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("tshark: %v: %s", err, stderr.String())
+			}
+			if len(bytes.TrimSpace(bad)) != 0 {
+				t.Errorf("tshark flags frames:\n%s", bad)
+			}
+			all, err := exec.Command(path, "-r", file, "-T", "fields", "-e", "frame.protocols").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := strings.Count(string(all), "infiniband"); c != n {
+				t.Errorf("tshark decoded %d of %d frames as InfiniBand", c, n)
+			}
+		})
+	}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/softroce/softroce/link"
+	"github.com/softroce/softroce/node"
+)
+
+// pipeNodes makes "softroce pingpong/perf" build their node on one end of
+// an in-memory link: device -d a on one end, -d b on the other, so that two
+// commands in this process talk RoCE over the pipe and TCP over 127.0.0.1.
+func pipeNodes(t *testing.T) {
+	t.Helper()
+	ea, eb := link.NewPipe(&link.PipeConfig{MTU: 1500, QueueLen: 1024})
+	ends := map[string]link.Link{"a": ea, "b": eb}
+	old := openNode
+	openNode = func(lf *linkFlags, stderr io.Writer) (*node.Node, error) {
+		cfg, err := lf.config()
+		if err != nil {
+			return nil, err
+		}
+		l, ok := ends[lf.dev]
+		if !ok {
+			return nil, fmt.Errorf("test: no pipe end for device %q", lf.dev)
+		}
+		cfg.Link = l
+		cfg.MTU = 0
+		return node.New(cfg)
+	}
+	t.Cleanup(func() { openNode = old; ea.Close(); eb.Close() })
+}
+
+// freePort returns a TCP port nobody listens on.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+type cmdResult struct {
+	code        int
+	out, errout string
+}
+
+// runPair runs a server command and, once it listens, a client command.
+func runPair(t *testing.T, server, client []string) (sv, cl cmdResult) {
+	t.Helper()
+	listening := make(chan struct{})
+	var once sync.Once
+	serverReady = func(net.Addr) { once.Do(func() { close(listening) }) }
+	t.Cleanup(func() { serverReady = nil })
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer once.Do(func() { close(listening) })
+		var o, e bytes.Buffer
+		sv.code = run(server, &o, &e)
+		sv.out, sv.errout = o.String(), e.String()
+	}()
+	<-listening
+	var o, e bytes.Buffer
+	cl.code = run(client, &o, &e)
+	cl.out, cl.errout = o.String(), e.String()
+	wg.Wait()
+	return sv, cl
+}
+
+var (
+	ppLocal  = regexp.MustCompile(`(?m)^  local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}[,:] GID ::ffff:10\.9\.0\.(\d)$`)
+	ppRemote = regexp.MustCompile(`(?m)^  remote address: LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ::ffff:10\.9\.0\.(\d)$`)
+	ppLines  = regexp.MustCompile(`(?m)^(\d+) bytes in [\d.]+ seconds = [\d.]+ Mbit/sec\n(\d+) iters in [\d.]+ seconds = [\d.]+ usec/iter\n`)
+)
+
+func TestPingpongCommand(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		args []string
+		nqp  int
+	}{
+		{"rc", []string{"-n", "50", "-c"}, 1},
+		{"rc", []string{"-n", "20", "-s", "10000", "-m", "512", "-r", "4"}, 1},
+		{"uc", []string{"-n", "50", "-c", "-s", "2000"}, 1},
+		{"ud", []string{"-n", "50", "-c", "-s", "1000"}, 1},
+		{"srq", []string{"-n", "64", "-q", "4", "-c", "-s", "3000"}, 4},
+	} {
+		t.Run(tc.mode+"/"+strings.Join(tc.args, "_"), func(t *testing.T) {
+			pipeNodes(t)
+			port := freePort(t)
+			common := append([]string{"pingpong", "--mode", tc.mode, "-p", port}, tc.args...)
+			sv, cl := runPair(t,
+				append(append([]string{}, common...), "-d", "b", "--ip", "10.9.0.2/24"),
+				append(append([]string{}, common...), "-d", "a", "--ip=10.9.0.1/24", "127.0.0.1"))
+			for _, r := range []struct {
+				name  string
+				res   cmdResult
+				local string
+			}{{"server", sv, "2"}, {"client", cl, "1"}} {
+				if r.res.code != 0 {
+					t.Fatalf("%s: exit %d\n%s\n%s", r.name, r.res.code, r.res.out, r.res.errout)
+				}
+				loc, rem := ppLocal.FindAllStringSubmatch(r.res.out, -1), ppRemote.FindAllStringSubmatch(r.res.out, -1)
+				if len(loc) != tc.nqp || len(rem) != tc.nqp || loc[0][1] != r.local || rem[0][1] == r.local {
+					t.Errorf("%s: address lines:\n%s", r.name, r.res.out)
+				}
+				m := ppLines.FindStringSubmatch(r.res.out)
+				if m == nil || strings.Contains(r.res.out, "invalid data") {
+					t.Errorf("%s: result lines:\n%s", r.name, r.res.out)
+				}
+			}
+		})
+	}
+}
+
+func TestPingpongCommandBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--mode", "xx"},
+		{"-m", "1000"},
+		{"--mode", "rc", "-o"},
+		{"--tap"},
+		{"a", "b"},
+	} {
+		t.Run(strings.Join(args, "_"), func(t *testing.T) {
+			code, _, errs := runCmd(t, append([]string{"pingpong"}, args...)...)
+			if code == 0 || errs == "" {
+				t.Errorf("exit %d, stderr %q", code, errs)
+			}
+		})
+	}
+}

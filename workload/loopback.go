@@ -1,0 +1,146 @@
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+
+	"github.com/softroce/softroce/clock"
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/rxe"
+	"github.com/softroce/softroce/link"
+)
+
+// LoopbackConfig configures a Loopback. The zero value is two devices on a
+// fault-free pipe with an MTU that carries 4096-byte RoCE payloads.
+type LoopbackConfig struct {
+	// MTU is the netdev (and pipe) MTU of both ends; 0 means 4200, enough
+	// for a 4096-byte path MTU plus the RoCEv2 headers.
+	MTU int
+	// Faults, if set, is applied to the frames each device writes; the
+	// second device's injector uses Seed+1.
+	Faults *link.FaultConfig
+	// Capture, if set, receives a pcap of every frame the first device
+	// writes and reads (that is, both directions), timestamped by the
+	// wall clock.
+	Capture io.Writer
+	// Seed seeds each device's key generator (the second gets Seed+1).
+	Seed uint64
+}
+
+// LoopbackSide is one emulated HCA of a Loopback.
+type LoopbackSide struct {
+	Dev  *emu.Device
+	IP   netip.Addr
+	MAC  [6]byte
+	Flt  *link.Faults // nil without faults
+	end  *link.PipeEnd
+	link link.Link
+}
+
+// Loopback is two emulated rxe devices, rxe0 (10.0.0.1, 02:00:00:00:00:01)
+// and rxe1 (10.0.0.2, 02:00:00:00:00:02), on an in-memory link.Pipe in one
+// process: no root, no TAP, no real network. Each knows the other's MAC
+// through a static neighbour entry (rxe.Config.Neighbor). Their GID index
+// 1 is their IPv4 address (RoCEv2).
+type Loopback struct {
+	A, B *LoopbackSide
+	cap  *link.Capture
+}
+
+// LoopbackGIDIndex is the GID index of each Loopback device's IPv4
+// address.
+const LoopbackGIDIndex = 1
+
+// NewLoopback builds the two devices.
+func NewLoopback(cfg LoopbackConfig) (*Loopback, error) {
+	mtu := orDefault(cfg.MTU, 4200)
+	ea, eb := link.NewPipe(&link.PipeConfig{MTU: mtu, QueueLen: 1024})
+	lb := &Loopback{
+		A: &LoopbackSide{IP: netip.AddrFrom4([4]byte{10, 0, 0, 1}), MAC: [6]byte{2, 0, 0, 0, 0, 1}, end: ea},
+		B: &LoopbackSide{IP: netip.AddrFrom4([4]byte{10, 0, 0, 2}), MAC: [6]byte{2, 0, 0, 0, 0, 2}, end: eb},
+	}
+	neigh := map[netip.Addr][6]byte{lb.A.IP: lb.A.MAC, lb.B.IP: lb.B.MAC}
+	for i, s := range []*LoopbackSide{lb.A, lb.B} {
+		var l link.Link = s.end
+		if i == 0 && cfg.Capture != nil {
+			c, err := link.NewCapture(l, cfg.Capture, clock.Real{})
+			if err != nil {
+				ea.Close()
+				eb.Close()
+				return nil, fmt.Errorf("loopback: pcap: %w", err)
+			}
+			lb.cap = c
+			l = c
+		}
+		if cfg.Faults != nil {
+			fc := *cfg.Faults
+			fc.Seed += uint64(i)
+			s.Flt = link.NewFaults(l, fc)
+			l = s.Flt
+		}
+		s.link = l
+		dev, err := rxe.New(rxe.Config{Seed: cfg.Seed + uint64(i), Link: l,
+			Neighbor: func(ip netip.Addr) ([6]byte, bool) { m, ok := neigh[ip]; return m, ok },
+			Device: emu.Config{Name: fmt.Sprintf("rxe%d", i), NetDev: emu.NetDev{Name: fmt.Sprintf("veth%d", i),
+				MAC: net.HardwareAddr(s.MAC[:]), MTU: mtu, Addrs: []netip.Addr{s.IP}}}})
+		if err != nil {
+			lb.Close()
+			return nil, fmt.Errorf("loopback: %w", err)
+		}
+		s.Dev = dev
+	}
+	return lb, nil
+}
+
+// Captured returns how many frames the capture recorded (0 without one)
+// and the error that stopped it, if any.
+func (lb *Loopback) Captured() (uint64, error) {
+	if lb.cap == nil {
+		return 0, nil
+	}
+	return lb.cap.Frames(), lb.cap.Err()
+}
+
+// Close detaches both devices from the link (closing it) and unregisters
+// them.
+func (lb *Loopback) Close() error {
+	var errs []error
+	for _, s := range []*LoopbackSide{lb.A, lb.B} {
+		if s.Dev != nil {
+			if err := rxe.Of(s.Dev).Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+				errs = append(errs, err)
+			}
+			s.Dev.Unregister()
+			s.Dev = nil
+		} else if s.end != nil {
+			s.end.Close()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Counters returns the device's nonzero hardware counters in descriptor
+// order (the names of `rdma statistic show`).
+func Counters(dev *emu.Device) ([]Counter, error) {
+	s, err := dev.AllocHWPortStats(1)
+	if err != nil {
+		return nil, err
+	}
+	dev.GetHWStats(s, 1)
+	var out []Counter
+	for i, d := range s.Descs {
+		if s.Value[i] != 0 {
+			out = append(out, Counter{Name: d.Name, Value: s.Value[i]})
+		}
+	}
+	return out, nil
+}
+
+// Counter is one named hardware counter value.
+type Counter struct {
+	Name  string
+	Value uint64
+}

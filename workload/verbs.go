@@ -1,0 +1,223 @@
+package workload
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultTimeout is how long a wait for a completion (or, in write_lat, for
+// the peer's write) may last when a Config leaves Timeout zero.
+const DefaultTimeout = 10 * time.Second
+
+// Resolver gives the Ethernet address of a destination GID for the address
+// vector (a user AH or a connected QP's AV). Nil leaves the DMAC zero, which
+// is right when the device has a neighbour table of its own
+// (rxe.Config.Neighbor).
+type Resolver func(dgid emu.GID) ([6]byte, error)
+
+// cqWaiter is a CQ with the completion-notification plumbing a waiting
+// consumer needs: the handler signals a channel, and wait polls, arms,
+// sleeps.
+type cqWaiter struct {
+	cq     *emu.CQ
+	notify chan struct{}
+}
+
+func newCQ(dev *emu.Device, n int) (*cqWaiter, error) {
+	w := &cqWaiter{notify: make(chan struct{}, 1)}
+	cq, err := dev.CreateCQ(emu.CQInitAttr{CQE: n, CompHandler: func(*emu.CQ) {
+		select {
+		case w.notify <- struct{}{}:
+		default:
+		}
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("create CQ of %d entries: %w", n, err)
+	}
+	w.cq = cq
+	return w, nil
+}
+
+// spinPolls is how many empty polls (yielding between them) a wait makes
+// before it arms the CQ and sleeps: a completion that is microseconds away
+// is seen without a wake-up.
+const spinPolls = 64
+
+// wait returns at least one completion, or an error wrapping ETIMEDOUT when
+// none came within timeout. what describes the wait for the message.
+func (w *cqWaiter) wait(wc []emu.WC, timeout time.Duration, what func() string) (int, error) {
+	if n := w.cq.Poll(wc); n > 0 {
+		return n, nil
+	}
+	for range spinPolls {
+		runtime.Gosched()
+		if n := w.cq.Poll(wc); n > 0 {
+			return n, nil
+		}
+	}
+	deadline := time.Now().Add(timeout)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		// Arm, then poll once more: a completion that arrived between
+		// the last poll and the arming is reported as missed
+		// (ib_req_notify_cq with IB_CQ_REPORT_MISSED_EVENTS).
+		w.cq.ReqNotify(emu.CQNextComp | emu.CQReportMissedEvents)
+		if n := w.cq.Poll(wc); n > 0 {
+			return n, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return 0, fmt.Errorf("%s: no completion in %v: %w", what(), timeout, unix.ETIMEDOUT)
+		}
+		if timer == nil {
+			timer = time.NewTimer(left)
+		} else {
+			timer.Reset(left)
+		}
+		select {
+		case <-w.notify:
+		case <-timer.C:
+		}
+	}
+}
+
+// wcError describes a failed completion as the tools print it ("Failed
+// status transport retry counter exceeded (12) for wr_id 2").
+func wcError(wc *emu.WC) error {
+	return fmt.Errorf("Failed status %v (%d) for wr_id %d: %w", wc.Status, int(wc.Status), wc.WRID, unix.EIO)
+}
+
+// path is what connects a local QP to a remote one.
+type path struct {
+	typ             qpstate.Type
+	mtu             qpstate.MTU
+	sl              uint8
+	gidIndex        int
+	dgid            emu.GID
+	dmac            [6]byte
+	localPSN        uint32
+	remotePSN       uint32
+	remoteQPN       uint32
+	timeout         uint8
+	retry, rnrRetry uint8
+	minRNR          uint8
+	rdAtomic        uint8
+	destRdAtomic    uint8
+	hopLimit        uint8
+	access          qpstate.AccessFlags
+	qkey            uint32
+}
+
+// toInit moves a new QP from RESET to INIT with the masks ib_modify_qp
+// requires for its type: PKEY_INDEX|PORT plus ACCESS_FLAGS (RC, UC) or
+// QKEY (UD).
+func toInit(qp *emu.QP, access qpstate.AccessFlags, qkey uint32) error {
+	a := qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: access, QKey: qkey}
+	m := qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrPort
+	if qp.QPType == qpstate.TypeUD {
+		m |= qpstate.AttrQKey
+	} else {
+		m |= qpstate.AttrAccessFlags
+	}
+	if err := qp.Modify(&a, m); err != nil {
+		return fmt.Errorf("Failed to modify QP to INIT: %w", err)
+	}
+	return nil
+}
+
+// av is the RoCEv2 address vector of p.
+func (p *path) av() qpstate.AHAttr {
+	hop := p.hopLimit
+	if hop == 0 {
+		hop = 64
+	}
+	return qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, SL: p.sl, AHFlags: qpstate.AHGRH, DMAC: p.dmac,
+		GRH: qpstate.GlobalRoute{DGID: p.dgid, SGIDIndex: uint8(p.gidIndex), HopLimit: hop}}
+}
+
+// toRTS moves an INIT QP to RTR and RTS as pp_connect_ctx and perftest's
+// ctx_modify_qp_to_rtr/rts do, with the masks of ib_modify_qp's table:
+// RC adds AV|PATH_MTU|DEST_QPN|RQ_PSN|MAX_DEST_RD_ATOMIC|MIN_RNR_TIMER at RTR
+// and TIMEOUT|RETRY_CNT|RNR_RETRY|MAX_QP_RD_ATOMIC at RTS; UC the first four
+// at RTR; UD only the state (and SQ_PSN at RTS, like every type).
+func toRTS(qp *emu.QP, p *path) error {
+	rtr := qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: p.mtu, DestQPNum: p.remoteQPN, RQPSN: p.remotePSN,
+		MaxDestRdAtomic: p.destRdAtomic, MinRNRTimer: p.minRNR, AHAttr: p.av()}
+	m := qpstate.AttrState
+	switch qp.QPType {
+	case qpstate.TypeRC:
+		m |= qpstate.AttrAV | qpstate.AttrPathMTU | qpstate.AttrDestQPN | qpstate.AttrRQPSN |
+			qpstate.AttrMaxDestRdAtomic | qpstate.AttrMinRNRTimer
+	case qpstate.TypeUC:
+		m |= qpstate.AttrAV | qpstate.AttrPathMTU | qpstate.AttrDestQPN | qpstate.AttrRQPSN
+	}
+	if err := qp.Modify(&rtr, m); err != nil {
+		return fmt.Errorf("Failed to modify QP to RTR: %w", err)
+	}
+	rts := qpstate.Attr{QPState: qpstate.StateRTS, SQPSN: p.localPSN, Timeout: p.timeout, RetryCnt: p.retry,
+		RNRRetry: p.rnrRetry, MaxRdAtomic: p.rdAtomic}
+	m = qpstate.AttrState | qpstate.AttrSQPSN
+	if qp.QPType == qpstate.TypeRC {
+		m |= qpstate.AttrTimeout | qpstate.AttrRetryCnt | qpstate.AttrRNRRetry | qpstate.AttrMaxQPRdAtomic
+	}
+	if err := qp.Modify(&rts, m); err != nil {
+		return fmt.Errorf("Failed to modify QP to RTS: %w", err)
+	}
+	return nil
+}
+
+// localGID returns the GID at index idx of port 1.
+func localGID(dev *emu.Device, idx int) (emu.GID, error) {
+	e, err := dev.QueryGID(1, idx)
+	if err != nil {
+		return emu.GID{}, fmt.Errorf("Could not get local gid for gid index %d: %w", idx, err)
+	}
+	return e.GID, nil
+}
+
+// buffer is registered emulated memory.
+type buffer struct {
+	addr uint64
+	b    []byte
+	mr   *emu.MR
+}
+
+func newBuffer(dev *emu.Device, pd *emu.PD, n int, access qpstate.AccessFlags) (*buffer, error) {
+	addr, b := dev.Memory().Alloc(max(n, 8))
+	mr, err := pd.RegUserMR(addr, uint64(len(b)), addr, access)
+	if err != nil {
+		dev.Memory().Free(addr)
+		return nil, fmt.Errorf("Couldn't register MR of %d bytes: %w", n, err)
+	}
+	return &buffer{addr: addr, b: b, mr: mr}, nil
+}
+
+func (b *buffer) free(dev *emu.Device) {
+	if b == nil {
+		return
+	}
+	b.mr.Dereg()
+	dev.Memory().Free(b.addr)
+}
+
+func (b *buffer) sge(off, n int) emu.SGE {
+	return emu.SGE{Addr: b.addr + uint64(off), Length: uint32(n), LKey: b.mr.LKey}
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
