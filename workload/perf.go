@@ -258,6 +258,10 @@ func (p *Perf) Local() []oob.PerftestDest { return p.local }
 // Config returns the configuration with its defaults filled in.
 func (p *Perf) Config() PerfConfig { return p.cfg }
 
+// SetPathMTU changes the path MTU Connect will use (perftest's MTU
+// exchange settles on the smaller of both sides').
+func (p *Perf) SetPathMTU(m qpstate.MTU) { p.cfg.MTU = m }
+
 // Connect moves the QPs to RTR and RTS towards the peer's addresses
 // (ctx_connect): max_dest_rd_atomic is the local out_reads, max_rd_atomic
 // the peer's, min_rnr_timer 12, retry and RNR retry 7.

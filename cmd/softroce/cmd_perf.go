@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+
+	"github.com/softroce/softroce/oob"
+	"github.com/softroce/softroce/workload"
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	register(command{
+		name:    "perf",
+		summary: "perftest's ib_{write,read,send,atomic}_{bw,lat} from an emulated HCA on a real segment",
+		usage: "write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat\n" +
+			"\t[--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE]\n" +
+			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -s SIZE -n ITERS -m MTU -q QPS -t TX -r RX -o OUTS\n" +
+			"\t -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT -N -F --report_gbits ...] [SERVER]",
+		run: runPerf,
+	})
+}
+
+// runPerf is "softroce perf TEST": perftest 4.5's tool for TEST with its
+// options (package oob's parser and defaults) plus softroce's link flags;
+// its out-of-band exchange over TCP (-p, default 18515; with SERVER this
+// side is the client) and its header block and result rows. The RoCE
+// traffic leaves from softroce's own MAC and --ip address, so either side
+// may be the real ib_*_bw / ib_*_lat.
+//
+// Not supported (refused with a message): -a, -D, -b, -R, -z, --use-srq, -c
+// other than RC, -l above 1, --report-per-port, -C, -H, -U. Without -x the
+// GID of the first --ip address is used.
+func runPerf(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "usage: softroce perf %s\n", commands["perf"].usage)
+		return errUsage
+	}
+	test, err := oob.ParsePerftestTest(args[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "softroce perf: %v\nusage: softroce perf %s\n", err, commands["perf"].usage)
+		return errUsage
+	}
+	linkArgs, toolArgs, err := splitLinkArgs(args[1:])
+	if err != nil {
+		fmt.Fprintln(stderr, "softroce perf:", err)
+		return errUsage
+	}
+	pc, err := oob.ParsePerftestFlags(test, toolArgs)
+	if err != nil {
+		fmt.Fprintf(stderr, "softroce perf: %v\n", err)
+		return errUsage
+	}
+	for _, u := range []struct {
+		bad  bool
+		what string
+	}{
+		{pc.All, "-a (all sizes)"}, {pc.Duration > 0, "-D (duration)"}, {pc.Bidirectional, "-b"},
+		{pc.RDMACM || pc.ComRDMACM, "-R/-z (RDMA CM)"}, {pc.UseSRQ, "--use-srq"}, {pc.Connection != "RC", "-c " + pc.Connection},
+		{pc.PostList > 1, "-l (post list)"}, {pc.ReportPerPort, "--report-per-port"},
+		{pc.ReportCycles || pc.ReportHistogram || pc.ReportUnsorted, "-C/-H/-U"},
+	} {
+		if u.bad {
+			return fmt.Errorf("%s is not supported by softroce perf: %w", u.what, unix.EOPNOTSUPP)
+		}
+	}
+	n, err := toolNode("perf", linkArgs, pc.IBDev, stderr)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	gidx, err := gidIndex(n, pc.GIDIndex)
+	if err != nil {
+		return err
+	}
+	client := pc.Server != ""
+	p, err := workload.NewPerf(n.Device(), workload.PerfConfig{Test: test, Client: client, MaxSize: pc.Size,
+		Iters: pc.Iters, TxDepth: pc.TxDepth, RxDepth: pc.RxDepth, NumQP: pc.NumQP, OutReads: pc.OutReads,
+		CQMod: pc.CQMod, MTU: pc.MTU, GIDIndex: gidx, SL: uint8(pc.SL), QPTimeout: uint8(pc.QPTimeout),
+		InlineSize: max(pc.InlineSize, 0), CompareSwap: pc.AtomicType == "CMP_AND_SWAP", NoPeak: pc.NoPeak,
+		Gbits: pc.ReportGbits, Resolve: resolver(n), Seed: uint64(n.MAC()[5]) << 32})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	conn, err := oobConn(pc.Server, pc.Port, serverReady)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	role := oob.PerftestServer
+	if client {
+		role = oob.PerftestClient
+	}
+	c, err := oob.NewPerftestConn(conn, role)
+	if err != nil {
+		return err
+	}
+	fc := p.Config()
+	params := oob.PerftestParams{MTU: fc.MTU, WithGID: true, DontXchgVersions: pc.DontXchgVersions}
+	setup, err := oob.PerftestConnect(c, params, p.Local(), func(s *oob.PerftestSetup) error {
+		p.SetPathMTU(s.MTU)
+		return p.Connect(s.Remote)
+	})
+	if err != nil {
+		return fmt.Errorf("Unable to connect the HCA's through the link: %w", err)
+	}
+	params.MTU = setup.MTU
+	pc.NumQP, pc.TxDepth, pc.RxDepth, pc.MTU = fc.NumQP, fc.TxDepth, fc.RxDepth, setup.MTU
+	w.WriteString(oob.FormatPerftestInfo(oob.PerftestInfo{Test: test, Client: client, Device: n.Name(), Config: pc,
+		MTUBytes: setup.MTU.Bytes(), LinkEthernet: true, GIDIndex: gidx, InlineSize: fc.InlineSize,
+		OutReads: fc.OutReads, CQModeration: fc.CQMod, TransportType: "IB"}))
+	for i, d := range p.Local() {
+		w.WriteString(oob.FormatPerftestAddress(test.Verb(), false, d, true))
+		w.WriteString(oob.FormatPerftestAddress(test.Verb(), true, setup.Remote[i], true))
+	}
+	w.WriteString(oob.PerftestResultLine)
+	if test.IsBW() {
+		w.WriteString(oob.FormatPerftestBWHeader(pc.ReportGbits))
+	} else {
+		w.WriteString(oob.FormatPerftestLatHeader())
+	}
+	w.Flush()
+	res, err := p.Run(fc.MaxSize)
+	if err != nil {
+		return err
+	}
+	if test.IsBW() {
+		rem, err := oob.PerftestFinishBW(c, params, p.Local()[0], res.BW)
+		if err != nil {
+			return fmt.Errorf("Failed to exchange data between server and clients: %w", err)
+		}
+		if client {
+			w.WriteString(oob.FormatPerftestBWReport(res.BW))
+		} else {
+			w.WriteString(oob.FormatPerftestBWReport(rem))
+		}
+	} else {
+		if err := oob.PerftestFinishLat(c, params, p.Local()[0]); err != nil {
+			return fmt.Errorf("Failed to close connection between server and client: %w", err)
+		}
+		if res.Measured {
+			w.WriteString(oob.FormatPerftestLatReport(res.Lat))
+		}
+	}
+	w.WriteString(oob.PerftestResultLine)
+	return nil
+}

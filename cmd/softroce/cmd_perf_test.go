@@ -1,0 +1,99 @@
+package main
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var perfAddr = regexp.MustCompile(`(?m)^ (local|remote) address: LID 0000 QPN 0x[0-9a-f]{4} PSN 0x[0-9a-f]+.*\n GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:09:00:0(\d)\n`)
+
+func TestPerfCommand(t *testing.T) {
+	for _, tc := range []struct {
+		test string
+		args []string
+		nqp  int
+	}{
+		{"write_bw", []string{"-n", "200", "-s", "65536", "-q", "2"}, 2},
+		{"write_bw", []string{"-n", "100", "-s", "100", "--report_gbits", "-m", "512"}, 1},
+		{"read_bw", []string{"-n", "100", "-s", "8192", "-o", "4"}, 1},
+		{"send_bw", []string{"-n", "100", "-s", "3000", "-r", "64"}, 1},
+		{"atomic_bw", []string{"-n", "100", "-q", "2"}, 2},
+		{"write_lat", []string{"-n", "100", "-s", "64"}, 1},
+		{"read_lat", []string{"-n", "100", "-s", "2048"}, 1},
+		{"send_lat", []string{"-n", "100"}, 1},
+		{"atomic_lat", []string{"-n", "100", "-A", "CMP_AND_SWAP"}, 1},
+	} {
+		t.Run(tc.test+"/"+strings.Join(tc.args, "_"), func(t *testing.T) {
+			if tc.test == "write_lat" && raceEnabled {
+				t.Skip("write_lat polls memory the device writes")
+			}
+			pipeNodes(t)
+			port := freePort(t)
+			common := append([]string{"perf", tc.test, "-p", port}, tc.args...)
+			sv, cl := runPair(t,
+				append(append([]string{}, common...), "-d", "b", "--ip", "10.9.0.2/24"),
+				append(append([]string{}, common...), "-d", "a", "--ip", "10.9.0.1/24", "localhost"))
+			for _, r := range []struct {
+				name  string
+				res   cmdResult
+				local string
+			}{{"server", sv, "2"}, {"client", cl, "1"}} {
+				if r.res.code != 0 {
+					t.Fatalf("%s: exit %d\n%s\n%s", r.name, r.res.code, r.res.out, r.res.errout)
+				}
+				as := perfAddr.FindAllStringSubmatch(r.res.out, -1)
+				if len(as) != 2*tc.nqp || as[0][1] != "local" || as[0][2] != r.local || as[1][2] == r.local {
+					t.Errorf("%s: address lines:\n%s", r.name, r.res.out)
+				}
+				var rows [][]string
+				if strings.HasSuffix(tc.test, "_bw") {
+					rows = bwRow.FindAllStringSubmatch(r.res.out, -1)
+				} else {
+					rows = latRow.FindAllStringSubmatch(r.res.out, -1)
+				}
+				want := 1
+				if r.name == "server" && (tc.test == "read_lat" || tc.test == "atomic_lat") {
+					want = 0 // the server measured nothing
+				}
+				if len(rows) != want {
+					t.Fatalf("%s: %d result rows:\n%s", r.name, len(rows), r.res.out)
+				}
+				if want == 1 {
+					if it, _ := strconv.Atoi(rows[0][2]); it != 100 && it != 200 {
+						t.Errorf("%s: row %q", r.name, rows[0][0])
+					}
+					if v, _ := strconv.ParseFloat(rows[0][4], 64); v <= 0 {
+						t.Errorf("%s: row %q has no average", r.name, rows[0][0])
+					}
+				}
+			}
+			if strings.HasSuffix(tc.test, "_bw") && bwRow.FindString(sv.out) != bwRow.FindString(cl.out) {
+				t.Errorf("server printed %q, client %q: the server prints the client's report",
+					bwRow.FindString(sv.out), bwRow.FindString(cl.out))
+			}
+		})
+	}
+}
+
+func TestPerfCommandRefuses(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"nope"},
+		{"write_bw", "-a"},
+		{"write_bw", "-D", "3"},
+		{"write_bw", "-b"},
+		{"send_bw", "--use-srq"},
+		{"write_bw", "-c", "UC"},
+		{"atomic_bw", "-s", "64"},
+		{"write_bw", "--mtu"},
+	} {
+		t.Run(strings.Join(args, "_"), func(t *testing.T) {
+			code, _, errs := runCmd(t, append([]string{"perf"}, args...)...)
+			if code == 0 || errs == "" {
+				t.Errorf("exit %d, stderr %q", code, errs)
+			}
+		})
+	}
+}
