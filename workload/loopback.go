@@ -144,3 +144,56 @@ type Counter struct {
 	Name  string
 	Value uint64
 }
+
+// Pingpong creates a pingpong client on A and a server on B (the server's
+// PSN seed is cfg.Seed+1) and connects them as the tools do: the server
+// first, then the client. cfg.Client is ignored; cfg.Fill fills the
+// client's buffer only (the server starts with the tool's fill), so that
+// after a run the server's buffer equal to the client's proves the data
+// crossed.
+func (lb *Loopback) Pingpong(cfg PingpongConfig) (client, server *Pingpong, err error) {
+	cc, sc := cfg, cfg
+	cc.Client, sc.Client = true, false
+	sc.Seed++
+	sc.Fill = nil
+	if client, err = NewPingpong(lb.A.Dev, cc); err != nil {
+		return nil, nil, err
+	}
+	if server, err = NewPingpong(lb.B.Dev, sc); err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	if err = server.Connect(client.Local()); err == nil {
+		err = client.Connect(server.Local())
+	}
+	if err != nil {
+		client.Close()
+		server.Close()
+		return nil, nil, err
+	}
+	return client, server, nil
+}
+
+// Perf creates a perftest client on A and a server on B (the server's seed
+// is cfg.Seed+1) and connects them. cfg.Client is ignored.
+func (lb *Loopback) Perf(cfg PerfConfig) (client, server *Perf, err error) {
+	cc, sc := cfg, cfg
+	cc.Client, sc.Client = true, false
+	sc.Seed++
+	if client, err = NewPerf(lb.A.Dev, cc); err != nil {
+		return nil, nil, err
+	}
+	if server, err = NewPerf(lb.B.Dev, sc); err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	if err = server.Connect(client.Local()); err == nil {
+		err = client.Connect(server.Local())
+	}
+	if err != nil {
+		client.Close()
+		server.Close()
+		return nil, nil, err
+	}
+	return client, server, nil
+}

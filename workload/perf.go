@@ -523,16 +523,9 @@ func (p *Perf) runPingLat(size uint64) (PerfResult, error) {
 		}
 		if scnt < iters {
 			for outstanding >= uint64(cfg.TxDepth) {
-				n, err := p.scq.wait(swc, cfg.Timeout, p.what("send", scnt-outstanding, iters))
-				if err != nil {
+				if err := p.reap(swc, &outstanding, scnt, iters); err != nil {
 					return PerfResult{}, err
 				}
-				for j := range swc[:n] {
-					if swc[j].Status != emu.WCSuccess {
-						return PerfResult{}, wcError(&swc[j])
-					}
-				}
-				outstanding -= uint64(n)
 			}
 			wr, _ := p.sendWR(0, scnt, size, true)
 			tposted[scnt] = now()
@@ -547,18 +540,27 @@ func (p *Perf) runPingLat(size uint64) (PerfResult, error) {
 		}
 	}
 	for outstanding > 0 {
-		n, err := p.scq.wait(swc, cfg.Timeout, p.what("send", iters-outstanding, iters))
-		if err != nil {
+		if err := p.reap(swc, &outstanding, scnt, iters); err != nil {
 			return PerfResult{}, err
 		}
-		for j := range swc[:n] {
-			if swc[j].Status != emu.WCSuccess {
-				return PerfResult{}, wcError(&swc[j])
-			}
-		}
-		outstanding -= uint64(n)
 	}
 	return PerfResult{Lat: LatencyStats(size, tposted, 2), Measured: true}, nil
+}
+
+// reap waits for send completions of a latency test (every WR is
+// signaled) and takes them off *outstanding; scnt WRs were posted.
+func (p *Perf) reap(wc []emu.WC, outstanding *uint64, scnt, iters uint64) error {
+	n, err := p.scq.wait(wc, p.cfg.Timeout, p.what("send", scnt-*outstanding, iters))
+	if err != nil {
+		return err
+	}
+	for j := range wc[:n] {
+		if wc[j].Status != emu.WCSuccess {
+			return wcError(&wc[j])
+		}
+	}
+	*outstanding -= uint64(n)
+	return nil
 }
 
 // waitByte polls a byte of the remote half until the peer's WRITE sets it

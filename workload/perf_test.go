@@ -16,25 +16,12 @@ import (
 // and verifies the memory after each.
 func runPerfPair(t testing.TB, lb *Loopback, cfg PerfConfig, sizes ...uint64) []PerfResult {
 	t.Helper()
-	cc, sc := cfg, cfg
-	cc.Client = true
-	sc.Seed++
-	cl, err := NewPerf(lb.A.Dev, cc)
+	cl, sv, err := lb.Perf(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	sv, err := NewPerf(lb.B.Dev, sc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer sv.Close()
-	if err := sv.Connect(cl.Local()); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Connect(sv.Local()); err != nil {
-		t.Fatal(err)
-	}
 	var out []PerfResult
 	for _, size := range sizes {
 		var wg sync.WaitGroup

@@ -384,6 +384,21 @@ func (p *Pingpong) qpIndex(q *emu.QP) int {
 	return -1
 }
 
+// Stop moves every QP to ERR (IB_QPS_ERR, mask IB_QP_STATE), flushing
+// what is still posted: from then on the device writes nothing more into
+// the buffer. srq_pingpong's QPs can have a send in flight when the loop
+// ends (each QP posts while fewer than Iters sends completed in total), so
+// compare buffers only after both sides stopped.
+func (p *Pingpong) Stop() error {
+	for _, q := range p.qps {
+		a := qpstate.Attr{QPState: qpstate.StateErr}
+		if err := q.Modify(&a, qpstate.AttrState); err != nil {
+			return fmt.Errorf("Failed to modify QP to ERR: %w", err)
+		}
+	}
+	return nil
+}
+
 // Close destroys the side's objects (pp_close_ctx).
 func (p *Pingpong) Close() error {
 	for _, q := range p.qps {

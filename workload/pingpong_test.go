@@ -19,29 +19,20 @@ import (
 // returns both results.
 func runPingpongPair(t *testing.T, lb *Loopback, cfg PingpongConfig, fill func([]byte)) (cl, sv *Pingpong, rc, rs PingpongResult, errc, errs error) {
 	t.Helper()
-	cc, sc := cfg, cfg
-	cc.Client, cc.Fill = true, fill
-	sc.Seed++
+	cfg.Fill = fill
 	var err error
-	if cl, err = NewPingpong(lb.A.Dev, cc); err != nil {
+	if cl, sv, err = lb.Pingpong(cfg); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cl.Close() })
-	if sv, err = NewPingpong(lb.B.Dev, sc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sv.Close() })
-	if err := sv.Connect(cl.Local()); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Connect(sv.Local()); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { cl.Close(); sv.Close() })
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); rs, errs = sv.Run() }()
 	rc, errc = cl.Run()
 	wg.Wait()
+	if err := errors.Join(cl.Stop(), sv.Stop()); err != nil {
+		t.Fatal(err)
+	}
 	return
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/workload"
@@ -34,6 +35,10 @@ func init() {
 // up after 10 s instead of hanging (UC and UD lose messages under loss).
 // -o -O -P -t -j -N (ODP, timestamps, device memory, new send API) are
 // refused.
+// lingerTeardown is how long pingpong waits after its loop before it
+// destroys its QPs and closes the link.
+const lingerTeardown = 50 * time.Millisecond
+
 func runPingpong(args []string, stdout, stderr io.Writer) error {
 	mode := oob.PingpongRC
 	var rest []string
@@ -115,6 +120,12 @@ func runPingpong(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	res, err := pp.Run()
+	// The peer's last send completes when this side's ACK for it is on
+	// the wire. The kernel's destroy_qp waits for the QP's tasks, so that
+	// ACK always leaves; the emulated device writes frames after releasing
+	// its lock, so linger a moment before tearing down rather than race
+	// the write (srq_pingpong's server hung without this).
+	time.Sleep(lingerTeardown)
 	if err != nil {
 		return err
 	}

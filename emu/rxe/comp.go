@@ -27,7 +27,7 @@ func (r *Dev) completer(q *qp, p *wire.Packet) {
 				if q.rnrWait {
 					return
 				}
-				r.retry(q, false)
+				r.retry(q, false, false)
 				return
 			}
 			if w.next < w.npkts {
@@ -157,7 +157,7 @@ func (r *Dev) handleAETH(q *qp, w *sendWQE, p *wire.Packet) {
 			}
 			q.compPSN = psn
 		}
-		r.retry(q, false)
+		r.retry(q, false, false)
 	case syn == nakInvalidReq:
 		r.fail(q, w, emu.WCRemInvReqErr)
 	case syn == nakRemAccess:
@@ -174,6 +174,7 @@ func (r *Dev) handleAETH(q *qp, w *sendWQE, p *wire.Packet) {
 // reload refills the retry counters after a valid response.
 func (q *qp) reload() {
 	q.retryLeft, q.rnrLeft = q.attr.RetryCnt, q.attr.RNRRetry
+	q.startedRetry = false
 }
 
 // finish marks w done with st.

@@ -46,10 +46,7 @@ func (r *Dev) PollCQ(c *emu.CQ, wc []emu.WC) int {
 	defer r.unlock()
 	q := cqOf(c)
 	n := copy(wc, q.wcs)
-	q.wcs = q.wcs[n:]
-	if len(q.wcs) == 0 {
-		q.wcs = nil
-	}
+	q.wcs = q.wcs[:copy(q.wcs, q.wcs[n:])]
 	return n
 }
 

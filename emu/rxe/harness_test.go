@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -19,9 +18,10 @@ import (
 // recorder is a Link decorator keeping a copy of every frame written.
 type recorder struct {
 	link.Link
-	mu     sync.Mutex
-	frames [][]byte
-	off    bool
+	self, peer *link.PipeEnd
+	mu         sync.Mutex
+	frames     [][]byte
+	off        bool
 }
 
 func (c *recorder) WritePackets(bufs [][]byte) (int, error) {
@@ -33,6 +33,12 @@ func (c *recorder) WritePackets(bufs [][]byte) (int, error) {
 	}
 	c.mu.Unlock()
 	return c.Link.WritePackets(bufs)
+}
+
+// Pending makes the recorder a Pender: frames the peer queued that this
+// end has not read.
+func (c *recorder) Pending() int {
+	return int(c.peer.Stats().TxFrames - c.self.Stats().RxFrames)
 }
 
 // take returns and clears the recorded frames, parsed.
@@ -64,6 +70,8 @@ type node struct {
 	end *link.PipeEnd // this device's end of the pipe
 	rec *recorder
 	flt *link.Faults
+	fl  uint32 // flow label and traffic class of the AVs it builds
+	tc  uint8
 }
 
 // pair is two emulated rxe devices on an in-memory link, both
@@ -79,6 +87,10 @@ type pairOpts struct {
 	faults           *link.FaultConfig // applied on both directions (seeds differ)
 	mtu              int
 	noMAD            bool // leave QP index 16 free so that a GSI QP can be created
+	queueLen         int  // pipe queue length; 0 means 65536
+	ipv6             bool // fd00::N instead of 10.0.0.N
+	flowLabel        uint32
+	trafficClass     uint8
 }
 
 func newPair(t testing.TB, o pairOpts) *pair {
@@ -88,19 +100,28 @@ func newPair(t testing.TB, o pairOpts) *pair {
 	if mtu == 0 {
 		mtu = 4200
 	}
-	ea, eb := link.NewPipe(&link.PipeConfig{MTU: mtu, QueueLen: 1 << 16})
+	ql := o.queueLen
+	if ql == 0 {
+		ql = 1 << 16
+	}
+	ea, eb := link.NewPipe(&link.PipeConfig{MTU: mtu, QueueLen: ql})
 	p := &pair{t: t, clk: clk}
-	mk := func(i byte, end *link.PipeEnd, q Quirks) *node {
-		n := &node{ip: netip.AddrFrom4([4]byte{10, 0, 0, i}), mac: [6]byte{2, 0, 0, 0, 0, i}, end: end}
-		n.rec = &recorder{Link: end}
-		var l link.Link = n.rec
+	mk := func(i byte, end, peer *link.PipeEnd, q Quirks) *node {
+		n := &node{ip: netip.AddrFrom4([4]byte{10, 0, 0, i}), mac: [6]byte{2, 0, 0, 0, 0, i}, end: end,
+			fl: o.flowLabel, tc: o.trafficClass}
+		if o.ipv6 {
+			n.ip = netip.AddrFrom16([16]byte{0xfd, 15: i})
+		}
+		var inner link.Link = end
 		if o.faults != nil {
 			fc := *o.faults
 			fc.Seed += uint64(i)
 			fc.Clock = clk
-			n.flt = link.NewFaults(n.rec, fc)
-			l = n.flt
+			n.flt = link.NewFaults(end, fc)
+			inner = n.flt
 		}
+		n.rec = &recorder{Link: inner, self: end, peer: peer}
+		var l link.Link = n.rec
 		cfg := Config{Seed: uint64(i), Link: l, Synchronous: true, Quirks: q, NoMADLayer: o.noMAD,
 			Device: emu.Config{Name: "rxe" + string('0'+i), Clock: clk, NetDev: emu.NetDev{Name: "eth0",
 				MAC: net.HardwareAddr(n.mac[:]), MTU: mtu, Addrs: []netip.Addr{n.ip}}}}
@@ -109,8 +130,8 @@ func newPair(t testing.TB, o pairOpts) *pair {
 		t.Cleanup(func() { n.r.Close() })
 		return n
 	}
-	p.a = mk(1, ea, o.quirksA)
-	p.b = mk(2, eb, o.quirksB)
+	p.a = mk(1, ea, eb, o.quirksA)
+	p.b = mk(2, eb, ea, o.quirksB)
 	return p
 }
 
@@ -118,25 +139,11 @@ func newPair(t testing.TB, o pairOpts) *pair {
 func (p *pair) settle() {
 	p.t.Helper()
 	for range 1 << 20 {
-		p.arrive(p.a, p.b.end)
-		p.arrive(p.b, p.a.end)
 		if p.a.r.Poll()+p.b.r.Poll() == 0 {
-			p.arrive(p.a, p.b.end)
-			p.arrive(p.b, p.a.end)
-			if p.a.r.Poll()+p.b.r.Poll() == 0 {
-				return
-			}
+			return
 		}
 	}
 	p.t.Fatal("pair never settled")
-}
-
-// arrive waits until n's reader has taken every frame its peer's end
-// queued.
-func (p *pair) arrive(n *node, peer *link.PipeEnd) {
-	for n.r.Received() < peer.Stats().TxFrames {
-		runtime.Gosched()
-	}
 }
 
 // run settles and lets virtual time pass for d, firing timers in order.
@@ -216,7 +223,8 @@ func (n *node) connect(q *emu.QP, peer *node, dqpn uint32, sqpsn, rqpsn uint32, 
 	rtr := qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: o.mtu, DestQPNum: dqpn, RQPSN: rqpsn,
 		MaxDestRdAtomic: o.destAtom, MinRNRTimer: o.minRNR,
 		AHAttr: qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: peer.mac,
-			GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: 1, HopLimit: 64}}}
+			GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: 1, HopLimit: 64,
+				FlowLabel: n.fl, TrafficClass: n.tc}}}
 	m = qpstate.AttrState
 	switch q.QPType {
 	case qpstate.TypeRC:

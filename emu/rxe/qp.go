@@ -508,9 +508,10 @@ func (r *Dev) PostSend(c *emu.QP, wrs []emu.SendWR) (int, error) {
 		if uint32(len(q.sq)) >= q.sqCap {
 			return i, errorf(unix.ENOMEM, "post send QP %#x: send queue full (%d)", q.qpn, q.sqCap)
 		}
-		w := &sendWQE{wr: *wr, length: n, ssn: q.ssn,
-			signaled: q.sigAll || wr.SendFlags&emu.SendSignaled != 0}
-		w.wr.SGList = append([]emu.SGE(nil), wr.SGList...)
+		w := r.newWQE()
+		sgl := w.wr.SGList
+		*w = sendWQE{wr: *wr, length: n, ssn: q.ssn, signaled: q.sigAll || wr.SendFlags&emu.SendSignaled != 0}
+		w.wr.SGList = append(sgl[:0], wr.SGList...)
 		if wr.SendFlags&emu.SendInline != 0 {
 			// Inline data is copied at post time from the CPU's view of
 			// memory (the SGE addresses are kernel virtual addresses).
@@ -611,7 +612,8 @@ func (r *Dev) complete(q *qp) {
 			r.toErr(q) // flush completes w with its status, then the rest
 			return
 		}
-		q.sq = q.sq[1:]
+		q.sq = q.sq[:copy(q.sq, q.sq[1:])]
+		r.freeWQE(w)
 		if isReadOrAtomic(w.wr.Opcode) {
 			q.credits++
 		}
@@ -626,6 +628,25 @@ func (r *Dev) complete(q *qp) {
 	if q.state == qpstate.StateSQD && q.draining && !q.outstanding() {
 		q.draining = false
 		r.event(emu.Event{Type: emu.EventSQDrained, QP: q.core})
+	}
+}
+
+// newWQE takes a send WQE from the device's free list (the ring slot rxe
+// would reuse); r.mu held.
+func (r *Dev) newWQE() *sendWQE {
+	if n := len(r.wqeFree); n > 0 {
+		w := r.wqeFree[n-1]
+		r.wqeFree = r.wqeFree[:n-1]
+		return w
+	}
+	return &sendWQE{}
+}
+
+// freeWQE returns a retired WQE to the free list; r.mu held.
+func (r *Dev) freeWQE(w *sendWQE) {
+	if len(r.wqeFree) < 4096 {
+		w.inline = w.inline[:0]
+		r.wqeFree = append(r.wqeFree, w)
 	}
 }
 

@@ -134,9 +134,21 @@ func satInc(v uint32) uint32 { return min(v+1, 0xFFFF) }
 
 // localAddr reports whether ip is one of the device's addresses (a RoCEv2
 // GID of the port).
+// The addresses are cached; a miss refreshes the cache from the netdev
+// once, so an address added later is found on its first packet.
 func (r *Dev) localAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	for _, a := range r.addrs {
+		if a == ip {
+			return true
+		}
+	}
+	r.addrs = r.addrs[:0]
 	for _, a := range r.dev.NetDev().Addrs {
-		if a.Unmap() == ip.Unmap() {
+		r.addrs = append(r.addrs, a.Unmap())
+	}
+	for _, a := range r.addrs {
+		if a == ip {
 			return true
 		}
 	}

@@ -29,6 +29,10 @@ type xport struct {
 	rnrWait  bool
 	rnrTimer clock.Timer
 	rnrGen   uint64
+	// startedRetry: a retry pass is under way; further retry triggers
+	// other than a timeout are ignored until a valid response arrives
+	// (rxe's comp.started_retry).
+	startedRetry bool
 
 	// Responder.
 	ackPSN  uint32 // PSN of the last in-order request executed (duplicate ACKs)
@@ -463,7 +467,7 @@ func (r *Dev) retransmitTimeout(q *qp, gen uint64) {
 	if q.state < qpstate.StateRTS || q.state == qpstate.StateErr || q.rnrWait || !q.unacked() {
 		return
 	}
-	r.retry(q, false)
+	r.retry(q, false, true)
 }
 
 // unacked reports a started RC WQE awaiting its response.
@@ -494,9 +498,12 @@ func (q *qp) oldestPending() *sendWQE {
 // started WQE is sent again; rnr passes use rnr_retry (already counted),
 // others consume retry_cnt and fail with IB_WC_RETRY_EXC_ERR when it is
 // exhausted. r.mu held.
-func (r *Dev) retry(q *qp, rnr bool) {
+func (r *Dev) retry(q *qp, rnr, timeout bool) {
 	w := q.oldestPending()
 	if w == nil {
+		return
+	}
+	if q.startedRetry && !timeout && !rnr {
 		return
 	}
 	if !rnr {
@@ -520,6 +527,7 @@ func (r *Dev) retry(q *qp, rnr bool) {
 			return
 		}
 	}
+	q.startedRetry = true
 	r.rewind(q, q.compPSN)
 	r.runSQ(q)
 }

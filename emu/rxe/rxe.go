@@ -20,6 +20,7 @@ package rxe
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"sync"
 
 	"github.com/softroce/softroce/emu"
@@ -59,6 +60,12 @@ type Config struct {
 	// Synchronous makes the device process received frames only in Poll,
 	// never in a goroutine of its own, so that a test with a clock.Manual
 	// replays exactly; by default a goroutine processes them as they come.
+	// A synchronous device writes whole bursts (up to a READ's worth of
+	// responses) while nobody reads the other end, so its link must not
+	// block on them: give a link.Pipe a QueueLen above the largest burst,
+	// or DropWhenFull. On a link that is a Pender it reads in Poll itself
+	// and runs no goroutine at all; on others a goroutine only moves
+	// frames into the device's inbox, and Received tells how many it has.
 	Synchronous bool
 	// Quirks selects IBTA behaviour instead of rxe's where they differ;
 	// the zero value is rxe 6.12.
@@ -128,6 +135,9 @@ type Dev struct {
 	fr       wire.Frame
 	ipID     uint16
 	scratch  []byte
+	addrs    []netip.Addr // cached netdev addresses (recv.go)
+	mac      [6]byte
+	wqeFree  []*sendWQE
 }
 
 // New creates an emulated rxe device (rdma link add rxe0 type rxe netdev
@@ -154,6 +164,7 @@ func New(cfg Config) (*emu.Device, error) {
 		return nil, err
 	}
 	r.dev = d
+	copy(r.mac[:], d.NetDev().MAC)
 	if cfg.Link != nil {
 		r.attach()
 	}

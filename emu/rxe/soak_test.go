@@ -54,7 +54,8 @@ func soakScenario(t *testing.T, seed uint64) bool {
 	fc := &link.FaultConfig{Seed: seed, Drop: 0.05, Duplicate: 0.05, Reorder: 0.05, Corrupt: 0.05}
 	mtus := []qpstate.MTU{qpstate.MTU256, qpstate.MTU1024, qpstate.MTU4096}
 	p := newPair(t, pairOpts{faults: fc})
-	c := p.connect(qpOpts{mtu: mtus[rng.IntN(len(mtus))], timeout: 8, retry: 7, rnr: 7, minRNR: 1,
+	pmtu := mtus[rng.IntN(len(mtus))]
+	c := p.connect(qpOpts{mtu: pmtu, timeout: 8, retry: 7, rnr: 7, minRNR: 1,
 		sqpsnA: uint32(rng.IntN(1 << 24)), sqpsnB: uint32(rng.IntN(1 << 24)), rdAtomic: uint8(1 + rng.IntN(8))})
 	nops := 1 + rng.IntN(24)
 	var sops []*soakOp
@@ -160,6 +161,9 @@ func soakScenario(t *testing.T, seed uint64) bool {
 		swc = append(swc, poll(p.a.scq)...)
 		rwc = append(rwc, poll(p.b.rcq)...)
 	}
+	t.Logf("%d ops, path MTU %v; faults a->b %+v b->a %+v; retries %d, dup requests %d, seq NAKs %d",
+		len(sops), pmtu, p.a.flt.Stats(), p.b.flt.Stats(), p.a.counter("completer_retry_err"),
+		p.b.counter("duplicate_request"), p.b.counter("out_of_seq_request"))
 	ok := true
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -206,6 +210,107 @@ func soakScenario(t *testing.T, seed uint64) bool {
 		if (o.op == emu.WRSendWithImm || o.op == emu.WRRDMAWriteWithImm) && w.ImmData != o.imm {
 			fail("recv completion %d: imm %#x, want %#x", i, w.ImmData, o.imm)
 		}
+	}
+	return ok
+}
+
+// TestSoakUnreliable runs seeded UC and UD scenarios under 5% drop,
+// duplicate and corruption (no reordering: UC and UD deliver reordered
+// message starts out of order, legitimately). Unreliable transports may
+// lose messages, and a duplicated UC or UD message start is accepted
+// again, as in rxe; so the checks are: every send completes once, in
+// order, successfully; every receive completion holds exactly one sent
+// message, whole; messages arrive in send order (repeats allowed).
+func TestSoakUnreliable(t *testing.T) {
+	base := testenv.Seed(t)
+	n := max(1, *soakN/4)
+	for i := range n {
+		seed := base + uint64(i)
+		for _, typ := range []qpstate.Type{qpstate.TypeUC, qpstate.TypeUD} {
+			t.Run(fmt.Sprintf("%v/%d", typ.Name(), seed), func(t *testing.T) {
+				if !soakUnreliable(t, seed, typ) {
+					t.Errorf("replay: go test ./emu/rxe -run 'TestSoakUnreliable' -seed=%d -soak.n=4", seed)
+				}
+			})
+		}
+	}
+}
+
+func soakUnreliable(t *testing.T, seed uint64, typ qpstate.Type) bool {
+	rng := rand.New(rand.NewPCG(seed, seed^0x2545F4914F6CDD1D))
+	fc := &link.FaultConfig{Seed: seed, Drop: 0.05, Duplicate: 0.05, Corrupt: 0.05}
+	p := newPair(t, pairOpts{faults: fc, mtu: 1500})
+	var qa, qb *emu.QP
+	var ah *emu.AH
+	hdr := 0
+	maxSize := 16 << 10
+	if typ == qpstate.TypeUD {
+		qa, qb = p.a.udQP(typ, nil), p.b.udQP(typ, nil)
+		ah = p.a.ah(p.b.ip, p.b.mac)
+		hdr, maxSize = grhArea, 1024
+	} else {
+		c := p.connect(qpOpts{typ: typ, mtu: qpstate.MTU1024})
+		qa, qb = c.qa, c.qb
+	}
+	nmsg := 1 + rng.IntN(40)
+	msgs := make([][]byte, nmsg)
+	var wrs []emu.SendWR
+	for i := range nmsg {
+		size := 8 + rng.IntN(maxSize-8)
+		a, data, mr := p.a.buf(size, byte(rng.Uint32()))
+		binary.BigEndian.PutUint64(data, uint64(i))
+		msgs[i] = data
+		wrs = append(wrs, emu.SendWR{WRID: uint64(i), Opcode: emu.WRSend, SendFlags: emu.SendSignaled, AH: ah,
+			RemoteQPN: qb.QPNum, RemoteQKey: 0x11111111, SGList: []emu.SGE{{Addr: a, Length: uint32(size), LKey: mr.LKey}}})
+	}
+	bufs := map[uint64][]byte{}
+	for i := range 2 * nmsg {
+		a, b, mr := p.b.buf(maxSize+hdr, 0)
+		bufs[uint64(i)] = b
+		p.b.postRecv(qb, emu.RecvWR{WRID: uint64(i), SGList: []emu.SGE{{Addr: a, Length: uint32(len(b)), LKey: mr.LKey}}})
+	}
+	for _, wr := range wrs {
+		p.a.postSend(qa, wr)
+	}
+	p.run(100 * time.Millisecond)
+	ok := true
+	swc := poll(p.a.scq)
+	if len(swc) != nmsg {
+		t.Errorf("%d send completions, want %d", len(swc), nmsg)
+		ok = false
+	}
+	for i, w := range swc {
+		if w.WRID != uint64(i) || w.Status != emu.WCSuccess {
+			t.Errorf("send completion %d: %+v", i, w)
+			return false
+		}
+	}
+	last := -1
+	rwc := poll(p.b.rcq)
+	t.Logf("%s: %d messages sent, %d received; faults %+v", typ.Name(), nmsg, len(rwc), p.a.flt.Stats())
+	for _, w := range rwc {
+		if w.Status != emu.WCSuccess {
+			t.Errorf("receive %d: %v", w.WRID, w.Status)
+			ok = false
+			continue
+		}
+		b := bufs[w.WRID][hdr:w.ByteLen]
+		if len(b) < 8 {
+			t.Errorf("receive %d: %d bytes", w.WRID, len(b))
+			ok = false
+			continue
+		}
+		seq := int(binary.BigEndian.Uint64(b))
+		if seq >= nmsg || !bytes.Equal(b, msgs[seq]) {
+			t.Errorf("receive %d: not a sent message (seq %d, %d bytes)", w.WRID, seq, len(b))
+			ok = false
+			continue
+		}
+		if seq < last {
+			t.Errorf("message %d after %d", seq, last)
+			ok = false
+		}
+		last = seq
 	}
 	return ok
 }

@@ -103,11 +103,23 @@ func (k Quirks) ackInterval() int {
 	return 65
 }
 
+// Pender is a Link that can tell how many frames are waiting to be read,
+// so that a read of that many does not block. A synchronous device on
+// such a link reads in Poll itself and runs no goroutine at all.
+type Pender interface {
+	Pending() int
+}
+
 // transport is the device's attachment to its link.
 type transport struct {
 	l     link.Link
 	sync  bool
 	frame int // buffer size
+
+	pender Pender // synchronous reads without a goroutine
+	rbufs  [][]byte
+	rsizes []int
+	spare  [][]byte // the inbox's other half, for Poll
 
 	inMu   sync.Mutex
 	inCond *sync.Cond
@@ -135,6 +147,10 @@ func (r *Dev) attach() {
 	t := &transport{l: l, sync: r.cfg.Synchronous, frame: link.MaxFrameSize(l.MTU())}
 	t.inCond = sync.NewCond(&t.inMu)
 	r.tp = t
+	if pl, ok := l.(Pender); ok && t.sync {
+		t.pender = pl
+		return
+	}
 	t.wg.Add(1)
 	go r.readLoop()
 	if !t.sync {
@@ -193,6 +209,36 @@ func (r *Dev) readLoop() {
 	}
 }
 
+// readPending moves the frames a Pender link holds into the inbox.
+func (r *Dev) readPending() {
+	t := r.tp
+	for {
+		n := min(t.pender.Pending(), max(1, t.l.BatchSize()))
+		if n <= 0 {
+			return
+		}
+		if len(t.rbufs) < n {
+			t.rbufs, t.rsizes = make([][]byte, n), make([]int, n)
+		}
+		bufs, sizes := t.rbufs[:n], t.rsizes[:n]
+		for i := range bufs {
+			bufs[i] = t.get()
+		}
+		k, err := t.l.ReadPackets(bufs, sizes)
+		t.inMu.Lock()
+		for i := range k {
+			t.inbox = append(t.inbox, bufs[i][:sizes[i]])
+		}
+		t.inMu.Unlock()
+		t.rxRead.Add(uint64(k))
+		t.put(bufs[k:])
+		clear(bufs)
+		if err != nil || k < n {
+			return
+		}
+	}
+}
+
 // workLoop processes frames as they arrive (asynchronous mode).
 func (r *Dev) workLoop() {
 	t := r.tp
@@ -235,15 +281,24 @@ func (r *Dev) Poll() int {
 	if t == nil {
 		return 0
 	}
+	if t.pender != nil {
+		r.readPending()
+	}
 	t.inMu.Lock()
 	batch := t.inbox
-	t.inbox = nil
+	t.inbox = t.spare[:0]
+	t.spare = nil
 	t.inMu.Unlock()
-	if len(batch) == 0 {
-		return 0
+	n := len(batch)
+	if n > 0 {
+		r.process(batch)
 	}
-	r.process(batch)
-	return len(batch)
+	t.inMu.Lock()
+	if t.spare == nil {
+		t.spare = batch[:0]
+	}
+	t.inMu.Unlock()
+	return n
 }
 
 // Received returns how many frames the device has read from its link
@@ -363,7 +418,7 @@ func (r *Dev) emit(f *wire.Frame) bool {
 func (r *Dev) newFrame(p *path, sport uint16) *wire.Frame {
 	f := &r.fr
 	*f = wire.Frame{}
-	copy(f.SrcMAC[:], r.dev.NetDev().MAC)
+	f.SrcMAC = r.mac
 	f.DstMAC = p.dmac
 	f.Src, f.Dst = p.src, p.dst
 	f.TrafficClass, f.HopLimit = p.tc, p.hop

@@ -267,3 +267,86 @@ func TestP41GSI(t *testing.T) {
 		})
 	}
 }
+
+// TestP35IPv6: over IPv6 the flow label on the wire is 0 whatever the AV
+// says, the traffic class is the AV's, the UDP checksum 0, and the source
+// port comes from the AV's flow label.
+func TestP35IPv6(t *testing.T) {
+	p := newPair(t, pairOpts{ipv6: true, flowLabel: 0x12345, trafficClass: 0x28})
+	c := p.connect(qpOpts{})
+	data, got := p.sendN(c, 100, 128, 0)
+	p.settle()
+	wantWC(t, "send", poll(p.a.scq), emu.WCSuccess)
+	rw := poll(p.b.rcq)
+	wantWC(t, "recv", rw, emu.WCSuccess)
+	if rw[0].NetworkHdrType != emu.NetworkIPv6 || !bytes.Equal(got[:100], data) {
+		t.Errorf("recv WC %+v", rw[0])
+	}
+	for _, pk := range append(p.a.rec.take(t), p.b.rec.take(t)...) {
+		if !pk.IsIPv6() || pk.FlowLabel() != 0 || pk.TrafficClass() != 0x28 || pk.UDPChecksum() != 0 ||
+			pk.UDPSrcPort() != 0xE341 || pk.HopLimit() != 64 {
+			t.Errorf("%v: v6 %v flow %#x tc %#x csum %#x sport %#x", pk.Opcode(), pk.IsIPv6(), pk.FlowLabel(),
+				pk.TrafficClass(), pk.UDPChecksum(), pk.UDPSrcPort())
+		}
+	}
+}
+
+// TestSRQ: receives through an SRQ, with the limit event when the queue
+// falls below the armed limit.
+func TestSRQ(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	var events []emu.EventType
+	s, err := p.b.pd.CreateSRQ(&emu.SRQInitAttr{Attr: emu.SRQAttr{MaxWR: 16, MaxSGE: 2, SRQLimit: 2},
+		EventHandler: func(ev emu.Event) { events = append(events, ev.Type) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.connect(qpOpts{srqB: s})
+	var bufs [][]byte
+	for i := range 3 {
+		dst, got, mrb := p.b.buf(64, 0)
+		bufs = append(bufs, got)
+		if _, err := s.PostRecv([]emu.RecvWR{{WRID: uint64(i), SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		src, _, mra := p.a.buf(10, byte(i+1))
+		p.a.postSend(c.qa, emu.SendWR{WRID: uint64(i), Opcode: emu.WRSend, SendFlags: emu.SendSignaled | emu.SendSolicited,
+			SGList: []emu.SGE{{Addr: src, Length: 10, LKey: mra.LKey}}})
+	}
+	p.settle()
+	wantWC(t, "send", poll(p.a.scq), emu.WCSuccess, emu.WCSuccess)
+	rw := poll(p.b.rcq)
+	wantWC(t, "recv", rw, emu.WCSuccess, emu.WCSuccess)
+	if rw[0].WRID != 0 || rw[1].WRID != 1 || bufs[0][0] != 1 || bufs[1][0] != 2 {
+		t.Errorf("SRQ order: %+v", rw)
+	}
+	if len(events) != 1 || events[0] != emu.EventSRQLimitReached {
+		t.Errorf("events %v, want one SRQ_LIMIT_REACHED", events)
+	}
+}
+
+// TestSolicitedNotify: a CQ armed for solicited completions calls its
+// handler only for a SEND with the SE bit (P4's receive side).
+func TestSolicitedNotify(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	calls := 0
+	cq, err := p.b.dev.CreateCQ(emu.CQInitAttr{CQE: 16, CompHandler: func(*emu.CQ) { calls++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.b.rcq = cq
+	c := p.connect(qpOpts{})
+	cq.ReqNotify(emu.CQSolicited)
+	p.sendN(c, 8, 8, 0)
+	p.settle()
+	if calls != 0 {
+		t.Fatalf("handler called for an unsolicited SEND")
+	}
+	p.sendN(c, 8, 8, emu.SendSolicited)
+	p.settle()
+	if calls != 1 {
+		t.Errorf("handler called %d times, want 1", calls)
+	}
+}
