@@ -152,40 +152,50 @@ type Counter struct {
 // after a run the server's buffer equal to the client's proves the data
 // crossed.
 func (lb *Loopback) Pingpong(cfg PingpongConfig) (client, server *Pingpong, err error) {
-	cc, sc := cfg, cfg
-	cc.Client, sc.Client = true, false
-	sc.Seed++
-	sc.Fill = nil
-	if client, err = NewPingpong(lb.A.Dev, cc); err != nil {
-		return nil, nil, err
-	}
-	if server, err = NewPingpong(lb.B.Dev, sc); err != nil {
-		client.Close()
-		return nil, nil, err
-	}
-	if err = server.Connect(client.Local()); err == nil {
-		err = client.Connect(server.Local())
-	}
-	if err != nil {
-		client.Close()
-		server.Close()
-		return nil, nil, err
-	}
-	return client, server, nil
+	return connectPair(func(isClient bool) (*Pingpong, error) {
+		c := cfg
+		c.Client = isClient
+		if !isClient {
+			c.Seed++
+			c.Fill = nil
+			return NewPingpong(lb.B.Dev, c)
+		}
+		return NewPingpong(lb.A.Dev, c)
+	})
 }
 
 // Perf creates a perftest client on A and a server on B (the server's seed
 // is cfg.Seed+1) and connects them. cfg.Client is ignored.
 func (lb *Loopback) Perf(cfg PerfConfig) (client, server *Perf, err error) {
-	cc, sc := cfg, cfg
-	cc.Client, sc.Client = true, false
-	sc.Seed++
-	if client, err = NewPerf(lb.A.Dev, cc); err != nil {
-		return nil, nil, err
+	return connectPair(func(isClient bool) (*Perf, error) {
+		c := cfg
+		c.Client = isClient
+		if !isClient {
+			c.Seed++
+			return NewPerf(lb.B.Dev, c)
+		}
+		return NewPerf(lb.A.Dev, c)
+	})
+}
+
+// side is what connectPair needs of a Pingpong or a Perf.
+type side[D any] interface {
+	Local() []D
+	Connect([]D) error
+	Close() error
+}
+
+// connectPair makes a client and a server with mk and connects the server
+// to the client, then the client to the server; on failure it closes what
+// it made.
+func connectPair[S side[D], D any](mk func(client bool) (S, error)) (client, server S, err error) {
+	var zero S
+	if client, err = mk(true); err != nil {
+		return zero, zero, err
 	}
-	if server, err = NewPerf(lb.B.Dev, sc); err != nil {
+	if server, err = mk(false); err != nil {
 		client.Close()
-		return nil, nil, err
+		return zero, zero, err
 	}
 	if err = server.Connect(client.Local()); err == nil {
 		err = client.Connect(server.Local())
@@ -193,7 +203,7 @@ func (lb *Loopback) Perf(cfg PerfConfig) (client, server *Perf, err error) {
 	if err != nil {
 		client.Close()
 		server.Close()
-		return nil, nil, err
+		return zero, zero, err
 	}
 	return client, server, nil
 }

@@ -65,7 +65,7 @@ func runLoopback(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("loopback", stderr)
 	fs.StringVar(&o.test, "test", "write_bw", "workload: rc, uc, ud, srq (pingpong) or a perftest test (write_bw, ..., atomic_lat)")
 	fs.Uint64Var(&o.size, "s", 0, "message size in bytes (default: the tool's: pingpong 4096 (ud 1024), BW 65536, latency 2, atomics 8)")
-	fs.BoolVar(&o.all, "a", false, "perftest: run every size 2..2^23 (powers of two)")
+	fs.BoolVar(&o.all, "a", false, "perftest: run every size 2..2^23 (powers of two; with the default -n that moves ~16 GB, try -n 20)")
 	fs.Uint64Var(&o.iters, "n", 1000, "iterations (pingpong exchanges, perftest messages per QP)")
 	fs.IntVar(&o.mtu, "m", 1024, "path MTU in bytes: 256, 512, 1024, 2048 or 4096")
 	fs.IntVar(&o.qps, "q", 0, "QPs: perftest BW tests (default 1), srq pingpong (default 16)")

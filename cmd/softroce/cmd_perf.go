@@ -16,7 +16,7 @@ func init() {
 		summary: "perftest's ib_{write,read,send,atomic}_{bw,lat} from an emulated HCA on a real segment",
 		usage: "write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat\n" +
 			"\t[--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE]\n" +
-			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -s SIZE -n ITERS -m MTU -q QPS -t TX -r RX -o OUTS\n" +
+			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -s SIZE | -a -n ITERS -m MTU -q QPS -t TX -r RX -o OUTS\n" +
 			"\t -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT -N -F --report_gbits ...] [SERVER]",
 		run: runPerf,
 	})
@@ -29,9 +29,14 @@ func init() {
 // traffic leaves from softroce's own MAC and --ip address, so either side
 // may be the real ib_*_bw / ib_*_lat.
 //
-// Not supported (refused with a message): -a, -D, -b, -R, -z, --use-srq, -c
-// other than RC, -l above 1, --report-per-port, -C, -H, -U. Without -x the
-// GID of the first --ip address is used.
+// -a (sizes 2..2^23) runs as perftest's write_bw and read_bw run it: the
+// client prints a row per size, the server (idle, as in every
+// unidirectional BW test) prints the last size's report after the single
+// report exchange. Not supported (refused with a message): -a with the
+// other tests, -D, -b, -R, -z, --use-srq, -c other than RC, -l above 1,
+// --report-per-port, -C, -H, -U; perftest's warm-up WRs before a WRITE or
+// READ run are not sent. Without -x the GID of the first --ip address is
+// used.
 func runPerf(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "usage: softroce perf %s\n", commands["perf"].usage)
@@ -56,7 +61,8 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		bad  bool
 		what string
 	}{
-		{pc.All, "-a (all sizes)"}, {pc.Duration > 0, "-D (duration)"}, {pc.Bidirectional, "-b"},
+		{pc.All && test != oob.PerftestWriteBW && test != oob.PerftestReadBW, "-a (all sizes) with " + test.String()},
+		{pc.Duration > 0, "-D (duration)"}, {pc.Bidirectional, "-b"},
 		{pc.RDMACM || pc.ComRDMACM, "-R/-z (RDMA CM)"}, {pc.UseSRQ, "--use-srq"}, {pc.Connection != "RC", "-c " + pc.Connection},
 		{pc.PostList > 1, "-l (post list)"}, {pc.ReportPerPort, "--report-per-port"},
 		{pc.ReportCycles || pc.ReportHistogram || pc.ReportUnsorted, "-C/-H/-U"},
@@ -75,7 +81,14 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	client := pc.Server != ""
-	p, err := workload.NewPerf(n.Device(), workload.PerfConfig{Test: test, Client: client, MaxSize: pc.Size,
+	sizes := []uint64{pc.Size}
+	if pc.All {
+		sizes = sizes[:0]
+		for s := uint64(2); s <= 1<<23; s <<= 1 {
+			sizes = append(sizes, s)
+		}
+	}
+	p, err := workload.NewPerf(n.Device(), workload.PerfConfig{Test: test, Client: client, MaxSize: sizes[len(sizes)-1],
 		Iters: pc.Iters, TxDepth: pc.TxDepth, RxDepth: pc.RxDepth, NumQP: pc.NumQP, OutReads: pc.OutReads,
 		CQMod: pc.CQMod, MTU: pc.MTU, GIDIndex: gidx, SL: uint8(pc.SL), QPTimeout: uint8(pc.QPTimeout),
 		InlineSize: max(pc.InlineSize, 0), CompareSwap: pc.AtomicType == "CMP_AND_SWAP", NoPeak: pc.NoPeak,
@@ -124,9 +137,15 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		w.WriteString(oob.FormatPerftestLatHeader())
 	}
 	w.Flush()
-	res, err := p.Run(fc.MaxSize)
-	if err != nil {
-		return err
+	var res workload.PerfResult
+	for _, size := range sizes {
+		if res, err = p.Run(size); err != nil {
+			return err
+		}
+		if client && test.IsBW() && len(sizes) > 1 {
+			w.WriteString(oob.FormatPerftestBWReport(res.BW))
+			w.Flush()
+		}
 	}
 	if test.IsBW() {
 		rem, err := oob.PerftestFinishBW(c, params, p.Local()[0], res.BW)
@@ -134,7 +153,9 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("Failed to exchange data between server and clients: %w", err)
 		}
 		if client {
-			w.WriteString(oob.FormatPerftestBWReport(res.BW))
+			if len(sizes) == 1 {
+				w.WriteString(oob.FormatPerftestBWReport(res.BW))
+			}
 		} else {
 			w.WriteString(oob.FormatPerftestBWReport(rem))
 		}

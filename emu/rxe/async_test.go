@@ -16,20 +16,9 @@ import (
 // clock over a faulty pipe: every WRITE and SEND completes once, in order,
 // with the data in place (run it with -race).
 func TestAsyncFaults(t *testing.T) {
-	ea, eb := link.NewPipe(&link.PipeConfig{MTU: 4200})
 	fc := link.FaultConfig{Seed: 7, Drop: 0.05, Duplicate: 0.05, Reorder: 0.05, Corrupt: 0.05}
-	la := link.NewFaults(ea, fc)
-	fc.Seed = 8
-	lb := link.NewFaults(eb, fc)
-	mk := func(i byte, l link.Link) *node {
-		n := &node{ip: netip.AddrFrom4([4]byte{10, 0, 0, i}), mac: [6]byte{2, 0, 0, 0, 0, i}}
-		n.env = newEnvWith(t, Config{Seed: uint64(i), Link: l, Device: emu.Config{
-			NetDev: emu.NetDev{Name: "eth0", MAC: net.HardwareAddr(n.mac[:]), MTU: 4200, Addrs: []netip.Addr{n.ip}}}})
-		n.scq, n.rcq = n.cq(1024), n.cq(1024)
-		t.Cleanup(func() { n.r.Close() })
-		return n
-	}
-	a, b := mk(1, la), mk(2, lb)
+	a, b := asyncPair(t, fc)
+	la := a.r.cfg.Link.(*link.Faults)
 	o := qpOpts{mtu: qpstate.MTU1024, timeout: 10, retry: 7, rnr: 7, minRNR: 1, rdAtomic: 4, destAtom: 4}
 	qa, qb := a.newQP(qpstate.TypeRC, nil, o), b.newQP(qpstate.TypeRC, nil, o)
 	a.connect(qa, b, qb.QPNum, 0, 0, o, allAccess)
@@ -66,4 +55,24 @@ func TestAsyncFaults(t *testing.T) {
 	if s := la.Stats(); s.Dropped == 0 || s.Corrupted == 0 {
 		t.Errorf("faults did not happen: %+v", s)
 	}
+}
+
+// asyncPair is two devices in the default (asynchronous) mode on the real
+// clock over a pipe, each end optionally behind faults (seeds differ).
+func asyncPair(t testing.TB, faults ...link.FaultConfig) (*node, *node) {
+	ea, eb := link.NewPipe(&link.PipeConfig{MTU: 4200})
+	mk := func(i byte, l link.Link) *node {
+		if len(faults) > 0 {
+			fc := faults[0]
+			fc.Seed += uint64(i)
+			l = link.NewFaults(l, fc)
+		}
+		n := &node{ip: netip.AddrFrom4([4]byte{10, 0, 0, i}), mac: [6]byte{2, 0, 0, 0, 0, i}}
+		n.env = newEnvWith(t, Config{Seed: uint64(i), Link: l, Device: emu.Config{
+			NetDev: emu.NetDev{Name: "eth0", MAC: net.HardwareAddr(n.mac[:]), MTU: 4200, Addrs: []netip.Addr{n.ip}}}})
+		n.scq, n.rcq = n.cq(1024), n.cq(1024)
+		t.Cleanup(func() { n.r.Close() })
+		return n
+	}
+	return mk(1, ea), mk(2, eb)
 }

@@ -156,3 +156,34 @@ func TestAllocsPerPacket(t *testing.T) {
 		t.Errorf("%.1f allocations per round, want at most the WQE's (4)", allocs)
 	}
 }
+
+// BenchmarkRCPingPongAsync is the 64-byte ping-pong between two devices
+// that each process frames in their own goroutine on the real clock (the
+// default mode), the caller spinning on the CQs as ib_send_lat does.
+func BenchmarkRCPingPongAsync(b *testing.B) {
+	a, z := asyncPair(b)
+	o := qpOpts{mtu: qpstate.MTU1024, timeout: 14, retry: 7, rnr: 7, minRNR: 1, rdAtomic: 1, destAtom: 1}
+	qa, qz := a.newQP(qpstate.TypeRC, nil, o), z.newQP(qpstate.TypeRC, nil, o)
+	a.connect(qa, z, qz.QPNum, 0, 0, o, allAccess)
+	z.connect(qz, a, qa.QPNum, 0, 0, o, allAccess)
+	sa, _, ma := a.buf(64, 1)
+	sz, _, mz := z.buf(64, 2)
+	ping := []emu.SendWR{{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: sa, Length: 64, LKey: ma.LKey}}}}
+	pong := []emu.SendWR{{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: sz, Length: 64, LKey: mz.LKey}}}}
+	ra := []emu.RecvWR{{SGList: []emu.SGE{{Addr: sa, Length: 64, LKey: ma.LKey}}}}
+	rz := []emu.RecvWR{{SGList: []emu.SGE{{Addr: sz, Length: 64, LKey: mz.LKey}}}}
+	wc := make([]emu.WC, 1)
+	spin := func(cq *emu.CQ) {
+		for cq.Poll(wc) == 0 {
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		qz.PostRecv(rz)
+		qa.PostRecv(ra)
+		qa.PostSend(ping)
+		spin(z.rcq)
+		qz.PostSend(pong)
+		spin(a.rcq)
+	}
+}

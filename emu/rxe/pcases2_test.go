@@ -138,11 +138,7 @@ func TestP29RecvOverflow(t *testing.T) {
 			c := p.connect(qpOpts{})
 			p.sendN(c, 200, 100, 0)
 			p.settle()
-			resp := p.b.rec.take(t)
-			wantOps(t, "responses", resp, wire.RCAcknowledge)
-			if resp[0].AETH().Syndrome() != tc.syn {
-				t.Errorf("syndrome %v, want %v", resp[0].AETH().Syndrome(), tc.syn)
-			}
+			wantSyndrome(t, p.b.rec.take(t), tc.syn)
 			wantWC(t, "recv", poll(p.b.rcq), tc.recv)
 			wantWC(t, "send", poll(p.a.scq), tc.sendStat)
 			if p.a.state(c.qa) != qpstate.StateErr || p.b.state(c.qb) != qpstate.StateErr {
@@ -185,11 +181,7 @@ func TestP30SendWithInvalidate(t *testing.T) {
 			p.a.postSend(c.qa, emu.SendWR{WRID: 2, Opcode: emu.WRSendWithInv, SendFlags: emu.SendSignaled,
 				InvalidateRKey: rkey, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
 			p.settle()
-			resp := p.b.rec.take(t)
-			wantOps(t, "responses", resp, wire.RCAcknowledge)
-			if resp[0].AETH().Syndrome() != tc.syn {
-				t.Errorf("syndrome %v", resp[0].AETH().Syndrome())
-			}
+			wantSyndrome(t, p.b.rec.take(t), tc.syn)
 			wantWC(t, "send", poll(p.a.scq), tc.sendStat)
 			rw := poll(p.b.rcq)
 			wantWC(t, "recv", rw, tc.recvStat)
@@ -549,9 +541,77 @@ func TestP15MisalignedAtomic(t *testing.T) {
 	p.inject(t, p.rawFrame(t, c, wire.RCCompareSwap, 40, nil, func(f *wire.Frame) {
 		f.AtomicETH = wire.AtomicETHFields{VA: dst + 4, RKey: mrb.RKey, SwapAdd: 1}
 	}))
-	resp := p.b.rec.take(t)
-	wantOps(t, "responses", resp, wire.RCAcknowledge)
-	if resp[0].AETH().Syndrome() != 0x61 {
-		t.Errorf("syndrome %v, want 0x61", resp[0].AETH().Syndrome())
+	wantSyndrome(t, p.b.rec.take(t), 0x61)
+}
+
+// TestSQDDrain: SQD holds new WQEs, lets the outstanding ones finish on
+// the wire and raises IB_EVENT_SQ_DRAINED when the last ACK arrives; back
+// in RTS the held WQE goes out.
+func TestSQDDrain(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	c := p.connect(qpOpts{})
+	p.a.takeEvents()
+	p.sendN(c, 3000, 4096, 0)
+	p.a.r.Poll() // the SEND is on the wire, not yet ACKed
+	a := qpstate.Attr{QPState: qpstate.StateSQD}
+	if err := c.qa.Modify(&a, qpstate.AttrState); err != nil {
+		t.Fatal(err)
+	}
+	p.sendN(c, 8, 64, 0) // held
+	if evs := p.a.takeEvents(); len(evs) != 0 {
+		t.Fatalf("events before the ACK: %v", evs)
+	}
+	p.settle()
+	if evs := p.a.takeEvents(); len(evs) != 1 || evs[0] != emu.EventSQDrained {
+		t.Fatalf("events %v, want SQ_DRAINED", evs)
+	}
+	wantOps(t, "while draining", p.a.rec.take(t), wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLast)
+	a.QPState = qpstate.StateRTS
+	if err := c.qa.Modify(&a, qpstate.AttrState); err != nil {
+		t.Fatal(err)
+	}
+	p.settle()
+	wantOps(t, "after RTS", p.a.rec.take(t), wire.RCSendOnly)
+	wantWC(t, "send", poll(p.a.scq), emu.WCSuccess, emu.WCSuccess)
+}
+
+// TestP25RequestToInit: a request to a QP in INIT is dropped silently.
+func TestP25RequestToInit(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	qb := p.b.newQP(qpstate.TypeRC, nil, qpOpts{})
+	p.b.modify(qb, qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: allAccess},
+		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags)
+	dst, _, mrb := p.b.buf(64, 0)
+	p.b.postRecv(qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}})
+	p.inject(t, p.rawFrame(t, conn{qb: qb}, wire.RCSendOnly, 0, []byte("hi"), nil))
+	if resp := p.b.rec.take(t); len(resp) != 0 || p.b.counter("rcvd_pkts") != 0 || len(poll(p.b.rcq)) != 0 {
+		t.Errorf("responses %v, rcvd_pkts %d", ops(resp), p.b.counter("rcvd_pkts"))
+	}
+}
+
+// TestP20GSIQKey: a QP1 packet whose Q_Key is not 0x80010000 is dropped
+// and counted; the counter saturates at 0xFFFF.
+func TestP20GSIQKey(t *testing.T) {
+	p := newPair(t, pairOpts{noMAD: true, mtu: 1500})
+	gsi := p.b.udQP(qpstate.TypeGSI, nil)
+	dst, _, mrb := p.b.buf(256, 0)
+	p.b.postRecv(gsi, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 256, LKey: mrb.LKey}}})
+	frame := func(qkey uint32) []byte {
+		return p.rawFrame(t, conn{qb: gsi}, wire.UDSendOnly, 0, []byte("mad"), func(f *wire.Frame) {
+			f.DETH = wire.DETHFields{QKey: qkey, SrcQP: 1}
+		})
+	}
+	p.inject(t, frame(0x11111111))
+	if pa, _ := p.b.dev.QueryPort(1); pa.QKeyViolCntr != 1 {
+		t.Errorf("qkey_viol_cntr %d", pa.QKeyViolCntr)
+	}
+	p.inject(t, frame(0x80010000))
+	wantWC(t, "recv", poll(p.b.rcq), emu.WCSuccess)
+	p.b.r.mu.Lock()
+	p.b.r.badQKey = 0xFFFE
+	p.b.r.mu.Unlock()
+	p.inject(t, frame(1), frame(2))
+	if pa, _ := p.b.dev.QueryPort(1); pa.QKeyViolCntr != 0xFFFF {
+		t.Errorf("qkey_viol_cntr %#x, want saturated 0xFFFF", pa.QKeyViolCntr)
 	}
 }

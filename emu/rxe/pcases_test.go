@@ -34,6 +34,16 @@ func wantOps(t *testing.T, what string, ps []wire.Packet, want ...wire.Opcode) {
 	}
 }
 
+// wantSyndrome checks that the responses are one ACKNOWLEDGE with
+// syndrome syn.
+func wantSyndrome(t *testing.T, resp []wire.Packet, syn wire.Syndrome) {
+	t.Helper()
+	wantOps(t, "responses", resp, wire.RCAcknowledge)
+	if got := resp[0].AETH().Syndrome(); got != syn {
+		t.Errorf("syndrome %v, want %v", got, syn)
+	}
+}
+
 func wantWC(t *testing.T, what string, wcs []emu.WC, st ...emu.WCStatus) {
 	t.Helper()
 	var got []emu.WCStatus
@@ -337,6 +347,7 @@ func TestP9RemoteErrors(t *testing.T) {
 		{"P10-read-no-remote-read", Quirks{}, qpstate.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
 		{"P10-quirk17-ibta", Quirks{AccessNAK62: true}, qpstate.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x62, emu.WCRemAccessErr},
 		{"P11-no-responder-resources", Quirks{}, allAccess, 255, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
+		{"write-beyond-the-MR", Quirks{}, allAccess, 0, emu.WRRDMAWrite, false, 72, 0x62, emu.WCRemAccessErr},
 		{"P14-zero-length-write-rkey-0", Quirks{}, allAccess, 0, emu.WRRDMAWrite, true, 0, 0x1F, emu.WCSuccess},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -352,7 +363,7 @@ func TestP9RemoteErrors(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			loc, _, mra := p.a.buf(64, 0)
+			loc, _, mra := p.a.buf(128, 0)
 			rem, _, mrb := p.b.buf(64, 0)
 			rkey := mrb.RKey
 			if tc.badKey {
@@ -361,11 +372,7 @@ func TestP9RemoteErrors(t *testing.T) {
 			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: tc.op, SendFlags: emu.SendSignaled,
 				SGList: []emu.SGE{{Addr: loc, Length: uint32(tc.length), LKey: mra.LKey}}, RemoteAddr: rem, RKey: rkey})
 			p.settle()
-			resp := p.b.rec.take(t)
-			wantOps(t, "responses", resp, wire.RCAcknowledge)
-			if resp[0].AETH().Syndrome() != tc.syn {
-				t.Errorf("syndrome %v, want %v", resp[0].AETH().Syndrome(), tc.syn)
-			}
+			wantSyndrome(t, p.b.rec.take(t), tc.syn)
 			wantWC(t, "send", poll(p.a.scq), tc.st)
 			wantErr := tc.st != emu.WCSuccess
 			if (p.a.state(c.qa) == qpstate.StateErr) != wantErr || (p.b.state(c.qb) == qpstate.StateErr) != wantErr {

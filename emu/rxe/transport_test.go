@@ -62,3 +62,26 @@ func TestP1SendOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestInlineSend: inline data is copied at post time: changing the buffer
+// afterwards does not change what arrives.
+func TestInlineSend(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	c := p.connect(qpOpts{})
+	src, data, _ := p.a.buf(100, 1)
+	want := bytes.Clone(data)
+	dst, got, mrb := p.b.buf(128, 0)
+	p.b.postRecv(c.qb, emu.RecvWR{WRID: 7, SGList: []emu.SGE{{Addr: dst, Length: 128, LKey: mrb.LKey}}})
+	p.a.postSend(c.qa, emu.SendWR{WRID: 9, Opcode: emu.WRSendWithImm, ImmData: 0xAABBCCDD,
+		SendFlags: emu.SendSignaled | emu.SendInline, SGList: []emu.SGE{{Addr: src, Length: 100}}})
+	clear(data)
+	p.settle()
+	rw := poll(p.b.rcq)
+	wantWCs := []emu.WCStatus{emu.WCSuccess}
+	if len(rw) != 1 || rw[0].Status != wantWCs[0] || rw[0].ImmData != 0xAABBCCDD || rw[0].WCFlags&emu.WCWithImm == 0 {
+		t.Fatalf("recv WCs %+v", rw)
+	}
+	if !bytes.Equal(got[:100], want) {
+		t.Error("inline data differs")
+	}
+}

@@ -350,3 +350,19 @@ func TestSolicitedNotify(t *testing.T) {
 		t.Errorf("handler called %d times, want 1", calls)
 	}
 }
+
+// TestNeighbor: a Config.Neighbor answer replaces the AV's DMAC on the
+// wire.
+func TestNeighbor(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	want := [6]byte{2, 0xAA, 0, 0, 0, 2}
+	p.a.r.cfg.Neighbor = func(ip netip.Addr) ([6]byte, bool) { return want, ip == p.b.ip }
+	c := p.connect(qpOpts{})
+	p.sendN(c, 8, 8, 0)
+	p.a.r.Poll()
+	for _, pk := range p.a.rec.take(t) {
+		if pk.EthDst() != want {
+			t.Errorf("destination MAC %x, want %x", pk.EthDst(), want)
+		}
+	}
+}
