@@ -315,6 +315,34 @@ func (d *edgeDriver) serve(conn net.Conn, sc edgeScenario) error {
 	return nil
 }
 
+// start serves sc on the first connection ln accepts, in a goroutine.
+// The returned finish closes ln, waits for the driver and logs how it
+// ended.
+func (d *edgeDriver) start(ln net.Listener, sc edgeScenario) (finish func()) {
+	var wg sync.WaitGroup
+	var err error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var conn net.Conn
+		if conn, err = ln.Accept(); err != nil {
+			return
+		}
+		defer conn.Close()
+		err = d.serve(conn, sc)
+	}()
+	return func() {
+		ln.Close()
+		wg.Wait()
+		if err != nil {
+			d.logf("driver: %v", err)
+		}
+		if d.writeStatus != "" {
+			d.logf("bad WRITE completed with %q", d.writeStatus)
+		}
+	}
+}
+
 // faultLink wraps l in link.Faults applying sc.fault and the driver's
 // silence to outgoing RoCEv2 frames.
 func faultLink(l link.Link, d *edgeDriver, sc edgeScenario) link.Link {
@@ -550,19 +578,7 @@ func edgeRunVM(t *testing.T, ctx context.Context, lab *Lab, vm *VM, dir string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var drvErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		conn, err := ln.Accept()
-		if err != nil {
-			drvErr = err
-			return
-		}
-		defer conn.Close()
-		drvErr = d.serve(conn, sc)
-	}()
+	finish := d.start(ln, sc)
 	job, err := vm.StartJob(ctx, fmt.Sprintf("ibv_rc_pingpong -g 1 -n %d -s %d -m %d -p %d %s", edgeIters, edgeSize, edgeMTU.Bytes(), port, lab.Addr().Addr()))
 	if err != nil {
 		t.Fatal(err)
@@ -575,14 +591,7 @@ func edgeRunVM(t *testing.T, ctx context.Context, lab *Lab, vm *VM, dir string, 
 		o.status = -1
 		job.Wait(ctx)
 	}
-	ln.Close()
-	wg.Wait()
-	if drvErr != nil {
-		d.logf("driver: %v", drvErr)
-	}
-	if d.writeStatus != "" {
-		d.logf("bad WRITE completed with %q", d.writeStatus)
-	}
+	finish()
 	if err := capture.Stop(); err != nil {
 		t.Error(err)
 	}
@@ -623,19 +632,7 @@ func edgeRunPipe(t *testing.T, sc edgeScenario) (edgeOutcome, []string) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var wg sync.WaitGroup
-	var drvErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		conn, err := ln.Accept()
-		if err != nil {
-			drvErr = err
-			return
-		}
-		defer conn.Close()
-		drvErr = d.serve(conn, sc)
-	}()
+	finish := d.start(ln, sc)
 	before := softroceCounters(peer.Device())
 	o := edgeOutcome{}
 	pp, err := workload.NewPingpong(peer.Device(), workload.PingpongConfig{Mode: oob.PingpongRC, Client: true, Size: edgeSize,
@@ -666,14 +663,7 @@ func edgeRunPipe(t *testing.T, sc edgeScenario) (edgeOutcome, []string) {
 	default:
 		o.status, o.output = 1, err.Error()
 	}
-	ln.Close()
-	wg.Wait()
-	if drvErr != nil {
-		d.logf("driver: %v", drvErr)
-	}
-	if d.writeStatus != "" {
-		d.logf("bad WRITE completed with %q", d.writeStatus)
-	}
+	finish()
 	o.counters = deltas(before, softroceCounters(peer.Device()))
 	return o, d.log
 }
