@@ -44,6 +44,8 @@ type rkeyEnd struct {
 	mr       *emu.MR
 	addr     uint64
 	local    oob.PerftestDest
+	// retryCnt is the QP's retry_cnt; 0 means 7, the tools' value.
+	retryCnt uint8
 }
 
 func newRKeyEnd(dev *emu.Device, resolve workload.Resolver, gidIndex int, psn uint32) (*rkeyEnd, error) {
@@ -97,7 +99,11 @@ func (e *rkeyEnd) connect(s *oob.PerftestSetup) error {
 			qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer); err != nil {
 		return err
 	}
-	return e.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTS, SQPSN: e.local.PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+	retry := e.retryCnt
+	if retry == 0 {
+		retry = 7
+	}
+	return e.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTS, SQPSN: e.local.PSN, Timeout: 14, RetryCnt: retry, RNRRetry: 7, MaxRdAtomic: 1},
 		qpstate.AttrState|qpstate.AttrSQPSN|qpstate.AttrTimeout|qpstate.AttrRetryCnt|qpstate.AttrRNRRetry|qpstate.AttrMaxQPRdAtomic)
 }
 
@@ -174,6 +180,30 @@ func driveRKey(e *rkeyEnd, conn net.Conn, peerState func(qpn uint32) string) (rk
 	time.Sleep(100 * time.Millisecond)
 	o.driverQP, o.peerQP = e.state(), peerState(r.QPN)
 	return o, nil
+}
+
+// driveRetry runs perftest's client exchange on conn, one good WRITE,
+// then stopPeer (the peer's QP goes away: rxe drops requests to an unknown
+// QPN silently, P25) and one more WRITE, whose status it returns: with
+// retry_cnt 2, IB_WC_RETRY_EXC_ERR after three transmissions 67 ms apart
+// (timeout 14), P17.
+func driveRetry(e *rkeyEnd, conn net.Conn, stopPeer func()) (good, lost emu.WCStatus, took time.Duration, err error) {
+	c, err := oob.NewPerftestConn(conn, oob.PerftestClient)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	s, err := oob.PerftestConnect(c, oob.PerftestParams{MTU: qpstate.MTU1024, WithGID: true}, []oob.PerftestDest{e.local}, e.connect)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("perftest exchange: %w", err)
+	}
+	r := s.Remote[0]
+	if good, err = e.write(r.VAddr, r.RKey); err != nil {
+		return good, 0, 0, err
+	}
+	stopPeer()
+	start := time.Now()
+	lost, err = e.write(r.VAddr, r.RKey)
+	return good, lost, time.Since(start), err
 }
 
 func (o rkeyOutcome) check() []string {
@@ -314,6 +344,143 @@ func TestInteropEdgeRKey(t *testing.T) {
 		}
 		if len(rep.BadICRC) > 0 {
 			t.Errorf("bad frames: %v", rep.BadICRC)
+		}
+		t.Logf("wire: %s", rep.OpcodeSummary())
+	})
+}
+
+// TestInteropEdgeRetry: retry exhaustion of a softroce requester
+// (retry_cnt 2) whose peer went silent, the peer being the VM's
+// ib_write_bw server killed after one WRITE, or a softroce QP destroyed
+// after one WRITE. Expected (P17): IB_WC_RETRY_EXC_ERR after the first
+// transmission and two retries, timeout 14 (67 ms) apart.
+func TestInteropEdgeRetry(t *testing.T) {
+	check := func(t *testing.T, good, lost emu.WCStatus, took time.Duration) {
+		t.Helper()
+		t.Logf("WRITEs %v, %v after %v", good, lost, took.Round(time.Millisecond))
+		if good != emu.WCSuccess || lost != emu.WCRetryExcErr {
+			t.Errorf("WRITE completions %v, %v; want IB_WC_SUCCESS, IB_WC_RETRY_EXC_ERR", good, lost)
+		}
+		// Three waits of 4.096 µs << 14 = 67 ms.
+		if took < 150*time.Millisecond || took > 2*time.Second {
+			t.Errorf("RETRY_EXC_ERR after %v, want about 3 × 67 ms", took)
+		}
+	}
+	t.Run("softroce", func(t *testing.T) {
+		a, b := link.NewPipe(&link.PipeConfig{MTU: 9000})
+		drv, err := node.New(node.Config{Link: a, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.2/24")}, Seed: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer drv.Close()
+		peer, err := node.New(node.Config{Link: b, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.11/24")}, Seed: 11})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer peer.Close()
+		d, err := newRKeyEnd(drv.Device(), nodeResolver(drv), 1, 0x111111)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.close()
+		d.retryCnt = 2
+		p, err := newRKeyEnd(peer.Device(), nodeResolver(peer), 1, 0x222222)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli, srv := net.Pipe()
+		defer cli.Close()
+		go func() {
+			defer srv.Close()
+			c, err := oob.NewPerftestConn(srv, oob.PerftestServer)
+			if err == nil {
+				_, err = oob.PerftestConnect(c, oob.PerftestParams{MTU: qpstate.MTU1024, WithGID: true}, []oob.PerftestDest{p.local}, p.connect)
+			}
+			if err != nil {
+				t.Errorf("peer exchange: %v", err)
+			}
+		}()
+		good, lost, took, err := driveRetry(d, cli, p.close)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, good, lost, took)
+	})
+	t.Run("rxe", func(t *testing.T) {
+		testenv.RequireRoot(t)
+		img := buildTestImage(t)
+		lab := newTestLab(t)
+		dir := artifactDir(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := lab.AddTAP(ctx, softroceTAP); err != nil {
+			t.Fatal(err)
+		}
+		vm := startTestVM(t, ctx, lab, img, dir, 1, "")
+		if _, err := vm.WaitConsole(ctx, markerAgent); err != nil {
+			t.Fatal(err)
+		}
+		defer vm.Shutdown(ctx)
+		const port = 19601
+		job, err := vm.StartListening(ctx, fmt.Sprintf("ib_write_bw -d rxe0 -x 1 -F -n 5 -s %d -m 1024 -p %d", rkeyWriteLen, port), port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pcap := filepath.Join(dir, "retry-exhausted.pcap")
+		capture, err := lab.StartCapture(ctx, pcap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n *node.Node
+		var conn net.Conn
+		ip4, ip6 := lab.SoftroceAddr()
+		peer4, _ := lab.PeerAddr(1)
+		err = lab.Do(func() error {
+			td, err := tap.Open(softroceTAP, &tap.Config{Bridge: lab.Bridge(), MTU: lab.MTU()})
+			if err != nil {
+				return err
+			}
+			if n, err = node.New(node.Config{Link: td, Addrs: []netip.Prefix{ip4, ip6}, Seed: 7}); err != nil {
+				td.Close()
+				return err
+			}
+			conn, err = net.Dial("tcp", net.JoinHostPort(peer4.Addr().String(), fmt.Sprint(port)))
+			return err
+		})
+		if err != nil {
+			job.Kill()
+			t.Fatal(err)
+		}
+		defer n.Close()
+		defer conn.Close()
+		d, err := newRKeyEnd(n.Device(), nodeResolver(n), 1, 0x111111)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.close()
+		d.retryCnt = 2
+		good, lost, took, err := driveRetry(d, conn, func() {
+			// The tool's exit destroys its QP.
+			job.Kill()
+			job.Wait(ctx)
+		})
+		if err := capture.Stop(); err != nil {
+			t.Error(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, good, lost, took)
+		rep, err := CheckCapture(pcap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.BadICRC) > 0 {
+			t.Errorf("bad frames: %v", rep.BadICRC)
+		}
+		// One WRITE_FIRST for the good WRITE, three for the lost one.
+		if got := rep.Opcodes[opRCWriteFirst]; got != 4 {
+			t.Errorf("%d WRITE_FIRST frames, want 4 (1 + 3 transmissions): %s", got, rep.OpcodeSummary())
 		}
 		t.Logf("wire: %s", rep.OpcodeSummary())
 	})
