@@ -34,7 +34,6 @@ func TestPerfCommand(t *testing.T) {
 				t.Skip("write_lat polls memory the device writes")
 			}
 			pipeNodes(t)
-			port := freePort(t)
 			common := append([]string{"perf", tc.test, "-p", port}, tc.args...)
 			sv, cl := runPair(t,
 				append(append([]string{}, common...), "-d", "b", "--ip", "10.9.0.2/24"),

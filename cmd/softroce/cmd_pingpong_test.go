@@ -39,15 +39,20 @@ func pipeNodes(t *testing.T) {
 	t.Cleanup(func() { openNode = old; ea.Close(); eb.Close() })
 }
 
-// freePort returns a TCP port nobody listens on.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// port is what tests pass to -p: the server listens on port 0 (the kernel
+// picks a free one) and the client gets the port the server listens on, so
+// that concurrent test processes never collide.
+const port = "PORT"
+
+// withPort returns args with every "PORT" replaced by p.
+func withPort(args []string, p string) []string {
+	out := append([]string(nil), args...)
+	for i, a := range out {
+		if a == port {
+			out[i] = p
+		}
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return out
 }
 
 type cmdResult struct {
@@ -60,7 +65,10 @@ func runPair(t *testing.T, server, client []string) (sv, cl cmdResult) {
 	t.Helper()
 	listening := make(chan struct{})
 	var once sync.Once
-	serverReady = func(net.Addr) { once.Do(func() { close(listening) }) }
+	var lport string
+	serverReady = func(a net.Addr) {
+		once.Do(func() { lport = strconv.Itoa(a.(*net.TCPAddr).Port); close(listening) })
+	}
 	t.Cleanup(func() { serverReady = nil })
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -68,12 +76,12 @@ func runPair(t *testing.T, server, client []string) (sv, cl cmdResult) {
 		defer wg.Done()
 		defer once.Do(func() { close(listening) })
 		var o, e bytes.Buffer
-		sv.code = run(server, &o, &e)
+		sv.code = run(withPort(server, "0"), &o, &e)
 		sv.out, sv.errout = o.String(), e.String()
 	}()
 	<-listening
 	var o, e bytes.Buffer
-	cl.code = run(client, &o, &e)
+	cl.code = run(withPort(client, lport), &o, &e)
 	cl.out, cl.errout = o.String(), e.String()
 	wg.Wait()
 	return sv, cl
@@ -99,7 +107,6 @@ func TestPingpongCommand(t *testing.T) {
 	} {
 		t.Run(tc.mode+"/"+strings.Join(tc.args, "_"), func(t *testing.T) {
 			pipeNodes(t)
-			port := freePort(t)
 			common := append([]string{"pingpong", "--mode", tc.mode, "-p", port}, tc.args...)
 			sv, cl := runPair(t,
 				append(append([]string{}, common...), "-d", "b", "--ip", "10.9.0.2/24"),

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +26,10 @@ func TestToolsOnABridge(t *testing.T) {
 		t.Helper()
 		listening := make(chan struct{})
 		var once sync.Once
-		serverReady = func(net.Addr) { once.Do(func() { close(listening) }) }
+		var lport string
+		serverReady = func(a net.Addr) {
+			once.Do(func() { lport = strconv.Itoa(a.(*net.TCPAddr).Port); close(listening) })
+		}
 		defer func() { serverReady = nil }()
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -34,7 +38,7 @@ func TestToolsOnABridge(t *testing.T) {
 			defer once.Do(func() { close(listening) })
 			ns.Do(func() error {
 				var o, e bytes.Buffer
-				sv.code = run(server, &o, &e)
+				sv.code = run(withPort(server, "0"), &o, &e)
 				sv.out, sv.errout = o.String(), e.String()
 				return nil
 			})
@@ -42,7 +46,7 @@ func TestToolsOnABridge(t *testing.T) {
 		<-listening
 		ns.Do(func() error {
 			var o, e bytes.Buffer
-			cl.code = run(client, &o, &e)
+			cl.code = run(withPort(client, lport), &o, &e)
 			cl.out, cl.errout = o.String(), e.String()
 			return nil
 		})
@@ -67,7 +71,6 @@ func TestToolsOnABridge(t *testing.T) {
 			if tc[1] == "write_lat" && raceEnabled {
 				t.Skip("write_lat polls memory the device writes")
 			}
-			port := freePort(t)
 			args := append(append([]string{}, tc...), "-p", port)
 			sv, cl := run2(t, append(append([]string{}, args...), linkB...), append(append(append([]string{}, args...), linkA...), "10.81.0.1"))
 			for _, r := range []struct {
