@@ -24,14 +24,24 @@ type toolPair struct {
 	port   int
 	server string
 	client string
-	// want must match both sides' output.
-	want *regexp.Regexp
+	// want must match both sides' output; serverWant, if set, replaces it
+	// for the server (ib_read_lat's and ib_atomic_lat's servers print
+	// no result row).
+	want, serverWant *regexp.Regexp
 	// opcodes are BTH opcodes the run must put on the wire.
 	opcodes []uint8
 	// ipv6 marks a run over the global IPv6 GID (index 2): every RoCEv2
 	// frame must be IPv6. The tools' out-of-band TCP exchange still uses
 	// the server's IPv4 address (their servers listen on IPv4 only).
 	ipv6 bool
+}
+
+// wantFor returns what side ("server" or "client") must print.
+func (p toolPair) wantFor(side string) *regexp.Regexp {
+	if side == "server" && p.serverWant != nil {
+		return p.serverWant
+	}
+	return p.want
 }
 
 // BTH opcodes (IBTA 9.2, table 38) the runs must show.
@@ -139,6 +149,29 @@ var selfPairs = []toolPair{
 		want:    perftestOK("64", "50"),
 		opcodes: []uint8{opRCWriteOnly},
 	},
+	// The other latency tools: reference exchanges for softroce perf
+	// (docs/interop.md).
+	{
+		name: "ib_read_lat", port: 18525,
+		server: "ib_read_lat -d rxe0 -x 1 -F -n 50 -s 64 -p 18525",
+		client: "ib_read_lat -d rxe0 -x 1 -F -n 50 -s 64 -p 18525",
+		want:   perftestOK("64", "50"), serverWant: perftestServerAddr,
+		opcodes: []uint8{opRCReadRequest, 0x10},
+	},
+	{
+		name: "ib_send_lat", port: 18526,
+		server:  "ib_send_lat -d rxe0 -x 1 -F -n 50 -s 64 -p 18526",
+		client:  "ib_send_lat -d rxe0 -x 1 -F -n 50 -s 64 -p 18526",
+		want:    perftestOK("64", "50"),
+		opcodes: []uint8{opRCSendOnly},
+	},
+	{
+		name: "ib_atomic_lat", port: 18527,
+		server: "ib_atomic_lat -d rxe0 -x 1 -F -n 50 -p 18527",
+		client: "ib_atomic_lat -d rxe0 -x 1 -F -n 50 -p 18527",
+		want:   perftestOK("8", "50"), serverWant: perftestServerAddr,
+		opcodes: []uint8{opRCFetchAdd, opRCAtomicAck},
+	},
 }
 
 // TestRxePeerSelf runs rdma-core's and perftest's tools between two
@@ -192,11 +225,11 @@ func TestRxePeerSelf(t *testing.T) {
 			}{{"server", srv}, {"client", cli}} {
 				if side.r.Status != 0 {
 					t.Errorf("%s exited %d:\n%s", side.name, side.r.Status, side.r.Output)
-				} else if !p.want.MatchString(side.r.Output) {
-					t.Errorf("%s output lacks %v:\n%s", side.name, p.want, side.r.Output)
+				} else if want := p.wantFor(side.name); !want.MatchString(side.r.Output) {
+					t.Errorf("%s output lacks %v:\n%s", side.name, want, side.r.Output)
 				}
 			}
-			rep := checkPairCapture(t, ctx, pcap, p)
+			rep := checkPairCapture(t, ctx, pcap, p, t.Errorf)
 			t.Logf("%v; %d frames, %d RoCEv2: %s", elapsed.Round(time.Millisecond), rep.Frames, rep.RoCE, rep.OpcodeSummary())
 		})
 	}
@@ -219,36 +252,36 @@ func TestRxePeerSelf(t *testing.T) {
 }
 
 // checkPairCapture checks a run's capture: ICRCs, opcodes, address family
-// and tshark's decoding.
-func checkPairCapture(t *testing.T, ctx context.Context, pcap string, p toolPair) *CaptureReport {
+// and tshark's decoding. Problems go to errorf (t.Errorf, or a collector).
+func checkPairCapture(t *testing.T, ctx context.Context, pcap string, p toolPair, errorf func(string, ...any)) *CaptureReport {
 	t.Helper()
 	rep, err := CheckCapture(pcap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.BadICRC) > 0 {
-		t.Errorf("%d RoCEv2 frames with a bad ICRC: %v", len(rep.BadICRC), rep.BadICRC[:min(10, len(rep.BadICRC))])
+		errorf("%d RoCEv2 frames with a bad ICRC: %v", len(rep.BadICRC), rep.BadICRC[:min(10, len(rep.BadICRC))])
 	}
 	for _, op := range p.opcodes {
 		if rep.Opcodes[op] == 0 {
-			t.Errorf("no frame with opcode 0x%02x in the capture (%s)", op, rep.OpcodeSummary())
+			errorf("no frame with opcode 0x%02x in the capture (%s)", op, rep.OpcodeSummary())
 		}
 	}
 	if p.ipv6 && rep.RoCEv6 != rep.RoCE {
-		t.Errorf("%d of %d RoCEv2 frames over IPv6, want all", rep.RoCEv6, rep.RoCE)
+		errorf("%d of %d RoCEv2 frames over IPv6, want all", rep.RoCEv6, rep.RoCE)
 	}
 	if !p.ipv6 && rep.RoCEv6 != 0 {
-		t.Errorf("%d RoCEv2 frames over IPv6, want none", rep.RoCEv6)
+		errorf("%d RoCEv2 frames over IPv6, want none", rep.RoCEv6)
 	}
 	malformed, ib, err := TsharkCheck(ctx, pcap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(malformed) > 0 {
-		t.Errorf("tshark: malformed frames %s", strings.Join(malformed, " "))
+		errorf("tshark: malformed frames %s", strings.Join(malformed, " "))
 	}
 	if ib != rep.RoCE {
-		t.Errorf("tshark decodes %d frames as InfiniBand, want the %d RoCEv2 frames", ib, rep.RoCE)
+		errorf("tshark decodes %d frames as InfiniBand, want the %d RoCEv2 frames", ib, rep.RoCE)
 	}
 	return rep
 }
