@@ -1,17 +1,19 @@
 package peer
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"os/exec"
 	"sort"
 	"strings"
+
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/softroce/softroce/wire"
 )
 
 // RoCEv2Port is the UDP destination port of RoCEv2 (IANA "roce").
@@ -27,8 +29,9 @@ type CaptureReport struct {
 	RoCEv6 int
 	// Opcodes counts RoCEv2 frames by BTH opcode.
 	Opcodes map[uint8]int
-	// BadICRC describes each RoCEv2 frame whose ICRC is wrong or which is
-	// too short to hold a BTH and an ICRC.
+	// BadICRC describes each frame that wire.Parse refuses (other than a
+	// well-formed frame that is not RoCEv2) and each RoCEv2 frame whose
+	// ICRC is wrong.
 	BadICRC []string
 }
 
@@ -49,25 +52,28 @@ func (r *CaptureReport) OpcodeSummary() string {
 	return b.String()
 }
 
-// CheckCapture reads the pcap at path and checks the ICRC of every
-// RoCEv2 frame in it (IPv4 and IPv6). It returns an error only when the
-// file cannot be read; bad frames are listed in the report.
-//
-// This is a small self-contained check for the harness; the wire
-// package's VerifyICRC is the project's implementation.
+// CheckCapture reads the pcap at path and checks every RoCEv2 frame in it
+// (IPv4 and IPv6) with the wire package: wire.Parse must accept it and
+// Packet.VerifyICRC must find its ICRC good. Frames that are not RoCEv2
+// (ARP, ND, TCP of the out-of-band exchange) are counted and skipped. It
+// returns an error only when the file cannot be read; bad frames are
+// listed in the report.
 func CheckCapture(path string) (*CaptureReport, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("check capture: %w", err)
 	}
 	defer f.Close()
-	r, err := newPcapReader(f)
+	r, err := pcapgo.NewReader(f)
 	if err != nil {
 		return nil, fmt.Errorf("check capture %s: %w", path, err)
 	}
+	if lt := r.LinkType(); lt != layers.LinkTypeEthernet {
+		return nil, fmt.Errorf("check capture %s: link type %v, want Ethernet", path, lt)
+	}
 	rep := &CaptureReport{Opcodes: make(map[uint8]int)}
 	for {
-		data, origLen, err := r.next()
+		data, ci, err := r.ReadPacketData()
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -75,81 +81,35 @@ func CheckCapture(path string) (*CaptureReport, error) {
 			return rep, fmt.Errorf("check capture %s: frame %d: %w", path, rep.Frames+1, err)
 		}
 		rep.Frames++
-		if len(data) != origLen {
-			rep.BadICRC = append(rep.BadICRC, fmt.Sprintf("frame %d: truncated to %d of %d bytes", rep.Frames, len(data), origLen))
+		if ci.CaptureLength != ci.Length {
+			rep.BadICRC = append(rep.BadICRC, fmt.Sprintf("frame %d: truncated to %d of %d bytes", rep.Frames, ci.CaptureLength, ci.Length))
 			continue
 		}
-		l3, udp, ok := roceOffsets(data)
-		if !ok {
+		pkt, err := wire.Parse(data)
+		if err != nil {
+			// Well-formed frames that are not RoCEv2 are not this
+			// check's business, nor IP packets with options or
+			// extension headers (IGMP, MLD), which rxe drops too. Any
+			// other failure (a length that does not fit, a bad field)
+			// is a broken frame on the bridge.
+			var pe *wire.ParseError
+			if errors.Is(err, wire.ErrNotRoCE) || errors.Is(err, wire.ErrUnsupported) && errors.As(err, &pe) && pe.Layer < wire.LayerUDP {
+				continue
+			}
+			rep.BadICRC = append(rep.BadICRC, fmt.Sprintf("frame %d: %v", rep.Frames, err))
 			continue
 		}
 		rep.RoCE++
-		if data[l3]>>4 == 6 {
+		if pkt.IsIPv6() {
 			rep.RoCEv6++
 		}
-		bth := udp + 8
-		if len(data) < bth+12+4 {
-			rep.BadICRC = append(rep.BadICRC, fmt.Sprintf("frame %d: %d bytes, too short for BTH and ICRC", rep.Frames, len(data)))
-			continue
-		}
-		rep.Opcodes[data[bth]]++
-		want := binary.LittleEndian.Uint32(data[len(data)-4:])
-		if got := roceICRC(data[l3:len(data)-4], udp-l3); got != want {
-			rep.BadICRC = append(rep.BadICRC, fmt.Sprintf("frame %d: opcode 0x%02x ICRC %08x, computed %08x", rep.Frames, data[bth], want, got))
+		op := uint8(pkt.BTH().Opcode())
+		rep.Opcodes[op]++
+		if err := pkt.VerifyICRC(); err != nil {
+			rep.BadICRC = append(rep.BadICRC, fmt.Sprintf("frame %d: opcode 0x%02x ICRC %08x, computed %08x: %v", rep.Frames, op, pkt.ICRC(), pkt.ComputeICRC(), err))
 		}
 	}
 	return rep, nil
-}
-
-// roceOffsets returns the offsets of the IP and UDP headers of a RoCEv2
-// frame (Ethernet, IPv4 without options or IPv6, UDP to 4791).
-func roceOffsets(frame []byte) (l3, udp int, ok bool) {
-	if len(frame) < 14 {
-		return 0, 0, false
-	}
-	l3 = 14
-	switch binary.BigEndian.Uint16(frame[12:]) {
-	case 0x0800:
-		if len(frame) < l3+20+8 || frame[l3]>>4 != 4 || frame[l3+9] != 17 {
-			return 0, 0, false
-		}
-		udp = l3 + int(frame[l3]&0x0f)*4
-	case 0x86dd:
-		if len(frame) < l3+40+8 || frame[l3+6] != 17 {
-			return 0, 0, false
-		}
-		udp = l3 + 40
-	default:
-		return 0, 0, false
-	}
-	if len(frame) < udp+8 || binary.BigEndian.Uint16(frame[udp+2:]) != RoCEv2Port {
-		return 0, 0, false
-	}
-	return l3, udp, true
-}
-
-// roceICRC computes the RoCEv2 invariant CRC of pkt (the IP packet
-// without its 4 ICRC bytes; udpOff is the UDP header's offset in it): a
-// CRC-32 over 8 bytes of 0xff, then the packet with the variant fields
-// (IPv4 TOS, TTL, checksum; IPv6 traffic class, flow label, hop limit; UDP
-// checksum; the BTH byte holding FECN/BECN) set to all ones. Mirrors
-// rxe_icrc_hdr/rxe_icrc_check (drivers/infiniband/sw/rxe/rxe_icrc.c).
-func roceICRC(pkt []byte, udpOff int) uint32 {
-	hdr := bytes.Clone(pkt[:udpOff+8+12])
-	if hdr[0]>>4 == 4 {
-		hdr[1] = 0xff                 // TOS
-		hdr[8] = 0xff                 // TTL
-		hdr[10], hdr[11] = 0xff, 0xff // header checksum
-	} else {
-		hdr[0] |= 0x0f // traffic class, flow label
-		hdr[1], hdr[2], hdr[3] = 0xff, 0xff, 0xff
-		hdr[7] = 0xff // hop limit
-	}
-	hdr[udpOff+6], hdr[udpOff+7] = 0xff, 0xff // UDP checksum
-	hdr[udpOff+8+4] = 0xff                    // BTH FECN, BECN, resv6
-	crc := crc32.Update(0, crc32.IEEETable, bytes.Repeat([]byte{0xff}, 8))
-	crc = crc32.Update(crc, crc32.IEEETable, hdr)
-	return crc32.Update(crc, crc32.IEEETable, pkt[len(hdr):])
 }
 
 // TsharkCheck decodes the pcap at path with tshark and returns the
@@ -173,55 +133,4 @@ func TsharkCheck(ctx context.Context, path string) (malformed []string, infiniba
 	}
 	ib, err := fields("infiniband")
 	return malformed, len(ib), err
-}
-
-// pcapReader reads classic pcap files of LINKTYPE_ETHERNET (what tcpdump
-// -w writes): a 24-byte file header, then per frame a 16-byte record
-// header (seconds, microseconds or nanoseconds, captured length, original
-// length) and the captured bytes. Either byte order.
-type pcapReader struct {
-	r     io.Reader
-	order binary.ByteOrder
-	snap  uint32
-	hdr   [16]byte
-}
-
-func newPcapReader(r io.Reader) (*pcapReader, error) {
-	var h [24]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return nil, fmt.Errorf("pcap file header: %w", unexpected(err))
-	}
-	p := &pcapReader{r: r}
-	switch binary.LittleEndian.Uint32(h[:]) {
-	case 0xa1b2c3d4, 0xa1b23c4d:
-		p.order = binary.LittleEndian
-	case 0xd4c3b2a1, 0x4d3cb2a1:
-		p.order = binary.BigEndian
-	default:
-		return nil, fmt.Errorf("not a pcap file (magic % x)", h[:4])
-	}
-	p.snap = p.order.Uint32(h[16:])
-	if lt := p.order.Uint32(h[20:]) & 0x0fffffff; lt != 1 {
-		return nil, fmt.Errorf("pcap link type %d, want 1 (Ethernet)", lt)
-	}
-	return p, nil
-}
-
-// next returns the next frame's captured bytes and original length.
-func (p *pcapReader) next() ([]byte, int, error) {
-	if _, err := io.ReadFull(p.r, p.hdr[:]); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, 0, io.EOF
-		}
-		return nil, 0, fmt.Errorf("pcap record header: %w", unexpected(err))
-	}
-	capLen, origLen := p.order.Uint32(p.hdr[8:]), p.order.Uint32(p.hdr[12:])
-	if capLen > 1<<18 || capLen > origLen {
-		return nil, 0, fmt.Errorf("pcap record: captured length %d, original %d", capLen, origLen)
-	}
-	b := make([]byte, capLen)
-	if _, err := io.ReadFull(p.r, b); err != nil {
-		return nil, 0, fmt.Errorf("pcap record data: %w", unexpected(err))
-	}
-	return b, int(origLen), nil
 }

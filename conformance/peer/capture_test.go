@@ -11,7 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+
 	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/wire"
 )
 
 // captureFiles returns testdata/*.pcap and fails on an empty match.
@@ -45,12 +50,31 @@ func TestCheckCaptureKernel(t *testing.T) {
 	}
 }
 
-// TestRoCEICRCWorkedExample checks the spec's worked example
-// (kernel-semantics.md §5.6): IPv4 RC SEND_ONLY "hello".
-func TestRoCEICRCWorkedExample(t *testing.T) {
-	pkt, _ := hex.DecodeString("45000034000040004011b765c0a80101c0a80102c13212b7002000000430ffff000000128000000168656c6c6f000000")
-	if got, want := roceICRC(pkt, 20), uint32(0x4261F64E); got != want {
-		t.Errorf("ICRC %08x, want %08x", got, want)
+// TestCheckCaptureWorkedExample checks the spec's worked example
+// (kernel-semantics.md §5.6), IPv4 RC SEND_ONLY "hello" with ICRC
+// 0x4261F64E, in an Ethernet frame in a pcap: it must pass, and fail with
+// its ICRC changed.
+func TestCheckCaptureWorkedExample(t *testing.T) {
+	ip, _ := hex.DecodeString("45000034000040004011b765c0a80101c0a80102c13212b7002000000430ffff000000128000000168656c6c6f000000")
+	eth, _ := hex.DecodeString("02000000000202000000000108004500")
+	frame := append(eth[:14], ip...)
+	frame = binary.LittleEndian.AppendUint32(frame, 0x4261F64E)
+	bad := bytes.Clone(frame)
+	bad[len(bad)-1] ^= 1
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		bad   int
+	}{{"good", frame, 0}, {"bad icrc", bad, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			rep, err := CheckCapture(writePcap(t, [][]byte{c.frame}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.RoCE != 1 || rep.Opcodes[0x04] != 1 || len(rep.BadICRC) != c.bad {
+				t.Errorf("RoCE %d, opcodes %s, bad %v; want 1 SEND_ONLY, %d bad", rep.RoCE, rep.OpcodeSummary(), rep.BadICRC, c.bad)
+			}
+		})
 	}
 }
 
@@ -61,7 +85,7 @@ func TestCheckCaptureMutations(t *testing.T) {
 	frames := readFrames(t, "testdata/rc_pingpong.pcap")
 	var frame []byte
 	for _, f := range frames {
-		if _, _, ok := roceOffsets(f); ok && len(f) > 14+20+8+12+4+16 {
+		if p, err := wire.Parse(f); err == nil && !p.IsIPv6() && len(f) > 14+20+8+12+4+16 {
 			frame = f
 			break
 		}
@@ -140,13 +164,13 @@ func readFrames(t *testing.T, path string) [][]byte {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := newPcapReader(f)
+	r, err := pcapgo.NewReader(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out [][]byte
 	for {
-		b, _, err := r.next()
+		b, _, err := r.ReadPacketData()
 		if err != nil {
 			return out
 		}
@@ -157,19 +181,14 @@ func readFrames(t *testing.T, path string) [][]byte {
 func writePcap(t *testing.T, frames [][]byte) string {
 	t.Helper()
 	var b bytes.Buffer
-	hdr := make([]byte, 24)
-	binary.LittleEndian.PutUint32(hdr, 0xa1b2c3d4)
-	binary.LittleEndian.PutUint16(hdr[4:], 2)
-	binary.LittleEndian.PutUint16(hdr[6:], 4)
-	binary.LittleEndian.PutUint32(hdr[16:], 262144)
-	binary.LittleEndian.PutUint32(hdr[20:], 1)
-	b.Write(hdr)
+	w := pcapgo.NewWriter(&b)
+	if err := w.WriteFileHeader(262144, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range frames {
-		rec := make([]byte, 16)
-		binary.LittleEndian.PutUint32(rec[8:], uint32(len(f)))
-		binary.LittleEndian.PutUint32(rec[12:], uint32(len(f)))
-		b.Write(rec)
-		b.Write(f)
+		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(0, 0), CaptureLength: len(f), Length: len(f)}, f); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p := filepath.Join(t.TempDir(), "frames.pcap")
 	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {

@@ -16,8 +16,16 @@
 //     either runs a fixed command (VMConfig.Cmd) and powers off, or serves
 //     commands from the host over the serial console (VM.Run, VM.StartJob)
 //     so one boot serves many tool runs.
-//   - CheckCapture verifies every RoCEv2 frame of a capture has a valid
-//     ICRC and that tshark decodes the capture with no malformed frame.
+//   - CheckCapture checks every frame of a capture with the wire package
+//     (wire.Parse, Packet.VerifyICRC); TsharkCheck decodes it with tshark
+//     and lists malformed frames.
+//
+// The tests use it for interop: TestInteropRxe runs the softroce binary
+// (`softroce pingpong`, `softroce perf`) against rdma-core's and
+// perftest's tools on the VM, both directions, path MTU 1024 and 4096,
+// IPv4 and IPv6 GIDs; TestInteropEdge drives faults and QP transitions
+// from an in-process softroce node against the VM's ibv_rc_pingpong and
+// mirrors each scenario between two softroce devices (docs/interop.md).
 //
 // In the VM, rxe0's GID index 0 is the IPv6 link-local GID, index 1 the
 // RoCEv2 IPv4 GID (::ffff:a.b.c.d) and index 2 the global IPv6 address if

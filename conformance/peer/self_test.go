@@ -196,7 +196,7 @@ func TestRxePeerSelf(t *testing.T) {
 					t.Errorf("%s output lacks %v:\n%s", side.name, p.want, side.r.Output)
 				}
 			}
-			rep := checkPairCapture(t, ctx, pcap, p)
+			rep := checkPairCapture(t, ctx, pcap, p, t.Errorf)
 			t.Logf("%v; %d frames, %d RoCEv2: %s", elapsed.Round(time.Millisecond), rep.Frames, rep.RoCE, rep.OpcodeSummary())
 		})
 	}
@@ -219,36 +219,36 @@ func TestRxePeerSelf(t *testing.T) {
 }
 
 // checkPairCapture checks a run's capture: ICRCs, opcodes, address family
-// and tshark's decoding.
-func checkPairCapture(t *testing.T, ctx context.Context, pcap string, p toolPair) *CaptureReport {
+// and tshark's decoding. Problems go to errorf (t.Errorf, or a collector).
+func checkPairCapture(t *testing.T, ctx context.Context, pcap string, p toolPair, errorf func(string, ...any)) *CaptureReport {
 	t.Helper()
 	rep, err := CheckCapture(pcap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.BadICRC) > 0 {
-		t.Errorf("%d RoCEv2 frames with a bad ICRC: %v", len(rep.BadICRC), rep.BadICRC[:min(10, len(rep.BadICRC))])
+		errorf("%d RoCEv2 frames with a bad ICRC: %v", len(rep.BadICRC), rep.BadICRC[:min(10, len(rep.BadICRC))])
 	}
 	for _, op := range p.opcodes {
 		if rep.Opcodes[op] == 0 {
-			t.Errorf("no frame with opcode 0x%02x in the capture (%s)", op, rep.OpcodeSummary())
+			errorf("no frame with opcode 0x%02x in the capture (%s)", op, rep.OpcodeSummary())
 		}
 	}
 	if p.ipv6 && rep.RoCEv6 != rep.RoCE {
-		t.Errorf("%d of %d RoCEv2 frames over IPv6, want all", rep.RoCEv6, rep.RoCE)
+		errorf("%d of %d RoCEv2 frames over IPv6, want all", rep.RoCEv6, rep.RoCE)
 	}
 	if !p.ipv6 && rep.RoCEv6 != 0 {
-		t.Errorf("%d RoCEv2 frames over IPv6, want none", rep.RoCEv6)
+		errorf("%d RoCEv2 frames over IPv6, want none", rep.RoCEv6)
 	}
 	malformed, ib, err := TsharkCheck(ctx, pcap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(malformed) > 0 {
-		t.Errorf("tshark: malformed frames %s", strings.Join(malformed, " "))
+		errorf("tshark: malformed frames %s", strings.Join(malformed, " "))
 	}
 	if ib != rep.RoCE {
-		t.Errorf("tshark decodes %d frames as InfiniBand, want the %d RoCEv2 frames", ib, rep.RoCE)
+		errorf("tshark decodes %d frames as InfiniBand, want the %d RoCEv2 frames", ib, rep.RoCE)
 	}
 	return rep
 }

@@ -91,7 +91,7 @@ func startTestVM(t *testing.T, ctx context.Context, lab *Lab, img *Image, dir st
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm, err := lab.StartVM(ctx, VMConfig{Image: img, Name: name, Cmd: cmd, IP: ip4, IP6: ip6, Console: con, Timeout: 6 * time.Minute})
+	vm, err := lab.StartVM(ctx, VMConfig{Image: img, Name: name, Cmd: cmd, IP: ip4, IP6: ip6, Console: con, Timeout: 16 * time.Minute})
 	if err != nil {
 		con.Close()
 		t.Fatal(err)

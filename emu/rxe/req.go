@@ -519,6 +519,15 @@ func (r *Dev) retry(q *qp, rnr, timeout bool) {
 		}
 	}
 	q.startedRetry = true
+	if !rnr && q.rnrWait {
+		// An RNR NAK's timer is running: rxe counts this retry
+		// (COMPST_ERROR_RETRY) but req.wait_for_rnr_timer holds the
+		// resend until rnr_nak_timer fires, which rewinds. A PSN
+		// sequence NAK for the rest of the RNR'd message must not
+		// resend it at once (that made an RNR NAK storm against a real
+		// peer).
+		return
+	}
 	r.rewind(q, q.compPSN)
 	r.runSQ(q)
 }

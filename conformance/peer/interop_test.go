@@ -1,0 +1,425 @@
+//go:build linux
+
+package peer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softroce/softroce/internal/testenv"
+)
+
+// The interop suite: softroce (the real `softroce pingpong` / `softroce
+// perf` binary, in the lab's namespace on its own TAP) against rdma-core's
+// and perftest's tools on the kernel rxe VM, both directions, path MTU
+// 1024 and 4096, IPv4 and IPv6 GIDs.
+
+// softroceTAP is softroce's TAP on the lab bridge.
+const softroceTAP = "sr0"
+
+// interopTool is one tool of the matrix: how to run it on the VM and with
+// softroce, and what each run must show.
+type interopTool struct {
+	name string
+	// vm is the VM side's command without GID index, MTU, port and
+	// server address ("ib_write_bw -d rxe0 -F -n 50 -s 65536").
+	vm string
+	// soft is softroce's subcommand and tool options ("perf write_bw -F
+	// -n 50 -s 65536").
+	soft string
+	// perftest: GID index flag -x (else -g), MTU given as -m for both.
+	perftest bool
+	// mtuFlag is false for ibv_ud_pingpong, which has no -m: its
+	// message size follows the MTU instead (-s MTU).
+	mtuFlag bool
+	// want matches the result line each side must print; serverWant, if
+	// set, replaces it for the server (perftest's latency servers of
+	// READ and ATOMIC print no result row).
+	want, serverWant func(mtu int) *regexp.Regexp
+	// opcodes are the BTH opcodes the run must put on the wire.
+	opcodes func(mtu int) []uint8
+}
+
+// More BTH opcodes (IBTA 9.2) than self_test.go names.
+const (
+	opRCReadRespOnly = 0x10
+	opRCWriteOnlyImm = 0x0b
+	opUCSendOnly     = 0x24
+)
+
+func fixed(re *regexp.Regexp) func(int) *regexp.Regexp { return func(int) *regexp.Regexp { return re } }
+
+// byMTU returns a when the message spans several packets at path MTU
+// 1024 and b when one 4096-byte packet holds it.
+func byMTU(a, b []uint8) func(int) []uint8 {
+	return func(mtu int) []uint8 {
+		if mtu == 1024 {
+			return a
+		}
+		return b
+	}
+}
+
+var (
+	perftestHeader = regexp.MustCompile(`(?m)^\s*#bytes\s+#iterations`)
+	interopTools   = []interopTool{
+		{name: "ibv_rc_pingpong", vm: "ibv_rc_pingpong -n 20 -c", soft: "pingpong --mode rc -n 20 -c", mtuFlag: true,
+			want:    fixed(pingpongOK),
+			opcodes: byMTU([]uint8{opRCSendFirst, opRCSendMiddle, opRCSendLast, opRCAck}, []uint8{opRCSendOnly, opRCAck})},
+		{name: "ibv_uc_pingpong", vm: "ibv_uc_pingpong -n 20 -c", soft: "pingpong --mode uc -n 20 -c", mtuFlag: true,
+			want:    fixed(pingpongOK),
+			opcodes: byMTU([]uint8{opUCSendFirst, opUCSendLast}, []uint8{opUCSendOnly})},
+		{name: "ibv_ud_pingpong", vm: "ibv_ud_pingpong -n 20 -c", soft: "pingpong --mode ud -n 20 -c",
+			want: fixed(pingpongOK), opcodes: byMTU([]uint8{opUDSendOnly}, []uint8{opUDSendOnly})},
+		{name: "ibv_srq_pingpong", vm: "ibv_srq_pingpong -q 4 -n 20 -c", soft: "pingpong --mode srq -q 4 -n 20 -c", mtuFlag: true,
+			want:    fixed(pingpongOK),
+			opcodes: byMTU([]uint8{opRCSendFirst, opRCSendLast, opRCAck}, []uint8{opRCSendOnly, opRCAck})},
+		{name: "ib_write_bw", vm: "ib_write_bw -d rxe0 -F -n 50 -s 65536", soft: "perf write_bw -F -n 50 -s 65536", perftest: true, mtuFlag: true,
+			want:    fixed(perftestOK("65536", "50")),
+			opcodes: byMTU([]uint8{opRCWriteFirst, opRCWriteMiddle, opRCWriteLast, opRCAck}, []uint8{opRCWriteFirst, opRCWriteLast, opRCAck})},
+		{name: "ib_read_bw", vm: "ib_read_bw -d rxe0 -F -n 50 -s 16384", soft: "perf read_bw -F -n 50 -s 16384", perftest: true, mtuFlag: true,
+			want:    fixed(perftestOK("16384", "50")),
+			opcodes: byMTU([]uint8{opRCReadRequest, opRCReadRespFirst, opRCReadRespLast}, []uint8{opRCReadRequest, opRCReadRespFirst, opRCReadRespLast})},
+		{name: "ib_send_bw", vm: "ib_send_bw -d rxe0 -F -n 50 -s 8192", soft: "perf send_bw -F -n 50 -s 8192", perftest: true, mtuFlag: true,
+			want:    fixed(perftestOK("8192", "50")),
+			opcodes: byMTU([]uint8{opRCSendFirst, opRCSendMiddle, opRCSendLast, opRCAck}, []uint8{opRCSendFirst, opRCSendLast, opRCAck})},
+		{name: "ib_atomic_bw", vm: "ib_atomic_bw -d rxe0 -F -n 50", soft: "perf atomic_bw -F -n 50", perftest: true, mtuFlag: true,
+			want: fixed(perftestOK("8", "50")), opcodes: byMTU([]uint8{opRCFetchAdd, opRCAtomicAck}, []uint8{opRCFetchAdd, opRCAtomicAck})},
+		{name: "ib_write_lat", vm: "ib_write_lat -d rxe0 -F -n 50 -s 2048", soft: "perf write_lat -F -n 50 -s 2048", perftest: true, mtuFlag: true,
+			want:    fixed(perftestOK("2048", "50")),
+			opcodes: byMTU([]uint8{opRCWriteFirst, opRCWriteLast}, []uint8{opRCWriteOnly})},
+		{name: "ib_read_lat", vm: "ib_read_lat -d rxe0 -F -n 50 -s 2048", soft: "perf read_lat -F -n 50 -s 2048", perftest: true, mtuFlag: true,
+			want:    fixed(perftestOK("2048", "50")),
+			opcodes: byMTU([]uint8{opRCReadRequest, opRCReadRespFirst, opRCReadRespLast}, []uint8{opRCReadRequest, opRCReadRespOnly})},
+		{name: "ib_send_lat", vm: "ib_send_lat -d rxe0 -F -n 50 -s 2048", soft: "perf send_lat -F -n 50 -s 2048", perftest: true, mtuFlag: true,
+			want:    fixed(perftestOK("2048", "50")),
+			opcodes: byMTU([]uint8{opRCSendFirst, opRCSendLast}, []uint8{opRCSendOnly})},
+		{name: "ib_atomic_lat", vm: "ib_atomic_lat -d rxe0 -F -n 50", soft: "perf atomic_lat -F -n 50", perftest: true, mtuFlag: true,
+			want: fixed(perftestOK("8", "50")), opcodes: byMTU([]uint8{opRCFetchAdd, opRCAtomicAck}, []uint8{opRCFetchAdd, opRCAtomicAck})},
+	}
+)
+
+// softroceBinary builds cmd/softroce once per test binary.
+var softroceBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// buildSoftroce returns the path of a freshly built softroce binary.
+func buildSoftroce(t *testing.T) string {
+	t.Helper()
+	softroceBinary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "softroce-interop-")
+		if err != nil {
+			softroceBinary.err = err
+			return
+		}
+		p := filepath.Join(dir, "softroce")
+		start := time.Now()
+		out, err := exec.Command("go", "build", "-o", p, "../../cmd/softroce").CombinedOutput()
+		if err != nil {
+			softroceBinary.err = fmt.Errorf("go build softroce: %w\n%s", err, out)
+			return
+		}
+		softroceBinary.path = p
+		t.Logf("softroce built in %v", time.Since(start).Round(time.Millisecond))
+	})
+	if softroceBinary.err != nil {
+		t.Fatal(softroceBinary.err)
+	}
+	return softroceBinary.path
+}
+
+// softroceProc is a softroce command running in the lab's namespace.
+type softroceProc struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+func startSoftroce(ctx context.Context, lab *Lab, bin string, args ...string) (*softroceProc, error) {
+	p := &softroceProc{done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", lab.Name(), bin}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	p.cmd.WaitDelay = 5 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// wait returns softroce's exit status (-1 if it did not exit by itself)
+// and its output.
+func (p *softroceProc) wait(ctx context.Context) (int, string) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+	return p.cmd.ProcessState.ExitCode(), p.out.String()
+}
+
+// waitListening polls the namespace's TCP sockets until port listens or
+// p exits.
+func waitListening(ctx context.Context, lab *Lab, p *softroceProc, port int) error {
+	for {
+		out, err := lab.Exec(ctx, "ss", "-Hltn", fmt.Sprintf("sport = :%d", port))
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(out)) > 0 {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("softroce exited before listening: %v\n%s", p.err, p.out.String())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// interopRun is one cell of the matrix.
+type interopRun struct {
+	tool           interopTool
+	softroceServer bool
+	mtu            int
+	ipv6           bool
+}
+
+func (r interopRun) dir() string {
+	if r.softroceServer {
+		return "softroce-server"
+	}
+	return "softroce-client"
+}
+
+func (r interopRun) name() string {
+	ip := "ipv4"
+	if r.ipv6 {
+		ip = "ipv6"
+	}
+	return fmt.Sprintf("%s/%s/mtu%d/%s", r.tool.name, r.dir(), r.mtu, ip)
+}
+
+// knownBroken lists the cells (tool/direction) that fail today, with why
+// (docs/interop.md, "The tool matrix"). Unless SOFTROCE_INTEROP_STRICT=1,
+// only their MTU 1024 IPv4 cell runs, as a subtest whose failure is
+// expected: the test fails when it passes, so that the entry is removed.
+var knownBroken = map[string]string{
+	"ib_send_bw/softroce-server":    "softroce perf skips perftest's pre-run ctx_hand_shake",
+	"ib_send_bw/softroce-client":    "softroce perf exchanges BW reports, non-duplex send_bw does not",
+	"ib_write_lat/softroce-server":  "softroce perf skips perftest's pre-run ctx_hand_shake",
+	"ib_write_lat/softroce-client":  "softroce perf skips perftest's pre-run ctx_hand_shake",
+	"ib_send_lat/softroce-server":   "softroce perf skips perftest's pre-run ctx_hand_shake",
+	"ib_send_lat/softroce-client":   "softroce perf skips perftest's pre-run ctx_hand_shake",
+	"ib_read_lat/softroce-server":   "softroce perf's closing exchange differs from perftest's",
+	"ib_read_lat/softroce-client":   "softroce perf's closing exchange differs from perftest's",
+	"ib_atomic_lat/softroce-server": "softroce perf's closing exchange differs from perftest's",
+	"ib_atomic_lat/softroce-client": "softroce perf's closing exchange differs from perftest's",
+}
+
+// args returns the VM's and softroce's command lines (without the server
+// address).
+func (r interopRun) args(port int) (vm string, soft []string) {
+	gidx := 1
+	if r.ipv6 {
+		gidx = 2
+	}
+	gflag := "-g"
+	if r.tool.perftest {
+		gflag = "-x"
+	}
+	extra := fmt.Sprintf(" %s %d -p %d", gflag, gidx, port)
+	if r.tool.mtuFlag {
+		extra += fmt.Sprintf(" -m %d", r.mtu)
+	} else {
+		extra += fmt.Sprintf(" -s %d", r.mtu)
+	}
+	vm = r.tool.vm + extra
+	ip4, ip6 := "10.77.0.2/24", "fd77::2/64"
+	soft = append(strings.Fields(r.tool.soft), "--tap", softroceTAP, "--bridge", "br0", "--ip", ip4, "--ip", ip6)
+	soft = append(soft, strings.Fields(extra)...)
+	return vm, soft
+}
+
+// TestInteropRxe runs the interop matrix: every tool of interopTools with
+// softroce as server and as client, at path MTU 1024 and 4096, over the
+// IPv4 and the IPv6 GID, against one kernel rxe VM booted once. Each run
+// must end with exit status 0 and the tool's result line on both sides
+// (the pingpongs check the received data, -c), and every frame of its
+// capture (kept under $SOFTROCE_ARTIFACTS) must parse with a good ICRC,
+// decode in tshark, use the run's address family and show its opcodes.
+// SOFTROCE_INTEROP_RUN=REGEXP selects cells by name (tool/direction/mtu/ip);
+// knownBroken cells are expected to fail (SOFTROCE_INTEROP_STRICT=1: they
+// run in full and fail the test).
+func TestInteropRxe(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, tool := range []string{"tcpdump", "tshark", "ss"} {
+		_, err := exec.LookPath(tool)
+		testenv.Require(t, err == nil, tool+" is not installed")
+	}
+	img := buildTestImage(t)
+	bin := buildSoftroce(t)
+	lab := newTestLab(t)
+	dir := artifactDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
+	defer cancel()
+	t.Logf("captures and console logs in %s", dir)
+	if err := lab.AddTAP(ctx, softroceTAP); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	vm := startTestVM(t, ctx, lab, img, dir, 1, "")
+	if _, err := vm.WaitConsole(ctx, markerAgent); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("VM up in %v", time.Since(start).Round(time.Millisecond))
+	defer func() {
+		sctx, scancel := context.WithTimeout(ctx, time.Minute)
+		defer scancel()
+		if err := vm.Shutdown(sctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	strict := os.Getenv("SOFTROCE_INTEROP_STRICT") == "1"
+	var sel *regexp.Regexp
+	if s := os.Getenv("SOFTROCE_INTEROP_RUN"); s != "" {
+		sel = regexp.MustCompile(s)
+	}
+	port := 19000
+	for _, tool := range interopTools {
+		for _, srv := range []bool{true, false} {
+			for _, mtu := range []int{1024, 4096} {
+				for _, v6 := range []bool{false, true} {
+					r := interopRun{tool: tool, softroceServer: srv, mtu: mtu, ipv6: v6}
+					if sel != nil && !sel.MatchString(r.name()) {
+						continue
+					}
+					why, broken := knownBroken[r.tool.name+"/"+r.dir()]
+					if broken && !strict && (mtu != 1024 || v6) {
+						continue // one cell shows it still fails
+					}
+					port++
+					t.Run(r.name(), func(t *testing.T) {
+						problems := runInterop(t, ctx, lab, vm, bin, dir, r, port)
+						switch {
+						case broken && !strict && len(problems) == 0:
+							t.Errorf("%s passes now: remove it from knownBroken", r.name())
+						case broken && !strict:
+							// Expected: report it, not fail.
+							t.Skipf("known broken (%s); it failed as expected:\n%s\nSOFTROCE_INTEROP_STRICT=1 makes it fail", why, strings.Join(problems, "\n"))
+						}
+						for _, p := range problems {
+							t.Error(p)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// runInterop runs one cell and returns what went wrong with it (a harness
+// failure is fatal).
+func runInterop(t *testing.T, ctx context.Context, lab *Lab, vm *VM, bin, dir string, r interopRun, port int) (problems []string) {
+	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	vmCmd, softArgs := r.args(port)
+	pcap := filepath.Join(dir, strings.ReplaceAll(r.name(), "/", "_")+".pcap")
+	capture, err := lab.StartCapture(ctx, pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runStart := time.Now()
+	peerIP, _ := lab.PeerAddr(1)
+	var (
+		vmRes      Result
+		vmErr      error
+		softStatus int
+		softOut    string
+	)
+	if r.softroceServer {
+		sp, err := startSoftroce(ctx, lab, bin, softArgs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waitListening(ctx, lab, sp, port); err != nil {
+			sp.cmd.Process.Kill()
+			t.Fatal(err)
+		}
+		vmRes, vmErr = vm.Run(ctx, vmCmd+" "+lab.Addr().Addr().String())
+		wctx := ctx
+		if vmErr != nil || vmRes.Status != 0 {
+			var c context.CancelFunc
+			wctx, c = context.WithTimeout(ctx, 5*time.Second)
+			defer c()
+		}
+		softStatus, softOut = sp.wait(wctx)
+	} else {
+		job, err := vm.StartListening(ctx, vmCmd, port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp, err := startSoftroce(ctx, lab, bin, append(softArgs, peerIP.Addr().String())...)
+		if err != nil {
+			job.Kill()
+			t.Fatal(err)
+		}
+		softStatus, softOut = sp.wait(ctx)
+		wctx := ctx
+		if softStatus != 0 {
+			var c context.CancelFunc
+			wctx, c = context.WithTimeout(ctx, 5*time.Second)
+			defer c()
+		}
+		vmRes, vmErr = job.Wait(wctx)
+	}
+	elapsed := time.Since(runStart)
+	if err := capture.Stop(); err != nil {
+		errorf("%v", err)
+	}
+	os.WriteFile(strings.TrimSuffix(pcap, ".pcap")+".softroce.log", []byte(softOut), 0o644)
+	os.WriteFile(strings.TrimSuffix(pcap, ".pcap")+".rxe.log", []byte(vmRes.Output), 0o644)
+	vmWant, softWant := r.tool.want(r.mtu), r.tool.want(r.mtu)
+	if r.tool.serverWant != nil {
+		if r.softroceServer {
+			softWant = r.tool.serverWant(r.mtu)
+		} else {
+			vmWant = r.tool.serverWant(r.mtu)
+		}
+	}
+	switch {
+	case vmErr != nil:
+		errorf("rxe side (%s): %v\n%s", vmCmd, vmErr, vmRes.Output)
+	case vmRes.Status != 0 || !vmWant.MatchString(vmRes.Output):
+		errorf("rxe side (%s) exited %d, want 0 and a line matching %v:\n%s", vmCmd, vmRes.Status, vmWant, vmRes.Output)
+	}
+	if softStatus != 0 || !softWant.MatchString(softOut) {
+		errorf("softroce (%s) exited %d, want 0 and a line matching %v:\n%s", strings.Join(softArgs, " "), softStatus, softWant, softOut)
+	}
+	rep := checkPairCapture(t, ctx, pcap, toolPair{opcodes: r.tool.opcodes(r.mtu), ipv6: r.ipv6}, errorf)
+	t.Logf("%v; %d frames, %d RoCEv2: %s", elapsed.Round(time.Millisecond), rep.Frames, rep.RoCE, rep.OpcodeSummary())
+	if len(problems) > 0 {
+		t.Logf("capture and logs: %s", pcap)
+	}
+	return problems
+}
