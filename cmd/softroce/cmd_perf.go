@@ -113,7 +113,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fc := p.Config()
-	params := oob.PerftestParams{MTU: fc.MTU, WithGID: true, DontXchgVersions: pc.DontXchgVersions}
+	params := oob.PerftestParams{Test: test, MTU: fc.MTU, WithGID: true, DontXchgVersions: pc.DontXchgVersions}
 	setup, err := oob.PerftestConnect(c, params, p.Local(), func(s *oob.PerftestSetup) error {
 		p.SetPathMTU(s.MTU)
 		return p.Connect(s.Remote)
@@ -147,25 +147,19 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 			w.Flush()
 		}
 	}
-	if test.IsBW() {
-		rem, err := oob.PerftestFinishBW(c, params, p.Local()[0], res.BW)
-		if err != nil {
-			return fmt.Errorf("Failed to exchange data between server and clients: %w", err)
-		}
-		if client {
-			if len(sizes) == 1 {
-				w.WriteString(oob.FormatPerftestBWReport(res.BW))
-			}
-		} else {
-			w.WriteString(oob.FormatPerftestBWReport(rem))
-		}
-	} else {
-		if err := oob.PerftestFinishLat(c, params, p.Local()[0]); err != nil {
-			return fmt.Errorf("Failed to close connection between server and client: %w", err)
-		}
-		if res.Measured {
-			w.WriteString(oob.FormatPerftestLatReport(res.Lat))
-		}
+	rem, err := oob.PerftestFinish(c, params, p.Local()[0], res.BW)
+	if err != nil {
+		return fmt.Errorf("Failed to close connection between server and client: %w", err)
+	}
+	switch {
+	case test.IsBW() && client && len(sizes) == 1, test.IsBW() && res.Measured && !client:
+		// The client's own row; the send_bw server measured its own.
+		w.WriteString(oob.FormatPerftestBWReport(res.BW))
+	case test.IsBW() && !client:
+		// The idle server prints the client's report.
+		w.WriteString(oob.FormatPerftestBWReport(rem))
+	case !test.IsBW() && res.Measured:
+		w.WriteString(oob.FormatPerftestLatReport(res.Lat))
 	}
 	w.WriteString(oob.PerftestResultLine)
 	return nil
