@@ -402,7 +402,7 @@ func (p *Perf) runBWClient(size uint64) (PerfResult, error) {
 		for j := range wc[:n] {
 			w := &wc[j]
 			if w.Status != emu.WCSuccess {
-				return PerfResult{}, wcError(w)
+				return PerfResult{}, perfWCError(w)
 			}
 			i := int(w.WRID)
 			d := min(ccnt[i]+uint64(cfg.CQMod), iters) - ccnt[i]
@@ -441,7 +441,7 @@ func (p *Perf) runBWServer(size uint64) (PerfResult, error) {
 		for j := range wc[:n] {
 			w := &wc[j]
 			if w.Status != emu.WCSuccess {
-				return PerfResult{}, wcError(w)
+				return PerfResult{}, perfWCError(w)
 			}
 			if uint64(w.ByteLen) != size {
 				return PerfResult{}, fmt.Errorf("received %d bytes, want %d: %w", w.ByteLen, size, unix.EIO)
@@ -481,7 +481,7 @@ func (p *Perf) runReadLat(size uint64) (PerfResult, error) {
 			return PerfResult{}, err
 		}
 		if wc[0].Status != emu.WCSuccess {
-			return PerfResult{}, wcError(&wc[0])
+			return PerfResult{}, perfWCError(&wc[0])
 		}
 	}
 	return PerfResult{Lat: LatencyStats(size, tposted, 1), Measured: true}, nil
@@ -513,7 +513,7 @@ func (p *Perf) runPingLat(size uint64) (PerfResult, error) {
 					return PerfResult{}, err
 				}
 				if rwc[0].Status != emu.WCSuccess {
-					return PerfResult{}, wcError(&rwc[0])
+					return PerfResult{}, perfWCError(&rwc[0])
 				}
 				p.rposted[0]--
 				if err := p.postRecv(0, 1); err != nil {
@@ -556,7 +556,7 @@ func (p *Perf) reap(wc []emu.WC, outstanding *uint64, scnt, iters uint64) error 
 	}
 	for j := range wc[:n] {
 		if wc[j].Status != emu.WCSuccess {
-			return wcError(&wc[j])
+			return perfWCError(&wc[j])
 		}
 	}
 	*outstanding -= uint64(n)
