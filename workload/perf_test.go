@@ -164,3 +164,32 @@ func TestPeakBW(t *testing.T) {
 		t.Errorf("PeakBW = %v, want 800", got)
 	}
 }
+
+// TestPerfWriteLatStartsZeroed: write_lat takes the last byte of each
+// message in its buffer for the peer's message count, so both sides start
+// with a zeroed buffer as perftest's do. With random content the server's
+// flag byte could read 1 before the client's first WRITE: against the real
+// ib_write_lat softroce then sent first and the run hung (interop, write
+// 2 never arrived).
+func TestPerfWriteLatStartsZeroed(t *testing.T) {
+	lb, err := NewLoopback(LoopbackConfig{Seed: testenv.Seed(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	for seed := range uint64(32) {
+		cl, sv, err := lb.Perf(PerfConfig{Test: oob.PerftestWriteLat, Iters: 10, MaxSize: 2048, GIDIndex: LoopbackGIDIndex, Seed: seed << 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []*Perf{cl, sv} {
+			for i, b := range p.buf.b {
+				if b != 0 {
+					t.Fatalf("seed %d: byte %d of the buffer is %#x before the run", seed, i, b)
+				}
+			}
+		}
+		cl.Close()
+		sv.Close()
+	}
+}
