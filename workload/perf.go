@@ -493,8 +493,10 @@ func (p *Perf) runReadLat(size uint64) (PerfResult, error) {
 	return PerfResult{Lat: LatencyStats(size, tposted, 1), Measured: true}, nil
 }
 
-// runPingLat is run_iter_lat_send and run_iter_lat_write: the client
-// sends first; each side waits for the peer's message (a receive
+// runPingLat is run_iter_lat_send and run_iter_lat_write: one side sends
+// first — the client in send_lat, the server in write_lat (perftest's
+// "!(scnt < 1 && machine == SERVER)" there against "== CLIENT" in
+// send_lat) — and each side waits for the peer's message (a receive
 // completion, or for write_lat the last byte of its remote half turning
 // into the message count) before it sends the next, stamping each post.
 func (p *Perf) runPingLat(size uint64) (PerfResult, error) {
@@ -506,9 +508,10 @@ func (p *Perf) runPingLat(size uint64) (PerfResult, error) {
 	recvFlag := p.half(0, true)[size-1 : size]
 	sendFlag := p.half(0, false)
 	swc, rwc := make([]emu.WC, cfg.TxDepth), make([]emu.WC, 1)
+	first := cfg.Client != write // this side sends first
 	var scnt, rcnt, outstanding uint64
 	for scnt < iters || rcnt < iters {
-		if rcnt < iters && !(scnt < 1 && cfg.Client) {
+		if rcnt < iters && !(scnt < 1 && first) {
 			rcnt++
 			if write {
 				if err := p.waitByte(recvFlag, byte(rcnt), rcnt); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/oob"
@@ -191,5 +192,50 @@ func TestPerfWriteLatStartsZeroed(t *testing.T) {
 		}
 		cl.Close()
 		sv.Close()
+	}
+}
+
+// TestPerfPingLatFirst: in write_lat the server sends the first message
+// and the client waits for it; in send_lat the client sends first
+// (perftest's run_iter_lat_write and run_iter_lat_send). Only the side
+// that goes first runs here: its first message must reach the idle peer.
+func TestPerfPingLatFirst(t *testing.T) {
+	for _, tc := range []struct {
+		test        oob.PerftestTest
+		serverFirst bool
+	}{{oob.PerftestWriteLat, true}, {oob.PerftestSendLat, false}} {
+		t.Run(tc.test.String(), func(t *testing.T) {
+			if tc.test == oob.PerftestWriteLat && raceEnabled {
+				t.Skip("write_lat polls memory the device writes")
+			}
+			lb, err := NewLoopback(LoopbackConfig{Seed: testenv.Seed(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lb.Close()
+			cl, sv, err := lb.Perf(PerfConfig{Test: tc.test, Iters: 5, MaxSize: 64, GIDIndex: LoopbackGIDIndex,
+				Timeout: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			defer sv.Close()
+			first, idle := cl, sv
+			if tc.serverFirst {
+				first, idle = sv, cl
+			}
+			done := make(chan error, 1)
+			go func() { _, err := first.Run(64); done <- err }()
+			if err := <-done; err == nil {
+				t.Fatal("a run with an idle peer succeeded")
+			}
+			if tc.test == oob.PerftestWriteLat {
+				if got := readFlag(idle.half(0, true)[63:]); got != 1 {
+					t.Errorf("the idle side's flag byte is %d, want 1 (the first WRITE)", got)
+				}
+			} else if n := idle.rcq.cq.Poll(make([]emu.WC, 4)); n != 1 {
+				t.Errorf("the idle side received %d messages, want the first SEND", n)
+			}
+		})
 	}
 }
