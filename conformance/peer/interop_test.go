@@ -43,7 +43,7 @@ type interopTool struct {
 	mtuFlag bool
 	// want matches the result line each side must print; serverWant, if
 	// set, replaces it for the server (perftest's latency servers of
-	// READ and ATOMIC print no result row).
+	// READ and ATOMIC print no result row, not even its header).
 	want, serverWant func(mtu int) *regexp.Regexp
 	// opcodes are the BTH opcodes the run must put on the wire.
 	opcodes func(mtu int) []uint8
@@ -70,8 +70,10 @@ func byMTU(a, b []uint8) func(int) []uint8 {
 }
 
 var (
-	perftestHeader = regexp.MustCompile(`(?m)^\s*#bytes\s+#iterations`)
-	interopTools   = []interopTool{
+	// perftestServerAddr is all ib_read_lat's and ib_atomic_lat's servers
+	// print of interest: the peer's address (no header, no result row).
+	perftestServerAddr = regexp.MustCompile(`(?m)^\s*remote address: LID`)
+	interopTools       = []interopTool{
 		{name: "ibv_rc_pingpong", vm: "ibv_rc_pingpong -n 20 -c", soft: "pingpong --mode rc -n 20 -c", mtuFlag: true,
 			want:    fixed(pingpongOK),
 			opcodes: byMTU([]uint8{opRCSendFirst, opRCSendMiddle, opRCSendLast, opRCAck}, []uint8{opRCSendOnly, opRCAck})},
@@ -98,13 +100,14 @@ var (
 			want:    fixed(perftestOK("2048", "50")),
 			opcodes: byMTU([]uint8{opRCWriteFirst, opRCWriteLast}, []uint8{opRCWriteOnly})},
 		{name: "ib_read_lat", vm: "ib_read_lat -d rxe0 -F -n 50 -s 2048", soft: "perf read_lat -F -n 50 -s 2048", perftest: true, mtuFlag: true,
-			want:    fixed(perftestOK("2048", "50")),
+			want: fixed(perftestOK("2048", "50")), serverWant: fixed(perftestServerAddr),
 			opcodes: byMTU([]uint8{opRCReadRequest, opRCReadRespFirst, opRCReadRespLast}, []uint8{opRCReadRequest, opRCReadRespOnly})},
 		{name: "ib_send_lat", vm: "ib_send_lat -d rxe0 -F -n 50 -s 2048", soft: "perf send_lat -F -n 50 -s 2048", perftest: true, mtuFlag: true,
 			want:    fixed(perftestOK("2048", "50")),
 			opcodes: byMTU([]uint8{opRCSendFirst, opRCSendLast}, []uint8{opRCSendOnly})},
 		{name: "ib_atomic_lat", vm: "ib_atomic_lat -d rxe0 -F -n 50", soft: "perf atomic_lat -F -n 50", perftest: true, mtuFlag: true,
-			want: fixed(perftestOK("8", "50")), opcodes: byMTU([]uint8{opRCFetchAdd, opRCAtomicAck}, []uint8{opRCFetchAdd, opRCAtomicAck})},
+			want: fixed(perftestOK("8", "50")), serverWant: fixed(perftestServerAddr),
+			opcodes: byMTU([]uint8{opRCFetchAdd, opRCAtomicAck}, []uint8{opRCFetchAdd, opRCAtomicAck})},
 	}
 )
 

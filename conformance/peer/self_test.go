@@ -24,14 +24,24 @@ type toolPair struct {
 	port   int
 	server string
 	client string
-	// want must match both sides' output.
-	want *regexp.Regexp
+	// want must match both sides' output; serverWant, if set, replaces it
+	// for the server (ib_read_lat's and ib_atomic_lat's servers print
+	// no result row).
+	want, serverWant *regexp.Regexp
 	// opcodes are BTH opcodes the run must put on the wire.
 	opcodes []uint8
 	// ipv6 marks a run over the global IPv6 GID (index 2): every RoCEv2
 	// frame must be IPv6. The tools' out-of-band TCP exchange still uses
 	// the server's IPv4 address (their servers listen on IPv4 only).
 	ipv6 bool
+}
+
+// wantFor returns what side ("server" or "client") must print.
+func (p toolPair) wantFor(side string) *regexp.Regexp {
+	if side == "server" && p.serverWant != nil {
+		return p.serverWant
+	}
+	return p.want
 }
 
 // BTH opcodes (IBTA 9.2, table 38) the runs must show.
@@ -139,6 +149,29 @@ var selfPairs = []toolPair{
 		want:    perftestOK("64", "50"),
 		opcodes: []uint8{opRCWriteOnly},
 	},
+	// The other latency tools: reference exchanges for softroce perf
+	// (docs/interop.md).
+	{
+		name: "ib_read_lat", port: 18525,
+		server: "ib_read_lat -d rxe0 -x 1 -F -n 50 -s 64 -p 18525",
+		client: "ib_read_lat -d rxe0 -x 1 -F -n 50 -s 64 -p 18525",
+		want:   perftestOK("64", "50"), serverWant: perftestServerAddr,
+		opcodes: []uint8{opRCReadRequest, 0x10},
+	},
+	{
+		name: "ib_send_lat", port: 18526,
+		server:  "ib_send_lat -d rxe0 -x 1 -F -n 50 -s 64 -p 18526",
+		client:  "ib_send_lat -d rxe0 -x 1 -F -n 50 -s 64 -p 18526",
+		want:    perftestOK("64", "50"),
+		opcodes: []uint8{opRCSendOnly},
+	},
+	{
+		name: "ib_atomic_lat", port: 18527,
+		server: "ib_atomic_lat -d rxe0 -x 1 -F -n 50 -p 18527",
+		client: "ib_atomic_lat -d rxe0 -x 1 -F -n 50 -p 18527",
+		want:   perftestOK("8", "50"), serverWant: perftestServerAddr,
+		opcodes: []uint8{opRCFetchAdd, opRCAtomicAck},
+	},
 }
 
 // TestRxePeerSelf runs rdma-core's and perftest's tools between two
@@ -192,8 +225,8 @@ func TestRxePeerSelf(t *testing.T) {
 			}{{"server", srv}, {"client", cli}} {
 				if side.r.Status != 0 {
 					t.Errorf("%s exited %d:\n%s", side.name, side.r.Status, side.r.Output)
-				} else if !p.want.MatchString(side.r.Output) {
-					t.Errorf("%s output lacks %v:\n%s", side.name, p.want, side.r.Output)
+				} else if want := p.wantFor(side.name); !want.MatchString(side.r.Output) {
+					t.Errorf("%s output lacks %v:\n%s", side.name, want, side.r.Output)
 				}
 			}
 			rep := checkPairCapture(t, ctx, pcap, p, t.Errorf)
