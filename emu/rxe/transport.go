@@ -310,15 +310,26 @@ func (r *Dev) Received() uint64 {
 	return r.tp.rxRead.Load()
 }
 
-// Close detaches the device from its link: it closes the link and waits
-// for the receive goroutines. Timers still pending find no link and do
-// nothing.
+// Close detaches the device from its link: it writes what is queued for
+// transmission, closes the link and waits for the receive goroutines.
+// Timers still pending find no link and do nothing.
+//
+// A frame the device has handed to its link writer (an ACK, the last
+// packet of a message whose sender already completed) is written before
+// the link closes: Close takes the device lock, whose release flushes the
+// transmit queue, and then closes the link under txMu, after any flush
+// still writing (the kernel's rxe drains its tasks before the device goes,
+// rxe_dealloc / rxe_cleanup_task).
 func (r *Dev) Close() error {
 	t := r.tp
 	if t == nil {
 		return nil
 	}
+	r.lock()
+	r.unlock() // flushes r.txq
+	t.txMu.Lock()
 	err := t.l.Close()
+	t.txMu.Unlock()
 	t.wg.Wait()
 	r.lock()
 	r.detached = true
