@@ -69,7 +69,9 @@ func (r *Dev) receive(frame []byte) {
 	r.counters[cntRcvdPkts]++
 	r.counters[cntRcvdBytes] += uint64(p.Len() - p.L3Offset())
 	if op.IsRequest() {
-		r.responder(q, &p)
+		if !r.deferRequest(q, frame) {
+			r.responder(q, &p)
+		}
 	} else {
 		// ack_deferred is RXE_CNT_COMPLETER_SCHED: rxe_comp_queue_pkt
 		// counts a response that finds another still queued for the

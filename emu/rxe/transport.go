@@ -246,7 +246,7 @@ func (r *Dev) workLoop() {
 	var batch [][]byte
 	for {
 		t.inMu.Lock()
-		for len(t.inbox) == 0 && !t.closed {
+		for len(t.inbox) == 0 && !t.closed && r.readsPending.Load() == 0 {
 			t.inCond.Wait()
 		}
 		if len(t.inbox) == 0 && t.closed {
@@ -255,7 +255,14 @@ func (r *Dev) workLoop() {
 		}
 		batch, t.inbox = t.inbox, batch[:0]
 		t.inMu.Unlock()
-		r.process(batch)
+		if len(batch) > 0 {
+			r.process(batch)
+		}
+		// One round of READ replies between batches: responses of
+		// several QPs interleave with each other and with new requests.
+		if r.readsPending.Load() > 0 {
+			r.pumpReads()
+		}
 	}
 }
 
@@ -292,6 +299,9 @@ func (r *Dev) Poll() int {
 	n := len(batch)
 	if n > 0 {
 		r.process(batch)
+	}
+	for r.readsPending.Load() > 0 {
+		r.pumpReads() // the READ replies, round by round
 	}
 	t.inMu.Lock()
 	if t.spare == nil {
