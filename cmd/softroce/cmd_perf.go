@@ -131,9 +131,13 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		w.WriteString(oob.FormatPerftestAddress(test.Verb(), true, setup.Remote[i], true))
 	}
 	w.WriteString(oob.PerftestResultLine)
-	if test.IsBW() {
+	// The read_lat and atomic_lat servers only serve: after the addresses
+	// they close the connection and print nothing more (no header, no row).
+	idle := !client && (test == oob.PerftestReadLat || test == oob.PerftestAtomicLat)
+	switch {
+	case test.IsBW():
 		w.WriteString(oob.FormatPerftestBWHeader(pc.ReportGbits))
-	} else {
+	case !idle:
 		w.WriteString(oob.FormatPerftestLatHeader())
 	}
 	w.Flush()
@@ -161,6 +165,8 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	case !test.IsBW() && res.Measured:
 		w.WriteString(oob.FormatPerftestLatReport(res.Lat))
 	}
-	w.WriteString(oob.PerftestResultLine)
+	if !idle {
+		w.WriteString(oob.PerftestResultLine)
+	}
 	return nil
 }

@@ -57,6 +57,9 @@ func TestPerfCommand(t *testing.T) {
 				want := 1
 				if r.name == "server" && (tc.test == "read_lat" || tc.test == "atomic_lat") {
 					want = 0 // the server measured nothing
+					if strings.Contains(r.res.out, "#bytes") {
+						t.Errorf("the %s server printed a header, the real one does not:\n%s", tc.test, r.res.out)
+					}
 				}
 				if r.name == "client" && strings.Contains(strings.Join(tc.args, " "), "-a") {
 					want = 23 // sizes 2..2^23
