@@ -498,24 +498,9 @@ func TestParseStatistic(t *testing.T) {
 // as the peer differs from it, the difference is logged and tabulated
 // (docs/interop.md lists them).
 func TestInteropEdge(t *testing.T) {
-	testenv.RequireRoot(t)
-	img := buildTestImage(t)
-	lab := newTestLab(t)
-	dir := artifactDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := lab.AddTAP(ctx, softroceTAP); err != nil {
-		t.Fatal(err)
-	}
-	vm := startTestVM(t, ctx, lab, img, dir, 1, "")
-	if _, err := vm.WaitConsole(ctx, markerAgent); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(ctx, time.Minute)
-		defer scancel()
-		vm.Shutdown(sctx)
-	}()
+	lab, vm, dir := bootEdgeVM(t, ctx)
 	var table strings.Builder
 	table.WriteString("| scenario | softroce (driver) does | rxe peer (VM) | softroce peer (differential) | driver saw (vs rxe) |\n| --- | --- | --- | --- | --- |\n")
 	for i, sc := range edgeScenarios {
@@ -543,29 +528,11 @@ func edgeRunVM(t *testing.T, ctx context.Context, lab *Lab, vm *VM, dir string, 
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	d := &edgeDriver{gidIndex: 1}
-	var n *node.Node
 	var ln net.Listener
-	ip4, ip6 := lab.SoftroceAddr()
-	err := lab.Do(func() error {
-		td, err := tap.Open(softroceTAP, &tap.Config{Bridge: lab.Bridge(), MTU: lab.MTU()})
-		if err != nil {
-			return err
-		}
-		n, err = node.New(node.Config{Link: faultLink(td, d, sc), Addrs: []netip.Prefix{ip4, ip6}, Seed: 7})
-		if err != nil {
-			td.Close()
-			return err
-		}
+	n := labNode(t, lab, func(l link.Link) link.Link { return faultLink(l, d, sc) }, func() (err error) {
 		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
 		return err
 	})
-	if err != nil {
-		if n != nil {
-			n.Close()
-		}
-		t.Fatal(err)
-	}
-	defer n.Close()
 	defer ln.Close()
 	d.dev = n.Device()
 	d.resolve = nodeResolver(n)
@@ -614,18 +581,8 @@ func edgeRunVM(t *testing.T, ctx context.Context, lab *Lab, vm *VM, dir string, 
 // edgeRunPipe runs sc with softroce's own pingpong client as the peer, two
 // nodes on an in-memory link.Pipe (the differential).
 func edgeRunPipe(t *testing.T, sc edgeScenario) (edgeOutcome, []string) {
-	a, b := link.NewPipe(&link.PipeConfig{MTU: 9000})
 	d := &edgeDriver{gidIndex: 1}
-	drv, err := node.New(node.Config{Link: faultLink(a, d, sc), Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.2/24")}, Seed: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
-	peer, err := node.New(node.Config{Link: b, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.11/24")}, Seed: 11})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	drv, peer := pipeNodes(t, func(l link.Link) link.Link { return faultLink(l, d, sc) })
 	d.dev, d.resolve = drv.Device(), nodeResolver(drv)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -666,6 +623,84 @@ func edgeRunPipe(t *testing.T, sc edgeScenario) (edgeOutcome, []string) {
 	finish()
 	o.counters = deltas(before, softroceCounters(peer.Device()))
 	return o, d.log
+}
+
+// pipeNodes builds the differential's two softroce hosts on a link.Pipe:
+// the driver at 10.77.0.2 (its link wrapped by wrap, if set) and the peer
+// at 10.77.0.11, as on the lab bridge. They close with t.
+func pipeNodes(t *testing.T, wrap func(link.Link) link.Link) (drv, peer *node.Node) {
+	t.Helper()
+	a, b := link.NewPipe(&link.PipeConfig{MTU: 9000})
+	var l link.Link = a
+	if wrap != nil {
+		l = wrap(a)
+	}
+	drv, err := node.New(node.Config{Link: l, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.2/24")}, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drv.Close() })
+	peer, err = node.New(node.Config{Link: b, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.11/24")}, Seed: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	return drv, peer
+}
+
+// bootEdgeVM makes a lab with softroce's TAP and boots VM 1 in agent
+// mode; both go away with t.
+func bootEdgeVM(t *testing.T, ctx context.Context) (*Lab, *VM, string) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	img := buildTestImage(t)
+	lab := newTestLab(t)
+	dir := artifactDir(t)
+	if err := lab.AddTAP(ctx, softroceTAP); err != nil {
+		t.Fatal(err)
+	}
+	vm := startTestVM(t, ctx, lab, img, dir, 1, "")
+	if _, err := vm.WaitConsole(ctx, markerAgent); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
+		defer scancel()
+		vm.Shutdown(sctx)
+	})
+	return lab, vm, dir
+}
+
+// labNode opens softroce's TAP inside the lab's namespace and builds the
+// driver's node on it (its link wrapped by wrap, if set), then runs
+// sockets, also inside the namespace, to open the out-of-band TCP
+// socket. The node closes with t.
+func labNode(t *testing.T, lab *Lab, wrap func(link.Link) link.Link, sockets func() error) *node.Node {
+	t.Helper()
+	var n *node.Node
+	ip4, ip6 := lab.SoftroceAddr()
+	err := lab.Do(func() error {
+		td, err := tap.Open(softroceTAP, &tap.Config{Bridge: lab.Bridge(), MTU: lab.MTU()})
+		if err != nil {
+			return err
+		}
+		var l link.Link = td
+		if wrap != nil {
+			l = wrap(td)
+		}
+		if n, err = node.New(node.Config{Link: l, Addrs: []netip.Prefix{ip4, ip6}, Seed: 7}); err != nil {
+			td.Close()
+			return err
+		}
+		return sockets()
+	})
+	if n != nil {
+		t.Cleanup(func() { n.Close() })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func nodeResolver(n *node.Node) workload.Resolver {

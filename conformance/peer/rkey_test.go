@@ -6,19 +6,14 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
 
 	"github.com/softroce/softroce/emu"
-	"github.com/softroce/softroce/internal/testenv"
-	"github.com/softroce/softroce/link"
-	"github.com/softroce/softroce/node"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
-	"github.com/softroce/softroce/tap"
 	"github.com/softroce/softroce/workload"
 )
 
@@ -219,44 +214,93 @@ func (o rkeyOutcome) check() []string {
 
 var rdmaResQPState = regexp.MustCompile(`state (\S+)`)
 
+// pipePerftest builds the differential's pair (pipeNodes), a driver end
+// with retry_cnt retry (0: 7) and a peer end that answers perftest's
+// server side of the exchange on the other end of a net.Pipe; it returns
+// the driver end, the peer end and the driver's stream.
+func pipePerftest(t *testing.T, retry uint8) (d, p *rkeyEnd, conn net.Conn) {
+	t.Helper()
+	drv, peer := pipeNodes(t, nil)
+	d, err := newRKeyEnd(drv.Device(), nodeResolver(drv), 1, 0x111111)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.close)
+	d.retryCnt = retry
+	if p, err = newRKeyEnd(peer.Device(), nodeResolver(peer), 1, 0x222222); err != nil {
+		t.Fatal(err)
+	}
+	cli, srv := net.Pipe()
+	t.Cleanup(func() { cli.Close() })
+	go func() {
+		defer srv.Close()
+		c, err := oob.NewPerftestConn(srv, oob.PerftestServer)
+		if err == nil {
+			_, err = oob.PerftestConnect(c, oob.PerftestParams{MTU: qpstate.MTU1024, WithGID: true}, []oob.PerftestDest{p.local}, p.connect)
+		}
+		if err != nil {
+			t.Errorf("peer exchange: %v", err)
+		}
+	}()
+	return d, p, cli
+}
+
+// vmPerftest boots the VM, starts ib_write_bw's server on port and a
+// capture into pcap under the artifacts, and connects a driver end (retry
+// as in pipePerftest) to the server from the lab's namespace.
+func vmPerftest(t *testing.T, ctx context.Context, port int, pcap string, retry uint8) (*VM, *Job, *Capture, *rkeyEnd, net.Conn) {
+	t.Helper()
+	lab, vm, dir := bootEdgeVM(t, ctx)
+	job, err := vm.StartListening(ctx, fmt.Sprintf("ib_write_bw -d rxe0 -x 1 -F -n 5 -s %d -m 1024 -p %d", rkeyWriteLen, port), port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capture, err := lab.StartCapture(ctx, filepath.Join(dir, pcap))
+	if err != nil {
+		job.Kill()
+		t.Fatal(err)
+	}
+	var conn net.Conn
+	peer4, _ := lab.PeerAddr(1)
+	n := labNode(t, lab, nil, func() (err error) {
+		conn, err = net.Dial("tcp", net.JoinHostPort(peer4.Addr().String(), fmt.Sprint(port)))
+		return err
+	})
+	t.Cleanup(func() { conn.Close() })
+	d, err := newRKeyEnd(n.Device(), nodeResolver(n), 1, 0x111111)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.close)
+	d.retryCnt = retry
+	return vm, job, capture, d, conn
+}
+
+// checkEdgeCapture stops capture and checks its frames; it returns the
+// report.
+func checkEdgeCapture(t *testing.T, capture *Capture) *CaptureReport {
+	t.Helper()
+	if err := capture.Stop(); err != nil {
+		t.Error(err)
+	}
+	rep, err := CheckCapture(capture.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.BadICRC) > 0 {
+		t.Errorf("bad frames: %v", rep.BadICRC)
+	}
+	t.Logf("wire: %s", rep.OpcodeSummary())
+	return rep
+}
+
 // TestInteropEdgeRKey runs the bad-rkey case against the VM's ib_write_bw
 // server and, mirrored, against a softroce QP on a link.Pipe.
 func TestInteropEdgeRKey(t *testing.T) {
 	t.Run("softroce", func(t *testing.T) {
-		a, b := link.NewPipe(&link.PipeConfig{MTU: 9000})
-		drv, err := node.New(node.Config{Link: a, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.2/24")}, Seed: 7})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer drv.Close()
-		peer, err := node.New(node.Config{Link: b, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.11/24")}, Seed: 11})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer peer.Close()
-		d, err := newRKeyEnd(drv.Device(), nodeResolver(drv), 1, 0x111111)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.close()
-		p, err := newRKeyEnd(peer.Device(), nodeResolver(peer), 1, 0x222222)
-		if err != nil {
-			t.Fatal(err)
-		}
+		d, p, conn := pipePerftest(t, 0)
 		defer p.close()
-		cli, srv := net.Pipe()
-		defer cli.Close()
-		go func() {
-			defer srv.Close()
-			c, err := oob.NewPerftestConn(srv, oob.PerftestServer)
-			if err == nil {
-				_, err = oob.PerftestConnect(c, oob.PerftestParams{MTU: qpstate.MTU1024, WithGID: true}, []oob.PerftestDest{p.local}, p.connect)
-			}
-			if err != nil {
-				t.Errorf("peer exchange: %v", err)
-			}
-		}()
-		o, err := driveRKey(d, cli, func(uint32) string { return p.state() })
+		o, err := driveRKey(d, conn, func(uint32) string { return p.state() })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,55 +310,9 @@ func TestInteropEdgeRKey(t *testing.T) {
 		}
 	})
 	t.Run("rxe", func(t *testing.T) {
-		testenv.RequireRoot(t)
-		img := buildTestImage(t)
-		lab := newTestLab(t)
-		dir := artifactDir(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		if err := lab.AddTAP(ctx, softroceTAP); err != nil {
-			t.Fatal(err)
-		}
-		vm := startTestVM(t, ctx, lab, img, dir, 1, "")
-		if _, err := vm.WaitConsole(ctx, markerAgent); err != nil {
-			t.Fatal(err)
-		}
-		defer vm.Shutdown(ctx)
-		const port = 19600
-		job, err := vm.StartListening(ctx, fmt.Sprintf("ib_write_bw -d rxe0 -x 1 -F -n 5 -s %d -m 1024 -p %d", rkeyWriteLen, port), port)
-		if err != nil {
-			t.Fatal(err)
-		}
-		capture, err := lab.StartCapture(ctx, filepath.Join(dir, "write-bad-rkey.pcap"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n *node.Node
-		var conn net.Conn
-		ip4, ip6 := lab.SoftroceAddr()
-		peer4, _ := lab.PeerAddr(1)
-		err = lab.Do(func() error {
-			td, err := tap.Open(softroceTAP, &tap.Config{Bridge: lab.Bridge(), MTU: lab.MTU()})
-			if err != nil {
-				return err
-			}
-			if n, err = node.New(node.Config{Link: td, Addrs: []netip.Prefix{ip4, ip6}, Seed: 7}); err != nil {
-				td.Close()
-				return err
-			}
-			conn, err = net.Dial("tcp", net.JoinHostPort(peer4.Addr().String(), fmt.Sprint(port)))
-			return err
-		})
-		if err != nil {
-			job.Kill()
-			t.Fatal(err)
-		}
-		defer n.Close()
-		d, err := newRKeyEnd(n.Device(), nodeResolver(n), 1, 0x111111)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.close()
+		vm, job, capture, d, conn := vmPerftest(t, ctx, 19600, "write-bad-rkey.pcap", 0)
 		o, err := driveRKey(d, conn, func(qpn uint32) string {
 			r, err := vm.Run(ctx, fmt.Sprintf("rdma resource show qp lqpn %d", qpn))
 			if err != nil {
@@ -327,9 +325,7 @@ func TestInteropEdgeRKey(t *testing.T) {
 		})
 		conn.Close()
 		res, werr := job.Wait(ctx)
-		if err := capture.Stop(); err != nil {
-			t.Error(err)
-		}
+		checkEdgeCapture(t, capture)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -338,14 +334,6 @@ func TestInteropEdgeRKey(t *testing.T) {
 		for _, p := range o.check() {
 			t.Error(p)
 		}
-		rep, err := CheckCapture(filepath.Join(dir, "write-bad-rkey.pcap"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rep.BadICRC) > 0 {
-			t.Errorf("bad frames: %v", rep.BadICRC)
-		}
-		t.Logf("wire: %s", rep.OpcodeSummary())
 	})
 }
 
@@ -367,121 +355,30 @@ func TestInteropEdgeRetry(t *testing.T) {
 		}
 	}
 	t.Run("softroce", func(t *testing.T) {
-		a, b := link.NewPipe(&link.PipeConfig{MTU: 9000})
-		drv, err := node.New(node.Config{Link: a, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.2/24")}, Seed: 7})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer drv.Close()
-		peer, err := node.New(node.Config{Link: b, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.11/24")}, Seed: 11})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer peer.Close()
-		d, err := newRKeyEnd(drv.Device(), nodeResolver(drv), 1, 0x111111)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.close()
-		d.retryCnt = 2
-		p, err := newRKeyEnd(peer.Device(), nodeResolver(peer), 1, 0x222222)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cli, srv := net.Pipe()
-		defer cli.Close()
-		go func() {
-			defer srv.Close()
-			c, err := oob.NewPerftestConn(srv, oob.PerftestServer)
-			if err == nil {
-				_, err = oob.PerftestConnect(c, oob.PerftestParams{MTU: qpstate.MTU1024, WithGID: true}, []oob.PerftestDest{p.local}, p.connect)
-			}
-			if err != nil {
-				t.Errorf("peer exchange: %v", err)
-			}
-		}()
-		good, lost, took, err := driveRetry(d, cli, p.close)
+		d, p, conn := pipePerftest(t, 2)
+		good, lost, took, err := driveRetry(d, conn, p.close)
 		if err != nil {
 			t.Fatal(err)
 		}
 		check(t, good, lost, took)
 	})
 	t.Run("rxe", func(t *testing.T) {
-		testenv.RequireRoot(t)
-		img := buildTestImage(t)
-		lab := newTestLab(t)
-		dir := artifactDir(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		if err := lab.AddTAP(ctx, softroceTAP); err != nil {
-			t.Fatal(err)
-		}
-		vm := startTestVM(t, ctx, lab, img, dir, 1, "")
-		if _, err := vm.WaitConsole(ctx, markerAgent); err != nil {
-			t.Fatal(err)
-		}
-		defer vm.Shutdown(ctx)
-		const port = 19601
-		job, err := vm.StartListening(ctx, fmt.Sprintf("ib_write_bw -d rxe0 -x 1 -F -n 5 -s %d -m 1024 -p %d", rkeyWriteLen, port), port)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pcap := filepath.Join(dir, "retry-exhausted.pcap")
-		capture, err := lab.StartCapture(ctx, pcap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n *node.Node
-		var conn net.Conn
-		ip4, ip6 := lab.SoftroceAddr()
-		peer4, _ := lab.PeerAddr(1)
-		err = lab.Do(func() error {
-			td, err := tap.Open(softroceTAP, &tap.Config{Bridge: lab.Bridge(), MTU: lab.MTU()})
-			if err != nil {
-				return err
-			}
-			if n, err = node.New(node.Config{Link: td, Addrs: []netip.Prefix{ip4, ip6}, Seed: 7}); err != nil {
-				td.Close()
-				return err
-			}
-			conn, err = net.Dial("tcp", net.JoinHostPort(peer4.Addr().String(), fmt.Sprint(port)))
-			return err
-		})
-		if err != nil {
-			job.Kill()
-			t.Fatal(err)
-		}
-		defer n.Close()
-		defer conn.Close()
-		d, err := newRKeyEnd(n.Device(), nodeResolver(n), 1, 0x111111)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.close()
-		d.retryCnt = 2
+		_, job, capture, d, conn := vmPerftest(t, ctx, 19601, "retry-exhausted.pcap", 2)
 		good, lost, took, err := driveRetry(d, conn, func() {
 			// The tool's exit destroys its QP.
 			job.Kill()
 			job.Wait(ctx)
 		})
-		if err := capture.Stop(); err != nil {
-			t.Error(err)
-		}
+		rep := checkEdgeCapture(t, capture)
 		if err != nil {
 			t.Fatal(err)
 		}
 		check(t, good, lost, took)
-		rep, err := CheckCapture(pcap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rep.BadICRC) > 0 {
-			t.Errorf("bad frames: %v", rep.BadICRC)
-		}
 		// One WRITE_FIRST for the good WRITE, three for the lost one.
 		if got := rep.Opcodes[opRCWriteFirst]; got != 4 {
 			t.Errorf("%d WRITE_FIRST frames, want 4 (1 + 3 transmissions): %s", got, rep.OpcodeSummary())
 		}
-		t.Logf("wire: %s", rep.OpcodeSummary())
 	})
 }
