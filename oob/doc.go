@@ -12,7 +12,7 @@
 // It is the protocol layer only: message formats (Marshal / Parse, total
 // parsers that return EPROTO, never panic), the exchange sequences over
 // any io.ReadWriter (PingpongClientExchange, PingpongServerExchange;
-// PerftestConn, PerftestConnect, PerftestFinishBW), the tools' command
+// PerftestConn, PerftestConnect, PerftestFinish, PerftestFlowOf), the tools' command
 // lines (ParsePingpongFlags, ParsePerftestFlags, getopt_long semantics and
 // the tools' defaults) and their output lines (FormatPingpongAddress,
 // FormatPingpongResult, FormatPerftestAddress, FormatPerftestInfo,

@@ -376,15 +376,100 @@ func (c *PerftestConn) Close(my PerftestDest, withGID bool) error {
 	return nil
 }
 
+// PerftestShake is one group of ctx_hand_shake calls in a perftest tool's
+// main: every hand shake is the same 108-byte exchange, only how many
+// there are, and where, differs between the tools.
+type PerftestShake int
+
+// Hand shake groups.
+const (
+	// ShakeFirst is one hand shake with the first QP's address
+	// (ctx_hand_shake(&user_comm, my_dest, rem_dest) or &my_dest[0]).
+	ShakeFirst PerftestShake = iota + 1
+	// ShakeEachQP is one hand shake per QP (the loops over num_of_qps).
+	ShakeEachQP
+)
+
+// PerftestFlow is the out-of-band sequence of one perftest tool around its
+// traffic, after the version, sys data and MTU exchanges (the ethernet
+// exchange, no -R/-z, iterations mode, no -a, not duplex).
+type PerftestFlow struct {
+	// BeforeConnect are the hand shakes before ctx_connect; the last
+	// ShakeEachQP of them carries the addresses the QPs connect to.
+	BeforeConnect []PerftestShake
+	// AfterConnect are the hand shakes after ctx_connect and before the
+	// traffic (the syncs, the loop that prints the remote addresses, and
+	// for the send tests the sync after the receives are posted).
+	AfterConnect []PerftestShake
+	// EndSync is a hand shake after the traffic (the unidirectional BW
+	// server of write, read and atomic waits in it for the client).
+	EndSync bool
+	// Reports is xchg_bw_reports after EndSync.
+	Reports bool
+	// Close is ctx_close_connection at the end (a hand shake, then
+	// "done" each way); write_lat has none and just closes the socket.
+	Close bool
+}
+
+// perftestFlows is each tool's flow as Debian 12's perftest 4.5-0.17 main()
+// runs it (src/write_bw.c, read_bw.c, atomic_bw.c, send_bw.c, write_lat.c,
+// read_lat.c, atomic_lat.c, send_lat.c with perftest_communication.c):
+//
+//   - write_bw, read_bw, atomic_bw: one hand shake per QP, ctx_connect, one
+//     per QP (printing the remote addresses), the "additional handshake
+//     required after moving qp to RTR" with QP 0; after the
+//     traffic a hand shake, the BW reports, ctx_close_connection (the
+//     write_bw, read_bw and atomic_bw captures in testdata confirm it).
+//   - send_bw: one per QP, ctx_connect, a sync with QP 0, one per QP
+//     (printing), then one more sync with QP 0 after the receives
+//     are posted ("so the client won't send before the server posted its
+//     receives"); after the traffic no report (the server measures itself
+//     in run_iter_bw_server; xchg_bw_reports only runs duplex) and straight
+//     ctx_close_connection.
+//   - write_lat, read_lat, atomic_lat: a hand shake with QP 0 and one per
+//     QP, ctx_connect, one per QP and the "additional handshake required
+//     after moving qp to RTR" with QP 0. read_lat and atomic_lat end with
+//     ctx_close_connection (their server goes there right away and waits
+//     for the client's); write_lat ends without one.
+//   - send_lat: as send_bw up to the traffic (per QP, connect, QP 0, per
+//     QP, the sync after the receives), then ctx_close_connection.
+var perftestFlows = map[PerftestTest]PerftestFlow{
+	PerftestWriteBW:   bwFlow,
+	PerftestReadBW:    bwFlow,
+	PerftestAtomicBW:  bwFlow,
+	PerftestSendBW:    {BeforeConnect: []PerftestShake{ShakeEachQP}, AfterConnect: []PerftestShake{ShakeFirst, ShakeEachQP, ShakeFirst}, Close: true},
+	PerftestWriteLat:  {BeforeConnect: latBefore, AfterConnect: latAfter},
+	PerftestReadLat:   {BeforeConnect: latBefore, AfterConnect: latAfter, Close: true},
+	PerftestAtomicLat: {BeforeConnect: latBefore, AfterConnect: latAfter, Close: true},
+	PerftestSendLat:   {BeforeConnect: []PerftestShake{ShakeEachQP}, AfterConnect: []PerftestShake{ShakeFirst, ShakeEachQP, ShakeFirst}, Close: true},
+}
+
+var (
+	bwFlow = PerftestFlow{BeforeConnect: []PerftestShake{ShakeEachQP}, AfterConnect: []PerftestShake{ShakeEachQP, ShakeFirst},
+		EndSync: true, Reports: true, Close: true}
+	latBefore = []PerftestShake{ShakeFirst, ShakeEachQP}
+	latAfter  = []PerftestShake{ShakeEachQP, ShakeFirst}
+)
+
+// PerftestFlowOf returns the out-of-band sequence of test t; an invalid t
+// gets write_bw's.
+func PerftestFlowOf(t PerftestTest) PerftestFlow {
+	if f, ok := perftestFlows[t]; ok {
+		return f
+	}
+	return bwFlow
+}
+
 // PerftestParams are the inputs of the setup exchange.
 type PerftestParams struct {
-	Version          string      // local version string; "" means PerftestVersion
-	DontXchgVersions bool        // --dont_xchg_versions: skip versions, sys data and MTU
-	CycleBuffer      int32       // page size (sysconf(_SC_PAGESIZE)); 0 means 4096
-	CacheLineSize    int32       // cache line size; 0 means 64
-	MTU              qpstate.MTU // local path MTU code (the port's, or -m)
-	WithGID          bool        // GID index is not -1 (always on RoCE)
-	ReportPerPort    bool        // --report-per-port
+	Test             PerftestTest // the tool whose sequence to run; 0 means write_bw (as read_bw and atomic_bw)
+	Version          string       // local version string; "" means PerftestVersion
+	DontXchgVersions bool         // --dont_xchg_versions: skip versions, sys data and MTU
+	CycleBuffer      int32        // page size (sysconf(_SC_PAGESIZE)); 0 means 4096
+	CacheLineSize    int32        // cache line size; 0 means 64
+	MTU              qpstate.MTU  // local path MTU code (the port's, or -m)
+	WithGID          bool         // GID index is not -1 (always on RoCE)
+	ReportPerPort    bool         // --report-per-port
 }
 
 // PerftestSetup is what the setup exchange settled.
@@ -396,21 +481,42 @@ type PerftestSetup struct {
 	Remote        []PerftestDest // the peer's address for each local QP
 }
 
-// PerftestConnect runs everything of a perftest BW or latency test before
-// the traffic, in the order Debian 12's perftest 4.5-0.17 does it
-// (confirmed by the write_bw, read_bw and atomic_bw captures):
+// shakes runs a group list of hand shakes; remote, if not nil, receives
+// the peer's addresses (ShakeFirst fills remote[0]).
+func (c *PerftestConn) shakes(groups []PerftestShake, p PerftestParams, local, remote []PerftestDest, what string) error {
+	for gi, g := range groups {
+		n := 1
+		if g == ShakeEachQP {
+			n = len(local)
+		}
+		for i := range n {
+			r, err := c.HandShake(local[i], p.WithGID)
+			if err != nil {
+				return fmt.Errorf("oob: perftest %s: hand shake %d.%d: %w", what, gi+1, i+1, err)
+			}
+			if remote != nil {
+				remote[i] = r
+			}
+		}
+	}
+	return nil
+}
+
+// PerftestConnect runs everything of a perftest test before the traffic,
+// in the order of p.Test's PerftestFlow:
 //
 //  1. versions (16 bytes each way), sys data (4 + 4), MTU (2);
-//  2. one address hand shake per QP;
+//  2. the flow's hand shakes before ctx_connect;
 //  3. connect(setup) — the caller moves its QPs to RTR and RTS;
-//  4. two more hand shakes with the first address (the syncs after
-//     ctx_connect), after which both sides start the traffic.
+//  4. the flow's hand shakes after it, after which both sides start the
+//     traffic (send tests: with their receives posted before).
 //
 // connect may be nil. An error leaves the stream unusable.
 func PerftestConnect(c *PerftestConn, p PerftestParams, local []PerftestDest, connect func(s *PerftestSetup) error) (*PerftestSetup, error) {
 	if len(local) == 0 {
 		return nil, fmt.Errorf("oob: perftest connect: no local QP: %w", unix.EINVAL)
 	}
+	flow := PerftestFlowOf(p.Test)
 	s := &PerftestSetup{CycleBuffer: p.CycleBuffer, CacheLineSize: p.CacheLineSize, MTU: p.MTU}
 	if s.CycleBuffer == 0 {
 		s.CycleBuffer = 4096
@@ -435,47 +541,51 @@ func PerftestConnect(c *PerftestConn, p PerftestParams, local []PerftestDest, co
 			return nil, err
 		}
 	}
-	for _, d := range local {
-		r, err := c.HandShake(d, p.WithGID)
-		if err != nil {
-			return nil, err
-		}
-		s.Remote = append(s.Remote, r)
+	s.Remote = make([]PerftestDest, len(local))
+	if err := c.shakes(flow.BeforeConnect, p, local, s.Remote, "address exchange"); err != nil {
+		return nil, err
 	}
 	if connect != nil {
 		if err := connect(s); err != nil {
 			return nil, fmt.Errorf("oob: perftest connect: %w", err)
 		}
 	}
-	for i := 0; i < 2; i++ {
-		if _, err := c.HandShake(local[0], p.WithGID); err != nil {
-			return nil, fmt.Errorf("oob: perftest sync %d after connect: %w", i+1, err)
-		}
+	if err := c.shakes(flow.AfterConnect, p, local, nil, "sync after connect"); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
-// PerftestFinishBW runs everything of a unidirectional BW test after the
-// traffic (confirmed by the captures): a hand shake (the server waits
-// here for the client to finish), the report exchange, and Close. The
-// client passes its measured report and gets the server's; the server
-// passes anything (the real server sends its uninitialised struct — zeros
-// are as good) and gets the client's, which it prints.
-func PerftestFinishBW(c *PerftestConn, p PerftestParams, local PerftestDest, my BWReport) (BWReport, error) {
-	if _, err := c.HandShake(local, p.WithGID); err != nil {
-		return BWReport{}, fmt.Errorf("oob: perftest end sync: %w", err)
+// PerftestFinish runs everything of a test after the traffic, in the order
+// of p.Test's PerftestFlow: for write_bw, read_bw and atomic_bw a hand
+// shake (the server waits here for the client to finish), the report
+// exchange and ctx_close_connection; for send_bw, send_lat, read_lat and
+// atomic_lat ctx_close_connection only; for write_lat nothing. local is
+// the first QP's address. The BW client passes its measured report and
+// gets the server's; the server passes anything (the real server sends
+// its uninitialised struct: zeros are as good) and gets the client's,
+// which it prints. Without a report exchange the result is the zero
+// BWReport.
+func PerftestFinish(c *PerftestConn, p PerftestParams, local PerftestDest, my BWReport) (BWReport, error) {
+	flow := PerftestFlowOf(p.Test)
+	var rem BWReport
+	if flow.EndSync {
+		if _, err := c.HandShake(local, p.WithGID); err != nil {
+			return BWReport{}, fmt.Errorf("oob: perftest end sync: %w", err)
+		}
 	}
-	rem, err := c.ExchangeBWReports(my, p.ReportPerPort)
-	if err != nil {
-		return BWReport{}, err
+	if flow.Reports {
+		var err error
+		if rem, err = c.ExchangeBWReports(my, p.ReportPerPort); err != nil {
+			return BWReport{}, err
+		}
 	}
-	return rem, c.Close(local, p.WithGID)
-}
-
-// PerftestFinishLat runs the end of a latency test: Close only (the
-// latency tests exchange no report). Not confirmed by a capture.
-func PerftestFinishLat(c *PerftestConn, p PerftestParams, local PerftestDest) error {
-	return c.Close(local, p.WithGID)
+	if flow.Close {
+		if err := c.Close(local, p.WithGID); err != nil {
+			return BWReport{}, err
+		}
+	}
+	return rem, nil
 }
 
 // cAtof parses the leading decimal number of s like atof (0 if none).

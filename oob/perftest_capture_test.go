@@ -122,7 +122,7 @@ func TestPerftestCaptures(t *testing.T) {
 				if err != nil {
 					return result{err: err}
 				}
-				r, err := PerftestFinishBW(pc, params, local, my)
+				r, err := PerftestFinish(pc, params, local, my)
 				return result{s, r, err}
 			}
 			resc := make(chan result, 1)

@@ -3,6 +3,7 @@ package oob
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -96,7 +97,7 @@ func TestPerftestDestErrors(t *testing.T) {
 	}
 }
 
-// runPerftestPair runs PerftestConnect and PerftestFinishBW on both sides
+// runPerftestPair runs PerftestConnect and PerftestFinish on both sides
 // over net.Pipe, with per-side parameters.
 func runPerftestPair(t *testing.T, cp, sp PerftestParams, nqp int) (cs, ss *PerftestSetup, log []segment, cerr, serr error) {
 	t.Helper()
@@ -120,7 +121,7 @@ func runPerftestPair(t *testing.T, cp, sp PerftestParams, nqp int) (cs, ss *Perf
 			conn.Close()
 			return nil, err
 		}
-		if _, err := PerftestFinishBW(c, p, local[0], BWReport{Size: 1, Iters: 5}); err != nil {
+		if _, err := PerftestFinish(c, p, local[0], BWReport{Size: 1, Iters: 5}); err != nil {
 			conn.Close()
 			return nil, err
 		}
@@ -193,12 +194,13 @@ func TestPerftestSetupNegotiation(t *testing.T) {
 			t.Fatalf("setup %+v", s)
 		}
 	}
-	// Without GID: 59-byte addresses; 3 QPs: 3 hand shakes, then 2 syncs.
+	// Without GID: 59-byte addresses; 3 QPs: 3 hand shakes, connect, 3
+	// more (the loop printing the remote addresses) and the sync.
 	sizes := sizesOf(log)
 	if sizes[4] != PerftestDestSize || sizes[8] != PerftestDestSize {
 		t.Fatalf("sizes %v", sizes)
 	}
-	if len(sizes) != 4+3+2+1+5+1+1 {
+	if len(sizes) != 4+3+3+1+1+5+1+1 {
 		t.Fatalf("%d exchanges: %v", len(sizes), sizes)
 	}
 	// --dont_xchg_versions: straight to the addresses.
@@ -283,21 +285,135 @@ func TestPerftestErrors(t *testing.T) {
 	}
 }
 
-func TestPerftestLatFinish(t *testing.T) {
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
-	p := PerftestParams{DontXchgVersions: true, WithGID: true}
-	errc := make(chan error, 1)
-	go func() {
-		s, _ := NewPerftestConn(b, PerftestServer)
-		errc <- PerftestFinishLat(s, p, PerftestDest{QPN: 2})
-	}()
-	c, _ := NewPerftestConn(a, PerftestClient)
-	if err := PerftestFinishLat(c, p, PerftestDest{QPN: 1}); err != nil {
-		t.Fatal(err)
+// TestPerftestFlows plays both sides of every tool's exchange over
+// net.Pipe and checks the writes, in order, against perftest 4.5's mains:
+// the count of 108-byte hand shakes before ctx_connect and before the
+// traffic, and what follows the traffic.
+func TestPerftestFlows(t *testing.T) {
+	const shake = PerftestDestGIDSize
+	bwTail := []int{shake, 8, 4, 8, 8, 8, shake} // end sync, size, iters (4 bytes: no version exchanged), peak, average, msg rate; close
+	for _, tc := range []struct {
+		test          PerftestTest
+		nqp           int
+		beforeConnect int   // hand shakes before ctx_connect
+		beforeRun     int   // hand shakes before the traffic
+		tail          []int // exchanges after the traffic (each both ways), before the "done"s
+		done          bool  // ctx_close_connection's "done" both ways
+	}{
+		{PerftestWriteBW, 1, 1, 3, bwTail, true},
+		{PerftestWriteBW, 2, 2, 5, bwTail, true},
+		{PerftestReadBW, 1, 1, 3, bwTail, true},
+		{PerftestAtomicBW, 1, 1, 3, bwTail, true},
+		{PerftestSendBW, 1, 1, 4, []int{shake}, true},
+		{PerftestSendBW, 2, 2, 6, []int{shake}, true},
+		{PerftestWriteLat, 1, 2, 4, nil, false},
+		{PerftestReadLat, 1, 2, 4, []int{shake}, true},
+		{PerftestAtomicLat, 1, 2, 4, []int{shake}, true},
+		{PerftestSendLat, 1, 1, 4, []int{shake}, true},
+	} {
+		t.Run(fmt.Sprintf("%v_q%d", tc.test, tc.nqp), func(t *testing.T) {
+			ce, se, logf := recordedPipe()
+			p := PerftestParams{Test: tc.test, DontXchgVersions: true, WithGID: true}
+			mk := func(base uint32) []PerftestDest {
+				ds := make([]PerftestDest, tc.nqp)
+				for i := range ds {
+					ds[i] = PerftestDest{QPN: base + uint32(i), PSN: base * 3, RKey: base, VAddr: uint64(base) << 20}
+				}
+				return ds
+			}
+			var atConnect, atRun int
+			side := func(conn recConn, role PerftestRole, local []PerftestDest) ([]PerftestDest, error) {
+				defer conn.Close()
+				c, err := NewPerftestConn(conn, role)
+				if err != nil {
+					return nil, err
+				}
+				s, err := PerftestConnect(c, p, local, func(*PerftestSetup) error {
+					if role == PerftestClient {
+						atConnect = len(logf())
+					}
+					return nil
+				})
+				if err != nil {
+					return nil, err
+				}
+				if role == PerftestClient {
+					atRun = len(logf())
+				}
+				if _, err := PerftestFinish(c, p, local[0], BWReport{Size: 1, Iters: 5}); err != nil {
+					return nil, err
+				}
+				return s.Remote, nil
+			}
+			type res struct {
+				rem []PerftestDest
+				err error
+			}
+			cc := make(chan res, 1)
+			go func() {
+				r, err := side(ce, PerftestClient, mk(0x100))
+				cc <- res{r, err}
+			}()
+			srem, serr := side(se, PerftestServer, mk(0x200))
+			cr := <-cc
+			if cr.err != nil || serr != nil {
+				t.Fatalf("client %v, server %v", cr.err, serr)
+			}
+			for i := range tc.nqp {
+				if cr.rem[i].QPN != 0x200+uint32(i) || srem[i].QPN != 0x100+uint32(i) {
+					t.Errorf("QP %d: client got %+v, server got %+v", i, cr.rem[i], srem[i])
+				}
+			}
+			if atConnect != 2*tc.beforeConnect || atRun != 2*tc.beforeRun {
+				t.Errorf("client connected after %d writes and ran after %d; want %d and %d",
+					atConnect, atRun, 2*tc.beforeConnect, 2*tc.beforeRun)
+			}
+			segs := logf()
+			var want []segment
+			for range tc.beforeRun {
+				want = append(want, segment{true, make([]byte, shake)}, segment{false, make([]byte, shake)})
+			}
+			for _, n := range tc.tail {
+				want = append(want, segment{true, make([]byte, n)}, segment{false, make([]byte, n)})
+			}
+			if tc.done {
+				want = append(want, segment{true, doneMsg}, segment{false, doneMsg})
+			}
+			if len(segs) != len(want) {
+				t.Fatalf("%d writes, want %d: %v", len(segs), len(want), segSizes(segs))
+			}
+			dones := 0
+			for i, s := range segs {
+				if bytes.Equal(s.payload, doneMsg) && tc.done && i >= len(want)-2 {
+					dones++ // the two "done"s may come in either order
+					continue
+				}
+				if s.fromClient != want[i].fromClient || len(s.payload) != len(want[i].payload) {
+					t.Errorf("write %d: client=%v %d bytes, want client=%v %d bytes", i, s.fromClient, len(s.payload),
+						want[i].fromClient, len(want[i].payload))
+				}
+				if len(s.payload) == shake {
+					if _, _, err := ParsePerftestDest(s.payload); err != nil {
+						t.Errorf("write %d: %v", i, err)
+					}
+				}
+			}
+			if tc.done && dones != 2 {
+				t.Errorf("%d done messages at the end, want 2: %v", dones, segSizes(segs))
+			}
+		})
 	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
+}
+
+// segSizes lists the writes of a log as "c108" / "s5" for messages.
+func segSizes(segs []segment) []string {
+	var out []string
+	for _, s := range segs {
+		d := "s"
+		if s.fromClient {
+			d = "c"
+		}
+		out = append(out, fmt.Sprintf("%s%d", d, len(s.payload)))
 	}
+	return out
 }

@@ -175,8 +175,14 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x2545f4914f6cdd1d))
-	for i := range p.buf.b {
-		p.buf.b[i] = byte(rng.Uint32())
+	// write_lat polls the last byte of each message for the peer's count,
+	// so its buffer starts zeroed as perftest's does; a random byte there
+	// equal to 1 made the server take it for the client's first WRITE and
+	// send before it (the real client then waits forever).
+	if cfg.Test != oob.PerftestWriteLat {
+		for i := range p.buf.b {
+			p.buf.b[i] = byte(rng.Uint32())
+		}
 	}
 	if p.scq, err = newCQ(dev, cfg.TxDepth*cfg.NumQP); err != nil {
 		return nil, err
@@ -402,7 +408,7 @@ func (p *Perf) runBWClient(size uint64) (PerfResult, error) {
 		for j := range wc[:n] {
 			w := &wc[j]
 			if w.Status != emu.WCSuccess {
-				return PerfResult{}, wcError(w)
+				return PerfResult{}, perfWCError(w)
 			}
 			i := int(w.WRID)
 			d := min(ccnt[i]+uint64(cfg.CQMod), iters) - ccnt[i]
@@ -441,7 +447,7 @@ func (p *Perf) runBWServer(size uint64) (PerfResult, error) {
 		for j := range wc[:n] {
 			w := &wc[j]
 			if w.Status != emu.WCSuccess {
-				return PerfResult{}, wcError(w)
+				return PerfResult{}, perfWCError(w)
 			}
 			if uint64(w.ByteLen) != size {
 				return PerfResult{}, fmt.Errorf("received %d bytes, want %d: %w", w.ByteLen, size, unix.EIO)
@@ -481,14 +487,16 @@ func (p *Perf) runReadLat(size uint64) (PerfResult, error) {
 			return PerfResult{}, err
 		}
 		if wc[0].Status != emu.WCSuccess {
-			return PerfResult{}, wcError(&wc[0])
+			return PerfResult{}, perfWCError(&wc[0])
 		}
 	}
 	return PerfResult{Lat: LatencyStats(size, tposted, 1), Measured: true}, nil
 }
 
-// runPingLat is run_iter_lat_send and run_iter_lat_write: the client
-// sends first; each side waits for the peer's message (a receive
+// runPingLat is run_iter_lat_send and run_iter_lat_write: one side sends
+// first — the client in send_lat, the server in write_lat (perftest's
+// "!(scnt < 1 && machine == SERVER)" there against "== CLIENT" in
+// send_lat) — and each side waits for the peer's message (a receive
 // completion, or for write_lat the last byte of its remote half turning
 // into the message count) before it sends the next, stamping each post.
 func (p *Perf) runPingLat(size uint64) (PerfResult, error) {
@@ -500,9 +508,10 @@ func (p *Perf) runPingLat(size uint64) (PerfResult, error) {
 	recvFlag := p.half(0, true)[size-1 : size]
 	sendFlag := p.half(0, false)
 	swc, rwc := make([]emu.WC, cfg.TxDepth), make([]emu.WC, 1)
+	first := cfg.Client != write // this side sends first
 	var scnt, rcnt, outstanding uint64
 	for scnt < iters || rcnt < iters {
-		if rcnt < iters && !(scnt < 1 && cfg.Client) {
+		if rcnt < iters && !(scnt < 1 && first) {
 			rcnt++
 			if write {
 				if err := p.waitByte(recvFlag, byte(rcnt), rcnt); err != nil {
@@ -513,7 +522,7 @@ func (p *Perf) runPingLat(size uint64) (PerfResult, error) {
 					return PerfResult{}, err
 				}
 				if rwc[0].Status != emu.WCSuccess {
-					return PerfResult{}, wcError(&rwc[0])
+					return PerfResult{}, perfWCError(&rwc[0])
 				}
 				p.rposted[0]--
 				if err := p.postRecv(0, 1); err != nil {
@@ -556,7 +565,7 @@ func (p *Perf) reap(wc []emu.WC, outstanding *uint64, scnt, iters uint64) error 
 	}
 	for j := range wc[:n] {
 		if wc[j].Status != emu.WCSuccess {
-			return wcError(&wc[j])
+			return perfWCError(&wc[j])
 		}
 	}
 	*outstanding -= uint64(n)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/oob"
@@ -162,5 +163,79 @@ func TestPeakBW(t *testing.T) {
 	// best 1.25 ms per MiB = 800 MB/s
 	if got := PeakBW(1<<20, tp, tc, 2, false); got != 800 {
 		t.Errorf("PeakBW = %v, want 800", got)
+	}
+}
+
+// TestPerfWriteLatStartsZeroed: write_lat takes the last byte of each
+// message in its buffer for the peer's message count, so both sides start
+// with a zeroed buffer as perftest's do. With random content the server's
+// flag byte could read 1 before the client's first WRITE: against the real
+// ib_write_lat softroce then sent first and the run hung (interop, write
+// 2 never arrived).
+func TestPerfWriteLatStartsZeroed(t *testing.T) {
+	lb, err := NewLoopback(LoopbackConfig{Seed: testenv.Seed(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	for seed := range uint64(32) {
+		cl, sv, err := lb.Perf(PerfConfig{Test: oob.PerftestWriteLat, Iters: 10, MaxSize: 2048, GIDIndex: LoopbackGIDIndex, Seed: seed << 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []*Perf{cl, sv} {
+			for i, b := range p.buf.b {
+				if b != 0 {
+					t.Fatalf("seed %d: byte %d of the buffer is %#x before the run", seed, i, b)
+				}
+			}
+		}
+		cl.Close()
+		sv.Close()
+	}
+}
+
+// TestPerfPingLatFirst: in write_lat the server sends the first message
+// and the client waits for it; in send_lat the client sends first
+// (perftest's run_iter_lat_write and run_iter_lat_send). Only the side
+// that goes first runs here: its first message must reach the idle peer.
+func TestPerfPingLatFirst(t *testing.T) {
+	for _, tc := range []struct {
+		test        oob.PerftestTest
+		serverFirst bool
+	}{{oob.PerftestWriteLat, true}, {oob.PerftestSendLat, false}} {
+		t.Run(tc.test.String(), func(t *testing.T) {
+			if tc.test == oob.PerftestWriteLat && raceEnabled {
+				t.Skip("write_lat polls memory the device writes")
+			}
+			lb, err := NewLoopback(LoopbackConfig{Seed: testenv.Seed(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lb.Close()
+			cl, sv, err := lb.Perf(PerfConfig{Test: tc.test, Iters: 5, MaxSize: 64, GIDIndex: LoopbackGIDIndex,
+				Timeout: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			defer sv.Close()
+			first, idle := cl, sv
+			if tc.serverFirst {
+				first, idle = sv, cl
+			}
+			done := make(chan error, 1)
+			go func() { _, err := first.Run(64); done <- err }()
+			if err := <-done; err == nil {
+				t.Fatal("a run with an idle peer succeeded")
+			}
+			if tc.test == oob.PerftestWriteLat {
+				if got := readFlag(idle.half(0, true)[63:]); got != 1 {
+					t.Errorf("the idle side's flag byte is %d, want 1 (the first WRITE)", got)
+				}
+			} else if n := idle.rcq.cq.Poll(make([]emu.WC, 4)); n != 1 {
+				t.Errorf("the idle side received %d messages, want the first SEND", n)
+			}
+		})
 	}
 }

@@ -1,32 +1,24 @@
 package workload
 
 import (
-	"flag"
 	"testing"
 
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
 )
 
-// rxeIssues enables tests of emu/rxe behaviour that differs from the
-// kernel's and that package workload works around; they fail until emu/rxe
-// changes (its owner is told), so they do not run by default.
-var rxeIssues = flag.Bool("workload.rxe-issues", false, "run the tests of known emu/rxe issues (they fail)")
-
 // TestRxeIssueReadBurstRetransmits: two QPs each with five 8 MiB READs
-// outstanding, no faults, the default local ACK timeout (14: 67 ms). The
-// kernel's rxe sends read responses packet by packet from each QP's
-// responder task, so responses of every QP flow at once and the
-// completer's timer (re-armed on each response) never fires. The emulated
-// responder builds all responses of a batch under the device lock and
-// writes them when it releases it: QP 2's first response waits behind
-// QP 1's 40 MiB, its timer fires and the whole READ is sent again, often
-// many times (23 retransmissions seen), and a slow run (the race detector)
-// never finishes.
+// outstanding, no faults, the default local ACK timeout (14: 67 ms), and
+// not one retransmission timeout. The kernel's rxe sends read responses
+// packet by packet from each QP's responder task, so responses of every
+// QP flow at once and the completer's timer (re-armed on each response)
+// never fires. emu/rxe used to build all responses of a batch under the
+// device lock and write them when it released it: QP 2's first response
+// waited behind QP 1's 40 MiB, its timer fired and the whole READ was sent
+// again (23 retransmissions seen), and a slow run (the race detector)
+// never finished. Now each QP's responder sends a bounded burst per round
+// (emu/rxe readjob.go) and the replies interleave.
 func TestRxeIssueReadBurstRetransmits(t *testing.T) {
-	if !*rxeIssues {
-		t.Skip("known emu/rxe issue; run with -workload.rxe-issues")
-	}
 	lb, err := NewLoopback(LoopbackConfig{})
 	if err != nil {
 		t.Fatal(err)

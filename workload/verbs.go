@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
@@ -91,10 +92,47 @@ func (w *cqWaiter) wait(wc []emu.WC, timeout time.Duration, what func() string) 
 	}
 }
 
-// wcError describes a failed completion as the tools print it ("Failed
-// status transport retry counter exceeded (12) for wr_id 2").
+// WCError is a work completion with an error status, which ends a run as
+// it ends the real tools; its text is the real tool's. errors.Is(err,
+// unix.EIO) holds for it.
+type WCError struct {
+	Status emu.WCStatus
+	WRID   uint64
+	// Recv marks a receive completion (perftest reports those "at server").
+	Recv bool
+	// Perftest selects perftest's text instead of the pingpongs'.
+	Perftest bool
+}
+
+// Error is the text the tool prints for the completion. The pingpongs
+// (rc_pingpong.c's parse_single_wc and its siblings) print libibverbs'
+// ibv_wc_status_str text: "Failed status Work Request Flushed Error (5)
+// for wr_id 1". perftest (NOTIFY_COMP_ERROR_SEND / _RECV, without their
+// counter line) prints the number and, for sends, the syndrome
+// (vendor_err, 0 from rxe): " Completion with error at client\n Failed
+// status 5: wr_id 1 syndrom 0x0".
+func (e *WCError) Error() string {
+	switch {
+	case e.Perftest && e.Recv:
+		return fmt.Sprintf(" Completion with error at server\n Failed status %d: wr_id %d", int(e.Status), int(e.WRID))
+	case e.Perftest:
+		return fmt.Sprintf(" Completion with error at client\n Failed status %d: wr_id %d syndrom 0x0", int(e.Status), int(e.WRID))
+	}
+	return fmt.Sprintf("Failed status %s (%d) for wr_id %d", oob.WCStatusStr(int(e.Status)), int(e.Status), int(e.WRID))
+}
+
+// Unwrap returns unix.EIO.
+func (e *WCError) Unwrap() error { return unix.EIO }
+
+// wcError returns the *WCError of a failed completion of a pingpong.
 func wcError(wc *emu.WC) error {
-	return fmt.Errorf("Failed status %v (%d) for wr_id %d: %w", wc.Status, int(wc.Status), wc.WRID, unix.EIO)
+	return &WCError{Status: wc.Status, WRID: wc.WRID, Recv: wc.Opcode&emu.WCRecv != 0}
+}
+
+// perfWCError returns the *WCError of a failed completion of a perftest
+// run.
+func perfWCError(wc *emu.WC) error {
+	return &WCError{Status: wc.Status, WRID: wc.WRID, Recv: wc.Opcode&emu.WCRecv != 0, Perftest: true}
 }
 
 // path is what connects a local QP to a remote one.

@@ -113,7 +113,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fc := p.Config()
-	params := oob.PerftestParams{MTU: fc.MTU, WithGID: true, DontXchgVersions: pc.DontXchgVersions}
+	params := oob.PerftestParams{Test: test, MTU: fc.MTU, WithGID: true, DontXchgVersions: pc.DontXchgVersions}
 	setup, err := oob.PerftestConnect(c, params, p.Local(), func(s *oob.PerftestSetup) error {
 		p.SetPathMTU(s.MTU)
 		return p.Connect(s.Remote)
@@ -131,9 +131,13 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		w.WriteString(oob.FormatPerftestAddress(test.Verb(), true, setup.Remote[i], true))
 	}
 	w.WriteString(oob.PerftestResultLine)
-	if test.IsBW() {
+	// The read_lat and atomic_lat servers only serve: after the addresses
+	// they close the connection and print nothing more (no header, no row).
+	idle := !client && (test == oob.PerftestReadLat || test == oob.PerftestAtomicLat)
+	switch {
+	case test.IsBW():
 		w.WriteString(oob.FormatPerftestBWHeader(pc.ReportGbits))
-	} else {
+	case !idle:
 		w.WriteString(oob.FormatPerftestLatHeader())
 	}
 	w.Flush()
@@ -147,26 +151,22 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 			w.Flush()
 		}
 	}
-	if test.IsBW() {
-		rem, err := oob.PerftestFinishBW(c, params, p.Local()[0], res.BW)
-		if err != nil {
-			return fmt.Errorf("Failed to exchange data between server and clients: %w", err)
-		}
-		if client {
-			if len(sizes) == 1 {
-				w.WriteString(oob.FormatPerftestBWReport(res.BW))
-			}
-		} else {
-			w.WriteString(oob.FormatPerftestBWReport(rem))
-		}
-	} else {
-		if err := oob.PerftestFinishLat(c, params, p.Local()[0]); err != nil {
-			return fmt.Errorf("Failed to close connection between server and client: %w", err)
-		}
-		if res.Measured {
-			w.WriteString(oob.FormatPerftestLatReport(res.Lat))
-		}
+	rem, err := oob.PerftestFinish(c, params, p.Local()[0], res.BW)
+	if err != nil {
+		return fmt.Errorf("Failed to close connection between server and client: %w", err)
 	}
-	w.WriteString(oob.PerftestResultLine)
+	switch {
+	case test.IsBW() && client && len(sizes) == 1, test.IsBW() && res.Measured && !client:
+		// The client's own row; the send_bw server measured its own.
+		w.WriteString(oob.FormatPerftestBWReport(res.BW))
+	case test.IsBW() && !client:
+		// The idle server prints the client's report.
+		w.WriteString(oob.FormatPerftestBWReport(rem))
+	case !test.IsBW() && res.Measured:
+		w.WriteString(oob.FormatPerftestLatReport(res.Lat))
+	}
+	if !idle {
+		w.WriteString(oob.PerftestResultLine)
+	}
 	return nil
 }

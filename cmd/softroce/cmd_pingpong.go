@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/workload"
@@ -35,9 +34,6 @@ func init() {
 // up after 10 s instead of hanging (UC and UD lose messages under loss).
 // -o -O -P -t -j -N (ODP, timestamps, device memory, new send API) are
 // refused.
-// lingerTeardown is how long pingpong waits after its loop before it
-// destroys its QPs and closes the link.
-const lingerTeardown = 50 * time.Millisecond
 
 func runPingpong(args []string, stdout, stderr io.Writer) error {
 	mode := oob.PingpongRC
@@ -119,13 +115,11 @@ func runPingpong(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	res, err := pp.Run()
 	// The peer's last send completes when this side's ACK for it is on
-	// the wire. The kernel's destroy_qp waits for the QP's tasks, so that
-	// ACK always leaves; the emulated device writes frames after releasing
-	// its lock, so linger a moment before tearing down rather than race
-	// the write (srq_pingpong's server hung without this).
-	time.Sleep(lingerTeardown)
+	// the wire; closing the device (deferred) writes what it has queued
+	// before the link goes, as the kernel's destroy path drains rxe's
+	// tasks.
+	res, err := pp.Run()
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 	"io"
 	"os"
 	"sort"
+
+	"github.com/softroce/softroce/workload"
 )
 
 // command is one softroce subcommand.
@@ -65,11 +67,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	err := c.run(args[1:], stdout, stderr)
 	var ee *exitError
+	var wce *workload.WCError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.As(err, &wce):
+		// A failed completion: exactly the real tool's text.
+		fmt.Fprintln(stderr, wce.Error())
+		return 1
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):

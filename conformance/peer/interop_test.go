@@ -227,16 +227,9 @@ func (r interopRun) name() string {
 // only their MTU 1024 IPv4 cell runs, as a subtest whose failure is
 // expected: the test fails when it passes, so that the entry is removed.
 var knownBroken = map[string]string{
-	"ib_send_bw/softroce-server":    "softroce perf skips perftest's pre-run ctx_hand_shake",
-	"ib_send_bw/softroce-client":    "softroce perf exchanges BW reports, non-duplex send_bw does not",
-	"ib_write_lat/softroce-server":  "softroce perf skips perftest's pre-run ctx_hand_shake",
-	"ib_write_lat/softroce-client":  "softroce perf skips perftest's pre-run ctx_hand_shake",
-	"ib_send_lat/softroce-server":   "softroce perf skips perftest's pre-run ctx_hand_shake",
-	"ib_send_lat/softroce-client":   "softroce perf skips perftest's pre-run ctx_hand_shake",
-	"ib_read_lat/softroce-server":   "softroce perf's closing exchange differs from perftest's",
-	"ib_read_lat/softroce-client":   "softroce perf's closing exchange differs from perftest's",
-	"ib_atomic_lat/softroce-server": "softroce perf's closing exchange differs from perftest's",
-	"ib_atomic_lat/softroce-client": "softroce perf's closing exchange differs from perftest's",
+	// Empty since branch fixes (2026-12-02): softroce perf's exchanges
+	// follow each perftest tool (oob.PerftestFlowOf), write_lat's server
+	// sends first; every cell passes.
 }
 
 // args returns the VM's and softroce's command lines (without the server

@@ -51,6 +51,11 @@ type xport struct {
 	res     []respRes
 	resNext int
 	invErr  bool // the last SEND_WITH_INVALIDATE failed to invalidate
+	// READ replies in progress and the requests that wait behind them
+	// (readjob.go).
+	jobs    []readJob
+	backlog [][]byte
+	readState
 }
 
 const (

@@ -375,48 +375,61 @@ func (r *Dev) execRead(q *qp, p *wire.Packet) {
 
 // readReply sends the READ responses for length bytes at va starting at
 // psn: FIRST/ONLY when psn is the request's first PSN, else continuing as
-// MIDDLE/LAST (a replay). The key is checked again for every packet.
+// MIDDLE/LAST (a replay). The key is checked again for every packet. The
+// reply is a readJob of the QP: up to readBurst packets go out at once,
+// the rest in later rounds of pumpReads, between other QPs' (readjob.go).
+// It returns false when a key check failed in the first burst (the QP then
+// is in ERR).
 func (r *Dev) readReply(q *qp, res *respRes, psn uint32, va, length uint64) bool {
 	mtu := uint64(q.mtu())
-	n := max(1, (length+mtu-1)/mtu)
-	fromStart := psn == res.firstPSN
-	path := r.connPath(q)
-	for i := range n {
-		plen := min(mtu, length-i*mtu)
-		var op wire.Opcode
-		switch {
-		case n == 1 && fromStart:
-			op = wire.RCRDMAReadResponseOnly
-		case i == n-1:
-			op = wire.RCRDMAReadResponseLast
-		case i == 0 && fromStart:
-			op = wire.RCRDMAReadResponseFirst
-		default:
-			op = wire.RCRDMAReadResponseMiddle
-		}
-		ppsn := wire.PSNAdd(psn, uint32(i))
-		var pay []byte
-		if plen > 0 {
-			if cap(r.scratch) < int(plen) {
-				r.scratch = make([]byte, plen)
-			}
-			pay = r.scratch[:plen]
-			m, addr, err := r.rkeyMR(q, res.rkey, qpstate.AccessRemoteRead, va, plen)
-			if err == nil {
-				err = r.memIO(m, addr, pay, false)
-			}
-			if err != nil {
-				r.nakErr(q, ppsn, nakRemAccess)
-				return false
-			}
-		}
-		f := r.newFrame(path, q.sport)
-		f.BTH.Opcode, f.BTH.DestQP, f.BTH.PSN = op, q.attr.DestQPNum, ppsn
-		f.AETH = wire.AETHFields{Syndrome: synACK, MSN: q.msn}
-		f.Payload = pay
-		r.emit(f)
-		va += plen
+	q.jobs = append(q.jobs, readJob{rkey: res.rkey, psn: psn, va: va, length: length,
+		fromStart: psn == res.firstPSN, n: max(1, (length+mtu-1)/mtu)})
+	if len(q.jobs) > 1 || q.inReads {
+		return true
 	}
+	ok := r.runReads(q, readBurst)
+	r.schedReads(q)
+	return ok
+}
+
+// readPacket sends packet i of job j; false when its key check failed
+// (NAK sent, QP in ERR). r.mu held.
+func (r *Dev) readPacket(q *qp, j *readJob, i uint64) bool {
+	mtu := uint64(q.mtu())
+	plen := min(mtu, j.length-min(j.length, i*mtu))
+	var op wire.Opcode
+	switch {
+	case j.n == 1 && j.fromStart:
+		op = wire.RCRDMAReadResponseOnly
+	case i == j.n-1:
+		op = wire.RCRDMAReadResponseLast
+	case i == 0 && j.fromStart:
+		op = wire.RCRDMAReadResponseFirst
+	default:
+		op = wire.RCRDMAReadResponseMiddle
+	}
+	ppsn := wire.PSNAdd(j.psn, uint32(i))
+	va := j.va + i*mtu
+	var pay []byte
+	if plen > 0 {
+		if cap(r.scratch) < int(plen) {
+			r.scratch = make([]byte, plen)
+		}
+		pay = r.scratch[:plen]
+		m, addr, err := r.rkeyMR(q, j.rkey, qpstate.AccessRemoteRead, va, plen)
+		if err == nil {
+			err = r.memIO(m, addr, pay, false)
+		}
+		if err != nil {
+			r.nakErr(q, ppsn, nakRemAccess)
+			return false
+		}
+	}
+	f := r.newFrame(r.connPath(q), q.sport)
+	f.BTH.Opcode, f.BTH.DestQP, f.BTH.PSN = op, q.attr.DestQPNum, ppsn
+	f.AETH = wire.AETHFields{Syndrome: synACK, MSN: q.msn}
+	f.Payload = pay
+	r.emit(f)
 	return true
 }
 

@@ -22,6 +22,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/link"
@@ -139,6 +140,10 @@ type Dev struct {
 	addrs    []netip.Addr // cached netdev addresses (recv.go)
 	mac      [6]byte
 	wqeFree  []*sendWQE
+	// QPs with READ replies to send (readjob.go); readsPending is its
+	// length, read without r.mu by the work loop.
+	readQPs      []*qp
+	readsPending atomic.Int32
 }
 
 // New creates an emulated rxe device (rdma link add rxe0 type rxe netdev

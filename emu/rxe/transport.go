@@ -246,7 +246,7 @@ func (r *Dev) workLoop() {
 	var batch [][]byte
 	for {
 		t.inMu.Lock()
-		for len(t.inbox) == 0 && !t.closed {
+		for len(t.inbox) == 0 && !t.closed && r.readsPending.Load() == 0 {
 			t.inCond.Wait()
 		}
 		if len(t.inbox) == 0 && t.closed {
@@ -255,7 +255,14 @@ func (r *Dev) workLoop() {
 		}
 		batch, t.inbox = t.inbox, batch[:0]
 		t.inMu.Unlock()
-		r.process(batch)
+		if len(batch) > 0 {
+			r.process(batch)
+		}
+		// One round of READ replies between batches: responses of
+		// several QPs interleave with each other and with new requests.
+		if r.readsPending.Load() > 0 {
+			r.pumpReads()
+		}
 	}
 }
 
@@ -293,6 +300,9 @@ func (r *Dev) Poll() int {
 	if n > 0 {
 		r.process(batch)
 	}
+	for r.readsPending.Load() > 0 {
+		r.pumpReads() // the READ replies, round by round
+	}
 	t.inMu.Lock()
 	if t.spare == nil {
 		t.spare = batch[:0]
@@ -310,15 +320,26 @@ func (r *Dev) Received() uint64 {
 	return r.tp.rxRead.Load()
 }
 
-// Close detaches the device from its link: it closes the link and waits
-// for the receive goroutines. Timers still pending find no link and do
-// nothing.
+// Close detaches the device from its link: it writes what is queued for
+// transmission, closes the link and waits for the receive goroutines.
+// Timers still pending find no link and do nothing.
+//
+// A frame the device has handed to its link writer (an ACK, the last
+// packet of a message whose sender already completed) is written before
+// the link closes: Close takes the device lock, whose release flushes the
+// transmit queue, and then closes the link under txMu, after any flush
+// still writing (the kernel's rxe drains its tasks before the device goes,
+// rxe_dealloc / rxe_cleanup_task).
 func (r *Dev) Close() error {
 	t := r.tp
 	if t == nil {
 		return nil
 	}
+	r.lock()
+	r.unlock() // flushes r.txq
+	t.txMu.Lock()
 	err := t.l.Close()
+	t.txMu.Unlock()
 	t.wg.Wait()
 	r.lock()
 	r.detached = true
