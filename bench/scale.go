@@ -34,11 +34,6 @@ func runScale(ctx context.Context, o *Options) ([]Row, error) {
 	}
 	defer p.close()
 	qps := make([]*emu.QP, 0, scaleQPs)
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	heap0 := ms.HeapAlloc
-
 	start := time.Now()
 	init := emu.QPInitAttr{SendCQ: p.cq, RecvCQ: p.cq, QPType: qpstate.TypeRC, SQSigType: emu.SignalReqWR,
 		PortNum: 1}
@@ -60,9 +55,12 @@ func runScale(ctx context.Context, o *Options) ([]Row, error) {
 		}
 	}
 	connected := time.Since(start)
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	perQP := float64(int64(ms.HeapAlloc)-int64(heap0)) / scaleQPs / 1024
+	// The heap the QPs hold is what their destruction gives back: the live
+	// heap with every QP connected, less the live heap once they are
+	// destroyed and unreferenced. (A difference against the heap before
+	// creation would also count whatever earlier measurements left for
+	// the collector, and can come out negative.)
+	heapWith := liveHeap()
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(err, destroyAll(qps))
 	}
@@ -71,6 +69,8 @@ func runScale(ctx context.Context, o *Options) ([]Row, error) {
 		return nil, err
 	}
 	destroyed := time.Since(t)
+	clear(qps)
+	perQP := float64(int64(heapWith)-int64(liveHeap())) / scaleQPs / 1024
 	o.logf("%d QPs: create %v, create+connect %v, destroy %v, %.2f KiB/QP", scaleQPs, created, connected, destroyed, perQP)
 
 	ms1 := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -87,6 +87,15 @@ func runScale(ctx context.Context, o *Options) ([]Row, error) {
 			Target: "<= 16 KiB", Pass: perQP <= 16},
 	}
 	return rows, nil
+}
+
+// liveHeap returns the heap in use after a full collection.
+func liveHeap() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
 
 // destroyAll destroys qps in reverse order of creation.
