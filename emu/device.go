@@ -72,6 +72,7 @@ type Config struct {
 // routing table and neighbour cache. It returns the MAC and the route's hop
 // limit.
 type Resolver interface {
+	// ResolveDMAC returns the MAC and hop limit for dgid, seen from sgid.
 	ResolveDMAC(sgid, dgid GID) (mac [6]byte, hopLimit uint8, err error)
 }
 
@@ -384,6 +385,7 @@ type RDMANetdev struct {
 // RDMANetdevAllocator is the optional driver op behind AllocRDMANetdev
 // (rdma_netdev_get_params).
 type RDMANetdevAllocator interface {
+	// AllocRDMANetdev returns an accelerated netdev for port.
 	AllocRDMANetdev(port uint32) (*RDMANetdev, error)
 }
 

@@ -209,7 +209,9 @@ func (d *Device) CapReadInv(port uint32) bool { return d.ProtocolIWARP(port) }
 // GIDAdder is the optional driver op pair add_gid/del_gid: a device whose
 // hardware holds a GID table implements it.
 type GIDAdder interface {
+	// AddGID writes a GID table entry into the hardware (add_gid).
 	AddGID(e GIDEntry) error
+	// DelGID removes a GID table entry from the hardware (del_gid).
 	DelGID(e GIDEntry) error
 }
 

@@ -105,8 +105,10 @@ func (l *Lab) Bridge() string { return l.cfg.Bridge }
 // MTU is the MTU of the bridge and its TAPs.
 func (l *Lab) MTU() int { return l.cfg.MTU }
 
-// Addr and Addr6 are the kernel's addresses on the bridge.
-func (l *Lab) Addr() netip.Prefix  { return l.cfg.Addr }
+// Addr is the kernel's IPv4 address on the bridge.
+func (l *Lab) Addr() netip.Prefix { return l.cfg.Addr }
+
+// Addr6 is the kernel's IPv6 address on the bridge.
 func (l *Lab) Addr6() netip.Prefix { return l.cfg.Addr6 }
 
 // PeerAddr returns the conventional addresses of VM i (1, 2, ...): the

@@ -229,11 +229,10 @@ func TestP5SequenceNAK(t *testing.T) {
 	flt := link.NewFaults(p.a.rec.Link, link.FaultConfig{Schedule: link.ByIndex(map[uint64]link.Action{0: link.Drop})})
 	p.a.rec.Link = flt
 	p.a.rec.off = false
-	var got [][]byte
-	for i := range 3 {
-		_, g := p.sendN(c, 8, 8, 0)
-		got = append(got, g)
-		_ = i
+	var sent, got [][]byte
+	for range 3 {
+		d, g := p.sendN(c, 8, 8, 0)
+		sent, got = append(sent, d), append(got, g)
 	}
 	p.settle()
 	resp := p.b.rec.take(t)
@@ -254,6 +253,11 @@ func TestP5SequenceNAK(t *testing.T) {
 	}
 	wantWC(t, "send", poll(p.a.scq), emu.WCSuccess, emu.WCSuccess, emu.WCSuccess)
 	wantWC(t, "recv", poll(p.b.rcq), emu.WCSuccess, emu.WCSuccess, emu.WCSuccess)
+	for i := range got {
+		if !bytes.Equal(got[i], sent[i]) {
+			t.Errorf("message %d: received %x, sent %x", i, got[i], sent[i])
+		}
+	}
 	if n := p.a.counter("rcvd_seq_err"); n != 0 {
 		t.Errorf("rcvd_seq_err %d (the NAK did not advance)", n)
 	}
@@ -267,8 +271,9 @@ func TestP6DuplicateSend(t *testing.T) {
 	p.settle()
 	req := p.a.rec.take(t)
 	p.b.rec.take(t)
-	_, _, mrb := p.b.buf(8, 0)
-	_ = mrb
+	// A receive the duplicate must not consume.
+	dst, _, mrb := p.b.buf(8, 0)
+	p.b.postRecv(c.qb, emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 8, LKey: mrb.LKey}}})
 	p.a.end.WritePackets([][]byte{req[0].Frame()})
 	p.settle()
 	resp := p.b.rec.take(t)

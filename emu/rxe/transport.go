@@ -107,6 +107,7 @@ func (k Quirks) ackInterval() int {
 // so that a read of that many does not block. A synchronous device on
 // such a link reads in Poll itself and runs no goroutine at all.
 type Pender interface {
+	// Pending returns how many frames are waiting to be read.
 	Pending() int
 }
 
