@@ -44,12 +44,9 @@ func (r *Dev) receive(frame []byte) {
 			r.counters[cntDroppedPkts]++
 			return
 		}
-		if p.VerifyICRC() != nil {
-			r.counters[cntICRCErr]++
+		if !r.verified(&p) {
 			return
 		}
-		r.counters[cntRcvdPkts]++
-		r.counters[cntRcvdBytes] += uint64(p.Len() - p.L3Offset())
 		for _, q := range r.members(emu.GIDFromAddr(dst)) {
 			if r.qpAccepts(q, &p) {
 				r.responder(q, &p)
@@ -62,12 +59,9 @@ func (r *Dev) receive(frame []byte) {
 		r.counters[cntDroppedPkts]++
 		return
 	}
-	if p.VerifyICRC() != nil {
-		r.counters[cntICRCErr]++
+	if !r.verified(&p) {
 		return
 	}
-	r.counters[cntRcvdPkts]++
-	r.counters[cntRcvdBytes] += uint64(p.Len() - p.L3Offset())
 	if op.IsRequest() {
 		if !r.deferRequest(q, frame) {
 			r.responder(q, &p)
@@ -160,4 +154,16 @@ func (r *Dev) localAddr(ip netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// verified checks p's ICRC last, as rxe does after every other drop rule,
+// and counts p as received (rcvd_pkts, rcvd_bytes) or as an ICRC error.
+func (r *Dev) verified(p *wire.Packet) bool {
+	if p.VerifyICRC() != nil {
+		r.counters[cntICRCErr]++
+		return false
+	}
+	r.counters[cntRcvdPkts]++
+	r.counters[cntRcvdBytes] += uint64(p.Len() - p.L3Offset())
+	return true
 }

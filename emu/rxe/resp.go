@@ -362,9 +362,7 @@ func (r *Dev) execRead(q *qp, p *wire.Packet) {
 	}
 	mtu := uint64(q.mtu())
 	npk := uint32(max(1, (n+mtu-1)/mtu))
-	res := q.newRes()
-	*res = respRes{firstPSN: psn, lastPSN: wire.PSNAdd(psn, npk-1), va: va, rkey: rkey, length: n}
-	q.msn = wire.PSNAdd(q.msn, 1)
+	res := q.saveRes(respRes{firstPSN: psn, lastPSN: wire.PSNAdd(psn, npk-1), va: va, rkey: rkey, length: n})
 	if !r.readReply(q, res, psn, va, n) {
 		return
 	}
@@ -468,11 +466,7 @@ func (r *Dev) execAtomic(q *qp, p *wire.Packet) {
 		r.nakErr(q, psn, nakRemAccess)
 		return
 	}
-	res := q.newRes()
-	*res = respRes{atomic: true, firstPSN: psn, lastPSN: psn, va: va, rkey: a.RKey(), length: 8, orig: orig}
-	q.msn = wire.PSNAdd(q.msn, 1)
-	q.respPSN = wire.PSNAdd(psn, 1)
-	q.ackPSN = psn
+	q.saveSinglePacketRes(respRes{atomic: true, firstPSN: psn, lastPSN: psn, va: va, rkey: a.RKey(), length: 8, orig: orig})
 	r.sendAtomicAck(q, psn, orig)
 }
 
@@ -496,12 +490,27 @@ func (r *Dev) execAtomicWrite(q *qp, p *wire.Packet) {
 		r.nakErr(q, psn, nakRemAccess)
 		return
 	}
-	res := q.newRes()
-	*res = respRes{firstPSN: psn, lastPSN: psn, va: reth.VA(), rkey: reth.RKey(), length: 0}
-	q.msn = wire.PSNAdd(q.msn, 1)
-	q.respPSN = wire.PSNAdd(psn, 1)
-	q.ackPSN = psn
+	res := q.saveSinglePacketRes(respRes{firstPSN: psn, lastPSN: psn, va: reth.VA(), rkey: reth.RKey(), length: 0})
 	r.readReply(q, res, psn, 0, 0)
+}
+
+// saveRes records a read, atomic or atomic-write request in the responder
+// resource ring, for replay of a duplicate, and counts its message (MSN).
+func (q *qp) saveRes(rr respRes) *respRes {
+	res := q.newRes()
+	*res = rr
+	q.msn = wire.PSNAdd(q.msn, 1)
+	return res
+}
+
+// saveSinglePacketRes is saveRes for a one-packet request (atomics,
+// ATOMIC_WRITE): the responder then expects the next PSN and acknowledges
+// this one.
+func (q *qp) saveSinglePacketRes(rr respRes) *respRes {
+	res := q.saveRes(rr)
+	q.respPSN = wire.PSNAdd(rr.firstPSN, 1)
+	q.ackPSN = rr.firstPSN
+	return res
 }
 
 // newRes takes the next slot of the responder resource ring, recycling the
