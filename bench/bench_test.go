@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -88,22 +87,6 @@ func TestRunRows(t *testing.T) {
 	var back []Row
 	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || len(back) != len(rows) || back[0] != rows[0] {
 		t.Fatalf("JSON round trip: %v, %d rows", err, len(back))
-	}
-}
-
-// TestTAPSkippedWithoutRoot checks the TAP rows' form without root.
-func TestTAPSkippedWithoutRoot(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("running as root: the TAP rows are measured (softroce bench's test covers them)")
-	}
-	rows, err := Run(context.Background(), Options{Quick: true, Groups: []string{"tap"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rows {
-		if r.Skipped != "needs root" {
-			t.Errorf("row %q: skipped %q, want %q", r.Name, r.Skipped, "needs root")
-		}
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 func TestModuleName(t *testing.T) {
@@ -34,9 +36,8 @@ func TestSharedLibs(t *testing.T) {
 		{"provider deps", "/usr/lib/x86_64-linux-gnu/libibverbs.so.1", []string{"libc.so.6", "libnl-3.so.200"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := os.Stat(c.bin); err != nil {
-				t.Skipf("%s not installed", c.bin)
-			}
+			_, err := os.Stat(c.bin)
+			testenv.Require(t, err == nil, c.bin+" is not installed (apt-get install iproute2 ibverbs-providers)")
 			libs, err := sharedLibs([]string{c.bin})
 			if err != nil {
 				t.Fatal(err)
