@@ -10,12 +10,12 @@ import (
 
 // AH is struct ib_ah, an address handle for UD sends.
 type AH struct {
-	Device *Device
-	PD     *PD
-	Type   qpstate.AHAttrType
+	Device *Device            // the device the AH was created on (ib_ah.device)
+	PD     *PD                // the protection domain the AH belongs to (ib_ah.pd)
+	Type   qpstate.AHAttrType // address type, RDMA_AH_ATTR_TYPE_* (ib_ah.type)
 	// SGID is the source GID entry the AH was validated against.
 	SGID GIDEntry
-	Priv any
+	Priv any // the driver's state
 }
 
 // unwrapErrno returns the errno err wraps, EINVAL if none.

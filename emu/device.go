@@ -244,12 +244,12 @@ func (d *Device) immutable(port uint32) PortImmutable {
 // Event is struct ib_event: an asynchronous event and the object it
 // concerns (exactly one of QP, CQ, SRQ, or Port for port events).
 type Event struct {
-	Device *Device
-	Type   EventType
-	QP     *QP
-	CQ     *CQ
-	SRQ    *SRQ
-	Port   uint32
+	Device *Device   // the device that raised the event (ib_event.device)
+	Type   EventType // IB_EVENT_* (ib_event.event)
+	QP     *QP       // the QP of a QP event, else nil (element.qp)
+	CQ     *CQ       // the CQ of IB_EVENT_CQ_ERR, else nil (element.cq)
+	SRQ    *SRQ      // the SRQ of an SRQ event, else nil (element.srq)
+	Port   uint32    // the port number of a port event, else 0 (element.port_num)
 }
 
 // RegisterEventHandler adds h to the handlers called for device and port
@@ -292,7 +292,7 @@ func (d *Device) Dispatch(ev Event) {
 // Client is struct ib_client: a consumer that attaches per-device data
 // when added to a device.
 type Client struct {
-	Name string
+	Name string // the client's name (ib_client.name)
 	// Add is called by AddClient; its result becomes the client data.
 	Add func(d *Device) (any, error)
 	// Remove is called when the client or the device goes away.
@@ -344,7 +344,7 @@ func (d *Device) SetClientData(c *Client, data any) {
 // RDMADeviceToDrvDevice turn it back into the device, as the kernel's
 // container_of helpers do.
 type DevNode struct {
-	Name  string
+	Name  string // the device name, e.g. "rxe0" (dev_name of ib_device.dev)
 	ibdev *Device
 }
 
@@ -374,12 +374,12 @@ func IBDevToNode(d *Device) int { return NUMANoNode }
 // RDMANetdev is the Go stand-in for struct rdma_netdev: the offload hooks
 // an upper-layer netdev (IPoIB) gets from a device that accelerates it.
 type RDMANetdev struct {
-	Hca         *Device
-	PortNum     uint32
-	MTU         int
-	Send        func(dest *AH, dqpn uint32, frame []byte) error
-	AttachMcast func(gid GID, mlid uint16) error
-	DetachMcast func(gid GID, mlid uint16) error
+	Hca         *Device                                         // the accelerating device (rdma_netdev.hca)
+	PortNum     uint32                                          // the device port the netdev runs on (rdma_netdev.port_num)
+	MTU         int                                             // the netdev MTU in bytes (rdma_netdev.mtu)
+	Send        func(dest *AH, dqpn uint32, frame []byte) error // sends frame to QP dqpn behind dest (rdma_netdev.send)
+	AttachMcast func(gid GID, mlid uint16) error                // joins the multicast group gid/mlid (rdma_netdev.attach_mcast)
+	DetachMcast func(gid GID, mlid uint16) error                // leaves the multicast group gid/mlid (rdma_netdev.detach_mcast)
 }
 
 // RDMANetdevAllocator is the optional driver op behind AllocRDMANetdev

@@ -283,18 +283,18 @@ const (
 
 // SigErr is struct ib_sig_err: the detail of a failed signature check.
 type SigErr struct {
-	ErrType      SigErrType
-	Expected     uint32
-	Actual       uint32
-	SigErrOffset uint64
-	Key          uint32
+	ErrType      SigErrType // which check failed: guard, ref tag or app tag (err_type)
+	Expected     uint32     // the expected guard or tag value (expected)
+	Actual       uint32     // the value found in the data (actual)
+	SigErrOffset uint64     // byte offset of the failed block in the data (sig_err_offset)
+	Key          uint32     // the key of the signature MR that failed (key)
 }
 
 // MRStatus is struct ib_mr_status, what CheckMRStatus fills: the bit mask
 // of failed checks and the signature error detail.
 type MRStatus struct {
-	FailStatus uint32
-	SigErr     SigErr
+	FailStatus uint32 // IB_MR_CHECK_* bits of the checks that failed (fail_status)
+	SigErr     SigErr // detail of a failed MRCheckSigStatus check (sig_err)
 }
 
 // CQNotifyFlags is enum ib_cq_notify_flags.

@@ -63,7 +63,7 @@ const PDUnsafeGlobalRKey PDFlags = 1
 
 // PD is struct ib_pd, a protection domain.
 type PD struct {
-	Device *Device
+	Device *Device // the device that owns the PD
 	// LocalDMALKey is the lkey of the PD's internal DMA MR: rxe does not
 	// advertise a device-wide local DMA lkey, so the core makes one.
 	LocalDMALKey uint32
@@ -123,84 +123,84 @@ func (pd *PD) DeallocUser(udata *UData) error {
 
 // SGE is struct ib_sge: one scatter/gather element.
 type SGE struct {
-	Addr   uint64
-	Length uint32
-	LKey   uint32
+	Addr   uint64 // start address, in the lkey's MR address space (ib_sge.addr)
+	Length uint32 // length in bytes (ib_sge.length)
+	LKey   uint32 // local key of the MR holding the buffer (ib_sge.lkey)
 }
 
 // SendWR is struct ib_send_wr with its per-opcode extensions (rdma, atomic,
 // ud, reg, bind) flattened.
 type SendWR struct {
-	WRID           uint64
-	Opcode         WROpcode
-	SendFlags      SendFlags
-	SGList         []SGE
-	ImmData        uint32 // big-endian as on the wire, like __be32 ex.imm_data
-	InvalidateRKey uint32
+	WRID           uint64    // caller's cookie, returned in WC.WRID (wr_id)
+	Opcode         WROpcode  // IB_WR_* operation (opcode)
+	SendFlags      SendFlags // IB_SEND_* flags: fence, signaled, solicited, inline (send_flags)
+	SGList         []SGE     // local gather list (sg_list, num_sge)
+	ImmData        uint32    // big-endian as on the wire, like __be32 ex.imm_data
+	InvalidateRKey uint32    // rkey the peer invalidates, for SEND_WITH_INV; key for LOCAL_INV (ex.invalidate_rkey)
 
 	// RDMA and atomic operations.
-	RemoteAddr uint64
-	RKey       uint32
-	CompareAdd uint64
-	Swap       uint64
+	RemoteAddr uint64 // remote virtual address (rdma_wr/atomic_wr.remote_addr)
+	RKey       uint32 // remote key of the target MR or MW (rdma_wr/atomic_wr.rkey)
+	CompareAdd uint64 // compare value of CMP_AND_SWP, addend of FETCH_AND_ADD (atomic_wr.compare_add)
+	Swap       uint64 // swap value of CMP_AND_SWP (atomic_wr.swap)
 
 	// UD.
-	AH         *AH
-	RemoteQPN  uint32
-	RemoteQKey uint32
+	AH         *AH    // destination address handle (ud_wr.ah)
+	RemoteQPN  uint32 // destination QP number (ud_wr.remote_qpn)
+	RemoteQKey uint32 // Q_Key sent in the DETH (ud_wr.remote_qkey)
 
 	// REG_MR (struct ib_reg_wr): MR, the new Key and Access.
-	MR     *MR
-	Key    uint32
-	Access qpstate.AccessFlags
+	MR     *MR                 // MR to register (ib_reg_wr.mr)
+	Key    uint32              // new lkey/rkey of the MR (ib_reg_wr.key), or new rkey of the MW
+	Access qpstate.AccessFlags // IB_ACCESS_* rights of the registration (ib_reg_wr.access)
 
 	// BIND_MW (struct ib_bind_mw_wr): MW, its new RKey in Key, and Bind.
-	MW   *MW
-	Bind MWBind
+	MW   *MW    // MW to bind
+	Bind MWBind // the MR range and rights the MW is bound to (bind_info)
 }
 
 // MWBind is struct ib_mw_bind_info.
 type MWBind struct {
-	MR     *MR
-	Addr   uint64
-	Length uint64
-	Access qpstate.AccessFlags
+	MR     *MR                 // MR the window is bound into (mr)
+	Addr   uint64              // start of the window, in the MR's address space (addr)
+	Length uint64              // window length in bytes (length)
+	Access qpstate.AccessFlags // IB_ACCESS_REMOTE_* rights of the window (mw_access_flags)
 }
 
 // RecvWR is struct ib_recv_wr.
 type RecvWR struct {
-	WRID   uint64
-	SGList []SGE
+	WRID   uint64 // caller's cookie, returned in WC.WRID (wr_id)
+	SGList []SGE  // scatter list for the incoming data (sg_list, num_sge)
 }
 
 // WC is struct ib_wc, a work completion.
 type WC struct {
-	WRID           uint64
-	Status         WCStatus
-	Opcode         WCOpcode
-	VendorErr      uint32
-	ByteLen        uint32
-	QP             *QP
-	ImmData        uint32
-	InvalidateRKey uint32
-	SrcQP          uint32
-	WCFlags        WCFlags
-	PKeyIndex      uint16
-	SLID           uint32
-	SL             uint8
-	DLIDPathBits   uint8
-	PortNum        uint32
-	SMAC           [6]byte
-	VLANID         uint16
-	NetworkHdrType NetworkType
+	WRID           uint64      // wr_id of the completed work request
+	Status         WCStatus    // IB_WC_* completion status
+	Opcode         WCOpcode    // IB_WC_* opcode; receives have IB_WC_RECV (1<<7) set
+	VendorErr      uint32      // driver-specific error detail (vendor_err); 0 from rxe
+	ByteLen        uint32      // bytes received, or sent on a successful send completion (byte_len)
+	QP             *QP         // the QP the work request was posted to
+	ImmData        uint32      // immediate data, valid with WCWithImm; byte order as SendWR.ImmData (ex.imm_data)
+	InvalidateRKey uint32      // rkey the peer invalidated, valid with WCWithInvalidate (ex.invalidate_rkey)
+	SrcQP          uint32      // sender's QP number (UD receives, from the DETH)
+	WCFlags        WCFlags     // IB_WC_* flags saying which optional fields are valid (wc_flags)
+	PKeyIndex      uint16      // P_Key index (GSI receives only)
+	SLID           uint32      // source LID (IB only; 0 on RoCE)
+	SL             uint8       // service level of the received packet
+	DLIDPathBits   uint8       // destination LID path bits (IB only)
+	PortNum        uint32      // port number (port_num): kernel sets it only for DR SMPs on switches, rxe always 1
+	SMAC           [6]byte     // source MAC, valid with WCWithSMAC
+	VLANID         uint16      // VLAN ID, valid with WCWithVLAN
+	NetworkHdrType NetworkType // RDMA_NETWORK_* of the received packet, valid with WCWithNetworkHdrType
 }
 
 // CQInitAttr is struct ib_cq_init_attr plus the handlers ib_create_cq
 // takes.
 type CQInitAttr struct {
-	CQE        int
-	CompVector int
-	Flags      uint32
+	CQE        int    // minimum number of entries requested (cqe)
+	CompVector int    // completion vector (interrupt) index, below NumCompVectors (comp_vector)
+	Flags      uint32 // IB_UVERBS_CQ_FLAGS_* (flags); rxe accepts none
 	// CompHandler is called (outside driver locks) when a completion
 	// arrives on an armed CQ.
 	CompHandler func(*CQ)
@@ -220,12 +220,12 @@ const (
 
 // CQ is struct ib_cq, a completion queue.
 type CQ struct {
-	Device *Device
+	Device *Device // the device that owns the CQ
 	// CQE is the actual capacity (may exceed the request).
 	CQE          int
-	CompHandler  func(*CQ)
-	EventHandler func(Event)
-	Priv         any
+	CompHandler  func(*CQ)   // called when a completion arrives on an armed CQ (comp_handler)
+	EventHandler func(Event) // receives IB_EVENT_CQ_ERR (event_handler)
+	Priv         any         // the driver's state
 	use          usecnt
 }
 
@@ -280,25 +280,25 @@ func (cq *CQ) DestroyUser(udata *UData) error {
 
 // SRQAttr is struct ib_srq_attr.
 type SRQAttr struct {
-	MaxWR    uint32
-	MaxSGE   uint32
-	SRQLimit uint32
+	MaxWR    uint32 // receive WRs the SRQ can hold (max_wr)
+	MaxSGE   uint32 // scatter entries per receive WR (max_sge)
+	SRQLimit uint32 // low watermark: IB_EVENT_SRQ_LIMIT_REACHED fires when fewer WRs remain; 0 = unarmed (srq_limit)
 }
 
 // SRQInitAttr is struct ib_srq_init_attr.
 type SRQInitAttr struct {
-	Attr         SRQAttr
-	Type         SRQType
-	EventHandler func(Event)
+	Attr         SRQAttr     // requested size and limit (attr)
+	Type         SRQType     // IB_SRQT_BASIC or IB_SRQT_XRC (srq_type)
+	EventHandler func(Event) // receives the SRQ's async events (event_handler)
 }
 
 // SRQ is struct ib_srq, a shared receive queue.
 type SRQ struct {
-	Device       *Device
-	PD           *PD
-	Type         SRQType
-	EventHandler func(Event)
-	Priv         any
+	Device       *Device     // the device that owns the SRQ
+	PD           *PD         // the SRQ's protection domain
+	Type         SRQType     // IB_SRQT_* (srq_type)
+	EventHandler func(Event) // receives IB_EVENT_SRQ_LIMIT_REACHED and IB_EVENT_SRQ_ERR (event_handler)
+	Priv         any         // the driver's state
 	use          usecnt
 }
 
@@ -356,17 +356,17 @@ func (s *SRQ) DestroyUser(udata *UData) error {
 
 // MR is struct ib_mr, a memory region.
 type MR struct {
-	Device *Device
-	PD     *PD
-	Type   MRType
-	LKey   uint32
-	RKey   uint32
-	IOVA   uint64
-	Length uint64
-	Access qpstate.AccessFlags
+	Device *Device             // the device that owns the MR
+	PD     *PD                 // the MR's protection domain
+	Type   MRType              // IB_MR_TYPE_* (type)
+	LKey   uint32              // local key, used in SGEs (lkey)
+	RKey   uint32              // remote key, used by peers in RETH/AtomicETH (rkey)
+	IOVA   uint64              // first I/O virtual address of the region (iova)
+	Length uint64              // region length in bytes (length)
+	Access qpstate.AccessFlags // IB_ACCESS_* rights granted at registration
 	// PageSize is set by MapSG for fast-registration MRs.
 	PageSize int
-	Priv     any
+	Priv     any // the driver's state
 }
 
 // GetDMAMR returns an MR covering all memory (ib_get_dma_mr; the core's
@@ -473,11 +473,11 @@ func IncRKey(rkey uint32) uint32 { return rkey&0xFFFFFF00 | (rkey+1)&0xFF }
 
 // MW is struct ib_mw, a memory window.
 type MW struct {
-	Device *Device
-	PD     *PD
-	Type   MWType
-	RKey   uint32
-	Priv   any
+	Device *Device // the device that owns the MW
+	PD     *PD     // the MW's protection domain
+	Type   MWType  // IB_MW_TYPE_1 or IB_MW_TYPE_2 (type)
+	RKey   uint32  // remote key of the window (rkey)
+	Priv   any     // the driver's state
 }
 
 // AllocMW allocates a memory window of type t (uverbs alloc_mw).

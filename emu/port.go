@@ -42,90 +42,90 @@ const (
 // PortImmutable is struct ib_port_immutable: what a port reports once at
 // registration (get_port_immutable).
 type PortImmutable struct {
-	PKeyTblLen   int
-	GIDTblLen    int
-	CoreCapFlags CoreCap
-	MaxMADSize   int
+	PKeyTblLen   int     // P_Key table entries (pkey_tbl_len)
+	GIDTblLen    int     // GID table entries (gid_tbl_len)
+	CoreCapFlags CoreCap // RDMA_CORE_CAP_* bits (core_cap_flags)
+	MaxMADSize   int     // largest MAD in bytes (max_mad_size)
 }
 
 // PortAttr is struct ib_port_attr (ib_query_port).
 type PortAttr struct {
-	SubnetPrefix  uint64
-	State         PortState
-	MaxMTU        qpstate.MTU
-	ActiveMTU     qpstate.MTU
-	PhysMTU       int
-	GIDTblLen     int
-	IPGids        bool
-	PortCapFlags  uint32
-	MaxMsgSz      uint32
-	BadPKeyCntr   uint32
-	QKeyViolCntr  uint32
-	PKeyTblLen    uint16
-	SMLID         uint32
-	LID           uint32
-	LMC           uint8
-	MaxVLNum      uint8
-	SMSL          uint8
-	SubnetTimeout uint8
-	InitTypeReply uint8
-	ActiveWidth   Width
-	ActiveSpeed   Speed
-	PhysState     PhysState
-	PortCapFlags2 uint16
+	SubnetPrefix  uint64      // GID prefix (subnet_prefix); the core fills it from GID 0 on IB ports only
+	State         PortState   // IB_PORT_* logical state (state)
+	MaxMTU        qpstate.MTU // largest path MTU the port supports (max_mtu)
+	ActiveMTU     qpstate.MTU // current path MTU; rxe derives it from the netdev MTU (active_mtu)
+	PhysMTU       int         // physical MTU in bytes (phys_mtu); used on OPA ports
+	GIDTblLen     int         // GID table entries (gid_tbl_len)
+	IPGids        bool        // GIDs derived from IP addresses (ip_gids)
+	PortCapFlags  uint32      // IB_PORT_* bits of PortInfo CapabilityMask (port_cap_flags)
+	MaxMsgSz      uint32      // largest message in bytes (max_msg_sz)
+	BadPKeyCntr   uint32      // P_Key violations counted (bad_pkey_cntr)
+	QKeyViolCntr  uint32      // Q_Key violations counted (qkey_viol_cntr)
+	PKeyTblLen    uint16      // P_Key table entries (pkey_tbl_len)
+	SMLID         uint32      // subnet manager's LID (sm_lid); IB only
+	LID           uint32      // port's base LID (lid); IB only
+	LMC           uint8       // LID mask control (lmc); IB only
+	MaxVLNum      uint8       // data VLs, PortInfo VLCap encoding (max_vl_num)
+	SMSL          uint8       // subnet manager's service level (sm_sl)
+	SubnetTimeout uint8       // subnet timeout exponent: 4.096 µs × 2^n (subnet_timeout)
+	InitTypeReply uint8       // PortInfo InitTypeReply (init_type_reply)
+	ActiveWidth   Width       // IB_WIDTH_* link width (active_width)
+	ActiveSpeed   Speed       // IB_SPEED_* per-lane speed (active_speed)
+	PhysState     PhysState   // IB_PORT_PHYS_STATE_* (phys_state)
+	PortCapFlags2 uint16      // IB_PORT_*2 bits of PortInfo CapabilityMask2 (port_cap_flags2)
 }
 
 // DeviceAttr is struct ib_device_attr (ib_query_device) plus the node
 // facts of struct ib_device.
 type DeviceAttr struct {
-	FWVer                 uint64
-	SysImageGUID          uint64
-	NodeGUID              uint64
-	MaxMRSize             uint64
-	PageSizeCap           uint64
-	VendorID              uint32
-	VendorPartID          uint32
-	HWVer                 uint32
-	MaxQP                 int
-	MaxQPWR               int
-	DeviceCapFlags        uint64
-	KernelCapFlags        uint64
-	MaxSendSGE            int
-	MaxRecvSGE            int
-	MaxSGERd              int
-	MaxCQ                 int
-	MaxCQE                int
-	MaxMR                 int
-	MaxPD                 int
-	MaxQPRdAtom           int
-	MaxEERdAtom           int
-	MaxResRdAtom          int
-	MaxQPInitRdAtom       int
-	MaxEEInitRdAtom       int
-	AtomicCap             int
-	MaskedAtomicCap       int
-	MaxEE                 int
-	MaxRDD                int
-	MaxMW                 int
-	MaxRawIPv6QP          int
-	MaxRawEthyQP          int
-	MaxMcastGrp           int
-	MaxMcastQPAttach      int
-	MaxTotalMcastQPAttach int
-	MaxAH                 int
-	MaxSRQ                int
-	MaxSRQWR              int
-	MaxSRQSGE             int
-	MaxFastRegPageListLen int
-	MaxPKeys              uint16
-	LocalCAAckDelay       uint8
-	MaxInlineData         int // the QP cap limit (not in ib_device_attr; rxe's RXE_MAX_INLINE_DATA)
-	PhysPortCnt           int
-	NodeDesc              string
-	NodeType              int // RDMA_NODE_IB_CA = 1
-	NumCompVectors        int
-	UverbsABIVer          int
-	IsSwitch              bool // a switch numbers its ports from 0
+	FWVer                 uint64 // firmware version (fw_ver); 0 for rxe
+	SysImageGUID          uint64 // system image GUID (sys_image_guid); rxe: EUI-64 of the netdev MAC
+	NodeGUID              uint64 // node GUID (ib_device.node_guid); rxe: EUI-64 of the netdev MAC
+	MaxMRSize             uint64 // largest MR in bytes (max_mr_size)
+	PageSizeCap           uint64 // supported page sizes, bit n = 2^n bytes (page_size_cap)
+	VendorID              uint32 // IEEE vendor OUI (vendor_id); 0xFFFFFF for rxe
+	VendorPartID          uint32 // vendor part ID (vendor_part_id)
+	HWVer                 uint32 // hardware version (hw_ver)
+	MaxQP                 int    // QPs the device supports (max_qp)
+	MaxQPWR               int    // WRs per send or receive queue (max_qp_wr)
+	DeviceCapFlags        uint64 // IB_DEVICE_* capability bits (device_cap_flags)
+	KernelCapFlags        uint64 // IBK_* kernel-only capability bits (kernel_cap_flags)
+	MaxSendSGE            int    // gather entries per send WR (max_send_sge)
+	MaxRecvSGE            int    // scatter entries per receive WR (max_recv_sge)
+	MaxSGERd              int    // scatter entries per RDMA Read WR (max_sge_rd)
+	MaxCQ                 int    // CQs the device supports (max_cq)
+	MaxCQE                int    // entries per CQ (max_cqe)
+	MaxMR                 int    // MRs the device supports (max_mr)
+	MaxPD                 int    // PDs the device supports (max_pd)
+	MaxQPRdAtom           int    // responder resources per QP: bound on max_dest_rd_atomic (max_qp_rd_atom)
+	MaxEERdAtom           int    // responder resources per EE context (max_ee_rd_atom); RD only, 0 on rxe
+	MaxResRdAtom          int    // responder resources for RDMA Read/atomic on the whole device (max_res_rd_atom)
+	MaxQPInitRdAtom       int    // initiator depth per QP: bound on max_rd_atomic (max_qp_init_rd_atom)
+	MaxEEInitRdAtom       int    // initiator depth per EE context (max_ee_init_rd_atom); RD only, 0 on rxe
+	AtomicCap             int    // enum ib_atomic_cap: 0 NONE, 1 HCA, 2 GLOB (atomic_cap)
+	MaskedAtomicCap       int    // enum ib_atomic_cap for masked atomics (masked_atomic_cap)
+	MaxEE                 int    // EE contexts (max_ee); RD only, 0 on rxe
+	MaxRDD                int    // RD domains (max_rdd); RD only, 0 on rxe
+	MaxMW                 int    // MWs the device supports (max_mw)
+	MaxRawIPv6QP          int    // raw IPv6 QPs (max_raw_ipv6_qp)
+	MaxRawEthyQP          int    // raw Ethertype QPs (max_raw_ethy_qp)
+	MaxMcastGrp           int    // multicast groups (max_mcast_grp)
+	MaxMcastQPAttach      int    // QPs per multicast group (max_mcast_qp_attach)
+	MaxTotalMcastQPAttach int    // QP attachments over all groups (max_total_mcast_qp_attach)
+	MaxAH                 int    // AHs the device supports (max_ah)
+	MaxSRQ                int    // SRQs the device supports (max_srq)
+	MaxSRQWR              int    // WRs per SRQ (max_srq_wr)
+	MaxSRQSGE             int    // scatter entries per SRQ WR (max_srq_sge)
+	MaxFastRegPageListLen int    // pages one fast-registration MR can map (max_fast_reg_page_list_len)
+	MaxPKeys              uint16 // P_Key table entries (max_pkeys)
+	LocalCAAckDelay       uint8  // local ACK delay exponent: 4.096 µs × 2^n (local_ca_ack_delay)
+	MaxInlineData         int    // the QP cap limit (not in ib_device_attr; rxe's RXE_MAX_INLINE_DATA)
+	PhysPortCnt           int    // number of ports (ib_device.phys_port_cnt)
+	NodeDesc              string // node description, up to 64 bytes (ib_device.node_desc)
+	NodeType              int    // RDMA_NODE_IB_CA = 1
+	NumCompVectors        int    // completion vectors (ib_device.num_comp_vectors)
+	UverbsABIVer          int    // uverbs ABI version of the driver (ib_device.uverbs_abi_ver)
+	IsSwitch              bool   // a switch numbers its ports from 0
 }
 
 // Port capability helpers. Each takes the port number and reads the port's
@@ -323,11 +323,11 @@ func (g GID) String() string { return netip.AddrFrom16(g).String() }
 
 // GIDEntry is struct ib_gid_attr: one slot of a port's GID table.
 type GIDEntry struct {
-	GID    GID
-	Type   qpstate.GIDType
-	Index  int
-	Port   uint32
-	NetDev string
+	GID    GID             // the GID (ib_gid_attr.gid)
+	Type   qpstate.GIDType // IB, RoCE v1 or RoCE v2 (gid_type)
+	Index  int             // index in the port's GID table (index)
+	Port   uint32          // port number (port_num)
+	NetDev string          // name of the netdev the GID belongs to (ndev), "" for none
 }
 
 // eui64GID returns the default GID fe80::EUI-64(MAC).

@@ -7,33 +7,33 @@ import (
 
 // QPInitAttr is struct ib_qp_init_attr.
 type QPInitAttr struct {
-	EventHandler func(Event)
-	SendCQ       *CQ
-	RecvCQ       *CQ
-	SRQ          *SRQ
-	XRCD         *XRCD
-	Cap          qpstate.Cap
-	SQSigType    SigType
-	QPType       qpstate.Type
-	CreateFlags  uint32
-	PortNum      uint32 // GSI and SMI only
+	EventHandler func(Event)  // receives the QP's async events (event_handler)
+	SendCQ       *CQ          // CQ for send completions (send_cq)
+	RecvCQ       *CQ          // CQ for receive completions (recv_cq)
+	SRQ          *SRQ         // shared receive queue; nil gives the QP its own RQ (srq)
+	XRCD         *XRCD        // XRC domain, XRC_TGT QPs only (xrcd)
+	Cap          qpstate.Cap  // requested queue sizes; holds the actual ones on return (cap)
+	SQSigType    SigType      // IB_SIGNAL_ALL_WR or IB_SIGNAL_REQ_WR (sq_sig_type)
+	QPType       qpstate.Type // IB_QPT_* (qp_type)
+	CreateFlags  uint32       // IB_QP_CREATE_* bits (create_flags); rxe accepts none
+	PortNum      uint32       // GSI and SMI only
 }
 
 // QP is struct ib_qp, a queue pair. An XRC target handle from OpenQP
 // shares the real QP and forwards modify and query to it.
 type QP struct {
-	Device       *Device
-	PD           *PD
-	SendCQ       *CQ
-	RecvCQ       *CQ
-	SRQ          *SRQ
-	QPNum        uint32
-	QPType       qpstate.Type
-	EventHandler func(Event)
+	Device       *Device      // the device that owns the QP
+	PD           *PD          // the QP's protection domain
+	SendCQ       *CQ          // CQ for send completions (send_cq)
+	RecvCQ       *CQ          // CQ for receive completions (recv_cq)
+	SRQ          *SRQ         // shared receive queue, or nil (srq)
+	QPNum        uint32       // the 24-bit QP number (qp_num)
+	QPType       qpstate.Type // IB_QPT_* (qp_type)
+	EventHandler func(Event)  // receives the QP's async events (event_handler)
 	// Port is the port recorded by the last modify carrying IB_QP_PORT
 	// (or AV), as the core tracks it.
 	Port uint32
-	Priv any
+	Priv any // the driver's state
 
 	real  *QP // self for a real QP, the target for an open handle
 	xrcd  *XRCD
@@ -193,8 +193,8 @@ func (qp *QP) DestroyUser(udata *UData) error {
 
 // XRCD is struct ib_xrcd, an XRC domain grouping XRC target QPs.
 type XRCD struct {
-	Device *Device
-	Priv   any
+	Device *Device // the device that owns the domain
+	Priv   any     // the driver's state
 	tgts   map[uint32]*QP
 }
 
@@ -221,9 +221,9 @@ func (x *XRCD) AddTarget(qp *QP) {
 
 // QPOpenAttr is struct ib_qp_open_attr.
 type QPOpenAttr struct {
-	EventHandler func(Event)
-	QPNum        uint32
-	QPType       qpstate.Type
+	EventHandler func(Event)  // receives the QP's async events for this handle (event_handler)
+	QPNum        uint32       // QP number of the XRC target QP to open (qp_num)
+	QPType       qpstate.Type // must be IB_QPT_XRC_TGT (qp_type)
 }
 
 // OpenQP opens a handle on an existing XRC target QP of xrcd (ib_open_qp):

@@ -128,8 +128,8 @@ func (w Width) Lanes() int {
 // SpeedInfo is what ib_port_attr_to_speed_info reports: a display string
 // and the rate in units of 100 Mb/s.
 type SpeedInfo struct {
-	Str  string
-	Rate int // deci-Gb/s
+	Str  string // display string as sysfs rate shows it, e.g. "100.0 Gb/sec (4X EDR)"
+	Rate int    // deci-Gb/s
 }
 
 // PortAttrToSpeedInfo converts a port's active speed and width into a

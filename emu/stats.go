@@ -12,8 +12,8 @@ const StatFlagOptional = 1
 
 // StatDesc is struct rdma_stat_desc: a counter's name and flags.
 type StatDesc struct {
-	Name  string
-	Flags uint32
+	Name  string // counter name, the file under hw_counters (name)
+	Flags uint32 // IB_STAT_FLAG_* (flags)
 }
 
 // DefaultStatsLifespan is RDMA_HW_STATS_DEFAULT_LIFESPAN: counters read
@@ -23,11 +23,11 @@ const DefaultStatsLifespan = 10 * time.Millisecond
 // HWStats is struct rdma_hw_stats: a port's counter descriptors, values,
 // disabled bitmap and cache timestamp.
 type HWStats struct {
-	Descs     []StatDesc
-	Value     []uint64
-	Disabled  []bool
-	Timestamp time.Time
-	Lifespan  time.Duration
+	Descs     []StatDesc    // one descriptor per counter (descs)
+	Value     []uint64      // counter values, indexed like Descs (value)
+	Disabled  []bool        // counters disabled, indexed like Descs (is_disabled)
+	Timestamp time.Time     // when Value was last refreshed (timestamp)
+	Lifespan  time.Duration // how long Value is served from the cache (lifespan)
 }
 
 // AllocHWPortStats returns a port's counters (alloc_hw_port_stats); a
