@@ -52,34 +52,34 @@ const QKeyPrivileged uint32 = 0x80000000
 // Cap is struct ib_qp_cap: queue capacities requested at create and
 // validated (not applied) by a modify with IB_QP_CAP.
 type Cap struct {
-	MaxSendWR     uint32
-	MaxRecvWR     uint32
-	MaxSendSGE    uint32
-	MaxRecvSGE    uint32
-	MaxInlineData uint32
-	MaxRDMACtxs   uint32
+	MaxSendWR     uint32 // send queue depth in WRs (max_send_wr)
+	MaxRecvWR     uint32 // receive queue depth in WRs; ignored with an SRQ (max_recv_wr)
+	MaxSendSGE    uint32 // gather entries per send WR (max_send_sge)
+	MaxRecvSGE    uint32 // scatter entries per receive WR (max_recv_sge)
+	MaxInlineData uint32 // bytes a send WR may carry inline (max_inline_data)
+	MaxRDMACtxs   uint32 // rdma_rw contexts in flight, for the core's RW API (max_rdma_ctxs)
 }
 
 // AHAttr is struct rdma_ah_attr for a RoCE or IB address: the destination
 // of a connected QP's path.
 type AHAttr struct {
-	Type       AHAttrType // RDMA_AH_ATTR_TYPE_*; derived from the port by uverbs
-	SL         uint8      // service level
-	StaticRate uint8      // enum ib_rate (0 = port current)
-	PortNum    uint32     // 1-based port
-	AHFlags    AHFlags    // IB_AH_GRH when GRH is valid
-	GRH        GlobalRoute
-	DMAC       [6]byte // roce.dmac: resolved destination MAC
+	Type       AHAttrType  // RDMA_AH_ATTR_TYPE_*; derived from the port by uverbs
+	SL         uint8       // service level
+	StaticRate uint8       // enum ib_rate (0 = port current)
+	PortNum    uint32      // 1-based port
+	AHFlags    AHFlags     // IB_AH_GRH when GRH is valid
+	GRH        GlobalRoute // global route: DGID, SGID index, hop limit, traffic class (grh)
+	DMAC       [6]byte     // roce.dmac: resolved destination MAC
 }
 
 // GlobalRoute is struct ib_global_route: the GRH (for RoCEv2, the IP header)
 // of a path.
 type GlobalRoute struct {
-	DGID         [16]byte
-	FlowLabel    uint32 // 20 bits
-	SGIDIndex    uint8  // index into the port's GID table
-	HopLimit     uint8
-	TrafficClass uint8
+	DGID         [16]byte // destination GID; for RoCEv2 the destination IP (dgid)
+	FlowLabel    uint32   // 20 bits
+	SGIDIndex    uint8    // index into the port's GID table
+	HopLimit     uint8    // IPv6 hop limit / IPv4 TTL (hop_limit)
+	TrafficClass uint8    // IPv6 traffic class / IPv4 TOS: DSCP and ECN (traffic_class)
 }
 
 // AHAttrType is enum rdma_ah_attr_type.

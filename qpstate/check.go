@@ -45,13 +45,13 @@ func (r Reason) String() string {
 //
 //	modify QP: RTR->RTS (RC): missing IB_QP_TIMEOUT|IB_QP_RETRY_CNT; not allowed IB_QP_PORT: invalid argument
 type TransitionError struct {
-	Cur, Next State
-	Type      Type
-	Mask      AttrMask // the mask that was checked
-	Reason    Reason
-	Missing   AttrMask // required bits absent from Mask (ReasonMask)
-	Forbidden AttrMask // bits of Mask the transition does not allow (ReasonMask, or CUR for ReasonCurState)
-	Errno     unix.Errno
+	Cur, Next State      // the QP's current state and the requested one
+	Type      Type       // the QP type the table was looked up for
+	Mask      AttrMask   // the mask that was checked
+	Reason    Reason     // which rule refused the transition
+	Missing   AttrMask   // required bits absent from Mask (ReasonMask)
+	Forbidden AttrMask   // bits of Mask the transition does not allow (ReasonMask, or CUR for ReasonCurState)
+	Errno     unix.Errno // the kernel's errno, EINVAL; what Unwrap returns
 }
 
 // Error implements error.

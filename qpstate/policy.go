@@ -127,9 +127,9 @@ func (l *Limits) portValid(p uint32) bool { return p >= 1 && p <= l.PhysPortCnt 
 // ModifyError reports an attribute value or mask refused by a modify, with
 // the kernel's errno underneath (EINVAL, EOPNOTSUPP, EPERM, ENODATA).
 type ModifyError struct {
-	Attr   AttrMask // the attribute at fault (0 if none in particular)
-	Detail string   // what is wrong, with the offending values
-	Errno  unix.Errno
+	Attr   AttrMask   // the attribute at fault (0 if none in particular)
+	Detail string     // what is wrong, with the offending values
+	Errno  unix.Errno // the kernel's errno; what Unwrap returns
 }
 
 // Error implements error: "modify QP: IB_QP_TIMEOUT: timeout 32 > 31: invalid argument".
