@@ -74,7 +74,7 @@ type Violation struct {
 	Op string
 	// Addr and Len are the range involved.
 	Addr uint64
-	Len  int
+	Len  int // length of the range in bytes
 	// Reason says what was wrong, in kernel terms.
 	Reason string
 }
@@ -264,9 +264,9 @@ func (d *Mapper) UnmapPage(addr uint64, size int, dir Direction) {
 
 // BioVec is struct bio_vec: a page, an offset in it and a length.
 type BioVec struct {
-	Page   Page
-	Offset int
-	Len    int
+	Page   Page // the page (bv_page)
+	Offset int  // byte offset of the data in Page (bv_offset)
+	Len    int  // length in bytes (bv_len)
 }
 
 // MapBvec maps a bio_vec (ib_dma_map_bvec).
@@ -282,11 +282,11 @@ func (d *Mapper) UnmapBvec(addr uint64, size int, dir Direction) {
 // Scatterlist is one struct scatterlist entry: the CPU side (page, offset,
 // length) and, once mapped, the DMA side (address and length).
 type Scatterlist struct {
-	Page       Page
-	Offset     int
-	Length     int
-	DMAAddress uint64
-	DMALength  int
+	Page       Page   // the page (sg_page)
+	Offset     int    // byte offset of the data in Page (offset)
+	Length     int    // CPU-side length in bytes (length)
+	DMAAddress uint64 // bus address once mapped (dma_address, sg_dma_address)
+	DMALength  int    // mapped length in bytes (dma_length, sg_dma_len)
 }
 
 // MapSG maps every entry of sg, filling DMAAddress and DMALength, and
@@ -325,9 +325,9 @@ func (d *Mapper) UnmapSG(sg []Scatterlist, dir Direction) {
 // SGTable is struct sg_table: a scatterlist with its CPU entry count
 // (OrigNents) and mapped DMA entry count (Nents).
 type SGTable struct {
-	SGL       []Scatterlist
-	OrigNents int
-	Nents     int
+	SGL       []Scatterlist // the entries (sgl)
+	OrigNents int           // CPU entries; 0 means len(SGL) (orig_nents)
+	Nents     int           // DMA segments after mapping (nents)
 }
 
 // MapSGTableAttrs maps every entry of t with attrs and sets t.Nents
