@@ -54,7 +54,7 @@ type BTH []byte
 
 // BTHFields holds every field of a BTH, for construction with BTH.Encode.
 type BTHFields struct {
-	Opcode Opcode
+	Opcode Opcode // 8 bits: transport type and operation, e.g. RC SEND_ONLY
 	SE     bool   // solicited event
 	MigReq bool   // M: migration state
 	PadCnt uint8  // 2 bits: pad bytes after the payload

@@ -8,11 +8,11 @@ import (
 // Frame describes a RoCEv2 frame for Build. Extended-header fields are
 // used only when BTH.Opcode carries that header; the rest are ignored.
 type Frame struct {
-	DstMAC, SrcMAC [6]byte
+	DstMAC, SrcMAC [6]byte // Ethernet destination and source addresses
 	// VLAN adds one 802.1Q tag with tag control information VLANTCI (PCP,
 	// DEI, VID). rxe never sets PCP itself.
 	VLAN    bool
-	VLANTCI uint16
+	VLANTCI uint16 // 802.1Q TCI: PCP<<13 | DEI<<12 | VID; used only with VLAN
 
 	// Src and Dst are both IPv4 (Is4) for RoCEv2 over IPv4, or both IPv6.
 	// An IPv4-mapped IPv6 address counts as IPv4 (rxe picks IPv4 when the
@@ -38,18 +38,18 @@ type Frame struct {
 	// BTH is the base transport header. Its PadCnt is ignored: Build sets
 	// it from len(Payload).
 	BTH          BTHFields
-	RDETH        RDETHFields
-	DETH         DETHFields
-	XRCETH       XRCETHFields
-	FETH         FETHFields
-	RETH         RETHFields
-	AtomicETH    AtomicETHFields
-	AETH         AETHFields
-	AtomicAckETH AtomicAckETHFields
-	ImmDt        ImmDtFields
-	IETH         IETHFields
+	RDETH        RDETHFields        // reliable datagram extended header: EE context (RD)
+	DETH         DETHFields         // datagram extended header: Q_Key and source QP (UD, RD)
+	XRCETH       XRCETHFields       // XRC extended header: the destination XRC SRQ number
+	FETH         FETHFields         // flush extended header (FLUSH)
+	RETH         RETHFields         // RDMA extended header: VA, R_Key, DMA length
+	AtomicETH    AtomicETHFields    // atomic extended header: VA, R_Key, swap/add and compare values
+	AETH         AETHFields         // ACK extended header: syndrome and MSN
+	AtomicAckETH AtomicAckETHFields // original remote value (ATOMIC_ACKNOWLEDGE)
+	ImmDt        ImmDtFields        // immediate data (*_WITH_IMMEDIATE)
+	IETH         IETHFields         // R_Key to invalidate (SEND_*_WITH_INVALIDATE)
 
-	Payload []byte
+	Payload []byte // the message bytes after the headers, before pad and ICRC
 }
 
 // Len returns the length of the frame Build would write for f: Ethernet,

@@ -12,7 +12,7 @@ type RDETH []byte
 
 // RDETHFields holds the fields of an RDETH.
 type RDETHFields struct {
-	Resv8 uint8
+	Resv8 uint8  // reserved, sent as 0
 	EEC   uint32 // 24 bits: end-to-end context
 }
 
@@ -36,8 +36,8 @@ type DETH []byte
 
 // DETHFields holds the fields of a DETH.
 type DETHFields struct {
-	QKey  uint32
-	Resv8 uint8
+	QKey  uint32 // queue key the receiving UD QP checks
+	Resv8 uint8  // reserved, sent as 0
 	SrcQP uint32 // 24 bits
 }
 
@@ -71,7 +71,7 @@ type XRCETH []byte
 
 // XRCETHFields holds the fields of an XRCETH.
 type XRCETHFields struct {
-	Resv8 uint8
+	Resv8 uint8  // reserved, sent as 0
 	SRQ   uint32 // 24 bits: the XRC shared receive queue number
 }
 
@@ -96,8 +96,8 @@ type RETH []byte
 
 // RETHFields holds the fields of a RETH.
 type RETHFields struct {
-	VA     uint64
-	RKey   uint32
+	VA     uint64 // remote virtual address of the first byte
+	RKey   uint32 // remote key of the target MR or MW
 	DMALen uint32 // total length of the RDMA message
 }
 
@@ -132,8 +132,8 @@ type AETH []byte
 
 // AETHFields holds the fields of an AETH.
 type AETHFields struct {
-	Syndrome Syndrome
-	MSN      uint32 // 24 bits: message sequence number
+	Syndrome Syndrome // ACK, RNR NAK or NAK with its code or credit count
+	MSN      uint32   // 24 bits: message sequence number
 }
 
 // Syndrome returns the syndrome byte.
@@ -165,8 +165,8 @@ type AtomicETH []byte
 
 // AtomicETHFields holds the fields of an AtomicETH.
 type AtomicETHFields struct {
-	VA      uint64
-	RKey    uint32
+	VA      uint64 // remote virtual address of the 8-byte operand
+	RKey    uint32 // remote key of the target MR or MW
 	SwapAdd uint64 // swap value (COMPARE_SWAP) or add value (FETCH_ADD)
 	Compare uint64 // compare value (COMPARE_SWAP); unused by FETCH_ADD
 }
@@ -214,7 +214,7 @@ type AtomicAckETH []byte
 
 // AtomicAckETHFields holds the field of an AtomicAckETH.
 type AtomicAckETHFields struct {
-	OrigData uint64
+	OrigData uint64 // the remote value before the atomic operation
 }
 
 // OrigData returns the original remote data.
@@ -256,7 +256,7 @@ type IETH []byte
 
 // IETHFields holds the field of an IETH.
 type IETHFields struct {
-	RKey uint32
+	RKey uint32 // the R_Key the responder invalidates
 }
 
 // RKey returns the R_Key to invalidate.

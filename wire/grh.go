@@ -20,14 +20,14 @@ type GRH []byte
 
 // GRHFields holds the fields of a GRH.
 type GRHFields struct {
-	IPVer     uint8  // 4 bits, 6
-	TClass    uint8  // traffic class
-	FlowLabel uint32 // 20 bits
-	PayLen    uint16 // bytes after the GRH up to and including the ICRC
-	NxtHdr    uint8  // 0x1B: IBA transport (BTH follows)
-	HopLmt    uint8
-	SGID      [16]byte
-	DGID      [16]byte
+	IPVer     uint8    // 4 bits, 6
+	TClass    uint8    // traffic class
+	FlowLabel uint32   // 20 bits
+	PayLen    uint16   // bytes after the GRH up to and including the ICRC
+	NxtHdr    uint8    // 0x1B: IBA transport (BTH follows)
+	HopLmt    uint8    // hop limit
+	SGID      [16]byte // source GID
+	DGID      [16]byte // destination GID
 }
 
 // GRHNextHeaderBTH is the GRH NxtHdr value announcing an IBA transport

@@ -89,7 +89,7 @@ type ParseError struct {
 	Value  int    // the offending value, if HasValue
 	// HasValue reports whether Value is meaningful.
 	HasValue bool
-	Err      error
+	Err      error // the sentinel: ErrTruncated, ErrNotRoCE, ErrMalformed or ErrUnsupported; what Unwrap returns
 }
 
 // Error formats the error as "wire: LAYER at offset N: REASON (VALUE): ERR".
