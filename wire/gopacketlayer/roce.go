@@ -48,19 +48,19 @@ func init() {
 // zeroes the others. Serializing writes pad bytes and the 16 reserved bytes
 // of a CNP as zeros.
 type RoCE struct {
-	layers.BaseLayer
+	layers.BaseLayer // Contents (BTH and extended headers) and Payload
 
-	BTH          wire.BTHFields
-	RDETH        wire.RDETHFields
-	DETH         wire.DETHFields
-	XRCETH       wire.XRCETHFields
-	FETH         wire.FETHFields
-	RETH         wire.RETHFields
-	AtomicETH    wire.AtomicETHFields
-	AETH         wire.AETHFields
-	AtomicAckETH wire.AtomicAckETHFields
-	ImmDt        wire.ImmDtFields
-	IETH         wire.IETHFields
+	BTH          wire.BTHFields          // base transport header
+	RDETH        wire.RDETHFields        // reliable datagram extended header (RD opcodes)
+	DETH         wire.DETHFields         // datagram extended header: Q_Key and source QP (UD)
+	XRCETH       wire.XRCETHFields       // XRC extended header: destination XRC SRQ number
+	FETH         wire.FETHFields         // flush extended header (FLUSH)
+	RETH         wire.RETHFields         // RDMA extended header: VA, R_Key, DMA length
+	AtomicETH    wire.AtomicETHFields    // atomic extended header: VA, R_Key, swap/add and compare values
+	AETH         wire.AETHFields         // ACK extended header: syndrome and MSN
+	AtomicAckETH wire.AtomicAckETHFields // original remote value (ATOMIC_ACKNOWLEDGE)
+	ImmDt        wire.ImmDtFields        // immediate data (*_WITH_IMMEDIATE)
+	IETH         wire.IETHFields         // R_Key to invalidate (SEND_*_WITH_INVALIDATE)
 
 	// Pad is the number of pad bytes after the payload (BTH PadCnt).
 	Pad int
