@@ -42,21 +42,21 @@ type Row struct {
 	Name string `json:"name"`
 	// Value is the measurement, in Unit.
 	Value float64 `json:"value"`
-	Unit  string  `json:"unit"`
+	Unit  string  `json:"unit"` // unit of Value, e.g. "Gb/s", "ns/frame"
 	// Baseline names what Value is compared with; BaseValue is its
 	// measurement in BaseUnit (for a row judged only by a fixed target,
 	// the target itself, marked "target").
 	Baseline  string  `json:"baseline"`
-	BaseValue float64 `json:"base_value"`
-	BaseUnit  string  `json:"base_unit"`
+	BaseValue float64 `json:"base_value"` // the baseline's measurement, or the target, in BaseUnit
+	BaseUnit  string  `json:"base_unit"`  // unit of BaseValue
 	// Ratio is Value relative to BaseValue, oriented as RatioNote says
 	// (for rows whose baseline is zero allocations, the excess).
 	Ratio     float64 `json:"ratio"`
-	RatioNote string  `json:"ratio_note,omitempty"`
+	RatioNote string  `json:"ratio_note,omitempty"` // what Ratio measures: "(throughput)", "(time)" or "(excess)"
 	// Target is the goal in words ("ratio >= 0.25"); empty when the row
 	// is informative only. Pass reports whether it was met.
 	Target string `json:"target,omitempty"`
-	Pass   bool   `json:"pass"`
+	Pass   bool   `json:"pass"` // whether Target was met; false when Target is empty
 	// Detail, for a target of several parts, says which were met.
 	Detail string `json:"detail,omitempty"`
 	// Skipped, if not empty, says why the row was not measured (the
