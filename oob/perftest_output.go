@@ -265,9 +265,3 @@ func BWFromRun(size, iters uint64, seconds float64, gbits bool) BWReport {
 	r.MsgRateAvg = float64(iters) / seconds / 1e6
 	return r
 }
-
-// LatDurationReport is TEMPORARY (replaced by the oob-dur branch).
-type LatDurationReport struct {
-	Size, Iters uint64
-	TAvg, TPS   float64
-}
