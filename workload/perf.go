@@ -444,7 +444,6 @@ func (p *Perf) newSampler() *sampler {
 // window, no peak.
 func (p *Perf) bwDuration(size, samples uint64, s *sampler) PerfResult {
 	r := oob.BWFromRun(size, samples, s.window().Seconds(), p.cfg.Gbits)
-	r.Iters = samples
 	return PerfResult{BW: r, Measured: true}
 }
 
@@ -574,7 +573,6 @@ func (p *Perf) runBWClient(size uint64) (PerfResult, error) {
 	}
 	secs := float64(tcompleted[tot-1]-tposted[0]) / 1e9
 	r := oob.BWFromRun(size, tot, secs, cfg.Gbits)
-	r.Iters = iters
 	if !cfg.NoPeak {
 		r.BWPeak = PeakBW(size, tposted, tcompleted, cfg.CQMod, cfg.Gbits)
 	}
@@ -640,7 +638,6 @@ func (p *Perf) runBWServer(size uint64) (PerfResult, error) {
 	}
 	last = time.Now()
 	r := oob.BWFromRun(size, tot, last.Sub(first).Seconds(), cfg.Gbits)
-	r.Iters = iters
 	return PerfResult{BW: r, Measured: true}, nil
 }
 
@@ -758,7 +755,6 @@ func (p *Perf) runBiSend(size uint64) (PerfResult, error) {
 	}
 	secs := float64(tcompleted[tot-1]-tposted[0]) / 1e9
 	r := oob.BWFromRun(size, tot, secs, cfg.Gbits)
-	r.Iters = iters
 	if !cfg.NoPeak {
 		r.BWPeak = PeakBW(size, tposted, tcompleted, cfg.CQMod, cfg.Gbits)
 	}

@@ -38,7 +38,7 @@ func TestPerfBidirectional(t *testing.T) {
 					Bidirectional: true}
 				rc, rs := runBoth(t, lb, cfg, size)
 				for _, r := range []PerfResult{rc, rs} {
-					if !r.Measured || r.BW.Iters != 300 || r.BW.Size != size || r.BW.BWAvg <= 0 || r.BW.BWPeak <= 0 {
+					if !r.Measured || r.BW.Iters != 300*uint64(nqp) || r.BW.Size != size || r.BW.BWAvg <= 0 || r.BW.BWPeak <= 0 {
 						t.Errorf("report %+v", r)
 					}
 				}
@@ -350,8 +350,8 @@ func TestPerfWarmUp(t *testing.T) {
 				cfg := PerfConfig{Test: test, Iters: 100, NumQP: 2, TxDepth: 16, CQMod: 4, MaxSize: size,
 					GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second, PerformWarmUp: warm}
 				rc := runPerfPair(t, lb, cfg, size)[0]
-				if rc.BW.Iters != 100 {
-					t.Errorf("warm-up %v: report counts %d iterations, want 100", warm, rc.BW.Iters)
+				if rc.BW.Iters != 2*100 {
+					t.Errorf("warm-up %v: report counts %d iterations, want 200 (100 on each of 2 QPs)", warm, rc.BW.Iters)
 				}
 				st, err := lb.A.Dev.AllocHWPortStats(1)
 				if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/softroce/softroce/oob"
@@ -176,6 +177,9 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("Failed to close connection between server and client: %w", err)
 	}
+	if !oob.PerftestFlowFor(params).Close {
+		awaitPeerExit(conn, fc.Timeout)
+	}
 	switch {
 	case test.IsBW() && pc.Bidirectional && test.Verb() == oob.VerbSend && pc.Duration > 0:
 		// send_bw -b -D: no report exchange, the row of this side's
@@ -199,4 +203,20 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		w.WriteString(oob.PerftestResultLine)
 	}
 	return nil
+}
+
+// awaitPeerExit keeps this side, and so its responder that acknowledges
+// the peer's WRITEs, until the peer closes the out-of-band connection, at
+// most timeout: for write_lat, whose exchange ends with no close hand
+// shake. Each side of a duration run stops on its own alarm; the real
+// tool's loop, once it has posted, waits for that WRITE's completion
+// without looking at its alarm, so a side that vanished first would leave
+// the peer retrying its last WRITE. It half-closes first, so two softroce
+// sides each see the other's end of file.
+func awaitPeerExit(conn net.Conn, timeout time.Duration) {
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	conn.SetReadDeadline(time.Now().Add(timeout))
+	io.Copy(io.Discard, conn)
 }
