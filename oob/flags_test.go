@@ -2,6 +2,8 @@ package oob
 
 import (
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/softroce/softroce/qpstate"
@@ -74,7 +76,7 @@ func TestParsePingpongFlags(t *testing.T) {
 			}
 			want := PingpongDefaults(tc.mode)
 			tc.want(&want)
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("got  %+v\nwant %+v", got, want)
 			}
 		})
@@ -167,16 +169,16 @@ func TestParsePerftestFlags(t *testing.T) {
 			}},
 		{"capture atomic_bw server", PerftestAtomicBW, []string{"-x", "1", "-F", "-n", "100"},
 			func(c *PerftestConfig) { c.GIDIndex, c.CPUFreq, c.Iters = 1, true, 100 }},
-		{"bw options", PerftestSendBW, []string{"-d", "rxe0", "-i", "1", "-D", "5", "-q", "4", "-m", "2048", "--report_gbits", "-a", "-c", "UD", "-t", "64", "-I", "128", "-r", "256", "-b", "--use-srq", "-e"},
+		{"bw options", PerftestSendBW, []string{"-d", "rxe0", "-i", "1", "-q", "4", "-m", "2048", "--report_gbits", "-a", "-c", "UD", "-t", "64", "-I", "128", "-r", "256", "-b", "--use-srq", "-e"},
 			func(c *PerftestConfig) {
-				c.IBDev, c.Duration, c.NumQP, c.MTU, c.ReportGbits, c.All, c.Connection, c.TxDepth, c.InlineSize, c.RxDepth, c.Bidirectional, c.UseSRQ, c.Events =
-					"rxe0", 5, 4, qpstate.MTU2048, true, true, "UD", 64, 128, 256, true, true, true
+				c.IBDev, c.NumQP, c.MTU, c.ReportGbits, c.All, c.Connection, c.TxDepth, c.InlineSize, c.RxDepth, c.Bidirectional, c.UseSRQ, c.Events =
+					"rxe0", 4, qpstate.MTU2048, true, true, "UD", 64, 128, 256, true, true, true
 			}},
-		{"read outs", PerftestReadBW, []string{"-o", "16", "--outs=8"}, func(c *PerftestConfig) { c.OutReads = 8 }},
+		{"read outs", PerftestReadBW, []string{"-o", "16", "--outs=8"}, func(c *PerftestConfig) { c.OutReads, c.CQMod = 8, 1 }},
 		{"atomic cas", PerftestAtomicLat, []string{"-A", "CMP_AND_SWAP", "-C", "-U"}, func(c *PerftestConfig) {
 			c.AtomicType, c.ReportCycles, c.ReportHistogram, c.ReportUnsorted = "CMP_AND_SWAP", true, true, true
 		}},
-		{"lowercase connection", PerftestWriteBW, []string{"-c", "uc"}, func(c *PerftestConfig) { c.Connection = "UC" }},
+		{"lowercase connection", PerftestWriteBW, []string{"-c", "uc"}, func(c *PerftestConfig) { c.Connection, c.CQMod = "UC", 1 }},
 		{"exchange flags", PerftestWriteLat, []string{"--dont_xchg_versions", "--ipv6", "-R", "-z", "-p", "9999"},
 			func(c *PerftestConfig) {
 				c.DontXchgVersions, c.IPv6, c.RDMACM, c.ComRDMACM, c.Port = true, true, true, true, 9999
@@ -190,7 +192,7 @@ func TestParsePerftestFlags(t *testing.T) {
 			}
 			want := PerftestDefaults(tc.test)
 			tc.want(&want)
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("got  %+v\nwant %+v", got, want)
 			}
 		})
@@ -242,5 +244,126 @@ func TestPerftestTestNames(t *testing.T) {
 	}
 	if PerftestTest(0).IsValid() || PerftestVerb(0).String() != "PerftestVerb(0)" {
 		t.Error("zero values must be invalid")
+	}
+}
+
+// TestParsePerftestDependencies checks the force_dependecies rules about
+// -D, -f, -b and large messages against what perftest 4.5-0.17's binaries
+// do with these command lines (no RDMA device needed: they fail or warn
+// before opening one).
+func TestParsePerftestDependencies(t *testing.T) {
+	warn := []string{"Warning: Large message requested and CQ moderation enabled", "Warning: It can lead to inaccurate results"}
+	tests := []struct {
+		name     string
+		test     PerftestTest
+		args     []string
+		duration int
+		margin   int
+		cqMod    int
+		noPeak   bool
+		warnings []string
+	}{
+		{"no -D", PerftestWriteBW, nil, 0, -1, 1, false, nil},
+		{"-D 3: margin 0", PerftestWriteBW, []string{"-D", "3"}, 3, 0, 1, true, nil},
+		{"-D 5: margin 1", PerftestReadBW, []string{"--duration=5"}, 5, 1, 1, true, nil},
+		{"-D 10: margin 2", PerftestWriteLat, []string{"-D", "10"}, 10, 2, 0, true, nil},
+		{"-D 1 -f 0", PerftestWriteBW, []string{"-D", "1", "--margin=0"}, 1, 0, 1, true, nil},
+		{"-D 5 -f 2", PerftestSendBW, []string{"-D5", "-f2", "-b"}, 5, 2, 1, true, nil},
+		{"-f 2 without -D", PerftestWriteBW, []string{"-f", "2"}, 0, 2, 1, false, nil},
+		{"-D with -b", PerftestAtomicBW, []string{"-D", "3", "-b"}, 3, 0, 0, true, nil},
+		{"-Q 10 large", PerftestWriteBW, []string{"-Q", "10"}, 0, -1, 10, false, warn},
+		{"-Q 200 large", PerftestWriteBW, []string{"-Q", "200", "-D", "5", "-b"}, 5, 1, 200, true, warn},
+		{"-Q 10 -s 8193", PerftestWriteBW, []string{"-Q", "10", "-s", "8193"}, 0, -1, 10, false, warn},
+		{"-Q 1 large", PerftestWriteBW, []string{"-Q", "1"}, 0, -1, 1, false, nil},
+		{"-Q 10 -s 8192", PerftestWriteBW, []string{"-Q", "10", "-s", "8192"}, 0, -1, 10, false, nil},
+		{"-s 8192 keeps default", PerftestWriteBW, []string{"-s", "8192"}, 0, -1, 0, false, nil},
+		{"-s 8193 cq mod 1", PerftestSendBW, []string{"-s", "8193"}, 0, -1, 1, false, nil},
+		{"-Q 10 -a", PerftestWriteBW, []string{"-Q", "10", "-a"}, 0, -1, 10, false, nil},
+		{"-a keeps default", PerftestReadBW, []string{"-a"}, 0, -1, 0, false, nil},
+		{"-Q 10 -e", PerftestSendBW, []string{"-Q", "10", "-e"}, 0, -1, 10, false, nil},
+		{"-e keeps default", PerftestReadBW, []string{"-e"}, 0, -1, 0, false, nil},
+		{"-Q 10 UD", PerftestSendBW, []string{"-Q", "10", "-c", "UD"}, 0, -1, 10, false, nil},
+		{"UD keeps default", PerftestSendBW, []string{"-c", "UD"}, 0, -1, 0, false, nil},
+		{"atomic keeps default", PerftestAtomicBW, nil, 0, -1, 0, false, nil},
+		{"latency large", PerftestSendLat, []string{"-s", "10000", "-D", "3"}, 3, 0, 1, true, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ParsePerftestFlags(tc.test, tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Duration != tc.duration || c.Margin != tc.margin || c.CQMod != tc.cqMod || c.NoPeak != tc.noPeak ||
+				!reflect.DeepEqual(c.Warnings, tc.warnings) {
+				t.Fatalf("duration %d margin %d cq mod %d noPeak %v warnings %q; want %d %d %d %v %q",
+					c.Duration, c.Margin, c.CQMod, c.NoPeak, c.Warnings, tc.duration, tc.margin, tc.cqMod, tc.noPeak, tc.warnings)
+			}
+			if c.CQModRequested != strings.Contains(strings.Join(tc.args, " "), "-Q") {
+				t.Errorf("CQModRequested %v", c.CQModRequested)
+			}
+			wantText := ""
+			if tc.warnings != nil {
+				wantText = PerftestResultLine + "Warning: Large message requested and CQ moderation enabled\nWarning: It can lead to inaccurate results\n"
+			}
+			if got := c.WarningText(); got != wantText {
+				t.Errorf("warning text %q, want %q", got, wantText)
+			}
+		})
+	}
+}
+
+// TestParsePerftestDependencyErrors checks the refusals: the message,
+// where the tool prints what (stdout rule, stderr lines) and EINVAL.
+func TestParsePerftestDependencyErrors(t *testing.T) {
+	const parserFailed = " Parser function exited with Error\n"
+	tests := []struct {
+		name       string
+		test       PerftestTest
+		args       []string
+		msg        string
+		resultLine bool // stdout gets RESULT_LINE (force_dependecies)
+	}{
+		{"-D with -a", PerftestWriteBW, []string{"-D", "3", "-a"}, "Duration mode currently doesn't support running on all sizes.", true},
+		{"-D with -a on a latency test", PerftestWriteLat, []string{"-a", "-D", "3"}, "Duration mode currently doesn't support running on all sizes.", true},
+		{"-D with -a and a margin", PerftestWriteBW, []string{"-D", "3", "-f", "2", "-a"}, "Duration mode currently doesn't support running on all sizes.", true},
+		{"-D with -e", PerftestReadBW, []string{"-D", "3", "-e"}, "Duration mode doesn't work with events.", true},
+		{"-D with -e before -a", PerftestReadBW, []string{"-D", "3", "-a", "-e"}, "Duration mode doesn't work with events.", true},
+		{"-D with -e before margin", PerftestSendLat, []string{"-D", "3", "-e", "-f", "1"}, "Duration mode doesn't work with events.", true},
+		{"-D 4 -f 2", PerftestWriteBW, []string{"-D", "4", "-f", "2"}, "please check that DURATION > 2*MARGIN", true},
+		{"-D 2 -f 1", PerftestWriteBW, []string{"-D", "2", "-f", "1"}, "please check that DURATION > 2*MARGIN", true},
+		{"-f 3 without -D", PerftestWriteBW, []string{"-f", "3"}, "please check that DURATION > 2*MARGIN", true},
+		{"-f 3 with -Q", PerftestWriteBW, []string{"-Q", "10", "-f", "3"}, "please check that DURATION > 2*MARGIN", true},
+		{"-D 0", PerftestWriteBW, []string{"-D", "0"}, " Duration period must be positive", false},
+		{"-D -2", PerftestSendLat, []string{"--duration=-2"}, " Duration period must be positive", false},
+		{"-f -1", PerftestWriteBW, []string{"-f", "-1"}, " Margin must be non-negative", false},
+		{"-b on write_lat", PerftestWriteLat, []string{"-b"}, " Bidirectional is only available in BW test", false},
+		{"-b on send_lat", PerftestSendLat, []string{"--bidirectional", "-D", "3"}, " Bidirectional is only available in BW test", false},
+		{"-b on atomic_lat", PerftestAtomicLat, []string{"-b"}, " Bidirectional is only available in BW test", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ParsePerftestFlags(tc.test, tc.args)
+			if !errors.Is(err, unix.EINVAL) {
+				t.Fatalf("got %+v, %v; want EINVAL", c, err)
+			}
+			var fe *PerftestFlagError
+			if !errors.As(err, &fe) {
+				t.Fatalf("%T %v: not a *PerftestFlagError", err, err)
+			}
+			if fe.Tool != tc.test.Tool() || fe.Msg != tc.msg || fe.ResultLine != tc.resultLine || fe.ParserFailed == tc.resultLine {
+				t.Fatalf("%+v; want msg %q, result line %v", fe, tc.msg, tc.resultLine)
+			}
+			if want := tc.test.Tool() + ": " + strings.TrimSpace(tc.msg) + ": invalid argument"; err.Error() != want {
+				t.Errorf("error %q, want %q", err, want)
+			}
+			stdout, stderr := fe.Output()
+			wantOut, wantErr := "", tc.msg+"\n"+parserFailed
+			if tc.resultLine {
+				wantOut, wantErr = PerftestResultLine, tc.msg+"\n"
+			}
+			if stdout != wantOut || stderr != wantErr {
+				t.Errorf("output %q, %q; want %q, %q", stdout, stderr, wantOut, wantErr)
+			}
+		})
 	}
 }

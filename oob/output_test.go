@@ -146,7 +146,7 @@ func TestFormatPerftestResults(t *testing.T) {
 	if got := PerftestTitle(PerftestWriteBW, false); got != "                    RDMA_Write BW Test\n" {
 		t.Errorf("title %q", got)
 	}
-	if got := PerftestTitle(PerftestSendBW, true); got != "                    Send BW Bidirectional Test\n" {
+	if got := PerftestTitle(PerftestSendBW, true); got != "                    Send Bidirectional BW Test\n" {
 		t.Errorf("title %q", got)
 	}
 	if got := PerftestTitle(PerftestAtomicLat, false); got != "                    Atomic Latency Test\n" {
@@ -189,6 +189,90 @@ func TestFormatPerftestInfo(t *testing.T) {
 	if strings.Contains(got, "TX depth") || !strings.Contains(got, " Outstand reads  : 128\n") || strings.Contains(got, "GID index") ||
 		!strings.Contains(got, " Link type       : IB\n") {
 		t.Fatalf("read server header:\n%s", got)
+	}
+}
+
+// TestFormatPerftestDuplexDuration checks the lines -b and -D change:
+// the title (as observed: "RDMA_Write Bidirectional BW Test"), the
+// latency rows of duration mode (the row observed from ib_write_lat -D 3)
+// and the summed duplex BW row.
+func TestFormatPerftestDuplexDuration(t *testing.T) {
+	const sp = "                    "
+	titles := []struct {
+		test PerftestTest
+		args []string
+		want string
+	}{
+		{PerftestWriteBW, []string{"-b"}, sp + "RDMA_Write Bidirectional BW Test\n"},
+		{PerftestReadBW, []string{"-b", "-D", "3"}, sp + "RDMA_Read Bidirectional BW Test\n"},
+		{PerftestSendBW, []string{"-b", "-l", "4"}, sp + "Send Bidirectional Post List BW Test\n"},
+		{PerftestSendBW, []string{"-l", "4"}, sp + "Send Post List BW Test\n"},
+		{PerftestAtomicBW, []string{"-b"}, sp + "Atomic FETCH_AND_ADD Bidirectional BW Test\n"},
+		{PerftestAtomicBW, nil, sp + "Atomic FETCH_AND_ADD BW Test\n"},
+		{PerftestAtomicLat, []string{"-A", "CMP_AND_SWAP"}, sp + "Atomic CMP_AND_SWAP Latency Test\n"},
+		{PerftestWriteLat, []string{"-D", "3"}, sp + "RDMA_Write Latency Test\n"},
+		{PerftestWriteBW, nil, sp + "RDMA_Write BW Test\n"},
+	}
+	for _, tc := range titles {
+		c, err := ParsePerftestFlags(tc.test, tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := FormatPerftestTitle(c); got != tc.want {
+			t.Errorf("%v %q: title %q, want %q", tc.test, tc.args, got, tc.want)
+		}
+		if got := FormatPerftestInfo(PerftestInfo{Test: tc.test, Config: c}); !strings.Contains(got, PerftestResultLine+tc.want) {
+			t.Errorf("%v %q: header block without the title:\n%s", tc.test, tc.args, got)
+		}
+	}
+	if got, want := FormatPerftestLatDurationHeader(), " #bytes        #iterations       t_avg[usec]    tps average\n"; got != want {
+		t.Errorf("lat duration header %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		r    LatDurationReport
+		want string
+	}{
+		{LatDurationReport{Size: 2, Iters: 1674, TAvg: 896.7712, TPS: 557.5561}, " 2             1674            896.77         557.56 \n"},
+		{LatDurationReport{Size: 8388608, Iters: 12, TAvg: 12345.678, TPS: 0.5}, " 8388608       12            12345.68        0.50   \n"},
+	} {
+		if got := FormatPerftestLatDurationReport(tc.r); got != tc.want {
+			t.Errorf("lat duration row\n got %q\nwant %q", got, tc.want)
+		}
+	}
+	my := BWReport{Size: 65536, Iters: 5000, BWPeak: 0, BWAvg: 1000.5, MsgRateAvg: 0.016008, BWAvgP1: 1, MsgRateAvgP1: 2, BWAvgP2: 3, MsgRateAvgP2: 4}
+	rem := BWReport{Size: 1, Iters: 7, BWPeak: 0, BWAvg: 999.25, MsgRateAvg: 0.015988, BWAvgP1: 10, MsgRateAvgP1: 20, BWAvgP2: 30, MsgRateAvgP2: 40}
+	sum := my.Plus(rem)
+	if want := (BWReport{Size: 65536, Iters: 5000, BWPeak: 0, BWAvg: 1999.75, MsgRateAvg: 0.016008 + 0.015988,
+		BWAvgP1: 11, MsgRateAvgP1: 22, BWAvgP2: 33, MsgRateAvgP2: 44}); sum != want {
+		t.Errorf("Plus: %+v, want %+v", sum, want)
+	}
+	if got, want := FormatPerftestBWReport(sum), " 65536      5000             0.00               1999.75\t\t   0.031996\n"; got != want {
+		t.Errorf("duplex row\n got %q\nwant %q", got, want)
+	}
+	// TX depth on the -b server, RX depth on both sides of send_bw -b.
+	for _, tc := range []struct {
+		test    PerftestTest
+		args    []string
+		client  bool
+		txDepth bool
+		rxDepth bool
+	}{
+		{PerftestWriteBW, nil, false, false, false},
+		{PerftestWriteBW, []string{"-b"}, false, true, false},
+		{PerftestWriteBW, []string{"-b"}, true, true, false},
+		{PerftestSendBW, nil, true, true, false},
+		{PerftestSendBW, nil, false, false, true},
+		{PerftestSendBW, []string{"-b"}, true, true, true},
+		{PerftestSendBW, []string{"-b"}, false, true, true},
+	} {
+		c, err := ParsePerftestFlags(tc.test, tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := FormatPerftestInfo(PerftestInfo{Test: tc.test, Client: tc.client, Config: c})
+		if strings.Contains(got, " TX depth        : 128\n") != tc.txDepth || strings.Contains(got, " RX depth        : 512\n") != tc.rxDepth {
+			t.Errorf("%v %q client=%v: want TX depth %v, RX depth %v:\n%s", tc.test, tc.args, tc.client, tc.txDepth, tc.rxDepth, got)
+		}
 	}
 }
 

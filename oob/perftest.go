@@ -392,7 +392,8 @@ const (
 
 // PerftestFlow is the out-of-band sequence of one perftest tool around its
 // traffic, after the version, sys data and MTU exchanges (the ethernet
-// exchange, no -R/-z, iterations mode, no -a, not duplex).
+// exchange, no -R/-z, no -a). PerftestFlowOf gives the unidirectional
+// flows, PerftestFlowFor those of -b and -D too.
 type PerftestFlow struct {
 	// BeforeConnect are the hand shakes before ctx_connect; the last
 	// ShakeEachQP of them carries the addresses the QPs connect to.
@@ -402,9 +403,11 @@ type PerftestFlow struct {
 	// for the send tests the sync after the receives are posted).
 	AfterConnect []PerftestShake
 	// EndSync is a hand shake after the traffic (the unidirectional BW
-	// server of write, read and atomic waits in it for the client).
+	// server of write, read and atomic waits in it for the client; not
+	// with -b, where both sides run the traffic).
 	EndSync bool
-	// Reports is xchg_bw_reports after EndSync.
+	// Reports is xchg_bw_reports after EndSync (write, read and atomic
+	// BW; send_bw only with -b in iterations mode).
 	Reports bool
 	// Close is ctx_close_connection at the end (a hand shake, then
 	// "done" each way); write_lat has none and just closes the socket.
@@ -451,13 +454,47 @@ var (
 	latAfter  = []PerftestShake{ShakeEachQP, ShakeFirst}
 )
 
-// PerftestFlowOf returns the out-of-band sequence of test t; an invalid t
-// gets write_bw's.
+// PerftestFlowOf returns the out-of-band sequence of test t,
+// unidirectional (no -b); an invalid t gets write_bw's. Duration mode (-D)
+// has the same flows.
 func PerftestFlowOf(t PerftestTest) PerftestFlow {
 	if f, ok := perftestFlows[t]; ok {
 		return f
 	}
 	return bwFlow
+}
+
+// PerftestFlowFor returns the out-of-band sequence of p.Test with p's -b
+// (Duplex) and -D (Duration), as the mains of perftest 4.5-0.17 run them
+// and as observed between two kernel-rxe hosts:
+//
+//   - without -b, -D changes nothing: every tool's flow is PerftestFlowOf's
+//     (the timer is local to each side; no exchange marks its end);
+//   - write_bw, read_bw, atomic_bw with -b (with or without -D): both sides
+//     take the client's path, so after the syncs one more hand shake with
+//     QP 0 right before run_iter_bw, and after the traffic no end sync:
+//     the report exchange (each side prints its own size and iterations
+//     with the rates of both summed, BWReport.Plus), then
+//     ctx_close_connection;
+//   - send_bw with -b: its usual hand shakes (the sync after the receives
+//     already precedes the traffic on both sides), then the report
+//     exchange in iterations mode only — with -D each side prints its own
+//     row (it counts its sends and receives) — then ctx_close_connection.
+//
+// Duplex on a latency test (which the tools refuse) is ignored.
+func PerftestFlowFor(p PerftestParams) PerftestFlow {
+	f := PerftestFlowOf(p.Test)
+	if !p.Duplex || (p.Test.IsValid() && !p.Test.IsBW()) {
+		return f
+	}
+	f.EndSync = false
+	if p.Test == PerftestSendBW {
+		f.Reports = !p.Duration
+		return f
+	}
+	f.AfterConnect = append(append([]PerftestShake(nil), f.AfterConnect...), ShakeFirst)
+	f.Reports = true
+	return f
 }
 
 // PerftestParams are the inputs of the setup exchange.
@@ -470,6 +507,8 @@ type PerftestParams struct {
 	MTU              qpstate.MTU  // local path MTU code (the port's, or -m)
 	WithGID          bool         // GID index is not -1 (always on RoCE)
 	ReportPerPort    bool         // --report-per-port
+	Duplex           bool         // -b --bidirectional (BW tests)
+	Duration         bool         // -D --duration given (duration mode)
 }
 
 // PerftestSetup is what the setup exchange settled.
@@ -503,7 +542,7 @@ func (c *PerftestConn) shakes(groups []PerftestShake, p PerftestParams, local, r
 }
 
 // PerftestConnect runs everything of a perftest test before the traffic,
-// in the order of p.Test's PerftestFlow:
+// in the order of PerftestFlowFor(p):
 //
 //  1. versions (16 bytes each way), sys data (4 + 4), MTU (2);
 //  2. the flow's hand shakes before ctx_connect;
@@ -516,7 +555,7 @@ func PerftestConnect(c *PerftestConn, p PerftestParams, local []PerftestDest, co
 	if len(local) == 0 {
 		return nil, fmt.Errorf("oob: perftest connect: no local QP: %w", unix.EINVAL)
 	}
-	flow := PerftestFlowOf(p.Test)
+	flow := PerftestFlowFor(p)
 	s := &PerftestSetup{CycleBuffer: p.CycleBuffer, CacheLineSize: p.CacheLineSize, MTU: p.MTU}
 	if s.CycleBuffer == 0 {
 		s.CycleBuffer = 4096
@@ -557,17 +596,19 @@ func PerftestConnect(c *PerftestConn, p PerftestParams, local []PerftestDest, co
 }
 
 // PerftestFinish runs everything of a test after the traffic, in the order
-// of p.Test's PerftestFlow: for write_bw, read_bw and atomic_bw a hand
-// shake (the server waits here for the client to finish), the report
-// exchange and ctx_close_connection; for send_bw, send_lat, read_lat and
-// atomic_lat ctx_close_connection only; for write_lat nothing. local is
-// the first QP's address. The BW client passes its measured report and
-// gets the server's; the server passes anything (the real server sends
-// its uninitialised struct: zeros are as good) and gets the client's,
-// which it prints. Without a report exchange the result is the zero
-// BWReport.
+// of PerftestFlowFor(p): for write_bw, read_bw and atomic_bw a hand
+// shake (the server waits here for the client to finish; not with -b),
+// the report exchange and ctx_close_connection; for send_bw, send_lat,
+// read_lat and atomic_lat ctx_close_connection only (send_bw -b in
+// iterations mode exchanges the reports first); for write_lat nothing.
+// local is the first QP's address. The unidirectional BW client passes
+// its measured report and gets the server's; the server passes anything
+// (the real server sends its uninitialised struct: zeros are as good)
+// and gets the client's, which it prints. With -b both sides pass their
+// own report and get the peer's, and print my.Plus(rem). Without a report
+// exchange the result is the zero BWReport.
 func PerftestFinish(c *PerftestConn, p PerftestParams, local PerftestDest, my BWReport) (BWReport, error) {
-	flow := PerftestFlowOf(p.Test)
+	flow := PerftestFlowFor(p)
 	var rem BWReport
 	if flow.EndSync {
 		if _, err := c.HandShake(local, p.WithGID); err != nil {

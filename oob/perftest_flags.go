@@ -111,7 +111,8 @@ type PerftestConfig struct {
 	GIDIndex         int         // -x --gid-index (-1: default, which is 0 or the best GID on Ethernet)
 	Size             uint64      // -s --size (65536 BW, 2 latency, 8 atomic and fixed)
 	Iters            uint64      // -n --iters (5000 write_bw, 1000 the others; at least 5)
-	Duration         int         // -D --duration seconds (0: iterations)
+	Duration         int         // -D --duration seconds (0: iterations mode)
+	Margin           int         // -f --margin seconds (-1: not given; with -D it becomes Duration/4)
 	All              bool        // -a --all: sizes 2..2^23
 	Connection       string      // -c --connection (RC)
 	TxDepth          int         // -t --tx-depth (128; BW tests)
@@ -124,11 +125,12 @@ type PerftestConfig struct {
 	SL               int         // -S --sl (0)
 	QPTimeout        int         // -u --qp-timeout (14)
 	PostList         int         // -l --post_list (1; BW tests)
-	CQMod            int         // -Q --cq-mod (0: the tool's default, 100 or the TX depth)
+	CQMod            int         // -Q --cq-mod (0: the tool's default, 100 or the TX depth; 1 for large messages, see ParsePerftestFlags)
+	CQModRequested   bool        // -Q was given (perftest's req_cq_mod)
 	Bidirectional    bool        // -b --bidirectional (BW tests)
 	Events           bool        // -e --events (read, atomic, send)
 	CPUFreq          bool        // -F --CPU-freq
-	NoPeak           bool        // -N --noPeak (BW tests)
+	NoPeak           bool        // -N --noPeak (BW tests); forced on by -D
 	ReportGbits      bool        // --report_gbits (BW tests)
 	ReportBoth       bool        // --report-both (BW tests)
 	ReportPerPort    bool        // --report-per-port (BW tests)
@@ -141,13 +143,19 @@ type PerftestConfig struct {
 	ComRDMACM        bool        // -z --com_rdma_cm (not supported by package oob)
 	UseSRQ           bool        // --use-srq (send tests)
 	PerformWarmUp    bool        // --perform_warm_up
+	// Warnings are the lines (without newline) perftest's
+	// force_dependecies prints on stdout, after a PerftestResultLine,
+	// for this command line; nil if none. See PerftestConfig.WarningText.
+	Warnings []string
 }
 
-// PerftestDefaults returns the defaults of test p's tool.
+// PerftestDefaults returns the defaults of test p's tool, as perftest's
+// init_perftest_params sets them: before force_dependecies, so CQMod is 0
+// where ParsePerftestFlags(p, nil) makes it 1 (BW tests of 65536 bytes).
 func PerftestDefaults(p PerftestTest) PerftestConfig {
 	c := PerftestConfig{
 		Test: p, Port: DefaultPort, IBPort: 1, GIDIndex: -1, Size: 65536, Iters: 1000,
-		Connection: "RC", TxDepth: 128, NumQP: 1, InlineSize: -1, QPTimeout: 14, PostList: 1,
+		Connection: "RC", TxDepth: 128, NumQP: 1, InlineSize: -1, QPTimeout: 14, PostList: 1, Margin: -1,
 	}
 	if !p.IsBW() {
 		c.Size = 2
@@ -188,6 +196,8 @@ func perftestOptions(p PerftestTest) []option {
 		{'x', "gid-index", true, "gid-index"},
 		{'n', "iters", true, "iters"},
 		{'D', "duration", true, "duration"},
+		{'f', "margin", true, "margin"},
+		{'b', "bidirectional", false, "bidirectional"}, // in every tool's getopt table; refused by the latency tests
 		{'c', "connection", true, "connection"},
 		{'m', "mtu", true, "mtu"},
 		{'S', "sl", true, "sl"},
@@ -218,7 +228,6 @@ func perftestOptions(p PerftestTest) []option {
 	}
 	if p.IsBW() {
 		o = append(o,
-			option{'b', "bidirectional", false, "bidirectional"},
 			option{'t', "tx-depth", true, "tx-depth"},
 			option{'q', "qp", true, "qp"},
 			option{'l', "post_list", true, "post_list"},
@@ -243,7 +252,10 @@ func perftestOptions(p PerftestTest) []option {
 // ethernet exchange). Range checks follow the help text: -n at least 5,
 // -s 1..2^23 (not on atomic tests: "Message size cannot be changed for
 // Atomic tests"), -m 256..4096 in powers of two, -c and -A from the
-// listed sets, -p up to 65535, counts at least 1.
+// listed sets, -p up to 65535, counts at least 1. Then it applies the
+// rules of perftest's force_dependecies about -D, -f, -a, -e and the CQ
+// moderation of large messages (see forceDependencies): the tool's own
+// refusals are *PerftestFlagError, its warnings land in Warnings.
 func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
 	if !p.IsValid() {
 		return PerftestConfig{}, fmt.Errorf("oob: perftest flags: invalid test %d: %w", int(p), unix.EINVAL)
@@ -287,8 +299,21 @@ func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
 			v, err = intArg(o, 5, 100000000)
 			c.Iters = uint64(v)
 		case "duration":
-			v, err = intArg(o, 1, maxInt)
+			// CHECK_VALUE_POSITIVE(duration, int, "Duration period")
+			if v, err = parseCInt(tool, "--"+o.key, o.arg, 64); err == nil && v <= 0 {
+				err = perftestParserError(tool, " Duration period must be positive")
+			} else if err == nil && v > maxInt {
+				err = rangeErr("--"+o.key, v, 1, maxInt)
+			}
 			c.Duration = int(v)
+		case "margin":
+			// CHECK_VALUE_NON_NEGATIVE(margin, int, "Margin")
+			if v, err = parseCInt(tool, "--"+o.key, o.arg, 64); err == nil && v < 0 {
+				err = perftestParserError(tool, " Margin must be non-negative")
+			} else if err == nil && v > maxInt {
+				err = rangeErr("--"+o.key, v, 0, maxInt)
+			}
+			c.Margin = int(v)
 		case "size":
 			v, err = intArg(o, 1, 1<<23)
 			c.Size = uint64(v)
@@ -347,6 +372,9 @@ func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
 		case "use-srq":
 			c.UseSRQ = true
 		case "bidirectional":
+			if !p.IsBW() {
+				err = perftestParserError(tool, " Bidirectional is only available in BW test")
+			}
 			c.Bidirectional = true
 		case "tx-depth":
 			v, err = intArg(o, 1, maxInt)
@@ -359,7 +387,7 @@ func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
 			c.PostList = int(v)
 		case "cq-mod":
 			v, err = intArg(o, 1, maxInt)
-			c.CQMod = int(v)
+			c.CQMod, c.CQModRequested = int(v), true
 		case "noPeak":
 			c.NoPeak = true
 		case "report_gbits":
@@ -386,5 +414,128 @@ func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
 	default:
 		return PerftestConfig{}, fmt.Errorf("%s: %d operands %q, want at most one server name: %w", tool, len(operands), operands, unix.EINVAL)
 	}
+	if err := c.forceDependencies(); err != nil {
+		return PerftestConfig{}, err
+	}
 	return c, nil
+}
+
+// Constants of perftest's force_dependecies (perftest_parameters.h).
+const (
+	// PerftestDefDuration is DEF_DURATION, the duration in seconds
+	// perftest's margin check assumes when -D is not given.
+	PerftestDefDuration = 5
+	// PerftestCQModSizeLimit is MSG_SIZE_CQ_MOD_LIMIT: above this many
+	// bytes per message perftest turns CQ moderation off (cq_mod 1)
+	// unless -Q was given.
+	PerftestCQModSizeLimit = 8192
+)
+
+// Warning lines of force_dependecies.
+const (
+	perftestWarnLargeCQMod1 = "Warning: Large message requested and CQ moderation enabled"
+	perftestWarnLargeCQMod2 = "Warning: It can lead to inaccurate results"
+)
+
+// forceDependencies applies the parts of perftest's force_dependecies
+// that concern -D, -f, -a, -e, -b and the CQ moderation of large
+// messages, in its order:
+//
+//   - -D with -e: "Duration mode doesn't work with events."; -D with -a:
+//     "Duration mode currently doesn't support running on all sizes."
+//     (perftest prints RESULT_LINE on stdout first and exits 1); -D forces
+//     noPeak on (the BW rows show a peak of 0.00) and leaves -n unused.
+//   - a message above PerftestCQModSizeLimit, not UD, not -a, not -e:
+//     without -Q the CQ moderation becomes 1; with -Q above 1 perftest
+//     prints RESULT_LINE and the two "Warning: ..." lines (c.Warnings).
+//   - -D without -f: the margin becomes duration/4 (integer division: the
+//     "(default=2sec)" of --help is not what perftest uses).
+//   - in both modes: unless duration > 2*margin (duration
+//     PerftestDefDuration without -D, margin -1 without -f),
+//     "please check that DURATION > 2*MARGIN" (RESULT_LINE first, exit 1).
+//
+// -b on a latency test is refused earlier, in the option switch.
+func (c *PerftestConfig) forceDependencies() error {
+	tool := c.Test.Tool()
+	if c.Duration > 0 {
+		if c.Events {
+			return perftestDependencyError(tool, "Duration mode doesn't work with events.")
+		}
+		if c.All {
+			return perftestDependencyError(tool, "Duration mode currently doesn't support running on all sizes.")
+		}
+		c.NoPeak = true
+	}
+	if c.Size > PerftestCQModSizeLimit && c.Connection != "UD" && !c.All && !c.Events {
+		if !c.CQModRequested {
+			c.CQMod = 1
+		} else if c.CQMod > 1 {
+			c.Warnings = append(c.Warnings, perftestWarnLargeCQMod1, perftestWarnLargeCQMod2)
+		}
+	}
+	duration := PerftestDefDuration
+	if c.Duration > 0 {
+		duration = c.Duration
+		if c.Margin == -1 {
+			c.Margin = c.Duration / 4
+		}
+	}
+	if !(int64(duration) > 2*int64(c.Margin)) {
+		return perftestDependencyError(tool, "please check that DURATION > 2*MARGIN")
+	}
+	return nil
+}
+
+// WarningText returns what perftest prints on stdout for c.Warnings:
+// PerftestResultLine, then each line and a newline; "" if there are none.
+func (c PerftestConfig) WarningText() string {
+	if len(c.Warnings) == 0 {
+		return ""
+	}
+	return PerftestResultLine + strings.Join(c.Warnings, "\n") + "\n"
+}
+
+// PerftestFlagError is a perftest command line the tool refuses after
+// reading it: a value its parser checks (-D 0, -f -1, -b on a latency
+// test) or a combination force_dependecies rejects (-D with -a or -e,
+// DURATION <= 2*MARGIN). Unwrap returns EINVAL. Msg is the tool's
+// stderr line verbatim, leading space included, without the newline.
+type PerftestFlagError struct {
+	Tool string // "ib_write_bw"
+	Msg  string // " Duration period must be positive"
+	// ResultLine: the tool printed PerftestResultLine on stdout before
+	// Msg (force_dependecies' checks).
+	ResultLine bool
+	// ParserFailed: the tool printed " Parser function exited with
+	// Error" on stderr after Msg (the checks in parser()'s option switch).
+	ParserFailed bool
+}
+
+// Error returns "ib_write_bw: Duration period must be positive: invalid
+// argument".
+func (e *PerftestFlagError) Error() string {
+	return e.Tool + ": " + strings.TrimSpace(e.Msg) + ": " + unix.EINVAL.Error()
+}
+
+// Unwrap returns unix.EINVAL.
+func (e *PerftestFlagError) Unwrap() error { return unix.EINVAL }
+
+// Output returns what the tool writes before it exits with status 1.
+func (e *PerftestFlagError) Output() (stdout, stderr string) {
+	if e.ResultLine {
+		stdout = PerftestResultLine
+	}
+	stderr = e.Msg + "\n"
+	if e.ParserFailed {
+		stderr += " Parser function exited with Error\n"
+	}
+	return stdout, stderr
+}
+
+func perftestParserError(tool, msg string) error {
+	return &PerftestFlagError{Tool: tool, Msg: msg, ParserFailed: true}
+}
+
+func perftestDependencyError(tool, msg string) error {
+	return &PerftestFlagError{Tool: tool, Msg: msg, ResultLine: true}
 }

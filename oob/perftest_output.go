@@ -50,16 +50,43 @@ func FormatPerftestAddress(v PerftestVerb, remote bool, d PerftestDest, withGID 
 }
 
 // PerftestTitle returns the test's title as ctx_print_test_info prints it
-// between the rules: 20 spaces, the verb, "BW" or "Latency",
-// "Bidirectional" for -b, and "Test" ("                    RDMA_Write BW
-// Test"), newline included.
+// between the rules: 20 spaces, the verb, "Bidirectional" for -b, "BW" or
+// "Latency", and "Test" ("                    RDMA_Write Bidirectional
+// BW Test"), newline included. It leaves out what depends on more of the
+// command line (the atomic type, "Post List"): see FormatPerftestTitle.
 func PerftestTitle(p PerftestTest, bidirectional bool) string {
+	return perftestTitle(p, "", bidirectional, false)
+}
+
+// FormatPerftestTitle returns the title line of c's test as
+// ctx_print_test_info prints it: 20 spaces, the verb, the atomic type for
+// the atomic tests ("Atomic FETCH_AND_ADD"), then for BW tests
+// "Bidirectional" with -b and "Post List" with -l above 1 before "BW",
+// else "Latency", and "Test", newline included.
+func FormatPerftestTitle(c PerftestConfig) string {
+	atomic := ""
+	if c.Test.Verb() == VerbAtomic {
+		atomic = c.AtomicType
+		if atomic == "" {
+			atomic = "FETCH_AND_ADD"
+		}
+	}
+	return perftestTitle(c.Test, atomic, c.Bidirectional, c.PostList > 1)
+}
+
+func perftestTitle(p PerftestTest, atomicType string, bidirectional, postList bool) string {
 	s := strings.Repeat(" ", 20) + p.Verb().String() + " "
+	if atomicType != "" {
+		s += atomicType + " "
+	}
 	if p.IsBW() {
-		s += "BW "
 		if bidirectional {
 			s += "Bidirectional "
 		}
+		if postList {
+			s += "Post List "
+		}
+		s += "BW "
 	} else {
 		s += "Latency "
 	}
@@ -99,7 +126,8 @@ func FormatPerftestInfo(in PerftestInfo) string {
 	c := in.Config
 	var sb strings.Builder
 	sb.WriteString(PerftestResultLine)
-	sb.WriteString(PerftestTitle(in.Test, c.Bidirectional))
+	c.Test = in.Test
+	sb.WriteString(FormatPerftestTitle(c))
 	sb.WriteString(" Dual-port       : OFF\t\tDevice         : " + in.Device + "\n")
 	sb.WriteString(" Number of qps   : " + strconv.Itoa(c.NumQP) + "\t\tTransport type : " + in.TransportType + "\n")
 	sb.WriteString(" Connection type : " + c.Connection + "\t\tUsing SRQ      : " + onOff(c.UseSRQ) + "\n")
@@ -177,6 +205,46 @@ func FormatPerftestLatReport(r LatReport) string {
 	return " " + leftPad(strconv.FormatUint(r.Size, 10), 7) + " " + strconv.FormatUint(r.Iters, 10) +
 		"          " + f(r.TMin) + "        " + f(r.TMax) + "      " + f(r.TTypical) + "  \t       " + f(r.TAvg) +
 		"     \t" + f(r.TStdev) + "\t\t" + f(r.P99) + " \t\t" + f(r.P999) + "\n"
+}
+
+// LatDurationReport is one latency result row of duration mode (-D):
+// the size, the iterations counted in the sample window, the average
+// latency and the transactions per second.
+type LatDurationReport struct {
+	Size, Iters uint64
+	TAvg        float64 // usec
+	TPS         float64 // iterations per second
+}
+
+// FormatPerftestLatDurationHeader returns RESULT_FMT_LAT_DUR
+// " #bytes        #iterations       t_avg[usec]    tps average" and its
+// newline, the latency result header of duration mode.
+func FormatPerftestLatDurationHeader() string {
+	return " #bytes        #iterations       t_avg[usec]    tps average\n"
+}
+
+// FormatPerftestLatDurationReport returns REPORT_FMT_LAT_DUR
+// " %-7lu       %lu            %-7.2f        %-7.2f" and its newline, as
+// print_report_lat_duration prints it
+// (" 2             1674            896.77         557.56 \n").
+func FormatPerftestLatDurationReport(r LatDurationReport) string {
+	return " " + leftPad(strconv.FormatUint(r.Size, 10), 7) + "       " + strconv.FormatUint(r.Iters, 10) +
+		"            " + leftPad(cFloatC(r.TAvg, 2), 7) + "        " + leftPad(cFloatC(r.TPS, 2), 7) + "\n"
+}
+
+// Plus returns the row a bidirectional (-b) test prints after the report
+// exchange, print_full_bw_report(my, rem): r's own Size and Iters with
+// the peaks, averages and message rates of r and rem summed (per port
+// too).
+func (r BWReport) Plus(rem BWReport) BWReport {
+	r.BWPeak += rem.BWPeak
+	r.BWAvg += rem.BWAvg
+	r.MsgRateAvg += rem.MsgRateAvg
+	r.BWAvgP1 += rem.BWAvgP1
+	r.MsgRateAvgP1 += rem.MsgRateAvgP1
+	r.BWAvgP2 += rem.BWAvgP2
+	r.MsgRateAvgP2 += rem.MsgRateAvgP2
+	return r
 }
 
 // BWFromRun computes a BW report the way perftest does for iters messages

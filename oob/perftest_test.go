@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"reflect"
 	"testing"
 
 	"github.com/softroce/softroce/internal/testenv"
@@ -286,34 +287,69 @@ func TestPerftestErrors(t *testing.T) {
 }
 
 // TestPerftestFlows plays both sides of every tool's exchange over
-// net.Pipe and checks the writes, in order, against perftest 4.5's mains:
-// the count of 108-byte hand shakes before ctx_connect and before the
-// traffic, and what follows the traffic.
+// net.Pipe and checks the writes, in order, against perftest 4.5's mains
+// and the exchanges observed between two kernel-rxe hosts: the count of
+// 108-byte hand shakes before ctx_connect and before the traffic, and
+// what follows the traffic, unidirectional and with -b, in iterations and
+// duration mode.
 func TestPerftestFlows(t *testing.T) {
 	const shake = PerftestDestGIDSize
-	bwTail := []int{shake, 8, 4, 8, 8, 8, shake} // end sync, size, iters (4 bytes: no version exchanged), peak, average, msg rate; close
+	reports := []int{8, 4, 8, 8, 8}                             // size, iters (4 bytes: no version exchanged), peak, average, msg rate
+	bwTail := append(append([]int{shake}, reports...), shake)   // end sync, reports, close
+	duplexTail := append(append([]int(nil), reports...), shake) // reports, close: no end sync
 	for _, tc := range []struct {
 		test          PerftestTest
 		nqp           int
+		duplex        bool  // -b
+		duration      bool  // -D
 		beforeConnect int   // hand shakes before ctx_connect
 		beforeRun     int   // hand shakes before the traffic
 		tail          []int // exchanges after the traffic (each both ways), before the "done"s
 		done          bool  // ctx_close_connection's "done" both ways
 	}{
-		{PerftestWriteBW, 1, 1, 3, bwTail, true},
-		{PerftestWriteBW, 2, 2, 5, bwTail, true},
-		{PerftestReadBW, 1, 1, 3, bwTail, true},
-		{PerftestAtomicBW, 1, 1, 3, bwTail, true},
-		{PerftestSendBW, 1, 1, 4, []int{shake}, true},
-		{PerftestSendBW, 2, 2, 6, []int{shake}, true},
-		{PerftestWriteLat, 1, 2, 4, nil, false},
-		{PerftestReadLat, 1, 2, 4, []int{shake}, true},
-		{PerftestAtomicLat, 1, 2, 4, []int{shake}, true},
-		{PerftestSendLat, 1, 1, 4, []int{shake}, true},
+		{PerftestWriteBW, 1, false, false, 1, 3, bwTail, true},
+		{PerftestWriteBW, 2, false, false, 2, 5, bwTail, true},
+		{PerftestReadBW, 1, false, false, 1, 3, bwTail, true},
+		{PerftestAtomicBW, 1, false, false, 1, 3, bwTail, true},
+		{PerftestSendBW, 1, false, false, 1, 4, []int{shake}, true},
+		{PerftestSendBW, 2, false, false, 2, 6, []int{shake}, true},
+		{PerftestWriteLat, 1, false, false, 2, 4, nil, false},
+		{PerftestReadLat, 1, false, false, 2, 4, []int{shake}, true},
+		{PerftestAtomicLat, 1, false, false, 2, 4, []int{shake}, true},
+		{PerftestSendLat, 1, false, false, 1, 4, []int{shake}, true},
+		// -D alone: the iterations flows.
+		{PerftestWriteBW, 1, false, true, 1, 3, bwTail, true},
+		{PerftestWriteBW, 2, false, true, 2, 5, bwTail, true},
+		{PerftestReadBW, 1, false, true, 1, 3, bwTail, true},
+		{PerftestAtomicBW, 1, false, true, 1, 3, bwTail, true},
+		{PerftestSendBW, 1, false, true, 1, 4, []int{shake}, true},
+		{PerftestWriteLat, 1, false, true, 2, 4, nil, false},
+		{PerftestReadLat, 1, false, true, 2, 4, []int{shake}, true},
+		{PerftestAtomicLat, 1, false, true, 2, 4, []int{shake}, true},
+		{PerftestSendLat, 1, false, true, 1, 4, []int{shake}, true},
+		// -b: one more sync before run_iter_bw, no end sync, the reports.
+		{PerftestWriteBW, 1, true, false, 1, 4, duplexTail, true},
+		{PerftestWriteBW, 2, true, false, 2, 6, duplexTail, true},
+		{PerftestReadBW, 1, true, false, 1, 4, duplexTail, true},
+		{PerftestAtomicBW, 1, true, false, 1, 4, duplexTail, true},
+		{PerftestWriteBW, 1, true, true, 1, 4, duplexTail, true},
+		{PerftestReadBW, 1, true, true, 1, 4, duplexTail, true},
+		{PerftestAtomicBW, 1, true, true, 1, 4, duplexTail, true},
+		// send_bw -b: its own syncs; reports in iterations mode only.
+		{PerftestSendBW, 1, true, false, 1, 4, duplexTail, true},
+		{PerftestSendBW, 2, true, false, 2, 6, duplexTail, true},
+		{PerftestSendBW, 1, true, true, 1, 4, []int{shake}, true},
 	} {
-		t.Run(fmt.Sprintf("%v_q%d", tc.test, tc.nqp), func(t *testing.T) {
+		name := fmt.Sprintf("%v_q%d", tc.test, tc.nqp)
+		if tc.duplex {
+			name += "_b"
+		}
+		if tc.duration {
+			name += "_D"
+		}
+		t.Run(name, func(t *testing.T) {
 			ce, se, logf := recordedPipe()
-			p := PerftestParams{Test: tc.test, DontXchgVersions: true, WithGID: true}
+			p := PerftestParams{Test: tc.test, DontXchgVersions: true, WithGID: true, Duplex: tc.duplex, Duration: tc.duration}
 			mk := func(base uint32) []PerftestDest {
 				ds := make([]PerftestDest, tc.nqp)
 				for i := range ds {
@@ -322,6 +358,11 @@ func TestPerftestFlows(t *testing.T) {
 				return ds
 			}
 			var atConnect, atRun int
+			myReport := map[PerftestRole]BWReport{
+				PerftestClient: {Size: 1, Iters: 5, BWAvg: 1.5, MsgRateAvg: 0.25},
+				PerftestServer: {Size: 2, Iters: 7, BWAvg: 2.5, MsgRateAvg: 0.75},
+			}
+			var gotReport [PerftestServer + 1]BWReport // one element per side's goroutine
 			side := func(conn recConn, role PerftestRole, local []PerftestDest) ([]PerftestDest, error) {
 				defer conn.Close()
 				c, err := NewPerftestConn(conn, role)
@@ -340,9 +381,11 @@ func TestPerftestFlows(t *testing.T) {
 				if role == PerftestClient {
 					atRun = len(logf())
 				}
-				if _, err := PerftestFinish(c, p, local[0], BWReport{Size: 1, Iters: 5}); err != nil {
+				rem, err := PerftestFinish(c, p, local[0], myReport[role])
+				if err != nil {
 					return nil, err
 				}
+				gotReport[role] = rem
 				return s.Remote, nil
 			}
 			type res struct {
@@ -358,6 +401,16 @@ func TestPerftestFlows(t *testing.T) {
 			cr := <-cc
 			if cr.err != nil || serr != nil {
 				t.Fatalf("client %v, server %v", cr.err, serr)
+			}
+			withReports := len(tc.tail) > 2
+			for role, other := range map[PerftestRole]PerftestRole{PerftestClient: PerftestServer, PerftestServer: PerftestClient} {
+				want := BWReport{}
+				if withReports {
+					want = myReport[other]
+				}
+				if gotReport[role] != want {
+					t.Errorf("%v got report %+v, want %+v", role, gotReport[role], want)
+				}
 			}
 			for i := range tc.nqp {
 				if cr.rem[i].QPN != 0x200+uint32(i) || srem[i].QPN != 0x100+uint32(i) {
@@ -416,4 +469,43 @@ func segSizes(segs []segment) []string {
 		out = append(out, fmt.Sprintf("%s%d", d, len(s.payload)))
 	}
 	return out
+}
+
+// TestPerftestFlowFor checks the flow values: -D alone and duplex on a
+// latency test change nothing, -b drops the end sync, adds the sync
+// before run_iter_bw for write/read/atomic, and keeps the reports except
+// for send_bw -b -D; PerftestFlowOf stays the unidirectional flow.
+func TestPerftestFlowFor(t *testing.T) {
+	for test := PerftestWriteBW; test <= PerftestAtomicLat; test++ {
+		uni := PerftestFlowOf(test)
+		for _, duration := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v_D%v", test, duration), func(t *testing.T) {
+				if got := PerftestFlowFor(PerftestParams{Test: test, Duration: duration}); !reflect.DeepEqual(got, uni) {
+					t.Errorf("unidirectional: %+v, want %+v", got, uni)
+				}
+				d := PerftestFlowFor(PerftestParams{Test: test, Duration: duration, Duplex: true})
+				if !test.IsBW() {
+					if !reflect.DeepEqual(d, uni) {
+						t.Errorf("duplex latency: %+v, want %+v", d, uni)
+					}
+					return
+				}
+				extra := 1
+				if test == PerftestSendBW {
+					extra = 0
+				}
+				wantReports := !(test == PerftestSendBW && duration)
+				if d.EndSync || d.Reports != wantReports || !d.Close || len(d.AfterConnect) != len(uni.AfterConnect)+extra ||
+					!reflect.DeepEqual(d.BeforeConnect, uni.BeforeConnect) || d.AfterConnect[len(d.AfterConnect)-1] != ShakeFirst {
+					t.Errorf("duplex: %+v (unidirectional %+v)", d, uni)
+				}
+			})
+		}
+	}
+	// PerftestFlowFor must not write into the shared tables.
+	before := len(PerftestFlowOf(PerftestWriteBW).AfterConnect)
+	PerftestFlowFor(PerftestParams{Test: PerftestWriteBW, Duplex: true})
+	if after := len(PerftestFlowOf(PerftestWriteBW).AfterConnect); after != before {
+		t.Errorf("write_bw's flow changed: %d hand shakes after connect, was %d", after, before)
+	}
 }

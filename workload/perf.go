@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
@@ -72,6 +73,24 @@ type PerfConfig struct {
 	NoPeak bool
 	// Gbits reports bandwidth in Gb/sec (--report_gbits).
 	Gbits bool
+	// Duration runs for this long instead of Iters messages (-D):
+	// perftest's duration mode, which counts only the completions seen
+	// between Margin and Duration-Margin and reports no BW peak. 0 is
+	// iterations mode.
+	Duration time.Duration
+	// Margin is the unmeasured time at each end of a duration run (-f);
+	// it must be less than Duration/2. perftest's default, Duration/4 in
+	// whole seconds, is the caller's to compute.
+	Margin time.Duration
+	// Bidirectional runs a BW test both ways at once (-b): both sides
+	// post, and in send_bw both also receive.
+	Bidirectional bool
+	// PerformWarmUp posts TxDepth signaled WRs per QP and waits for them
+	// before a write, read or atomic BW run (--perform_warm_up).
+	PerformWarmUp bool
+	// Clock drives the duration alarm and stamps its window; nil is the
+	// wall clock.
+	Clock clock.Clock
 	// Timeout bounds every wait; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// Seed seeds the PSNs and the buffer content.
@@ -101,6 +120,7 @@ type Perf struct {
 
 	// What the client did, for VerifyPerf.
 	lastSize  uint64
+	sent      []uint64   // per QP: messages posted in the last Run
 	atomCount [][]uint64 // per QP, per slot: atomics applied
 	atomBase  [][]uint64 // per QP, per slot: the remote half's counters at creation
 }
@@ -112,6 +132,8 @@ type PerfResult struct {
 	// Lat is the latency row (latency tests, the client; send and write
 	// latency also on the server).
 	Lat oob.LatReport
+	// LatDuration is the latency row of a duration run, instead of Lat.
+	LatDuration oob.LatDurationReport
 	// Measured says whether this side measured anything (a BW server of
 	// write, read and atomic tests does nothing until the report).
 	Measured bool
@@ -133,7 +155,21 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 		c.CQMod = 1
 		c.NumQP = 1
 	}
-	c.RxDepth = int(min(uint64(orDefault(c.RxDepth, defRxDepth)), c.Iters))
+	c.RxDepth = orDefault(c.RxDepth, defRxDepth)
+	switch {
+	case c.Duration < 0 || c.Margin < 0:
+		return fmt.Errorf("perf: negative duration %v or margin %v: %w", c.Duration, c.Margin, unix.EINVAL)
+	case c.Duration > 0 && c.Duration <= 2*c.Margin:
+		return fmt.Errorf("please check that DURATION > 2*MARGIN (%v, %v): %w", c.Duration, c.Margin, unix.EINVAL)
+	case c.Bidirectional && !c.Test.IsBW():
+		return fmt.Errorf("Bidirectional is only available in BW test: %w", unix.EINVAL)
+	case c.Duration == 0:
+		// Iterations mode: no queue deeper than the messages it carries
+		// (perftest's force_dependecies).
+		c.TxDepth = int(min(uint64(c.TxDepth), c.Iters))
+		c.RxDepth = int(min(uint64(c.RxDepth), c.Iters))
+		c.CQMod = min(c.CQMod, c.TxDepth)
+	}
 	c.QPTimeout = orDefault(c.QPTimeout, 14)
 	c.Timeout = orDefault(c.Timeout, DefaultTimeout)
 	if c.OutReads == 0 {
@@ -230,9 +266,21 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 func alignUp(n, a int) int { return (n + a - 1) / a * a }
 
 // receives reports whether this side posts receives: the send tests'
-// server, and both sides of send latency.
+// server, and both sides of send latency and of bidirectional send_bw.
 func (p *Perf) receives() bool {
-	return p.cfg.Test.Verb() == oob.VerbSend && (!p.cfg.Client || !p.cfg.Test.IsBW())
+	return p.cfg.Test.Verb() == oob.VerbSend && (!p.cfg.Client || !p.cfg.Test.IsBW() || p.cfg.Bidirectional)
+}
+
+// sends reports whether this side posts the test's WRs in Run.
+func (p *Perf) sends() bool {
+	t := p.cfg.Test
+	switch {
+	case t.IsBW():
+		return p.cfg.Client || p.cfg.Bidirectional
+	case t == oob.PerftestSendLat || t == oob.PerftestWriteLat:
+		return true
+	}
+	return p.cfg.Client
 }
 
 func (p *Perf) localOff(i int) int      { return 2 * p.region * i }
@@ -335,7 +383,8 @@ func (p *Perf) sendWR(i int, k uint64, size uint64, signaled bool) (emu.SendWR, 
 // Run runs the test at size (at most MaxSize) and returns what this side
 // measured. Both sides call it once the QPs are connected; the BW server of
 // write, read and atomic tests returns at once, like perftest's server,
-// which only waits for the report.
+// which only waits for the report (unless Bidirectional: then both sides
+// run the client's loop, and in send_bw perftest's run_iter_bi).
 func (p *Perf) Run(size uint64) (PerfResult, error) {
 	if size == 0 || size > p.cfg.MaxSize {
 		return PerfResult{}, fmt.Errorf("perf: size %d not in 1..%d: %w", size, p.cfg.MaxSize, unix.EINVAL)
@@ -344,9 +393,12 @@ func (p *Perf) Run(size uint64) (PerfResult, error) {
 		return PerfResult{}, fmt.Errorf("perf: Run before Connect: %w", unix.EINVAL)
 	}
 	p.lastSize = size
+	p.sent = make([]uint64, len(p.qps))
 	t := p.cfg.Test
 	switch {
-	case t.IsBW() && p.cfg.Client:
+	case t.IsBW() && t.Verb() == oob.VerbSend && p.cfg.Bidirectional:
+		return p.runBiSend(size)
+	case t.IsBW() && p.sends():
 		return p.runBWClient(size)
 	case t.IsBW() && t.Verb() == oob.VerbSend:
 		return p.runBWServer(size)
@@ -368,40 +420,131 @@ func clockFrom(start time.Time) func() int64 {
 
 func (p *Perf) what(s string, done, total uint64) func() string {
 	return func() string {
+		if total == 0 {
+			return fmt.Sprintf("%s %s: %d completions so far", p.cfg.Test.Tool(), s, done)
+		}
 		return fmt.Sprintf("%s %s: %d of %d completions", p.cfg.Test.Tool(), s, done, total)
 	}
 }
 
+// newSampler returns the duration alarm of a run, or nil in iterations
+// mode.
+func (p *Perf) newSampler() *sampler {
+	if p.cfg.Duration == 0 {
+		return nil
+	}
+	clk := p.cfg.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	return newSampler(clk, p.cfg.Duration, p.cfg.Margin)
+}
+
+// bwDuration is the BW row of a duration run: samples messages in the
+// window, no peak.
+func (p *Perf) bwDuration(size, samples uint64, s *sampler) PerfResult {
+	r := oob.BWFromRun(size, samples, s.window().Seconds(), p.cfg.Gbits)
+	return PerfResult{BW: r, Measured: true}
+}
+
+// latDuration is the latency row of a duration run (print_report_lat_duration):
+// the window over the samples (and over 2 for the ping-pong tests, whose
+// samples are round trips' halves), and samples per second.
+func (p *Perf) latDuration(size, samples uint64, s *sampler) PerfResult {
+	r := oob.LatDurationReport{Size: size, Iters: samples}
+	if w := s.window(); samples > 0 && w > 0 {
+		rtt := 1.0
+		if v := p.cfg.Test.Verb(); v == oob.VerbSend || v == oob.VerbWrite {
+			rtt = 2
+		}
+		r.TAvg = float64(w.Microseconds()) / rtt / float64(samples)
+		r.TPS = float64(samples) / w.Seconds()
+	}
+	return PerfResult{LatDuration: r, Measured: true}
+}
+
+// postBW posts message k of QP i for a BW loop (signaled every CQMod, and
+// the last of an iterations run) and counts atomics for VerifyPerf.
+func (p *Perf) postBW(i int, k, size uint64, last bool) error {
+	cqMod := uint64(p.cfg.CQMod)
+	wr, slot := p.sendWR(i, k, size, k%cqMod == cqMod-1 || last)
+	if _, err := p.qps[i].PostSend([]emu.SendWR{wr}); err != nil {
+		return fmt.Errorf("Couldn't post send: qp %d scnt=%d: %w", i, k, err)
+	}
+	if p.cfg.Test.Verb() == oob.VerbAtomic && slot < len(p.atomCount[i]) && !p.cfg.CompareSwap {
+		p.atomCount[i][slot]++
+	}
+	p.sent[i]++
+	return nil
+}
+
+// warmUp is perform_warm_up: TxDepth signaled copies of the first WR on
+// each QP, each QP's waited for before the next; they count in no report.
+func (p *Perf) warmUp(size uint64) error {
+	wc := make([]emu.WC, p.cfg.TxDepth)
+	for i, qp := range p.qps {
+		wr, slot := p.sendWR(i, 0, size, true)
+		for range p.cfg.TxDepth {
+			if _, err := qp.PostSend([]emu.SendWR{wr}); err != nil {
+				return fmt.Errorf("Couldn't post send during warm up: qp %d: %w", i, err)
+			}
+			if p.cfg.Test.Verb() == oob.VerbAtomic && slot < len(p.atomCount[i]) && !p.cfg.CompareSwap {
+				p.atomCount[i][slot]++
+			}
+		}
+		for left := p.cfg.TxDepth; left > 0; {
+			n, err := p.scq.wait(wc, p.cfg.Timeout, p.what("warm up", uint64(p.cfg.TxDepth-left), uint64(p.cfg.TxDepth)))
+			if err != nil {
+				return fmt.Errorf("Problems with warm up: %w", err)
+			}
+			for j := range wc[:n] {
+				if wc[j].Status != emu.WCSuccess {
+					return perfWCError(&wc[j])
+				}
+			}
+			left -= n
+		}
+	}
+	return nil
+}
+
 // runBWClient is run_iter_bw: keep up to TxDepth WRs outstanding per QP,
 // one signaled every CQMod (and the last), stamping each post and each
-// completion.
+// completion. In a duration run it posts until the alarm's end and counts
+// CQMod messages for each completion seen in the sample window.
 func (p *Perf) runBWClient(size uint64) (PerfResult, error) {
 	cfg := p.cfg
+	if cfg.PerformWarmUp && cfg.Test.Verb() != oob.VerbSend {
+		if err := p.warmUp(size); err != nil {
+			return PerfResult{}, err
+		}
+	}
 	iters, nqp := cfg.Iters, len(p.qps)
+	dur := p.newSampler()
 	tot := iters * uint64(nqp)
-	tposted, tcompleted := make([]int64, tot), make([]int64, tot)
-	scnt, ccnt := make([]uint64, nqp), make([]uint64, nqp)
-	var totS, totC uint64
+	var tposted, tcompleted []int64
+	if dur == nil {
+		tposted, tcompleted = make([]int64, tot), make([]int64, tot)
+	}
+	ccnt := make([]uint64, nqp)
+	var totS, totC, samples uint64
 	wc := make([]emu.WC, cfg.TxDepth*nqp)
 	now := clockFrom(time.Now())
-	for totC < tot {
-		for i, qp := range p.qps {
-			for scnt[i] < iters && scnt[i]-ccnt[i] < uint64(cfg.TxDepth) {
-				k := scnt[i]
-				sig := k%uint64(cfg.CQMod) == uint64(cfg.CQMod-1) || k == iters-1
-				wr, slot := p.sendWR(i, k, size, sig)
-				tposted[totS] = now()
-				if _, err := qp.PostSend([]emu.SendWR{wr}); err != nil {
-					return PerfResult{}, fmt.Errorf("Couldn't post send: qp %d scnt=%d: %w", i, k, err)
+	dur.arm()
+	defer dur.cancel()
+	for dur != nil && !dur.ended() || dur == nil && totC < tot {
+		for i := range p.qps {
+			for (dur != nil || p.sent[i] < iters) && p.sent[i]-ccnt[i] < uint64(cfg.TxDepth) && !dur.ended() {
+				if dur == nil {
+					tposted[totS] = now()
 				}
-				if cfg.Test.Verb() == oob.VerbAtomic && slot < len(p.atomCount[i]) && !cfg.CompareSwap {
-					p.atomCount[i][slot]++
+				if err := p.postBW(i, p.sent[i], size, dur == nil && p.sent[i] == iters-1); err != nil {
+					return PerfResult{}, err
 				}
-				scnt[i]++
 				totS++
 			}
 		}
-		n, err := p.scq.wait(wc, cfg.Timeout, p.what("client", totC, tot))
+		n, err := p.scq.waitOr(wc, cfg.Timeout, p.what("client", totC, tot), dur.done())
 		if err != nil {
 			return PerfResult{}, err
 		}
@@ -411,84 +554,260 @@ func (p *Perf) runBWClient(size uint64) (PerfResult, error) {
 				return PerfResult{}, perfWCError(w)
 			}
 			i := int(w.WRID)
+			if dur != nil {
+				ccnt[i] += uint64(cfg.CQMod)
+				totC += uint64(cfg.CQMod)
+				if dur.sampling() {
+					samples += uint64(cfg.CQMod)
+				}
+				continue
+			}
 			d := min(ccnt[i]+uint64(cfg.CQMod), iters) - ccnt[i]
 			ccnt[i] += d
 			totC += d
 			tcompleted[totC-1] = now()
 		}
 	}
+	if dur != nil {
+		return p.bwDuration(size, samples, dur), nil
+	}
 	secs := float64(tcompleted[tot-1]-tposted[0]) / 1e9
 	r := oob.BWFromRun(size, tot, secs, cfg.Gbits)
-	r.Iters = iters
 	if !cfg.NoPeak {
 		r.BWPeak = PeakBW(size, tposted, tcompleted, cfg.CQMod, cfg.Gbits)
 	}
 	return PerfResult{BW: r, Measured: true}, nil
 }
 
-// runBWServer is the send_bw server: count Iters receives per QP,
-// reposting each, and time them from the first to the last.
+// recvDone handles the receive completions of a send test: checks status
+// and length, counts them per QP and reposts each (perftest reposts while
+// more are to come; in a duration run always). It returns how many there
+// were.
+func (p *Perf) recvDone(wc []emu.WC, size uint64, rcnt []uint64) (int, error) {
+	for j := range wc {
+		w := &wc[j]
+		if w.Status != emu.WCSuccess {
+			return 0, perfWCError(w)
+		}
+		if uint64(w.ByteLen) != size {
+			return 0, fmt.Errorf("received %d bytes, want %d: %w", w.ByteLen, size, unix.EIO)
+		}
+		i := int(w.WRID)
+		p.rposted[i]--
+		rcnt[i]++
+		if err := p.postRecv(i, 1); err != nil {
+			return 0, err
+		}
+	}
+	return len(wc), nil
+}
+
+// runBWServer is the send_bw server (run_iter_bw_server): count Iters
+// receives per QP, reposting each, and time them from the first to the
+// last. In a duration run the alarm starts at the first receive and the
+// loop receives until its end, counting the receives of the window.
 func (p *Perf) runBWServer(size uint64) (PerfResult, error) {
 	cfg := p.cfg
 	iters, nqp := cfg.Iters, len(p.qps)
+	dur := p.newSampler()
+	defer dur.cancel()
 	tot := iters * uint64(nqp)
 	rcnt := make([]uint64, nqp)
-	var totR uint64
+	var totR, samples uint64
 	wc := make([]emu.WC, cfg.RxDepth*nqp)
 	var first, last time.Time
-	for totR < tot {
-		n, err := p.rcq.wait(wc, cfg.Timeout, p.what("server", totR, tot))
+	for dur != nil && !dur.ended() || dur == nil && totR < tot {
+		n, err := p.rcq.waitOr(wc, cfg.Timeout, p.what("server", totR, tot), dur.done())
 		if err != nil {
 			return PerfResult{}, err
 		}
-		if first.IsZero() {
+		if n > 0 && first.IsZero() {
 			first = time.Now()
+			dur.arm()
 		}
-		for j := range wc[:n] {
-			w := &wc[j]
-			if w.Status != emu.WCSuccess {
-				return PerfResult{}, perfWCError(w)
-			}
-			if uint64(w.ByteLen) != size {
-				return PerfResult{}, fmt.Errorf("received %d bytes, want %d: %w", w.ByteLen, size, unix.EIO)
-			}
-			i := int(w.WRID)
-			p.rposted[i]--
-			rcnt[i]++
-			totR++
-			if err := p.postRecv(i, 1); err != nil {
-				return PerfResult{}, err
-			}
+		if _, err := p.recvDone(wc[:n], size, rcnt); err != nil {
+			return PerfResult{}, err
 		}
+		totR += uint64(n)
+		if dur.sampling() {
+			samples += uint64(n)
+		}
+	}
+	if dur != nil {
+		return p.bwDuration(size, samples, dur), nil
 	}
 	last = time.Now()
 	r := oob.BWFromRun(size, tot, last.Sub(first).Seconds(), cfg.Gbits)
-	r.Iters = iters
+	return PerfResult{BW: r, Measured: true}, nil
+}
+
+// runBiSend is run_iter_bi, bidirectional send_bw: both sides send as
+// run_iter_bw does and receive as run_iter_bw_server does, polling both
+// CQs; the server sends nothing before its first receive. In iterations
+// mode the row is the sends' (stamped as run_iter_bw stamps them; the
+// caller adds the peer's report); in a duration run (the client's alarm
+// starts at once, the server's at its first receive) it counts both the
+// sends (CQMod a completion) and the receives of the window.
+func (p *Perf) runBiSend(size uint64) (PerfResult, error) {
+	cfg := p.cfg
+	iters, nqp := cfg.Iters, len(p.qps)
+	dur := p.newSampler()
+	defer dur.cancel()
+	tot := iters * uint64(nqp)
+	var tposted, tcompleted []int64
+	if dur == nil {
+		tposted, tcompleted = make([]int64, tot), make([]int64, tot)
+	}
+	ccnt, rcnt := make([]uint64, nqp), make([]uint64, nqp)
+	var totS, totC, totR, samples uint64
+	swc, rwc := make([]emu.WC, cfg.TxDepth*nqp), make([]emu.WC, cfg.RxDepth*nqp)
+	now := clockFrom(time.Now())
+	waitingFirst := !cfg.Client
+	if cfg.Client {
+		dur.arm()
+	}
+	idle, lastProgress := 0, time.Now()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for dur != nil && !dur.ended() || dur == nil && (totC < tot || totR < tot) {
+		for i := range p.qps {
+			for !waitingFirst && (dur != nil || p.sent[i] < iters) && p.sent[i]-ccnt[i] < uint64(cfg.TxDepth) && !dur.ended() {
+				if dur == nil {
+					tposted[totS] = now()
+				}
+				if err := p.postBW(i, p.sent[i], size, dur == nil && p.sent[i] == iters-1); err != nil {
+					return PerfResult{}, err
+				}
+				totS++
+			}
+		}
+		nr := p.rcq.cq.Poll(rwc)
+		if nr > 0 && waitingFirst {
+			waitingFirst = false
+			dur.arm()
+		}
+		if _, err := p.recvDone(rwc[:nr], size, rcnt); err != nil {
+			return PerfResult{}, err
+		}
+		totR += uint64(nr)
+		if dur.sampling() {
+			samples += uint64(nr)
+		}
+		ns := p.scq.cq.Poll(swc)
+		for j := range swc[:ns] {
+			w := &swc[j]
+			if w.Status != emu.WCSuccess {
+				return PerfResult{}, perfWCError(w)
+			}
+			i := int(w.WRID)
+			if dur != nil {
+				ccnt[i] += uint64(cfg.CQMod)
+				if dur.sampling() {
+					samples += uint64(cfg.CQMod)
+				}
+				continue
+			}
+			d := min(ccnt[i]+uint64(cfg.CQMod), iters) - ccnt[i]
+			ccnt[i] += d
+			totC += d
+			tcompleted[totC-1] = now()
+		}
+		// Nothing on either CQ: spin a little, then arm both and poll
+		// once more, then sleep until either handler fires, the alarm
+		// ends the run, or Timeout passes without progress.
+		if nr+ns > 0 {
+			idle, lastProgress = 0, time.Now()
+			continue
+		}
+		idle++
+		switch {
+		case idle < spinPolls:
+			runtime.Gosched()
+		case idle == spinPolls:
+			p.rcq.cq.ReqNotify(emu.CQNextComp | emu.CQReportMissedEvents)
+			p.scq.cq.ReqNotify(emu.CQNextComp | emu.CQReportMissedEvents)
+		default:
+			left := cfg.Timeout - time.Since(lastProgress)
+			if left <= 0 {
+				return PerfResult{}, fmt.Errorf("%s: %d of %d sends and %d of %d receives completed, then none in %v: %w",
+					cfg.Test.Tool(), totC, tot, totR, tot, cfg.Timeout, unix.ETIMEDOUT)
+			}
+			if timer == nil {
+				timer = time.NewTimer(left)
+			} else {
+				timer.Reset(left)
+			}
+			select {
+			case <-p.rcq.notify:
+			case <-p.scq.notify:
+			case <-timer.C:
+			case <-dur.done():
+			}
+			idle = spinPolls - 1 // re-arm before the next sleep
+		}
+	}
+	if dur != nil {
+		return p.bwDuration(size, samples, dur), nil
+	}
+	secs := float64(tcompleted[tot-1]-tposted[0]) / 1e9
+	r := oob.BWFromRun(size, tot, secs, cfg.Gbits)
+	if !cfg.NoPeak {
+		r.BWPeak = PeakBW(size, tposted, tcompleted, cfg.CQMod, cfg.Gbits)
+	}
 	return PerfResult{BW: r, Measured: true}, nil
 }
 
 // runReadLat is run_iter_lat for READ and atomics: one WR at a time,
-// stamped at post, waited for.
+// stamped at post, waited for; in a duration run, until the alarm's end,
+// counting the completions of the window.
 func (p *Perf) runReadLat(size uint64) (PerfResult, error) {
 	cfg := p.cfg
-	tposted := make([]int64, cfg.Iters)
+	dur := p.newSampler()
+	var tposted []int64
+	if dur == nil {
+		tposted = make([]int64, cfg.Iters)
+	}
 	now := clockFrom(time.Now())
 	wc := make([]emu.WC, 1)
-	for k := range cfg.Iters {
+	var samples uint64
+	total := cfg.Iters
+	if dur != nil {
+		total = 0
+	}
+	dur.arm()
+	defer dur.cancel()
+	for k := uint64(0); dur != nil && !dur.ended() || dur == nil && k < cfg.Iters; k++ {
 		wr, slot := p.sendWR(0, k, size, true)
-		tposted[k] = now()
+		if dur == nil {
+			tposted[k] = now()
+		}
 		if _, err := p.qps[0].PostSend([]emu.SendWR{wr}); err != nil {
 			return PerfResult{}, fmt.Errorf("Couldn't post send: scnt=%d: %w", k, err)
 		}
+		p.sent[0]++
 		if cfg.Test.Verb() == oob.VerbAtomic && !cfg.CompareSwap {
 			p.atomCount[0][slot]++
 		}
-		if _, err := p.scq.wait(wc, cfg.Timeout, p.what("client", k, cfg.Iters)); err != nil {
+		n, err := p.scq.waitOr(wc, cfg.Timeout, p.what("client", k, total), dur.done())
+		if err != nil {
 			return PerfResult{}, err
+		}
+		if n == 0 {
+			break // the alarm's end
 		}
 		if wc[0].Status != emu.WCSuccess {
 			return PerfResult{}, perfWCError(&wc[0])
 		}
+		if dur.sampling() {
+			samples++
+		}
+	}
+	if dur != nil {
+		return p.latDuration(size, samples, dur), nil
 	}
 	return PerfResult{Lat: LatencyStats(size, tposted, 1), Measured: true}, nil
 }
@@ -499,30 +818,54 @@ func (p *Perf) runReadLat(size uint64) (PerfResult, error) {
 // send_lat) — and each side waits for the peer's message (a receive
 // completion, or for write_lat the last byte of its remote half turning
 // into the message count) before it sends the next, stamping each post.
+// In a duration run both go on until the alarm's end: write_lat arms it
+// at once and counts its send completions in the window, send_lat arms it
+// at the first receive and counts the receives.
 func (p *Perf) runPingLat(size uint64) (PerfResult, error) {
 	cfg := p.cfg
 	iters := cfg.Iters
-	tposted := make([]int64, iters)
+	dur := p.newSampler()
+	defer dur.cancel()
+	var tposted []int64
+	if dur == nil {
+		tposted = make([]int64, iters)
+	}
 	now := clockFrom(time.Now())
 	write := cfg.Test == oob.PerftestWriteLat
 	recvFlag := p.half(0, true)[size-1 : size]
 	sendFlag := p.half(0, false)
 	swc, rwc := make([]emu.WC, cfg.TxDepth), make([]emu.WC, 1)
 	first := cfg.Client != write // this side sends first
-	var scnt, rcnt, outstanding uint64
-	for scnt < iters || rcnt < iters {
-		if rcnt < iters && !(scnt < 1 && first) {
+	var scnt, rcnt, outstanding, samples uint64
+	if write {
+		dur.arm()
+	}
+	more := func(n uint64) bool { return dur != nil && !dur.ended() || dur == nil && n < iters }
+	for more(scnt) || more(rcnt) {
+		if more(rcnt) && !(scnt < 1 && first) {
 			rcnt++
 			if write {
-				if err := p.waitByte(recvFlag, byte(rcnt), rcnt); err != nil {
+				ok, err := p.waitByte(recvFlag, byte(rcnt), rcnt, dur)
+				if err != nil {
 					return PerfResult{}, err
 				}
+				if !ok {
+					break
+				}
 			} else {
-				if _, err := p.rcq.wait(rwc, cfg.Timeout, p.what("receive", rcnt-1, iters)); err != nil {
+				n, err := p.rcq.waitOr(rwc, cfg.Timeout, p.what("receive", rcnt-1, iters), dur.done())
+				if err != nil {
 					return PerfResult{}, err
+				}
+				if n == 0 {
+					break
 				}
 				if rwc[0].Status != emu.WCSuccess {
 					return PerfResult{}, perfWCError(&rwc[0])
+				}
+				dur.arm()
+				if dur.sampling() {
+					samples++
 				}
 				p.rposted[0]--
 				if err := p.postRecv(0, 1); err != nil {
@@ -530,67 +873,86 @@ func (p *Perf) runPingLat(size uint64) (PerfResult, error) {
 				}
 			}
 		}
-		if scnt < iters {
-			for outstanding >= uint64(cfg.TxDepth) {
-				if err := p.reap(swc, &outstanding, scnt, iters); err != nil {
-					return PerfResult{}, err
-				}
-			}
-			wr, _ := p.sendWR(0, scnt, size, true)
-			tposted[scnt] = now()
-			scnt++
-			if write {
-				sendFlag[size-1] = byte(scnt)
-			}
-			if _, err := p.qps[0].PostSend([]emu.SendWR{wr}); err != nil {
-				return PerfResult{}, fmt.Errorf("Couldn't post send: scnt=%d: %w", scnt, err)
-			}
-			outstanding++
+		if !more(scnt) || dur.ended() {
+			continue
 		}
+		for outstanding >= uint64(cfg.TxDepth) && !dur.ended() {
+			n, err := p.reap(swc, &outstanding, scnt, iters, dur)
+			if err != nil {
+				return PerfResult{}, err
+			}
+			if write && dur.sampling() {
+				samples += uint64(n)
+			}
+		}
+		if dur.ended() {
+			break
+		}
+		wr, _ := p.sendWR(0, scnt, size, true)
+		if dur == nil {
+			tposted[scnt] = now()
+		}
+		scnt++
+		if write {
+			sendFlag[size-1] = byte(scnt)
+		}
+		if _, err := p.qps[0].PostSend([]emu.SendWR{wr}); err != nil {
+			return PerfResult{}, fmt.Errorf("Couldn't post send: scnt=%d: %w", scnt, err)
+		}
+		p.sent[0]++
+		outstanding++
 	}
-	for outstanding > 0 {
-		if err := p.reap(swc, &outstanding, scnt, iters); err != nil {
+	for outstanding > 0 && !dur.ended() {
+		if _, err := p.reap(swc, &outstanding, scnt, iters, dur); err != nil {
 			return PerfResult{}, err
 		}
+	}
+	if dur != nil {
+		return p.latDuration(size, samples, dur), nil
 	}
 	return PerfResult{Lat: LatencyStats(size, tposted, 2), Measured: true}, nil
 }
 
 // reap waits for send completions of a latency test (every WR is
-// signaled) and takes them off *outstanding; scnt WRs were posted.
-func (p *Perf) reap(wc []emu.WC, outstanding *uint64, scnt, iters uint64) error {
-	n, err := p.scq.wait(wc, p.cfg.Timeout, p.what("send", scnt-*outstanding, iters))
+// signaled), takes them off *outstanding and returns how many; scnt WRs
+// were posted. The end of a duration run (dur) ends the wait with 0.
+func (p *Perf) reap(wc []emu.WC, outstanding *uint64, scnt, iters uint64, dur *sampler) (int, error) {
+	n, err := p.scq.waitOr(wc, p.cfg.Timeout, p.what("send", scnt-*outstanding, iters), dur.done())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for j := range wc[:n] {
 		if wc[j].Status != emu.WCSuccess {
-			return perfWCError(&wc[j])
+			return 0, perfWCError(&wc[j])
 		}
 	}
 	*outstanding -= uint64(n)
-	return nil
+	return n, nil
 }
 
 // waitByte polls a byte of the remote half until the peer's WRITE sets it
 // to want, as write_lat polls its receive buffer: no completion tells a
 // responder that a WRITE landed. It yields between polls and sleeps once
-// the wait gets long; after Timeout it fails with ETIMEDOUT.
-func (p *Perf) waitByte(b []byte, want byte, n uint64) error {
+// the wait gets long; after Timeout it fails with ETIMEDOUT. It returns
+// false, with no error, when the duration run dur ends first.
+func (p *Perf) waitByte(b []byte, want byte, n uint64, dur *sampler) (bool, error) {
 	if readFlag(b) == want {
-		return nil
+		return true, nil
 	}
 	deadline := time.Now().Add(p.cfg.Timeout)
 	for spins := 0; ; spins++ {
 		if readFlag(b) == want {
-			return nil
+			return true, nil
+		}
+		if dur.ended() {
+			return false, nil
 		}
 		if spins < 1024 {
 			runtime.Gosched()
 			continue
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: write %d of the peer never arrived in %v: %w", p.cfg.Test.Tool(), n, p.cfg.Timeout, unix.ETIMEDOUT)
+			return false, fmt.Errorf("%s: write %d of the peer never arrived in %v: %w", p.cfg.Test.Tool(), n, p.cfg.Timeout, unix.ETIMEDOUT)
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
@@ -627,18 +989,75 @@ func (p *Perf) Close() error {
 // both directions too), after READ the client's local half holds the
 // server's data, and after atomics every counter of the server equals its
 // initial value plus the fetch-and-adds the client posted to it (unchanged
-// for compare-and-swap of 0 with 0).
+// for compare-and-swap of 0 with 0). A bidirectional run is checked both
+// ways. It first waits until every WR either side posted has completed (a
+// duration run ends with WRs in flight).
 func VerifyPerf(client, server *Perf) error {
-	size := client.lastSize
-	cfg := client.cfg
-	inc := alignUp(int(size), cacheLineSize)
-	slots := 1
-	if cfg.Test.IsBW() && size <= cycleBuffer/2 {
-		slots = int(min(uint64(cycleBuffer/inc), cfg.Iters))
+	for _, p := range []*Perf{client, server} {
+		if p.sends() {
+			if err := p.quiesce(); err != nil {
+				return err
+			}
+		}
 	}
-	for i := range client.qps {
-		cl, cr := client.half(i, false), client.half(i, true)
-		sl, sr := server.half(i, false), server.half(i, true)
+	if err := verifyOneWay(client, server); err != nil {
+		return err
+	}
+	if client.cfg.Bidirectional {
+		if err := verifyOneWay(server, client); err != nil {
+			return fmt.Errorf("the other way: %w", err)
+		}
+	}
+	return nil
+}
+
+// quiesce waits until every WR posted on the side's QPs has completed, the
+// verbs way: each QP to SQD, a wait while ib_query_qp reports the drain
+// (sq_draining), and back to RTS.
+func (p *Perf) quiesce() error {
+	for i, qp := range p.qps {
+		if err := qp.Modify(&qpstate.Attr{QPState: qpstate.StateSQD}, qpstate.AttrState); err != nil {
+			return fmt.Errorf("perf: QP %d to SQD: %w", i, err)
+		}
+		deadline := time.Now().Add(p.cfg.Timeout)
+		for {
+			a, _, err := qp.Query(qpstate.AttrState)
+			if err != nil {
+				return fmt.Errorf("perf: query QP %d: %w", i, err)
+			}
+			if a.SQDraining == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("perf: QP %d still draining after %v: %w", i, p.cfg.Timeout, unix.ETIMEDOUT)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		if err := qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTS}, qpstate.AttrState); err != nil {
+			return fmt.Errorf("perf: QP %d back to RTS: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// verifyOneWay is VerifyPerf for the WRs from posted (the client, or
+// either side of a bidirectional run) to the peer to.
+func verifyOneWay(from, to *Perf) error {
+	size := from.lastSize
+	cfg := from.cfg
+	inc := alignUp(int(size), cacheLineSize)
+	cycle := uint64(1)
+	if cfg.Test.IsBW() && size <= cycleBuffer/2 {
+		cycle = uint64(cycleBuffer / inc)
+	}
+	for i := range from.qps {
+		sent := from.sent[i]
+		if sent == 0 {
+			continue
+		}
+		slots := int(min(cycle, sent))
+		cl, cr := from.half(i, false), from.half(i, true)
+		sl, sr := to.half(i, false), to.half(i, true)
 		switch cfg.Test.Verb() {
 		case oob.VerbWrite:
 			for s := range slots {
@@ -658,8 +1077,7 @@ func VerifyPerf(client, server *Perf) error {
 				}
 			}
 		case oob.VerbSend:
-			last := int((cfg.Iters - 1) % uint64(slots))
-			o := last * inc
+			o := int((sent-1)%cycle) * inc
 			if !bytes.Equal(sr[:size], cl[o:o+int(size)]) {
 				return fmt.Errorf("%s: QP %d: last message received differs from the one sent: %w", cfg.Test, i, unix.EIO)
 			}
@@ -667,9 +1085,9 @@ func VerifyPerf(client, server *Perf) error {
 				return fmt.Errorf("%s: client received differs from what the server sent: %w", cfg.Test, unix.EIO)
 			}
 		case oob.VerbAtomic:
-			for s, base := range server.atomBase[i] {
+			for s, base := range to.atomBase[i] {
 				got := binary.LittleEndian.Uint64(sr[s*cacheLineSize:])
-				if want := base + client.atomCount[i][s]*atomicAddValue; got != want {
+				if want := base + from.atomCount[i][s]*atomicAddValue; got != want {
 					return fmt.Errorf("%s: QP %d counter %d is %#x, want %#x: %w", cfg.Test, i, s, got, want, unix.EIO)
 				}
 			}

@@ -52,6 +52,12 @@ const spinPolls = 64
 // wait returns at least one completion, or an error wrapping ETIMEDOUT when
 // none came within timeout. what describes the wait for the message.
 func (w *cqWaiter) wait(wc []emu.WC, timeout time.Duration, what func() string) (int, error) {
+	return w.waitOr(wc, timeout, what, nil)
+}
+
+// waitOr is wait that also returns, with no completion and no error, once
+// stop is closed (the end of a duration run); a nil stop never closes.
+func (w *cqWaiter) waitOr(wc []emu.WC, timeout time.Duration, what func() string, stop <-chan struct{}) (int, error) {
 	if n := w.cq.Poll(wc); n > 0 {
 		return n, nil
 	}
@@ -59,6 +65,9 @@ func (w *cqWaiter) wait(wc []emu.WC, timeout time.Duration, what func() string) 
 		runtime.Gosched()
 		if n := w.cq.Poll(wc); n > 0 {
 			return n, nil
+		}
+		if closed(stop) {
+			return 0, nil
 		}
 	}
 	deadline := time.Now().Add(timeout)
@@ -88,7 +97,19 @@ func (w *cqWaiter) wait(wc []emu.WC, timeout time.Duration, what func() string) 
 		select {
 		case <-w.notify:
 		case <-timer.C:
+		case <-stop:
+			return w.cq.Poll(wc), nil
 		}
+	}
+}
+
+// closed reports whether c is closed (never for nil).
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

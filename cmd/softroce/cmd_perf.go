@@ -2,8 +2,11 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"time"
 
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/workload"
@@ -16,8 +19,8 @@ func init() {
 		summary: "perftest's ib_{write,read,send,atomic}_{bw,lat} from an emulated HCA on a real segment",
 		usage: "write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat\n" +
 			"\t[--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE]\n" +
-			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -s SIZE | -a -n ITERS -m MTU -q QPS -t TX -r RX -o OUTS\n" +
-			"\t -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT -N -F --report_gbits ...] [SERVER]",
+			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
+			"\t -t TX -r RX -o OUTS -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT -N -F --report_gbits --perform_warm_up ...] [SERVER]",
 		run: runPerf,
 	})
 }
@@ -32,11 +35,15 @@ func init() {
 // -a (sizes 2..2^23) runs as perftest's write_bw and read_bw run it: the
 // client prints a row per size, the server (idle, as in every
 // unidirectional BW test) prints the last size's report after the single
-// report exchange. Not supported (refused with a message): -a with the
-// other tests, -D, -b, -R, -z, --use-srq, -c other than RC, -l above 1,
-// --report-per-port, -C, -H, -U; perftest's warm-up WRs before a WRITE or
-// READ run are not sent. Without -x the GID of the first --ip address is
-// used.
+// report exchange. -D SECS runs perftest's duration mode (each side's
+// alarm, the window between the margins -f, default SECS/4; rows of the
+// window's count, BW peak 0.00, the latency tools' "t_avg tps" row); -b
+// runs a BW test both ways, each side printing its own count and the sum
+// of both sides' rates (send_bw -b -D: its own sends and receives). Option
+// errors print the tool's message and exit 1 as the tool does. Not
+// supported (refused with a message): -a with the other tests or with -b,
+// -R, -z, --use-srq, -c other than RC, -l above 1, --report-per-port, -C,
+// -H, -U. Without -x the GID of the first --ip address is used.
 func runPerf(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "usage: softroce perf %s\n", commands["perf"].usage)
@@ -53,16 +60,25 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	pc, err := oob.ParsePerftestFlags(test, toolArgs)
+	var fe *oob.PerftestFlagError
+	if errors.As(err, &fe) {
+		// The tool's own refusal, on its streams, with its status.
+		o, e := fe.Output()
+		io.WriteString(stdout, o)
+		io.WriteString(stderr, e)
+		return &exitError{code: 1}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "softroce perf: %v\n", err)
 		return errUsage
 	}
+	io.WriteString(stdout, pc.WarningText())
 	for _, u := range []struct {
 		bad  bool
 		what string
 	}{
 		{pc.All && test != oob.PerftestWriteBW && test != oob.PerftestReadBW, "-a (all sizes) with " + test.String()},
-		{pc.Duration > 0, "-D (duration)"}, {pc.Bidirectional, "-b"},
+		{pc.All && pc.Bidirectional, "-a (all sizes) with -b"},
 		{pc.RDMACM || pc.ComRDMACM, "-R/-z (RDMA CM)"}, {pc.UseSRQ, "--use-srq"}, {pc.Connection != "RC", "-c " + pc.Connection},
 		{pc.PostList > 1, "-l (post list)"}, {pc.ReportPerPort, "--report-per-port"},
 		{pc.ReportCycles || pc.ReportHistogram || pc.ReportUnsorted, "-C/-H/-U"},
@@ -92,7 +108,9 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		Iters: pc.Iters, TxDepth: pc.TxDepth, RxDepth: pc.RxDepth, NumQP: pc.NumQP, OutReads: pc.OutReads,
 		CQMod: pc.CQMod, MTU: pc.MTU, GIDIndex: gidx, SL: uint8(pc.SL), QPTimeout: uint8(pc.QPTimeout),
 		InlineSize: max(pc.InlineSize, 0), CompareSwap: pc.AtomicType == "CMP_AND_SWAP", NoPeak: pc.NoPeak,
-		Gbits: pc.ReportGbits, Resolve: resolver(n), Seed: uint64(n.MAC()[5]) << 32})
+		Gbits: pc.ReportGbits, Resolve: resolver(n), Seed: uint64(n.MAC()[5]) << 32,
+		Duration: time.Duration(pc.Duration) * time.Second, Margin: time.Duration(max(pc.Margin, 0)) * time.Second,
+		Bidirectional: pc.Bidirectional, PerformWarmUp: pc.PerformWarmUp})
 	if err != nil {
 		return err
 	}
@@ -113,7 +131,8 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fc := p.Config()
-	params := oob.PerftestParams{Test: test, MTU: fc.MTU, WithGID: true, DontXchgVersions: pc.DontXchgVersions}
+	params := oob.PerftestParams{Test: test, MTU: fc.MTU, WithGID: true, DontXchgVersions: pc.DontXchgVersions,
+		Duplex: pc.Bidirectional, Duration: pc.Duration > 0}
 	setup, err := oob.PerftestConnect(c, params, p.Local(), func(s *oob.PerftestSetup) error {
 		p.SetPathMTU(s.MTU)
 		return p.Connect(s.Remote)
@@ -137,7 +156,10 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case test.IsBW():
 		w.WriteString(oob.FormatPerftestBWHeader(pc.ReportGbits))
-	case !idle:
+	case idle:
+	case pc.Duration > 0:
+		w.WriteString(oob.FormatPerftestLatDurationHeader())
+	default:
 		w.WriteString(oob.FormatPerftestLatHeader())
 	}
 	w.Flush()
@@ -155,13 +177,25 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("Failed to close connection between server and client: %w", err)
 	}
+	if !oob.PerftestFlowFor(params).Close {
+		awaitPeerExit(conn, fc.Timeout)
+	}
 	switch {
+	case test.IsBW() && pc.Bidirectional && test.Verb() == oob.VerbSend && pc.Duration > 0:
+		// send_bw -b -D: no report exchange, the row of this side's
+		// sends and receives.
+		w.WriteString(oob.FormatPerftestBWReport(res.BW))
+	case test.IsBW() && pc.Bidirectional:
+		// This side's size and count, both sides' rates.
+		w.WriteString(oob.FormatPerftestBWReport(res.BW.Plus(rem)))
 	case test.IsBW() && client && len(sizes) == 1, test.IsBW() && res.Measured && !client:
 		// The client's own row; the send_bw server measured its own.
 		w.WriteString(oob.FormatPerftestBWReport(res.BW))
 	case test.IsBW() && !client:
 		// The idle server prints the client's report.
 		w.WriteString(oob.FormatPerftestBWReport(rem))
+	case !test.IsBW() && res.Measured && pc.Duration > 0:
+		w.WriteString(oob.FormatPerftestLatDurationReport(res.LatDuration))
 	case !test.IsBW() && res.Measured:
 		w.WriteString(oob.FormatPerftestLatReport(res.Lat))
 	}
@@ -169,4 +203,20 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		w.WriteString(oob.PerftestResultLine)
 	}
 	return nil
+}
+
+// awaitPeerExit keeps this side, and so its responder that acknowledges
+// the peer's WRITEs, until the peer closes the out-of-band connection, at
+// most timeout: for write_lat, whose exchange ends with no close hand
+// shake. Each side of a duration run stops on its own alarm; the real
+// tool's loop, once it has posted, waits for that WRITE's completion
+// without looking at its alarm, so a side that vanished first would leave
+// the peer retrying its last WRITE. It half-closes first, so two softroce
+// sides each see the other's end of file.
+func awaitPeerExit(conn net.Conn, timeout time.Duration) {
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	conn.SetReadDeadline(time.Now().Add(timeout))
+	io.Copy(io.Discard, conn)
 }

@@ -7,6 +7,9 @@ import (
 	"testing"
 )
 
+// latDurRow is a -D latency row: size, count, t_avg, tps.
+var latDurRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+
 var perfAddr = regexp.MustCompile(`(?m)^ (local|remote) address: LID 0000 QPN 0x[0-9a-f]{4} PSN 0x[0-9a-f]+.*\n GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:09:00:0(\d)\n`)
 
 func TestPerfCommand(t *testing.T) {
@@ -26,12 +29,30 @@ func TestPerfCommand(t *testing.T) {
 		{"read_lat", []string{"-n", "100", "-s", "2048"}, 1},
 		{"send_lat", []string{"-n", "100"}, 1},
 		{"atomic_lat", []string{"-n", "100", "-A", "CMP_AND_SWAP"}, 1},
+		// Bidirectional (-b) and duration (-D; 1 s: margin 0).
+		{"write_bw", []string{"-n", "100", "-b", "-q", "2"}, 2},
+		{"read_bw", []string{"-n", "100", "-b", "-s", "4096"}, 1},
+		{"send_bw", []string{"-n", "100", "-b", "-s", "3000"}, 1},
+		{"atomic_bw", []string{"-n", "100", "-b"}, 1},
+		{"write_bw", []string{"-D", "1", "-s", "4096", "-q", "2"}, 2},
+		{"send_bw", []string{"-D", "1", "-s", "3000"}, 1},
+		{"send_bw", []string{"-D", "1", "-b", "-s", "3000"}, 1},
+		{"write_lat", []string{"-D", "1"}, 1},
+		{"read_lat", []string{"-D", "1"}, 1},
 	} {
 		t.Run(tc.test+"/"+strings.Join(tc.args, "_"), func(t *testing.T) {
 			if tc.test == "write_lat" && raceEnabled {
 				t.Skip("write_lat polls memory the device writes")
 			}
 			pipeNodes(t)
+			joined := " " + strings.Join(tc.args, " ") + " "
+			dur, bidi := strings.Contains(joined, " -D "), strings.Contains(joined, " -b ")
+			iters := 0
+			for i, a := range tc.args {
+				if a == "-n" {
+					iters, _ = strconv.Atoi(tc.args[i+1])
+				}
+			}
 			common := append([]string{"perf", tc.test, "-p", port}, tc.args...)
 			sv, cl := runPair(t,
 				append(append([]string{}, common...), "-d", "b", "--ip", "10.9.0.2/24"),
@@ -49,9 +70,15 @@ func TestPerfCommand(t *testing.T) {
 					t.Errorf("%s: address lines:\n%s", r.name, r.res.out)
 				}
 				var rows [][]string
-				if strings.HasSuffix(tc.test, "_bw") {
+				switch {
+				case strings.HasSuffix(tc.test, "_bw"):
 					rows = bwRow.FindAllStringSubmatch(r.res.out, -1)
-				} else {
+				case dur:
+					rows = latDurRow.FindAllStringSubmatch(r.res.out, -1)
+					if want := " #bytes        #iterations       t_avg[usec]    tps average\n"; len(rows) > 0 && !strings.Contains(r.res.out, want) {
+						t.Errorf("%s: no duration header %q:\n%s", r.name, want, r.res.out)
+					}
+				default:
 					rows = latRow.FindAllStringSubmatch(r.res.out, -1)
 				}
 				want := 1
@@ -68,13 +95,29 @@ func TestPerfCommand(t *testing.T) {
 					t.Fatalf("%s: %d result rows:\n%s", r.name, len(rows), r.res.out)
 				}
 				if want == 1 {
-					if it, _ := strconv.Atoi(rows[0][2]); it != 100 && it != 200 && it != 5 {
+					// perftest counts the messages of all QPs.
+					if it, _ := strconv.Atoi(rows[0][2]); !dur && it != iters*tc.nqp || dur && it <= 0 {
 						t.Errorf("%s: row %q", r.name, rows[0][0])
+					}
+					if dur && strings.HasSuffix(tc.test, "_bw") && rows[0][3] != "0.00" {
+						t.Errorf("%s: row %q: a duration run has no BW peak", r.name, rows[0][0])
 					}
 					if v, _ := strconv.ParseFloat(rows[0][4], 64); v <= 0 && !strings.Contains(r.res.out, "Gb/sec") {
 						t.Errorf("%s: row %q has no average", r.name, rows[0][0])
 					}
 				}
+			}
+			if bidi {
+				// Each side prints its own count and both sides' rates
+				// (summed from the report exchange; send_bw -b -D has
+				// none and prints its own sends and receives).
+				s, c := bwRow.FindStringSubmatch(sv.out), bwRow.FindStringSubmatch(cl.out)
+				if !dur || tc.test != "send_bw" {
+					if s[4] != c[4] || s[5] != c[5] {
+						t.Errorf("server row %q, client row %q: the rates differ, want both sides' sum", s[0], c[0])
+					}
+				}
+				return
 			}
 			// send_bw exchanges no report: its server prints what it
 			// measured receiving; the other BW servers print the client's.
@@ -91,8 +134,10 @@ func TestPerfCommandRefuses(t *testing.T) {
 		{},
 		{"nope"},
 		{"send_bw", "-a"},
-		{"write_bw", "-D", "3"},
-		{"write_bw", "-b"},
+		{"write_bw", "-D", "3", "-a"},
+		{"write_bw", "-D", "4", "-f", "2"},
+		{"write_lat", "-b"},
+		{"write_bw", "-a", "-b"},
 		{"send_bw", "--use-srq"},
 		{"write_bw", "-c", "UC"},
 		{"atomic_bw", "-s", "64"},

@@ -80,6 +80,10 @@ func TestToolsOnABridge(t *testing.T) {
 		{"perf", "read_lat", "-n", "200"},
 		{"perf", "send_lat", "-n", "200"},
 		{"perf", "atomic_lat", "-n", "200"},
+		{"perf", "write_bw", "-b", "-n", "500", "-q", "2"},
+		{"perf", "send_bw", "-b", "-D", "1"},
+		{"perf", "read_bw", "-D", "1"},
+		{"perf", "send_lat", "-D", "1"},
 	} {
 		t.Run(strings.Join(tc, "_"), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -108,7 +112,7 @@ func TestToolsOnABridge(t *testing.T) {
 			// The client prints the result of every tool (a perftest _lat
 			// server prints none, as perftest's does).
 			out := cout.String()
-			if !ppLines.MatchString(out) && !bwRow.MatchString(out) && !latRow.MatchString(out) {
+			if !ppLines.MatchString(out) && !bwRow.MatchString(out) && !latRow.MatchString(out) && !latDurRow.MatchString(out) {
 				t.Errorf("client printed no result:\n%s", out)
 			}
 			if tc[0] == "pingpong" && !ppLines.MatchString(sout.String()) {
