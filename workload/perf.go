@@ -3,6 +3,7 @@ package workload
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -993,12 +994,31 @@ func (p *Perf) Close() error {
 // ways. It first waits until every WR either side posted has completed (a
 // duration run ends with WRs in flight).
 func VerifyPerf(client, server *Perf) error {
+	// A duration run's receivers stopped reposting at their end; the
+	// peer's sends still in flight need receives (or they are RNR NAKed
+	// for ever, rnr_retry 7), so the receivers take and repost them while
+	// the senders drain.
+	stop := make(chan struct{})
+	errc := make(chan error, 2)
+	n := 0
 	for _, p := range []*Perf{client, server} {
-		if p.sends() {
-			if err := p.quiesce(); err != nil {
-				return err
-			}
+		if p.receives() {
+			n++
+			go func() { errc <- p.keepReceiving(stop) }()
 		}
+	}
+	var err error
+	for _, p := range []*Perf{client, server} {
+		if p.sends() && err == nil {
+			err = p.quiesce()
+		}
+	}
+	close(stop)
+	for range n {
+		err = errors.Join(err, <-errc)
+	}
+	if err != nil {
+		return err
 	}
 	if err := verifyOneWay(client, server); err != nil {
 		return err
@@ -1009,6 +1029,31 @@ func VerifyPerf(client, server *Perf) error {
 		}
 	}
 	return nil
+}
+
+// keepReceiving polls the receive CQ and reposts every receive it finds
+// until stop is closed.
+func (p *Perf) keepReceiving(stop <-chan struct{}) error {
+	wc := make([]emu.WC, max(p.cfg.RxDepth, 1)*len(p.qps))
+	for {
+		n, err := p.rcq.waitOr(wc, p.cfg.Timeout, p.what("drain receive", 0, 0), stop)
+		if err != nil {
+			return err
+		}
+		for j := range wc[:n] {
+			if wc[j].Status != emu.WCSuccess {
+				return perfWCError(&wc[j])
+			}
+			i := int(wc[j].WRID)
+			p.rposted[i]--
+			if err := p.postRecv(i, 1); err != nil {
+				return err
+			}
+		}
+		if n == 0 && closed(stop) {
+			return nil
+		}
+	}
 }
 
 // quiesce waits until every WR posted on the side's QPs has completed, the

@@ -23,7 +23,7 @@ func init() {
 		name:    "loopback",
 		summary: "run a pingpong or perftest workload between two emulated HCAs in this process, data verified",
 		usage: "[--test rc|uc|ud|srq|write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat]\n" +
-			"\t[-s SIZE | -a] [-n ITERS] [-m MTU] [-q QPS] [-t TXDEPTH] [-r RXDEPTH] [-c]\n" +
+			"\t[-s SIZE | -a] [-n ITERS | -D SECS] [-b] [-m MTU] [-q QPS] [-t TXDEPTH] [-r RXDEPTH] [-c]\n" +
 			"\t[--loss F] [--dup F] [--reorder F] [--corrupt F] [--seed N] [--pcap FILE] [--timeout D]",
 		run: runLoopback,
 	})
@@ -35,6 +35,8 @@ type loopbackOpts struct {
 	size                        uint64
 	all                         bool
 	iters                       uint64
+	duration                    int
+	bidirectional               bool
 	mtu                         int
 	qps                         int
 	txDepth, rxDepth            int
@@ -67,6 +69,8 @@ func runLoopback(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&o.size, "s", 0, "message size in bytes (default: the tool's: pingpong 4096 (ud 1024), BW 65536, latency 2, atomics 8)")
 	fs.BoolVar(&o.all, "a", false, "perftest: run every size 2..2^23 (powers of two; with the default -n that moves ~16 GB, try -n 20)")
 	fs.Uint64Var(&o.iters, "n", 1000, "iterations (pingpong exchanges, perftest messages per QP)")
+	fs.IntVar(&o.duration, "D", 0, "perftest: run for this many seconds instead of -n (duration mode; the margin is D/4)")
+	fs.BoolVar(&o.bidirectional, "b", false, "perftest BW tests: run both ways at once")
 	fs.IntVar(&o.mtu, "m", 1024, "path MTU in bytes: 256, 512, 1024, 2048 or 4096")
 	fs.IntVar(&o.qps, "q", 0, "QPs: perftest BW tests (default 1), srq pingpong (default 16)")
 	fs.IntVar(&o.txDepth, "t", 0, "perftest TX depth (default 128 BW, 1 latency)")
@@ -283,9 +287,19 @@ func (o *loopbackOpts) perf(w *bufio.Writer, lb *workload.Loopback, t oob.Perfte
 	if o.iters < 5 {
 		return fmt.Errorf("-n %d: perftest needs at least 5 iterations: %w", o.iters, unix.EINVAL)
 	}
+	switch {
+	case o.duration < 0:
+		return fmt.Errorf("-D %d: Duration period must be positive: %w", o.duration, unix.EINVAL)
+	case o.duration > 0 && o.all:
+		return fmt.Errorf("-D with -a: Duration mode currently doesn't support running on all sizes: %w", unix.EINVAL)
+	case o.bidirectional && !t.IsBW():
+		return fmt.Errorf("-b: Bidirectional is only available in BW test: %w", unix.EINVAL)
+	}
+	dur := time.Duration(o.duration) * time.Second
 	cfg := workload.PerfConfig{Test: t, MaxSize: maxSize, Iters: o.iters, TxDepth: o.txDepth, RxDepth: o.rxDepth,
 		NumQP: o.qps, MTU: mtu, GIDIndex: workload.LoopbackGIDIndex, QPTimeout: uint8(o.qpTimeout),
-		Gbits: o.gbits, Timeout: o.timeout, Seed: o.seed}
+		Gbits: o.gbits, Timeout: o.timeout, Seed: o.seed, Duration: dur, Margin: dur / 4 / time.Second * time.Second,
+		Bidirectional: o.bidirectional}
 	cl, sv, err := lb.Perf(cfg)
 	if err != nil {
 		return err
@@ -295,6 +309,7 @@ func (o *loopbackOpts) perf(w *bufio.Writer, lb *workload.Loopback, t oob.Perfte
 	fc := cl.Config()
 	pc := oob.PerftestDefaults(t)
 	pc.NumQP, pc.TxDepth, pc.RxDepth, pc.Iters, pc.MTU = fc.NumQP, fc.TxDepth, fc.RxDepth, fc.Iters, fc.MTU
+	pc.Bidirectional = o.bidirectional
 	w.WriteString(oob.FormatPerftestInfo(oob.PerftestInfo{Test: t, Client: true, Device: "rxe0", Config: pc,
 		MTUBytes: mtu.Bytes(), LinkEthernet: true, GIDIndex: workload.LoopbackGIDIndex, OutReads: fc.OutReads,
 		CQModeration: fc.CQMod, TransportType: "IB"}))
@@ -303,9 +318,12 @@ func (o *loopbackOpts) perf(w *bufio.Writer, lb *workload.Loopback, t oob.Perfte
 		w.WriteString(oob.FormatPerftestAddress(t.Verb(), true, sv.Local()[i], true))
 	}
 	w.WriteString(oob.PerftestResultLine)
-	if t.IsBW() {
+	switch {
+	case t.IsBW():
 		w.WriteString(oob.FormatPerftestBWHeader(o.gbits))
-	} else {
+	case o.duration > 0:
+		w.WriteString(oob.FormatPerftestLatDurationHeader())
+	default:
 		w.WriteString(oob.FormatPerftestLatHeader())
 	}
 	w.Flush()
@@ -327,9 +345,16 @@ func (o *loopbackOpts) perf(w *bufio.Writer, lb *workload.Loopback, t oob.Perfte
 		if err := workload.VerifyPerf(cl, sv); err != nil {
 			return fmt.Errorf("size %d: data check: %w", size, err)
 		}
-		if t.IsBW() {
+		switch {
+		case t.IsBW() && o.bidirectional && !(o.duration > 0 && t.Verb() == oob.VerbSend):
+			// The client's count, both sides' rates (perftest's
+			// report exchange).
+			w.WriteString(oob.FormatPerftestBWReport(rc.BW.Plus(rs.r.BW)))
+		case t.IsBW():
 			w.WriteString(oob.FormatPerftestBWReport(rc.BW))
-		} else {
+		case o.duration > 0:
+			w.WriteString(oob.FormatPerftestLatDurationReport(rc.LatDuration))
+		default:
 			w.WriteString(oob.FormatPerftestLatReport(rc.Lat))
 		}
 		w.Flush()
