@@ -17,7 +17,10 @@
 //     CQ moderation (one signaled WR every cq_mod), outstanding reads and
 //     atomics, several QPs, addresses cycling through a cycle buffer, and the
 //     tools' statistics (PeakBW for the BW peak, LatencyStats for
-//     t_min/t_max/t_typical/t_avg/t_stdev/99%/99.9%).
+//     t_min/t_max/t_typical/t_avg/t_stdev/99%/99.9%); duration mode (-D:
+//     perftest's alarm, START→SAMPLE→STOP_SAMPLE→END, on an injected
+//     clock.Clock, counting only the window's completions), bidirectional
+//     BW (-b; send_bw's run_iter_bi) and --perform_warm_up.
 //
 // The verbs calls are those a user program makes: create the PD, CQ, QP and
 // MR, modify RESET→INIT→RTR→RTS with the masks ib_modify_qp requires
