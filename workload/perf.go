@@ -25,6 +25,7 @@ const (
 	defCQMod       = 100
 	atomicAddValue = 1 // ATOMIC_ADD_VALUE
 	minRNRTimer    = 12
+	ucMaxRx        = 16000 // UC_MAX_RX: the UC and UD receive depth when -r is left at 512
 )
 
 // PerfConfig configures one side of a perftest run. Zero values take
@@ -32,6 +33,10 @@ const (
 type PerfConfig struct {
 	// Test is the perftest tool; it must be valid.
 	Test oob.PerftestTest
+	// QPType is the transport (-c): qpstate.TypeRC (0 means RC) or
+	// TypeUC (write and send tests). UC QPs are connected like RC ones
+	// but have no ACKs, retries or reads.
+	QPType qpstate.Type
 	// Client marks the side given a server name: the one that moves data
 	// (BW tests, read and atomic latency) or sends first.
 	Client bool
@@ -45,7 +50,8 @@ type PerfConfig struct {
 	// (latency).
 	TxDepth int
 	// RxDepth is the receives kept posted per QP in send tests (-r); 0
-	// means 512, capped at Iters as perftest does.
+	// means 512, capped at Iters as perftest does; with UC and UD, 512
+	// becomes min(Iters, 16000) in iterations mode.
 	RxDepth int
 	// NumQP is the number of QPs (-q); 0 means 1.
 	NumQP int
@@ -156,7 +162,11 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 		c.NumQP = 1
 	}
 	c.RxDepth = orDefault(c.RxDepth, defRxDepth)
+	c.QPType = orDefault(c.QPType, qpstate.TypeRC)
 	switch {
+	case c.QPType == qpstate.TypeUC && c.Test.Verb() != oob.VerbWrite && c.Test.Verb() != oob.VerbSend,
+		c.QPType != qpstate.TypeRC && c.QPType != qpstate.TypeUC:
+		return fmt.Errorf("perf: %s QPs with %s: %w", c.QPType, c.Test, unix.EINVAL)
 	case c.Duration < 0 || c.Margin < 0:
 		return fmt.Errorf("perf: negative duration %v or margin %v: %w", c.Duration, c.Margin, unix.EINVAL)
 	case c.Duration > 0 && c.Duration <= 2*c.Margin:
@@ -168,6 +178,9 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 		// (perftest's force_dependecies).
 		c.TxDepth = int(min(uint64(c.TxDepth), c.Iters))
 		c.RxDepth = int(min(uint64(c.RxDepth), c.Iters))
+		if c.QPType == qpstate.TypeUC && c.RxDepth == defRxDepth {
+			c.RxDepth = int(min(c.Iters, ucMaxRx))
+		}
 		c.CQMod = min(c.CQMod, c.TxDepth)
 	}
 	c.QPTimeout = orDefault(c.QPTimeout, 14)
@@ -232,7 +245,7 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 	}
 	p.rposted = make([]int, cfg.NumQP)
 	for i := range cfg.NumQP {
-		init := &emu.QPInitAttr{SendCQ: p.scq.cq, RecvCQ: p.rcq.cq, QPType: qpstate.TypeRC, SQSigType: emu.SignalReqWR,
+		init := &emu.QPInitAttr{SendCQ: p.scq.cq, RecvCQ: p.rcq.cq, QPType: cfg.QPType, SQSigType: emu.SignalReqWR,
 			Cap: qpstate.Cap{MaxSendWR: uint32(cfg.TxDepth), MaxRecvWR: uint32(max(cfg.RxDepth, 1)), MaxSendSGE: 1,
 				MaxRecvSGE: 1, MaxInlineData: uint32(max(cfg.InlineSize, 0))}}
 		qp, err := p.pd.CreateQP(init)
@@ -240,7 +253,7 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 			return nil, fmt.Errorf("Couldn't create QP: %w", err)
 		}
 		p.qps = append(p.qps, qp)
-		if err := toInit(qp, access, 0); err != nil {
+		if err := toInit(qp, p.qpAccess(), 0); err != nil {
 			return nil, err
 		}
 		p.local = append(p.local, oob.PerftestDest{OutReads: uint16(cfg.OutReads), QPN: qp.QPNum,
@@ -264,6 +277,15 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 }
 
 func alignUp(n, a int) int { return (n + a - 1) / a * a }
+
+// qpAccess is the remote access the QPs grant (ctx_modify_qp_to_init): a
+// UC QP takes only WRITEs.
+func (p *Perf) qpAccess() qpstate.AccessFlags {
+	if p.cfg.QPType == qpstate.TypeUC {
+		return qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite
+	}
+	return qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteAtomic
+}
 
 // receives reports whether this side posts receives: the send tests'
 // server, and both sides of send latency and of bidirectional send_bw.
@@ -326,7 +348,7 @@ func (p *Perf) Connect(remote []oob.PerftestDest) error {
 	p.rem = remote
 	for i, qp := range p.qps {
 		r := remote[i]
-		pa := &path{typ: qpstate.TypeRC, mtu: p.cfg.MTU, sl: p.cfg.SL, gidIndex: p.cfg.GIDIndex, dgid: emu.GID(r.GID),
+		pa := &path{typ: p.cfg.QPType, mtu: p.cfg.MTU, sl: p.cfg.SL, gidIndex: p.cfg.GIDIndex, dgid: emu.GID(r.GID),
 			localPSN: p.local[i].PSN, remotePSN: r.PSN, remoteQPN: r.QPN, timeout: p.cfg.QPTimeout, retry: 7,
 			rnrRetry: 7, minRNR: minRNRTimer, rdAtomic: uint8(max(1, min(int(r.OutReads), p.cfg.OutReads))),
 			destRdAtomic: uint8(max(1, p.cfg.OutReads))}
@@ -991,7 +1013,8 @@ func (p *Perf) Close() error {
 // initial value plus the fetch-and-adds the client posted to it (unchanged
 // for compare-and-swap of 0 with 0). A bidirectional run is checked both
 // ways. It first waits until every WR either side posted has completed (a
-// duration run ends with WRs in flight).
+// duration run ends with WRs in flight), and over UC until the
+// last messages have landed.
 func VerifyPerf(client, server *Perf) error {
 	for _, p := range []*Perf{client, server} {
 		if p.sends() {
@@ -1000,15 +1023,29 @@ func VerifyPerf(client, server *Perf) error {
 			}
 		}
 	}
-	if err := verifyOneWay(client, server); err != nil {
+	if err := client.settle(func() error { return verifyOneWay(client, server) }); err != nil {
 		return err
 	}
 	if client.cfg.Bidirectional {
-		if err := verifyOneWay(server, client); err != nil {
+		if err := client.settle(func() error { return verifyOneWay(server, client) }); err != nil {
 			return fmt.Errorf("the other way: %w", err)
 		}
 	}
 	return nil
+}
+
+// settle runs check once for RC; for UC, whose send completions
+// come when the message leaves, not when it has landed, it retries check
+// until it passes or Timeout has passed.
+func (p *Perf) settle(check func() error) error {
+	deadline := time.Now().Add(p.cfg.Timeout)
+	for {
+		err := check()
+		if err == nil || p.cfg.QPType == qpstate.TypeRC || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // quiesce waits until every WR posted on the side's QPs has completed, the

@@ -366,3 +366,102 @@ func TestPerfWarmUp(t *testing.T) {
 		})
 	}
 }
+
+// TestPerfTransports: -c UC (write and send tests) in iterations mode,
+// unidirectional, bidirectional and with several QPs: the data arrives
+// and each measuring side counts every message. UC refuses READs and
+// atomics; UD is not supported yet.
+func TestPerfTransports(t *testing.T) {
+	seed := testenv.Seed(t)
+	for _, tc := range []struct {
+		test oob.PerftestTest
+		typ  qpstate.Type
+		nqp  int
+		bidi bool
+	}{
+		{oob.PerftestWriteBW, qpstate.TypeUC, 1, false},
+		{oob.PerftestWriteBW, qpstate.TypeUC, 2, true},
+		{oob.PerftestSendBW, qpstate.TypeUC, 2, false},
+		{oob.PerftestSendBW, qpstate.TypeUC, 1, true},
+		{oob.PerftestWriteLat, qpstate.TypeUC, 1, false},
+		{oob.PerftestSendLat, qpstate.TypeUC, 1, false},
+	} {
+		if tc.test == oob.PerftestWriteLat && raceEnabled {
+			continue
+		}
+		t.Run(fmt.Sprintf("%s/%s/q%d/b=%v", tc.test, tc.typ, tc.nqp, tc.bidi), func(t *testing.T) {
+			lb, err := NewLoopback(LoopbackConfig{Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lb.Close()
+			size := uint64(3000)
+			switch {
+			case tc.typ == qpstate.TypeUD:
+				size = 1024 // a UD message fits one packet
+			case !tc.test.IsBW():
+				size = 64
+			}
+			cfg := PerfConfig{Test: tc.test, QPType: tc.typ, Iters: 200, NumQP: tc.nqp, MTU: qpstate.MTU1024,
+				TxDepth: 16, CQMod: 4, MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second,
+				Bidirectional: tc.bidi}
+			rc, rs := runBoth(t, lb, cfg, size)
+			want := 200 * uint64(tc.nqp)
+			if tc.test.IsBW() {
+				if !rc.Measured || rc.BW.Iters != want || rc.BW.BWAvg <= 0 {
+					t.Errorf("client row %+v", rc.BW)
+				}
+				if (tc.bidi || tc.test.Verb() == oob.VerbSend) && (!rs.Measured || rs.BW.Iters != want) {
+					t.Errorf("server row %+v", rs.BW)
+				}
+			} else if rc.Lat.Iters != 200 || rs.Lat.Iters != 200 {
+				t.Errorf("rows %+v %+v", rc.Lat, rs.Lat)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		test oob.PerftestTest
+		typ  qpstate.Type
+	}{{oob.PerftestReadBW, qpstate.TypeUC}, {oob.PerftestAtomicLat, qpstate.TypeUC}, {oob.PerftestSendBW, qpstate.TypeUD}} {
+		lb, err := NewLoopback(LoopbackConfig{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = lb.Perf(PerfConfig{Test: tc.test, QPType: tc.typ, GIDIndex: LoopbackGIDIndex})
+		lb.Close()
+		if !errors.Is(err, unix.EINVAL) {
+			t.Errorf("%s over %s: %v, want EINVAL", tc.test, tc.typ, err)
+		}
+	}
+}
+
+// TestPerfRxDepthUnreliable: perftest's rule for UC and UD in iterations
+// mode: an -r left at 512 becomes min(iters, 16000).
+func TestPerfRxDepthUnreliable(t *testing.T) {
+	lb, err := NewLoopback(LoopbackConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	for _, tc := range []struct {
+		typ   qpstate.Type
+		iters uint64
+		rx    int
+		want  int
+	}{
+		{qpstate.TypeRC, 1000, 0, 512},
+		{qpstate.TypeUC, 1000, 0, 1000},
+		{qpstate.TypeUC, 100, 0, 100},
+		{qpstate.TypeUC, 20000, 0, 16000},
+		{qpstate.TypeUC, 1000, 300, 300},
+		{qpstate.TypeUC, 1000, 513, 513},
+	} {
+		c := PerfConfig{Test: oob.PerftestSendBW, QPType: tc.typ, Iters: tc.iters, RxDepth: tc.rx, MTU: qpstate.MTU1024, OutReads: 1}
+		if err := c.fill(lb.A.Dev); err != nil {
+			t.Fatal(err)
+		}
+		if c.RxDepth != tc.want {
+			t.Errorf("%s -n %d -r %d: rx depth %d, want %d", tc.typ, tc.iters, tc.rx, c.RxDepth, tc.want)
+		}
+	}
+}

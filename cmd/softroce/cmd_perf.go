@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/oob"
+	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/workload"
 	"golang.org/x/sys/unix"
 )
@@ -19,7 +20,7 @@ func init() {
 		summary: "perftest's ib_{write,read,send,atomic}_{bw,lat} from an emulated HCA on a real segment",
 		usage: "write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat\n" +
 			"\t[--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE]\n" +
-			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
+			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -c RC|UC -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
 			"\t -t TX -r RX -o OUTS -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT -N -F --report_gbits --perform_warm_up ...] [SERVER]",
 		run: runPerf,
 	})
@@ -39,11 +40,14 @@ func init() {
 // alarm, the window between the margins -f, default SECS/4; rows of the
 // window's count, BW peak 0.00, the latency tools' "t_avg tps" row); -b
 // runs a BW test both ways, each side printing its own count and the sum
-// of both sides' rates (send_bw -b -D: its own sends and receives). Option
-// errors print the tool's message and exit 1 as the tool does. Not
-// supported (refused with a message): -a with the other tests or with -b,
-// -R, -z, --use-srq, -c other than RC, -l above 1, --report-per-port, -C,
-// -H, -U. Without -x the GID of the first --ip address is used.
+// of both sides' rates (send_bw -b -D: its own sends and receives).
+// -c UC (write and send tests) connects UC QPs: no ACKs, no retries, and
+// perftest's receive depth rule for UC (an -r left at 512 becomes
+// min(iters, 16000) in iterations mode). Option errors print the tool's
+// message and exit 1 as the tool does. Not supported (refused with a
+// message): -a with the other tests or with -b, -R, -z, --use-srq, -c
+// other than RC and UC, -l above 1, --report-per-port, -C, -H, -U.
+// Without -x the GID of the first --ip address is used.
 func runPerf(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "usage: softroce perf %s\n", commands["perf"].usage)
@@ -79,7 +83,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	}{
 		{pc.All && test != oob.PerftestWriteBW && test != oob.PerftestReadBW, "-a (all sizes) with " + test.String()},
 		{pc.All && pc.Bidirectional, "-a (all sizes) with -b"},
-		{pc.RDMACM || pc.ComRDMACM, "-R/-z (RDMA CM)"}, {pc.UseSRQ, "--use-srq"}, {pc.Connection != "RC", "-c " + pc.Connection},
+		{pc.RDMACM || pc.ComRDMACM, "-R/-z (RDMA CM)"}, {pc.UseSRQ, "--use-srq"}, {pc.Connection != "RC" && pc.Connection != "UC", "-c " + pc.Connection},
 		{pc.PostList > 1, "-l (post list)"}, {pc.ReportPerPort, "--report-per-port"},
 		{pc.ReportCycles || pc.ReportHistogram || pc.ReportUnsorted, "-C/-H/-U"},
 	} {
@@ -104,7 +108,14 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 			sizes = append(sizes, s)
 		}
 	}
-	p, err := workload.NewPerf(n.Device(), workload.PerfConfig{Test: test, Client: client, MaxSize: sizes[len(sizes)-1],
+	qpType := qpstate.TypeRC
+	switch pc.Connection {
+	case "UC":
+		qpType = qpstate.TypeUC
+	case "UD":
+		qpType = qpstate.TypeUD
+	}
+	p, err := workload.NewPerf(n.Device(), workload.PerfConfig{Test: test, QPType: qpType, Client: client, MaxSize: sizes[len(sizes)-1],
 		Iters: pc.Iters, TxDepth: pc.TxDepth, RxDepth: pc.RxDepth, NumQP: pc.NumQP, OutReads: pc.OutReads,
 		CQMod: pc.CQMod, MTU: pc.MTU, GIDIndex: gidx, SL: uint8(pc.SL), QPTimeout: uint8(pc.QPTimeout),
 		InlineSize: max(pc.InlineSize, 0), CompareSwap: pc.AtomicType == "CMP_AND_SWAP", NoPeak: pc.NoPeak,

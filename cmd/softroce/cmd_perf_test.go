@@ -39,6 +39,12 @@ func TestPerfCommand(t *testing.T) {
 		{"send_bw", []string{"-D", "1", "-b", "-s", "3000"}, 1},
 		{"write_lat", []string{"-D", "1"}, 1},
 		{"read_lat", []string{"-D", "1"}, 1},
+		// Unreliable connected QPs (-c UC).
+		{"write_bw", []string{"-n", "100", "-c", "UC", "-q", "2"}, 2},
+		{"send_bw", []string{"-n", "100", "-c", "UC", "-s", "3000"}, 1},
+		{"send_bw", []string{"-n", "100", "-c", "UC", "-b", "-s", "3000"}, 1},
+		{"write_lat", []string{"-n", "100", "-c", "UC"}, 1},
+		{"send_lat", []string{"-n", "100", "-c", "UC"}, 1},
 	} {
 		t.Run(tc.test+"/"+strings.Join(tc.args, "_"), func(t *testing.T) {
 			if tc.test == "write_lat" && raceEnabled {
@@ -139,7 +145,8 @@ func TestPerfCommandRefuses(t *testing.T) {
 		{"write_lat", "-b"},
 		{"write_bw", "-a", "-b"},
 		{"send_bw", "--use-srq"},
-		{"write_bw", "-c", "UC"},
+		{"read_bw", "-c", "UC"},
+		{"write_bw", "-c", "XRC"},
 		{"atomic_bw", "-s", "64"},
 		{"write_bw", "--mtu"},
 	} {

@@ -58,6 +58,9 @@ const (
 	opRCReadRespOnly = 0x10
 	opRCWriteOnlyImm = 0x0b
 	opUCSendOnly     = 0x24
+	opUCWriteFirst   = 0x26
+	opUCWriteLast    = 0x28
+	opUCWriteOnly    = 0x2a
 )
 
 func fixed(re *regexp.Regexp) func(int) *regexp.Regexp { return func(int) *regexp.Regexp { return re } }
@@ -144,6 +147,16 @@ var (
 			oneCell: true, want: fixed(perftestDurationBW("65536")), opcodes: fixed2(opRCWriteFirst, opRCWriteLast, opRCAck)},
 		{name: "ib_send_bw-b-D", vm: "ib_send_bw -d rxe0 -F -b -D 2 -s 8192", soft: "perf send_bw -F -b -D 2 -s 8192", perftest: true, mtuFlag: true,
 			oneCell: true, want: fixed(perftestDurationBW("8192")), opcodes: fixed2(opRCSendFirst, opRCSendLast, opRCAck)},
+
+		// Unreliable connected QPs (-c UC): no ACK on the wire.
+		{name: "ib_write_bw-UC", vm: "ib_write_bw -d rxe0 -F -c UC -n 100 -q 2 -s 8192", soft: "perf write_bw -F -c UC -n 100 -q 2 -s 8192", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("8192", "200")), opcodes: fixed2(opUCWriteFirst, opUCWriteLast)},
+		{name: "ib_send_bw-UC", vm: "ib_send_bw -d rxe0 -F -c UC -n 100 -s 8192", soft: "perf send_bw -F -c UC -n 100 -s 8192", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("8192", "100")), opcodes: fixed2(opUCSendFirst, opUCSendLast)},
+		{name: "ib_write_lat-UC", vm: "ib_write_lat -d rxe0 -F -c UC -n 100 -s 64", soft: "perf write_lat -F -c UC -n 100 -s 64", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opUCWriteOnly)},
+		{name: "ib_send_lat-UC", vm: "ib_send_lat -d rxe0 -F -c UC -n 100 -s 64", soft: "perf send_lat -F -c UC -n 100 -s 64", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opUCSendOnly)},
 	}
 )
 
