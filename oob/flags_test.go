@@ -165,7 +165,7 @@ func TestParsePerftestFlags(t *testing.T) {
 	}{
 		{"capture write_bw client", PerftestWriteBW, []string{"-x", "1", "-F", "-n", "100", "-s", "4096", "10.77.0.11"},
 			func(c *PerftestConfig) {
-				c.GIDIndex, c.CPUFreq, c.Iters, c.Size, c.Server = 1, true, 100, 4096, "10.77.0.11"
+				c.GIDIndex, c.CPUFreq, c.Iters, c.Size, c.SizeRequested, c.Server = 1, true, 100, 4096, true, "10.77.0.11"
 			}},
 		{"capture atomic_bw server", PerftestAtomicBW, []string{"-x", "1", "-F", "-n", "100"},
 			func(c *PerftestConfig) { c.GIDIndex, c.CPUFreq, c.Iters = 1, true, 100 }},
@@ -365,5 +365,38 @@ func TestParsePerftestDependencyErrors(t *testing.T) {
 				t.Errorf("output %q, %q; want %q, %q", stdout, stderr, wantOut, wantErr)
 			}
 		})
+	}
+}
+
+// TestFitUDSize: check_mtu's UD rule: the BW tests' default size shrinks
+// to the MTU with the tool's two lines on stderr, an -s above the MTU is
+// refused, sizes that fit and other transports are left alone.
+func TestFitUDSize(t *testing.T) {
+	for _, tc := range []struct {
+		test     PerftestTest
+		args     []string
+		mtu      int
+		size     uint64
+		msg, err string
+	}{
+		{PerftestSendBW, []string{"-c", "UD"}, 4096, 4096, " Max msg size in UD is MTU 4096\n Changing to this MTU\n", ""},
+		{PerftestSendBW, []string{"-c", "UD"}, 1024, 1024, " Max msg size in UD is MTU 1024\n Changing to this MTU\n", ""},
+		{PerftestSendBW, []string{"-c", "UD", "-s", "2048"}, 1024, 0, "", " Max message size in UD cannot be greater than MTU "},
+		{PerftestSendBW, []string{"-c", "UD", "-s", "1024"}, 1024, 1024, "", ""},
+		{PerftestSendLat, []string{"-c", "UD"}, 1024, 2, "", ""},
+		{PerftestSendBW, []string{"-c", "UC"}, 1024, 65536, "", ""},
+	} {
+		c, err := ParsePerftestFlags(tc.test, tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := c.FitUDSize(tc.mtu)
+		var fe *PerftestFlagError
+		switch {
+		case tc.err != "" && (!errors.As(err, &fe) || fe.Msg != tc.err):
+			t.Errorf("%v at %d: error %v, want %q", tc.args, tc.mtu, err, tc.err)
+		case tc.err == "" && (err != nil || msg != tc.msg || c.Size != tc.size):
+			t.Errorf("%v at %d: size %d, %q, %v; want %d, %q", tc.args, tc.mtu, c.Size, msg, err, tc.size, tc.msg)
+		}
 	}
 }

@@ -110,6 +110,7 @@ type PerftestConfig struct {
 	IBPort           int         // -i --ib-port (1)
 	GIDIndex         int         // -x --gid-index (-1: default, which is 0 or the best GID on Ethernet)
 	Size             uint64      // -s --size (65536 BW, 2 latency, 8 atomic and fixed)
+	SizeRequested    bool        // -s was given (perftest's req_size)
 	Iters            uint64      // -n --iters (5000 write_bw, 1000 the others; at least 5)
 	Duration         int         // -D --duration seconds (0: iterations mode)
 	Margin           int         // -f --margin seconds (-1: not given; with -D it becomes Duration/4)
@@ -316,7 +317,7 @@ func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
 			c.Margin = int(v)
 		case "size":
 			v, err = intArg(o, 1, 1<<23)
-			c.Size = uint64(v)
+			c.Size, c.SizeRequested = uint64(v), true
 		case "all":
 			c.All = true
 		case "connection":
@@ -538,4 +539,22 @@ func perftestParserError(tool, msg string) error {
 
 func perftestDependencyError(tool, msg string) error {
 	return &PerftestFlagError{Tool: tool, Msg: msg, ResultLine: true}
+}
+
+// FitUDSize applies check_mtu's rule for -c UD once the path MTU (in
+// bytes) is settled: a UD message is one packet. A size above it that was
+// not asked for with -s (the BW tests' 65536) becomes the MTU, and the
+// tool says so on stderr (the returned text: " Max msg size in UD is MTU
+// 4096" and " Changing to this MTU"); an -s above it is refused (" Max
+// message size in UD cannot be greater than MTU ", after which the tool
+// exits 1). Other transports and sizes that fit are left alone.
+func (c *PerftestConfig) FitUDSize(mtuBytes int) (string, error) {
+	if c.Connection != "UD" || c.Size <= uint64(mtuBytes) {
+		return "", nil
+	}
+	if c.SizeRequested && !c.All {
+		return "", &PerftestFlagError{Tool: c.Test.Tool(), Msg: " Max message size in UD cannot be greater than MTU "}
+	}
+	c.Size = uint64(mtuBytes)
+	return fmt.Sprintf(" Max msg size in UD is MTU %d\n Changing to this MTU\n", mtuBytes), nil
 }

@@ -25,7 +25,9 @@ const (
 	defCQMod       = 100
 	atomicAddValue = 1 // ATOMIC_ADD_VALUE
 	minRNRTimer    = 12
-	ucMaxRx        = 16000 // UC_MAX_RX: the UC and UD receive depth when -r is left at 512
+	ucMaxRx        = 16000      // UC_MAX_RX: the UC and UD receive depth when -r is left at 512
+	perftestQKey   = 0x11111111 // DEF_QKEY: the Q_Key of perftest's UD QPs and of the WRs it sends
+	udAddition     = 40         // UD_ADDITION: the GRH in front of each UD receive
 )
 
 // PerfConfig configures one side of a perftest run. Zero values take
@@ -33,9 +35,11 @@ const (
 type PerfConfig struct {
 	// Test is the perftest tool; it must be valid.
 	Test oob.PerftestTest
-	// QPType is the transport (-c): qpstate.TypeRC (0 means RC) or
-	// TypeUC (write and send tests). UC QPs are connected like RC ones
-	// but have no ACKs, retries or reads.
+	// QPType is the transport (-c): qpstate.TypeRC (0 means RC),
+	// TypeUC (write and send tests) or TypeUD (send tests). UC QPs are
+	// connected like RC ones but have no ACKs, retries or reads; a UD QP
+	// sends to an address handle per peer QP with Q_Key 0x11111111 and
+	// receives each message behind 40 bytes of GRH.
 	QPType qpstate.Type
 	// Client marks the side given a server name: the one that moves data
 	// (BW tests, read and atomic latency) or sends first.
@@ -123,6 +127,7 @@ type Perf struct {
 	local    []oob.PerftestDest
 	rem      []oob.PerftestDest
 	rposted  []int
+	ahs      []*emu.AH // UD: one per QP, towards the peer's QP of the same index
 
 	// What the client did, for VerifyPerf.
 	lastSize  uint64
@@ -165,7 +170,8 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 	c.QPType = orDefault(c.QPType, qpstate.TypeRC)
 	switch {
 	case c.QPType == qpstate.TypeUC && c.Test.Verb() != oob.VerbWrite && c.Test.Verb() != oob.VerbSend,
-		c.QPType != qpstate.TypeRC && c.QPType != qpstate.TypeUC:
+		c.QPType == qpstate.TypeUD && c.Test.Verb() != oob.VerbSend,
+		c.QPType != qpstate.TypeRC && c.QPType != qpstate.TypeUC && c.QPType != qpstate.TypeUD:
 		return fmt.Errorf("perf: %s QPs with %s: %w", c.QPType, c.Test, unix.EINVAL)
 	case c.Duration < 0 || c.Margin < 0:
 		return fmt.Errorf("perf: negative duration %v or margin %v: %w", c.Duration, c.Margin, unix.EINVAL)
@@ -178,7 +184,7 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 		// (perftest's force_dependecies).
 		c.TxDepth = int(min(uint64(c.TxDepth), c.Iters))
 		c.RxDepth = int(min(uint64(c.RxDepth), c.Iters))
-		if c.QPType == qpstate.TypeUC && c.RxDepth == defRxDepth {
+		if c.QPType != qpstate.TypeRC && c.RxDepth == defRxDepth {
 			c.RxDepth = int(min(c.Iters, ucMaxRx))
 		}
 		c.CQMod = min(c.CQMod, c.TxDepth)
@@ -218,7 +224,7 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 	if p.pd, err = dev.AllocPD(0); err != nil {
 		return nil, fmt.Errorf("Couldn't allocate PD: %w", err)
 	}
-	p.region = max(alignUp(int(cfg.MaxSize), cacheLineSize), cycleBuffer)
+	p.region = max(alignUp(int(cfg.MaxSize), cacheLineSize)+p.recvOff(), cycleBuffer)
 	access := qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteAtomic
 	if p.buf, err = newBuffer(dev, p.pd, 2*p.region*cfg.NumQP, access); err != nil {
 		return nil, err
@@ -253,7 +259,7 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 			return nil, fmt.Errorf("Couldn't create QP: %w", err)
 		}
 		p.qps = append(p.qps, qp)
-		if err := toInit(qp, p.qpAccess(), 0); err != nil {
+		if err := toInit(qp, p.qpAccess(), perftestQKey); err != nil {
 			return nil, err
 		}
 		p.local = append(p.local, oob.PerftestDest{OutReads: uint16(cfg.OutReads), QPN: qp.QPNum,
@@ -316,9 +322,30 @@ func (p *Perf) half(i int, remote bool) []byte {
 	return p.buf.b[off : off+p.region]
 }
 
-// postRecv posts n receives on QP i into its remote half.
+// recvOff is where a received message's data starts in the remote half:
+// a UD receive lands 40 bytes of GRH first, and perftest places it so that
+// the data starts a cache line in.
+func (p *Perf) recvOff() int {
+	if p.cfg.QPType == qpstate.TypeUD {
+		return cacheLineSize
+	}
+	return 0
+}
+
+// recvExtra is what a receive completion counts beyond the message: the
+// GRH of UD.
+func (p *Perf) recvExtra() int {
+	if p.cfg.QPType == qpstate.TypeUD {
+		return udAddition
+	}
+	return 0
+}
+
+// postRecv posts n receives on QP i into its remote half (for UD, room for
+// the GRH in front of the data).
 func (p *Perf) postRecv(i, n int) error {
-	wr := []emu.RecvWR{{WRID: uint64(i), SGList: []emu.SGE{p.buf.sge(p.remoteOff(i), int(p.cfg.MaxSize))}}}
+	sge := p.buf.sge(p.remoteOff(i)+p.recvOff()-p.recvExtra(), int(p.cfg.MaxSize)+p.recvExtra())
+	wr := []emu.RecvWR{{WRID: uint64(i), SGList: []emu.SGE{sge}}}
 	for range n {
 		if _, err := p.qps[i].PostRecv(wr); err != nil {
 			return fmt.Errorf("Couldn't post receive: %w", err)
@@ -362,6 +389,14 @@ func (p *Perf) Connect(remote []oob.PerftestDest) error {
 		if err := toRTS(qp, pa); err != nil {
 			return err
 		}
+		if p.cfg.QPType == qpstate.TypeUD {
+			av := pa.av()
+			ah, err := p.pd.CreateAH(&av)
+			if err != nil {
+				return fmt.Errorf("Unable to create address handler for UD QP: %w", err)
+			}
+			p.ahs = append(p.ahs, ah)
+		}
 	}
 	return nil
 }
@@ -381,6 +416,9 @@ func (p *Perf) sendWR(i int, k uint64, size uint64, signaled bool) (emu.SendWR, 
 		RemoteAddr: p.rem[i].VAddr + uint64(off), RKey: p.rem[i].RKey}
 	if signaled {
 		wr.SendFlags = emu.SendSignaled
+	}
+	if p.cfg.QPType == qpstate.TypeUD {
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = p.ahs[i], p.rem[i].QPN, perftestQKey
 	}
 	switch p.cfg.Test.Verb() {
 	case oob.VerbWrite:
@@ -611,8 +649,8 @@ func (p *Perf) recvDone(wc []emu.WC, size uint64, rcnt []uint64) (int, error) {
 		if w.Status != emu.WCSuccess {
 			return 0, perfWCError(w)
 		}
-		if uint64(w.ByteLen) != size {
-			return 0, fmt.Errorf("received %d bytes, want %d: %w", w.ByteLen, size, unix.EIO)
+		if want := size + uint64(p.recvExtra()); uint64(w.ByteLen) != want {
+			return 0, fmt.Errorf("received %d bytes, want %d: %w", w.ByteLen, want, unix.EIO)
 		}
 		i := int(w.WRID)
 		p.rposted[i]--
@@ -986,6 +1024,10 @@ func (p *Perf) Close() error {
 		q.Destroy()
 	}
 	p.qps = nil
+	for _, ah := range p.ahs {
+		ah.Destroy()
+	}
+	p.ahs = nil
 	for _, c := range []*cqWaiter{p.scq, p.rcq} {
 		if c != nil {
 			c.cq.Destroy()
@@ -1013,7 +1055,7 @@ func (p *Perf) Close() error {
 // initial value plus the fetch-and-adds the client posted to it (unchanged
 // for compare-and-swap of 0 with 0). A bidirectional run is checked both
 // ways. It first waits until every WR either side posted has completed (a
-// duration run ends with WRs in flight), and over UC until the
+// duration run ends with WRs in flight), and over UC and UD until the
 // last messages have landed.
 func VerifyPerf(client, server *Perf) error {
 	for _, p := range []*Perf{client, server} {
@@ -1034,7 +1076,7 @@ func VerifyPerf(client, server *Perf) error {
 	return nil
 }
 
-// settle runs check once for RC; for UC, whose send completions
+// settle runs check once for RC; for UC and UD, whose send completions
 // come when the message leaves, not when it has landed, it retries check
 // until it passes or Timeout has passed.
 func (p *Perf) settle(check func() error) error {
@@ -1114,11 +1156,11 @@ func verifyOneWay(from, to *Perf) error {
 				}
 			}
 		case oob.VerbSend:
-			o := int((sent-1)%cycle) * inc
-			if !bytes.Equal(sr[:size], cl[o:o+int(size)]) {
+			o, r := int((sent-1)%cycle)*inc, to.recvOff()
+			if !bytes.Equal(sr[r:r+int(size)], cl[o:o+int(size)]) {
 				return fmt.Errorf("%s: QP %d: last message received differs from the one sent: %w", cfg.Test, i, unix.EIO)
 			}
-			if cfg.Test == oob.PerftestSendLat && !bytes.Equal(cr[:size], sl[:size]) {
+			if cfg.Test == oob.PerftestSendLat && !bytes.Equal(cr[r:r+int(size)], sl[:size]) {
 				return fmt.Errorf("%s: client received differs from what the server sent: %w", cfg.Test, unix.EIO)
 			}
 		case oob.VerbAtomic:

@@ -367,10 +367,11 @@ func TestPerfWarmUp(t *testing.T) {
 	}
 }
 
-// TestPerfTransports: -c UC (write and send tests) in iterations mode,
+// TestPerfTransports: -c UC (write and send tests) and -c UD (send
+// tests, 40 bytes of GRH before each message received) in iterations mode,
 // unidirectional, bidirectional and with several QPs: the data arrives
 // and each measuring side counts every message. UC refuses READs and
-// atomics; UD is not supported yet.
+// atomics, UD everything but SEND.
 func TestPerfTransports(t *testing.T) {
 	seed := testenv.Seed(t)
 	for _, tc := range []struct {
@@ -385,6 +386,9 @@ func TestPerfTransports(t *testing.T) {
 		{oob.PerftestSendBW, qpstate.TypeUC, 1, true},
 		{oob.PerftestWriteLat, qpstate.TypeUC, 1, false},
 		{oob.PerftestSendLat, qpstate.TypeUC, 1, false},
+		{oob.PerftestSendBW, qpstate.TypeUD, 2, false},
+		{oob.PerftestSendBW, qpstate.TypeUD, 2, true},
+		{oob.PerftestSendLat, qpstate.TypeUD, 1, false},
 	} {
 		if tc.test == oob.PerftestWriteLat && raceEnabled {
 			continue
@@ -422,7 +426,8 @@ func TestPerfTransports(t *testing.T) {
 	for _, tc := range []struct {
 		test oob.PerftestTest
 		typ  qpstate.Type
-	}{{oob.PerftestReadBW, qpstate.TypeUC}, {oob.PerftestAtomicLat, qpstate.TypeUC}, {oob.PerftestSendBW, qpstate.TypeUD}} {
+	}{{oob.PerftestReadBW, qpstate.TypeUC}, {oob.PerftestAtomicLat, qpstate.TypeUC}, {oob.PerftestWriteBW, qpstate.TypeUD},
+		{oob.PerftestSendLat, qpstate.TypeXRCIni}} {
 		lb, err := NewLoopback(LoopbackConfig{Seed: seed})
 		if err != nil {
 			t.Fatal(err)
@@ -455,6 +460,8 @@ func TestPerfRxDepthUnreliable(t *testing.T) {
 		{qpstate.TypeUC, 20000, 0, 16000},
 		{qpstate.TypeUC, 1000, 300, 300},
 		{qpstate.TypeUC, 1000, 513, 513},
+		{qpstate.TypeUD, 1000, 0, 1000},
+		{qpstate.TypeUD, 300, 0, 300},
 	} {
 		c := PerfConfig{Test: oob.PerftestSendBW, QPType: tc.typ, Iters: tc.iters, RxDepth: tc.rx, MTU: qpstate.MTU1024, OutReads: 1}
 		if err := c.fill(lb.A.Dev); err != nil {

@@ -20,7 +20,7 @@ func init() {
 		summary: "perftest's ib_{write,read,send,atomic}_{bw,lat} from an emulated HCA on a real segment",
 		usage: "write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat\n" +
 			"\t[--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE]\n" +
-			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -c RC|UC -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
+			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -c RC|UC|UD -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
 			"\t -t TX -r RX -o OUTS -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT -N -F --report_gbits --perform_warm_up ...] [SERVER]",
 		run: runPerf,
 	})
@@ -42,12 +42,17 @@ func init() {
 // runs a BW test both ways, each side printing its own count and the sum
 // of both sides' rates (send_bw -b -D: its own sends and receives).
 // -c UC (write and send tests) connects UC QPs: no ACKs, no retries, and
-// perftest's receive depth rule for UC (an -r left at 512 becomes
-// min(iters, 16000) in iterations mode). Option errors print the tool's
-// message and exit 1 as the tool does. Not supported (refused with a
-// message): -a with the other tests or with -b, -R, -z, --use-srq, -c
-// other than RC and UC, -l above 1, --report-per-port, -C, -H, -U.
-// Without -x the GID of the first --ip address is used.
+// perftest's receive depth rule for UC and UD (an -r left at 512 becomes
+// min(iters, 16000) in iterations mode). -c UD (send tests) sends
+// datagrams to an address handle per peer QP with perftest's Q_Key
+// 0x11111111 and receives them behind the 40-byte GRH; as check_mtu does,
+// a size above the settled path MTU becomes the MTU (" Max msg size in UD
+// is MTU N" on stderr) unless -s asked for it (then the tool's refusal and
+// exit 1, after the MTU exchange). Option errors print the tool's message
+// and exit 1 as the tool does. Not supported (refused with a message): -a
+// with the other tests or with -b, -R, -z, --use-srq, -c XRC, DC and SRD,
+// -l above 1, --report-per-port, -C, -H, -U. Without -x the GID of the
+// first --ip address is used.
 func runPerf(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "usage: softroce perf %s\n", commands["perf"].usage)
@@ -83,7 +88,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	}{
 		{pc.All && test != oob.PerftestWriteBW && test != oob.PerftestReadBW, "-a (all sizes) with " + test.String()},
 		{pc.All && pc.Bidirectional, "-a (all sizes) with -b"},
-		{pc.RDMACM || pc.ComRDMACM, "-R/-z (RDMA CM)"}, {pc.UseSRQ, "--use-srq"}, {pc.Connection != "RC" && pc.Connection != "UC", "-c " + pc.Connection},
+		{pc.RDMACM || pc.ComRDMACM, "-R/-z (RDMA CM)"}, {pc.UseSRQ, "--use-srq"}, {pc.Connection != "RC" && pc.Connection != "UC" && pc.Connection != "UD", "-c " + pc.Connection},
 		{pc.PostList > 1, "-l (post list)"}, {pc.ReportPerPort, "--report-per-port"},
 		{pc.ReportCycles || pc.ReportHistogram || pc.ReportUnsorted, "-C/-H/-U"},
 	} {
@@ -144,10 +149,24 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	fc := p.Config()
 	params := oob.PerftestParams{Test: test, MTU: fc.MTU, WithGID: true, DontXchgVersions: pc.DontXchgVersions,
 		Duplex: pc.Bidirectional, Duration: pc.Duration > 0}
+	var udErr *oob.PerftestFlagError
 	setup, err := oob.PerftestConnect(c, params, p.Local(), func(s *oob.PerftestSetup) error {
+		// check_mtu: a UD message is one packet of the settled MTU.
+		msg, err := pc.FitUDSize(s.MTU.Bytes())
+		io.WriteString(stderr, msg)
+		if errors.As(err, &udErr) {
+			return err
+		}
+		sizes[len(sizes)-1] = min(sizes[len(sizes)-1], pc.Size)
 		p.SetPathMTU(s.MTU)
 		return p.Connect(s.Remote)
 	})
+	if udErr != nil {
+		o, e := udErr.Output()
+		io.WriteString(stdout, o)
+		io.WriteString(stderr, e+" Couldn't get context for the device\n")
+		return &exitError{code: 1}
+	}
 	if err != nil {
 		return fmt.Errorf("Unable to connect the HCA's through the link: %w", err)
 	}

@@ -45,6 +45,10 @@ func TestPerfCommand(t *testing.T) {
 		{"send_bw", []string{"-n", "100", "-c", "UC", "-b", "-s", "3000"}, 1},
 		{"write_lat", []string{"-n", "100", "-c", "UC"}, 1},
 		{"send_lat", []string{"-n", "100", "-c", "UC"}, 1},
+		// Unreliable datagram QPs (-c UD): the default size becomes the MTU.
+		{"send_bw", []string{"-n", "100", "-c", "UD", "-q", "2", "-m", "1024"}, 2},
+		{"send_bw", []string{"-n", "100", "-c", "UD", "-b", "-s", "1000"}, 1},
+		{"send_lat", []string{"-n", "100", "-c", "UD"}, 1},
 	} {
 		t.Run(tc.test+"/"+strings.Join(tc.args, "_"), func(t *testing.T) {
 			if tc.test == "write_lat" && raceEnabled {
@@ -156,5 +160,33 @@ func TestPerfCommandRefuses(t *testing.T) {
 				t.Errorf("exit %d, stderr %q", code, errs)
 			}
 		})
+	}
+}
+
+// TestPerfCommandUD: send_bw -c UD at path MTU 1024. The default size
+// becomes the MTU with the tool's two lines on stderr, and both rows
+// report 1024 bytes; an -s above the MTU ends both sides, the softroce
+// one with the tool's message and status 1.
+func TestPerfCommandUD(t *testing.T) {
+	pipeNodes(t)
+	common := []string{"perf", "send_bw", "-p", port, "-c", "UD", "-n", "50", "-m", "1024"}
+	sv, cl := runPair(t,
+		append(append([]string{}, common...), "-d", "b", "--ip", "10.9.0.2/24"),
+		append(append([]string{}, common...), "-d", "a", "--ip", "10.9.0.1/24", "localhost"))
+	for _, r := range []cmdResult{sv, cl} {
+		row := bwRow.FindStringSubmatch(r.out)
+		if r.code != 0 || row == nil || row[1] != "1024" || row[2] != "50" ||
+			!strings.Contains(r.errout, " Max msg size in UD is MTU 1024\n Changing to this MTU\n") {
+			t.Errorf("exit %d\n%s\n%s", r.code, r.out, r.errout)
+		}
+	}
+	big := append(append([]string{}, common...), "-s", "2048")
+	sv, cl = runPair(t,
+		append(append([]string{}, big...), "-d", "b", "--ip", "10.9.0.2/24"),
+		append(append([]string{}, big...), "-d", "a", "--ip", "10.9.0.1/24", "localhost"))
+	for _, r := range []cmdResult{sv, cl} {
+		if r.code != 1 || !strings.Contains(r.errout, " Max message size in UD cannot be greater than MTU \n") {
+			t.Errorf("-s 2048: exit %d\n%s\n%s", r.code, r.out, r.errout)
+		}
 	}
 }

@@ -157,6 +157,15 @@ var (
 			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opUCWriteOnly)},
 		{name: "ib_send_lat-UC", vm: "ib_send_lat -d rxe0 -F -c UC -n 100 -s 64", soft: "perf send_lat -F -c UC -n 100 -s 64", perftest: true, mtuFlag: true,
 			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opUCSendOnly)},
+
+		// Unreliable datagram QPs (-c UD): send_bw's default 65536 becomes
+		// the path MTU on both sides.
+		{name: "ib_send_bw-UD", vm: "ib_send_bw -d rxe0 -F -c UD -n 100", soft: "perf send_bw -F -c UD -n 100", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("1024", "100")), opcodes: fixed2(opUDSendOnly)},
+		{name: "ib_send_bw-UD-b", vm: "ib_send_bw -d rxe0 -F -c UD -b -n 100 -q 2 -s 512", soft: "perf send_bw -F -c UD -b -n 100 -q 2 -s 512", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("512", "200")), opcodes: fixed2(opUDSendOnly)},
+		{name: "ib_send_lat-UD", vm: "ib_send_lat -d rxe0 -F -c UD -n 100 -s 64", soft: "perf send_lat -F -c UD -n 100 -s 64", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opUDSendOnly)},
 	}
 )
 
