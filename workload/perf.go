@@ -41,6 +41,12 @@ type PerfConfig struct {
 	// sends to an address handle per peer QP with Q_Key 0x11111111 and
 	// receives each message behind 40 bytes of GRH.
 	QPType qpstate.Type
+	// UseSRQ shares one SRQ among the QPs of a side that receives (send
+	// tests: the server, both sides of -b and of send_lat), RxDepth deep,
+	// with RxDepth/NumQP receives posted for each QP index (--use-srq).
+	// The address message's SRQ number stays 0, as perftest's does for RC,
+	// UC and UD.
+	UseSRQ bool
 	// Client marks the side given a server name: the one that moves data
 	// (BW tests, read and atomic latency) or sends first.
 	Client bool
@@ -128,6 +134,7 @@ type Perf struct {
 	rem      []oob.PerftestDest
 	rposted  []int
 	ahs      []*emu.AH // UD: one per QP, towards the peer's QP of the same index
+	srq      *emu.SRQ  // UseSRQ on a receiving side
 
 	// What the client did, for VerifyPerf.
 	lastSize  uint64
@@ -173,6 +180,10 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 		c.QPType == qpstate.TypeUD && c.Test.Verb() != oob.VerbSend,
 		c.QPType != qpstate.TypeRC && c.QPType != qpstate.TypeUC && c.QPType != qpstate.TypeUD:
 		return fmt.Errorf("perf: %s QPs with %s: %w", c.QPType, c.Test, unix.EINVAL)
+	case c.UseSRQ && c.Test.Verb() != oob.VerbSend:
+		return fmt.Errorf("Using SRQ only avavilible in SEND tests: %w", unix.EINVAL)
+	case c.UseSRQ && c.NumQP > c.RxDepth:
+		return fmt.Errorf("Using SRQ depth should be greater than number of QPs: %w", unix.EINVAL)
 	case c.Duration < 0 || c.Margin < 0:
 		return fmt.Errorf("perf: negative duration %v or margin %v: %w", c.Duration, c.Margin, unix.EINVAL)
 	case c.Duration > 0 && c.Duration <= 2*c.Margin:
@@ -250,8 +261,14 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 		return nil, err
 	}
 	p.rposted = make([]int, cfg.NumQP)
+	if cfg.UseSRQ && p.receives() {
+		sa := &emu.SRQInitAttr{Attr: emu.SRQAttr{MaxWR: uint32(cfg.RxDepth), MaxSGE: 1}}
+		if p.srq, err = p.pd.CreateSRQ(sa); err != nil {
+			return nil, fmt.Errorf("Couldn't create SRQ: %w", err)
+		}
+	}
 	for i := range cfg.NumQP {
-		init := &emu.QPInitAttr{SendCQ: p.scq.cq, RecvCQ: p.rcq.cq, QPType: cfg.QPType, SQSigType: emu.SignalReqWR,
+		init := &emu.QPInitAttr{SendCQ: p.scq.cq, RecvCQ: p.rcq.cq, SRQ: p.srq, QPType: cfg.QPType, SQSigType: emu.SignalReqWR,
 			Cap: qpstate.Cap{MaxSendWR: uint32(cfg.TxDepth), MaxRecvWR: uint32(max(cfg.RxDepth, 1)), MaxSendSGE: 1,
 				MaxRecvSGE: 1, MaxInlineData: uint32(max(cfg.InlineSize, 0))}}
 		qp, err := p.pd.CreateQP(init)
@@ -264,8 +281,11 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 		}
 		p.local = append(p.local, oob.PerftestDest{OutReads: uint16(cfg.OutReads), QPN: qp.QPNum,
 			PSN: rng.Uint32() & 0xffffff, RKey: p.buf.mr.RKey, VAddr: p.remoteAddr(i), GID: gid})
-		if p.receives() {
-			if err := p.postRecv(i, cfg.RxDepth); err != nil {
+		if n := cfg.RxDepth; p.receives() {
+			if p.srq != nil {
+				n /= cfg.NumQP // ctx_set_recv_wqes: the SRQ's depth split among the QPs
+			}
+			if err := p.postRecv(i, n); err != nil {
 				return nil, err
 			}
 		}
@@ -347,7 +367,13 @@ func (p *Perf) postRecv(i, n int) error {
 	sge := p.buf.sge(p.remoteOff(i)+p.recvOff()-p.recvExtra(), int(p.cfg.MaxSize)+p.recvExtra())
 	wr := []emu.RecvWR{{WRID: uint64(i), SGList: []emu.SGE{sge}}}
 	for range n {
-		if _, err := p.qps[i].PostRecv(wr); err != nil {
+		var err error
+		if p.srq != nil {
+			_, err = p.srq.PostRecv(wr)
+		} else {
+			_, err = p.qps[i].PostRecv(wr)
+		}
+		if err != nil {
 			return fmt.Errorf("Couldn't post receive: %w", err)
 		}
 		p.rposted[i]++
@@ -1028,6 +1054,10 @@ func (p *Perf) Close() error {
 		ah.Destroy()
 	}
 	p.ahs = nil
+	if p.srq != nil {
+		p.srq.Destroy()
+		p.srq = nil
+	}
 	for _, c := range []*cqWaiter{p.scq, p.rcq} {
 		if c != nil {
 			c.cq.Destroy()
@@ -1157,7 +1187,20 @@ func verifyOneWay(from, to *Perf) error {
 			}
 		case oob.VerbSend:
 			o, r := int((sent-1)%cycle)*inc, to.recvOff()
-			if !bytes.Equal(sr[r:r+int(size)], cl[o:o+int(size)]) {
+			if to.srq != nil {
+				// Any QP's message may land in the receive buffer of
+				// any QP index: it must hold one of the messages sent.
+				found := false
+				for j := range from.qps {
+					for s := range uint64(min(cycle, from.sent[j])) {
+						o := int(s) * inc
+						found = found || bytes.Equal(sr[r:r+int(size)], from.half(j, false)[o:o+int(size)])
+					}
+				}
+				if !found {
+					return fmt.Errorf("%s: receive buffer %d of the SRQ holds none of the messages sent: %w", cfg.Test, i, unix.EIO)
+				}
+			} else if !bytes.Equal(sr[r:r+int(size)], cl[o:o+int(size)]) {
 				return fmt.Errorf("%s: QP %d: last message received differs from the one sent: %w", cfg.Test, i, unix.EIO)
 			}
 			if cfg.Test == oob.PerftestSendLat && !bytes.Equal(cr[r:r+int(size)], sl[:size]) {

@@ -368,7 +368,8 @@ func TestPerfWarmUp(t *testing.T) {
 }
 
 // TestPerfTransports: -c UC (write and send tests) and -c UD (send
-// tests, 40 bytes of GRH before each message received) in iterations mode,
+// tests, 40 bytes of GRH before each message received), and --use-srq
+// (send tests: one SRQ per receiving side) in iterations mode,
 // unidirectional, bidirectional and with several QPs: the data arrives
 // and each measuring side counts every message. UC refuses READs and
 // atomics, UD everything but SEND.
@@ -379,21 +380,26 @@ func TestPerfTransports(t *testing.T) {
 		typ  qpstate.Type
 		nqp  int
 		bidi bool
+		srq  bool
 	}{
-		{oob.PerftestWriteBW, qpstate.TypeUC, 1, false},
-		{oob.PerftestWriteBW, qpstate.TypeUC, 2, true},
-		{oob.PerftestSendBW, qpstate.TypeUC, 2, false},
-		{oob.PerftestSendBW, qpstate.TypeUC, 1, true},
-		{oob.PerftestWriteLat, qpstate.TypeUC, 1, false},
-		{oob.PerftestSendLat, qpstate.TypeUC, 1, false},
-		{oob.PerftestSendBW, qpstate.TypeUD, 2, false},
-		{oob.PerftestSendBW, qpstate.TypeUD, 2, true},
-		{oob.PerftestSendLat, qpstate.TypeUD, 1, false},
+		{oob.PerftestWriteBW, qpstate.TypeUC, 1, false, false},
+		{oob.PerftestWriteBW, qpstate.TypeUC, 2, true, false},
+		{oob.PerftestSendBW, qpstate.TypeUC, 2, false, false},
+		{oob.PerftestSendBW, qpstate.TypeUC, 1, true, false},
+		{oob.PerftestWriteLat, qpstate.TypeUC, 1, false, false},
+		{oob.PerftestSendLat, qpstate.TypeUC, 1, false, false},
+		{oob.PerftestSendBW, qpstate.TypeUD, 2, false, false},
+		{oob.PerftestSendBW, qpstate.TypeUD, 2, true, false},
+		{oob.PerftestSendLat, qpstate.TypeUD, 1, false, false},
+		{oob.PerftestSendBW, qpstate.TypeRC, 2, false, true},
+		{oob.PerftestSendBW, qpstate.TypeRC, 3, true, true},
+		{oob.PerftestSendBW, qpstate.TypeUD, 1, false, true},
+		{oob.PerftestSendLat, qpstate.TypeRC, 1, false, true},
 	} {
 		if tc.test == oob.PerftestWriteLat && raceEnabled {
 			continue
 		}
-		t.Run(fmt.Sprintf("%s/%s/q%d/b=%v", tc.test, tc.typ, tc.nqp, tc.bidi), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%s/q%d/b=%v/srq=%v", tc.test, tc.typ, tc.nqp, tc.bidi, tc.srq), func(t *testing.T) {
 			lb, err := NewLoopback(LoopbackConfig{Seed: seed})
 			if err != nil {
 				t.Fatal(err)
@@ -408,7 +414,13 @@ func TestPerfTransports(t *testing.T) {
 			}
 			cfg := PerfConfig{Test: tc.test, QPType: tc.typ, Iters: 200, NumQP: tc.nqp, MTU: qpstate.MTU1024,
 				TxDepth: 16, CQMod: 4, MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second,
-				Bidirectional: tc.bidi}
+				Bidirectional: tc.bidi, UseSRQ: tc.srq}
+			switch {
+			case tc.typ == qpstate.TypeRC:
+				cfg.RxDepth = 32 // RNR NAKs pace the sender; UC and UD drop instead
+			case tc.srq:
+				cfg.RxDepth = 200 * tc.nqp // a receive for every message of every QP
+			}
 			rc, rs := runBoth(t, lb, cfg, size)
 			want := 200 * uint64(tc.nqp)
 			if tc.test.IsBW() {
@@ -469,6 +481,49 @@ func TestPerfRxDepthUnreliable(t *testing.T) {
 		}
 		if c.RxDepth != tc.want {
 			t.Errorf("%s -n %d -r %d: rx depth %d, want %d", tc.typ, tc.iters, tc.rx, c.RxDepth, tc.want)
+		}
+	}
+}
+
+// TestPerfSRQSides: --use-srq gives an SRQ only to a side that receives
+// (perftest's srq_exists: the send_bw server, both sides of -b and of
+// send_lat), and refuses fewer receives than QPs.
+func TestPerfSRQSides(t *testing.T) {
+	for _, tc := range []struct {
+		test           oob.PerftestTest
+		bidi           bool
+		client, server bool
+	}{
+		{oob.PerftestSendBW, false, false, true},
+		{oob.PerftestSendBW, true, true, true},
+		{oob.PerftestSendLat, false, true, true},
+	} {
+		lb, err := NewLoopback(LoopbackConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, sv, err := lb.Perf(PerfConfig{Test: tc.test, UseSRQ: true, Bidirectional: tc.bidi, GIDIndex: LoopbackGIDIndex})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (cl.srq != nil) != tc.client || (sv.srq != nil) != tc.server {
+			t.Errorf("%s -b=%v: client SRQ %v, server SRQ %v", tc.test, tc.bidi, cl.srq != nil, sv.srq != nil)
+		}
+		cl.Close()
+		sv.Close()
+		lb.Close()
+	}
+	lb, err := NewLoopback(LoopbackConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	for _, cfg := range []PerfConfig{
+		{Test: oob.PerftestSendBW, UseSRQ: true, NumQP: 4, RxDepth: 3, GIDIndex: LoopbackGIDIndex},
+		{Test: oob.PerftestWriteBW, UseSRQ: true, GIDIndex: LoopbackGIDIndex},
+	} {
+		if _, _, err := lb.Perf(cfg); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("%+v: %v, want EINVAL", cfg, err)
 		}
 	}
 }

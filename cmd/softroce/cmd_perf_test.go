@@ -49,6 +49,10 @@ func TestPerfCommand(t *testing.T) {
 		{"send_bw", []string{"-n", "100", "-c", "UD", "-q", "2", "-m", "1024"}, 2},
 		{"send_bw", []string{"-n", "100", "-c", "UD", "-b", "-s", "1000"}, 1},
 		{"send_lat", []string{"-n", "100", "-c", "UD"}, 1},
+		// A shared receive queue (--use-srq).
+		{"send_bw", []string{"-n", "100", "--use-srq", "-q", "3", "-r", "30", "-s", "3000"}, 3},
+		{"send_bw", []string{"-n", "100", "--use-srq", "-q", "2", "-b"}, 2},
+		{"send_lat", []string{"-n", "100", "--use-srq"}, 1},
 	} {
 		t.Run(tc.test+"/"+strings.Join(tc.args, "_"), func(t *testing.T) {
 			if tc.test == "write_lat" && raceEnabled {
@@ -148,7 +152,7 @@ func TestPerfCommandRefuses(t *testing.T) {
 		{"write_bw", "-D", "4", "-f", "2"},
 		{"write_lat", "-b"},
 		{"write_bw", "-a", "-b"},
-		{"send_bw", "--use-srq"},
+		{"send_bw", "--use-srq", "-q", "4", "-r", "3"},
 		{"read_bw", "-c", "UC"},
 		{"write_bw", "-c", "XRC"},
 		{"atomic_bw", "-s", "64"},

@@ -166,6 +166,14 @@ var (
 			oneCell: true, want: fixed(perftestOK("512", "200")), opcodes: fixed2(opUDSendOnly)},
 		{name: "ib_send_lat-UD", vm: "ib_send_lat -d rxe0 -F -c UD -n 100 -s 64", soft: "perf send_lat -F -c UD -n 100 -s 64", perftest: true, mtuFlag: true,
 			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opUDSendOnly)},
+
+		// A shared receive queue on the receiving sides (--use-srq).
+		{name: "ib_send_bw-SRQ", vm: "ib_send_bw -d rxe0 -F --use-srq -n 100 -q 2 -s 8192", soft: "perf send_bw -F --use-srq -n 100 -q 2 -s 8192", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("8192", "200")), opcodes: fixed2(opRCSendFirst, opRCSendLast, opRCAck)},
+		{name: "ib_send_bw-SRQ-UD", vm: "ib_send_bw -d rxe0 -F --use-srq -c UD -n 100", soft: "perf send_bw -F --use-srq -c UD -n 100", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("1024", "100")), opcodes: fixed2(opUDSendOnly)},
+		{name: "ib_send_lat-SRQ", vm: "ib_send_lat -d rxe0 -F --use-srq -n 100 -s 64", soft: "perf send_lat -F --use-srq -n 100 -s 64", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opRCSendOnly, opRCAck)},
 	}
 )
 
