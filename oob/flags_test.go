@@ -286,6 +286,13 @@ func TestParsePerftestDependencies(t *testing.T) {
 		{"UD keeps default", PerftestSendBW, []string{"-c", "UD"}, 0, -1, 0, false, nil},
 		{"atomic keeps default", PerftestAtomicBW, nil, 0, -1, 0, false, nil},
 		{"latency large", PerftestSendLat, []string{"-s", "10000", "-D", "3"}, 3, 0, 1, true, nil},
+		{"-l 4: cq mod 4", PerftestWriteBW, []string{"-l", "4", "-s", "64"}, 0, -1, 4, false,
+			[]string{"Post List requested - CQ moderation will be the size of the post list"}},
+		{"-l 4 large", PerftestSendBW, []string{"--post_list=4"}, 0, -1, 4, false,
+			[]string{"Post List requested - CQ moderation will be the size of the post list"}},
+		{"-l 8 -Q 4", PerftestWriteBW, []string{"-l", "8", "-Q", "4", "-s", "64"}, 0, -1, 4, false, nil},
+		{"-l 3 -D", PerftestWriteBW, []string{"-l", "3", "-D", "3", "-s", "64"}, 3, 0, 3, true,
+			[]string{"Post List requested - CQ moderation will be the size of the post list"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -303,7 +310,7 @@ func TestParsePerftestDependencies(t *testing.T) {
 			}
 			wantText := ""
 			if tc.warnings != nil {
-				wantText = PerftestResultLine + "Warning: Large message requested and CQ moderation enabled\nWarning: It can lead to inaccurate results\n"
+				wantText = PerftestResultLine + strings.Join(tc.warnings, "\n") + "\n"
 			}
 			if got := c.WarningText(); got != wantText {
 				t.Errorf("warning text %q, want %q", got, wantText)
@@ -327,6 +334,8 @@ func TestParsePerftestDependencyErrors(t *testing.T) {
 		{"-D with -a on a latency test", PerftestWriteLat, []string{"-a", "-D", "3"}, "Duration mode currently doesn't support running on all sizes.", true},
 		{"-D with -a and a margin", PerftestWriteBW, []string{"-D", "3", "-f", "2", "-a"}, "Duration mode currently doesn't support running on all sizes.", true},
 		{"-D with -e", PerftestReadBW, []string{"-D", "3", "-e"}, "Duration mode doesn't work with events.", true},
+		{"-l 3 -n 100", PerftestWriteBW, []string{"-l", "3", "-n", "100"}, "Number of iterations must be a multiple of post list size", true},
+		{"-l 6 -Q 4", PerftestWriteBW, []string{"-l", "6", "-Q", "4", "-n", "600"}, "Post list size must be a multiple of CQ moderation", true},
 		{"-D with -e before -a", PerftestReadBW, []string{"-D", "3", "-a", "-e"}, "Duration mode doesn't work with events.", true},
 		{"-D with -e before margin", PerftestSendLat, []string{"-D", "3", "-e", "-f", "1"}, "Duration mode doesn't work with events.", true},
 		{"-D 4 -f 2", PerftestWriteBW, []string{"-D", "4", "-f", "2"}, "please check that DURATION > 2*MARGIN", true},

@@ -436,6 +436,7 @@ const (
 const (
 	perftestWarnLargeCQMod1 = "Warning: Large message requested and CQ moderation enabled"
 	perftestWarnLargeCQMod2 = "Warning: It can lead to inaccurate results"
+	perftestWarnPostList    = "Post List requested - CQ moderation will be the size of the post list"
 )
 
 // forceDependencies applies the parts of perftest's force_dependecies
@@ -449,6 +450,12 @@ const (
 //   - a message above PerftestCQModSizeLimit, not UD, not -a, not -e:
 //     without -Q the CQ moderation becomes 1; with -Q above 1 perftest
 //     prints RESULT_LINE and the two "Warning: ..." lines (c.Warnings).
+//   - -l above 1: in iterations mode -n must be a multiple of it ("Number
+//     of iterations must be a multiple of post list size"); without -Q
+//     the CQ moderation becomes the post list (and perftest says so on
+//     stdout: "Post List requested - CQ moderation will be the size of
+//     the post list"), with -Q the post list must be a multiple of it
+//     ("Post list size must be a multiple of CQ moderation");
 //   - -D without -f: the margin becomes duration/4 (integer division: the
 //     "(default=2sec)" of --help is not what perftest uses).
 //   - in both modes: unless duration > 2*margin (duration
@@ -472,6 +479,17 @@ func (c *PerftestConfig) forceDependencies() error {
 			c.CQMod = 1
 		} else if c.CQMod > 1 {
 			c.Warnings = append(c.Warnings, perftestWarnLargeCQMod1, perftestWarnLargeCQMod2)
+		}
+	}
+	if c.PostList > 1 {
+		if c.Duration == 0 && c.Iters%uint64(c.PostList) != 0 {
+			return perftestDependencyError(tool, "Number of iterations must be a multiple of post list size")
+		}
+		if !c.CQModRequested {
+			c.CQMod = c.PostList
+			c.Warnings = append(c.Warnings, perftestWarnPostList)
+		} else if c.PostList%c.CQMod != 0 {
+			return perftestDependencyError(tool, "Post list size must be a multiple of CQ moderation")
 		}
 	}
 	duration := PerftestDefDuration

@@ -41,6 +41,13 @@ type PerfConfig struct {
 	// sends to an address handle per peer QP with Q_Key 0x11111111 and
 	// receives each message behind 40 bytes of GRH.
 	QPType qpstate.Type
+	// PostList chains this many WRs in each post of the BW loops and of
+	// the warm-up (-l); 0 means 1. It must divide Iters in iterations
+	// mode, be a multiple of CQMod and be at most TxDepth; CQMod 0 with
+	// a PostList above 1 means PostList (perftest's default). WR j of a
+	// chain uses slot j of the cycle buffer and is signaled when j+1 is a
+	// multiple of CQMod.
+	PostList int
 	// UseSRQ shares one SRQ among the QPs of a side that receives (send
 	// tests: the server, both sides of -b and of send_lat), RxDepth deep,
 	// with RxDepth/NumQP receives posted for each QP index (--use-srq).
@@ -165,6 +172,8 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 	c.MaxSize = orDefault(c.MaxSize, def.Size)
 	c.Iters = orDefault(c.Iters, def.Iters)
 	c.NumQP = orDefault(c.NumQP, 1)
+	// perftest sets the CQ moderation of a post list after its clamps.
+	cqModGiven := c.CQMod != 0
 	if c.Test.IsBW() {
 		c.TxDepth = orDefault(c.TxDepth, defTxDepthBW)
 		c.CQMod = min(orDefault(c.CQMod, defCQMod), c.TxDepth)
@@ -199,6 +208,23 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 			c.RxDepth = int(min(c.Iters, ucMaxRx))
 		}
 		c.CQMod = min(c.CQMod, c.TxDepth)
+	}
+	c.PostList = orDefault(c.PostList, 1)
+	if c.PostList > 1 {
+		if !c.Test.IsBW() {
+			return fmt.Errorf("Post list is supported in BW tests only: %w", unix.EINVAL)
+		}
+		if !cqModGiven {
+			c.CQMod = c.PostList
+		}
+		switch {
+		case c.Duration == 0 && c.Iters%uint64(c.PostList) != 0:
+			return fmt.Errorf("Number of iterations must be a multiple of post list size: %w", unix.EINVAL)
+		case c.PostList%c.CQMod != 0:
+			return fmt.Errorf("Post list size must be a multiple of CQ moderation: %w", unix.EINVAL)
+		case c.PostList > c.TxDepth:
+			return fmt.Errorf("post list %d deeper than the TX depth %d: %w", c.PostList, c.TxDepth, unix.EINVAL)
+		}
 	}
 	c.QPTimeout = orDefault(c.QPTimeout, 14)
 	c.Timeout = orDefault(c.Timeout, DefaultTimeout)
@@ -550,36 +576,72 @@ func (p *Perf) latDuration(size, samples uint64, s *sampler) PerfResult {
 }
 
 // postBW posts message k of QP i for a BW loop (signaled every CQMod, and
-// the last of an iterations run) and counts atomics for VerifyPerf.
+// the last of an iterations run) and counts atomics for VerifyPerf; with a
+// post list, the PostList WRs of one chain (slots 0..PostList-1, each
+// CQMod-th signaled) in one PostSend.
 func (p *Perf) postBW(i int, k, size uint64, last bool) error {
 	cqMod := uint64(p.cfg.CQMod)
-	wr, slot := p.sendWR(i, k, size, k%cqMod == cqMod-1 || last)
-	if _, err := p.qps[i].PostSend([]emu.SendWR{wr}); err != nil {
+	var wrs []emu.SendWR
+	var slots []int
+	if pl := p.cfg.PostList; pl > 1 {
+		for j := range uint64(pl) {
+			wr, slot := p.sendWR(i, j, size, (j+1)%cqMod == 0)
+			wrs, slots = append(wrs, wr), append(slots, slot)
+		}
+	} else {
+		wr, slot := p.sendWR(i, k, size, k%cqMod == cqMod-1 || last)
+		wrs, slots = append(wrs, wr), append(slots, slot)
+	}
+	if _, err := p.qps[i].PostSend(wrs); err != nil {
 		return fmt.Errorf("Couldn't post send: qp %d scnt=%d: %w", i, k, err)
 	}
-	if p.cfg.Test.Verb() == oob.VerbAtomic && slot < len(p.atomCount[i]) && !p.cfg.CompareSwap {
-		p.atomCount[i][slot]++
+	for _, slot := range slots {
+		if p.cfg.Test.Verb() == oob.VerbAtomic && slot < len(p.atomCount[i]) && !p.cfg.CompareSwap {
+			p.atomCount[i][slot]++
+		}
 	}
-	p.sent[i]++
+	p.sent[i] += uint64(len(wrs))
 	return nil
 }
 
 // warmUp is perform_warm_up: TxDepth signaled copies of the first WR on
-// each QP, each QP's waited for before the next; they count in no report.
+// each QP (with a post list, one chain), each QP's waited for before the
+// next; they count in no report.
 func (p *Perf) warmUp(size uint64) error {
 	wc := make([]emu.WC, p.cfg.TxDepth)
 	for i, qp := range p.qps {
-		wr, slot := p.sendWR(i, 0, size, true)
-		for range p.cfg.TxDepth {
-			if _, err := qp.PostSend([]emu.SendWR{wr}); err != nil {
+		var wrs []emu.SendWR
+		var slots []int
+		if pl := p.cfg.PostList; pl > 1 {
+			for j := range uint64(pl) {
+				wr, slot := p.sendWR(i, j, size, (j+1)%uint64(p.cfg.CQMod) == 0)
+				wrs, slots = append(wrs, wr), append(slots, slot)
+			}
+		} else {
+			wr, slot := p.sendWR(i, 0, size, true)
+			for range p.cfg.TxDepth {
+				if _, err := qp.PostSend([]emu.SendWR{wr}); err != nil {
+					return fmt.Errorf("Couldn't post send during warm up: qp %d: %w", i, err)
+				}
+				slots = append(slots, slot)
+			}
+		}
+		if len(wrs) > 0 {
+			if _, err := qp.PostSend(wrs); err != nil {
 				return fmt.Errorf("Couldn't post send during warm up: qp %d: %w", i, err)
 			}
+		}
+		for _, slot := range slots {
 			if p.cfg.Test.Verb() == oob.VerbAtomic && slot < len(p.atomCount[i]) && !p.cfg.CompareSwap {
 				p.atomCount[i][slot]++
 			}
 		}
-		for left := p.cfg.TxDepth; left > 0; {
-			n, err := p.scq.wait(wc, p.cfg.Timeout, p.what("warm up", uint64(p.cfg.TxDepth-left), uint64(p.cfg.TxDepth)))
+		want := p.cfg.TxDepth
+		if p.cfg.PostList > 1 {
+			want = p.cfg.PostList / p.cfg.CQMod
+		}
+		for left := want; left > 0; {
+			n, err := p.scq.wait(wc, p.cfg.Timeout, p.what("warm up", uint64(want-left), uint64(want)))
 			if err != nil {
 				return fmt.Errorf("Problems with warm up: %w", err)
 			}
@@ -605,7 +667,7 @@ func (p *Perf) runBWClient(size uint64) (PerfResult, error) {
 			return PerfResult{}, err
 		}
 	}
-	iters, nqp := cfg.Iters, len(p.qps)
+	iters, nqp, pl := cfg.Iters, len(p.qps), uint64(cfg.PostList)
 	dur := p.newSampler()
 	tot := iters * uint64(nqp)
 	var tposted, tcompleted []int64
@@ -620,14 +682,16 @@ func (p *Perf) runBWClient(size uint64) (PerfResult, error) {
 	defer dur.cancel()
 	for dur != nil && !dur.ended() || dur == nil && totC < tot {
 		for i := range p.qps {
-			for (dur != nil || p.sent[i] < iters) && p.sent[i]-ccnt[i] < uint64(cfg.TxDepth) && !dur.ended() {
+			for (dur != nil || p.sent[i] < iters) && p.sent[i]+pl <= ccnt[i]+uint64(cfg.TxDepth) && !dur.ended() {
 				if dur == nil {
-					tposted[totS] = now()
+					for j := range pl {
+						tposted[totS+j] = now()
+					}
 				}
 				if err := p.postBW(i, p.sent[i], size, dur == nil && p.sent[i] == iters-1); err != nil {
 					return PerfResult{}, err
 				}
-				totS++
+				totS += pl
 			}
 		}
 		n, err := p.scq.waitOr(wc, cfg.Timeout, p.what("client", totC, tot), dur.done())
@@ -736,7 +800,7 @@ func (p *Perf) runBWServer(size uint64) (PerfResult, error) {
 // sends (CQMod a completion) and the receives of the window.
 func (p *Perf) runBiSend(size uint64) (PerfResult, error) {
 	cfg := p.cfg
-	iters, nqp := cfg.Iters, len(p.qps)
+	iters, nqp, pl := cfg.Iters, len(p.qps), uint64(cfg.PostList)
 	dur := p.newSampler()
 	defer dur.cancel()
 	tot := iters * uint64(nqp)
@@ -761,14 +825,16 @@ func (p *Perf) runBiSend(size uint64) (PerfResult, error) {
 	}()
 	for dur != nil && !dur.ended() || dur == nil && (totC < tot || totR < tot) {
 		for i := range p.qps {
-			for !waitingFirst && (dur != nil || p.sent[i] < iters) && p.sent[i]-ccnt[i] < uint64(cfg.TxDepth) && !dur.ended() {
+			for !waitingFirst && (dur != nil || p.sent[i] < iters) && p.sent[i]+pl <= ccnt[i]+uint64(cfg.TxDepth) && !dur.ended() {
 				if dur == nil {
-					tposted[totS] = now()
+					for j := range pl {
+						tposted[totS+j] = now()
+					}
 				}
 				if err := p.postBW(i, p.sent[i], size, dur == nil && p.sent[i] == iters-1); err != nil {
 					return PerfResult{}, err
 				}
-				totS++
+				totS += pl
 			}
 		}
 		nr := p.rcq.cq.Poll(rwc)
@@ -1163,6 +1229,9 @@ func verifyOneWay(from, to *Perf) error {
 		sent := from.sent[i]
 		if sent == 0 {
 			continue
+		}
+		if pl := uint64(cfg.PostList); pl > 1 {
+			sent = pl // every chain reuses slots 0..PostList-1
 		}
 		slots := int(min(cycle, sent))
 		cl, cr := from.half(i, false), from.half(i, true)

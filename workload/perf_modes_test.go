@@ -527,3 +527,63 @@ func TestPerfSRQSides(t *testing.T) {
 		}
 	}
 }
+
+// TestPerfPostList: -l chains PostList WRs in each post (CQMod PostList
+// unless given, then one completion per CQMod WRs), in iterations mode,
+// with several QPs, both ways, and with the warm-up: every message is
+// counted and the data is right.
+func TestPerfPostList(t *testing.T) {
+	seed := testenv.Seed(t)
+	for _, tc := range []struct {
+		test       oob.PerftestTest
+		pl, cqMod  int
+		nqp        int
+		bidi, warm bool
+	}{
+		{oob.PerftestWriteBW, 4, 0, 2, false, false},
+		{oob.PerftestWriteBW, 8, 4, 1, true, true},
+		{oob.PerftestReadBW, 4, 0, 1, false, true},
+		{oob.PerftestSendBW, 4, 2, 2, false, false},
+		{oob.PerftestSendBW, 4, 0, 1, true, false},
+		{oob.PerftestAtomicBW, 5, 0, 2, false, true},
+	} {
+		t.Run(fmt.Sprintf("%s/l%d/Q%d/q%d/b=%v/warm=%v", tc.test, tc.pl, tc.cqMod, tc.nqp, tc.bidi, tc.warm), func(t *testing.T) {
+			lb, err := NewLoopback(LoopbackConfig{Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lb.Close()
+			size := uint64(300)
+			if tc.test.Verb() == oob.VerbAtomic {
+				size = 8
+			}
+			cfg := PerfConfig{Test: tc.test, Iters: 200, NumQP: tc.nqp, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: tc.cqMod,
+				PostList: tc.pl, RxDepth: 64, MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second,
+				Bidirectional: tc.bidi, PerformWarmUp: tc.warm}
+			rc, rs := runBoth(t, lb, cfg, size)
+			want := 200 * uint64(tc.nqp)
+			if !rc.Measured || rc.BW.Iters != want || rc.BW.BWAvg <= 0 {
+				t.Errorf("client row %+v", rc.BW)
+			}
+			if (tc.bidi || tc.test.Verb() == oob.VerbSend) && (!rs.Measured || rs.BW.Iters != want) {
+				t.Errorf("server row %+v", rs.BW)
+			}
+		})
+	}
+	lb, err := NewLoopback(LoopbackConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	for _, cfg := range []PerfConfig{
+		{Test: oob.PerftestWriteBW, PostList: 3, Iters: 100},
+		{Test: oob.PerftestWriteBW, PostList: 6, CQMod: 4, Iters: 600},
+		{Test: oob.PerftestWriteBW, PostList: 32, TxDepth: 16, Iters: 640},
+		{Test: oob.PerftestWriteLat, PostList: 2, Iters: 100},
+	} {
+		cfg.GIDIndex = LoopbackGIDIndex
+		if _, _, err := lb.Perf(cfg); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("%+v: %v, want EINVAL", cfg, err)
+		}
+	}
+}

@@ -20,7 +20,7 @@ func init() {
 		summary: "perftest's ib_{write,read,send,atomic}_{bw,lat} from an emulated HCA on a real segment",
 		usage: "write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat\n" +
 			"\t[--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE]\n" +
-			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -c RC|UC|UD --use-srq -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
+			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -c RC|UC|UD --use-srq -l LIST -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
 			"\t -t TX -r RX -o OUTS -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT -N -F --report_gbits --perform_warm_up ...] [SERVER]",
 		run: runPerf,
 	})
@@ -52,9 +52,12 @@ func init() {
 // -r deep, among the QPs of a side that receives, -r/-q receives posted
 // for each QP; the address message's SRQ number stays 0 as perftest's
 // does. Option errors print the tool's message and exit 1 as the tool
-// does. Not supported (refused with a message): -a with the other tests
-// or with -b, -R, -z, -c XRC, DC and SRD, -l above 1, --report-per-port,
-// -C, -H, -U. Without -x the GID of the first --ip address is used.
+// does. -l N (BW tests) chains N WRs in each post, every CQMod-th
+// signaled (the CQ moderation becomes N unless -Q is given; perftest's
+// "Post List requested" line and its checks). Not supported (refused with
+// a message): -a with the other tests or with -b, -R, -z, -c XRC, DC and
+// SRD, --report-per-port, -C, -H, -U. Without -x the GID of the first
+// --ip address is used.
 func runPerf(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "usage: softroce perf %s\n", commands["perf"].usage)
@@ -91,7 +94,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		{pc.All && test != oob.PerftestWriteBW && test != oob.PerftestReadBW, "-a (all sizes) with " + test.String()},
 		{pc.All && pc.Bidirectional, "-a (all sizes) with -b"},
 		{pc.RDMACM || pc.ComRDMACM, "-R/-z (RDMA CM)"}, {pc.Connection != "RC" && pc.Connection != "UC" && pc.Connection != "UD", "-c " + pc.Connection},
-		{pc.PostList > 1, "-l (post list)"}, {pc.ReportPerPort, "--report-per-port"},
+		{pc.ReportPerPort, "--report-per-port"},
 		{pc.ReportCycles || pc.ReportHistogram || pc.ReportUnsorted, "-C/-H/-U"},
 	} {
 		if u.bad {
@@ -128,7 +131,8 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		InlineSize: max(pc.InlineSize, 0), CompareSwap: pc.AtomicType == "CMP_AND_SWAP", NoPeak: pc.NoPeak,
 		Gbits: pc.ReportGbits, Resolve: resolver(n), Seed: uint64(n.MAC()[5]) << 32,
 		Duration: time.Duration(pc.Duration) * time.Second, Margin: time.Duration(max(pc.Margin, 0)) * time.Second,
-		Bidirectional: pc.Bidirectional, PerformWarmUp: pc.PerformWarmUp, UseSRQ: pc.UseSRQ})
+		Bidirectional: pc.Bidirectional, PerformWarmUp: pc.PerformWarmUp, UseSRQ: pc.UseSRQ,
+		PostList: pc.PostList})
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,10 @@ func TestPerfCommand(t *testing.T) {
 		{"send_bw", []string{"-n", "100", "--use-srq", "-q", "3", "-r", "30", "-s", "3000"}, 3},
 		{"send_bw", []string{"-n", "100", "--use-srq", "-q", "2", "-b"}, 2},
 		{"send_lat", []string{"-n", "100", "--use-srq"}, 1},
+		// Post lists (-l).
+		{"write_bw", []string{"-n", "800", "-l", "8", "-Q", "4", "-s", "64", "-q", "2"}, 2},
+		{"send_bw", []string{"-n", "100", "-l", "4", "-s", "1024"}, 1},
+		{"read_bw", []string{"-n", "100", "-l", "4", "--perform_warm_up", "-b"}, 1},
 	} {
 		t.Run(tc.test+"/"+strings.Join(tc.args, "_"), func(t *testing.T) {
 			if tc.test == "write_lat" && raceEnabled {
@@ -78,6 +82,12 @@ func TestPerfCommand(t *testing.T) {
 			}{{"server", sv, "2"}, {"client", cl, "1"}} {
 				if r.res.code != 0 {
 					t.Fatalf("%s: exit %d\n%s\n%s", r.name, r.res.code, r.res.out, r.res.errout)
+				}
+				for i, a := range tc.args {
+					if a == "-l" && (!strings.Contains(r.res.out, " Post List       : "+tc.args[i+1]+"\n") ||
+						!strings.Contains(r.res.out, " Post List BW Test\n")) {
+						t.Errorf("%s: no post list lines:\n%s", r.name, r.res.out)
+					}
 				}
 				as := perfAddr.FindAllStringSubmatch(r.res.out, -1)
 				if len(as) != 2*tc.nqp || as[0][1] != "local" || as[0][2] != r.local || as[1][2] == r.local {

@@ -174,6 +174,14 @@ var (
 			oneCell: true, want: fixed(perftestOK("1024", "100")), opcodes: fixed2(opUDSendOnly)},
 		{name: "ib_send_lat-SRQ", vm: "ib_send_lat -d rxe0 -F --use-srq -n 100 -s 64", soft: "perf send_lat -F --use-srq -n 100 -s 64", perftest: true, mtuFlag: true,
 			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opRCSendOnly, opRCAck)},
+
+		// Post lists (-l): N WRs chained in each post.
+		{name: "ib_write_bw-l", vm: "ib_write_bw -d rxe0 -F -l 8 -Q 4 -n 800 -s 64", soft: "perf write_bw -F -l 8 -Q 4 -n 800 -s 64", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "800")), opcodes: fixed2(opRCWriteOnly, opRCAck)},
+		{name: "ib_write_bw-l-warm", vm: "ib_write_bw -d rxe0 -F -l 4 -n 100 -s 64 --perform_warm_up -q 2", soft: "perf write_bw -F -l 4 -n 100 -s 64 --perform_warm_up -q 2", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "200")), opcodes: fixed2(opRCWriteOnly, opRCAck)},
+		{name: "ib_send_bw-l", vm: "ib_send_bw -d rxe0 -F -l 4 -n 100 -s 1024", soft: "perf send_bw -F -l 4 -n 100 -s 1024", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("1024", "100")), opcodes: fixed2(opRCSendOnly, opRCAck)},
 	}
 )
 
