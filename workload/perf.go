@@ -48,6 +48,10 @@ type PerfConfig struct {
 	// chain uses slot j of the cycle buffer and is signaled when j+1 is a
 	// multiple of CQMod.
 	PostList int
+	// Events waits for completions on the CQs' completion handlers (armed
+	// with ReqNotify) instead of polling first (-e, perftest's completion
+	// channel).
+	Events bool
 	// UseSRQ shares one SRQ among the QPs of a side that receives (send
 	// tests: the server, both sides of -b and of send_lat), RxDepth deep,
 	// with RxDepth/NumQP receives posted for each QP index (--use-srq).
@@ -281,6 +285,9 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 	}
 	if p.rcq, err = newCQ(dev, max(cfg.RxDepth, 1)*cfg.NumQP); err != nil {
 		return nil, err
+	}
+	if cfg.Events {
+		p.scq.spins, p.rcq.spins = 0, 0
 	}
 	gid, err := localGID(dev, cfg.GIDIndex)
 	if err != nil {
@@ -817,6 +824,7 @@ func (p *Perf) runBiSend(size uint64) (PerfResult, error) {
 		dur.arm()
 	}
 	idle, lastProgress := 0, time.Now()
+	armAt := max(p.rcq.spins, 1) // empty polls before arming both CQs
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -877,9 +885,9 @@ func (p *Perf) runBiSend(size uint64) (PerfResult, error) {
 		}
 		idle++
 		switch {
-		case idle < spinPolls:
+		case idle < armAt:
 			runtime.Gosched()
-		case idle == spinPolls:
+		case idle == armAt:
 			p.rcq.cq.ReqNotify(emu.CQNextComp | emu.CQReportMissedEvents)
 			p.scq.cq.ReqNotify(emu.CQNextComp | emu.CQReportMissedEvents)
 		default:
@@ -899,7 +907,7 @@ func (p *Perf) runBiSend(size uint64) (PerfResult, error) {
 			case <-timer.C:
 			case <-dur.done():
 			}
-			idle = spinPolls - 1 // re-arm before the next sleep
+			idle = armAt - 1 // re-arm before the next sleep
 		}
 	}
 	if dur != nil {

@@ -587,3 +587,50 @@ func TestPerfPostList(t *testing.T) {
 		}
 	}
 }
+
+// TestPerfEvents: -e makes every wait sleep on the CQ's completion
+// handler at once (no polling first); the runs still complete and count
+// every message.
+func TestPerfEvents(t *testing.T) {
+	seed := testenv.Seed(t)
+	for _, tc := range []struct {
+		test oob.PerftestTest
+		bidi bool
+	}{
+		{oob.PerftestSendBW, false}, {oob.PerftestSendBW, true}, {oob.PerftestReadBW, false},
+		{oob.PerftestAtomicBW, true}, {oob.PerftestSendLat, false}, {oob.PerftestReadLat, false},
+	} {
+		t.Run(fmt.Sprintf("%s/b=%v", tc.test, tc.bidi), func(t *testing.T) {
+			lb, err := NewLoopback(LoopbackConfig{Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lb.Close()
+			size := uint64(2000)
+			if tc.test.Verb() == oob.VerbAtomic {
+				size = 8
+			}
+			cfg := PerfConfig{Test: tc.test, Iters: 100, NumQP: 1, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: 4, RxDepth: 32,
+				MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second, Bidirectional: tc.bidi, Events: true}
+			cl, sv, err := lb.Perf(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []*Perf{cl, sv} {
+				if p.scq.spins != 0 || p.rcq.spins != 0 {
+					t.Errorf("client %v polls %d/%d times before sleeping", p.cfg.Client, p.scq.spins, p.rcq.spins)
+				}
+			}
+			cl.Close()
+			sv.Close()
+			rc, _ := runBoth(t, lb, cfg, size)
+			got := rc.BW.Iters
+			if !tc.test.IsBW() {
+				got = rc.Lat.Iters
+			}
+			if !rc.Measured || got != 100 {
+				t.Errorf("client row %+v %+v", rc.BW, rc.Lat)
+			}
+		})
+	}
+}

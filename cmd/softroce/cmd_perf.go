@@ -20,7 +20,7 @@ func init() {
 		summary: "perftest's ib_{write,read,send,atomic}_{bw,lat} from an emulated HCA on a real segment",
 		usage: "write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat\n" +
 			"\t[--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE]\n" +
-			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -c RC|UC|UD --use-srq -l LIST -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
+			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -c RC|UC|UD --use-srq -l LIST -e -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
 			"\t -t TX -r RX -o OUTS -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT -N -F --report_gbits --perform_warm_up ...] [SERVER]",
 		run: runPerf,
 	})
@@ -57,7 +57,9 @@ func init() {
 // "Post List requested" line and its checks). Not supported (refused with
 // a message): -a with the other tests or with -b, -R, -z, -c XRC, DC and
 // SRD, --report-per-port, -C, -H, -U. Without -x the GID of the first
-// --ip address is used.
+// --ip address is used. -e (read, send and atomic tests) waits for each
+// completion on the CQ's completion handler instead of polling first;
+// with -D it is refused as the tool refuses it.
 func runPerf(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "usage: softroce perf %s\n", commands["perf"].usage)
@@ -132,7 +134,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		Gbits: pc.ReportGbits, Resolve: resolver(n), Seed: uint64(n.MAC()[5]) << 32,
 		Duration: time.Duration(pc.Duration) * time.Second, Margin: time.Duration(max(pc.Margin, 0)) * time.Second,
 		Bidirectional: pc.Bidirectional, PerformWarmUp: pc.PerformWarmUp, UseSRQ: pc.UseSRQ,
-		PostList: pc.PostList})
+		PostList: pc.PostList, Events: pc.Events})
 	if err != nil {
 		return err
 	}

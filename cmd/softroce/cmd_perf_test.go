@@ -57,6 +57,13 @@ func TestPerfCommand(t *testing.T) {
 		{"write_bw", []string{"-n", "800", "-l", "8", "-Q", "4", "-s", "64", "-q", "2"}, 2},
 		{"send_bw", []string{"-n", "100", "-l", "4", "-s", "1024"}, 1},
 		{"read_bw", []string{"-n", "100", "-l", "4", "--perform_warm_up", "-b"}, 1},
+		// Events (-e): sleep on the CQ's completion handler.
+		{"send_bw", []string{"-n", "200", "-e", "-q", "2", "-s", "3000"}, 2},
+		{"send_bw", []string{"-n", "100", "-e", "-b"}, 1},
+		{"read_bw", []string{"-n", "100", "-e", "-s", "65536"}, 1},
+		{"atomic_bw", []string{"-n", "100", "-e"}, 1},
+		{"send_lat", []string{"-n", "100", "-e"}, 1},
+		{"read_lat", []string{"-n", "100", "-e"}, 1},
 	} {
 		t.Run(tc.test+"/"+strings.Join(tc.args, "_"), func(t *testing.T) {
 			if tc.test == "write_lat" && raceEnabled {

@@ -182,6 +182,12 @@ var (
 			oneCell: true, want: fixed(perftestOK("64", "200")), opcodes: fixed2(opRCWriteOnly, opRCAck)},
 		{name: "ib_send_bw-l", vm: "ib_send_bw -d rxe0 -F -l 4 -n 100 -s 1024", soft: "perf send_bw -F -l 4 -n 100 -s 1024", perftest: true, mtuFlag: true,
 			oneCell: true, want: fixed(perftestOK("1024", "100")), opcodes: fixed2(opRCSendOnly, opRCAck)},
+
+		// Events (-e): the completion channel instead of busy polling.
+		{name: "ib_send_bw-e", vm: "ib_send_bw -d rxe0 -F -e -n 100 -s 8192", soft: "perf send_bw -F -e -n 100 -s 8192", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("8192", "100")), opcodes: fixed2(opRCSendFirst, opRCSendLast, opRCAck)},
+		{name: "ib_read_lat-e", vm: "ib_read_lat -d rxe0 -F -e -n 100 -s 64", soft: "perf read_lat -F -e -n 100 -s 64", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "100")), serverWant: fixed(perftestServerAddr), opcodes: fixed2(opRCReadRequest, opRCReadRespOnly)},
 	}
 )
 
