@@ -183,9 +183,12 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	w.WriteString(oob.FormatPerftestInfo(oob.PerftestInfo{Test: test, Client: client, Device: n.Name(), Config: pc,
 		MTUBytes: setup.MTU.Bytes(), LinkEthernet: true, GIDIndex: gidx, InlineSize: fc.InlineSize,
 		OutReads: fc.OutReads, CQModeration: fc.CQMod, TransportType: "IB"}))
-	for i, d := range p.Local() {
+	// Every tool prints all its QPs' addresses, then all the peer's.
+	for _, d := range p.Local() {
 		w.WriteString(oob.FormatPerftestAddress(test.Verb(), false, d, true))
-		w.WriteString(oob.FormatPerftestAddress(test.Verb(), true, setup.Remote[i], true))
+	}
+	for _, d := range setup.Remote {
+		w.WriteString(oob.FormatPerftestAddress(test.Verb(), true, d, true))
 	}
 	w.WriteString(oob.PerftestResultLine)
 	// The read_lat and atomic_lat servers only serve: after the addresses
