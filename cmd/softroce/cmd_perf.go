@@ -20,8 +20,9 @@ func init() {
 		summary: "perftest's ib_{write,read,send,atomic}_{bw,lat} from an emulated HCA on a real segment",
 		usage: "write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat\n" +
 			"\t[--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE]\n" +
-			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -c RC|UC|UD --use-srq -l LIST -e -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
-			"\t -t TX -r RX -o OUTS -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT -N -F --report_gbits --perform_warm_up ...] [SERVER]",
+			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
+			"\t -c RC|UC|UD --use-srq -l LIST -e -t TX -r RX -o OUTS -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT\n" +
+			"\t -N -F --report_gbits --perform_warm_up ...] [SERVER]",
 		run: runPerf,
 	})
 }
@@ -41,6 +42,7 @@ func init() {
 // window's count, BW peak 0.00, the latency tools' "t_avg tps" row); -b
 // runs a BW test both ways, each side printing its own count and the sum
 // of both sides' rates (send_bw -b -D: its own sends and receives).
+//
 // -c UC (write and send tests) connects UC QPs: no ACKs, no retries, and
 // perftest's receive depth rule for UC and UD (an -r left at 512 becomes
 // min(iters, 16000) in iterations mode). -c UD (send tests) sends
@@ -51,15 +53,16 @@ func init() {
 // exit 1, after the MTU exchange). --use-srq (send tests) shares one SRQ,
 // -r deep, among the QPs of a side that receives, -r/-q receives posted
 // for each QP; the address message's SRQ number stays 0 as perftest's
-// does. Option errors print the tool's message and exit 1 as the tool
 // does. -l N (BW tests) chains N WRs in each post, every CQMod-th
 // signaled (the CQ moderation becomes N unless -Q is given; perftest's
-// "Post List requested" line and its checks). Not supported (refused with
-// a message): -a with the other tests or with -b, -R, -z, -c XRC, DC and
-// SRD, --report-per-port, -C, -H, -U. Without -x the GID of the first
-// --ip address is used. -e (read, send and atomic tests) waits for each
-// completion on the CQ's completion handler instead of polling first;
-// with -D it is refused as the tool refuses it.
+// "Post List requested" line and its checks). -e (read, send and atomic
+// tests) waits for each completion on the CQ's completion handler instead
+// of polling first (with -D it is refused, as the tool refuses it).
+//
+// Option errors print the tool's message and exit 1 as the tool does. Not
+// supported (refused with a message): -a with the other tests or with -b,
+// -R, -z, -c XRC, DC and SRD, --report-per-port, -C, -H, -U. Without -x
+// the GID of the first --ip address is used.
 func runPerf(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "usage: softroce perf %s\n", commands["perf"].usage)
