@@ -335,6 +335,8 @@ func TestParsePerftestDependencyErrors(t *testing.T) {
 		{"-D with -a and a margin", PerftestWriteBW, []string{"-D", "3", "-f", "2", "-a"}, "Duration mode currently doesn't support running on all sizes.", true},
 		{"-D with -e", PerftestReadBW, []string{"-D", "3", "-e"}, "Duration mode doesn't work with events.", true},
 		{"-l 3 -n 100", PerftestWriteBW, []string{"-l", "3", "-n", "100"}, "Number of iterations must be a multiple of post list size", true},
+		{"SRQ shallower than the QPs", PerftestSendBW, []string{"--use-srq", "-q", "8", "-r", "4"}, " Using SRQ depth should be greater than number of QPs.", true},
+		{"SRQ clamped by -n", PerftestSendBW, []string{"--use-srq", "-q", "8", "-n", "6"}, " Using SRQ depth should be greater than number of QPs.", true},
 		{"-l 6 -Q 4", PerftestWriteBW, []string{"-l", "6", "-Q", "4", "-n", "600"}, "Post list size must be a multiple of CQ moderation", true},
 		{"-D with -e before -a", PerftestReadBW, []string{"-D", "3", "-a", "-e"}, "Duration mode doesn't work with events.", true},
 		{"-D with -e before margin", PerftestSendLat, []string{"-D", "3", "-e", "-f", "1"}, "Duration mode doesn't work with events.", true},
@@ -369,6 +371,9 @@ func TestParsePerftestDependencyErrors(t *testing.T) {
 			wantOut, wantErr := "", tc.msg+"\n"+parserFailed
 			if tc.resultLine {
 				wantOut, wantErr = PerftestResultLine, tc.msg+"\n"
+			}
+			if strings.Contains(tc.msg, "Using SRQ") { // printf, not fprintf(stderr)
+				wantOut, wantErr = PerftestResultLine+tc.msg+"\n", ""
 			}
 			if stdout != wantOut || stderr != wantErr {
 				t.Errorf("output %q, %q; want %q, %q", stdout, stderr, wantOut, wantErr)

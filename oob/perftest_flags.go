@@ -456,6 +456,9 @@ const (
 //     stdout: "Post List requested - CQ moderation will be the size of
 //     the post list"), with -Q the post list must be a multiple of it
 //     ("Post list size must be a multiple of CQ moderation");
+//   - --use-srq with more QPs than receives (-r as clamped to -n in
+//     iterations mode): " Using SRQ depth should be greater than number
+//     of QPs." (on stdout, after RESULT_LINE);
 //   - -D without -f: the margin becomes duration/4 (integer division: the
 //     "(default=2sec)" of --help is not what perftest uses).
 //   - in both modes: unless duration > 2*margin (duration
@@ -490,6 +493,19 @@ func (c *PerftestConfig) forceDependencies() error {
 			c.Warnings = append(c.Warnings, perftestWarnPostList)
 		} else if c.PostList%c.CQMod != 0 {
 			return perftestDependencyError(tool, "Post list size must be a multiple of CQ moderation")
+		}
+	}
+	if c.UseSRQ {
+		// The receive depth as force_dependecies has clamped it by now.
+		rx := c.RxDepth
+		if c.Duration == 0 {
+			rx = int(min(uint64(rx), c.Iters))
+			if (c.Connection == "UC" || c.Connection == "UD") && rx == 512 {
+				rx = int(min(c.Iters, 16000))
+			}
+		}
+		if c.NumQP > rx {
+			return &PerftestFlagError{Tool: tool, Msg: " Using SRQ depth should be greater than number of QPs.", ResultLine: true, Stdout: true}
 		}
 	}
 	duration := PerftestDefDuration
@@ -528,6 +544,8 @@ type PerftestFlagError struct {
 	// ParserFailed: the tool printed " Parser function exited with
 	// Error" on stderr after Msg (the checks in parser()'s option switch).
 	ParserFailed bool
+	// Stdout: the tool printed Msg on stdout (printf), not stderr.
+	Stdout bool
 }
 
 // Error returns "ib_write_bw: Duration period must be positive: invalid
@@ -543,6 +561,9 @@ func (e *PerftestFlagError) Unwrap() error { return unix.EINVAL }
 func (e *PerftestFlagError) Output() (stdout, stderr string) {
 	if e.ResultLine {
 		stdout = PerftestResultLine
+	}
+	if e.Stdout {
+		return stdout + e.Msg + "\n", ""
 	}
 	stderr = e.Msg + "\n"
 	if e.ParserFailed {

@@ -164,6 +164,15 @@ func TestPerfCommand(t *testing.T) {
 	}
 }
 
+// TestPerfCommandSRQDepth: --use-srq with fewer receives than QPs ends as
+// the tool ends, its message on stdout after the rule, status 1.
+func TestPerfCommandSRQDepth(t *testing.T) {
+	code, out, errs := runCmd(t, "perf", "send_bw", "--use-srq", "-q", "4", "-r", "3")
+	if want := "-\n Using SRQ depth should be greater than number of QPs.\n"; code != 1 || !strings.HasSuffix(out, want) || errs != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
 func TestPerfCommandRefuses(t *testing.T) {
 	for _, args := range [][]string{
 		{},
@@ -173,7 +182,6 @@ func TestPerfCommandRefuses(t *testing.T) {
 		{"write_bw", "-D", "4", "-f", "2"},
 		{"write_lat", "-b"},
 		{"write_bw", "-a", "-b"},
-		{"send_bw", "--use-srq", "-q", "4", "-r", "3"},
 		{"read_bw", "-c", "UC"},
 		{"write_bw", "-c", "XRC"},
 		{"atomic_bw", "-s", "64"},
