@@ -165,7 +165,7 @@ func TestParsePerftestFlags(t *testing.T) {
 	}{
 		{"capture write_bw client", PerftestWriteBW, []string{"-x", "1", "-F", "-n", "100", "-s", "4096", "10.77.0.11"},
 			func(c *PerftestConfig) {
-				c.GIDIndex, c.CPUFreq, c.Iters, c.Size, c.Server = 1, true, 100, 4096, "10.77.0.11"
+				c.GIDIndex, c.CPUFreq, c.Iters, c.Size, c.SizeRequested, c.Server = 1, true, 100, 4096, true, "10.77.0.11"
 			}},
 		{"capture atomic_bw server", PerftestAtomicBW, []string{"-x", "1", "-F", "-n", "100"},
 			func(c *PerftestConfig) { c.GIDIndex, c.CPUFreq, c.Iters = 1, true, 100 }},
@@ -286,6 +286,13 @@ func TestParsePerftestDependencies(t *testing.T) {
 		{"UD keeps default", PerftestSendBW, []string{"-c", "UD"}, 0, -1, 0, false, nil},
 		{"atomic keeps default", PerftestAtomicBW, nil, 0, -1, 0, false, nil},
 		{"latency large", PerftestSendLat, []string{"-s", "10000", "-D", "3"}, 3, 0, 1, true, nil},
+		{"-l 4: cq mod 4", PerftestWriteBW, []string{"-l", "4", "-s", "64"}, 0, -1, 4, false,
+			[]string{"Post List requested - CQ moderation will be the size of the post list"}},
+		{"-l 4 large", PerftestSendBW, []string{"--post_list=4"}, 0, -1, 4, false,
+			[]string{"Post List requested - CQ moderation will be the size of the post list"}},
+		{"-l 8 -Q 4", PerftestWriteBW, []string{"-l", "8", "-Q", "4", "-s", "64"}, 0, -1, 4, false, nil},
+		{"-l 3 -D", PerftestWriteBW, []string{"-l", "3", "-D", "3", "-s", "64"}, 3, 0, 3, true,
+			[]string{"Post List requested - CQ moderation will be the size of the post list"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -303,7 +310,7 @@ func TestParsePerftestDependencies(t *testing.T) {
 			}
 			wantText := ""
 			if tc.warnings != nil {
-				wantText = PerftestResultLine + "Warning: Large message requested and CQ moderation enabled\nWarning: It can lead to inaccurate results\n"
+				wantText = PerftestResultLine + strings.Join(tc.warnings, "\n") + "\n"
 			}
 			if got := c.WarningText(); got != wantText {
 				t.Errorf("warning text %q, want %q", got, wantText)
@@ -327,6 +334,10 @@ func TestParsePerftestDependencyErrors(t *testing.T) {
 		{"-D with -a on a latency test", PerftestWriteLat, []string{"-a", "-D", "3"}, "Duration mode currently doesn't support running on all sizes.", true},
 		{"-D with -a and a margin", PerftestWriteBW, []string{"-D", "3", "-f", "2", "-a"}, "Duration mode currently doesn't support running on all sizes.", true},
 		{"-D with -e", PerftestReadBW, []string{"-D", "3", "-e"}, "Duration mode doesn't work with events.", true},
+		{"-l 3 -n 100", PerftestWriteBW, []string{"-l", "3", "-n", "100"}, "Number of iterations must be a multiple of post list size", true},
+		{"SRQ shallower than the QPs", PerftestSendBW, []string{"--use-srq", "-q", "8", "-r", "4"}, " Using SRQ depth should be greater than number of QPs.", true},
+		{"SRQ clamped by -n", PerftestSendBW, []string{"--use-srq", "-q", "8", "-n", "6"}, " Using SRQ depth should be greater than number of QPs.", true},
+		{"-l 6 -Q 4", PerftestWriteBW, []string{"-l", "6", "-Q", "4", "-n", "600"}, "Post list size must be a multiple of CQ moderation", true},
 		{"-D with -e before -a", PerftestReadBW, []string{"-D", "3", "-a", "-e"}, "Duration mode doesn't work with events.", true},
 		{"-D with -e before margin", PerftestSendLat, []string{"-D", "3", "-e", "-f", "1"}, "Duration mode doesn't work with events.", true},
 		{"-D 4 -f 2", PerftestWriteBW, []string{"-D", "4", "-f", "2"}, "please check that DURATION > 2*MARGIN", true},
@@ -361,9 +372,45 @@ func TestParsePerftestDependencyErrors(t *testing.T) {
 			if tc.resultLine {
 				wantOut, wantErr = PerftestResultLine, tc.msg+"\n"
 			}
+			if strings.Contains(tc.msg, "Using SRQ") { // printf, not fprintf(stderr)
+				wantOut, wantErr = PerftestResultLine+tc.msg+"\n", ""
+			}
 			if stdout != wantOut || stderr != wantErr {
 				t.Errorf("output %q, %q; want %q, %q", stdout, stderr, wantOut, wantErr)
 			}
 		})
+	}
+}
+
+// TestFitUDSize: check_mtu's UD rule: the BW tests' default size shrinks
+// to the MTU with the tool's two lines on stderr, an -s above the MTU is
+// refused, sizes that fit and other transports are left alone.
+func TestFitUDSize(t *testing.T) {
+	for _, tc := range []struct {
+		test     PerftestTest
+		args     []string
+		mtu      int
+		size     uint64
+		msg, err string
+	}{
+		{PerftestSendBW, []string{"-c", "UD"}, 4096, 4096, " Max msg size in UD is MTU 4096\n Changing to this MTU\n", ""},
+		{PerftestSendBW, []string{"-c", "UD"}, 1024, 1024, " Max msg size in UD is MTU 1024\n Changing to this MTU\n", ""},
+		{PerftestSendBW, []string{"-c", "UD", "-s", "2048"}, 1024, 0, "", " Max message size in UD cannot be greater than MTU "},
+		{PerftestSendBW, []string{"-c", "UD", "-s", "1024"}, 1024, 1024, "", ""},
+		{PerftestSendLat, []string{"-c", "UD"}, 1024, 2, "", ""},
+		{PerftestSendBW, []string{"-c", "UC"}, 1024, 65536, "", ""},
+	} {
+		c, err := ParsePerftestFlags(tc.test, tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := c.FitUDSize(tc.mtu)
+		var fe *PerftestFlagError
+		switch {
+		case tc.err != "" && (!errors.As(err, &fe) || fe.Msg != tc.err):
+			t.Errorf("%v at %d: error %v, want %q", tc.args, tc.mtu, err, tc.err)
+		case tc.err == "" && (err != nil || msg != tc.msg || c.Size != tc.size):
+			t.Errorf("%v at %d: size %d, %q, %v; want %d, %q", tc.args, tc.mtu, c.Size, msg, err, tc.size, tc.msg)
+		}
 	}
 }

@@ -190,6 +190,19 @@ func TestFormatPerftestInfo(t *testing.T) {
 		!strings.Contains(got, " Link type       : IB\n") {
 		t.Fatalf("read server header:\n%s", got)
 	}
+	// A post list (as the real ib_send_bw -l 4 prints it): its line after
+	// the TX depth (client) and before the RX depth (server).
+	cfg, _ = ParsePerftestFlags(PerftestSendBW, []string{"-l", "4", "-n", "100"})
+	for _, client := range []bool{true, false} {
+		got = FormatPerftestInfo(PerftestInfo{Test: PerftestSendBW, Client: client, Config: cfg, CQModeration: 4})
+		want := " TX depth        : 128\n Post List       : 4\n CQ Moderation   : 4\n"
+		if !client {
+			want = " Post List       : 4\n RX depth        : 512\n CQ Moderation   : 4\n"
+		}
+		if !strings.Contains(got, want) || !strings.Contains(got, "Send Post List BW Test\n") {
+			t.Errorf("client %v: post list header:\n%s", client, got)
+		}
+	}
 }
 
 // TestFormatPerftestDuplexDuration checks the lines -b and -D change:

@@ -110,6 +110,7 @@ type PerftestConfig struct {
 	IBPort           int         // -i --ib-port (1)
 	GIDIndex         int         // -x --gid-index (-1: default, which is 0 or the best GID on Ethernet)
 	Size             uint64      // -s --size (65536 BW, 2 latency, 8 atomic and fixed)
+	SizeRequested    bool        // -s was given (perftest's req_size)
 	Iters            uint64      // -n --iters (5000 write_bw, 1000 the others; at least 5)
 	Duration         int         // -D --duration seconds (0: iterations mode)
 	Margin           int         // -f --margin seconds (-1: not given; with -D it becomes Duration/4)
@@ -316,7 +317,7 @@ func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
 			c.Margin = int(v)
 		case "size":
 			v, err = intArg(o, 1, 1<<23)
-			c.Size = uint64(v)
+			c.Size, c.SizeRequested = uint64(v), true
 		case "all":
 			c.All = true
 		case "connection":
@@ -435,6 +436,7 @@ const (
 const (
 	perftestWarnLargeCQMod1 = "Warning: Large message requested and CQ moderation enabled"
 	perftestWarnLargeCQMod2 = "Warning: It can lead to inaccurate results"
+	perftestWarnPostList    = "Post List requested - CQ moderation will be the size of the post list"
 )
 
 // forceDependencies applies the parts of perftest's force_dependecies
@@ -448,6 +450,15 @@ const (
 //   - a message above PerftestCQModSizeLimit, not UD, not -a, not -e:
 //     without -Q the CQ moderation becomes 1; with -Q above 1 perftest
 //     prints RESULT_LINE and the two "Warning: ..." lines (c.Warnings).
+//   - -l above 1: in iterations mode -n must be a multiple of it ("Number
+//     of iterations must be a multiple of post list size"); without -Q
+//     the CQ moderation becomes the post list (and perftest says so on
+//     stdout: "Post List requested - CQ moderation will be the size of
+//     the post list"), with -Q the post list must be a multiple of it
+//     ("Post list size must be a multiple of CQ moderation");
+//   - --use-srq with more QPs than receives (-r as clamped to -n in
+//     iterations mode): " Using SRQ depth should be greater than number
+//     of QPs." (on stdout, after RESULT_LINE);
 //   - -D without -f: the margin becomes duration/4 (integer division: the
 //     "(default=2sec)" of --help is not what perftest uses).
 //   - in both modes: unless duration > 2*margin (duration
@@ -471,6 +482,30 @@ func (c *PerftestConfig) forceDependencies() error {
 			c.CQMod = 1
 		} else if c.CQMod > 1 {
 			c.Warnings = append(c.Warnings, perftestWarnLargeCQMod1, perftestWarnLargeCQMod2)
+		}
+	}
+	if c.PostList > 1 {
+		if c.Duration == 0 && c.Iters%uint64(c.PostList) != 0 {
+			return perftestDependencyError(tool, "Number of iterations must be a multiple of post list size")
+		}
+		if !c.CQModRequested {
+			c.CQMod = c.PostList
+			c.Warnings = append(c.Warnings, perftestWarnPostList)
+		} else if c.PostList%c.CQMod != 0 {
+			return perftestDependencyError(tool, "Post list size must be a multiple of CQ moderation")
+		}
+	}
+	if c.UseSRQ {
+		// The receive depth as force_dependecies has clamped it by now.
+		rx := c.RxDepth
+		if c.Duration == 0 {
+			rx = int(min(uint64(rx), c.Iters))
+			if (c.Connection == "UC" || c.Connection == "UD") && rx == 512 {
+				rx = int(min(c.Iters, 16000))
+			}
+		}
+		if c.NumQP > rx {
+			return &PerftestFlagError{Tool: tool, Msg: " Using SRQ depth should be greater than number of QPs.", ResultLine: true, Stdout: true}
 		}
 	}
 	duration := PerftestDefDuration
@@ -509,6 +544,8 @@ type PerftestFlagError struct {
 	// ParserFailed: the tool printed " Parser function exited with
 	// Error" on stderr after Msg (the checks in parser()'s option switch).
 	ParserFailed bool
+	// Stdout: the tool printed Msg on stdout (printf), not stderr.
+	Stdout bool
 }
 
 // Error returns "ib_write_bw: Duration period must be positive: invalid
@@ -525,6 +562,9 @@ func (e *PerftestFlagError) Output() (stdout, stderr string) {
 	if e.ResultLine {
 		stdout = PerftestResultLine
 	}
+	if e.Stdout {
+		return stdout + e.Msg + "\n", ""
+	}
 	stderr = e.Msg + "\n"
 	if e.ParserFailed {
 		stderr += " Parser function exited with Error\n"
@@ -538,4 +578,22 @@ func perftestParserError(tool, msg string) error {
 
 func perftestDependencyError(tool, msg string) error {
 	return &PerftestFlagError{Tool: tool, Msg: msg, ResultLine: true}
+}
+
+// FitUDSize applies check_mtu's rule for -c UD once the path MTU (in
+// bytes) is settled: a UD message is one packet. A size above it that was
+// not asked for with -s (the BW tests' 65536) becomes the MTU, and the
+// tool says so on stderr (the returned text: " Max msg size in UD is MTU
+// 4096" and " Changing to this MTU"); an -s above it is refused (" Max
+// message size in UD cannot be greater than MTU ", after which the tool
+// exits 1). Other transports and sizes that fit are left alone.
+func (c *PerftestConfig) FitUDSize(mtuBytes int) (string, error) {
+	if c.Connection != "UD" || c.Size <= uint64(mtuBytes) {
+		return "", nil
+	}
+	if c.SizeRequested && !c.All {
+		return "", &PerftestFlagError{Tool: c.Test.Tool(), Msg: " Max message size in UD cannot be greater than MTU "}
+	}
+	c.Size = uint64(mtuBytes)
+	return fmt.Sprintf(" Max msg size in UD is MTU %d\n Changing to this MTU\n", mtuBytes), nil
 }

@@ -139,6 +139,9 @@ func FormatPerftestInfo(in PerftestInfo) string {
 	if in.Client || c.Bidirectional {
 		sb.WriteString(" TX depth        : " + strconv.Itoa(c.TxDepth) + "\n")
 	}
+	if c.PostList > 1 {
+		sb.WriteString(" Post List       : " + strconv.Itoa(c.PostList) + "\n")
+	}
 	if v == VerbSend && (!in.Client || c.Bidirectional) {
 		sb.WriteString(" RX depth        : " + strconv.Itoa(c.RxDepth) + "\n")
 	}

@@ -26,6 +26,9 @@ const (
 	defCQMod       = 100
 	atomicAddValue = 1 // ATOMIC_ADD_VALUE
 	minRNRTimer    = 12
+	ucMaxRx        = 16000      // UC_MAX_RX: the UC and UD receive depth when -r is left at 512
+	perftestQKey   = 0x11111111 // DEF_QKEY: the Q_Key of perftest's UD QPs and of the WRs it sends
+	udAddition     = 40         // UD_ADDITION: the GRH in front of each UD receive
 )
 
 // PerfConfig configures one side of a perftest run. Zero values take
@@ -33,6 +36,29 @@ const (
 type PerfConfig struct {
 	// Test is the perftest tool; it must be valid.
 	Test oob.PerftestTest
+	// QPType is the transport (-c): qpstate.TypeRC (0 means RC),
+	// TypeUC (write and send tests) or TypeUD (send tests). UC QPs are
+	// connected like RC ones but have no ACKs, retries or reads; a UD QP
+	// sends to an address handle per peer QP with Q_Key 0x11111111 and
+	// receives each message behind 40 bytes of GRH.
+	QPType qpstate.Type
+	// PostList chains this many WRs in each post of the BW loops and of
+	// the warm-up (-l); 0 means 1. It must divide Iters in iterations
+	// mode, be a multiple of CQMod and be at most TxDepth; CQMod 0 with
+	// a PostList above 1 means PostList (perftest's default). WR j of a
+	// chain uses slot j of the cycle buffer and is signaled when j+1 is a
+	// multiple of CQMod.
+	PostList int
+	// Events waits for completions on the CQs' completion handlers (armed
+	// with ReqNotify) instead of polling first (-e, perftest's completion
+	// channel).
+	Events bool
+	// UseSRQ shares one SRQ among the QPs of a side that receives (send
+	// tests: the server, both sides of -b and of send_lat), RxDepth deep,
+	// with RxDepth/NumQP receives posted for each QP index (--use-srq).
+	// The address message's SRQ number stays 0, as perftest's does for RC,
+	// UC and UD.
+	UseSRQ bool
 	// Client marks the side given a server name: the one that moves data
 	// (BW tests, read and atomic latency) or sends first.
 	Client bool
@@ -46,7 +72,8 @@ type PerfConfig struct {
 	// (latency).
 	TxDepth int
 	// RxDepth is the receives kept posted per QP in send tests (-r); 0
-	// means 512, capped at Iters as perftest does.
+	// means 512, capped at Iters as perftest does; with UC and UD, 512
+	// becomes min(Iters, 16000) in iterations mode.
 	RxDepth int
 	// NumQP is the number of QPs (-q); 0 means 1.
 	NumQP int
@@ -118,6 +145,8 @@ type Perf struct {
 	local    []oob.PerftestDest
 	rem      []oob.PerftestDest
 	rposted  []int
+	ahs      []*emu.AH // UD: one per QP, towards the peer's QP of the same index
+	srq      *emu.SRQ  // UseSRQ on a receiving side
 
 	// What the client did, for VerifyPerf.
 	lastSize  uint64
@@ -148,6 +177,8 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 	c.MaxSize = orDefault(c.MaxSize, def.Size)
 	c.Iters = orDefault(c.Iters, def.Iters)
 	c.NumQP = orDefault(c.NumQP, 1)
+	// perftest sets the CQ moderation of a post list after its clamps.
+	cqModGiven := c.CQMod != 0
 	if c.Test.IsBW() {
 		c.TxDepth = orDefault(c.TxDepth, defTxDepthBW)
 		c.CQMod = min(orDefault(c.CQMod, defCQMod), c.TxDepth)
@@ -157,7 +188,16 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 		c.NumQP = 1
 	}
 	c.RxDepth = orDefault(c.RxDepth, defRxDepth)
+	c.QPType = orDefault(c.QPType, qpstate.TypeRC)
 	switch {
+	case c.QPType == qpstate.TypeUC && c.Test.Verb() != oob.VerbWrite && c.Test.Verb() != oob.VerbSend,
+		c.QPType == qpstate.TypeUD && c.Test.Verb() != oob.VerbSend,
+		c.QPType != qpstate.TypeRC && c.QPType != qpstate.TypeUC && c.QPType != qpstate.TypeUD:
+		return fmt.Errorf("perf: %s QPs with %s: %w", c.QPType, c.Test, unix.EINVAL)
+	case c.UseSRQ && c.Test.Verb() != oob.VerbSend:
+		return fmt.Errorf("Using SRQ only avavilible in SEND tests: %w", unix.EINVAL)
+	case c.UseSRQ && c.NumQP > c.RxDepth:
+		return fmt.Errorf("Using SRQ depth should be greater than number of QPs: %w", unix.EINVAL)
 	case c.Duration < 0 || c.Margin < 0:
 		return fmt.Errorf("perf: negative duration %v or margin %v: %w", c.Duration, c.Margin, unix.EINVAL)
 	case c.Duration > 0 && c.Duration <= 2*c.Margin:
@@ -169,7 +209,27 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 		// (perftest's force_dependecies).
 		c.TxDepth = int(min(uint64(c.TxDepth), c.Iters))
 		c.RxDepth = int(min(uint64(c.RxDepth), c.Iters))
+		if c.QPType != qpstate.TypeRC && c.RxDepth == defRxDepth {
+			c.RxDepth = int(min(c.Iters, ucMaxRx))
+		}
 		c.CQMod = min(c.CQMod, c.TxDepth)
+	}
+	c.PostList = orDefault(c.PostList, 1)
+	if c.PostList > 1 {
+		if !c.Test.IsBW() {
+			return fmt.Errorf("Post list is supported in BW tests only: %w", unix.EINVAL)
+		}
+		if !cqModGiven {
+			c.CQMod = c.PostList
+		}
+		switch {
+		case c.Duration == 0 && c.Iters%uint64(c.PostList) != 0:
+			return fmt.Errorf("Number of iterations must be a multiple of post list size: %w", unix.EINVAL)
+		case c.PostList%c.CQMod != 0:
+			return fmt.Errorf("Post list size must be a multiple of CQ moderation: %w", unix.EINVAL)
+		case c.PostList > c.TxDepth:
+			return fmt.Errorf("post list %d deeper than the TX depth %d: %w", c.PostList, c.TxDepth, unix.EINVAL)
+		}
 	}
 	c.QPTimeout = orDefault(c.QPTimeout, 14)
 	c.Timeout = orDefault(c.Timeout, DefaultTimeout)
@@ -206,7 +266,7 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 	if p.pd, err = dev.AllocPD(0); err != nil {
 		return nil, fmt.Errorf("Couldn't allocate PD: %w", err)
 	}
-	p.region = max(alignUp(int(cfg.MaxSize), cacheLineSize), cycleBuffer)
+	p.region = max(alignUp(int(cfg.MaxSize), cacheLineSize)+p.recvOff(), cycleBuffer)
 	access := qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteAtomic
 	if p.buf, err = newBuffer(dev, p.pd, 2*p.region*cfg.NumQP, access); err != nil {
 		return nil, err
@@ -227,13 +287,22 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 	if p.rcq, err = newCQ(dev, max(cfg.RxDepth, 1)*cfg.NumQP); err != nil {
 		return nil, err
 	}
+	if cfg.Events {
+		p.scq.spins, p.rcq.spins = 0, 0
+	}
 	gid, err := localGID(dev, cfg.GIDIndex)
 	if err != nil {
 		return nil, err
 	}
 	p.rposted = make([]int, cfg.NumQP)
+	if cfg.UseSRQ && p.receives() {
+		sa := &emu.SRQInitAttr{Attr: emu.SRQAttr{MaxWR: uint32(cfg.RxDepth), MaxSGE: 1}}
+		if p.srq, err = p.pd.CreateSRQ(sa); err != nil {
+			return nil, fmt.Errorf("Couldn't create SRQ: %w", err)
+		}
+	}
 	for i := range cfg.NumQP {
-		init := &emu.QPInitAttr{SendCQ: p.scq.cq, RecvCQ: p.rcq.cq, QPType: qpstate.TypeRC, SQSigType: emu.SignalReqWR,
+		init := &emu.QPInitAttr{SendCQ: p.scq.cq, RecvCQ: p.rcq.cq, SRQ: p.srq, QPType: cfg.QPType, SQSigType: emu.SignalReqWR,
 			Cap: qpstate.Cap{MaxSendWR: uint32(cfg.TxDepth), MaxRecvWR: uint32(max(cfg.RxDepth, 1)), MaxSendSGE: 1,
 				MaxRecvSGE: 1, MaxInlineData: uint32(max(cfg.InlineSize, 0))}}
 		qp, err := p.pd.CreateQP(init)
@@ -241,13 +310,16 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 			return nil, fmt.Errorf("Couldn't create QP: %w", err)
 		}
 		p.qps = append(p.qps, qp)
-		if err := toInit(qp, access, 0); err != nil {
+		if err := toInit(qp, p.qpAccess(), perftestQKey); err != nil {
 			return nil, err
 		}
 		p.local = append(p.local, oob.PerftestDest{OutReads: uint16(cfg.OutReads), QPN: qp.QPNum,
 			PSN: rng.Uint32() & 0xffffff, RKey: p.buf.mr.RKey, VAddr: p.remoteAddr(i), GID: gid})
-		if p.receives() {
-			if err := p.postRecv(i, cfg.RxDepth); err != nil {
+		if n := cfg.RxDepth; p.receives() {
+			if p.srq != nil {
+				n /= cfg.NumQP // ctx_set_recv_wqes: the SRQ's depth split among the QPs
+			}
+			if err := p.postRecv(i, n); err != nil {
 				return nil, err
 			}
 		}
@@ -265,6 +337,15 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 }
 
 func alignUp(n, a int) int { return (n + a - 1) / a * a }
+
+// qpAccess is the remote access the QPs grant (ctx_modify_qp_to_init): a
+// UC QP takes only WRITEs.
+func (p *Perf) qpAccess() qpstate.AccessFlags {
+	if p.cfg.QPType == qpstate.TypeUC {
+		return qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite
+	}
+	return qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteAtomic
+}
 
 // receives reports whether this side posts receives: the send tests'
 // server, and both sides of send latency and of bidirectional send_bw.
@@ -295,11 +376,38 @@ func (p *Perf) half(i int, remote bool) []byte {
 	return p.buf.b[off : off+p.region]
 }
 
-// postRecv posts n receives on QP i into its remote half.
+// recvOff is where a received message's data starts in the remote half:
+// a UD receive lands 40 bytes of GRH first, and perftest places it so that
+// the data starts a cache line in.
+func (p *Perf) recvOff() int {
+	if p.cfg.QPType == qpstate.TypeUD {
+		return cacheLineSize
+	}
+	return 0
+}
+
+// recvExtra is what a receive completion counts beyond the message: the
+// GRH of UD.
+func (p *Perf) recvExtra() int {
+	if p.cfg.QPType == qpstate.TypeUD {
+		return udAddition
+	}
+	return 0
+}
+
+// postRecv posts n receives on QP i into its remote half (for UD, room for
+// the GRH in front of the data).
 func (p *Perf) postRecv(i, n int) error {
-	wr := []emu.RecvWR{{WRID: uint64(i), SGList: []emu.SGE{p.buf.sge(p.remoteOff(i), int(p.cfg.MaxSize))}}}
+	sge := p.buf.sge(p.remoteOff(i)+p.recvOff()-p.recvExtra(), int(p.cfg.MaxSize)+p.recvExtra())
+	wr := []emu.RecvWR{{WRID: uint64(i), SGList: []emu.SGE{sge}}}
 	for range n {
-		if _, err := p.qps[i].PostRecv(wr); err != nil {
+		var err error
+		if p.srq != nil {
+			_, err = p.srq.PostRecv(wr)
+		} else {
+			_, err = p.qps[i].PostRecv(wr)
+		}
+		if err != nil {
 			return fmt.Errorf("Couldn't post receive: %w", err)
 		}
 		p.rposted[i]++
@@ -327,7 +435,7 @@ func (p *Perf) Connect(remote []oob.PerftestDest) error {
 	p.rem = remote
 	for i, qp := range p.qps {
 		r := remote[i]
-		pa := &path{typ: qpstate.TypeRC, mtu: p.cfg.MTU, sl: p.cfg.SL, gidIndex: p.cfg.GIDIndex, dgid: emu.GID(r.GID),
+		pa := &path{typ: p.cfg.QPType, mtu: p.cfg.MTU, sl: p.cfg.SL, gidIndex: p.cfg.GIDIndex, dgid: emu.GID(r.GID),
 			localPSN: p.local[i].PSN, remotePSN: r.PSN, remoteQPN: r.QPN, timeout: p.cfg.QPTimeout, retry: 7,
 			rnrRetry: 7, minRNR: minRNRTimer, rdAtomic: uint8(max(1, min(int(r.OutReads), p.cfg.OutReads))),
 			destRdAtomic: uint8(max(1, p.cfg.OutReads))}
@@ -340,6 +448,14 @@ func (p *Perf) Connect(remote []oob.PerftestDest) error {
 		}
 		if err := toRTS(qp, pa); err != nil {
 			return err
+		}
+		if p.cfg.QPType == qpstate.TypeUD {
+			av := pa.av()
+			ah, err := p.pd.CreateAH(&av)
+			if err != nil {
+				return fmt.Errorf("Unable to create address handler for UD QP: %w", err)
+			}
+			p.ahs = append(p.ahs, ah)
 		}
 	}
 	return nil
@@ -360,6 +476,9 @@ func (p *Perf) sendWR(i int, k uint64, size uint64, signaled bool) (emu.SendWR, 
 		RemoteAddr: p.rem[i].VAddr + uint64(off), RKey: p.rem[i].RKey}
 	if signaled {
 		wr.SendFlags = emu.SendSignaled
+	}
+	if p.cfg.QPType == qpstate.TypeUD {
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = p.ahs[i], p.rem[i].QPN, perftestQKey
 	}
 	switch p.cfg.Test.Verb() {
 	case oob.VerbWrite:
@@ -465,36 +584,72 @@ func (p *Perf) latDuration(size, samples uint64, s *sampler) PerfResult {
 }
 
 // postBW posts message k of QP i for a BW loop (signaled every CQMod, and
-// the last of an iterations run) and counts atomics for VerifyPerf.
+// the last of an iterations run) and counts atomics for VerifyPerf; with a
+// post list, the PostList WRs of one chain (slots 0..PostList-1, each
+// CQMod-th signaled) in one PostSend.
 func (p *Perf) postBW(i int, k, size uint64, last bool) error {
 	cqMod := uint64(p.cfg.CQMod)
-	wr, slot := p.sendWR(i, k, size, k%cqMod == cqMod-1 || last)
-	if _, err := p.qps[i].PostSend([]emu.SendWR{wr}); err != nil {
+	var wrs []emu.SendWR
+	var slots []int
+	if pl := p.cfg.PostList; pl > 1 {
+		for j := range uint64(pl) {
+			wr, slot := p.sendWR(i, j, size, (j+1)%cqMod == 0)
+			wrs, slots = append(wrs, wr), append(slots, slot)
+		}
+	} else {
+		wr, slot := p.sendWR(i, k, size, k%cqMod == cqMod-1 || last)
+		wrs, slots = append(wrs, wr), append(slots, slot)
+	}
+	if _, err := p.qps[i].PostSend(wrs); err != nil {
 		return fmt.Errorf("Couldn't post send: qp %d scnt=%d: %w", i, k, err)
 	}
-	if p.cfg.Test.Verb() == oob.VerbAtomic && slot < len(p.atomCount[i]) && !p.cfg.CompareSwap {
-		p.atomCount[i][slot]++
+	for _, slot := range slots {
+		if p.cfg.Test.Verb() == oob.VerbAtomic && slot < len(p.atomCount[i]) && !p.cfg.CompareSwap {
+			p.atomCount[i][slot]++
+		}
 	}
-	p.sent[i]++
+	p.sent[i] += uint64(len(wrs))
 	return nil
 }
 
 // warmUp is perform_warm_up: TxDepth signaled copies of the first WR on
-// each QP, each QP's waited for before the next; they count in no report.
+// each QP (with a post list, one chain), each QP's waited for before the
+// next; they count in no report.
 func (p *Perf) warmUp(size uint64) error {
 	wc := make([]emu.WC, p.cfg.TxDepth)
 	for i, qp := range p.qps {
-		wr, slot := p.sendWR(i, 0, size, true)
-		for range p.cfg.TxDepth {
-			if _, err := qp.PostSend([]emu.SendWR{wr}); err != nil {
+		var wrs []emu.SendWR
+		var slots []int
+		if pl := p.cfg.PostList; pl > 1 {
+			for j := range uint64(pl) {
+				wr, slot := p.sendWR(i, j, size, (j+1)%uint64(p.cfg.CQMod) == 0)
+				wrs, slots = append(wrs, wr), append(slots, slot)
+			}
+		} else {
+			wr, slot := p.sendWR(i, 0, size, true)
+			for range p.cfg.TxDepth {
+				if _, err := qp.PostSend([]emu.SendWR{wr}); err != nil {
+					return fmt.Errorf("Couldn't post send during warm up: qp %d: %w", i, err)
+				}
+				slots = append(slots, slot)
+			}
+		}
+		if len(wrs) > 0 {
+			if _, err := qp.PostSend(wrs); err != nil {
 				return fmt.Errorf("Couldn't post send during warm up: qp %d: %w", i, err)
 			}
+		}
+		for _, slot := range slots {
 			if p.cfg.Test.Verb() == oob.VerbAtomic && slot < len(p.atomCount[i]) && !p.cfg.CompareSwap {
 				p.atomCount[i][slot]++
 			}
 		}
-		for left := p.cfg.TxDepth; left > 0; {
-			n, err := p.scq.wait(wc, p.cfg.Timeout, p.what("warm up", uint64(p.cfg.TxDepth-left), uint64(p.cfg.TxDepth)))
+		want := p.cfg.TxDepth
+		if p.cfg.PostList > 1 {
+			want = p.cfg.PostList / p.cfg.CQMod
+		}
+		for left := want; left > 0; {
+			n, err := p.scq.wait(wc, p.cfg.Timeout, p.what("warm up", uint64(want-left), uint64(want)))
 			if err != nil {
 				return fmt.Errorf("Problems with warm up: %w", err)
 			}
@@ -520,7 +675,7 @@ func (p *Perf) runBWClient(size uint64) (PerfResult, error) {
 			return PerfResult{}, err
 		}
 	}
-	iters, nqp := cfg.Iters, len(p.qps)
+	iters, nqp, pl := cfg.Iters, len(p.qps), uint64(cfg.PostList)
 	dur := p.newSampler()
 	tot := iters * uint64(nqp)
 	var tposted, tcompleted []int64
@@ -535,14 +690,16 @@ func (p *Perf) runBWClient(size uint64) (PerfResult, error) {
 	defer dur.cancel()
 	for dur != nil && !dur.ended() || dur == nil && totC < tot {
 		for i := range p.qps {
-			for (dur != nil || p.sent[i] < iters) && p.sent[i]-ccnt[i] < uint64(cfg.TxDepth) && !dur.ended() {
+			for (dur != nil || p.sent[i] < iters) && p.sent[i]+pl <= ccnt[i]+uint64(cfg.TxDepth) && !dur.ended() {
 				if dur == nil {
-					tposted[totS] = now()
+					for j := range pl {
+						tposted[totS+j] = now()
+					}
 				}
 				if err := p.postBW(i, p.sent[i], size, dur == nil && p.sent[i] == iters-1); err != nil {
 					return PerfResult{}, err
 				}
-				totS++
+				totS += pl
 			}
 		}
 		n, err := p.scq.waitOr(wc, cfg.Timeout, p.what("client", totC, tot), dur.done())
@@ -590,8 +747,8 @@ func (p *Perf) recvDone(wc []emu.WC, size uint64, rcnt []uint64) (int, error) {
 		if w.Status != emu.WCSuccess {
 			return 0, perfWCError(w)
 		}
-		if uint64(w.ByteLen) != size {
-			return 0, fmt.Errorf("received %d bytes, want %d: %w", w.ByteLen, size, unix.EIO)
+		if want := size + uint64(p.recvExtra()); uint64(w.ByteLen) != want {
+			return 0, fmt.Errorf("received %d bytes, want %d: %w", w.ByteLen, want, unix.EIO)
 		}
 		i := int(w.WRID)
 		p.rposted[i]--
@@ -651,7 +808,7 @@ func (p *Perf) runBWServer(size uint64) (PerfResult, error) {
 // sends (CQMod a completion) and the receives of the window.
 func (p *Perf) runBiSend(size uint64) (PerfResult, error) {
 	cfg := p.cfg
-	iters, nqp := cfg.Iters, len(p.qps)
+	iters, nqp, pl := cfg.Iters, len(p.qps), uint64(cfg.PostList)
 	dur := p.newSampler()
 	defer dur.cancel()
 	tot := iters * uint64(nqp)
@@ -668,6 +825,7 @@ func (p *Perf) runBiSend(size uint64) (PerfResult, error) {
 		dur.arm()
 	}
 	idle, lastProgress := 0, time.Now()
+	armAt := max(p.rcq.spins, 1) // empty polls before arming both CQs
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -676,14 +834,16 @@ func (p *Perf) runBiSend(size uint64) (PerfResult, error) {
 	}()
 	for dur != nil && !dur.ended() || dur == nil && (totC < tot || totR < tot) {
 		for i := range p.qps {
-			for !waitingFirst && (dur != nil || p.sent[i] < iters) && p.sent[i]-ccnt[i] < uint64(cfg.TxDepth) && !dur.ended() {
+			for !waitingFirst && (dur != nil || p.sent[i] < iters) && p.sent[i]+pl <= ccnt[i]+uint64(cfg.TxDepth) && !dur.ended() {
 				if dur == nil {
-					tposted[totS] = now()
+					for j := range pl {
+						tposted[totS+j] = now()
+					}
 				}
 				if err := p.postBW(i, p.sent[i], size, dur == nil && p.sent[i] == iters-1); err != nil {
 					return PerfResult{}, err
 				}
-				totS++
+				totS += pl
 			}
 		}
 		nr := p.rcq.cq.Poll(rwc)
@@ -726,9 +886,9 @@ func (p *Perf) runBiSend(size uint64) (PerfResult, error) {
 		}
 		idle++
 		switch {
-		case idle < spinPolls:
+		case idle < armAt:
 			runtime.Gosched()
-		case idle == spinPolls:
+		case idle == armAt:
 			p.rcq.cq.ReqNotify(emu.CQNextComp | emu.CQReportMissedEvents)
 			p.scq.cq.ReqNotify(emu.CQNextComp | emu.CQReportMissedEvents)
 		default:
@@ -748,7 +908,7 @@ func (p *Perf) runBiSend(size uint64) (PerfResult, error) {
 			case <-timer.C:
 			case <-dur.done():
 			}
-			idle = spinPolls - 1 // re-arm before the next sleep
+			idle = armAt - 1 // re-arm before the next sleep
 		}
 	}
 	if dur != nil {
@@ -965,6 +1125,14 @@ func (p *Perf) Close() error {
 		q.Destroy()
 	}
 	p.qps = nil
+	for _, ah := range p.ahs {
+		ah.Destroy()
+	}
+	p.ahs = nil
+	if p.srq != nil {
+		p.srq.Destroy()
+		p.srq = nil
+	}
 	for _, c := range []*cqWaiter{p.scq, p.rcq} {
 		if c != nil {
 			c.cq.Destroy()
@@ -992,7 +1160,8 @@ func (p *Perf) Close() error {
 // initial value plus the fetch-and-adds the client posted to it (unchanged
 // for compare-and-swap of 0 with 0). A bidirectional run is checked both
 // ways. It first waits until every WR either side posted has completed (a
-// duration run ends with WRs in flight).
+// duration run ends with WRs in flight), and over UC and UD until the
+// last messages have landed.
 func VerifyPerf(client, server *Perf) error {
 	// A duration run's receivers stopped reposting at their end; the
 	// peer's sends still in flight need receives (or they are RNR NAKed
@@ -1020,11 +1189,11 @@ func VerifyPerf(client, server *Perf) error {
 	if err != nil {
 		return err
 	}
-	if err := verifyOneWay(client, server); err != nil {
+	if err := client.settle(func() error { return verifyOneWay(client, server) }); err != nil {
 		return err
 	}
 	if client.cfg.Bidirectional {
-		if err := verifyOneWay(server, client); err != nil {
+		if err := client.settle(func() error { return verifyOneWay(server, client) }); err != nil {
 			return fmt.Errorf("the other way: %w", err)
 		}
 	}
@@ -1053,6 +1222,20 @@ func (p *Perf) keepReceiving(stop <-chan struct{}) error {
 		if n == 0 && closed(stop) {
 			return nil
 		}
+	}
+}
+
+// settle runs check once for RC; for UC and UD, whose send completions
+// come when the message leaves, not when it has landed, it retries check
+// until it passes or Timeout has passed.
+func (p *Perf) settle(check func() error) error {
+	deadline := time.Now().Add(p.cfg.Timeout)
+	for {
+		err := check()
+		if err == nil || p.cfg.QPType == qpstate.TypeRC || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -1100,6 +1283,9 @@ func verifyOneWay(from, to *Perf) error {
 		if sent == 0 {
 			continue
 		}
+		if pl := uint64(cfg.PostList); pl > 1 {
+			sent = pl // every chain reuses slots 0..PostList-1
+		}
 		slots := int(min(cycle, sent))
 		cl, cr := from.half(i, false), from.half(i, true)
 		sl, sr := to.half(i, false), to.half(i, true)
@@ -1122,11 +1308,24 @@ func verifyOneWay(from, to *Perf) error {
 				}
 			}
 		case oob.VerbSend:
-			o := int((sent-1)%cycle) * inc
-			if !bytes.Equal(sr[:size], cl[o:o+int(size)]) {
+			o, r := int((sent-1)%cycle)*inc, to.recvOff()
+			if to.srq != nil {
+				// Any QP's message may land in the receive buffer of
+				// any QP index: it must hold one of the messages sent.
+				found := false
+				for j := range from.qps {
+					for s := range uint64(min(cycle, from.sent[j])) {
+						o := int(s) * inc
+						found = found || bytes.Equal(sr[r:r+int(size)], from.half(j, false)[o:o+int(size)])
+					}
+				}
+				if !found {
+					return fmt.Errorf("%s: receive buffer %d of the SRQ holds none of the messages sent: %w", cfg.Test, i, unix.EIO)
+				}
+			} else if !bytes.Equal(sr[r:r+int(size)], cl[o:o+int(size)]) {
 				return fmt.Errorf("%s: QP %d: last message received differs from the one sent: %w", cfg.Test, i, unix.EIO)
 			}
-			if cfg.Test == oob.PerftestSendLat && !bytes.Equal(cr[:size], sl[:size]) {
+			if cfg.Test == oob.PerftestSendLat && !bytes.Equal(cr[r:r+int(size)], sl[:size]) {
 				return fmt.Errorf("%s: client received differs from what the server sent: %w", cfg.Test, unix.EIO)
 			}
 		case oob.VerbAtomic:

@@ -366,3 +366,273 @@ func TestPerfWarmUp(t *testing.T) {
 		})
 	}
 }
+
+// TestPerfTransports: -c UC (write and send tests) and -c UD (send
+// tests, 40 bytes of GRH before each message received), and --use-srq
+// (send tests: one SRQ per receiving side) in iterations mode,
+// unidirectional, bidirectional and with several QPs: the data arrives
+// and each measuring side counts every message. UC refuses READs and
+// atomics, UD everything but SEND.
+func TestPerfTransports(t *testing.T) {
+	seed := testenv.Seed(t)
+	for _, tc := range []struct {
+		test oob.PerftestTest
+		typ  qpstate.Type
+		nqp  int
+		bidi bool
+		srq  bool
+	}{
+		{oob.PerftestWriteBW, qpstate.TypeUC, 1, false, false},
+		{oob.PerftestWriteBW, qpstate.TypeUC, 2, true, false},
+		{oob.PerftestSendBW, qpstate.TypeUC, 2, false, false},
+		{oob.PerftestSendBW, qpstate.TypeUC, 1, true, false},
+		{oob.PerftestWriteLat, qpstate.TypeUC, 1, false, false},
+		{oob.PerftestSendLat, qpstate.TypeUC, 1, false, false},
+		{oob.PerftestSendBW, qpstate.TypeUD, 2, false, false},
+		{oob.PerftestSendBW, qpstate.TypeUD, 2, true, false},
+		{oob.PerftestSendLat, qpstate.TypeUD, 1, false, false},
+		{oob.PerftestSendBW, qpstate.TypeRC, 2, false, true},
+		{oob.PerftestSendBW, qpstate.TypeRC, 3, true, true},
+		{oob.PerftestSendBW, qpstate.TypeUD, 1, false, true},
+		{oob.PerftestSendLat, qpstate.TypeRC, 1, false, true},
+	} {
+		if tc.test.Verb() == oob.VerbWrite && raceEnabled {
+			// No completion orders a UC WRITE's landing with the
+			// memory check (as write_lat's poll): see flag_race.go.
+			continue
+		}
+		t.Run(fmt.Sprintf("%s/%s/q%d/b=%v/srq=%v", tc.test, tc.typ, tc.nqp, tc.bidi, tc.srq), func(t *testing.T) {
+			lb, err := NewLoopback(LoopbackConfig{Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lb.Close()
+			size := uint64(3000)
+			switch {
+			case tc.typ == qpstate.TypeUD:
+				size = 1024 // a UD message fits one packet
+			case !tc.test.IsBW():
+				size = 64
+			}
+			cfg := PerfConfig{Test: tc.test, QPType: tc.typ, Iters: 200, NumQP: tc.nqp, MTU: qpstate.MTU1024,
+				TxDepth: 16, CQMod: 4, MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second,
+				Bidirectional: tc.bidi, UseSRQ: tc.srq}
+			switch {
+			case tc.typ == qpstate.TypeRC:
+				cfg.RxDepth = 32 // RNR NAKs pace the sender; UC and UD drop instead
+			case tc.srq:
+				cfg.RxDepth = 200 * tc.nqp // a receive for every message of every QP
+			}
+			rc, rs := runBoth(t, lb, cfg, size)
+			want := 200 * uint64(tc.nqp)
+			if tc.test.IsBW() {
+				if !rc.Measured || rc.BW.Iters != want || rc.BW.BWAvg <= 0 {
+					t.Errorf("client row %+v", rc.BW)
+				}
+				if (tc.bidi || tc.test.Verb() == oob.VerbSend) && (!rs.Measured || rs.BW.Iters != want) {
+					t.Errorf("server row %+v", rs.BW)
+				}
+			} else if rc.Lat.Iters != 200 || rs.Lat.Iters != 200 {
+				t.Errorf("rows %+v %+v", rc.Lat, rs.Lat)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		test oob.PerftestTest
+		typ  qpstate.Type
+	}{{oob.PerftestReadBW, qpstate.TypeUC}, {oob.PerftestAtomicLat, qpstate.TypeUC}, {oob.PerftestWriteBW, qpstate.TypeUD},
+		{oob.PerftestSendLat, qpstate.TypeXRCIni}} {
+		lb, err := NewLoopback(LoopbackConfig{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = lb.Perf(PerfConfig{Test: tc.test, QPType: tc.typ, GIDIndex: LoopbackGIDIndex})
+		lb.Close()
+		if !errors.Is(err, unix.EINVAL) {
+			t.Errorf("%s over %s: %v, want EINVAL", tc.test, tc.typ, err)
+		}
+	}
+}
+
+// TestPerfRxDepthUnreliable: perftest's rule for UC and UD in iterations
+// mode: an -r left at 512 becomes min(iters, 16000).
+func TestPerfRxDepthUnreliable(t *testing.T) {
+	lb, err := NewLoopback(LoopbackConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	for _, tc := range []struct {
+		typ   qpstate.Type
+		iters uint64
+		rx    int
+		want  int
+	}{
+		{qpstate.TypeRC, 1000, 0, 512},
+		{qpstate.TypeUC, 1000, 0, 1000},
+		{qpstate.TypeUC, 100, 0, 100},
+		{qpstate.TypeUC, 20000, 0, 16000},
+		{qpstate.TypeUC, 1000, 300, 300},
+		{qpstate.TypeUC, 1000, 513, 513},
+		{qpstate.TypeUD, 1000, 0, 1000},
+		{qpstate.TypeUD, 300, 0, 300},
+	} {
+		c := PerfConfig{Test: oob.PerftestSendBW, QPType: tc.typ, Iters: tc.iters, RxDepth: tc.rx, MTU: qpstate.MTU1024, OutReads: 1}
+		if err := c.fill(lb.A.Dev); err != nil {
+			t.Fatal(err)
+		}
+		if c.RxDepth != tc.want {
+			t.Errorf("%s -n %d -r %d: rx depth %d, want %d", tc.typ, tc.iters, tc.rx, c.RxDepth, tc.want)
+		}
+	}
+}
+
+// TestPerfSRQSides: --use-srq gives an SRQ only to a side that receives
+// (perftest's srq_exists: the send_bw server, both sides of -b and of
+// send_lat), and refuses fewer receives than QPs.
+func TestPerfSRQSides(t *testing.T) {
+	for _, tc := range []struct {
+		test           oob.PerftestTest
+		bidi           bool
+		client, server bool
+	}{
+		{oob.PerftestSendBW, false, false, true},
+		{oob.PerftestSendBW, true, true, true},
+		{oob.PerftestSendLat, false, true, true},
+	} {
+		lb, err := NewLoopback(LoopbackConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, sv, err := lb.Perf(PerfConfig{Test: tc.test, UseSRQ: true, Bidirectional: tc.bidi, GIDIndex: LoopbackGIDIndex})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (cl.srq != nil) != tc.client || (sv.srq != nil) != tc.server {
+			t.Errorf("%s -b=%v: client SRQ %v, server SRQ %v", tc.test, tc.bidi, cl.srq != nil, sv.srq != nil)
+		}
+		cl.Close()
+		sv.Close()
+		lb.Close()
+	}
+	lb, err := NewLoopback(LoopbackConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	for _, cfg := range []PerfConfig{
+		{Test: oob.PerftestSendBW, UseSRQ: true, NumQP: 4, RxDepth: 3, GIDIndex: LoopbackGIDIndex},
+		{Test: oob.PerftestWriteBW, UseSRQ: true, GIDIndex: LoopbackGIDIndex},
+	} {
+		if _, _, err := lb.Perf(cfg); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("%+v: %v, want EINVAL", cfg, err)
+		}
+	}
+}
+
+// TestPerfPostList: -l chains PostList WRs in each post (CQMod PostList
+// unless given, then one completion per CQMod WRs), in iterations mode,
+// with several QPs, both ways, and with the warm-up: every message is
+// counted and the data is right.
+func TestPerfPostList(t *testing.T) {
+	seed := testenv.Seed(t)
+	for _, tc := range []struct {
+		test       oob.PerftestTest
+		pl, cqMod  int
+		nqp        int
+		bidi, warm bool
+	}{
+		{oob.PerftestWriteBW, 4, 0, 2, false, false},
+		{oob.PerftestWriteBW, 8, 4, 1, true, true},
+		{oob.PerftestReadBW, 4, 0, 1, false, true},
+		{oob.PerftestSendBW, 4, 2, 2, false, false},
+		{oob.PerftestSendBW, 4, 0, 1, true, false},
+		{oob.PerftestAtomicBW, 5, 0, 2, false, true},
+	} {
+		t.Run(fmt.Sprintf("%s/l%d/Q%d/q%d/b=%v/warm=%v", tc.test, tc.pl, tc.cqMod, tc.nqp, tc.bidi, tc.warm), func(t *testing.T) {
+			lb, err := NewLoopback(LoopbackConfig{Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lb.Close()
+			size := uint64(300)
+			if tc.test.Verb() == oob.VerbAtomic {
+				size = 8
+			}
+			cfg := PerfConfig{Test: tc.test, Iters: 200, NumQP: tc.nqp, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: tc.cqMod,
+				PostList: tc.pl, RxDepth: 64, MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second,
+				Bidirectional: tc.bidi, PerformWarmUp: tc.warm}
+			rc, rs := runBoth(t, lb, cfg, size)
+			want := 200 * uint64(tc.nqp)
+			if !rc.Measured || rc.BW.Iters != want || rc.BW.BWAvg <= 0 {
+				t.Errorf("client row %+v", rc.BW)
+			}
+			if (tc.bidi || tc.test.Verb() == oob.VerbSend) && (!rs.Measured || rs.BW.Iters != want) {
+				t.Errorf("server row %+v", rs.BW)
+			}
+		})
+	}
+	lb, err := NewLoopback(LoopbackConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	for _, cfg := range []PerfConfig{
+		{Test: oob.PerftestWriteBW, PostList: 3, Iters: 100},
+		{Test: oob.PerftestWriteBW, PostList: 6, CQMod: 4, Iters: 600},
+		{Test: oob.PerftestWriteBW, PostList: 32, TxDepth: 16, Iters: 640},
+		{Test: oob.PerftestWriteLat, PostList: 2, Iters: 100},
+	} {
+		cfg.GIDIndex = LoopbackGIDIndex
+		if _, _, err := lb.Perf(cfg); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("%+v: %v, want EINVAL", cfg, err)
+		}
+	}
+}
+
+// TestPerfEvents: -e makes every wait sleep on the CQ's completion
+// handler at once (no polling first); the runs still complete and count
+// every message.
+func TestPerfEvents(t *testing.T) {
+	seed := testenv.Seed(t)
+	for _, tc := range []struct {
+		test oob.PerftestTest
+		bidi bool
+	}{
+		{oob.PerftestSendBW, false}, {oob.PerftestSendBW, true}, {oob.PerftestReadBW, false},
+		{oob.PerftestAtomicBW, true}, {oob.PerftestSendLat, false}, {oob.PerftestReadLat, false},
+	} {
+		t.Run(fmt.Sprintf("%s/b=%v", tc.test, tc.bidi), func(t *testing.T) {
+			lb, err := NewLoopback(LoopbackConfig{Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lb.Close()
+			size := uint64(2000)
+			if tc.test.Verb() == oob.VerbAtomic {
+				size = 8
+			}
+			cfg := PerfConfig{Test: tc.test, Iters: 100, NumQP: 1, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: 4, RxDepth: 32,
+				MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second, Bidirectional: tc.bidi, Events: true}
+			cl, sv, err := lb.Perf(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []*Perf{cl, sv} {
+				if p.scq.spins != 0 || p.rcq.spins != 0 {
+					t.Errorf("client %v polls %d/%d times before sleeping", p.cfg.Client, p.scq.spins, p.rcq.spins)
+				}
+			}
+			cl.Close()
+			sv.Close()
+			rc, _ := runBoth(t, lb, cfg, size)
+			got := rc.BW.Iters
+			if !tc.test.IsBW() {
+				got = rc.Lat.Iters
+			}
+			if !rc.Measured || got != 100 {
+				t.Errorf("client row %+v %+v", rc.BW, rc.Lat)
+			}
+		})
+	}
+}

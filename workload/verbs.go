@@ -27,10 +27,14 @@ type Resolver func(dgid emu.GID) ([6]byte, error)
 type cqWaiter struct {
 	cq     *emu.CQ
 	notify chan struct{}
+	// spins is how many empty polls a wait makes before it arms the CQ
+	// and sleeps: spinPolls, or 0 to sleep on the completion handler at
+	// once (perftest's -e, ibv_get_cq_event on a completion channel).
+	spins int
 }
 
 func newCQ(dev *emu.Device, n int) (*cqWaiter, error) {
-	w := &cqWaiter{notify: make(chan struct{}, 1)}
+	w := &cqWaiter{notify: make(chan struct{}, 1), spins: spinPolls}
 	cq, err := dev.CreateCQ(emu.CQInitAttr{CQE: n, CompHandler: func(*emu.CQ) {
 		select {
 		case w.notify <- struct{}{}:
@@ -61,7 +65,7 @@ func (w *cqWaiter) waitOr(wc []emu.WC, timeout time.Duration, what func() string
 	if n := w.cq.Poll(wc); n > 0 {
 		return n, nil
 	}
-	for range spinPolls {
+	for range w.spins {
 		runtime.Gosched()
 		if n := w.cq.Poll(wc); n > 0 {
 			return n, nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/oob"
+	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/workload"
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +21,8 @@ func init() {
 		usage: "write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat\n" +
 			"\t[--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE]\n" +
 			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
-			"\t -t TX -r RX -o OUTS -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT -N -F --report_gbits --perform_warm_up ...] [SERVER]",
+			"\t -c RC|UC|UD --use-srq -l LIST -e -t TX -r RX -o OUTS -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT\n" +
+			"\t -N -F --report_gbits --perform_warm_up ...] [SERVER]",
 		run: runPerf,
 	})
 }
@@ -39,11 +41,28 @@ func init() {
 // alarm, the window between the margins -f, default SECS/4; rows of the
 // window's count, BW peak 0.00, the latency tools' "t_avg tps" row); -b
 // runs a BW test both ways, each side printing its own count and the sum
-// of both sides' rates (send_bw -b -D: its own sends and receives). Option
-// errors print the tool's message and exit 1 as the tool does. Not
+// of both sides' rates (send_bw -b -D: its own sends and receives).
+//
+// -c UC (write and send tests) connects UC QPs: no ACKs, no retries, and
+// perftest's receive depth rule for UC and UD (an -r left at 512 becomes
+// min(iters, 16000) in iterations mode). -c UD (send tests) sends
+// datagrams to an address handle per peer QP with perftest's Q_Key
+// 0x11111111 and receives them behind the 40-byte GRH; as check_mtu does,
+// a size above the settled path MTU becomes the MTU (" Max msg size in UD
+// is MTU N" on stderr) unless -s asked for it (then the tool's refusal and
+// exit 1, after the MTU exchange). --use-srq (send tests) shares one SRQ,
+// -r deep, among the QPs of a side that receives, -r/-q receives posted
+// for each QP; the address message's SRQ number stays 0 as perftest's
+// does. -l N (BW tests) chains N WRs in each post, every CQMod-th
+// signaled (the CQ moderation becomes N unless -Q is given; perftest's
+// "Post List requested" line and its checks). -e (read, send and atomic
+// tests) waits for each completion on the CQ's completion handler instead
+// of polling first (with -D it is refused, as the tool refuses it).
+//
+// Option errors print the tool's message and exit 1 as the tool does. Not
 // supported (refused with a message): -a with the other tests or with -b,
-// -R, -z, --use-srq, -c other than RC, -l above 1, --report-per-port, -C,
-// -H, -U. Without -x the GID of the first --ip address is used.
+// -R, -z, -c XRC, DC and SRD, --report-per-port, -C, -H, -U. Without -x
+// the GID of the first --ip address is used.
 func runPerf(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "usage: softroce perf %s\n", commands["perf"].usage)
@@ -79,8 +98,8 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	}{
 		{pc.All && test != oob.PerftestWriteBW && test != oob.PerftestReadBW, "-a (all sizes) with " + test.String()},
 		{pc.All && pc.Bidirectional, "-a (all sizes) with -b"},
-		{pc.RDMACM || pc.ComRDMACM, "-R/-z (RDMA CM)"}, {pc.UseSRQ, "--use-srq"}, {pc.Connection != "RC", "-c " + pc.Connection},
-		{pc.PostList > 1, "-l (post list)"}, {pc.ReportPerPort, "--report-per-port"},
+		{pc.RDMACM || pc.ComRDMACM, "-R/-z (RDMA CM)"}, {pc.Connection != "RC" && pc.Connection != "UC" && pc.Connection != "UD", "-c " + pc.Connection},
+		{pc.ReportPerPort, "--report-per-port"},
 		{pc.ReportCycles || pc.ReportHistogram || pc.ReportUnsorted, "-C/-H/-U"},
 	} {
 		if u.bad {
@@ -104,13 +123,21 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 			sizes = append(sizes, s)
 		}
 	}
-	p, err := workload.NewPerf(n.Device(), workload.PerfConfig{Test: test, Client: client, MaxSize: sizes[len(sizes)-1],
+	qpType := qpstate.TypeRC
+	switch pc.Connection {
+	case "UC":
+		qpType = qpstate.TypeUC
+	case "UD":
+		qpType = qpstate.TypeUD
+	}
+	p, err := workload.NewPerf(n.Device(), workload.PerfConfig{Test: test, QPType: qpType, Client: client, MaxSize: sizes[len(sizes)-1],
 		Iters: pc.Iters, TxDepth: pc.TxDepth, RxDepth: pc.RxDepth, NumQP: pc.NumQP, OutReads: pc.OutReads,
 		CQMod: pc.CQMod, MTU: pc.MTU, GIDIndex: gidx, SL: uint8(pc.SL), QPTimeout: uint8(pc.QPTimeout),
 		InlineSize: max(pc.InlineSize, 0), CompareSwap: pc.AtomicType == "CMP_AND_SWAP", NoPeak: pc.NoPeak,
 		Gbits: pc.ReportGbits, Resolve: resolver(n), Seed: uint64(n.MAC()[5]) << 32,
 		Duration: time.Duration(pc.Duration) * time.Second, Margin: time.Duration(max(pc.Margin, 0)) * time.Second,
-		Bidirectional: pc.Bidirectional, PerformWarmUp: pc.PerformWarmUp})
+		Bidirectional: pc.Bidirectional, PerformWarmUp: pc.PerformWarmUp, UseSRQ: pc.UseSRQ,
+		PostList: pc.PostList, Events: pc.Events})
 	if err != nil {
 		return err
 	}
@@ -133,10 +160,24 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	fc := p.Config()
 	params := oob.PerftestParams{Test: test, MTU: fc.MTU, WithGID: true, DontXchgVersions: pc.DontXchgVersions,
 		Duplex: pc.Bidirectional, Duration: pc.Duration > 0}
+	var udErr *oob.PerftestFlagError
 	setup, err := oob.PerftestConnect(c, params, p.Local(), func(s *oob.PerftestSetup) error {
+		// check_mtu: a UD message is one packet of the settled MTU.
+		msg, err := pc.FitUDSize(s.MTU.Bytes())
+		io.WriteString(stderr, msg)
+		if errors.As(err, &udErr) {
+			return err
+		}
+		sizes[len(sizes)-1] = min(sizes[len(sizes)-1], pc.Size)
 		p.SetPathMTU(s.MTU)
 		return p.Connect(s.Remote)
 	})
+	if udErr != nil {
+		o, e := udErr.Output()
+		io.WriteString(stdout, o)
+		io.WriteString(stderr, e+" Couldn't get context for the device\n")
+		return &exitError{code: 1}
+	}
 	if err != nil {
 		return fmt.Errorf("Unable to connect the HCA's through the link: %w", err)
 	}
@@ -145,9 +186,12 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	w.WriteString(oob.FormatPerftestInfo(oob.PerftestInfo{Test: test, Client: client, Device: n.Name(), Config: pc,
 		MTUBytes: setup.MTU.Bytes(), LinkEthernet: true, GIDIndex: gidx, InlineSize: fc.InlineSize,
 		OutReads: fc.OutReads, CQModeration: fc.CQMod, TransportType: "IB"}))
-	for i, d := range p.Local() {
+	// Every tool prints all its QPs' addresses, then all the peer's.
+	for _, d := range p.Local() {
 		w.WriteString(oob.FormatPerftestAddress(test.Verb(), false, d, true))
-		w.WriteString(oob.FormatPerftestAddress(test.Verb(), true, setup.Remote[i], true))
+	}
+	for _, d := range setup.Remote {
+		w.WriteString(oob.FormatPerftestAddress(test.Verb(), true, d, true))
 	}
 	w.WriteString(oob.PerftestResultLine)
 	// The read_lat and atomic_lat servers only serve: after the addresses

@@ -39,6 +39,31 @@ func TestPerfCommand(t *testing.T) {
 		{"send_bw", []string{"-D", "1", "-b", "-s", "3000"}, 1},
 		{"write_lat", []string{"-D", "1"}, 1},
 		{"read_lat", []string{"-D", "1"}, 1},
+		// Unreliable connected QPs (-c UC).
+		{"write_bw", []string{"-n", "100", "-c", "UC", "-q", "2"}, 2},
+		{"send_bw", []string{"-n", "100", "-c", "UC", "-s", "3000"}, 1},
+		{"send_bw", []string{"-n", "100", "-c", "UC", "-b", "-s", "3000"}, 1},
+		{"write_lat", []string{"-n", "100", "-c", "UC"}, 1},
+		{"send_lat", []string{"-n", "100", "-c", "UC"}, 1},
+		// Unreliable datagram QPs (-c UD): the default size becomes the MTU.
+		{"send_bw", []string{"-n", "100", "-c", "UD", "-q", "2", "-m", "1024"}, 2},
+		{"send_bw", []string{"-n", "100", "-c", "UD", "-b", "-s", "1000"}, 1},
+		{"send_lat", []string{"-n", "100", "-c", "UD"}, 1},
+		// A shared receive queue (--use-srq).
+		{"send_bw", []string{"-n", "100", "--use-srq", "-q", "3", "-r", "30", "-s", "3000"}, 3},
+		{"send_bw", []string{"-n", "100", "--use-srq", "-q", "2", "-b"}, 2},
+		{"send_lat", []string{"-n", "100", "--use-srq"}, 1},
+		// Post lists (-l).
+		{"write_bw", []string{"-n", "800", "-l", "8", "-Q", "4", "-s", "64", "-q", "2"}, 2},
+		{"send_bw", []string{"-n", "100", "-l", "4", "-s", "1024"}, 1},
+		{"read_bw", []string{"-n", "100", "-l", "4", "--perform_warm_up", "-b"}, 1},
+		// Events (-e): sleep on the CQ's completion handler.
+		{"send_bw", []string{"-n", "200", "-e", "-q", "2", "-s", "3000"}, 2},
+		{"send_bw", []string{"-n", "100", "-e", "-b"}, 1},
+		{"read_bw", []string{"-n", "100", "-e", "-s", "65536"}, 1},
+		{"atomic_bw", []string{"-n", "100", "-e"}, 1},
+		{"send_lat", []string{"-n", "100", "-e"}, 1},
+		{"read_lat", []string{"-n", "100", "-e"}, 1},
 	} {
 		t.Run(tc.test+"/"+strings.Join(tc.args, "_"), func(t *testing.T) {
 			if tc.test == "write_lat" && raceEnabled {
@@ -65,9 +90,19 @@ func TestPerfCommand(t *testing.T) {
 				if r.res.code != 0 {
 					t.Fatalf("%s: exit %d\n%s\n%s", r.name, r.res.code, r.res.out, r.res.errout)
 				}
+				for i, a := range tc.args {
+					if a == "-l" && (!strings.Contains(r.res.out, " Post List       : "+tc.args[i+1]+"\n") ||
+						!strings.Contains(r.res.out, " Post List BW Test\n")) {
+						t.Errorf("%s: no post list lines:\n%s", r.name, r.res.out)
+					}
+				}
 				as := perfAddr.FindAllStringSubmatch(r.res.out, -1)
-				if len(as) != 2*tc.nqp || as[0][1] != "local" || as[0][2] != r.local || as[1][2] == r.local {
-					t.Errorf("%s: address lines:\n%s", r.name, r.res.out)
+				// All the local addresses, then all the peer's.
+				for i, a := range as {
+					if len(as) != 2*tc.nqp || (i < tc.nqp) != (a[1] == "local") || (a[1] == "local") != (a[2] == r.local) {
+						t.Errorf("%s: address lines:\n%s", r.name, r.res.out)
+						break
+					}
 				}
 				var rows [][]string
 				switch {
@@ -129,6 +164,15 @@ func TestPerfCommand(t *testing.T) {
 	}
 }
 
+// TestPerfCommandSRQDepth: --use-srq with fewer receives than QPs ends as
+// the tool ends, its message on stdout after the rule, status 1.
+func TestPerfCommandSRQDepth(t *testing.T) {
+	code, out, errs := runCmd(t, "perf", "send_bw", "--use-srq", "-q", "4", "-r", "3")
+	if want := "-\n Using SRQ depth should be greater than number of QPs.\n"; code != 1 || !strings.HasSuffix(out, want) || errs != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
 func TestPerfCommandRefuses(t *testing.T) {
 	for _, args := range [][]string{
 		{},
@@ -138,8 +182,8 @@ func TestPerfCommandRefuses(t *testing.T) {
 		{"write_bw", "-D", "4", "-f", "2"},
 		{"write_lat", "-b"},
 		{"write_bw", "-a", "-b"},
-		{"send_bw", "--use-srq"},
-		{"write_bw", "-c", "UC"},
+		{"read_bw", "-c", "UC"},
+		{"write_bw", "-c", "XRC"},
 		{"atomic_bw", "-s", "64"},
 		{"write_bw", "--mtu"},
 	} {
@@ -149,5 +193,33 @@ func TestPerfCommandRefuses(t *testing.T) {
 				t.Errorf("exit %d, stderr %q", code, errs)
 			}
 		})
+	}
+}
+
+// TestPerfCommandUD: send_bw -c UD at path MTU 1024. The default size
+// becomes the MTU with the tool's two lines on stderr, and both rows
+// report 1024 bytes; an -s above the MTU ends both sides, the softroce
+// one with the tool's message and status 1.
+func TestPerfCommandUD(t *testing.T) {
+	pipeNodes(t)
+	common := []string{"perf", "send_bw", "-p", port, "-c", "UD", "-n", "50", "-m", "1024"}
+	sv, cl := runPair(t,
+		append(append([]string{}, common...), "-d", "b", "--ip", "10.9.0.2/24"),
+		append(append([]string{}, common...), "-d", "a", "--ip", "10.9.0.1/24", "localhost"))
+	for _, r := range []cmdResult{sv, cl} {
+		row := bwRow.FindStringSubmatch(r.out)
+		if r.code != 0 || row == nil || row[1] != "1024" || row[2] != "50" ||
+			!strings.Contains(r.errout, " Max msg size in UD is MTU 1024\n Changing to this MTU\n") {
+			t.Errorf("exit %d\n%s\n%s", r.code, r.out, r.errout)
+		}
+	}
+	big := append(append([]string{}, common...), "-s", "2048")
+	sv, cl = runPair(t,
+		append(append([]string{}, big...), "-d", "b", "--ip", "10.9.0.2/24"),
+		append(append([]string{}, big...), "-d", "a", "--ip", "10.9.0.1/24", "localhost"))
+	for _, r := range []cmdResult{sv, cl} {
+		if r.code != 1 || !strings.Contains(r.errout, " Max message size in UD cannot be greater than MTU \n") {
+			t.Errorf("-s 2048: exit %d\n%s\n%s", r.code, r.out, r.errout)
+		}
 	}
 }

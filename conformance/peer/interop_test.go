@@ -60,6 +60,9 @@ const (
 	opRCReadRespOnly = 0x10
 	opRCWriteOnlyImm = 0x0b
 	opUCSendOnly     = 0x24
+	opUCWriteFirst   = 0x26
+	opUCWriteLast    = 0x28
+	opUCWriteOnly    = 0x2a
 )
 
 func fixed(re *regexp.Regexp) func(int) *regexp.Regexp { return func(int) *regexp.Regexp { return re } }
@@ -146,6 +149,47 @@ var (
 			oneCell: true, want: fixed(perftestDurationBW("65536")), opcodes: fixed2(opRCWriteFirst, opRCWriteLast, opRCAck)},
 		{name: "ib_send_bw-b-D", vm: "ib_send_bw -d rxe0 -F -b -D 2 -s 8192", soft: "perf send_bw -F -b -D 2 -s 8192", perftest: true, mtuFlag: true,
 			oneCell: true, want: fixed(perftestDurationBW("8192")), opcodes: fixed2(opRCSendFirst, opRCSendLast, opRCAck)},
+
+		// Unreliable connected QPs (-c UC): no ACK on the wire.
+		{name: "ib_write_bw-UC", vm: "ib_write_bw -d rxe0 -F -c UC -n 100 -q 2 -s 8192", soft: "perf write_bw -F -c UC -n 100 -q 2 -s 8192", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("8192", "200")), opcodes: fixed2(opUCWriteFirst, opUCWriteLast)},
+		{name: "ib_send_bw-UC", vm: "ib_send_bw -d rxe0 -F -c UC -n 100 -s 8192", soft: "perf send_bw -F -c UC -n 100 -s 8192", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("8192", "100")), opcodes: fixed2(opUCSendFirst, opUCSendLast)},
+		{name: "ib_write_lat-UC", vm: "ib_write_lat -d rxe0 -F -c UC -n 100 -s 64", soft: "perf write_lat -F -c UC -n 100 -s 64", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opUCWriteOnly)},
+		{name: "ib_send_lat-UC", vm: "ib_send_lat -d rxe0 -F -c UC -n 100 -s 64", soft: "perf send_lat -F -c UC -n 100 -s 64", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opUCSendOnly)},
+
+		// Unreliable datagram QPs (-c UD): send_bw's default 65536 becomes
+		// the path MTU on both sides.
+		{name: "ib_send_bw-UD", vm: "ib_send_bw -d rxe0 -F -c UD -n 100", soft: "perf send_bw -F -c UD -n 100", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("1024", "100")), opcodes: fixed2(opUDSendOnly)},
+		{name: "ib_send_bw-UD-b", vm: "ib_send_bw -d rxe0 -F -c UD -b -n 100 -q 2 -s 512", soft: "perf send_bw -F -c UD -b -n 100 -q 2 -s 512", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("512", "200")), opcodes: fixed2(opUDSendOnly)},
+		{name: "ib_send_lat-UD", vm: "ib_send_lat -d rxe0 -F -c UD -n 100 -s 64", soft: "perf send_lat -F -c UD -n 100 -s 64", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opUDSendOnly)},
+
+		// A shared receive queue on the receiving sides (--use-srq).
+		{name: "ib_send_bw-SRQ", vm: "ib_send_bw -d rxe0 -F --use-srq -n 100 -q 2 -s 8192", soft: "perf send_bw -F --use-srq -n 100 -q 2 -s 8192", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("8192", "200")), opcodes: fixed2(opRCSendFirst, opRCSendLast, opRCAck)},
+		{name: "ib_send_bw-SRQ-UD", vm: "ib_send_bw -d rxe0 -F --use-srq -c UD -n 100", soft: "perf send_bw -F --use-srq -c UD -n 100", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("1024", "100")), opcodes: fixed2(opUDSendOnly)},
+		{name: "ib_send_lat-SRQ", vm: "ib_send_lat -d rxe0 -F --use-srq -n 100 -s 64", soft: "perf send_lat -F --use-srq -n 100 -s 64", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opRCSendOnly, opRCAck)},
+
+		// Post lists (-l): N WRs chained in each post.
+		{name: "ib_write_bw-l", vm: "ib_write_bw -d rxe0 -F -l 8 -Q 4 -n 800 -s 64", soft: "perf write_bw -F -l 8 -Q 4 -n 800 -s 64", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "800")), opcodes: fixed2(opRCWriteOnly, opRCAck)},
+		{name: "ib_write_bw-l-warm", vm: "ib_write_bw -d rxe0 -F -l 4 -n 100 -s 64 --perform_warm_up -q 2", soft: "perf write_bw -F -l 4 -n 100 -s 64 --perform_warm_up -q 2", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "200")), opcodes: fixed2(opRCWriteOnly, opRCAck)},
+		{name: "ib_send_bw-l", vm: "ib_send_bw -d rxe0 -F -l 4 -n 100 -s 1024", soft: "perf send_bw -F -l 4 -n 100 -s 1024", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("1024", "100")), opcodes: fixed2(opRCSendOnly, opRCAck)},
+
+		// Events (-e): the completion channel instead of busy polling.
+		{name: "ib_send_bw-e", vm: "ib_send_bw -d rxe0 -F -e -n 100 -s 8192", soft: "perf send_bw -F -e -n 100 -s 8192", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("8192", "100")), opcodes: fixed2(opRCSendFirst, opRCSendLast, opRCAck)},
+		{name: "ib_read_lat-e", vm: "ib_read_lat -d rxe0 -F -e -n 100 -s 64", soft: "perf read_lat -F -e -n 100 -s 64", perftest: true, mtuFlag: true,
+			oneCell: true, want: fixed(perftestOK("64", "100")), serverWant: fixed(perftestServerAddr), opcodes: fixed2(opRCReadRequest, opRCReadRespOnly)},
 	}
 )
 
