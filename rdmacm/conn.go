@@ -445,6 +445,17 @@ func (cn *Conn) rtsAttrLocked() *connAttr {
 		retry: req.RetryCount(), rnrRetry: req.RNRRetryCount()}
 }
 
+// InitQP moves an RC QP from RESET to INIT as rdma_create_qp does for a
+// connected rdma_cm ID, so that receives can be posted before Connect or
+// Accept (which leave a QP already in INIT there). p's responder
+// resources decide whether remote reads and atomics are allowed.
+func InitQP(qp *emu.QP, p Param) error {
+	if err := toInit(qp, p.ResponderResources); err != nil {
+		return fmt.Errorf("rdmacm: init QP %#x: %w", qp.QPNum, err)
+	}
+	return nil
+}
+
 // toInit is rdma_create_qp's move to INIT (cma_init_conn_qp): P_Key
 // index 0, port 1, and remote write plus, with responder resources,
 // remote read and atomics.
