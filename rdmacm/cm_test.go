@@ -114,7 +114,20 @@ func TestConnect(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			lb, a, b := newPair(t, Config{Seed: 1}, Config{Seed: 2})
+			var mu sync.Mutex
+			var req, rep mad.MAD
+			record := func(m mad.MAD) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				switch m.AttributeID() {
+				case mad.AttrREQ:
+					req = m
+				case mad.AttrREP:
+					rep = m
+				}
+				return false
+			}
+			lb, a, b := newPair(t, Config{Seed: 1, dropTx: record}, Config{Seed: 2, dropTx: record})
 			ca, cb := connect(t, lb, a, b, uint16(7000+i), c.pa, c.pb)
 			if ca.State() != StateEstablished || cb.State() != StateEstablished {
 				t.Fatalf("states %v %v", ca.State(), cb.State())
@@ -129,6 +142,14 @@ func TestConnect(t *testing.T) {
 			if qa.SQPSN != qb.RQPSN || qb.SQPSN != qa.RQPSN {
 				t.Errorf("PSNs: a sq %#x rq %#x, b sq %#x rq %#x", qa.SQPSN, qa.RQPSN, qb.SQPSN, qb.RQPSN)
 			}
+			// As between two kernel rxe (mad/testdata/rping-rxe.pcap):
+			// the REQ's Starting PSN is what the active side receives
+			// with, the REP's what the passive side does.
+			mu.Lock()
+			if REQ := mad.REQ(req); REQ.StartingPSN() != qa.RQPSN || mad.REP(rep).StartingPSN() != qb.RQPSN {
+				t.Errorf("REQ PSN %#x, REP PSN %#x; a rq %#x, b rq %#x", REQ.StartingPSN(), mad.REP(rep).StartingPSN(), qa.RQPSN, qb.RQPSN)
+			}
+			mu.Unlock()
 			if qa.MaxRdAtomic != c.depth[0] || qb.MaxRdAtomic != c.depth[1] || qa.MaxDestRdAtomic != qb.MaxRdAtomic || qb.MaxDestRdAtomic != qa.MaxRdAtomic {
 				t.Errorf("depths: a rd %d dest %d, b rd %d dest %d, want a %d b %d", qa.MaxRdAtomic, qa.MaxDestRdAtomic, qb.MaxRdAtomic, qb.MaxDestRdAtomic, c.depth[0], c.depth[1])
 			}

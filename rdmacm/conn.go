@@ -338,7 +338,10 @@ func (cn *Conn) onREPLocked(m mad.MAD) {
 	req := mad.REQ(cn.req)
 	// cm_rep_handler: our initiator depth is what the peer grants as
 	// responder, our responder resources what it initiates.
-	a := connAttr{mtu: qpstate.MTU(req.PathMTU()), destQPN: r.LocalQPN, rqPSN: r.StartingPSN, sqPSN: req.StartingPSN(),
+	// Each side's Starting PSN is the one it receives with: rdma_cm
+	// sets rq_psn to its own seq_num, the PSN it put in its REQ or REP
+	// (rdma_init_qp_attr), and the peer sends from it.
+	a := connAttr{mtu: qpstate.MTU(req.PathMTU()), destQPN: r.LocalQPN, rqPSN: req.StartingPSN(), sqPSN: r.StartingPSN,
 		maxDestRdAtomic: min(cn.param.ResponderResources, r.InitiatorDepth), maxRdAtomic: min(cn.param.InitiatorDepth, r.ResponderResources),
 		timeout: req.PrimaryLocalACKTimeout(), retry: req.RetryCount(), rnrRetry: r.RNRRetryCount}
 	err := cn.cm.toRTR(cn.qp, cn.peerGID, cn.gidIdx, &a)
@@ -441,7 +444,7 @@ type connAttr struct {
 func (cn *Conn) rtsAttrLocked() *connAttr {
 	req := mad.REQ(cn.req)
 	rep := mad.REP(cn.rep)
-	return &connAttr{sqPSN: rep.StartingPSN(), maxRdAtomic: rep.Fields().InitiatorDepth, timeout: req.PrimaryLocalACKTimeout(),
+	return &connAttr{sqPSN: req.StartingPSN(), maxRdAtomic: rep.Fields().InitiatorDepth, timeout: req.PrimaryLocalACKTimeout(),
 		retry: req.RetryCount(), rnrRetry: req.RNRRetryCount()}
 }
 

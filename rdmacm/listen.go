@@ -163,7 +163,9 @@ func (r *Request) Accept(ctx context.Context, qp *emu.QP, p Param) (*Conn, error
 	c.mu.Lock()
 	psn := c.psnLocked()
 	c.mu.Unlock()
-	a := connAttr{mtu: qpstate.MTU(req.PathMTU()), destQPN: req.LocalQPN(), rqPSN: req.StartingPSN(), maxDestRdAtomic: resp}
+	// We receive from the PSN our REP announces and send from the
+	// REQ's (see Connect).
+	a := connAttr{mtu: qpstate.MTU(req.PathMTU()), destQPN: req.LocalQPN(), rqPSN: psn, maxDestRdAtomic: resp}
 	if err := c.toRTR(qp, cn.peerGID, cn.gidIdx, &a); err != nil {
 		c.reject(cn.peerGID, cn.req, cn.localID, mad.RejConsumerDefined, nil)
 		cn.fail(err)
