@@ -88,11 +88,18 @@ func (c *CM) reject(sgid emu.GID, m mad.MAD, local uint32, reason mad.RejReason,
 // onREQ: a connection request from sgid.
 func (c *CM) onREQ(sgid emu.GID, m mad.MAD) {
 	req := mad.REQ(m)
+	// A duplicate of a REQ we have a connection for: the lock order is
+	// cn.mu before c.mu (a Conn sends under its own lock), so look at the
+	// connections without holding c.mu.
 	c.mu.Lock()
+	passive := make([]*Conn, 0, len(c.conns))
 	for _, cn := range c.conns {
-		if cn.active || cn.peerGID != sgid {
-			continue
+		if !cn.active && cn.peerGID == sgid {
+			passive = append(passive, cn)
 		}
+	}
+	c.mu.Unlock()
+	for _, cn := range passive {
 		cn.mu.Lock()
 		dup := cn.remoteID == req.LocalCommID()
 		var rep mad.MAD
@@ -101,13 +108,13 @@ func (c *CM) onREQ(sgid emu.GID, m mad.MAD) {
 		}
 		cn.mu.Unlock()
 		if dup {
-			c.mu.Unlock()
 			if rep != nil { // our REP was lost (cm_dup_req_handler)
 				c.send(sgid, rep)
 			}
 			return
 		}
 	}
+	c.mu.Lock()
 	ps, port, ok := mad.ServicePort(req.ServiceID())
 	l := c.listeners[port]
 	if !ok || ps != mad.PortSpaceTCP || l == nil || req.TransportServiceType() != mad.TransportRC {
