@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -87,6 +88,9 @@ const (
 	providerGlob = "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so"
 	providerConf = "/etc/libibverbs.d/rxe.driver"
 )
+
+// libgccS is the unwinder glibc dlopens at the first pthread_exit.
+const libgccS = "/lib/x86_64-linux-gnu/libgcc_s.so.1"
 
 // DefaultCacheDir is where BuildImage keeps the kernel package and built
 // images when the caller passes "": $SOFTROCE_PEER_CACHE if set, else
@@ -243,9 +247,20 @@ func imageTree(modDir string) (*cpioTree, []string, error) {
 		t.file(p, 0o755, b)
 		elfs = append(elfs, p)
 	}
+	// glibc dlopens libgcc_s for pthread_exit and thread cancellation
+	// (rping's threads exit that way); no DT_NEEDED names it, so without
+	// it rping aborts ("libgcc_s.so.1 must be installed for pthread_exit
+	// to work") and loses its buffered output.
+	if _, err := os.Stat(libgccS); err != nil {
+		return nil, nil, fmt.Errorf("%s (apt-get install libgcc-s1): %w", libgccS, err)
+	}
+	elfs = append(elfs, libgccS)
 	libs, err := sharedLibs(elfs)
 	if err != nil {
 		return nil, nil, err
+	}
+	if !slices.Contains(libs, libgccS) {
+		libs = append(libs, libgccS)
 	}
 	for _, l := range libs {
 		b, err := os.ReadFile(l)

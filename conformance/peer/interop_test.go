@@ -53,6 +53,12 @@ type interopTool struct {
 	// the larger MTU keeps their captures to a size tcpdump keeps up with
 	// on a loaded machine.
 	oneCell bool
+	// cm marks a librdmacm tool (rping): it connects through the RDMA CM
+	// (CM MADs on QP1) to the other side's own IP address instead of a
+	// TCP exchange, takes no GID index or MTU flag, and is given -s, or
+	// -c -a ADDR; its server listens on no TCP port. Such tools run one
+	// cell per direction (IPv4; the path MTU is what the CM agrees).
+	cm bool
 }
 
 // More BTH opcodes (IBTA 9.2) than self_test.go names.
@@ -161,9 +167,9 @@ var (
 			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opUCSendOnly)},
 
 		// Unreliable datagram QPs (-c UD): send_bw's default 65536 becomes
-		// the path MTU on both sides.
+		// the path MTU (4096 in these cells) on both sides.
 		{name: "ib_send_bw-UD", vm: "ib_send_bw -d rxe0 -F -c UD -n 100", soft: "perf send_bw -F -c UD -n 100", perftest: true, mtuFlag: true,
-			oneCell: true, want: fixed(perftestOK("1024", "100")), opcodes: fixed2(opUDSendOnly)},
+			oneCell: true, want: fixed(perftestOK("4096", "100")), opcodes: fixed2(opUDSendOnly)},
 		{name: "ib_send_bw-UD-b", vm: "ib_send_bw -d rxe0 -F -c UD -b -n 100 -q 2 -s 512", soft: "perf send_bw -F -c UD -b -n 100 -q 2 -s 512", perftest: true, mtuFlag: true,
 			oneCell: true, want: fixed(perftestOK("512", "200")), opcodes: fixed2(opUDSendOnly)},
 		{name: "ib_send_lat-UD", vm: "ib_send_lat -d rxe0 -F -c UD -n 100 -s 64", soft: "perf send_lat -F -c UD -n 100 -s 64", perftest: true, mtuFlag: true,
@@ -173,7 +179,7 @@ var (
 		{name: "ib_send_bw-SRQ", vm: "ib_send_bw -d rxe0 -F --use-srq -n 100 -q 2 -s 8192", soft: "perf send_bw -F --use-srq -n 100 -q 2 -s 8192", perftest: true, mtuFlag: true,
 			oneCell: true, want: fixed(perftestOK("8192", "200")), opcodes: fixed2(opRCSendFirst, opRCSendLast, opRCAck)},
 		{name: "ib_send_bw-SRQ-UD", vm: "ib_send_bw -d rxe0 -F --use-srq -c UD -n 100", soft: "perf send_bw -F --use-srq -c UD -n 100", perftest: true, mtuFlag: true,
-			oneCell: true, want: fixed(perftestOK("1024", "100")), opcodes: fixed2(opUDSendOnly)},
+			oneCell: true, want: fixed(perftestOK("4096", "100")), opcodes: fixed2(opUDSendOnly)},
 		{name: "ib_send_lat-SRQ", vm: "ib_send_lat -d rxe0 -F --use-srq -n 100 -s 64", soft: "perf send_lat -F --use-srq -n 100 -s 64", perftest: true, mtuFlag: true,
 			oneCell: true, want: fixed(perftestOK("64", "100")), opcodes: fixed2(opRCSendOnly, opRCAck)},
 
@@ -190,7 +196,19 @@ var (
 			oneCell: true, want: fixed(perftestOK("8192", "100")), opcodes: fixed2(opRCSendFirst, opRCSendLast, opRCAck)},
 		{name: "ib_read_lat-e", vm: "ib_read_lat -d rxe0 -F -e -n 100 -s 64", soft: "perf read_lat -F -e -n 100 -s 64", perftest: true, mtuFlag: true,
 			oneCell: true, want: fixed(perftestOK("64", "100")), serverWant: fixed(perftestServerAddr), opcodes: fixed2(opRCReadRequest, opRCReadRespOnly)},
+
+		// librdmacm's rping: REQ/REP/RTU and DREQ/DREP as UD SENDs to
+		// QP1, then per ping a SEND each way, an RDMA READ, an RDMA
+		// WRITE. -V makes the client compare the data that came back.
+		{name: "rping", vm: "rping -v -V -C 5 -S 100", soft: "rping -v -V -C 5 -S 100", cm: true, oneCell: true,
+			want:    fixed(rpingOK),
+			opcodes: fixed2(opUDSendOnly, opRCSendOnly, opRCReadRequest, opRCReadRespOnly, opRCWriteOnly, opRCAck)},
 	}
+
+	// rpingOK matches the last of the five pings either side prints with
+	// -v ("ping data: ..." on the client, "server ping data: ..." on the
+	// server).
+	rpingOK = regexp.MustCompile(`(?m)^(server )?ping data: rdma-ping-4: EFGHIJ`)
 )
 
 // fixed2 is opcodes that do not depend on the MTU.
@@ -240,10 +258,32 @@ func buildSoftroce(t *testing.T) string {
 	return softroceBinary.path
 }
 
+// vmIP4 is VM 1's address (Lab.PeerAddr(1)), which a softroce rping
+// client is given with -a.
+const vmIP4 = "10.77.0.11"
+
+// lockedBuffer is a bytes.Buffer a process writes while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // softroceProc is a softroce command running in the lab's namespace.
 type softroceProc struct {
 	cmd  *exec.Cmd
-	out  bytes.Buffer
+	out  lockedBuffer
 	done chan struct{}
 	err  error
 }
@@ -296,6 +336,33 @@ func waitListening(ctx context.Context, lab *Lab, p *softroceProc, port int) err
 	}
 }
 
+// waitOutput polls p's output until it holds s or p exits (softroce
+// rping -s -d prints "rdma_listen" once its CM listens).
+func waitOutput(ctx context.Context, p *softroceProc, s string) error {
+	for !strings.Contains(p.out.String(), s) {
+		select {
+		case <-p.done:
+			return fmt.Errorf("softroce exited before printing %q: %v\n%s", s, p.err, p.out.String())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// startCMListening starts a librdmacm server tool on the VM and waits
+// until rdma_cm lists a listening ID on port (`rdma resource show cm_id`),
+// or 5 s: the tool listens on no TCP port that StartListening could see.
+func startCMListening(ctx context.Context, vm *VM, cmd string, port int) (*Job, error) {
+	j, err := vm.StartJob(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	vm.Run(ctx, fmt.Sprintf(`n=50; while [ $n -gt 0 ]; do /usr/bin/rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -q ':%d\b' && exit 0; sleep 0.1; n=$((n-1)); done; exit 1`, port))
+	return j, nil
+}
+
 // interopRun is one cell of the matrix.
 type interopRun struct {
 	tool           interopTool
@@ -332,6 +399,18 @@ var knownBroken = map[string]string{
 // args returns the VM's and softroce's command lines (without the server
 // address).
 func (r interopRun) args(port int) (vm string, soft []string) {
+	ip4, ip6 := "10.77.0.2/24", "fd77::2/64"
+	if r.tool.cm {
+		side := map[bool]string{true: " -s -a 0.0.0.0", false: " -c -a " + strings.Split(ip4, "/")[0]}
+		vm = r.tool.vm + side[!r.softroceServer] + fmt.Sprintf(" -p %d", port)
+		peer := map[bool]string{true: " -s -a 0.0.0.0", false: " -c -a " + vmIP4}
+		soft = append(strings.Fields(r.tool.soft+peer[r.softroceServer]), "-p", fmt.Sprint(port),
+			"--tap", softroceTAP, "--bridge", "br0", "--ip", ip4, "--ip", ip6)
+		if r.softroceServer {
+			soft = append(soft, "-d") // prints "rdma_listen" once it listens
+		}
+		return vm, soft
+	}
 	gidx := 1
 	if r.ipv6 {
 		gidx = 2
@@ -347,7 +426,6 @@ func (r interopRun) args(port int) (vm string, soft []string) {
 		extra += fmt.Sprintf(" -s %d", r.mtu)
 	}
 	vm = r.tool.vm + extra
-	ip4, ip6 := "10.77.0.2/24", "fd77::2/64"
 	soft = append(strings.Fields(r.tool.soft), "--tap", softroceTAP, "--bridge", "br0", "--ip", ip4, "--ip", ip6)
 	soft = append(soft, strings.Fields(extra)...)
 	return vm, soft
@@ -455,7 +533,11 @@ func runInterop(t *testing.T, ctx context.Context, lab *Lab, vm *VM, bin, dir st
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := waitListening(ctx, lab, sp, port); err != nil {
+		wait := func() error { return waitListening(ctx, lab, sp, port) }
+		if r.tool.cm {
+			wait = func() error { return waitOutput(ctx, sp, "rdma_listen\n") }
+		}
+		if err := wait(); err != nil {
 			sp.cmd.Process.Kill()
 			t.Fatal(err)
 		}
@@ -468,7 +550,13 @@ func runInterop(t *testing.T, ctx context.Context, lab *Lab, vm *VM, bin, dir st
 		}
 		softStatus, softOut = sp.wait(wctx)
 	} else {
-		job, err := vm.StartListening(ctx, vmCmd, port)
+		start := vm.StartListening
+		if r.tool.cm {
+			start = func(ctx context.Context, cmd string, port int) (*Job, error) {
+				return startCMListening(ctx, vm, cmd, port)
+			}
+		}
+		job, err := start(ctx, vmCmd, port)
 		if err != nil {
 			t.Fatal(err)
 		}

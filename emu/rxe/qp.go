@@ -110,7 +110,7 @@ func (r *Dev) CreateQP(c *emu.QP, init *emu.QPInitAttr, udata *emu.UData) error 
 		if init.PortNum != 1 {
 			return errorf(unix.EINVAL, "create GSI QP: port %d", init.PortNum)
 		}
-		if r.gsi {
+		if r.gsi && r.madSlot != madHandoff {
 			return errorf(unix.EINVAL, "create GSI QP: port 1 already has one")
 		}
 	}
@@ -119,7 +119,15 @@ func (r *Dev) CreateQP(c *emu.QP, init *emu.QPInitAttr, udata *emu.UData) error 
 	if init.SRQ != nil {
 		q.srq = srqOf(init.SRQ)
 	}
-	idx, ok := r.qpPool.alloc(q)
+	var idx uint32
+	ok := true
+	if q.typ == qpstate.TypeGSI && r.madSlot == madHandoff {
+		idx = minQPIndex
+		r.qpPool.used[idx] = q
+		r.madSlot = madNone
+	} else {
+		idx, ok = r.qpPool.alloc(q)
+	}
 	if !ok {
 		return errorf(unix.ENOMEM, "create QP: QP numbers exhausted")
 	}

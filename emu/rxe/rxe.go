@@ -124,6 +124,7 @@ type Dev struct {
 	mcgs       map[emu.GID]*mcg
 	attached   int
 	gsi        bool
+	madSlot    madSlot // the MAD layer's reserved QP index
 	counters   [numCounters]uint64
 	badPKey    uint32
 	badQKey    uint32
@@ -164,6 +165,7 @@ func New(cfg Config) (*emu.Device, error) {
 	if !cfg.NoMADLayer {
 		r.qpPool.alloc(nil) // index 16: the MAD layer's GSI QP (QPN 1)
 		r.gsi = true
+		r.madSlot = madReserved
 	}
 	d, err := emu.NewDevice(r, cfg.Device)
 	if err != nil {
@@ -243,6 +245,40 @@ func (r *Dev) laterComp(c *emu.CQ) { r.deferred = append(r.deferred, deferredCal
 
 // event queues an async event; r.mu held.
 func (r *Dev) event(ev emu.Event) { r.later(func() { r.dev.Dispatch(ev) }) }
+
+// madSlot is the state of the QP index a running kernel's MAD layer
+// holds.
+type madSlot int
+
+const (
+	madNone     madSlot = iota // Config.NoMADLayer, or the slot was used
+	madReserved                // held by the (absent) kernel MAD layer
+	madHandoff                 // TakeMADLayer was called: the next GSI QP gets it
+)
+
+// TakeMADLayer makes the caller the device's MAD layer, as ib_mad's
+// ib_mad_port_open is on a running kernel: the next GSI QP created (by a
+// kernel consumer, QP.Modify without udata) takes the QP index the device
+// reserved for that layer (16, so other QPs still start at 17) and
+// receives what arrives for QPN 1. Package rdmacm's CM uses it to run the
+// Communication Manager on the device. It fails with EINVAL on a device
+// made with Config.NoMADLayer (create the GSI QP directly there) and with
+// EBUSY once taken.
+func (r *Dev) TakeMADLayer() error {
+	r.lock()
+	defer r.unlock()
+	switch r.madSlot {
+	case madReserved:
+		r.madSlot = madHandoff
+		return nil
+	case madHandoff:
+		return errorf(unix.EBUSY, "take MAD layer: already taken")
+	}
+	if r.cfg.NoMADLayer {
+		return errorf(unix.EINVAL, "take MAD layer: the device has none (NoMADLayer)")
+	}
+	return errorf(unix.EBUSY, "take MAD layer: already taken")
+}
 
 // pool allocates indexes cyclically from [min, max] (rxe_pool: the next
 // free index at or after the last one handed out).

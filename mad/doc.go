@@ -1,0 +1,19 @@
+// Package mad holds zero-copy views of InfiniBand Management Datagrams
+// (IBA vol. 1 §13.4) and of the Communication Management messages of §12.6
+// that an RDMA CM connection exchanges (REQ, MRA, REJ, REP, RTU, DREQ,
+// DREP), plus the private-data header librdmacm and the kernel's rdma_cm
+// (drivers/infiniband/core/cma.c, struct cma_hdr) put in a REQ to carry IP
+// addressing, and the service IDs of the RDMA_PS_TCP port space.
+//
+// A MAD is exactly Size (256) bytes: a 24-byte common header followed by
+// 232 bytes of class data. On RoCE it is the payload of a UD SEND to QP1
+// (the GSI QP) with Q_Key 0x80010000. The package knows nothing of how it
+// travels: package rdmacm sends and receives it.
+//
+// As package wire does for RoCEv2 headers, each message is a []byte view
+// over the whole MAD with getters and setters named after the IBA fields,
+// and a Fields struct for construction (Encode) and inspection (Fields).
+// Parse and ParseCM check lengths and versions once; after them, views are
+// used unchecked. Multi-byte fields are big-endian; sub-byte fields are
+// masked as the IBA figures lay them out (most significant bit first).
+package mad
