@@ -12,6 +12,17 @@
 //     announces an address when it is added (gratuitous ARP, unsolicited
 //     neighbour advertisement, as the kernel after DAD);
 //   - answers ICMP and ICMPv6 echo requests (icmp_echo, icmpv6_echo_reply);
+//   - answers a UDP datagram to a port other than 4791 with ICMP port
+//     unreachable, an IP protocol it does not know with protocol
+//     unreachable (IPv6: parameter problem, unrecognized next header) and
+//     a TCP segment with a reset, as a Linux host with no socket bound
+//     does (__udp4_lib_rcv, ip_local_deliver_finish, tcp_v4_send_reset);
+//     the ICMP errors quote the offending packet as the kernel does (up
+//     to 576 bytes in all for IPv4, 1280 for IPv6), never answer a
+//     broadcast or multicast packet, and are rate limited per destination
+//     and globally on the injected clock (icmp_ratelimit,
+//     icmp_msgs_per_sec). IPv4 fragments are not reassembled: they are
+//     dropped without an answer;
 //   - resolves peers' MACs with a neighbour cache whose retransmissions and
 //     expiry run on an injected clock (the kernel's neigh_timer_handler:
 //     retrans_time 1 s, mcast_solicit 3, base_reachable_time 30 s), failing
@@ -94,6 +105,18 @@ type Config struct {
 	// ReachableTime is how long a resolved or learnt neighbour is used;
 	// zero means DefaultReachableTime.
 	ReachableTime time.Duration
+	// ICMPRateLimit is the minimum interval between ICMP errors to one
+	// destination, with bursts of 6 after a quiet spell
+	// (net.ipv4.icmp_ratelimit; for IPv6, net.ipv6.icmp.ratelimit, which
+	// the kernel divides by 2^((128-plen)/32) for a destination on a /plen
+	// route). Zero means DefaultICMPRateLimit; negative means no
+	// per-destination limit.
+	ICMPRateLimit time.Duration
+	// ICMPMsgsPerSec and ICMPMsgsBurst are the global ICMP error budget
+	// (net.ipv4.icmp_msgs_per_sec and icmp_msgs_burst). Zero means
+	// DefaultICMPMsgsPerSec and DefaultICMPMsgsBurst; a negative
+	// ICMPMsgsPerSec means no global budget.
+	ICMPMsgsPerSec, ICMPMsgsBurst int
 	// RoCE receives every RoCEv2 frame for the Host: IPv4 or IPv6 (no
 	// fragments, no extension headers) to one of its addresses or to a
 	// multicast group it joined, UDP destination port 4791. It is called
@@ -115,12 +138,21 @@ type Stats struct {
 	// messages that fail validation (e.g. ND with a hop limit below 255).
 	Malformed uint64
 	// Unhandled counts frames for the Host of a protocol it does not serve
-	// (TCP, UDP to a port other than 4791, other ICMP types, fragments).
+	// (TCP, UDP to a port other than 4791, other ICMP types, other IP
+	// protocols, fragments), whether or not they were answered with an
+	// ICMP error or a TCP reset.
 	Unhandled uint64
 	// RoCE counts frames delivered to Config.RoCE.
 	RoCE uint64
 	// ARPReplies, NeighborAdverts and EchoReplies count answers sent.
 	ARPReplies, NeighborAdverts, EchoReplies uint64
+	// DestUnreachables counts ICMP errors sent: port unreachable, protocol
+	// unreachable and (IPv6) unrecognized next header.
+	DestUnreachables uint64
+	// TCPResets counts TCP RST segments sent for closed ports.
+	TCPResets uint64
+	// ICMPRateLimited counts ICMP errors the rate limit suppressed.
+	ICMPRateLimited uint64
 	// Solicitations counts ARP requests and neighbour solicitations sent
 	// to resolve peers.
 	Solicitations uint64
@@ -138,6 +170,7 @@ type Host struct {
 	reach    time.Duration
 	roce     func([]byte)
 	onChange func(AddrChange)
+	limit    rateLimiter
 
 	addrMu sync.RWMutex
 	addrs  []netip.Prefix
@@ -153,6 +186,7 @@ type Host struct {
 	ip4    layers.IPv4
 	ip6    layers.IPv6
 	udp    layers.UDP
+	tcp    layers.TCP
 	icmp4  layers.ICMPv4
 	icmp6  layers.ICMPv6
 	echo6  layers.ICMPv6Echo
@@ -165,6 +199,7 @@ type Host struct {
 		rx, notForUs, malformed, unhandled, roce   atomic.Uint64
 		arpReplies, adverts, echoReplies, solicits atomic.Uint64
 		txErrors                                   atomic.Uint64
+		unreach, resets, rateLimited               atomic.Uint64
 	}
 }
 
@@ -217,8 +252,9 @@ func New(l link.Link, cfg Config) (*Host, error) {
 	if h.reach <= 0 {
 		h.reach = DefaultReachableTime
 	}
+	h.limit.init(cfg.ICMPRateLimit, cfg.ICMPMsgsPerSec, cfg.ICMPMsgsBurst, h.clk.Now())
 	h.dec = gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet,
-		&h.eth, &h.arp, &h.ip4, &h.ip6, &h.udp, &h.icmp4, &h.icmp6, &h.echo6, &h.ns, &h.na, &h.pay)
+		&h.eth, &h.arp, &h.ip4, &h.ip6, &h.udp, &h.tcp, &h.icmp4, &h.icmp6, &h.echo6, &h.ns, &h.na, &h.pay)
 	h.dec.IgnoreUnsupported = true
 	if !cfg.NoLinkLocal {
 		if err := h.addAddr(netip.PrefixFrom(LinkLocal(h.mac), 64), false); err != nil {
@@ -521,6 +557,7 @@ func (h *Host) Stats() Stats {
 		Unhandled: s.unhandled.Load(), RoCE: s.roce.Load(),
 		ARPReplies: s.arpReplies.Load(), NeighborAdverts: s.adverts.Load(), EchoReplies: s.echoReplies.Load(),
 		Solicitations: s.solicits.Load(), TxErrors: s.txErrors.Load(),
+		DestUnreachables: s.unreach.Load(), TCPResets: s.resets.Load(), ICMPRateLimited: s.rateLimited.Load(),
 	}
 }
 
