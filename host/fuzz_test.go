@@ -42,6 +42,7 @@ func FuzzHostInput(f *testing.F) {
 			MAC:   hostMAC,
 			Addrs: []netip.Prefix{netip.PrefixFrom(hostIP4, 24), netip.PrefixFrom(hostIP6, 64)},
 			Clock: clock.NewManual(epoch),
+			NoDAD: true,
 			RoCE:  func([]byte) {},
 		})
 		if err != nil {

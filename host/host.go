@@ -11,6 +11,14 @@
 //     addresses (as the kernel's arp_process and ndisc_recv_ns), and
 //     announces an address when it is added (gratuitous ARP, unsolicited
 //     neighbour advertisement, as the kernel after DAD);
+//   - runs duplicate address detection on each new IPv6 address (RFC 4862
+//     §5.4, as the kernel with accept_dad=1, dad_transmits=1, enhanced DAD
+//     nonces): the address stays tentative — not a source, not answered
+//     for, not reported to OnAddrChange, so no GID — until a probe from ::
+//     to its solicited-node group, sent after a random delay below 1 s,
+//     went unanswered for RetransTime; an advertisement for it or another
+//     node's probe for it drops it and reports EADDRINUSE (Config.NoDAD
+//     turns this off, like `ip addr add ... nodad`);
 //   - answers ICMP and ICMPv6 echo requests (icmp_echo, icmpv6_echo_reply);
 //   - answers a UDP datagram to a port other than 4791 with ICMP port
 //     unreachable, an IP protocol it does not know with protocol
@@ -117,6 +125,22 @@ type Config struct {
 	// DefaultICMPMsgsPerSec and DefaultICMPMsgsBurst; a negative
 	// ICMPMsgsPerSec means no global budget.
 	ICMPMsgsPerSec, ICMPMsgsBurst int
+	// NoDAD turns duplicate address detection off, as the kernel's nodad
+	// flag (`ip addr add ... nodad`) or accept_dad=0: IPv6 addresses are
+	// usable as soon as they are added. With it false, the default, a new
+	// IPv6 address is tentative until DADTransmits probes went unanswered
+	// (RFC 4862 §5.4, the kernel with accept_dad=1).
+	NoDAD bool
+	// DADTransmits is the number of DAD probes; zero means 1
+	// (dad_transmits).
+	DADTransmits int
+	// Seed seeds the Host's randomness: DAD delays and nonces, MLD report
+	// delays.
+	Seed uint64
+	// OnDADFailure, if set, is called when an IPv6 address turns out to
+	// be a duplicate and is dropped; err wraps EADDRINUSE. It is called
+	// outside the Host's locks.
+	OnDADFailure func(p netip.Prefix, err error)
 	// RoCE receives every RoCEv2 frame for the Host: IPv4 or IPv6 (no
 	// fragments, no extension headers) to one of its addresses or to a
 	// multicast group it joined, UDP destination port 4791. It is called
@@ -153,6 +177,9 @@ type Stats struct {
 	TCPResets uint64
 	// ICMPRateLimited counts ICMP errors the rate limit suppressed.
 	ICMPRateLimited uint64
+	// DADProbes counts duplicate address detection probes sent;
+	// DADFailures counts addresses found to be duplicates.
+	DADProbes, DADFailures uint64
 	// Solicitations counts ARP requests and neighbour solicitations sent
 	// to resolve peers.
 	Solicitations uint64
@@ -172,9 +199,19 @@ type Host struct {
 	onChange func(AddrChange)
 	limit    rateLimiter
 
+	noDAD        bool
+	dadTransmits int
+	onDADFailure func(netip.Prefix, error)
+	rndMu        sync.Mutex
+	rnd          *rand.Rand
+
 	addrMu sync.RWMutex
 	addrs  []netip.Prefix
 	groups []netip.Addr // joined multicast groups
+	// tentative holds the IPv6 addresses under duplicate address
+	// detection; dadFailed the last detection error of each address.
+	tentative []*dadState
+	dadFailed map[netip.Addr]error
 
 	neighMu sync.Mutex
 	neigh   map[netip.Addr]*neighbor
@@ -200,6 +237,7 @@ type Host struct {
 		arpReplies, adverts, echoReplies, solicits atomic.Uint64
 		txErrors                                   atomic.Uint64
 		unreach, resets, rateLimited               atomic.Uint64
+		dadProbes, dadFailures                     atomic.Uint64
 	}
 }
 
@@ -239,6 +277,15 @@ func New(l link.Link, cfg Config) (*Host, error) {
 		onChange: cfg.OnAddrChange,
 		neigh:    make(map[netip.Addr]*neighbor),
 		groups:   []netip.Addr{allNodes},
+
+		noDAD:        cfg.NoDAD,
+		dadTransmits: cfg.DADTransmits,
+		onDADFailure: cfg.OnDADFailure,
+		rnd:          rand.New(rand.NewPCG(cfg.Seed, 0x686f7374)),
+		dadFailed:    make(map[netip.Addr]error),
+	}
+	if h.dadTransmits <= 0 {
+		h.dadTransmits = 1
 	}
 	if h.clk == nil {
 		h.clk = clock.Real{}
@@ -257,12 +304,12 @@ func New(l link.Link, cfg Config) (*Host, error) {
 		&h.eth, &h.arp, &h.ip4, &h.ip6, &h.udp, &h.tcp, &h.icmp4, &h.icmp6, &h.echo6, &h.ns, &h.na, &h.pay)
 	h.dec.IgnoreUnsupported = true
 	if !cfg.NoLinkLocal {
-		if err := h.addAddr(netip.PrefixFrom(LinkLocal(h.mac), 64), false); err != nil {
+		if _, err := h.addAddr(netip.PrefixFrom(LinkLocal(h.mac), 64), false); err != nil {
 			return nil, err
 		}
 	}
 	for _, p := range cfg.Addrs {
-		if err := h.addAddr(p, false); err != nil {
+		if _, err := h.addAddr(p, false); err != nil {
 			return nil, err
 		}
 	}
@@ -326,17 +373,29 @@ func (h *Host) hasAddrLocked(a netip.Addr) bool {
 // AddAddr adds an address, joins its IPv6 solicited-node group, reports
 // the change to Config.OnAddrChange and announces the address (Announce).
 // It fails with EINVAL for an invalid, unspecified, multicast or
-// zone-scoped address and with EEXIST for one the Host already holds, as
-// `ip addr add` does.
+// zone-scoped address and with EEXIST for one the Host already holds or
+// is checking, as `ip addr add` does.
+//
+// Unless Config.NoDAD is set, an IPv6 address is first tentative
+// (Tentative lists it): AddAddr starts duplicate address detection and
+// returns; the address joins Addrs, reaches OnAddrChange and is announced
+// once DADTransmits probes went unanswered for RetransTime each, or is
+// dropped (OnDADFailure) when another node claims it. WaitDAD waits for
+// the outcome; AddAddrWait does both.
 func (h *Host) AddAddr(p netip.Prefix) error {
-	if err := h.addAddr(p, true); err != nil {
+	st, err := h.addAddr(p, true)
+	if err != nil {
 		return err
+	}
+	if st != nil {
+		h.startDAD(st)
+		return nil
 	}
 	h.announce(p.Addr().Unmap())
 	return nil
 }
 
-func (h *Host) addAddr(p netip.Prefix, notify bool) error {
+func (h *Host) addAddr(p netip.Prefix, notify bool) (*dadState, error) {
 	a := p.Addr()
 	bits := p.Bits()
 	if a.Is4In6() {
@@ -346,31 +405,44 @@ func (h *Host) addAddr(p netip.Prefix, notify bool) error {
 		}
 	}
 	if !p.IsValid() || !a.IsValid() || a.IsUnspecified() || a.IsMulticast() || a.Zone() != "" || bits > a.BitLen() || bits < 0 {
-		return fmt.Errorf("host: add address %v: %w", p, syscall.EINVAL)
+		return nil, fmt.Errorf("host: add address %v: %w", p, syscall.EINVAL)
 	}
 	p = netip.PrefixFrom(a, bits)
 	h.addrMu.Lock()
-	if h.hasAddrLocked(a) {
+	if h.hasAddrLocked(a) || h.tentativeLocked(a) != nil {
 		h.addrMu.Unlock()
-		return fmt.Errorf("host: add address %v: %w", p, syscall.EEXIST)
+		return nil, fmt.Errorf("host: add address %v: %w", p, syscall.EEXIST)
 	}
-	h.addrs = append(h.addrs, p)
+	delete(h.dadFailed, a)
 	if a.Is6() {
 		h.groups = append(h.groups, solicitedNode(a))
+		if !h.noDAD {
+			st := &dadState{p: p, done: make(chan struct{})}
+			h.tentative = append(h.tentative, st)
+			h.addrMu.Unlock()
+			return st, nil
+		}
 	}
+	h.addrs = append(h.addrs, p)
 	h.addrMu.Unlock()
 	if notify && h.onChange != nil {
 		h.onChange(AddrChange{Prefix: p, Added: true})
 	}
-	return nil
+	return nil, nil
 }
 
 // RemoveAddr removes an address and reports the change to
 // Config.OnAddrChange. It fails with EADDRNOTAVAIL if the Host does not
-// hold a.
+// hold a. Removing a tentative address ends its detection (WaitDAD then
+// fails with EADDRNOTAVAIL) and reports nothing.
 func (h *Host) RemoveAddr(a netip.Addr) error {
 	a = a.Unmap()
 	h.addrMu.Lock()
+	if st := h.tentativeLocked(a); st != nil {
+		h.failDADLocked(st, fmt.Errorf("host: DAD of %v: address removed: %w", st.p, syscall.EADDRNOTAVAIL))
+		h.addrMu.Unlock()
+		return nil
+	}
 	i := slices.IndexFunc(h.addrs, func(p netip.Prefix) bool { return p.Addr() == a })
 	if i < 0 {
 		h.addrMu.Unlock()
@@ -534,6 +606,12 @@ func (h *Host) Close() error {
 		}
 	}
 	h.neighMu.Unlock()
+	h.addrMu.Lock()
+	for len(h.tentative) > 0 {
+		st := h.tentative[0]
+		h.failDADLocked(st, fmt.Errorf("host: DAD of %v: %w", st.p, net.ErrClosed))
+	}
+	h.addrMu.Unlock()
 	return h.l.Close()
 }
 
@@ -558,6 +636,7 @@ func (h *Host) Stats() Stats {
 		ARPReplies: s.arpReplies.Load(), NeighborAdverts: s.adverts.Load(), EchoReplies: s.echoReplies.Load(),
 		Solicitations: s.solicits.Load(), TxErrors: s.txErrors.Load(),
 		DestUnreachables: s.unreach.Load(), TCPResets: s.resets.Load(), ICMPRateLimited: s.rateLimited.Load(),
+		DADProbes: s.dadProbes.Load(), DADFailures: s.dadFailures.Load(),
 	}
 }
 
@@ -580,10 +659,18 @@ func ipv6Header(src, dst netip.Addr, hopLimit uint8) *layers.IPv6 {
 // Announce sends a gratuitous ARP request for each IPv4 address and an
 // unsolicited neighbour advertisement (override set, to all nodes) for
 // each IPv6 address, so neighbours that already know the address update
-// their caches (RFC 5227 §3, RFC 4861 §7.2.6).
+// their caches (RFC 5227 §3, RFC 4861 §7.2.6). It starts duplicate
+// address detection of the tentative addresses New was given (an address
+// is announced when its detection succeeds).
 func (h *Host) Announce() {
 	for _, p := range h.Addrs() {
 		h.announce(p.Addr())
+	}
+	h.addrMu.RLock()
+	ts := slices.Clone(h.tentative)
+	h.addrMu.RUnlock()
+	for _, st := range ts {
+		h.startDAD(st)
 	}
 }
 

@@ -51,6 +51,7 @@ func newRig(t *testing.T, mod func(*Config)) *rig {
 		MAC:   hostMAC,
 		Addrs: []netip.Prefix{netip.PrefixFrom(hostIP4, 24), netip.PrefixFrom(hostIP6, 64)},
 		Clock: r.clk,
+		NoDAD: true, // DAD has its own tests
 		RoCE: func(f []byte) {
 			r.mu.Lock()
 			r.roce = append(r.roce, bytes.Clone(f))
@@ -688,11 +689,11 @@ func TestNewRejects(t *testing.T) {
 func TestTwoHosts(t *testing.T) {
 	ea, eb := link.Pipe()
 	got := make(chan []byte, 1)
-	a, err := New(ea, Config{MAC: hostMAC, Addrs: []netip.Prefix{netip.PrefixFrom(hostIP4, 24), netip.PrefixFrom(hostIP6, 64)}})
+	a, err := New(ea, Config{NoDAD: true, MAC: hostMAC, Addrs: []netip.Prefix{netip.PrefixFrom(hostIP4, 24), netip.PrefixFrom(hostIP6, 64)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(eb, Config{MAC: peerMAC, Addrs: []netip.Prefix{netip.PrefixFrom(peerIP4, 24), netip.PrefixFrom(peerIP6, 64)},
+	b, err := New(eb, Config{NoDAD: true, MAC: peerMAC, Addrs: []netip.Prefix{netip.PrefixFrom(peerIP4, 24), netip.PrefixFrom(peerIP6, 64)},
 		RoCE: func(f []byte) { got <- bytes.Clone(f) }})
 	if err != nil {
 		t.Fatal(err)
@@ -767,7 +768,7 @@ func BenchmarkInputRoCE(b *testing.B) {
 			if dst.Is6() {
 				src = peerIP6
 			}
-			h, err := New(end, Config{MAC: hostMAC, Addrs: []netip.Prefix{netip.PrefixFrom(dst, dst.BitLen()/2)}, RoCE: func([]byte) {}})
+			h, err := New(end, Config{NoDAD: true, MAC: hostMAC, Addrs: []netip.Prefix{netip.PrefixFrom(dst, dst.BitLen()/2)}, RoCE: func([]byte) {}})
 			if err != nil {
 				b.Fatal(err)
 			}

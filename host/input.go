@@ -281,6 +281,17 @@ func (h *Host) inputNS(src, dst netip.Addr) {
 		h.stats.malformed.Add(1)
 		return
 	}
+	// A tentative address answers nothing; another node's probe for it
+	// means both want it (RFC 4862 §5.4.3).
+	var nonce []byte
+	for _, o := range ns.Options {
+		if o.Type == ndOptNonce {
+			nonce = o.Data
+		}
+	}
+	if src.IsUnspecified() && h.dadConflict(target, true, nonce, h.eth.SrcMAC) {
+		return
+	}
 	if !h.HasAddr(target) {
 		h.stats.notForUs.Add(1)
 		return
@@ -317,6 +328,9 @@ func (h *Host) inputNA(dst netip.Addr) {
 		dst.IsMulticast() && na.Solicited() {
 		h.stats.malformed.Add(1)
 		return
+	}
+	if h.dadConflict(target, false, nil, h.eth.SrcMAC) {
+		return // RFC 4862 §5.4.4: our tentative address is in use
 	}
 	if h.HasAddr(target) {
 		return // someone else claims our address; nothing to learn

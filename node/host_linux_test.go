@@ -1,9 +1,12 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,4 +55,58 @@ func TestKernelSeesClosedPorts(t *testing.T) {
 	if s := a.Stats().Host; s.DestUnreachables != 2 || s.TCPResets != 2 {
 		t.Errorf("host stats %+v; want 2 port unreachables and 2 resets", s)
 	}
+}
+
+// TestDADAgainstKernel: the kernel's bridge holds fd78::1, so softroce's
+// duplicate address detection fails for it — in New and in AddAddr — with
+// no GID made, while an unused address passes and gets its GID.
+func TestDADAgainstKernel(t *testing.T) {
+	ns := bridgeNS(t)
+	dup := netip.MustParsePrefix("fd78::1/64")
+	t.Run("New", func(t *testing.T) {
+		cfg := Config{Name: "softroce0", TAP: "srn0", Bridge: "br0", MAC: macA, Addrs: []netip.Prefix{dup}}
+		err := ns.Do(func() error {
+			n, err := New(cfg)
+			if err == nil {
+				n.Close()
+			}
+			return err
+		})
+		if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "duplicate address detected") {
+			t.Errorf("New with the kernel's address: %v; want a duplicate address error (EADDRINUSE)", err)
+		}
+	})
+	t.Run("AddAddr", func(t *testing.T) {
+		var failed []netip.Prefix
+		var mu sync.Mutex
+		cfg := Config{Name: "softroce1", TAP: "srn1", Bridge: "br0", MAC: macB, Addrs: []netip.Prefix{netip.PrefixFrom(brB6, 64)},
+			OnDADFailure: func(p netip.Prefix, _ error) { mu.Lock(); failed = append(failed, p); mu.Unlock() }}
+		var n *Node
+		if err := ns.Do(func() (err error) { n, err = New(cfg); return err }); err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		if _, err := n.GID(brB6); err != nil {
+			t.Errorf("GID of %v after its DAD passed: %v", brB6, err)
+		}
+		if s := n.Stats().Host; s.DADProbes != 2 {
+			t.Errorf("%d DAD probes; want 2 (link-local and %v)", s.DADProbes, brB6)
+		}
+		err := n.AddAddr(context.Background(), dup)
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			t.Errorf("AddAddr(%v): %v; want EADDRINUSE", dup, err)
+		}
+		if _, err := n.GID(dup.Addr()); err == nil {
+			t.Errorf("a GID exists for the duplicate %v", dup)
+		}
+		mu.Lock()
+		if len(failed) != 1 || failed[0] != dup {
+			t.Errorf("OnDADFailure got %v; want [%v]", failed, dup)
+		}
+		mu.Unlock()
+		out, err := ns.Command("ping", "-c", "1", "-W", "3", brB6.String()).CombinedOutput()
+		if err != nil {
+			t.Errorf("ping %v: %v\n%s", brB6, err, out)
+		}
+	})
 }
