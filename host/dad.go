@@ -72,13 +72,14 @@ func (h *Host) dadTimer(st *dadState) {
 	}
 	h.tentative = slices.DeleteFunc(h.tentative, func(s *dadState) bool { return s == st })
 	h.addrs = append(h.addrs, st.p)
-	close(st.done)
+	done := st.done
 	st.done = nil
 	h.addrMu.Unlock()
 	if h.onChange != nil {
 		h.onChange(AddrChange{Prefix: st.p, Added: true})
 	}
 	h.announce(st.p.Addr())
+	close(done) // waiters return once the change is reported (the GID exists)
 }
 
 // sendDADProbe sends a neighbour solicitation for st's address from the
@@ -128,19 +129,24 @@ func (h *Host) dadConflict(a netip.Addr, probe bool, nonce []byte, from net.Hard
 	if probe {
 		how = "probed for by " + from.String()
 	}
-	h.failDADLocked(st, fmt.Errorf("host: IPv6 address %v: duplicate address detected (%s): %w", st.p, how, syscall.EADDRINUSE))
+	h.failDADLocked(st, fmt.Errorf("host: IPv6 address %v: duplicate address detected (%s): %w", st.p, how, syscall.EADDRINUSE), true)
 	h.dadFailed[a] = st.err
 	h.stats.dadFailures.Add(1)
+	done := st.done
+	st.done = nil
 	h.addrMu.Unlock()
+	h.mldLeft(solicitedNode(a))
 	if h.onDADFailure != nil {
 		h.onDADFailure(st.p, st.err)
 	}
+	close(done) // waiters return after the report and the callback
 	return true
 }
 
 // failDADLocked ends st's detection with err: the address is dropped and
-// its solicited-node group left.
-func (h *Host) failDADLocked(st *dadState, err error) {
+// its solicited-node group left. It closes st.done unless keepOpen; then
+// the caller closes it.
+func (h *Host) failDADLocked(st *dadState, err error, keepOpen bool) {
 	if st.timer != nil {
 		st.timer.Stop()
 	}
@@ -149,8 +155,10 @@ func (h *Host) failDADLocked(st *dadState, err error) {
 		h.groups = slices.Delete(h.groups, j, j+1)
 	}
 	st.err = err
-	close(st.done)
-	st.done = nil
+	if !keepOpen {
+		close(st.done)
+		st.done = nil
+	}
 }
 
 // Tentative returns the IPv6 addresses undergoing duplicate address

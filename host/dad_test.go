@@ -34,9 +34,10 @@ func dadRig(t *testing.T, mod func(*Config)) *rig {
 		t.Fatalf("Tentative() = %v; want [%v/64]", got, hostIP6)
 	}
 	r.h.Announce()
-	if r.sent() != 0 {
-		t.Fatalf("the Host sent a frame before the DAD delay: %s", r.recv(t).Dump())
+	if r.sent() != 1 {
+		t.Fatalf("the Host sent %d frames at once; want the MLD report", r.sent())
 	}
+	checkMLDReport(t, r.recv(t), mldChangeToExclude, solicitedNode(hostIP6))
 	return r
 }
 
@@ -75,10 +76,10 @@ func checkProbe(t *testing.T, p gopacket.Packet, target netip.Addr) []byte {
 func firstProbe(t *testing.T, r *rig) []byte {
 	t.Helper()
 	start := r.clk.Now()
-	for r.sent() == 0 && r.clk.AdvanceToNext() {
+	for r.sent() == 1 && r.clk.AdvanceToNext() {
 	}
-	if r.sent() != 1 || r.clk.Now().Sub(start) >= DADDelay {
-		t.Fatalf("%d frames sent after %v; want the probe within %v", r.sent(), r.clk.Now().Sub(start), DADDelay)
+	if r.sent() != 2 || r.clk.Now().Sub(start) >= DADDelay {
+		t.Fatalf("%d frames sent after %v; want the report and the probe within %v", r.sent(), r.clk.Now().Sub(start), DADDelay)
 	}
 	return checkProbe(t, r.recv(t), hostIP6)
 }
@@ -92,7 +93,7 @@ func TestDADSucceeds(t *testing.T) {
 			// While tentative the address answers nothing.
 			r.h.Input(nsFrame(t, peerIP6, solicitedNode(hostIP6), hostIP6, MulticastMAC(solicitedNode(hostIP6)), 255, true))
 			r.h.Input(echo6Frame(t, hostMAC, hostIP6, []byte("x")))
-			if r.sent() != 1 {
+			if r.sent() != 2 {
 				t.Fatalf("a tentative address answered: %s", r.recv(t).Dump())
 			}
 			n := max(transmits, 1)
@@ -166,9 +167,10 @@ func TestDADDuplicate(t *testing.T) {
 			if r.h.HasAddr(hostIP6) || len(r.h.Addrs())+len(r.h.Tentative()) != 0 || len(r.changes) != 0 {
 				t.Errorf("duplicate kept: Addrs() = %v, Tentative() = %v, changes %v", r.h.Addrs(), r.h.Tentative(), r.changes)
 			}
-			if r.sent() != 1 {
-				t.Errorf("the Host sent %d frames; want only the probe", r.sent())
+			if r.sent() != 3 {
+				t.Fatalf("the Host sent %d frames; want the report, the probe and a leave", r.sent())
 			}
+			checkMLDReport(t, r.recv(t), mldChangeToInclude, solicitedNode(hostIP6))
 			if s := r.h.Stats(); s.DADFailures != 1 {
 				t.Errorf("Stats().DADFailures = %d; want 1", s.DADFailures)
 			}
@@ -215,8 +217,9 @@ func TestDADAddRemove(t *testing.T) {
 	if err := r.h.WaitDAD(context.Background(), hostIP6); !errors.Is(err, syscall.EADDRNOTAVAIL) {
 		t.Errorf("WaitDAD of a removed address: %v; want EADDRNOTAVAIL", err)
 	}
+	checkMLDReport(t, r.recv(t), mldChangeToInclude, solicitedNode(hostIP6))
 	r.clk.Advance(time.Minute)
-	if r.sent() != 0 || len(r.changes) != 0 || len(r.h.Tentative()) != 0 {
+	if r.sent() != 2 || len(r.changes) != 0 || len(r.h.Tentative()) != 0 {
 		t.Errorf("a removed tentative address went on: %d frames, changes %v", r.sent(), r.changes)
 	}
 	// IPv4 needs no DAD.
@@ -247,7 +250,7 @@ func TestDADDeterministic(t *testing.T) {
 		})
 		r.h.Announce()
 		start := r.clk.Now()
-		for r.sent() == 0 {
+		for r.h.Stats().DADProbes == 0 {
 			if !r.clk.AdvanceToNext() {
 				t.Fatal("no probe scheduled")
 			}

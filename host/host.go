@@ -19,6 +19,14 @@
 //     went unanswered for RetransTime; an advertisement for it or another
 //     node's probe for it drops it and reports EADDRINUSE (Config.NoDAD
 //     turns this off, like `ip addr add ... nodad`);
+//   - speaks MLDv2 for the solicited-node group of each IPv6 address
+//     (RFC 3810, as the kernel's mcast.c): a state-change report joins the
+//     group when the address is added (before its DAD probe) and leaves it
+//     when the last address using it goes; general and group-specific
+//     queries (MLDv1 or MLDv2) get a current-state report after a random
+//     delay below their maximum response delay, drawn from Config.Seed on
+//     the injected clock. Reports go out once (no robustness
+//     retransmissions) and always as MLDv2 (no MLDv1 compatibility mode);
 //   - answers ICMP and ICMPv6 echo requests (icmp_echo, icmpv6_echo_reply);
 //   - answers a UDP datagram to a port other than 4791 with ICMP port
 //     unreachable, an IP protocol it does not know with protocol
@@ -180,6 +188,9 @@ type Stats struct {
 	// DADProbes counts duplicate address detection probes sent;
 	// DADFailures counts addresses found to be duplicates.
 	DADProbes, DADFailures uint64
+	// MLDReports counts MLDv2 reports sent; MLDQueries counts the
+	// multicast listener queries answered (or already being answered).
+	MLDReports, MLDQueries uint64
 	// Solicitations counts ARP requests and neighbour solicitations sent
 	// to resolve peers.
 	Solicitations uint64
@@ -212,6 +223,9 @@ type Host struct {
 	// detection; dadFailed the last detection error of each address.
 	tentative []*dadState
 	dadFailed map[netip.Addr]error
+	// mldPending holds the query responses waiting for their delay, by
+	// group (:: for a general query).
+	mldPending map[netip.Addr]*mldResponse
 
 	neighMu sync.Mutex
 	neigh   map[netip.Addr]*neighbor
@@ -238,6 +252,7 @@ type Host struct {
 		txErrors                                   atomic.Uint64
 		unreach, resets, rateLimited               atomic.Uint64
 		dadProbes, dadFailures                     atomic.Uint64
+		mldReports, mldQueries                     atomic.Uint64
 	}
 }
 
@@ -283,6 +298,7 @@ func New(l link.Link, cfg Config) (*Host, error) {
 		onDADFailure: cfg.OnDADFailure,
 		rnd:          rand.New(rand.NewPCG(cfg.Seed, 0x686f7374)),
 		dadFailed:    make(map[netip.Addr]error),
+		mldPending:   make(map[netip.Addr]*mldResponse),
 	}
 	if h.dadTransmits <= 0 {
 		h.dadTransmits = 1
@@ -387,6 +403,15 @@ func (h *Host) AddAddr(p netip.Prefix) error {
 	if err != nil {
 		return err
 	}
+	if a := p.Addr().Unmap(); a.Is6() {
+		g := solicitedNode(a)
+		h.addrMu.RLock()
+		first := h.groupUsersLocked(g) == 1
+		h.addrMu.RUnlock()
+		if first {
+			h.mldJoined(g) // before the DAD probe, as the kernel
+		}
+	}
 	if st != nil {
 		h.startDAD(st)
 		return nil
@@ -439,8 +464,9 @@ func (h *Host) RemoveAddr(a netip.Addr) error {
 	a = a.Unmap()
 	h.addrMu.Lock()
 	if st := h.tentativeLocked(a); st != nil {
-		h.failDADLocked(st, fmt.Errorf("host: DAD of %v: address removed: %w", st.p, syscall.EADDRNOTAVAIL))
+		h.failDADLocked(st, fmt.Errorf("host: DAD of %v: address removed: %w", st.p, syscall.EADDRNOTAVAIL), false)
 		h.addrMu.Unlock()
+		h.mldLeft(solicitedNode(a))
 		return nil
 	}
 	i := slices.IndexFunc(h.addrs, func(p netip.Prefix) bool { return p.Addr() == a })
@@ -456,6 +482,9 @@ func (h *Host) RemoveAddr(a netip.Addr) error {
 		}
 	}
 	h.addrMu.Unlock()
+	if a.Is6() {
+		h.mldLeft(solicitedNode(a))
+	}
 	if h.onChange != nil {
 		h.onChange(AddrChange{Prefix: p, Added: false})
 	}
@@ -609,7 +638,11 @@ func (h *Host) Close() error {
 	h.addrMu.Lock()
 	for len(h.tentative) > 0 {
 		st := h.tentative[0]
-		h.failDADLocked(st, fmt.Errorf("host: DAD of %v: %w", st.p, net.ErrClosed))
+		h.failDADLocked(st, fmt.Errorf("host: DAD of %v: %w", st.p, net.ErrClosed), false)
+	}
+	for g, pend := range h.mldPending {
+		pend.timer.Stop()
+		delete(h.mldPending, g)
 	}
 	h.addrMu.Unlock()
 	return h.l.Close()
@@ -637,6 +670,7 @@ func (h *Host) Stats() Stats {
 		Solicitations: s.solicits.Load(), TxErrors: s.txErrors.Load(),
 		DestUnreachables: s.unreach.Load(), TCPResets: s.resets.Load(), ICMPRateLimited: s.rateLimited.Load(),
 		DADProbes: s.dadProbes.Load(), DADFailures: s.dadFailures.Load(),
+		MLDReports: s.mldReports.Load(), MLDQueries: s.mldQueries.Load(),
 	}
 }
 
@@ -661,14 +695,17 @@ func ipv6Header(src, dst netip.Addr, hopLimit uint8) *layers.IPv6 {
 // each IPv6 address, so neighbours that already know the address update
 // their caches (RFC 5227 §3, RFC 4861 §7.2.6). It starts duplicate
 // address detection of the tentative addresses New was given (an address
-// is announced when its detection succeeds).
+// is announced when its detection succeeds), after an MLDv2 report
+// joining the solicited-node groups of its IPv6 addresses.
 func (h *Host) Announce() {
 	for _, p := range h.Addrs() {
 		h.announce(p.Addr())
 	}
 	h.addrMu.RLock()
 	ts := slices.Clone(h.tentative)
+	gs := h.reportedLocked()
 	h.addrMu.RUnlock()
+	h.sendMLDReport(mldChangeToExclude, gs...)
 	for _, st := range ts {
 		h.startDAD(st)
 	}

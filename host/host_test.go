@@ -625,6 +625,8 @@ func TestAddrs(t *testing.T) {
 		t.Fatal(err)
 	}
 	p = r.recv(t)
+	checkMLDReport(t, p, mldChangeToExclude, solicitedNode(v6.Addr())) // the join comes first
+	p = r.recv(t)
 	if na, _ := p.Layer(layers.LayerTypeICMPv6NeighborAdvertisement).(*layers.ICMPv6NeighborAdvertisement); na == nil || na.Solicited() || !na.Override() {
 		t.Errorf("no unsolicited NA for the added address:\n%s", p.Dump())
 	}

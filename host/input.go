@@ -225,6 +225,10 @@ func (h *Host) inputTCP(src, dst netip.Addr, ipPayload []byte) {
 }
 
 func (h *Host) inputICMPv6(src, dst netip.Addr) {
+	if h.icmp6.TypeCode.Type() == icmpv6MLDQuery {
+		h.inputMLDQuery(src)
+		return
+	}
 	switch h.layerAt(3) {
 	case layers.LayerTypeICMPv6Echo:
 		if h.icmp6.TypeCode.Type() != layers.ICMPv6TypeEchoRequest {

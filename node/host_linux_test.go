@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 // TestKernelSeesClosedPorts: the kernel's sockets in the namespace learn
@@ -109,4 +111,47 @@ func TestDADAgainstKernel(t *testing.T) {
 			t.Errorf("ping %v: %v\n%s", brB6, err, out)
 		}
 	})
+}
+
+// TestMLDSnoopingBridge: a bridge with multicast snooping and a querier
+// learns softroce's solicited-node group on its port from softroce's MLD
+// reports (`bridge mdb show`), and forgets it when the address goes.
+func TestMLDSnoopingBridge(t *testing.T) {
+	ns := testenv.NewNetNS(t)
+	ns.Run(t, "ip", "link", "add", "br0", "type", "bridge", "mcast_snooping", "1", "mcast_querier", "1")
+	ns.Run(t, "ip", "addr", "add", "fd78::1/64", "dev", "br0", "nodad")
+	ns.Run(t, "ip", "link", "set", "br0", "up")
+	// Not fd78::a: its solicited-node group is the link-local address's too.
+	ip := netip.MustParseAddr("fd78::1:a")
+	a := bridgeNode(t, ns, "softroce0", "srn0", macA, []netip.Addr{ip}, "")
+	group := "ff02::1:ff01:a"
+	mdb := func() string {
+		out, err := ns.Command("bridge", "mdb", "show", "dev", "br0").CombinedOutput()
+		if err != nil {
+			t.Fatalf("bridge mdb show: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	waitFor := func(present bool) string {
+		var out string
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			out = mdb()
+			if strings.Contains(out, "port srn0 grp "+group) == present {
+				break
+			}
+		}
+		return out
+	}
+	if out := waitFor(true); !strings.Contains(out, "port srn0 grp "+group) {
+		t.Fatalf("bridge mdb has no %s on srn0:\n%s", group, out)
+	}
+	if err := a.Host().RemoveAddr(ip); err != nil {
+		t.Fatal(err)
+	}
+	if out := waitFor(false); strings.Contains(out, "port srn0 grp "+group) {
+		t.Errorf("bridge mdb still has %s on srn0 after the address went:\n%s", group, out)
+	}
+	if s := a.Stats().Host; s.MLDReports < 2 {
+		t.Errorf("host stats %+v; want a join and a leave report at least", s)
+	}
 }

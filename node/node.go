@@ -14,7 +14,9 @@
 //   - the device's GID table follows the host's addresses: slot 0 is the
 //     link-local fe80::EUI-64, then each address (IPv4 as ::ffff:a.b.c.d) in
 //     the order it was added; AddAddr and RemoveAddr rebuild it and raise
-//     IB_EVENT_GID_CHANGE (rdma_roce_rescan_device on a netdev event);
+//     IB_EVENT_GID_CHANGE (rdma_roce_rescan_device on a netdev event). An
+//     IPv6 address gets its GID only once duplicate address detection
+//     passed (Config.NoDAD skips it); a duplicate never gets one;
 //   - the Ethernet destination of every packet comes from the host's
 //     neighbour table (rxe hands packets to the IP stack, spec §5.1);
 //   - a user modify_qp to RTR resolves the destination MAC through the
