@@ -25,6 +25,15 @@ func FuzzHostInput(f *testing.F) {
 		echo6Frame(f, hostMAC, hostIP6, []byte("ping6")),
 		udpFrame(f, hostMAC, peerIP4, hostIP4, 4791, make([]byte, 40)),
 		udpFrame(f, hostMAC, peerIP6, hostIP6, 4791, make([]byte, 40)),
+		udpFrame(f, hostMAC, peerIP4, hostIP4, 9, []byte("closed")),
+		udpFrame(f, hostMAC, peerIP6, hostIP6, 9, []byte("closed")),
+		ipFrame(f, hostMAC, peerIP4, hostIP4, 253, []byte("proto")),
+		ipFrame(f, hostMAC, peerIP6, hostIP6, 253, []byte("proto")),
+		tcpFrame(f, peerIP4, hostIP4, &layers.TCP{SrcPort: 1, DstPort: 22, SYN: true, Seq: 9}, nil),
+		queryFrame(f, allNodes, netip.IPv6Unspecified(), 1000, true),
+		queryFrame(f, solicitedNode(hostIP6), solicitedNode(hostIP6), 0x8123, false),
+		probeFrame(f, hostIP6, []byte{1, 2, 3, 4, 5, 6}),
+		tcpFrame(f, peerIP6, hostIP6, &layers.TCP{SrcPort: 1, DstPort: 22, ACK: true, Ack: 9}, []byte("data")),
 		{},
 		hostMAC,
 	} {
@@ -36,6 +45,7 @@ func FuzzHostInput(f *testing.F) {
 			MAC:   hostMAC,
 			Addrs: []netip.Prefix{netip.PrefixFrom(hostIP4, 24), netip.PrefixFrom(hostIP6, 64)},
 			Clock: clock.NewManual(epoch),
+			NoDAD: true,
 			RoCE:  func([]byte) {},
 		})
 		if err != nil {

@@ -11,7 +11,34 @@
 //     addresses (as the kernel's arp_process and ndisc_recv_ns), and
 //     announces an address when it is added (gratuitous ARP, unsolicited
 //     neighbour advertisement, as the kernel after DAD);
+//   - runs duplicate address detection on each new IPv6 address (RFC 4862
+//     §5.4, as the kernel with accept_dad=1, dad_transmits=1, enhanced DAD
+//     nonces): the address stays tentative — not a source, not answered
+//     for, not reported to OnAddrChange, so no GID — until a probe from ::
+//     to its solicited-node group, sent after a random delay below 1 s,
+//     went unanswered for RetransTime; an advertisement for it or another
+//     node's probe for it drops it and reports EADDRINUSE (Config.NoDAD
+//     turns this off, like `ip addr add ... nodad`);
+//   - speaks MLDv2 for the solicited-node group of each IPv6 address
+//     (RFC 3810, as the kernel's mcast.c): a state-change report joins the
+//     group when the address is added (before its DAD probe) and leaves it
+//     when the last address using it goes; general and group-specific
+//     queries (MLDv1 or MLDv2) get a current-state report after a random
+//     delay below their maximum response delay, drawn from Config.Seed on
+//     the injected clock. Reports go out once (no robustness
+//     retransmissions) and always as MLDv2 (no MLDv1 compatibility mode);
 //   - answers ICMP and ICMPv6 echo requests (icmp_echo, icmpv6_echo_reply);
+//   - answers a UDP datagram to a port other than 4791 with ICMP port
+//     unreachable, an IP protocol it does not know with protocol
+//     unreachable (IPv6: parameter problem, unrecognized next header) and
+//     a TCP segment with a reset, as a Linux host with no socket bound
+//     does (__udp4_lib_rcv, ip_local_deliver_finish, tcp_v4_send_reset);
+//     the ICMP errors quote the offending packet as the kernel does (up
+//     to 576 bytes in all for IPv4, 1280 for IPv6), never answer a
+//     broadcast or multicast packet, and are rate limited per destination
+//     and globally on the injected clock (icmp_ratelimit,
+//     icmp_msgs_per_sec). IPv4 fragments are not reassembled: they are
+//     dropped without an answer;
 //   - resolves peers' MACs with a neighbour cache whose retransmissions and
 //     expiry run on an injected clock (the kernel's neigh_timer_handler:
 //     retrans_time 1 s, mcast_solicit 3, base_reachable_time 30 s), failing
@@ -94,6 +121,34 @@ type Config struct {
 	// ReachableTime is how long a resolved or learnt neighbour is used;
 	// zero means DefaultReachableTime.
 	ReachableTime time.Duration
+	// ICMPRateLimit is the minimum interval between ICMP errors to one
+	// destination, with bursts of 6 after a quiet spell
+	// (net.ipv4.icmp_ratelimit; for IPv6, net.ipv6.icmp.ratelimit, which
+	// the kernel divides by 2^((128-plen)/32) for a destination on a /plen
+	// route). Zero means DefaultICMPRateLimit; negative means no
+	// per-destination limit.
+	ICMPRateLimit time.Duration
+	// ICMPMsgsPerSec and ICMPMsgsBurst are the global ICMP error budget
+	// (net.ipv4.icmp_msgs_per_sec and icmp_msgs_burst). Zero means
+	// DefaultICMPMsgsPerSec and DefaultICMPMsgsBurst; a negative
+	// ICMPMsgsPerSec means no global budget.
+	ICMPMsgsPerSec, ICMPMsgsBurst int
+	// NoDAD turns duplicate address detection off, as the kernel's nodad
+	// flag (`ip addr add ... nodad`) or accept_dad=0: IPv6 addresses are
+	// usable as soon as they are added. With it false, the default, a new
+	// IPv6 address is tentative until DADTransmits probes went unanswered
+	// (RFC 4862 §5.4, the kernel with accept_dad=1).
+	NoDAD bool
+	// DADTransmits is the number of DAD probes; zero means 1
+	// (dad_transmits).
+	DADTransmits int
+	// Seed seeds the Host's randomness: DAD delays and nonces, MLD report
+	// delays.
+	Seed uint64
+	// OnDADFailure, if set, is called when an IPv6 address turns out to
+	// be a duplicate and is dropped; err wraps EADDRINUSE. It is called
+	// outside the Host's locks.
+	OnDADFailure func(p netip.Prefix, err error)
 	// RoCE receives every RoCEv2 frame for the Host: IPv4 or IPv6 (no
 	// fragments, no extension headers) to one of its addresses or to a
 	// multicast group it joined, UDP destination port 4791. It is called
@@ -115,12 +170,27 @@ type Stats struct {
 	// messages that fail validation (e.g. ND with a hop limit below 255).
 	Malformed uint64
 	// Unhandled counts frames for the Host of a protocol it does not serve
-	// (TCP, UDP to a port other than 4791, other ICMP types, fragments).
+	// (TCP, UDP to a port other than 4791, other ICMP types, other IP
+	// protocols, fragments), whether or not they were answered with an
+	// ICMP error or a TCP reset.
 	Unhandled uint64
 	// RoCE counts frames delivered to Config.RoCE.
 	RoCE uint64
 	// ARPReplies, NeighborAdverts and EchoReplies count answers sent.
 	ARPReplies, NeighborAdverts, EchoReplies uint64
+	// DestUnreachables counts ICMP errors sent: port unreachable, protocol
+	// unreachable and (IPv6) unrecognized next header.
+	DestUnreachables uint64
+	// TCPResets counts TCP RST segments sent for closed ports.
+	TCPResets uint64
+	// ICMPRateLimited counts ICMP errors the rate limit suppressed.
+	ICMPRateLimited uint64
+	// DADProbes counts duplicate address detection probes sent;
+	// DADFailures counts addresses found to be duplicates.
+	DADProbes, DADFailures uint64
+	// MLDReports counts MLDv2 reports sent; MLDQueries counts the
+	// multicast listener queries answered (or already being answered).
+	MLDReports, MLDQueries uint64
 	// Solicitations counts ARP requests and neighbour solicitations sent
 	// to resolve peers.
 	Solicitations uint64
@@ -138,10 +208,24 @@ type Host struct {
 	reach    time.Duration
 	roce     func([]byte)
 	onChange func(AddrChange)
+	limit    rateLimiter
+
+	noDAD        bool
+	dadTransmits int
+	onDADFailure func(netip.Prefix, error)
+	rndMu        sync.Mutex
+	rnd          *rand.Rand
 
 	addrMu sync.RWMutex
 	addrs  []netip.Prefix
 	groups []netip.Addr // joined multicast groups
+	// tentative holds the IPv6 addresses under duplicate address
+	// detection; dadFailed the last detection error of each address.
+	tentative []*dadState
+	dadFailed map[netip.Addr]error
+	// mldPending holds the query responses waiting for their delay, by
+	// group (:: for a general query).
+	mldPending map[netip.Addr]*mldResponse
 
 	neighMu sync.Mutex
 	neigh   map[netip.Addr]*neighbor
@@ -153,6 +237,7 @@ type Host struct {
 	ip4    layers.IPv4
 	ip6    layers.IPv6
 	udp    layers.UDP
+	tcp    layers.TCP
 	icmp4  layers.ICMPv4
 	icmp6  layers.ICMPv6
 	echo6  layers.ICMPv6Echo
@@ -165,6 +250,9 @@ type Host struct {
 		rx, notForUs, malformed, unhandled, roce   atomic.Uint64
 		arpReplies, adverts, echoReplies, solicits atomic.Uint64
 		txErrors                                   atomic.Uint64
+		unreach, resets, rateLimited               atomic.Uint64
+		dadProbes, dadFailures                     atomic.Uint64
+		mldReports, mldQueries                     atomic.Uint64
 	}
 }
 
@@ -204,6 +292,16 @@ func New(l link.Link, cfg Config) (*Host, error) {
 		onChange: cfg.OnAddrChange,
 		neigh:    make(map[netip.Addr]*neighbor),
 		groups:   []netip.Addr{allNodes},
+
+		noDAD:        cfg.NoDAD,
+		dadTransmits: cfg.DADTransmits,
+		onDADFailure: cfg.OnDADFailure,
+		rnd:          rand.New(rand.NewPCG(cfg.Seed, 0x686f7374)),
+		dadFailed:    make(map[netip.Addr]error),
+		mldPending:   make(map[netip.Addr]*mldResponse),
+	}
+	if h.dadTransmits <= 0 {
+		h.dadTransmits = 1
 	}
 	if h.clk == nil {
 		h.clk = clock.Real{}
@@ -217,16 +315,17 @@ func New(l link.Link, cfg Config) (*Host, error) {
 	if h.reach <= 0 {
 		h.reach = DefaultReachableTime
 	}
+	h.limit.init(cfg.ICMPRateLimit, cfg.ICMPMsgsPerSec, cfg.ICMPMsgsBurst, h.clk.Now())
 	h.dec = gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet,
-		&h.eth, &h.arp, &h.ip4, &h.ip6, &h.udp, &h.icmp4, &h.icmp6, &h.echo6, &h.ns, &h.na, &h.pay)
+		&h.eth, &h.arp, &h.ip4, &h.ip6, &h.udp, &h.tcp, &h.icmp4, &h.icmp6, &h.echo6, &h.ns, &h.na, &h.pay)
 	h.dec.IgnoreUnsupported = true
 	if !cfg.NoLinkLocal {
-		if err := h.addAddr(netip.PrefixFrom(LinkLocal(h.mac), 64), false); err != nil {
+		if _, err := h.addAddr(netip.PrefixFrom(LinkLocal(h.mac), 64), false); err != nil {
 			return nil, err
 		}
 	}
 	for _, p := range cfg.Addrs {
-		if err := h.addAddr(p, false); err != nil {
+		if _, err := h.addAddr(p, false); err != nil {
 			return nil, err
 		}
 	}
@@ -290,17 +389,38 @@ func (h *Host) hasAddrLocked(a netip.Addr) bool {
 // AddAddr adds an address, joins its IPv6 solicited-node group, reports
 // the change to Config.OnAddrChange and announces the address (Announce).
 // It fails with EINVAL for an invalid, unspecified, multicast or
-// zone-scoped address and with EEXIST for one the Host already holds, as
-// `ip addr add` does.
+// zone-scoped address and with EEXIST for one the Host already holds or
+// is checking, as `ip addr add` does.
+//
+// Unless Config.NoDAD is set, an IPv6 address is first tentative
+// (Tentative lists it): AddAddr starts duplicate address detection and
+// returns; the address joins Addrs, reaches OnAddrChange and is announced
+// once DADTransmits probes went unanswered for RetransTime each, or is
+// dropped (OnDADFailure) when another node claims it. WaitDAD waits for
+// the outcome; AddAddrWait does both.
 func (h *Host) AddAddr(p netip.Prefix) error {
-	if err := h.addAddr(p, true); err != nil {
+	st, err := h.addAddr(p, true)
+	if err != nil {
 		return err
+	}
+	if a := p.Addr().Unmap(); a.Is6() {
+		g := solicitedNode(a)
+		h.addrMu.RLock()
+		first := h.groupUsersLocked(g) == 1
+		h.addrMu.RUnlock()
+		if first {
+			h.mldJoined(g) // before the DAD probe, as the kernel
+		}
+	}
+	if st != nil {
+		h.startDAD(st)
+		return nil
 	}
 	h.announce(p.Addr().Unmap())
 	return nil
 }
 
-func (h *Host) addAddr(p netip.Prefix, notify bool) error {
+func (h *Host) addAddr(p netip.Prefix, notify bool) (*dadState, error) {
 	a := p.Addr()
 	bits := p.Bits()
 	if a.Is4In6() {
@@ -310,31 +430,45 @@ func (h *Host) addAddr(p netip.Prefix, notify bool) error {
 		}
 	}
 	if !p.IsValid() || !a.IsValid() || a.IsUnspecified() || a.IsMulticast() || a.Zone() != "" || bits > a.BitLen() || bits < 0 {
-		return fmt.Errorf("host: add address %v: %w", p, syscall.EINVAL)
+		return nil, fmt.Errorf("host: add address %v: %w", p, syscall.EINVAL)
 	}
 	p = netip.PrefixFrom(a, bits)
 	h.addrMu.Lock()
-	if h.hasAddrLocked(a) {
+	if h.hasAddrLocked(a) || h.tentativeLocked(a) != nil {
 		h.addrMu.Unlock()
-		return fmt.Errorf("host: add address %v: %w", p, syscall.EEXIST)
+		return nil, fmt.Errorf("host: add address %v: %w", p, syscall.EEXIST)
 	}
-	h.addrs = append(h.addrs, p)
+	delete(h.dadFailed, a)
 	if a.Is6() {
 		h.groups = append(h.groups, solicitedNode(a))
+		if !h.noDAD {
+			st := &dadState{p: p, done: make(chan struct{})}
+			h.tentative = append(h.tentative, st)
+			h.addrMu.Unlock()
+			return st, nil
+		}
 	}
+	h.addrs = append(h.addrs, p)
 	h.addrMu.Unlock()
 	if notify && h.onChange != nil {
 		h.onChange(AddrChange{Prefix: p, Added: true})
 	}
-	return nil
+	return nil, nil
 }
 
 // RemoveAddr removes an address and reports the change to
 // Config.OnAddrChange. It fails with EADDRNOTAVAIL if the Host does not
-// hold a.
+// hold a. Removing a tentative address ends its detection (WaitDAD then
+// fails with EADDRNOTAVAIL) and reports nothing.
 func (h *Host) RemoveAddr(a netip.Addr) error {
 	a = a.Unmap()
 	h.addrMu.Lock()
+	if st := h.tentativeLocked(a); st != nil {
+		h.failDADLocked(st, fmt.Errorf("host: DAD of %v: address removed: %w", st.p, syscall.EADDRNOTAVAIL), false)
+		h.addrMu.Unlock()
+		h.mldLeft(solicitedNode(a))
+		return nil
+	}
 	i := slices.IndexFunc(h.addrs, func(p netip.Prefix) bool { return p.Addr() == a })
 	if i < 0 {
 		h.addrMu.Unlock()
@@ -348,6 +482,9 @@ func (h *Host) RemoveAddr(a netip.Addr) error {
 		}
 	}
 	h.addrMu.Unlock()
+	if a.Is6() {
+		h.mldLeft(solicitedNode(a))
+	}
 	if h.onChange != nil {
 		h.onChange(AddrChange{Prefix: p, Added: false})
 	}
@@ -498,6 +635,16 @@ func (h *Host) Close() error {
 		}
 	}
 	h.neighMu.Unlock()
+	h.addrMu.Lock()
+	for len(h.tentative) > 0 {
+		st := h.tentative[0]
+		h.failDADLocked(st, fmt.Errorf("host: DAD of %v: %w", st.p, net.ErrClosed), false)
+	}
+	for g, pend := range h.mldPending {
+		pend.timer.Stop()
+		delete(h.mldPending, g)
+	}
+	h.addrMu.Unlock()
 	return h.l.Close()
 }
 
@@ -521,6 +668,9 @@ func (h *Host) Stats() Stats {
 		Unhandled: s.unhandled.Load(), RoCE: s.roce.Load(),
 		ARPReplies: s.arpReplies.Load(), NeighborAdverts: s.adverts.Load(), EchoReplies: s.echoReplies.Load(),
 		Solicitations: s.solicits.Load(), TxErrors: s.txErrors.Load(),
+		DestUnreachables: s.unreach.Load(), TCPResets: s.resets.Load(), ICMPRateLimited: s.rateLimited.Load(),
+		DADProbes: s.dadProbes.Load(), DADFailures: s.dadFailures.Load(),
+		MLDReports: s.mldReports.Load(), MLDQueries: s.mldQueries.Load(),
 	}
 }
 
@@ -543,10 +693,21 @@ func ipv6Header(src, dst netip.Addr, hopLimit uint8) *layers.IPv6 {
 // Announce sends a gratuitous ARP request for each IPv4 address and an
 // unsolicited neighbour advertisement (override set, to all nodes) for
 // each IPv6 address, so neighbours that already know the address update
-// their caches (RFC 5227 §3, RFC 4861 §7.2.6).
+// their caches (RFC 5227 §3, RFC 4861 §7.2.6). It starts duplicate
+// address detection of the tentative addresses New was given (an address
+// is announced when its detection succeeds), after an MLDv2 report
+// joining the solicited-node groups of its IPv6 addresses.
 func (h *Host) Announce() {
 	for _, p := range h.Addrs() {
 		h.announce(p.Addr())
+	}
+	h.addrMu.RLock()
+	ts := slices.Clone(h.tentative)
+	gs := h.reportedLocked()
+	h.addrMu.RUnlock()
+	h.sendMLDReport(mldChangeToExclude, gs...)
+	for _, st := range ts {
+		h.startDAD(st)
 	}
 }
 

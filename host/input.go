@@ -109,9 +109,15 @@ func (h *Host) inputIPv4(frame []byte) {
 		h.stats.malformed.Add(1)
 		return
 	}
+	if ip.Flags&layers.IPv4MoreFragments != 0 || ip.FragOffset != 0 {
+		h.stats.unhandled.Add(1) // no reassembly
+		return
+	}
 	switch h.layerAt(2) {
 	case layers.LayerTypeUDP:
-		h.inputUDP(frame)
+		h.inputUDP(frame, src, dst, ip.Payload)
+	case layers.LayerTypeTCP:
+		h.inputTCP(src, dst, ip.Payload)
 	case layers.LayerTypeICMPv4:
 		// icmp_echo: reply to unicast echo requests (broadcast and
 		// multicast echo are ignored, icmp_echo_ignore_broadcasts=1).
@@ -134,7 +140,10 @@ func (h *Host) inputIPv4(frame []byte) {
 			h.stats.echoReplies.Add(1)
 		}
 	default:
-		h.stats.unhandled.Add(1) // TCP, fragments, other protocols
+		h.stats.unhandled.Add(1)
+		if !knownProto4(ip.Protocol) {
+			h.sendUnreach4(frame, layers.ICMPv4CodeProtocol, src, dst)
+		}
 	}
 }
 
@@ -161,17 +170,42 @@ func (h *Host) inputIPv6(frame []byte) {
 	}
 	switch h.layerAt(2) {
 	case layers.LayerTypeUDP:
-		h.inputUDP(frame)
+		h.inputUDP(frame, src, dst, ip.Payload)
+	case layers.LayerTypeTCP:
+		h.inputTCP(src, dst, ip.Payload)
 	case layers.LayerTypeICMPv6:
 		h.inputICMPv6(src, dst)
 	default:
 		h.stats.unhandled.Add(1)
+		next, ptr := ip.NextHeader, uint32(6)
+		if ip.HopByHop != nil {
+			next, ptr = ip.HopByHop.NextHeader, 40
+		}
+		if !knownProto6(next) {
+			// ip6_input_finish: parameter problem, unrecognized next
+			// header, pointing at the offending next header field.
+			h.sendError6(frame, uint8(layers.ICMPv6TypeParameterProblem), layers.ICMPv6CodeUnrecognizedNextHeader, ptr, src, dst)
+		}
 	}
 }
 
-func (h *Host) inputUDP(frame []byte) {
+// inputUDP hands RoCEv2 datagrams to Config.RoCE. A datagram to another
+// port of one of the Host's unicast addresses, with a valid checksum, gets
+// port unreachable, as __udp4_lib_rcv and __udp6_lib_rcv answer when no
+// socket is bound; ipPayload is the IP packet's payload.
+func (h *Host) inputUDP(frame []byte, src, dst netip.Addr, ipPayload []byte) {
 	if h.udp.DstPort != RoCEv2Port {
 		h.stats.unhandled.Add(1)
+		n := int(h.udp.Length)
+		if n < 8 || n > len(ipPayload) || !l4ChecksumOK(src, dst, layers.IPProtocolUDP, ipPayload[:n]) ||
+			src.Is6() && h.udp.Checksum == 0 {
+			return // udp_lib_checksum_complete, or a zero checksum over IPv6: dropped
+		}
+		if src.Is4() {
+			h.sendUnreach4(frame, layers.ICMPv4CodePort, src, dst)
+		} else {
+			h.sendError6(frame, uint8(layers.ICMPv6TypeDestinationUnreachable), layers.ICMPv6CodePortUnreachable, 0, src, dst)
+		}
 		return
 	}
 	h.stats.roce.Add(1)
@@ -180,7 +214,21 @@ func (h *Host) inputUDP(frame []byte) {
 	}
 }
 
+// inputTCP answers a TCP segment with a valid checksum with a reset:
+// softroce listens on no TCP port.
+func (h *Host) inputTCP(src, dst netip.Addr, ipPayload []byte) {
+	h.stats.unhandled.Add(1)
+	if !l4ChecksumOK(src, dst, layers.IPProtocolTCP, ipPayload) {
+		return
+	}
+	h.sendReset(src, dst)
+}
+
 func (h *Host) inputICMPv6(src, dst netip.Addr) {
+	if h.icmp6.TypeCode.Type() == icmpv6MLDQuery {
+		h.inputMLDQuery(src)
+		return
+	}
 	switch h.layerAt(3) {
 	case layers.LayerTypeICMPv6Echo:
 		if h.icmp6.TypeCode.Type() != layers.ICMPv6TypeEchoRequest {
@@ -237,6 +285,17 @@ func (h *Host) inputNS(src, dst netip.Addr) {
 		h.stats.malformed.Add(1)
 		return
 	}
+	// A tentative address answers nothing; another node's probe for it
+	// means both want it (RFC 4862 §5.4.3).
+	var nonce []byte
+	for _, o := range ns.Options {
+		if o.Type == ndOptNonce {
+			nonce = o.Data
+		}
+	}
+	if src.IsUnspecified() && h.dadConflict(target, true, nonce, h.eth.SrcMAC) {
+		return
+	}
 	if !h.HasAddr(target) {
 		h.stats.notForUs.Add(1)
 		return
@@ -273,6 +332,9 @@ func (h *Host) inputNA(dst netip.Addr) {
 		dst.IsMulticast() && na.Solicited() {
 		h.stats.malformed.Add(1)
 		return
+	}
+	if h.dadConflict(target, false, nil, h.eth.SrcMAC) {
+		return // RFC 4862 §5.4.4: our tentative address is in use
 	}
 	if h.HasAddr(target) {
 		return // someone else claims our address; nothing to learn

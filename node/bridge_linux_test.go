@@ -47,7 +47,7 @@ func bridgeNS(t *testing.T) *testenv.NetNS {
 // to a pcap file in dir.
 func bridgeNode(t *testing.T, ns *testenv.NetNS, name, tapName string, mac net.HardwareAddr, ips []netip.Addr, pcap string) *Node {
 	t.Helper()
-	cfg := Config{Name: name, TAP: tapName, Bridge: "br0", MTU: 1500, MAC: mac, PcapPath: pcap}
+	cfg := Config{Name: name, TAP: tapName, Bridge: "br0", MTU: 1500, MAC: mac, PcapPath: pcap, NoDAD: true}
 	for _, ip := range ips {
 		bits := 24
 		if ip.Is6() {
@@ -361,7 +361,7 @@ func TestNodeOnIface(t *testing.T) {
 	a := bridgeNode(t, ns, "softroce0", "srn0", macA, []netip.Addr{brA}, "")
 	var b *Node
 	if err := ns.Do(func() (err error) {
-		b, err = New(Config{Name: "softroce1", Iface: "srvb", MAC: macB, Addrs: []netip.Prefix{netip.PrefixFrom(brB, 24)}})
+		b, err = New(Config{Name: "softroce1", Iface: "srvb", NoDAD: true, MAC: macB, Addrs: []netip.Prefix{netip.PrefixFrom(brB, 24)}})
 		return err
 	}); err != nil {
 		t.Fatal(err)

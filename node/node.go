@@ -14,7 +14,9 @@
 //   - the device's GID table follows the host's addresses: slot 0 is the
 //     link-local fe80::EUI-64, then each address (IPv4 as ::ffff:a.b.c.d) in
 //     the order it was added; AddAddr and RemoveAddr rebuild it and raise
-//     IB_EVENT_GID_CHANGE (rdma_roce_rescan_device on a netdev event);
+//     IB_EVENT_GID_CHANGE (rdma_roce_rescan_device on a netdev event). An
+//     IPv6 address gets its GID only once duplicate address detection
+//     passed (Config.NoDAD skips it); a duplicate never gets one;
 //   - the Ethernet destination of every packet comes from the host's
 //     neighbour table (rxe hands packets to the IP stack, spec §5.1);
 //   - a user modify_qp to RTR resolves the destination MAC through the
@@ -90,6 +92,17 @@ type Config struct {
 	// Addrs are the node's IP addresses (IPv4 or IPv6); each becomes a
 	// RoCEv2 GID after the link-local one.
 	Addrs []netip.Prefix
+	// NoDAD skips IPv6 duplicate address detection (host.Config.NoDAD).
+	// Without it, New waits for the detection of the link-local and
+	// configured IPv6 addresses (up to host.DADDelay plus a second, on the
+	// node's Clock: with a manual clock, set NoDAD) and fails with the
+	// duplicate's error, wrapping EADDRINUSE; a GID exists only for an
+	// address that passed. The default in-memory link, with nobody else on
+	// it, never runs DAD.
+	NoDAD bool
+	// OnDADFailure, if set, is told of each address added later (with
+	// Host().AddAddr) that turned out to be a duplicate and was dropped.
+	OnDADFailure func(p netip.Prefix, err error)
 	// MTU is the link's MTU for TAP and Iface (0 leaves the interface's);
 	// for the default pipe it is the pipe's MTU (0 means 1500). It must
 	// be 0 with Link, whose MTU is its own.
@@ -190,7 +203,9 @@ func New(cfg Config) (*Node, error) {
 		return fail(fmt.Errorf("node: MAC %v is not an Ethernet address: %w", mac, unix.EINVAL))
 	}
 	n.roce = newRoCELink(l, [6]byte(mac))
-	h, err := host.New(l, host.Config{MAC: mac, Addrs: cfg.Addrs, Clock: n.clk,
+	noDAD := cfg.NoDAD || n.peer != nil
+	h, err := host.New(l, host.Config{MAC: mac, Addrs: cfg.Addrs, Clock: n.clk, Seed: cfg.Seed,
+		NoDAD: noDAD, OnDADFailure: cfg.OnDADFailure,
 		RoCE: n.roce.push, OnAddrChange: n.addrChanged})
 	if err != nil {
 		return fail(fmt.Errorf("node: %w", err))
@@ -214,8 +229,26 @@ func New(cfg Config) (*Node, error) {
 	n.dev, n.created = dev, true
 	n.mu.Unlock()
 	go func() { n.runErr <- h.Run() }()
+	tentative := h.Tentative()
 	h.Announce()
+	for _, p := range tentative {
+		if err := h.WaitDAD(context.Background(), p.Addr()); err != nil {
+			n.Close()
+			return nil, fmt.Errorf("node %s: %w", n.name, err)
+		}
+	}
 	return n, nil
+}
+
+// AddAddr adds an address to the host, as `ip addr add P dev DEV`, and
+// waits for its duplicate address detection (IPv6, unless NoDAD): it
+// returns once the address and its GID exist, or with the duplicate's
+// error (wrapping EADDRINUSE), in which case no GID was created.
+func (n *Node) AddAddr(ctx context.Context, p netip.Prefix) error {
+	if err := n.host.AddAddrWait(ctx, p); err != nil {
+		return fmt.Errorf("node %s: %w", n.name, err)
+	}
+	return nil
 }
 
 // openLink opens the configured link and returns it with the name the

@@ -35,13 +35,13 @@ func pipePair(t *testing.T) (a, b *Node, pa, pb *bytes.Buffer) {
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: 1500, QueueLen: 4096})
 	pa, pb = new(bytes.Buffer), new(bytes.Buffer)
 	var err error
-	a, err = New(Config{Name: "softroce0", Link: ea, MAC: macA, Seed: 1, Pcap: pa,
+	a, err = New(Config{Name: "softroce0", Link: ea, NoDAD: true, MAC: macA, Seed: 1, Pcap: pa,
 		Addrs: []netip.Prefix{netip.PrefixFrom(ipA, 24), netip.PrefixFrom(ip6A, 64)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	b, err = New(Config{Name: "softroce1", Link: eb, MAC: macB, Seed: 2, Pcap: pb,
+	b, err = New(Config{Name: "softroce1", Link: eb, NoDAD: true, MAC: macB, Seed: 2, Pcap: pb,
 		Addrs: []netip.Prefix{netip.PrefixFrom(ipB, 24), netip.PrefixFrom(ip6B, 64)}})
 	if err != nil {
 		t.Fatal(err)

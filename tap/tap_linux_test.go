@@ -63,6 +63,7 @@ func startHost(t *testing.T, l link.Link, spec hostSpec, roce func([]byte)) *hos
 	t.Helper()
 	h, err := host.New(l, host.Config{
 		MAC:   spec.mac,
+		NoDAD: true, // host and node test DAD
 		Addrs: []netip.Prefix{netip.PrefixFrom(spec.ip4, 24), netip.PrefixFrom(spec.ip6, 64)},
 		RoCE:  roce,
 	})

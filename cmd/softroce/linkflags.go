@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"hash/fnv"
@@ -8,6 +9,8 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/softroce/softroce/node"
 )
@@ -23,6 +26,7 @@ type linkFlags struct {
 	mtu                int
 	dev                string
 	pcap               string
+	nodad              bool
 }
 
 // addLinkFlags registers the link flags on fs and returns where they land.
@@ -43,6 +47,7 @@ func addLinkFlags(fs *flag.FlagSet) *linkFlags {
 	fs.StringVar(&f.mac, "mac", "", "softroce's own `MAC` address (default: derived from -d, the link and the addresses)")
 	fs.IntVar(&f.mtu, "mtu", 0, "the link's `MTU` (default: the interface's, 1500 in memory)")
 	fs.StringVar(&f.dev, "d", node.DefaultName, "the device `NAME`")
+	fs.BoolVar(&f.nodad, "nodad", false, "skip IPv6 duplicate address detection of the --ip addresses (as `ip addr add ... nodad`)")
 	fs.StringVar(&f.pcap, "pcap", "", "write every frame softroce sends or receives to the pcap `FILE`")
 	return f
 }
@@ -77,7 +82,7 @@ func (f *linkFlags) config() (node.Config, error) {
 		return node.Config{}, fmt.Errorf("--bridge needs --tap or --iface")
 	}
 	cfg := node.Config{Name: f.dev, TAP: f.tap, Iface: f.iface, Bridge: f.bridge, Addrs: f.ips,
-		MTU: f.mtu, PcapPath: f.pcap}
+		MTU: f.mtu, PcapPath: f.pcap, NoDAD: f.nodad}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s|%s|%s|%v", f.dev, f.tap, f.iface, f.ips)
 	cfg.Seed = h.Sum64()
@@ -112,5 +117,11 @@ func (f *linkFlags) open(stderr io.Writer) (*node.Node, error) {
 		fmt.Fprintln(stderr, err)
 		return nil, errUsage
 	}
-	return node.New(cfg)
+	n, err := node.New(cfg)
+	if errors.Is(err, unix.EADDRINUSE) {
+		// The address is someone else's: say so plainly, as the kernel
+		// logs "IPv6 duplicate address ... detected!".
+		fmt.Fprintln(stderr, "softroce: duplicate address detection failed: another node on the link holds the address; pick another --ip (or --nodad to skip the check)")
+	}
+	return n, err
 }
