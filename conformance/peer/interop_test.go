@@ -405,7 +405,7 @@ func (r interopRun) args(port int) (vm string, soft []string) {
 		vm = r.tool.vm + side[!r.softroceServer] + fmt.Sprintf(" -p %d", port)
 		peer := map[bool]string{true: " -s -a 0.0.0.0", false: " -c -a " + vmIP4}
 		soft = append(strings.Fields(r.tool.soft+peer[r.softroceServer]), "-p", fmt.Sprint(port),
-			"--tap", softroceTAP, "--bridge", "br0", "--ip", ip4, "--ip", ip6)
+			"--tap", softroceTAP, "--bridge", "br0", "--ip", ip4, "--ip", ip6, "--nodad")
 		if r.softroceServer {
 			soft = append(soft, "-d") // prints "rdma_listen" once it listens
 		}
@@ -426,7 +426,10 @@ func (r interopRun) args(port int) (vm string, soft []string) {
 		extra += fmt.Sprintf(" -s %d", r.mtu)
 	}
 	vm = r.tool.vm + extra
-	soft = append(strings.Fields(r.tool.soft), "--tap", softroceTAP, "--bridge", "br0", "--ip", ip4, "--ip", ip6)
+	// --nodad: fd77::2 is softroce's alone in the lab, and duplicate
+	// address detection would add 1-2 s to every cell
+	// (node.TestDADAgainstKernel runs it against the kernel).
+	soft = append(strings.Fields(r.tool.soft), "--tap", softroceTAP, "--bridge", "br0", "--ip", ip4, "--ip", ip6, "--nodad")
 	soft = append(soft, strings.Fields(extra)...)
 	return vm, soft
 }
