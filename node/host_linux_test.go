@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -153,5 +154,41 @@ func TestMLDSnoopingBridge(t *testing.T) {
 	}
 	if s := a.Stats().Host; s.MLDReports < 2 {
 		t.Errorf("host stats %+v; want a join and a leave report at least", s)
+	}
+}
+
+// TestLinkLocalDADInBackground: New waits for the detection of the
+// addresses it was given, not for that of the link-local address the host
+// makes itself: that one is still tentative when New returns with only an
+// IPv4 address, and becomes one of the host's addresses about a second
+// later, as the kernel's does after `ip link set up`. (GID index 0, the
+// default GID from the MAC, exists from the start, as in the kernel.)
+func TestLinkLocalDADInBackground(t *testing.T) {
+	ns := bridgeNS(t)
+	cfg := Config{Name: "softroce2", TAP: "srn2", Bridge: "br0", MAC: macA,
+		Addrs: []netip.Prefix{netip.MustParsePrefix("10.78.0.42/24")}}
+	var n *Node
+	start := time.Now()
+	if err := ns.Do(func() (err error) { n, err = New(cfg); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if d := time.Since(start); d > 900*time.Millisecond {
+		t.Errorf("New took %v: it waited for the link-local address's detection", d)
+	}
+	tent := n.Host().Tentative()
+	if len(tent) != 1 || !tent[0].Addr().IsLinkLocalUnicast() {
+		t.Fatalf("tentative after New: %v; want the link-local address alone", tent)
+	}
+	ll := tent[0]
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(n.Host().Addrs(), ll) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v still not an address 5 s after New (tentative %v)", ll, n.Host().Tentative())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(n.Host().Tentative()) != 0 {
+		t.Errorf("still tentative: %v", n.Host().Tentative())
 	}
 }

@@ -40,6 +40,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -93,12 +94,14 @@ type Config struct {
 	// RoCEv2 GID after the link-local one.
 	Addrs []netip.Prefix
 	// NoDAD skips IPv6 duplicate address detection (host.Config.NoDAD).
-	// Without it, New waits for the detection of the link-local and
-	// configured IPv6 addresses (up to host.DADDelay plus a second, on the
-	// node's Clock: with a manual clock, set NoDAD) and fails with the
-	// duplicate's error, wrapping EADDRINUSE; a GID exists only for an
-	// address that passed. The default in-memory link, with nobody else on
-	// it, never runs DAD.
+	// Without it, New waits for the detection of the configured IPv6
+	// addresses (up to host.DADDelay plus a second, on the node's Clock:
+	// with a manual clock, set NoDAD) and fails with the duplicate's
+	// error, wrapping EADDRINUSE; a GID exists only for an address that
+	// passed. The link-local address's detection goes on in the
+	// background (slot 0, the default GID from the MAC, exists from the
+	// start, as in the kernel). The default in-memory link, with nobody
+	// else on it, never runs DAD.
 	NoDAD bool
 	// OnDADFailure, if set, is told of each address added later (with
 	// Host().AddAddr) that turned out to be a duplicate and was dropped.
@@ -232,6 +235,14 @@ func New(cfg Config) (*Node, error) {
 	tentative := h.Tentative()
 	h.Announce()
 	for _, p := range tentative {
+		// The addresses asked for are usable (and their GIDs exist)
+		// when New returns; the link-local address the host makes
+		// itself finishes its detection in the background, as the
+		// kernel's does after `ip link set up`, and its GID (index 0)
+		// appears then, with a GID change event.
+		if !slices.ContainsFunc(cfg.Addrs, func(a netip.Prefix) bool { return a.Addr() == p.Addr() }) {
+			continue
+		}
 		if err := h.WaitDAD(context.Background(), p.Addr()); err != nil {
 			n.Close()
 			return nil, fmt.Errorf("node %s: %w", n.name, err)

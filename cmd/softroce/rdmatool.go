@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +21,10 @@ import (
 // --tap=NAME), so that no short-option cluster of the tools is mistaken for
 // one. --mtu is the link's MTU, as in every softroce command; the path MTU
 // is the tools' -m. -d names the device for both.
-var toolLinkFlags = []string{"tap", "bridge", "iface", "ip", "mac", "mtu", "pcap"}
+var toolLinkFlags = []string{"tap", "bridge", "iface", "ip", "mac", "mtu", "pcap", "nodad"}
+
+// toolLinkBools are the link flags that take no value.
+var toolLinkBools = []string{"nodad"}
 
 // splitLinkArgs separates the link flags (returned in Go flag syntax) from
 // the tool's arguments. Everything after "--" belongs to the tool.
@@ -34,6 +38,13 @@ func splitLinkArgs(args []string) (linkArgs, rest []string, err error) {
 		name, val, hasVal := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 		if !strings.HasPrefix(a, "--") || !isToolLinkFlag(name) {
 			rest = append(rest, a)
+			continue
+		}
+		if slices.Contains(toolLinkBools, name) {
+			if !hasVal {
+				val = "true"
+			}
+			linkArgs = append(linkArgs, "--"+name+"="+val)
 			continue
 		}
 		if !hasVal {

@@ -20,6 +20,8 @@ func TestSplitLinkArgs(t *testing.T) {
 		{in: "--size 64 --iters=5 -- --tap x", rest: "--size 64 --iters=5 -- --tap x"},
 		{in: "-tap sr0", rest: "-tap sr0"}, // short forms belong to the tool's getopt
 		{in: "-s 64 --pcap", err: true},
+		{in: "--nodad -n 5 --tap sr0 10.0.0.1", link: "--nodad=true --tap=sr0", rest: "-n 5 10.0.0.1"}, // no value
+		{in: "--nodad=false -c", link: "--nodad=false", rest: "-c"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			link, rest, err := splitLinkArgs(strings.Fields(tc.in))
