@@ -15,7 +15,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/softroce/softroce/internal/testenv"
-	"github.com/softroce/softroce/link"
+	"github.com/softroce/softroce/link/pcap"
 )
 
 // TestFramesDecodeInTshark captures every kind of frame the Host sends
@@ -30,7 +30,7 @@ func TestFramesDecodeInTshark(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newRig(t, nil)
-	c, err := link.NewCapture(r.hostEnd, f, r.clk)
+	c, err := pcap.New(r.hostEnd, f, r.clk)
 	if err != nil {
 		t.Fatal(err)
 	}
