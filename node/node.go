@@ -18,7 +18,7 @@
 //     IPv6 address gets its GID only once duplicate address detection
 //     passed (Config.NoDAD skips it); a duplicate never gets one;
 //   - the Ethernet destination of every packet comes from the host's
-//     neighbour table (rxe hands packets to the IP stack, spec §5.1);
+//     neighbour table (rxe hands packets to the IP stack: rxe_net.c rxe_send);
 //   - a user modify_qp to RTR resolves the destination MAC through the
 //     host's neighbour layer (ib_resolve_eth_dmac, timeout 1000 ms) and
 //     fails with EHOSTUNREACH when nobody answers. Callers that modify as a
