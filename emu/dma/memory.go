@@ -5,7 +5,7 @@
 //
 // Memory is an emulated address space: byte slices placed at page-aligned
 // addresses. For a virtual-DMA device the DMA address of a buffer is its
-// address in that space (spec §4.13), so a Mapper in its default mode does
+// address in that space (ib_uses_virt_dma, ib_dma_map_single), so a Mapper in its default mode does
 // what the kernel does: map returns the address, unmap and the syncs do
 // nothing, mapping errors never happen, the maximum segment is UINT_MAX.
 //
