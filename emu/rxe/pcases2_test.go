@@ -51,20 +51,20 @@ func TestBadFrames(t *testing.T) {
 		badPKey uint32
 		rcvd    uint64 // rcvd_pkts after the frame
 	}{
-		{name: "P23-bad-ICRC", op: wire.RCSendOnly, raw: func(b []byte) []byte { b[len(b)-1] ^= 1; return b }},
-		{name: "P23-corrupt-payload", op: wire.RCSendOnly, raw: func(b []byte) []byte { b[len(b)-6] ^= 0x80; return b }},
-		{name: "P24-TVer-1", op: wire.RCSendOnly, mutate: func(f *wire.Frame) { f.BTH.TVer = 1 }},
-		{name: "P24-PKey-8001", op: wire.RCSendOnly, mutate: func(f *wire.Frame) { f.BTH.PKey = 0x8001 }, badPKey: 1},
-		{name: "P24-PKey-7FFF", op: wire.RCSendOnly, mutate: func(f *wire.Frame) { f.BTH.PKey = 0x7FFF }, accept: true, rcvd: 1},
-		{name: "P25-QPN-0", op: wire.RCSendOnly, mutate: func(f *wire.Frame) { f.BTH.DestQP = 0 }},
-		{name: "P25-unknown-QPN", op: wire.RCSendOnly, mutate: func(f *wire.Frame) { f.BTH.DestQP = 0x1234 }},
-		{name: "P26-wrong-source-IP", op: wire.RCSendOnly, mutate: func(f *wire.Frame) { f.Src = netip.MustParseAddr("10.0.0.9") }},
+		{name: "bad-ICRC", op: wire.RCSendOnly, raw: func(b []byte) []byte { b[len(b)-1] ^= 1; return b }},
+		{name: "corrupt-payload", op: wire.RCSendOnly, raw: func(b []byte) []byte { b[len(b)-6] ^= 0x80; return b }},
+		{name: "TVer-1", op: wire.RCSendOnly, mutate: func(f *wire.Frame) { f.BTH.TVer = 1 }},
+		{name: "PKey-8001", op: wire.RCSendOnly, mutate: func(f *wire.Frame) { f.BTH.PKey = 0x8001 }, badPKey: 1},
+		{name: "PKey-7FFF", op: wire.RCSendOnly, mutate: func(f *wire.Frame) { f.BTH.PKey = 0x7FFF }, accept: true, rcvd: 1},
+		{name: "QPN-0", op: wire.RCSendOnly, mutate: func(f *wire.Frame) { f.BTH.DestQP = 0 }},
+		{name: "unknown-QPN", op: wire.RCSendOnly, mutate: func(f *wire.Frame) { f.BTH.DestQP = 0x1234 }},
+		{name: "wrong-source-IP", op: wire.RCSendOnly, mutate: func(f *wire.Frame) { f.Src = netip.MustParseAddr("10.0.0.9") }},
 		{name: "wrong-destination-IP", op: wire.RCSendOnly, mutate: func(f *wire.Frame) { f.Dst = netip.MustParseAddr("10.0.0.7") }},
 		{name: "UC-opcode-to-RC-QP", op: wire.UCSendOnly},
 		{name: "truncated", op: wire.RCSendOnly, raw: func(b []byte) []byte { return b[:40] }},
 		{name: "unsolicited-ACK", op: wire.RCAcknowledge, mutate: func(f *wire.Frame) { f.AETH.Syndrome = 0x1F }, rcvd: 1},
 		{name: "unsolicited-read-response", op: wire.RCRDMAReadResponseOnly, rcvd: 1},
-		{name: "P44-CNP", op: wire.CNP, mutate: func(f *wire.Frame) { f.BTH.AckReq = false; f.BTH.PSN = 0 }},
+		{name: "CNP", op: wire.CNP, mutate: func(f *wire.Frame) { f.BTH.AckReq = false; f.BTH.PSN = 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, pairOpts{})
@@ -508,7 +508,7 @@ func TestResponseErrors(t *testing.T) {
 		{"NAK-64", wire.RCAcknowledge, 0x64, emu.WCRemOpErr},
 		{"reserved-40", wire.RCAcknowledge, 0x40, emu.WCBadRespErr},
 		{"atomic-ack-for-send", wire.RCAtomicAcknowledge, 0x1F, emu.WCBadRespErr},
-		{"P43-read-response-for-send", wire.RCRDMAReadResponseOnly, 0x1F, emu.WCFatalErr},
+		{"read-response-for-send", wire.RCRDMAReadResponseOnly, 0x1F, emu.WCFatalErr},
 		{"ack", wire.RCAcknowledge, 0x1F, emu.WCSuccess},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

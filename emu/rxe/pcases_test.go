@@ -348,12 +348,12 @@ func TestP9RemoteErrors(t *testing.T) {
 		syn     wire.Syndrome
 		st      emu.WCStatus
 	}{
-		{"P9-write-unknown-rkey", Quirks{}, allAccess, 0, emu.WRRDMAWrite, true, 8, 0x62, emu.WCRemAccessErr},
-		{"P10-read-no-remote-read", Quirks{}, qpstate.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
-		{"P10-quirk17-ibta", Quirks{AccessNAK62: true}, qpstate.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x62, emu.WCRemAccessErr},
-		{"P11-no-responder-resources", Quirks{}, allAccess, 255, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
+		{"write-unknown-rkey", Quirks{}, allAccess, 0, emu.WRRDMAWrite, true, 8, 0x62, emu.WCRemAccessErr},
+		{"read-no-remote-read", Quirks{}, qpstate.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
+		{"quirk17-ibta", Quirks{AccessNAK62: true}, qpstate.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x62, emu.WCRemAccessErr},
+		{"no-responder-resources", Quirks{}, allAccess, 255, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
 		{"write-beyond-the-MR", Quirks{}, allAccess, 0, emu.WRRDMAWrite, false, 72, 0x62, emu.WCRemAccessErr},
-		{"P14-zero-length-write-rkey-0", Quirks{}, allAccess, 0, emu.WRRDMAWrite, true, 0, 0x1F, emu.WCSuccess},
+		{"zero-length-write-rkey-0", Quirks{}, allAccess, 0, emu.WRRDMAWrite, true, 0, 0x1F, emu.WCSuccess},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, pairOpts{quirksB: tc.q})
@@ -398,11 +398,11 @@ func TestP17RetryExhausted(t *testing.T) {
 		sends   int // transmissions within 1 s; -1: forever (checked over 100 periods)
 		fail    bool
 	}{
-		{"P17-retry2", 14, 2, Quirks{}, 3, true},
-		{"P18-retry0", 14, 0, Quirks{}, 1, true},
-		{"P18-timeout0", 0, 2, Quirks{}, 1, false},
-		{"P18-retry7-rxe", 14, 7, Quirks{}, -1, false},
-		{"P18-retry7-ibta", 14, 7, Quirks{RetryCnt7Finite: true}, 8, true},
+		{"retry2", 14, 2, Quirks{}, 3, true},
+		{"retry0", 14, 0, Quirks{}, 1, true},
+		{"timeout0", 0, 2, Quirks{}, 1, false},
+		{"retry7-rxe", 14, 7, Quirks{}, -1, false},
+		{"retry7-ibta", 14, 7, Quirks{RetryCnt7Finite: true}, 8, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, pairOpts{quirksA: tc.q})

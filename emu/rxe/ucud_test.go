@@ -103,7 +103,7 @@ func TestUD(t *testing.T) {
 		p.settle()
 		return data
 	}
-	t.Run("P22-grh-area", func(t *testing.T) {
+	t.Run("grh-area", func(t *testing.T) {
 		p, qa, qb, ah, _ := setup(t, Quirks{}, false)
 		dst, got, mrb := p.b.buf(200, 0)
 		p.b.postRecv(qb, emu.RecvWR{WRID: 5, SGList: []emu.SGE{{Addr: dst, Length: 200, LKey: mrb.LKey}}})
@@ -127,7 +127,7 @@ func TestUD(t *testing.T) {
 		name string
 		q    Quirks
 		st   emu.WCStatus
-	}{{"P19-oversize-rxe", Quirks{}, emu.WCSuccess}, {"P19-oversize-ibta", Quirks{UDOversizeError: true}, emu.WCLocLenErr}} {
+	}{{"oversize-rxe", Quirks{}, emu.WCSuccess}, {"oversize-ibta", Quirks{UDOversizeError: true}, emu.WCLocLenErr}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, qa, qb, ah, _ := setup(t, tc.q, false)
 			send(p, qa, qb, ah, 2000, 0x11111111)
@@ -137,7 +137,7 @@ func TestUD(t *testing.T) {
 			wantWC(t, "send", poll(p.a.scq), tc.st)
 		})
 	}
-	t.Run("P20-qkey", func(t *testing.T) {
+	t.Run("qkey", func(t *testing.T) {
 		p, qa, qb, ah, _ := setup(t, Quirks{}, false)
 		dst, _, mrb := p.b.buf(200, 0)
 		p.b.postRecv(qb, emu.RecvWR{WRID: 5, SGList: []emu.SGE{{Addr: dst, Length: 200, LKey: mrb.LKey}}})
@@ -149,7 +149,7 @@ func TestUD(t *testing.T) {
 		}
 	})
 	for _, srq := range []bool{false, true} {
-		t.Run("P21-small-buffer-srq="+map[bool]string{false: "no", true: "yes"}[srq], func(t *testing.T) {
+		t.Run("small-buffer-srq="+map[bool]string{false: "no", true: "yes"}[srq], func(t *testing.T) {
 			p, qa, qb, ah, s := setup(t, Quirks{}, srq)
 			dst, _, mrb := p.b.buf(100, 0)
 			wr := emu.RecvWR{WRID: 5, SGList: []emu.SGE{{Addr: dst, Length: 100, LKey: mrb.LKey}}}
