@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestVerbsObjects holds the verbs-object cases of spec §8.2 that need a
-// device.
+// TestVerbsObjects holds the edge cases of verbs objects (CQ, QP, MR, MW,
+// SRQ, multicast, AH, destroy order, post_send checks) that need a device.
 func TestVerbsObjects(t *testing.T) {
 	tests := []struct {
 		name string
@@ -435,8 +435,8 @@ func BenchmarkPostSendAckPoll(b *testing.B) {
 	}
 }
 
-// TestTunedAttributes checks Config.Tune: an older kernel's limits (spec
-// §7: max_qp_wr 0x4000, max_ah 100) change what the device reports and
+// TestTunedAttributes checks Config.Tune: an older kernel's limits (before
+// about 5.15: max_qp_wr 0x4000, max_ah 100) change what the device reports and
 // what it accepts.
 func TestTunedAttributes(t *testing.T) {
 	cfg := testConfig()

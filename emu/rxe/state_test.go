@@ -10,7 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestStateSideEffects holds the state side-effect cases of spec §8.1.
+// TestStateSideEffects holds the side effects of state transitions
+// (rxe_qp_reset, rxe_qp_error, rxe_qp_drain): what is flushed, discarded,
+// drained and which async events fire.
 func TestStateSideEffects(t *testing.T) {
 	tests := []struct {
 		name string
@@ -251,7 +253,7 @@ func TestModifyAtomic(t *testing.T) {
 	}
 }
 
-// TestQueryQP checks rxe's query overrides (spec §3.5): rounded rd_atomic
+// TestQueryQP checks rxe's query overrides (rxe_qp_to_attr): rounded rd_atomic
 // values, masked PSNs, real capacities, RoCE AV with GRH, PSNs advancing
 // with traffic.
 func TestQueryQP(t *testing.T) {
@@ -295,7 +297,7 @@ func TestQueryQP(t *testing.T) {
 
 // TestModifyPolicies checks the policy knob reaches the device: an
 // attribute-only modify in RTR is accepted by rxe >= 6.4 and refused by
-// the pre-6.4 and hardware policies (T18).
+// the pre-6.4 and hardware policies.
 func TestModifyPolicies(t *testing.T) {
 	for _, tc := range []struct {
 		policy qpstate.Policy
@@ -320,8 +322,8 @@ func TestModifyPolicies(t *testing.T) {
 	}
 }
 
-// TestModifyUDPSport checks the UDP source port a QP sends from (spec
-// §5.1): hash of the QPN at creation, flow label of the QPN pair after an
+// TestModifyUDPSport checks the UDP source port a QP sends from
+// (rdma_get_udp_sport, rxe_qp_init_req): hash of the QPN at creation, flow label of the QPN pair after an
 // AV with GRH.
 func TestModifyUDPSport(t *testing.T) {
 	e := newEnv(t)
@@ -343,7 +345,7 @@ func TestModifyUDPSport(t *testing.T) {
 // TestModifyQPWithUdata checks the userspace path: the MAC of the AV is
 // resolved and the route's hop limit replaces the caller's; without a
 // resolver the modify fails with EHOSTUNREACH and nothing changes; a
-// privileged Q_Key is EPERM (T36).
+// privileged Q_Key is EPERM.
 func TestModifyQPWithUdata(t *testing.T) {
 	e := newEnv(t)
 	qp := e.qp(qpstate.TypeRC, nil)
