@@ -50,8 +50,8 @@ func TestCheckCaptureKernel(t *testing.T) {
 	}
 }
 
-// TestCheckCaptureWorkedExample checks the spec's worked example
-// (kernel-semantics.md §5.6), IPv4 RC SEND_ONLY "hello" with ICRC
+// TestCheckCaptureWorkedExample checks wire's hand-worked ICRC example
+// (rxe_icrc.c's algorithm), IPv4 RC SEND_ONLY "hello" with ICRC
 // 0x4261F64E, in an Ethernet frame in a pcap: it must pass, and fail with
 // its ICRC changed.
 func TestCheckCaptureWorkedExample(t *testing.T) {

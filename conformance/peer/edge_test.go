@@ -71,7 +71,7 @@ type edgeScenario struct {
 	act func(d *edgeDriver) error
 	// stop ends the driver after act (its QP is unusable).
 	stop bool
-	// want is rxe's behaviour as kernel-semantics.md describes it: the
+	// want is the kernel rxe's behaviour: the
 	// peer's exit status (-1: hangs), a line in its output, counters
 	// that must grow.
 	wantStatus int
@@ -105,7 +105,7 @@ var edgeScenarios = []edgeScenario{
 			time.Sleep(300 * time.Millisecond)
 			deadline := time.Now().Add(2 * time.Second)
 			for {
-				// SQD→RTS is refused while the SQ drains (T27).
+				// SQD→RTS is refused while the SQ drains (rxe_qp_chk_attr).
 				err := d.modify(qpstate.StateRTS)
 				if err == nil || time.Now().After(deadline) {
 					return err
@@ -119,7 +119,7 @@ var edgeScenarios = []edgeScenario{
 	{name: "silent", does: "stops sending after its reply 5, for good (retry exhaustion)",
 		silence: true, act: func(d *edgeDriver) error { return nil }, stop: true,
 		// retry_cnt 7 (the tools' value) means "retry forever" in rxe
-		// (rxe_completer, kernel-semantics.md §8 P18): no
+		// (rxe_completer): no
 		// RETRY_EXC_ERR, the tool hangs.
 		wantStatus: -1, counters: []string{"completer_retry_err"}},
 	{name: "qp-err", does: "does not ACK the peer's message 6, then moves its QP to ERR",
@@ -136,7 +136,7 @@ var edgeScenarios = []edgeScenario{
 			d.writeStatus = d.badWrite()
 			return nil
 		}, stop: true,
-		// T45/P9: the responder NAKs (0x61 without REMOTE_WRITE) and
+		// The responder NAKs (0x61 without REMOTE_WRITE) and
 		// its QP goes to ERR, flushing the tool's receives.
 		wantStatus: 1, wantOutput: regexp.MustCompile(`Failed status`)},
 }
