@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/gopacket/layers"
 
-	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/internal/testutil"
 	"github.com/softroce/softroce/link/pcap"
 )
 
@@ -22,8 +22,7 @@ import (
 // and checks Wireshark's dissectors find each well-formed, with valid
 // checksums.
 func TestFramesDecodeInTshark(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	testenv.Require(t, err == nil, "tshark is not installed (apt-get install tshark)")
+	tshark := testutil.Tshark(t)
 	path := filepath.Join(t.TempDir(), "host.pcap")
 	f, err := os.Create(path)
 	if err != nil {

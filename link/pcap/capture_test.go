@@ -17,7 +17,7 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/softroce/softroce/clock"
-	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/internal/testutil"
 	"github.com/softroce/softroce/link"
 )
 
@@ -177,8 +177,7 @@ func TestCaptureWriteError(t *testing.T) {
 
 // TestCaptureTshark checks that Wireshark's reader accepts the file.
 func TestCaptureTshark(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	testenv.Require(t, err == nil, "tshark is not installed (apt-get install tshark)")
+	tshark := testutil.Tshark(t)
 	path := filepath.Join(t.TempDir(), "c.pcap")
 	f, err := os.Create(path)
 	if err != nil {
