@@ -419,8 +419,8 @@ func sortStrings(s []string) {
 	}
 }
 
-// check compares o with the scenario's expectation (rxe's documented
-// behaviour) and returns what differs.
+// check compares o with the scenario's expectation (rxe's behaviour
+// as its source code has it) and returns what differs.
 func (o edgeOutcome) check(sc edgeScenario) []string {
 	var bad []string
 	if o.status != sc.wantStatus {
@@ -494,8 +494,8 @@ func TestParseStatistic(t *testing.T) {
 // TestInteropEdge runs edgeScenarios against the kernel rxe VM's
 // ibv_rc_pingpong and, mirrored, against softroce's own pingpong on a
 // link.Pipe, and writes the table (edge-table.md under the artifacts).
-// The VM's outcome must match rxe's documented behaviour; where softroce
-// as the peer differs from it, the difference is logged and tabulated
+// The VM's outcome must match rxe's behaviour as read in its source;
+// where softroce as the peer differs from it, the difference is logged and tabulated
 // (docs/interop.md lists them).
 func TestInteropEdge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -719,7 +719,7 @@ var errTimedOut = unix.ETIMEDOUT
 
 // TestEdgeSoftrocePeer runs the edge scenarios between two softroce
 // devices only (no VM, no root): the differential half of
-// TestInteropEdge. Each outcome must be rxe's documented one (the same
+// TestInteropEdge. Each outcome must be rxe's, as read in its source (the same
 // expectations the VM meets).
 func TestEdgeSoftrocePeer(t *testing.T) {
 	for _, sc := range edgeScenarios {
