@@ -12,7 +12,8 @@ import (
 )
 
 // TestAH covers rdma_create_ah, rdma_create_user_ah, rdma_modify_ah,
-// rdma_query_ah, rdma_destroy_ah_user and rdma_destroy_ah (an AH without a GRH on a RoCE port is EINVAL).
+// rdma_query_ah, rdma_destroy_ah_user and rdma_destroy_ah (an AH without a GRH
+// on a RoCE port is EINVAL).
 func TestAH(t *testing.T) {
 	d := newDevice(t)
 	pd := must[*emu.PD](t)(d.AllocPD(0))

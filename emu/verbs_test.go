@@ -429,8 +429,9 @@ func TestDevNode(t *testing.T) {
 	}
 }
 
-// TestPortCapabilities checks every port helper for rxe's RoCEv2 port
-// (the rdma_cap_* and rdma_protocol_* family of ib_verbs.h), the port numbering helpers and the device attributes.
+// TestPortCapabilities checks every port helper for rxe's RoCEv2 port (the
+// rdma_cap_* and rdma_protocol_* family of ib_verbs.h), the port numbering
+// helpers and the device attributes.
 func TestPortCapabilities(t *testing.T) {
 	d := newDevice(t)
 	var ports []uint32

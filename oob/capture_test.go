@@ -32,9 +32,9 @@ type capture struct {
 	server   netip.Addr
 }
 
-// loadCapture reads the stored rxe capture name (internal/testutil) and splits it into the TCP
-// payloads of port 18515 (in capture order) and the RoCE frames. It fails
-// the test on a missing or empty file.
+// loadCapture reads the stored rxe capture name (internal/testutil) and splits
+// it into the TCP payloads of port 18515 (in capture order) and the RoCE frames.
+// It fails the test on a missing or empty file.
 func loadCapture(t *testing.T, name string) *capture {
 	t.Helper()
 	c := &capture{}

@@ -491,12 +491,11 @@ func TestParseStatistic(t *testing.T) {
 	}
 }
 
-// TestInteropEdge runs edgeScenarios against the kernel rxe VM's
-// ibv_rc_pingpong and, mirrored, against softroce's own pingpong on a
-// link.Pipe, and writes the table (edge-table.md under the artifacts).
-// The VM's outcome must match rxe's behaviour as read in its source;
-// where softroce as the peer differs from it, the difference is logged and tabulated
-// (docs/interop.md lists them).
+// TestInteropEdge runs edgeScenarios against the kernel rxe VM's ibv_rc_pingpong
+// and, mirrored, against softroce's own pingpong on a link.Pipe, and writes the
+// table (edge-table.md under the artifacts). The VM's outcome must match rxe's
+// behaviour as read in its source; where softroce as the peer differs from it,
+// the difference is logged and tabulated (docs/interop.md lists them).
 func TestInteropEdge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -337,11 +337,11 @@ func TestInteropEdgeRKey(t *testing.T) {
 	})
 }
 
-// TestInteropEdgeRetry: retry exhaustion of a softroce requester
-// (retry_cnt 2) whose peer went silent, the peer being the VM's
-// ib_write_bw server killed after one WRITE, or a softroce QP destroyed
-// after one WRITE. Expected (rxe_completer's retry): IB_WC_RETRY_EXC_ERR after the first
-// transmission and two retries, timeout 14 (67 ms) apart.
+// TestInteropEdgeRetry: retry exhaustion of a softroce requester (retry_cnt 2)
+// whose peer went silent, the peer being the VM's ib_write_bw server killed
+// after one WRITE, or a softroce QP destroyed after one WRITE. Expected
+// (rxe_completer's retry): IB_WC_RETRY_EXC_ERR after the first transmission and
+// two retries, timeout 14 (67 ms) apart.
 func TestInteropEdgeRetry(t *testing.T) {
 	check := func(t *testing.T, good, lost emu.WCStatus, took time.Duration) {
 		t.Helper()

@@ -171,13 +171,12 @@ func callerOf(u *emu.UData) qpstate.Caller {
 	return qpstate.Caller{User: true, Extended: u.Extended, Unprivileged: !u.Privileged}
 }
 
-// ModifyQP validates with the configured qpstate.Policy and applies the
-// modify (rxe_modify_qp): attributes in rxe_qp_from_attr's order with
-// their effects, then the state and its side effect (rxe_qp_reset, rxe_qp_error, rxe_qp_drain).
-// Everything is checked before anything changes, so a failure leaves the
-// QP exactly as it was — unlike rxe, which can fail reallocating the
-// responder resources after the state changed; the emulator cannot fail
-// there.
+// ModifyQP validates with the configured qpstate.Policy and applies the modify
+// (rxe_modify_qp): attributes in rxe_qp_from_attr's order with their effects,
+// then the state and its side effect (rxe_qp_reset, rxe_qp_error, rxe_qp_drain).
+// Everything is checked before anything changes, so a failure leaves the QP
+// exactly as it was — unlike rxe, which can fail reallocating the responder
+// resources after the state changed; the emulator cannot fail there.
 func (r *Dev) ModifyQP(c *emu.QP, attr *qpstate.Attr, mask qpstate.AttrMask, udata *emu.UData) (uint32, error) {
 	r.lock()
 	defer r.unlock()

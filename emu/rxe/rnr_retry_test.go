@@ -123,8 +123,8 @@ func TestRetryExhausted(t *testing.T) {
 	}
 }
 
-// TestLostReadResponseRetried: a READ then a SEND; the READ's response is lost, the
-// SEND's ACK triggers a retry from the READ (retry_cnt -1), which succeeds.
+// TestLostReadResponseRetried: a READ then a SEND; the READ's response is lost,
+// the SEND's ACK triggers a retry from the READ (retry_cnt -1), which succeeds.
 func TestLostReadResponseRetried(t *testing.T) {
 	p := newPair(t, pairOpts{})
 	c := p.connect(qpOpts{retry: 3})

@@ -323,8 +323,8 @@ func TestModifyPolicies(t *testing.T) {
 }
 
 // TestModifyUDPSport checks the UDP source port a QP sends from
-// (rdma_get_udp_sport, rxe_qp_init_req): hash of the QPN at creation, flow label of the QPN pair after an
-// AV with GRH.
+// (rdma_get_udp_sport, rxe_qp_init_req): hash of the QPN at creation, flow label
+// of the QPN pair after an AV with GRH.
 func TestModifyUDPSport(t *testing.T) {
 	e := newEnv(t)
 	qp := e.qp(qpstate.TypeRC, nil)

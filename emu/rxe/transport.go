@@ -47,8 +47,9 @@ type Quirks struct {
 	// (REMOTE_READ/WRITE/ATOMIC missing) with NAK 0x62 (remote access
 	// error) instead of rxe's 0x61.
 	AccessNAK62 bool
-	// UCResyncIBTA accepts the first message after a UC sequence break
-	// (IBTA); rxe drops it as well: the first packet of the next message only resets the sequence state.
+	// UCResyncIBTA accepts the first message after a UC sequence break (IBTA);
+	// rxe drops it as well: the first packet of the next message only resets the
+	// sequence state.
 	UCResyncIBTA bool
 	// Tick rounds the retransmission and RNR timers up to a multiple of it,
 	// at least one tick, as rxe's conversion to jiffies does (4 ms at

@@ -44,8 +44,9 @@ type Capture struct {
 
 var _ link.Link = (*Capture)(nil)
 
-// New writes a pcap file header to w and returns a Capture over inner. clk timestamps the records; nil means clock.Real. The caller
-// owns w: Close does not close or flush it.
+// New writes a pcap file header to w and returns a Capture over inner. clk
+// timestamps the records; nil means clock.Real. The caller owns w: Close does
+// not close or flush it.
 func New(inner link.Link, w io.Writer, clk clock.Clock) (*Capture, error) {
 	if clk == nil {
 		clk = clock.Real{}
