@@ -1,11 +1,6 @@
-// Command softroce runs the userspace Soft-RoCE (RoCEv2) emulator and the
-// tools around it: pingpong, perf and rping speak the exchanges and print
-// the output of the real ibv_*_pingpong, perftest and librdmacm rping from
-// an emulated HCA on a TAP or AF_PACKET link; loopback runs the same
-// workloads between two emulated HCAs in one process; devinfo and stats
-// print what ibv_devinfo and rdma statistic show would; bench measures the
-// emulator against baselines; explain and dot describe the kernel's QP
-// state machine; decode checks the RoCEv2 frames of a capture.
+// Command softroce is a userspace Soft-RoCE (RoCEv2) emulator and the tools
+// around it: a QP state-machine explainer, a RoCEv2 capture decoder, and (as
+// the emulator grows) loopback, pingpong and perf runs against real peers.
 //
 // Each subcommand lives in its own file (cmd_NAME.go) and registers itself
 // with register, so the list printed by "softroce help" is the list of files.
