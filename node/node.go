@@ -52,6 +52,7 @@ import (
 	"github.com/softroce/softroce/host"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/link/pcap"
+	"github.com/softroce/softroce/link/udp"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/tap"
 )
@@ -141,6 +142,7 @@ type Node struct {
 	peer    *link.PipeEnd // the far end of the default pipe
 	host    *host.Host
 	roce    *roceLink
+	udp     *udpNode // on a UDP link: no host, the kernel routes
 	dev     *emu.Device
 	clk     clock.Clock
 	runErr  chan error
@@ -165,6 +167,9 @@ func New(cfg Config) (*Node, error) {
 	l, netdevName, err := n.openLink(&cfg)
 	if err != nil {
 		return nil, err
+	}
+	if u, ok := l.(*udp.Link); ok {
+		n.udp = &udpNode{link: u}
 	}
 	fail := func(err error) (*Node, error) {
 		if n.host != nil {
@@ -205,6 +210,12 @@ func New(cfg Config) (*Node, error) {
 	}
 	if len(mac) != 6 {
 		return fail(fmt.Errorf("node: MAC %v is not an Ethernet address: %w", mac, unix.EINVAL))
+	}
+	if n.udp != nil {
+		if _, err := n.startUDP(&cfg, l, mac); err != nil {
+			return fail(err)
+		}
+		return n, nil
 	}
 	n.roce = newRoCELink(l, [6]byte(mac))
 	noDAD := cfg.NoDAD || n.peer != nil
@@ -257,6 +268,9 @@ func New(cfg Config) (*Node, error) {
 // returns once the address and its GID exist, or with the duplicate's
 // error (wrapping EADDRINUSE), in which case no GID was created.
 func (n *Node) AddAddr(ctx context.Context, p netip.Prefix) error {
+	if n.host == nil {
+		return fmt.Errorf("node %s: add %v: the kernel owns the addresses of a UDP link (ip addr add): %w", n.name, p, unix.EOPNOTSUPP)
+	}
 	if err := n.host.AddAddrWait(ctx, p); err != nil {
 		return fmt.Errorf("node %s: %w", n.name, err)
 	}
@@ -308,6 +322,9 @@ func (n *Node) openLink(cfg *Config) (link.Link, string, error) {
 
 // addrs returns the host's addresses as the netdev's.
 func (n *Node) addrs() []netip.Addr {
+	if n.udp != nil {
+		return n.udp.current()
+	}
 	ps := n.host.Addrs()
 	as := make([]netip.Addr, len(ps))
 	for i, p := range ps {
@@ -377,6 +394,9 @@ func (r resolver) ResolveDMAC(sgid, dgid emu.GID) ([6]byte, uint8, error) {
 // put the result in the AV's DMAC; afterwards every packet follows the
 // neighbour cache.
 func (n *Node) Resolve(ctx context.Context, ip netip.Addr) (net.HardwareAddr, error) {
+	if n.udp != nil {
+		return n.resolveUDP(ctx, ip)
+	}
 	return n.host.Resolve(ctx, ip.Unmap())
 }
 
@@ -387,7 +407,8 @@ func (n *Node) Name() string { return n.name }
 func (n *Node) Device() *emu.Device { return n.dev }
 
 // Host returns the IP host: its addresses (AddAddr, RemoveAddr, which the
-// GID table follows), neighbours and counters.
+// GID table follows), neighbours and counters. It is nil on a UDP link,
+// where the kernel is the IP host.
 func (n *Node) Host() *host.Host { return n.host }
 
 // Link returns the link the node reads and writes (the Capture when one is
@@ -395,7 +416,12 @@ func (n *Node) Host() *host.Host { return n.host }
 func (n *Node) Link() link.Link { return n.link }
 
 // MAC returns the node's Ethernet address.
-func (n *Node) MAC() net.HardwareAddr { return n.host.MAC() }
+func (n *Node) MAC() net.HardwareAddr {
+	if n.udp != nil {
+		return n.udp.mac
+	}
+	return n.host.MAC()
+}
 
 // GID returns the GID table index holding ip (IPv4-mapped or not), as a
 // user looks it up for ibv_rc_pingpong -g or perftest -x; ENOENT if the
@@ -417,11 +443,18 @@ type Stats struct {
 	RoCEQueueDrops uint64
 	// CaptureFrames is how many frames the pcap capture recorded.
 	CaptureFrames uint64
+	// UDP is the UDP link's counters (zero on other links).
+	UDP udp.Stats
 }
 
 // Stats returns the node's counters (the device's are its hw counters).
 func (n *Node) Stats() Stats {
-	s := Stats{Host: n.host.Stats(), RoCEQueueDrops: n.roce.dropped.Load()}
+	var s Stats
+	if n.udp != nil {
+		s.UDP = n.udp.link.Stats()
+	} else {
+		s.Host, s.RoCEQueueDrops = n.host.Stats(), n.roce.dropped.Load()
+	}
 	if n.capture != nil {
 		s.CaptureFrames = n.capture.Frames()
 	}
@@ -438,11 +471,21 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
-	rxe.Of(n.dev).Close() // closes the RoCE adapter, waits for the device's readers
+	// Closes the RoCE adapter (on a UDP link, the link itself) and waits
+	// for the device's readers.
+	cerr := rxe.Of(n.dev).Close()
 	n.dev.Unregister()
-	err := n.host.Close()
-	if rerr := <-n.runErr; err == nil {
-		err = rerr
+	var err error
+	if n.udp != nil {
+		if n.udp.stop != nil {
+			n.udp.stop()
+		}
+		err = cerr
+	} else {
+		err = n.host.Close()
+		if rerr := <-n.runErr; err == nil {
+			err = rerr
+		}
 	}
 	if n.peer != nil {
 		n.peer.Close()
