@@ -63,8 +63,9 @@
 // source address of each datagram with IP_PKTINFO/IPV6_PKTINFO, so it
 // follows the host's addresses as they come and go. Binding fails with an
 // error wrapping EADDRINUSE when port 4791 is taken: by the kernel's rxe
-// (an rxe device binds UDP 4791 on the wildcard addresses of its network
-// namespace, see `rdma link`) or by another softroce.
+// (rxe_net_init binds UDP 4791 on the wildcard addresses when the rdma_rxe
+// module loads, in the initial network namespace, or in each namespace on
+// kernels whose rxe has per-namespace sockets) or by another softroce.
 //
 // Datagrams move in batches with recvmmsg and sendmmsg. UDP GSO and GRO
 // are not used (nor measured yet): GSO needs equal-sized segments to one

@@ -154,7 +154,7 @@ func (l *Link) bind(a netip.Addr) (*sock, error) {
 	if err != nil {
 		if errors.Is(err, unix.EADDRINUSE) {
 			return nil, fmt.Errorf("udp: bind %v: %w: UDP port %d is taken on that address, likely by the kernel's rxe "+
-				"(an rxe device binds it on every address of its network namespace: see `rdma link`) "+
+				"(the rdma_rxe module binds it on every address: see `lsmod | grep rdma_rxe`, `rdma link`) "+
 				"or by another softroce (see `ss -uanp 'sport = :%d'`)", ap, err, l.port, l.port)
 		}
 		return nil, fmt.Errorf("udp: bind %v: %w", ap, err)
