@@ -400,6 +400,11 @@ func (n *Node) Resolve(ctx context.Context, ip netip.Addr) (net.HardwareAddr, er
 	return n.host.Resolve(ctx, ip.Unmap())
 }
 
+// Addrs returns the node's addresses in the order its GIDs follow them
+// (the host's on TAP and AF_PACKET links, the bound or the host's ones on
+// a UDP link).
+func (n *Node) Addrs() []netip.Addr { return n.addrs() }
+
 // Name returns the device name.
 func (n *Node) Name() string { return n.name }
 

@@ -19,7 +19,7 @@ func init() {
 		name:    "perf",
 		summary: "perftest's ib_{write,read,send,atomic}_{bw,lat} from an emulated HCA on a real segment",
 		usage: "write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat\n" +
-			"\t[--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE] [--nodad]\n" +
+			"\t[--tap NAME|--iface NAME|--udp] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE] [--nodad]\n" +
 			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
 			"\t -c RC|UC|UD --use-srq -l LIST -e -t TX -r RX -o OUTS -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT\n" +
 			"\t -N -F --report_gbits --perform_warm_up ...] [SERVER]",

@@ -14,7 +14,7 @@ func init() {
 	register(command{
 		name:    "pingpong",
 		summary: "ibv_{rc,uc,ud,srq}_pingpong from an emulated HCA on a real segment: same flags, exchange and output",
-		usage: "--mode rc|uc|ud|srq [--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE] [--nodad]\n" +
+		usage: "--mode rc|uc|ud|srq [--tap NAME|--iface NAME|--udp] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE] [--nodad]\n" +
 			"\t[the tool's options: -p PORT -d DEV -i PORT -s SIZE -m MTU -r RX -n ITERS -l SL -e -g GIDX -c -q NQP] [SERVER]",
 		run: runPingpong,
 	})

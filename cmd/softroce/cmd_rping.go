@@ -27,7 +27,7 @@ func init() {
 		name:    "rping",
 		summary: "librdmacm's rping from an emulated HCA on a real segment: RDMA CM connection, same flags, protocol and output",
 		usage: "-s|-c [-vVd] [-S size] [-C count] [-a addr] [-p port] [--dev NAME]\n" +
-			"\t[--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE]",
+			"\t[--tap NAME|--iface NAME|--udp] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE]",
 		run: runRping,
 	})
 }

@@ -27,6 +27,7 @@ type linkFlags struct {
 	dev                string
 	pcap               string
 	nodad              bool
+	udp                bool
 }
 
 // addLinkFlags registers the link flags on fs and returns where they land.
@@ -36,6 +37,7 @@ func addLinkFlags(fs *flag.FlagSet) *linkFlags {
 	fs.StringVar(&f.tap, "tap", "", "create (or attach to) the TAP device `NAME` and put softroce on it")
 	fs.StringVar(&f.bridge, "bridge", "", "attach the TAP (or --iface) to the bridge `NAME`")
 	fs.StringVar(&f.iface, "iface", "", "put softroce on the existing interface `NAME` (AF_PACKET)")
+	fs.BoolVar(&f.udp, "udp", false, "put softroce on UDP port 4791 of the --ip addresses (all of the host's without --ip): no privilege, the kernel routes")
 	fs.Func("ip", "softroce's own address `CIDR` (IPv4 or IPv6; repeatable); each is a RoCEv2 GID", func(s string) error {
 		p, err := parsePrefix(s)
 		if err != nil {
@@ -78,6 +80,9 @@ func (f *linkFlags) config() (node.Config, error) {
 	if f.tap != "" && f.iface != "" {
 		return node.Config{}, fmt.Errorf("--tap and --iface are exclusive")
 	}
+	if f.udp && (f.tap != "" || f.iface != "" || f.bridge != "") {
+		return node.Config{}, fmt.Errorf("--udp excludes --tap, --iface and --bridge")
+	}
 	if f.bridge != "" && f.tap == "" && f.iface == "" {
 		return node.Config{}, fmt.Errorf("--bridge needs --tap or --iface")
 	}
@@ -85,6 +90,9 @@ func (f *linkFlags) config() (node.Config, error) {
 		MTU: f.mtu, PcapPath: f.pcap, NoDAD: f.nodad}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s|%s|%s|%v", f.dev, f.tap, f.iface, f.ips)
+	if f.udp {
+		fmt.Fprint(h, "|udp")
+	}
 	cfg.Seed = h.Sum64()
 	if f.mac != "" {
 		mac, err := net.ParseMAC(f.mac)
@@ -117,8 +125,20 @@ func (f *linkFlags) open(stderr io.Writer) (*node.Node, error) {
 		fmt.Fprintln(stderr, err)
 		return nil, errUsage
 	}
+	if f.udp {
+		var addrs []netip.Addr
+		for _, p := range f.ips {
+			addrs = append(addrs, p.Addr())
+		}
+		l, err := node.OpenUDP(addrs, f.mtu)
+		if err != nil {
+			fmt.Fprintln(stderr, "softroce:", err)
+			return nil, err
+		}
+		cfg.Link, cfg.MTU = l, 0
+	}
 	n, err := node.New(cfg)
-	if errors.Is(err, unix.EADDRINUSE) {
+	if errors.Is(err, unix.EADDRINUSE) && !f.udp {
 		// The address is someone else's: say so plainly, as the kernel
 		// logs "IPv6 duplicate address ... detected!".
 		fmt.Fprintln(stderr, "softroce: duplicate address detection failed: another node on the link holds the address; pick another --ip (or --nodad to skip the check)")

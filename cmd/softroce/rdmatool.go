@@ -21,10 +21,10 @@ import (
 // --tap=NAME), so that no short-option cluster of the tools is mistaken for
 // one. --mtu is the link's MTU, as in every softroce command; the path MTU
 // is the tools' -m. -d names the device for both.
-var toolLinkFlags = []string{"tap", "bridge", "iface", "ip", "mac", "mtu", "pcap", "nodad"}
+var toolLinkFlags = []string{"tap", "bridge", "iface", "udp", "ip", "mac", "mtu", "pcap", "nodad"}
 
 // toolLinkBools are the link flags that take no value.
-var toolLinkBools = []string{"nodad"}
+var toolLinkBools = []string{"nodad", "udp"}
 
 // splitLinkArgs separates the link flags (returned in Go flag syntax) from
 // the tool's arguments. Everything after "--" belongs to the tool.
@@ -95,8 +95,8 @@ func gidIndex(n *node.Node, idx int) (int, error) {
 	if idx >= 0 {
 		return idx, nil
 	}
-	for _, p := range n.Host().Addrs() {
-		if a := p.Addr(); !a.IsLinkLocalUnicast() {
+	for _, a := range n.Addrs() {
+		if !a.IsLinkLocalUnicast() {
 			return n.GID(a)
 		}
 	}
