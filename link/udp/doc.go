@@ -67,11 +67,19 @@
 // module loads, in the initial network namespace, or in each namespace on
 // kernels whose rxe has per-namespace sockets) or by another softroce.
 //
-// Datagrams move in batches with recvmmsg and sendmmsg. UDP GSO and GRO
-// are not used (nor measured yet): GSO needs equal-sized segments to one
-// destination with the same control messages, which a RoCE burst of one
-// QP's WRITE gives but ACKs and many QPs interleaved do not, and GRO
-// only merges what the sender segmented alike.
+// Datagrams move in batches with recvmmsg and sendmmsg. UDP GSO
+// (UDP_SEGMENT) and GRO (UDP_GRO) are not used yet, though they would
+// help: measured once between two namespaces on a veth (1036-byte
+// datagrams, a shared two-core machine), one sendto per datagram carried
+// about 0.9 Gb/s and sendmmsg of 44 about the same, while one send of 44
+// segments carried 2 Gb/s to a plain receiver and 10 Gb/s to one with
+// UDP_GRO. Two things stand in the way: GSO needs equal-sized segments to
+// one destination with the same control messages (a WRITE burst of one
+// QP, not ACKs of many QPs interleaved), and the kernel numbers the IPv4
+// identification of the segments of one send 0, 1, 2, ... (inet_gso_segment
+// increments it per segment), so segment k must carry the ICRC of
+// identification k, and a receiver behind GRO cannot see which k a
+// segment had.
 package udp
 
 import (
