@@ -14,6 +14,8 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
+
+	"github.com/softroce/softroce/internal/testutil"
 )
 
 // pcapngOf returns frames as a pcapng stream (gopacket's writer: a section
@@ -71,7 +73,7 @@ func blockEnds(b []byte) map[int]bool {
 }
 
 func testFrames(t *testing.T) [][]byte {
-	return roceFramesOf(t, filepath.Join("..", "..", "wire", "testdata", "rc_pingpong.pcap"))[:12]
+	return roceFramesOf(t, testutil.Capture(t, "rc_pingpong.pcap"))[:12]
 }
 
 // TestPcapngRoundTrip: the pcapng reader returns what gopacket's writer
@@ -208,15 +210,14 @@ func TestPcapMalformedRecords(t *testing.T) {
 // panic, a bounded number of packets, and no packet longer than the input
 // or unequal to its captured length.
 func FuzzReadCapture(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("..", "..", "wire", "testdata", "*.pcap"))
-	for _, file := range files {
+	for _, file := range testutil.Captures(f, "*.pcap") {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b[:min(len(b), 4096)])
 	}
-	fr := roceFramesOf(f, filepath.Join("..", "..", "wire", "testdata", "rc_pingpong.pcap"))
+	fr := roceFramesOf(f, testutil.Capture(f, "rc_pingpong.pcap"))
 	f.Add(pcapngOf(f, fr[:min(4, len(fr))], time.Unix(1700000000, 0)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		src, err := openCapture(bytes.NewReader(b))

@@ -3,15 +3,12 @@ package rxe
 import (
 	"bytes"
 	"encoding/binary"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/google/gopacket/pcapgo"
-
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/internal/testutil"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 )
@@ -330,29 +327,13 @@ func (fx *respFixture) deliver(t *testing.T, q *emu.QP, frame []byte) {
 	fx.replenish(q)
 }
 
-// captureRequests returns the RoCE frames of the repository's captures
-// (wire/testdata), parsed.
+// captureRequests returns the RoCE frames of each of the repository's
+// captures, parsed.
 func captureRequests(t testing.TB) [][]wire.Packet {
-	files, err := filepath.Glob(filepath.Join("..", "..", "wire", "testdata", "*.pcap"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no captures in wire/testdata (%v)", err)
-	}
 	var out [][]wire.Packet
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := pcapgo.NewReader(bytes.NewReader(b))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, file := range testutil.Captures(t, "*.pcap") {
 		var ps []wire.Packet
-		for {
-			data, _, err := r.ReadPacketData()
-			if err != nil {
-				break
-			}
+		for _, data := range testutil.ReadPcapFile(t, file) {
 			if p, err := wire.Parse(data); err == nil {
 				ps = append(ps, p)
 			}
