@@ -56,6 +56,11 @@ const LoopbackGIDIndex = 1
 
 // NewLoopback builds the two devices.
 func NewLoopback(cfg LoopbackConfig) (*Loopback, error) {
+	if cfg.Faults != nil {
+		if err := cfg.Faults.Validate(); err != nil {
+			return nil, fmt.Errorf("loopback: %w", err)
+		}
+	}
 	mtu := orDefault(cfg.MTU, 4200)
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: mtu, QueueLen: 1024})
 	lb := &Loopback{

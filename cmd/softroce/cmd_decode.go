@@ -22,10 +22,10 @@ import (
 
 func init() {
 	register(command{
-		name:    "decode",
-		summary: "decode the RoCEv2 frames of a pcap or pcapng capture, checking every ICRC",
-		usage:   "[--json] FILE.pcap",
-		run:     runDecode,
+		name:     "decode",
+		summary:  "decode the RoCEv2 frames of a pcap or pcapng capture, checking every ICRC",
+		operands: "FILE.pcap",
+		run:      runDecode,
 	})
 }
 
@@ -85,21 +85,13 @@ type decodedFrame struct {
 
 func intp(v int) *int { return &v }
 
-func runDecode(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("decode", stderr)
+func runDecode(e *env) error {
+	args, stdout, stderr := e.args, e.stdout, e.stderr
+	fs := newFlagSet(e, "decode")
 	asJSON := fs.Bool("json", false, "print one JSON object per frame")
-	// Accept flags after the file name too ("decode F.pcap --json").
-	var files []string
-	rest := args
-	for {
-		if err := parseFlags(fs, rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files = append(files, fs.Arg(0))
-		rest = fs.Args()[1:]
+	files, err := parseFlags(fs, args)
+	if err != nil {
+		return err
 	}
 	if len(files) != 1 {
 		fs.Usage()

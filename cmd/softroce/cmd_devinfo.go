@@ -14,7 +14,6 @@ func init() {
 	register(command{
 		name:    "devinfo",
 		summary: "print the device's attributes and GID table as ibv_devinfo does",
-		usage:   "[-v] [-l] [-i PORT] [link flags]",
 		run:     runDevinfo,
 	})
 }
@@ -23,16 +22,18 @@ func init() {
 // the layout of rdma-core 44's ibv_devinfo (libibverbs/examples/devinfo.c).
 // Equivalent to: `ibv_devinfo -d softroce0 [-v]` on a machine with `rdma
 // link add softroce0 type rxe netdev DEV`.
-func runDevinfo(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("devinfo", stderr)
+func runDevinfo(e *env) error {
+	args, stdout, stderr := e.args, e.stdout, e.stderr
+	fs := newFlagSet(e, "devinfo")
 	verbose := fs.Bool("v", false, "print all the attributes, the GID table included")
 	list := fs.Bool("l", false, "print only the device name")
 	port := fs.Int("i", 0, "print only `PORT` (default all ports)")
 	lf := addLinkFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	operands, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 || *port < 0 {
+	if len(operands) > 0 || *port < 0 {
 		fs.Usage()
 		return errUsage
 	}

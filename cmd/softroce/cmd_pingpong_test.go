@@ -15,15 +15,16 @@ import (
 	"github.com/softroce/softroce/node"
 )
 
-// pipeNodes makes "softroce pingpong/perf" build their node on one end of
-// an in-memory link: device -d a on one end, -d b on the other, so that two
-// commands in this process talk RoCE over the pipe and TCP over 127.0.0.1.
-func pipeNodes(t *testing.T) {
+// pipeNodes returns hooks that make "softroce pingpong/perf/rping" build
+// their node on one end of an in-memory link: device -d a on one end, -d b
+// on the other, so that two commands in this process talk RoCE over the
+// pipe and TCP over 127.0.0.1.
+func pipeNodes(t *testing.T) hooks {
 	t.Helper()
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: 1500, QueueLen: 1024})
 	ends := map[string]link.Link{"a": ea, "b": eb}
-	old := openNode
-	openNode = func(lf *linkFlags, stderr io.Writer) (*node.Node, error) {
+	t.Cleanup(func() { ea.Close(); eb.Close() })
+	return hooks{openNode: func(lf *linkFlags, stderr io.Writer) (*node.Node, error) {
 		cfg, err := lf.config()
 		if err != nil {
 			return nil, err
@@ -35,8 +36,7 @@ func pipeNodes(t *testing.T) {
 		cfg.Link = l
 		cfg.MTU = 0
 		return node.New(cfg)
-	}
-	t.Cleanup(func() { openNode = old; ea.Close(); eb.Close() })
+	}}
 }
 
 // port is what tests pass to -p: the server listens on port 0 (the kernel
@@ -60,28 +60,28 @@ type cmdResult struct {
 	out, errout string
 }
 
-// runPair runs a server command and, once it listens, a client command.
-func runPair(t *testing.T, server, client []string) (sv, cl cmdResult) {
+// runPair runs a server command and, once it listens, a client command,
+// both with the hooks h.
+func runPair(t *testing.T, h hooks, server, client []string) (sv, cl cmdResult) {
 	t.Helper()
 	listening := make(chan struct{})
 	var once sync.Once
 	var lport string
-	serverReady = func(a net.Addr) {
+	h.serverReady = func(a net.Addr) {
 		once.Do(func() { lport = strconv.Itoa(a.(*net.TCPAddr).Port); close(listening) })
 	}
-	t.Cleanup(func() { serverReady = nil })
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer once.Do(func() { close(listening) })
 		var o, e bytes.Buffer
-		sv.code = run(withPort(server, "0"), &o, &e)
+		sv.code = runWith(h, withPort(server, "0"), &o, &e)
 		sv.out, sv.errout = o.String(), e.String()
 	}()
 	<-listening
 	var o, e bytes.Buffer
-	cl.code = run(withPort(client, lport), &o, &e)
+	cl.code = runWith(h, withPort(client, lport), &o, &e)
 	cl.out, cl.errout = o.String(), e.String()
 	wg.Wait()
 	return sv, cl
@@ -106,9 +106,9 @@ func TestPingpongCommand(t *testing.T) {
 		{"srq", []string{"-n", "64", "-q", "4", "-c", "-s", "3000"}, 4},
 	} {
 		t.Run(tc.mode+"/"+strings.Join(tc.args, "_"), func(t *testing.T) {
-			pipeNodes(t)
+			h := pipeNodes(t)
 			common := append([]string{"pingpong", "--mode", tc.mode, "-p", port}, tc.args...)
-			sv, cl := runPair(t,
+			sv, cl := runPair(t, h,
 				append(append([]string{}, common...), "-d", "b", "--ip", "10.9.0.2/24"),
 				append(append([]string{}, common...), "-d", "a", "--ip=10.9.0.1/24", "127.0.0.1"))
 			for _, r := range []struct {

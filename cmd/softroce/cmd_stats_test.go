@@ -171,3 +171,11 @@ func TestStatsCountDrops(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsNegativeFor: a negative --for is a usage error that says why.
+func TestStatsNegativeFor(t *testing.T) {
+	code, _, errs := runCmd(t, "stats", "--for", "-1s")
+	if code != 2 || !strings.Contains(errs, "--for -1s: a duration to stay on the link cannot be negative") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+}

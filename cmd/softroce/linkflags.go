@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -29,27 +30,123 @@ type linkFlags struct {
 	nodad              bool
 }
 
+// linkFlag defines one link flag. It is the one definition of the link
+// flags: addLinkFlags registers them, splitLinkArgs finds them in a tool's
+// command line and linkSynopsis writes their synopsis from it.
+type linkFlag struct {
+	name string // without dashes
+	arg  string // the argument's placeholder; "" for a flag with no value
+	help string
+	// tool is false for the flags the tool commands do not take from
+	// softroce: -d, which is the tools' own option there.
+	tool bool
+	set  func(f *linkFlags, v string) error
+}
+
+var linkFlagDefs = []linkFlag{
+	{"tap", "NAME", "create (or attach to) the TAP device NAME and put softroce on it", true,
+		func(f *linkFlags, v string) error { f.tap = v; return nil }},
+	{"iface", "NAME", "put softroce on the existing interface NAME (AF_PACKET)", true,
+		func(f *linkFlags, v string) error { f.iface = v; return nil }},
+	{"bridge", "BR", "attach the TAP (or --iface) to the bridge BR", true,
+		func(f *linkFlags, v string) error { f.bridge = v; return nil }},
+	{"ip", "CIDR", "softroce's own address CIDR (IPv4 or IPv6, with or without the prefix length; repeatable); each is a RoCEv2 GID", true,
+		func(f *linkFlags, v string) error {
+			p, err := parsePrefix(v)
+			if err != nil {
+				return err
+			}
+			f.ips = append(f.ips, p)
+			return nil
+		}},
+	{"mac", "MAC", "softroce's own MAC address (default: derived from -d, the link and the addresses)", true,
+		func(f *linkFlags, v string) error { f.mac = v; return nil }},
+	{"mtu", "N", "the link's MTU of N bytes (default: the interface's, 1500 in memory)", true,
+		func(f *linkFlags, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return fmt.Errorf("not a size: %q", v)
+			}
+			f.mtu = n
+			return nil
+		}},
+	{"pcap", "FILE", "write every frame softroce sends or receives to the pcap FILE", true,
+		func(f *linkFlags, v string) error { f.pcap = v; return nil }},
+	{"nodad", "", "skip IPv6 duplicate address detection of the --ip addresses (as ip addr add ... nodad)", true,
+		func(f *linkFlags, v string) error {
+			b, err := strconv.ParseBool(v)
+			f.nodad = b
+			return err
+		}},
+	{"d", "NAME", "the device NAME (default " + node.DefaultName + ")", false,
+		func(f *linkFlags, v string) error { f.dev = v; return nil }},
+}
+
+// linkValue is the flag.Value of a link flag: it sets the field through
+// the definition.
+type linkValue struct {
+	f   *linkFlags
+	def *linkFlag
+	s   string
+}
+
+func (v *linkValue) String() string     { return v.s }
+func (v *linkValue) Set(s string) error { v.s = s; return v.def.set(v.f, s) }
+func (v *linkValue) IsBoolFlag() bool   { return v.def.arg == "" }
+
 // addLinkFlags registers the link flags on fs and returns where they land.
 // Go's flag package accepts both -tap and --tap.
 func addLinkFlags(fs *flag.FlagSet) *linkFlags {
-	f := &linkFlags{}
-	fs.StringVar(&f.tap, "tap", "", "create (or attach to) the TAP device `NAME` and put softroce on it")
-	fs.StringVar(&f.bridge, "bridge", "", "attach the TAP (or --iface) to the bridge `NAME`")
-	fs.StringVar(&f.iface, "iface", "", "put softroce on the existing interface `NAME` (AF_PACKET)")
-	fs.Func("ip", "softroce's own address `CIDR` (IPv4 or IPv6; repeatable); each is a RoCEv2 GID", func(s string) error {
-		p, err := parsePrefix(s)
-		if err != nil {
-			return err
+	f := &linkFlags{dev: node.DefaultName}
+	for i := range linkFlagDefs {
+		d := &linkFlagDefs[i]
+		usage := d.help
+		if d.arg != "" {
+			// Every help text names its argument (a test checks).
+			usage = strings.Replace(usage, d.arg, "`"+d.arg+"`", 1)
 		}
-		f.ips = append(f.ips, p)
-		return nil
-	})
-	fs.StringVar(&f.mac, "mac", "", "softroce's own `MAC` address (default: derived from -d, the link and the addresses)")
-	fs.IntVar(&f.mtu, "mtu", 0, "the link's `MTU` (default: the interface's, 1500 in memory)")
-	fs.StringVar(&f.dev, "d", node.DefaultName, "the device `NAME`")
-	fs.BoolVar(&f.nodad, "nodad", false, "skip IPv6 duplicate address detection of the --ip addresses (as `ip addr add ... nodad`)")
-	fs.StringVar(&f.pcap, "pcap", "", "write every frame softroce sends or receives to the pcap `FILE`")
+		fs.Var(&linkValue{f: f, def: d}, d.name, usage)
+	}
 	return f
+}
+
+// linkSynopsis returns the synopsis of the link flags: those of the tool
+// commands when tool is set (without -d), all of them otherwise. --tap and
+// --iface, which exclude each other, share one bracket.
+func linkSynopsis(tool bool) []string {
+	var out []string
+	for _, d := range linkFlagDefs {
+		if tool && !d.tool {
+			continue
+		}
+		s := "--" + d.name
+		if len(d.name) == 1 {
+			s = "-" + d.name
+		}
+		if d.arg != "" {
+			s += " " + d.arg
+		}
+		if d.name == "iface" && len(out) > 0 && strings.HasPrefix(out[len(out)-1], "[--tap") {
+			out[len(out)-1] = strings.TrimSuffix(out[len(out)-1], "]") + "|" + s + "]"
+			continue
+		}
+		out = append(out, "["+s+"]")
+	}
+	return out
+}
+
+// printLinkFlags writes the tool commands' link flags, one entry each.
+func printLinkFlags(w io.Writer) {
+	for _, d := range linkFlagDefs {
+		if !d.tool {
+			continue
+		}
+		s := "  --" + d.name
+		if d.arg != "" {
+			s += " " + d.arg
+		}
+		fmt.Fprintf(w, "%s\n    \t%s\n", s, d.help)
+	}
 }
 
 // parsePrefix accepts an address with a prefix length, or a bare address
