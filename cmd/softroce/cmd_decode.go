@@ -376,7 +376,7 @@ func b01(v bool) string {
 
 // writeText prints d as one line:
 //
-//	INDEX REL_TIME SRC:SPORT > DST OPCODE qp=0xQPN psn=N a=A se=S m=M pkey=0xPKEY [headers] payload=N pad=N icrc=ok|BAD
+//	INDEX REL_TIME SRC:SPORT > DST OPCODE qp=0xQPN psn=0xPSN a=A se=S m=M pkey=0xPKEY [headers] payload=N pad=N icrc=ok|BAD
 //	INDEX REL_TIME not-roce SUMMARY
 func writeText(w io.Writer, d *decodedFrame) {
 	var s strings.Builder
@@ -392,7 +392,7 @@ func writeText(w io.Writer, d *decodedFrame) {
 		if d.VLAN != nil {
 			fmt.Fprintf(&s, " vlan=%d", *d.VLAN)
 		}
-		fmt.Fprintf(&s, " %s qp=%#06x psn=%d a=%s se=%s m=%s pkey=%#04x", d.OpcodeName, *d.DestQP, *d.PSN,
+		fmt.Fprintf(&s, " %s qp=%#06x psn=0x%06x a=%s se=%s m=%s pkey=%#04x", d.OpcodeName, *d.DestQP, *d.PSN,
 			b01(d.AckReq), b01(d.SE), b01(d.MigReq), *d.PKey)
 		if d.FECN || d.BECN {
 			fmt.Fprintf(&s, " fecn=%s becn=%s", b01(d.FECN), b01(d.BECN))
