@@ -307,7 +307,7 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 			return nil, fmt.Errorf("Couldn't create QP: %w", err)
 		}
 		p.qps = append(p.qps, qp)
-		if err := toInit(qp, p.qpAccess(), perftestQKey); err != nil {
+		if err := toInit(qp, 1, p.qpAccess(), perftestQKey); err != nil {
 			return nil, err
 		}
 		p.local = append(p.local, oob.PerftestDest{OutReads: uint16(cfg.OutReads), QPN: qp.QPNum,

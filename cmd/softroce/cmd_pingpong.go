@@ -104,7 +104,7 @@ func runPingpong(e *env) error {
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	pp, err := workload.NewPingpong(n.Device(), workload.PingpongConfig{Mode: mode, Client: pc.Server != "",
-		Size: pc.Size, Iters: pc.Iters, RxDepth: pc.RxDepth, NumQP: int(pc.NumQP), MTU: pc.MTU, SL: uint8(pc.SL),
+		Size: pc.Size, Iters: pc.Iters, RxDepth: pc.RxDepth, NumQP: int(pc.NumQP), MTU: pc.MTU, SL: uint8(pc.SL), Port: uint32(pc.IBPort),
 		GIDIndex: gidx, Check: pc.Check, Resolve: resolver(n), Seed: uint64(n.MAC()[5]) << 32})
 	if err != nil {
 		return err

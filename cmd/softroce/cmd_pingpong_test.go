@@ -148,3 +148,26 @@ func TestPingpongCommandBadFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestPingpongNoSuchPort: -i names a port the device does not have (rxe
+// has one): the tools fail before the address exchange, ud_pingpong at its
+// port query, the others when ib_modify_qp refuses IB_QP_PORT in the move
+// to INIT; exit 1 and no server listening.
+func TestPingpongNoSuchPort(t *testing.T) {
+	for _, tc := range []struct{ mode, port, want string }{
+		{"rc", "9", "Failed to modify QP to INIT"},
+		{"uc", "2", "Failed to modify QP to INIT"},
+		{"srq", "9", "Failed to modify QP to INIT"},
+		{"ud", "9", "Unable to query port info for port 9"},
+	} {
+		t.Run(tc.mode+"/"+tc.port, func(t *testing.T) {
+			h := pipeNodes(t)
+			h.serverReady = func(net.Addr) { t.Error("the server listened") }
+			var o, e bytes.Buffer
+			code := runWith(h, []string{"pingpong", "--mode", tc.mode, "-i", tc.port, "-p", "0", "-d", "a", "--ip", "10.9.0.1/24"}, &o, &e)
+			if code != 1 || !strings.Contains(e.String(), tc.want) || !strings.Contains(e.String(), "invalid argument") {
+				t.Errorf("exit %d, stderr %q; want 1 and %q", code, e.String(), tc.want)
+			}
+		})
+	}
+}
