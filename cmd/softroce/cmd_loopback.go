@@ -43,6 +43,7 @@ type loopbackOpts struct {
 	gbits                       bool
 	loss, dup, reorder, corrupt float64
 	seed                        uint64
+	seedSet                     bool
 	pcap                        string
 	timeout                     time.Duration
 	qpTimeout                   uint
@@ -86,9 +87,14 @@ func runLoopback(e *env) error {
 	fs.Float64Var(&o.dup, "dup", 0, "fraction `F` of frames duplicated")
 	fs.Float64Var(&o.reorder, "reorder", 0, "fraction `F` of frames held back behind the next one")
 	fs.Float64Var(&o.corrupt, "corrupt", 0, "fraction `F` of frames with one bit flipped (dropped by the ICRC check)")
-	fs.Uint64Var(&o.seed, "seed", 1, "`SEED` of the fault injectors, PSNs, QPNs, keys and buffer contents. "+
+	fs.Func("seed", "`SEED` of the fault injectors, PSNs, keys and buffer contents (default: random; the run prints it). "+
 		"It replays the identities and the data exactly, and the fault decision for the n-th frame; "+
-		"retransmissions follow the real clock, so which frames there are, and the fault counts, vary from run to run")
+		"retransmissions follow the real clock, so which frames there are, and the fault counts, vary from run to run",
+		func(v string) error {
+			n, err := strconv.ParseUint(v, 0, 64)
+			o.seed, o.seedSet = n, true
+			return err
+		})
 	fs.StringVar(&o.pcap, "pcap", "", "write every frame (both directions) to the pcap `FILE`")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up when a wait for a completion lasts `DURATION` (default 10s; 1s for uc and ud with faults)")
 	fs.UintVar(&o.qpTimeout, "qp-timeout", 0, "RC local ACK timeout exponent `N`: 4.096µs·2^N (default 14, 10 with faults)")
@@ -134,6 +140,9 @@ func (o *loopbackOpts) run(stdout io.Writer) (err error) {
 		if o.faulty() {
 			o.qpTimeout = 10 // 4 ms: retries without waiting 67 ms per loss
 		}
+	}
+	if !o.seedSet {
+		o.seed = randomSeed()
 	}
 	cfg := workload.LoopbackConfig{Seed: o.seed}
 	if o.faulty() {
@@ -205,6 +214,7 @@ func (o *loopbackOpts) report(w io.Writer, lb *workload.Loopback, counters [2][]
 			fmt.Fprintln(w, faultLegend)
 		}
 	}
+	fmt.Fprintf(w, "seed %#x (--seed %#x replays the PSNs, keys, data and fault decisions)\n", o.seed, o.seed)
 	if o.pcap != "" {
 		n, err := lb.Captured()
 		if err != nil {

@@ -92,7 +92,7 @@ func runPingpong(e *env) error {
 	if pc.ODP || pc.ImplicitOD || pc.Prefetch || pc.Timestamps || pc.DM || pc.NewSend {
 		return fmt.Errorf("-o -O -P -t -j -N are not supported by softroce: %w", unix.EOPNOTSUPP)
 	}
-	n, err := e.toolNode("pingpong", linkArgs, pc.IBDev)
+	n, seed, err := e.toolNode("pingpong", linkArgs, pc.IBDev)
 	if err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func runPingpong(e *env) error {
 	defer w.Flush()
 	pp, err := workload.NewPingpong(n.Device(), workload.PingpongConfig{Mode: mode, Client: pc.Server != "",
 		Size: pc.Size, Iters: pc.Iters, RxDepth: pc.RxDepth, NumQP: int(pc.NumQP), MTU: pc.MTU, SL: uint8(pc.SL), Port: uint32(pc.IBPort),
-		GIDIndex: gidx, Check: pc.Check, Resolve: resolver(n), Seed: uint64(n.MAC()[5]) << 32})
+		GIDIndex: gidx, Check: pc.Check, Resolve: resolver(n), Seed: seedFor(seed, "pingpong")})
 	if err != nil {
 		return err
 	}

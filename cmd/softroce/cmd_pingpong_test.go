@@ -171,3 +171,39 @@ func TestPingpongNoSuchPort(t *testing.T) {
 		})
 	}
 }
+
+// TestPingpongSeed: without --seed each run draws its PSNs at random, as
+// the tools do (srand48(getpid() * time(NULL))), so two runs differ; with
+// --seed a run replays exactly, and --print-seed says the seed on stderr.
+func TestPingpongSeed(t *testing.T) {
+	psns := func(extra ...string) (server, client string, sv, cl cmdResult) {
+		t.Helper()
+		h := pipeNodes(t)
+		common := append([]string{"pingpong", "--mode", "rc", "-p", port, "-n", "5"}, extra...)
+		sv, cl = runPair(t, h,
+			append(append([]string{}, common...), "-d", "b", "--ip", "10.9.0.2/24"),
+			append(append([]string{}, common...), "-d", "a", "--ip=10.9.0.1/24", "127.0.0.1"))
+		if sv.code != 0 || cl.code != 0 {
+			t.Fatalf("exit %d %d\n%s%s\n%s%s", sv.code, cl.code, sv.out, sv.errout, cl.out, cl.errout)
+		}
+		psn := regexp.MustCompile(`local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN (0x[0-9a-f]{6})`)
+		ms, mc := psn.FindStringSubmatch(sv.out), psn.FindStringSubmatch(cl.out)
+		if ms == nil || mc == nil {
+			t.Fatalf("no PSN in\n%s\n%s", sv.out, cl.out)
+		}
+		return ms[1], mc[1], sv, cl
+	}
+	s1, c1, _, _ := psns()
+	s2, c2, _, _ := psns()
+	if s1 == s2 || c1 == c2 {
+		t.Errorf("two runs without --seed: server PSNs %s %s, client PSNs %s %s; want them to differ", s1, s2, c1, c2)
+	}
+	s1, c1, sv, _ := psns("--seed", "7", "--print-seed")
+	s2, c2, _, _ = psns("--seed=7")
+	if s1 != s2 || c1 != c2 {
+		t.Errorf("two runs with --seed 7: server PSNs %s %s, client PSNs %s %s; want them equal", s1, s2, c1, c2)
+	}
+	if sv.errout != "softroce: seed 0x7\n" {
+		t.Errorf("--print-seed: stderr %q", sv.errout)
+	}
+}

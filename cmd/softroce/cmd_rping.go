@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"time"
 
 	"github.com/softroce/softroce/node"
 	"github.com/softroce/softroce/rdmacm"
@@ -57,12 +56,12 @@ func runRping(e *env) error {
 		}
 		return &exitError{code: int(unix.EINVAL)}
 	}
-	n, err := e.toolNode("rping", linkArgs, o.Dev)
+	n, seed, err := e.toolNode("rping", linkArgs, o.Dev)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
-	cm, err := rdmacm.New(rdmacm.Config{Dev: n.Device(), Seed: uint64(time.Now().UnixNano()),
+	cm, err := rdmacm.New(rdmacm.Config{Dev: n.Device(), Seed: seedFor(seed, "rdmacm"),
 		Resolve: func(ctx context.Context, ip netip.Addr) ([6]byte, error) {
 			ctx, cancel := context.WithTimeout(ctx, 2*node.ResolveTimeout)
 			defer cancel()

@@ -1,18 +1,24 @@
 package main
 
 import (
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/host"
 	"github.com/softroce/softroce/node"
 )
 
@@ -28,6 +34,9 @@ type linkFlags struct {
 	dev                string
 	pcap               string
 	nodad              bool
+	seed               uint64
+	seedSet            bool // --seed given: replay
+	printSeed          bool
 }
 
 // linkFlag defines one link flag. It is the one definition of the link
@@ -76,6 +85,19 @@ var linkFlagDefs = []linkFlag{
 		func(f *linkFlags, v string) error {
 			b, err := strconv.ParseBool(v)
 			f.nodad = b
+			return err
+		}},
+	{"seed", "N", "replay a run: N seeds the starting PSNs, the key bytes, the CM's IDs and the host's nonces " +
+		"(default: a random seed, as the real stack draws these at random; --print-seed shows it)", true,
+		func(f *linkFlags, v string) error {
+			n, err := strconv.ParseUint(v, 0, 64)
+			f.seed, f.seedSet = n, true
+			return err
+		}},
+	{"print-seed", "", "print the run's seed on stderr (softroce: seed N), to replay it with --seed", true,
+		func(f *linkFlags, v string) error {
+			b, err := strconv.ParseBool(v)
+			f.printSeed = b
 			return err
 		}},
 	{"d", "NAME", "the device NAME (default " + node.DefaultName + ")", false,
@@ -171,6 +193,8 @@ func parsePrefix(s string) (netip.Prefix, error) {
 // derived from the device name, the link and the addresses, so that one
 // command line always gives the same MAC (and GUID) and two softroce
 // processes on one bridge with different addresses get different ones.
+// The seed of everything a peer should not predict (PSNs, keys, IDs,
+// nonces) is --seed, or else drawn at random (and kept in f.seed).
 func (f *linkFlags) config() (node.Config, error) {
 	if f.tap != "" && f.iface != "" {
 		return node.Config{}, fmt.Errorf("--tap and --iface are exclusive")
@@ -182,7 +206,11 @@ func (f *linkFlags) config() (node.Config, error) {
 		MTU: f.mtu, PcapPath: f.pcap, NoDAD: f.nodad}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s|%s|%s|%v", f.dev, f.tap, f.iface, f.ips)
-	cfg.Seed = h.Sum64()
+	cfg.MAC = host.RandomMAC(rand.New(rand.NewPCG(h.Sum64(), 0x736f6674726f6365)))
+	if !f.seedSet {
+		f.seed, f.seedSet = randomSeed(), true
+	}
+	cfg.Seed = f.seed
 	if f.mac != "" {
 		mac, err := net.ParseMAC(f.mac)
 		if err != nil || len(mac) != 6 {
@@ -221,4 +249,22 @@ func (f *linkFlags) open(stderr io.Writer) (*node.Node, error) {
 		fmt.Fprintln(stderr, "softroce: duplicate address detection failed: another node on the link holds the address; pick another --ip (or --nodad to skip the check)")
 	}
 	return n, err
+}
+
+// randomSeed returns a seed no peer can predict, as the tools seed lrand48
+// from the pid and the time and rxe draws its key bytes at random.
+func randomSeed() uint64 {
+	var b [8]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return uint64(time.Now().UnixNano()) ^ uint64(os.Getpid())<<32
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// seedFor derives the seed of one use (PSNs of a workload, the CM) from
+// the run's seed, so that the uses draw different streams.
+func seedFor(seed uint64, use string) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d|%s", seed, use)
+	return h.Sum64()
 }

@@ -71,17 +71,25 @@ func (e *env) openNode(lf *linkFlags) (*node.Node, error) {
 }
 
 // toolNode parses the link flags for tool command c and opens the node;
-// dev (the tool's -d) names the device when set.
-func (e *env) toolNode(c string, linkArgs []string, dev string) (*node.Node, error) {
+// dev (the tool's -d) names the device when set. It returns the run's
+// seed (--seed, or a random one), printed on stderr with --print-seed.
+func (e *env) toolNode(c string, linkArgs []string, dev string) (*node.Node, uint64, error) {
 	fs := newFlagSet(e, c)
 	lf := addLinkFlags(fs)
 	if _, err := parseFlags(fs, linkArgs); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if dev != "" {
 		lf.dev = dev
 	}
-	return e.openNode(lf)
+	if !lf.seedSet {
+		lf.seed, lf.seedSet = randomSeed(), true
+	}
+	if lf.printSeed {
+		fmt.Fprintf(e.stderr, "softroce: seed %#x\n", lf.seed)
+	}
+	n, err := e.openNode(lf)
+	return n, lf.seed, err
 }
 
 // gidIndex returns the GID index a tool uses: the one given (-g, -x), or,
