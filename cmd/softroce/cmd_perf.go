@@ -216,16 +216,9 @@ func runPerf(e *env) error {
 	w.WriteString(oob.PerftestResultLine)
 	// The read_lat and atomic_lat servers only serve: after the addresses
 	// they close the connection and print nothing more (no header, no row).
-	idle := !client && (test == oob.PerftestReadLat || test == oob.PerftestAtomicLat)
-	switch {
-	case test.IsBW():
-		w.WriteString(oob.FormatPerftestBWHeader(pc.ReportGbits))
-	case idle:
-	case pc.Duration > 0:
-		w.WriteString(oob.FormatPerftestLatDurationHeader())
-	default:
-		w.WriteString(oob.FormatPerftestLatHeader())
-	}
+	run := oob.PerftestRun{Test: test, Client: client, Bidirectional: pc.Bidirectional, Duration: pc.Duration > 0,
+		AllSizes: len(sizes) > 1}
+	w.WriteString(oob.FormatPerftestResultHeader(run, pc.ReportGbits))
 	w.Flush()
 	var res workload.PerfResult
 	for _, size := range sizes {
@@ -244,28 +237,8 @@ func runPerf(e *env) error {
 	if !oob.PerftestFlowFor(params).Close {
 		awaitPeerExit(conn, fc.Timeout)
 	}
-	switch {
-	case test.IsBW() && pc.Bidirectional && test.Verb() == oob.VerbSend && pc.Duration > 0:
-		// send_bw -b -D: no report exchange, the row of this side's
-		// sends and receives.
-		w.WriteString(oob.FormatPerftestBWReport(res.BW))
-	case test.IsBW() && pc.Bidirectional:
-		// This side's size and count, both sides' rates.
-		w.WriteString(oob.FormatPerftestBWReport(res.BW.Plus(rem)))
-	case test.IsBW() && client && len(sizes) == 1, test.IsBW() && res.Measured && !client:
-		// The client's own row; the send_bw server measured its own.
-		w.WriteString(oob.FormatPerftestBWReport(res.BW))
-	case test.IsBW() && !client:
-		// The idle server prints the client's report.
-		w.WriteString(oob.FormatPerftestBWReport(rem))
-	case !test.IsBW() && res.Measured && pc.Duration > 0:
-		w.WriteString(oob.FormatPerftestLatDurationReport(res.LatDuration))
-	case !test.IsBW() && res.Measured:
-		w.WriteString(oob.FormatPerftestLatReport(res.Lat))
-	}
-	if !idle {
-		w.WriteString(oob.PerftestResultLine)
-	}
+	run.Measured, run.BW, run.Remote, run.Lat, run.LatDuration = res.Measured, res.BW, rem, res.Lat, res.LatDuration
+	w.WriteString(oob.FormatPerftestResult(run))
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -35,7 +36,7 @@ func pipeNodes(t *testing.T) hooks {
 		}
 		cfg.Link = l
 		cfg.MTU = 0
-		return node.New(cfg)
+		return node.New(context.Background(), cfg)
 	}}
 }
 

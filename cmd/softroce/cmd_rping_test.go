@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -84,9 +85,9 @@ func TestRpingReject(t *testing.T) {
 			return nil, err
 		}
 		cfg.Link, cfg.MTU = ea, 0
-		return node.New(cfg)
+		return node.New(context.Background(), cfg)
 	}}
-	peer, err := node.New(node.Config{Link: eb, MAC: net.HardwareAddr{2, 0, 0, 0, 0x99, 0x99}, Addrs: []netip.Prefix{netip.MustParsePrefix("10.9.0.2/24")}})
+	peer, err := node.New(context.Background(), node.Config{Link: eb, MAC: net.HardwareAddr{2, 0, 0, 0, 0x99, 0x99}, Addrs: []netip.Prefix{netip.MustParsePrefix("10.9.0.2/24")}})
 	if err != nil {
 		t.Fatal(err)
 	}

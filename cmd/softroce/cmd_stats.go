@@ -80,7 +80,7 @@ func runStats(e *env) error {
 		fmt.Fprintf(stderr, "softroce stats: --for %v: a duration to stay on the link cannot be negative\n", *dur)
 		return errUsage
 	}
-	n, err := lf.open(stderr)
+	n, err := e.openNode(lf)
 	if err != nil {
 		return err
 	}

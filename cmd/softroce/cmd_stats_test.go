@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"net/netip"
@@ -124,7 +125,7 @@ func TestStatsCountDrops(t *testing.T) {
 	mine, peer := link.Pipe()
 	defer peer.Close()
 	ip := netip.MustParseAddr("10.0.0.1")
-	n, err := node.New(node.Config{Name: "softroce0", Link: mine, NoDAD: true, Addrs: []netip.Prefix{netip.PrefixFrom(ip, 24)}})
+	n, err := node.New(context.Background(), node.Config{Name: "softroce0", Link: mine, NoDAD: true, Addrs: []netip.Prefix{netip.PrefixFrom(ip, 24)}})
 	if err != nil {
 		t.Fatal(err)
 	}

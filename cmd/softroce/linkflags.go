@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -189,7 +190,8 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// config turns the flags into a node.Config. Without --mac the MAC is
+// config turns the flags into a node.Config, without the link (open opens
+// it). Without --mac the MAC is
 // derived from the device name, the link and the addresses, so that one
 // command line always gives the same MAC (and GUID) and two softroce
 // processes on one bridge with different addresses get different ones.
@@ -202,8 +204,10 @@ func (f *linkFlags) config() (node.Config, error) {
 	if f.bridge != "" && f.tap == "" && f.iface == "" {
 		return node.Config{}, fmt.Errorf("--bridge needs --tap or --iface")
 	}
-	cfg := node.Config{Name: f.dev, TAP: f.tap, Iface: f.iface, Bridge: f.bridge, Addrs: f.ips,
-		MTU: f.mtu, PcapPath: f.pcap, NoDAD: f.nodad}
+	cfg := node.Config{Name: f.dev, Addrs: f.ips, PcapPath: f.pcap, NoDAD: f.nodad}
+	if f.tap == "" && f.iface == "" {
+		cfg.MTU = f.mtu // the in-memory link's; a TAP's is set when open opens it
+	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s|%s|%s|%v", f.dev, f.tap, f.iface, f.ips)
 	cfg.MAC = host.RandomMAC(rand.New(rand.NewPCG(h.Sum64(), 0x736f6674726f6365)))
@@ -227,7 +231,7 @@ func (f *linkFlags) config() (node.Config, error) {
 //
 //	lf := addLinkFlags(fs)
 //	... parseFlags(fs, args) ...
-//	n, err := lf.open(stderr)
+//	n, err := lf.open(ctx, stderr)
 //	defer n.Close()
 //	dev := n.Device()
 //
@@ -236,13 +240,22 @@ func (f *linkFlags) config() (node.Config, error) {
 //
 // A flag combination that makes no sense is reported on stderr and returns
 // errUsage (exit status 2).
-func (f *linkFlags) open(stderr io.Writer) (*node.Node, error) {
+func (f *linkFlags) open(ctx context.Context, stderr io.Writer) (*node.Node, error) {
 	cfg, err := f.config()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, errUsage
 	}
-	n, err := node.New(cfg)
+	switch {
+	case f.tap != "":
+		cfg.Link, err = node.OpenTAP(f.tap, f.bridge, f.mtu)
+	case f.iface != "":
+		cfg.Link, err = node.OpenPacket(f.iface, f.bridge, f.mtu)
+	}
+	if err != nil {
+		return nil, err
+	}
+	n, err := node.New(ctx, cfg)
 	if errors.Is(err, unix.EADDRINUSE) {
 		// The address is someone else's: say so plainly, as the kernel
 		// logs "IPv6 duplicate address ... detected!".

@@ -11,6 +11,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,7 +49,17 @@ type command struct {
 type env struct {
 	args           []string // after the command name
 	stdout, stderr io.Writer
+	ctx            context.Context // nil: context.Background()
 	hooks
+}
+
+// context returns the command's context: it bounds the waits of setting
+// up (the node's duplicate address detection).
+func (e *env) context() context.Context {
+	if e.ctx == nil {
+		return context.Background()
+	}
+	return e.ctx
 }
 
 // hooks are the points where a test replaces what the command would do on

@@ -67,7 +67,7 @@ func (e *env) openNode(lf *linkFlags) (*node.Node, error) {
 	if e.hooks.openNode != nil {
 		return e.hooks.openNode(lf, e.stderr)
 	}
-	return lf.open(e.stderr)
+	return lf.open(e.context(), e.stderr)
 }
 
 // toolNode parses the link flags for tool command c and opens the node;
