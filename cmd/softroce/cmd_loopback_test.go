@@ -83,6 +83,9 @@ func TestLoopback(t *testing.T) {
 			if !strings.Contains(out, "data check: ok") {
 				t.Errorf("no data check line in\n%s", out)
 			}
+			if strings.Contains(strings.Join(tc.args, " "), "send_") && !strings.Contains(out, "data check: ok (every message received equals the one sent") {
+				t.Errorf("a send test checked less than every message:\n%s", out)
+			}
 			var rows int
 			switch {
 			case ppRes.MatchString(out):
