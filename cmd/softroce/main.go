@@ -1,8 +1,9 @@
 // Command softroce is a userspace Soft-RoCE (RoCEv2) emulator and the tools
-// around it: the real tools' workloads (pingpong, perf, rping) from an
-// emulated HCA on a real segment, in-process loopback runs with injected
-// faults, the device's attributes and counters, a QP state-machine
-// explainer, a RoCEv2 capture decoder and a benchmark.
+// around it: the real tools' workloads from an emulated HCA on a real
+// segment (pingpong, perf, rping), in-process runs with injected faults
+// (loopback), the device's attributes and counters (devinfo, stats), the
+// QP state machine (explain, dot), a RoCEv2 capture decoder (decode) and
+// a benchmark (bench).
 //
 // Each subcommand lives in its own file (cmd_NAME.go) and registers itself
 // with register, so the list printed by "softroce help" is the list of files.
