@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"strings"
 
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/workload"
@@ -33,6 +34,10 @@ func init() {
 // -o -O -P -t -j -N (ODP, timestamps, device memory, new send API) are
 // refused.
 
+// modeFlag is pingpong's own long flag, taken out of the command line as
+// the link flags are.
+var modeFlag = linkFlag{name: "mode", arg: "MODE", help: "the tool: rc, uc, ud or srq (ibv_MODE_pingpong; default rc)", tool: true}
+
 // pingpongSynopsis is the synopsis of "softroce pingpong --mode m",
 // derived from the link flags' definitions and the tool's option table.
 func pingpongSynopsis(m oob.PingpongMode) []string {
@@ -48,7 +53,7 @@ func pingpongHelp(e *env) {
 	for m := oob.PingpongRC; m <= oob.PingpongSRQ; m++ {
 		fmt.Fprintf(w, "%s\n\n", wrapWords(append([]string{"usage:", "softroce", "pingpong"}, pingpongSynopsis(m)...), 80, "\t"))
 	}
-	fmt.Fprintf(w, "%s\n\nlink flags:\n", commands["pingpong"].summary)
+	fmt.Fprintf(w, "%s\n\n  --%s %s\n    \t%s\n\nlink flags:\n", commands["pingpong"].summary, modeFlag.name, modeFlag.arg, modeFlag.help)
 	printLinkFlags(w)
 	fmt.Fprint(w, `
 The tool's options are those of rdma-core's ibv_*_pingpong (see its man
@@ -60,24 +65,24 @@ used. With SERVER this side is the client. -o -O -P -t -j -N are refused.
 func runPingpong(e *env) error {
 	args, stdout, stderr := e.args, e.stdout, e.stderr
 	mode := oob.PingpongRC
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--mode" && i+1 < len(args):
-			i++
-			a = "--mode=" + args[i]
-			fallthrough
-		case len(a) > 7 && a[:7] == "--mode=":
-			m, err := oob.ParsePingpongMode(a[7:])
-			if err != nil {
-				fmt.Fprintf(stderr, "softroce pingpong: --mode %q: rc, uc, ud or srq\n", a[7:])
-				return errUsage
-			}
-			mode = m
-		default:
-			rest = append(rest, a)
+	modeArgs, rest, err := splitLongFlags(args, func(name string) *linkFlag {
+		if name == "mode" {
+			return &modeFlag
 		}
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "softroce pingpong:", err)
+		return errUsage
+	}
+	for _, a := range modeArgs {
+		v := strings.TrimPrefix(a, "--mode=")
+		m, err := oob.ParsePingpongMode(v)
+		if err != nil {
+			fmt.Fprintf(stderr, "softroce pingpong: --mode %q: rc, uc, ud or srq\n", v)
+			return errUsage
+		}
+		mode = m
 	}
 	linkArgs, toolArgs, err := splitLinkArgs(rest)
 	if err != nil {

@@ -23,6 +23,13 @@ import (
 // splitLinkArgs separates the link flags (returned in Go flag syntax) from
 // the tool's arguments. Everything after "--" belongs to the tool.
 func splitLinkArgs(args []string) (linkArgs, rest []string, err error) {
+	return splitLongFlags(args, toolLinkFlag)
+}
+
+// splitLongFlags separates the long flags that find knows (returned as
+// --name=value) from the other arguments; everything after "--" is left
+// to the tool.
+func splitLongFlags(args []string, find func(name string) *linkFlag) (flags, rest []string, err error) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -30,7 +37,7 @@ func splitLinkArgs(args []string) (linkArgs, rest []string, err error) {
 			break
 		}
 		name, val, hasVal := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		d := toolLinkFlag(name)
+		d := find(name)
 		if !strings.HasPrefix(a, "--") || d == nil {
 			rest = append(rest, a)
 			continue
@@ -45,9 +52,9 @@ func splitLinkArgs(args []string) (linkArgs, rest []string, err error) {
 			i++
 			val = args[i]
 		}
-		linkArgs = append(linkArgs, "--"+name+"="+val)
+		flags = append(flags, "--"+name+"="+val)
 	}
-	return linkArgs, rest, nil
+	return flags, rest, nil
 }
 
 // toolLinkFlag returns the definition of the tool commands' link flag
