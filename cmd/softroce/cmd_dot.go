@@ -23,7 +23,7 @@ func init() {
 func runDot(e *env) error {
 	args, stdout, stderr := e.args, e.stdout, e.stderr
 	fs := newFlagSet(e, "dot")
-	typeName := fs.String("type", "RC", "QP type to draw (RC, UC, UD, ...), or all for every type")
+	typeName := fs.String("type", "RC", "the QP type `TYPE` to draw (RC, UC, UD, ...), or all for every type")
 	operands, err := parseFlags(fs, args)
 	if err != nil {
 		return err

@@ -25,7 +25,7 @@ func init() {
 func runExplain(e *env) error {
 	args, stdout, stderr := e.args, e.stdout, e.stderr
 	fs := newFlagSet(e, "explain")
-	typeName := fs.String("type", "RC", "QP type: RC, UC, UD, GSI, SMI, RAW_PACKET, XRC_INI, XRC_TGT, ... (kernel names too)")
+	typeName := fs.String("type", "RC", "the QP type `TYPE`: RC, UC, UD, GSI, SMI, RAW_PACKET, XRC_INI, XRC_TGT, ... (kernel names too)")
 	flagUsage := fs.Usage
 	fs.Usage = func() {
 		flagUsage()
