@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"testing"
@@ -52,7 +53,7 @@ func udpNodeIn(t *testing.T, ns *testenv.NetNS, name string, addrs []netip.Addr)
 		if err != nil {
 			return err
 		}
-		n, err = New(Config{Name: name, Link: l, Seed: uint64(len(name))})
+		n, err = New(context.Background(), Config{Name: name, Link: l, Seed: uint64(len(name))})
 		return err
 	})
 	if err != nil {
