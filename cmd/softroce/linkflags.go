@@ -156,7 +156,7 @@ func linkSynopsis(tool bool) []string {
 		if d.arg != "" {
 			s += " " + d.arg
 		}
-		if d.name == "iface" && len(out) > 0 && strings.HasPrefix(out[len(out)-1], "[--tap") {
+		if (d.name == "iface" || d.name == "udp") && len(out) > 0 && strings.HasPrefix(out[len(out)-1], "[--tap") {
 			out[len(out)-1] = strings.TrimSuffix(out[len(out)-1], "]") + "|" + s + "]"
 			continue
 		}

@@ -36,6 +36,13 @@ type Link struct {
 	txMsgs  []mmsghdr
 	txErrs  atomic.Uint64
 	txCount atomic.Uint64
+	// The sendmmsg call of send, made once so that sending allocates
+	// nothing: it sends txMsgs[sendFrom:sendTo] and leaves the count or
+	// the errno in sendN and sendErrno. wmu held.
+	sendFn           func(fd uintptr) bool
+	sendFrom, sendTo int
+	sendN            int
+	sendErrno        syscall.Errno
 
 	rxCount, unverifiable, rxDropped atomic.Uint64
 }
@@ -102,6 +109,15 @@ func Open(cfg *Config) (*Link, error) {
 		l.tx[i].scratch = make([]byte, l.mtu+64)
 	}
 	l.txMsgs = make([]mmsghdr, l.batch)
+	l.sendFn = func(fd uintptr) bool {
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&l.txMsgs[l.sendFrom])),
+			uintptr(l.sendTo-l.sendFrom), 0, 0, 0)
+		if e == unix.EAGAIN || e == unix.EINTR {
+			return false
+		}
+		l.sendN, l.sendErrno = int(r), e
+		return true
+	}
 
 	fail := func(err error) (*Link, error) {
 		for _, s := range l.socks {
@@ -213,6 +229,17 @@ func (l *Link) readLoop(s *sock) {
 	iovs := make([]unix.Iovec, n)
 	names := make([][unix.SizeofSockaddrInet6]byte, n)
 	oobs := make([][128]byte, n)
+	var got int
+	var errno syscall.Errno
+	recv := func(fd uintptr) bool {
+		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&msgs[0])), uintptr(n),
+			unix.MSG_DONTWAIT, 0, 0)
+		if e == unix.EAGAIN || e == unix.EINTR {
+			return false
+		}
+		got, errno = int(r), e
+		return true
+	}
 	for {
 		for i := range n {
 			if bufs[i] == nil {
@@ -230,18 +257,7 @@ func (l *Link) readLoop(s *sock) {
 			h.Control = &oobs[i][0]
 			h.SetControllen(len(oobs[i]))
 		}
-		var got int
-		var errno syscall.Errno
-		err := s.rc.Read(func(fd uintptr) bool {
-			r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&msgs[0])), uintptr(n),
-				unix.MSG_DONTWAIT, 0, 0)
-			if e == unix.EAGAIN || e == unix.EINTR {
-				return false
-			}
-			got, errno = int(r), e
-			return true
-		})
-		if err != nil {
+		if err := s.rc.Read(recv); err != nil {
 			return // closed
 		}
 		if errno != 0 {
@@ -488,16 +504,9 @@ func (l *Link) send(m int) {
 			j++
 		}
 		for i < j {
-			var sent int
-			var errno syscall.Errno
-			err := s.rc.Write(func(fd uintptr) bool {
-				r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&l.txMsgs[i])), uintptr(j-i), 0, 0, 0)
-				if e == unix.EAGAIN || e == unix.EINTR {
-					return false
-				}
-				sent, errno = int(r), e
-				return true
-			})
+			l.sendFrom, l.sendTo = i, j
+			err := s.rc.Write(l.sendFn)
+			sent, errno := l.sendN, l.sendErrno
 			if err != nil { // closed
 				l.txErrs.Add(uint64(m - i))
 				return

@@ -335,3 +335,22 @@ func TestOversizedFrameIsRefusedWithEMSGSIZE(t *testing.T) {
 		t.Errorf("WritePackets = %d, %v; want 1, EMSGSIZE", n, err)
 	}
 }
+
+// TestSendAndReceiveDoNotAllocate: in the steady state a batch written or
+// read costs no allocation (the send path's scratch space and syscall
+// closure are the link's, the receive buffers are pooled).
+func TestSendAndReceiveDoNotAllocate(t *testing.T) {
+	p := newPair(t)
+	la := p.open(t, 0, &Config{Addrs: []netip.Addr{p.v4[0]}})
+	lb := p.open(t, 1, &Config{Addrs: []netip.Addr{p.v4[1]}})
+	out := [][]byte{frame(t, p.v4[0], p.v4[1], 0, 64, make([]byte, 1024))}
+	bufs, sizes := [][]byte{make([]byte, 2048)}, []int{0}
+	la.WritePackets(out)
+	read(t, lb) // warm: the peer's neighbour entry, the pool
+	if w := testing.AllocsPerRun(100, func() { la.WritePackets(out) }); w != 0 {
+		t.Errorf("WritePackets: %v allocations per call, want 0", w)
+	}
+	if r := testing.AllocsPerRun(100, func() { lb.ReadPackets(bufs, sizes) }); r != 0 {
+		t.Errorf("ReadPackets: %v allocations per call, want 0", r)
+	}
+}
