@@ -182,3 +182,39 @@ func TestStatsCountsUnverifiableICRC(t *testing.T) {
 		t.Errorf("after one datagram with a bad ICRC: %v\n%s", vals, out.String())
 	}
 }
+
+// TestRpingOverUDPUnprivileged: rping's RDMA CM connection (REQ, REP, RTU
+// on QP1, then the RC exchange) between two unprivileged softroce
+// processes in two namespaces over --udp, the data checked by -v output
+// on both sides.
+func TestRpingOverUDPUnprivileged(t *testing.T) {
+	na, nb := testenv.NewNetNS(t), testenv.NewNetNS(t)
+	bin := softrocePath(t)
+	na.Run(t, "ip", "link", "add", "ve0", "type", "veth", "peer", "name", "ve1", "netns", nb.Name)
+	na.Run(t, "ip", "addr", "add", "10.86.0.1/24", "dev", "ve0")
+	na.Run(t, "ip", "link", "set", "ve0", "up")
+	nb.Run(t, "ip", "addr", "add", "10.86.0.2/24", "dev", "ve1")
+	nb.Run(t, "ip", "link", "set", "ve1", "up")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := exec.CommandContext(ctx, "ip", append(unprivileged(t, nb, bin), "rping", "-s", "-v", "-C", "3", "--udp", "--ip", "10.86.0.2")...)
+	var sout bytes.Buffer
+	srv.Stdout, srv.Stderr = &sout, &sout
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the server listens
+	cout, err := exec.CommandContext(ctx, "ip", append(unprivileged(t, na, bin),
+		"rping", "-c", "-a", "10.86.0.2", "-v", "-C", "3", "--udp", "--ip", "10.86.0.1")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("client: %v\n%s", err, cout)
+	}
+	if err := srv.Wait(); err != nil {
+		t.Fatalf("server: %v\n%s", err, sout.String())
+	}
+	for i := range 3 {
+		if !strings.Contains(string(cout), rpingData("", i)) || !strings.Contains(sout.String(), rpingData("server ", i)) {
+			t.Errorf("ping %d missing:\nclient:\n%s\nserver:\n%s", i, cout, sout.String())
+		}
+	}
+}
