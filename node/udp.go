@@ -25,8 +25,9 @@ import (
 // A node on a UDP link has no host stack: the kernel does IP, ARP and ND
 // and routing. Its GID table holds the default GID (from the MAC) and
 // one RoCEv2 GID per bound address, or, bound to the wildcard addresses,
-// per address of the host (IPv6 link-local ones excepted, which need a
-// scope a GID cannot carry), following `ip addr add` and `ip addr del`
+// per address of the host (loopback addresses excepted, as rxe sits on
+// a netdev and not on lo, and IPv6 link-local ones, which need a scope a
+// GID cannot carry), following `ip addr add` and `ip addr del`
 // as rxe follows its netdev's. Node.Host is nil and Node.AddAddr fails
 // with EOPNOTSUPP: the kernel owns the addresses.
 func OpenUDP(addrs []netip.Addr, mtu int) (link.Link, error) {
@@ -58,7 +59,7 @@ func (u *udpNode) current() []netip.Addr {
 // changed.
 func (u *udpNode) update(a netip.Addr, add bool) bool {
 	a = a.Unmap()
-	if a.IsLinkLocalUnicast() && a.Is6() || a.IsMulticast() || a.IsUnspecified() {
+	if a.IsLinkLocalUnicast() && a.Is6() || a.IsLoopback() || a.IsMulticast() || a.IsUnspecified() {
 		return false
 	}
 	u.mu.Lock()

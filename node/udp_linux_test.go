@@ -116,6 +116,9 @@ func TestUDPNodeGIDsFollowTheHostsAddresses(t *testing.T) {
 	if _, err := b.GID(udpB); err != nil {
 		t.Errorf("wildcard node: GID of %v: %v", udpB, err)
 	}
+	if _, err := b.GID(netip.MustParseAddr("127.0.0.1")); err == nil {
+		t.Error("wildcard node has a GID for the loopback address")
+	}
 	waitGID := func(ip netip.Addr, want bool) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
