@@ -7,6 +7,10 @@
 //	             └─ RoCEv2 frames (UDP 4791 to its addresses)
 //	                  └─ emu/rxe device (the emulated HCA)
 //
+// On a UDP link (OpenUDP, package link/udp) the kernel is the IP host: the
+// device sits on the link directly, without a host.Host, and its GIDs
+// follow the addresses the link binds (see OpenUDP).
+//
 // It mirrors `rdma link add softroce0 type rxe netdev DEV` on a machine
 // whose netdev DEV holds the node's MAC and addresses: the Host plays the
 // kernel's IP stack and netdev, the device is rxe on top of it. As with rxe,
