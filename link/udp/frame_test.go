@@ -16,7 +16,7 @@ func builtFrame(t *testing.T, src, dst netip.Addr, payload []byte) []byte {
 	t.Helper()
 	b := make([]byte, 2048)
 	n, err := wire.Build(b, &wire.Frame{Src: src, Dst: dst, TrafficClass: 0x2e, HopLimit: 17, IPID: 0x4242, SrcPort: 0xd00d,
-		BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, DestQP: 0x12, PSN: 99, PKey: 0xffff},
+		BTH:  wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, DestQP: 0x12, PSN: 99, PKey: 0xffff},
 		RETH: wire.RETHFields{VA: 0x1000, RKey: 0x77, DMALen: uint32(len(payload))}, Payload: payload})
 	if err != nil {
 		t.Fatal(err)
