@@ -147,12 +147,21 @@ func prepare(scratch, frame []byte, sport uint16, mtu int) ([]byte, txMeta, erro
 	if len(b) < l4+wire.UDPSize {
 		return nil, m, errNotRoCE
 	}
+	// The kernel writes the IP length from the UDP datagram: a frame
+	// whose IP length says otherwise has an ICRC no datagram can carry.
+	ulen := int(binary.BigEndian.Uint16(b[l4+4:]))
+	iplen := int(binary.BigEndian.Uint16(b[l3+2:]))
+	if etype == wire.EtherTypeIPv6 {
+		iplen = int(binary.BigEndian.Uint16(b[l3+4:]))
+	}
+	if iplen != l4-l3+ulen && etype == wire.EtherTypeIPv4 || iplen != ulen && etype == wire.EtherTypeIPv6 {
+		return nil, m, errNotRoCE
+	}
 	binary.BigEndian.PutUint16(b[l4:], sport)
 	m.dport = binary.BigEndian.Uint16(b[l4+2:])
 	if err := wire.SealICRC(b, l3); err != nil {
 		return nil, m, fmt.Errorf("%w: %w", errNotRoCE, err)
 	}
-	ulen := int(binary.BigEndian.Uint16(b[l4+4:]))
 	return b[l4+wire.UDPSize : l4+ulen], m, nil
 }
 
