@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/clock"
+	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
@@ -142,7 +143,10 @@ func testPerfDuration(t *testing.T, tests []oob.PerftestTest) {
 				waitPending(t, clk, len(sides))
 				time.Sleep(5 * time.Millisecond) // uncounted traffic
 				clk.Advance(margin)              // SAMPLE
-				time.Sleep(20 * time.Millisecond)
+				// Let traffic flow in the window until both devices have
+				// sent a few dozen packets more: a fixed sleep measured
+				// nothing on a loaded machine.
+				waitSent(t, lb, 64)
 				clk.Advance(window) // STOP_SAMPLE
 				time.Sleep(5 * time.Millisecond)
 				clk.Advance(margin) // END
@@ -176,6 +180,29 @@ func waitPending(t *testing.T, clk *clock.Manual, n int) {
 	for clk.Pending() < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d alarms armed, want %d", clk.Pending(), n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// waitSent waits until lb's two devices have each sent n more packets
+// (sent_pkts) than when it was called.
+func waitSent(t *testing.T, lb *Loopback, n uint64) {
+	t.Helper()
+	sent := func(d *emu.Device) uint64 {
+		st, err := d.AllocHWPortStats(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.GetHWStats(st, 1)
+		v, _ := st.Counter("sent_pkts")
+		return v
+	}
+	a0, b0 := sent(lb.A.Dev), sent(lb.B.Dev)
+	deadline := time.Now().Add(10 * time.Second)
+	for sent(lb.A.Dev) < a0+n || sent(lb.B.Dev) < b0+n {
+		if time.Now().After(deadline) {
+			t.Fatalf("sent_pkts moved %d and %d in 10 s, want %d each", sent(lb.A.Dev)-a0, sent(lb.B.Dev)-b0, n)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -348,7 +375,10 @@ func TestPerfWarmUp(t *testing.T) {
 				}
 				defer lb.Close()
 				cfg := PerfConfig{Test: test, Iters: 100, NumQP: 2, TxDepth: 16, CQMod: 4, MaxSize: size,
-					GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second, PerformWarmUp: warm}
+					GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second, PerformWarmUp: warm,
+					// A retransmission would change the packet count: an ACK
+					// timeout of about 69 s leaves none on a loaded machine.
+					QPTimeout: 24}
 				rc := runPerfPair(t, lb, cfg, size)[0]
 				if rc.BW.Iters != 2*100 {
 					t.Errorf("warm-up %v: report counts %d iterations, want 200 (100 on each of 2 QPs)", warm, rc.BW.Iters)
