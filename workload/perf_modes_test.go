@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/clock"
-	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
@@ -143,10 +142,12 @@ func testPerfDuration(t *testing.T, tests []oob.PerftestTest) {
 				waitPending(t, clk, len(sides))
 				time.Sleep(5 * time.Millisecond) // uncounted traffic
 				clk.Advance(margin)              // SAMPLE
-				// Let traffic flow in the window until both devices have
-				// sent a few dozen packets more: a fixed sleep measured
-				// nothing on a loaded machine.
-				waitSent(t, lb, 64)
+				// Each side counts completions in the window before it
+				// closes (a fixed sleep counted nothing on a loaded machine).
+				for _, p := range sides {
+					waitSampled(t, p)
+				}
+				time.Sleep(5 * time.Millisecond)
 				clk.Advance(window) // STOP_SAMPLE
 				time.Sleep(5 * time.Millisecond)
 				clk.Advance(margin) // END
@@ -185,24 +186,14 @@ func waitPending(t *testing.T, clk *clock.Manual, n int) {
 	}
 }
 
-// waitSent waits until lb's two devices have each sent n more packets
-// (sent_pkts) than when it was called.
-func waitSent(t *testing.T, lb *Loopback, n uint64) {
+// waitSampled waits until p's run has counted a completion in its sample
+// window.
+func waitSampled(t *testing.T, p *Perf) {
 	t.Helper()
-	sent := func(d *emu.Device) uint64 {
-		st, err := d.AllocHWPortStats(1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.GetHWStats(st, 1)
-		v, _ := st.Counter("sent_pkts")
-		return v
-	}
-	a0, b0 := sent(lb.A.Dev), sent(lb.B.Dev)
 	deadline := time.Now().Add(10 * time.Second)
-	for sent(lb.A.Dev) < a0+n || sent(lb.B.Dev) < b0+n {
+	for s := p.sampler.Load(); s == nil || s.hits.Load() == 0; s = p.sampler.Load() {
 		if time.Now().After(deadline) {
-			t.Fatalf("sent_pkts moved %d and %d in 10 s, want %d each", sent(lb.A.Dev)-a0, sent(lb.B.Dev)-b0, n)
+			t.Fatalf("client %v counted no completion in the sample window in 10 s", p.cfg.Client)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
