@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"net"
 	"net/netip"
 	"runtime"
@@ -64,19 +65,19 @@ func newPeer(i byte, l link.Link, mtu int) (*peer, error) {
 func (p *peer) close() error { return p.r.Close() }
 
 // rcAccess is what the benchmark QPs allow their peer.
-const rcAccess = qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead
+const rcAccess = ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRead
 
 // connect walks p's QP RESET→INIT→RTR→RTS towards the QP dqpn of the
 // device at ip/mac, with path MTU mtu.
-func connectQP(qp *emu.QP, mtu qpstate.MTU, ip netip.Addr, mac [6]byte, dqpn uint32) error {
+func connectQP(qp *emu.QP, mtu ib.MTU, ip netip.Addr, mac [6]byte, dqpn uint32) error {
 	a := qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: rcAccess}
 	if err := qp.Modify(&a, qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags); err != nil {
 		return err
 	}
 	a = qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: mtu, DestQPNum: dqpn, RQPSN: 0,
 		MaxDestRdAtomic: 1, MinRNRTimer: 1,
-		AHAttr: qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: mac,
-			GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(ip), SGIDIndex: 1, HopLimit: 64}}}
+		AHAttr: ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH, DMAC: mac,
+			GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(ip), SGIDIndex: 1, HopLimit: 64}}}
 	if err := qp.Modify(&a, qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|
 		qpstate.AttrRQPSN|qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer); err != nil {
 		return err
@@ -92,7 +93,7 @@ type pair struct{ a, b *peer }
 
 // newPair makes two devices on la and lb (the two ends of one wire) and
 // connects their RC QPs with path MTU mtu; devMTU is the netdev MTU.
-func newPair(la, lb link.Link, devMTU int, mtu qpstate.MTU) (*pair, error) {
+func newPair(la, lb link.Link, devMTU int, mtu ib.MTU) (*pair, error) {
 	a, err := newPeer(1, la, devMTU)
 	if err != nil {
 		return nil, err

@@ -423,7 +423,6 @@ const (
 	DefaultPKey      = 0xFFFF     // default (full) P_Key
 	GSIQKey          = 0x80010000 // IB_QP1_QKEY
 	MgmtMADSize      = 256        // IB_MGMT_MAD_SIZE
-	RoCEv2UDPDport   = 4791       // ROCE_V2_UDP_DPORT
 	PermissiveLID    = 0xFFFF     // IB_LID_PERMISSIVE
 	MulticastLIDBase = 0xC000     // IB_MULTICAST_LID_BASE
 )

@@ -2,11 +2,11 @@ package emu
 
 import (
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"sync"
 	"sync/atomic"
 
 	"github.com/softroce/softroce/emu/dma"
-	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,9 +84,9 @@ func (d *Device) AllocPD(flags PDFlags) (*PD, error) {
 	if err := d.ops.AllocPD(pd); err != nil {
 		return nil, err
 	}
-	access := qpstate.AccessLocalWrite
+	access := ib.AccessLocalWrite
 	if flags&PDUnsafeGlobalRKey != 0 {
-		access |= qpstate.AccessRemoteRead | qpstate.AccessRemoteWrite
+		access |= ib.AccessRemoteRead | ib.AccessRemoteWrite
 	}
 	mr := &MR{Device: d, PD: pd, Type: MRTypeDMA, Access: access}
 	if err := d.ops.GetDMAMR(mr, access); err != nil {
@@ -150,9 +150,9 @@ type SendWR struct {
 	RemoteQKey uint32 // Q_Key sent in the DETH (ud_wr.remote_qkey)
 
 	// REG_MR (struct ib_reg_wr): MR, the new Key and Access.
-	MR     *MR                 // MR to register (ib_reg_wr.mr)
-	Key    uint32              // new lkey/rkey of the MR (ib_reg_wr.key), or new rkey of the MW
-	Access qpstate.AccessFlags // IB_ACCESS_* rights of the registration (ib_reg_wr.access)
+	MR     *MR            // MR to register (ib_reg_wr.mr)
+	Key    uint32         // new lkey/rkey of the MR (ib_reg_wr.key), or new rkey of the MW
+	Access ib.AccessFlags // IB_ACCESS_* rights of the registration (ib_reg_wr.access)
 
 	// BIND_MW (struct ib_bind_mw_wr): MW, its new RKey in Key, and Bind.
 	MW   *MW    // MW to bind
@@ -161,10 +161,10 @@ type SendWR struct {
 
 // MWBind is struct ib_mw_bind_info.
 type MWBind struct {
-	MR     *MR                 // MR the window is bound into (mr)
-	Addr   uint64              // start of the window, in the MR's address space (addr)
-	Length uint64              // window length in bytes (length)
-	Access qpstate.AccessFlags // IB_ACCESS_REMOTE_* rights of the window (mw_access_flags)
+	MR     *MR            // MR the window is bound into (mr)
+	Addr   uint64         // start of the window, in the MR's address space (addr)
+	Length uint64         // window length in bytes (length)
+	Access ib.AccessFlags // IB_ACCESS_REMOTE_* rights of the window (mw_access_flags)
 }
 
 // RecvWR is struct ib_recv_wr.
@@ -356,14 +356,14 @@ func (s *SRQ) DestroyUser(udata *UData) error {
 
 // MR is struct ib_mr, a memory region.
 type MR struct {
-	Device *Device             // the device that owns the MR
-	PD     *PD                 // the MR's protection domain
-	Type   MRType              // IB_MR_TYPE_* (type)
-	LKey   uint32              // local key, used in SGEs (lkey)
-	RKey   uint32              // remote key, used by peers in RETH/AtomicETH (rkey)
-	IOVA   uint64              // first I/O virtual address of the region (iova)
-	Length uint64              // region length in bytes (length)
-	Access qpstate.AccessFlags // IB_ACCESS_* rights granted at registration
+	Device *Device        // the device that owns the MR
+	PD     *PD            // the MR's protection domain
+	Type   MRType         // IB_MR_TYPE_* (type)
+	LKey   uint32         // local key, used in SGEs (lkey)
+	RKey   uint32         // remote key, used by peers in RETH/AtomicETH (rkey)
+	IOVA   uint64         // first I/O virtual address of the region (iova)
+	Length uint64         // region length in bytes (length)
+	Access ib.AccessFlags // IB_ACCESS_* rights granted at registration
 	// PageSize is set by MapSG for fast-registration MRs.
 	PageSize int
 	Priv     any // the driver's state
@@ -371,7 +371,7 @@ type MR struct {
 
 // GetDMAMR returns an MR covering all memory (ib_get_dma_mr; the core's
 // internal MR of each PD).
-func (pd *PD) GetDMAMR(access qpstate.AccessFlags) (*MR, error) {
+func (pd *PD) GetDMAMR(access ib.AccessFlags) (*MR, error) {
 	mr := &MR{Device: pd.Device, PD: pd, Type: MRTypeDMA, Access: access}
 	if err := pd.Device.ops.GetDMAMR(mr, access); err != nil {
 		return nil, err
@@ -384,19 +384,19 @@ func (pd *PD) GetDMAMR(access qpstate.AccessFlags) (*MR, error) {
 // REMOTE_WRITE or REMOTE_ATOMIC need LOCAL_WRITE (EINVAL); unknown bits
 // EINVAL; ON_DEMAND without ODP and FLUSH_* without the device cap
 // EOPNOTSUPP.
-func (d *Device) CheckMRAccess(access qpstate.AccessFlags) error {
-	if access&(qpstate.AccessRemoteWrite|qpstate.AccessRemoteAtomic) != 0 && access&qpstate.AccessLocalWrite == 0 {
+func (d *Device) CheckMRAccess(access ib.AccessFlags) error {
+	if access&(ib.AccessRemoteWrite|ib.AccessRemoteAtomic) != 0 && access&ib.AccessLocalWrite == 0 {
 		return errorf(unix.EINVAL, "MR access %v: remote write/atomic needs IB_ACCESS_LOCAL_WRITE", access)
 	}
 	if !access.IsValid() {
 		return errorf(unix.EINVAL, "MR access %v: unknown bits", access)
 	}
 	a := d.ops.QueryDevice()
-	if access&qpstate.AccessOnDemand != 0 && a.KernelCapFlags&KernelCapOnDemandPaging == 0 {
+	if access&ib.AccessOnDemand != 0 && a.KernelCapFlags&KernelCapOnDemandPaging == 0 {
 		return errorf(unix.EOPNOTSUPP, "MR access %v: device has no on-demand paging", access)
 	}
-	if access&qpstate.AccessFlushGlobal != 0 && a.DeviceCapFlags&DeviceCapFlushGlobal == 0 ||
-		access&qpstate.AccessFlushPersistent != 0 && a.DeviceCapFlags&DeviceCapFlushPersistent == 0 {
+	if access&ib.AccessFlushGlobal != 0 && a.DeviceCapFlags&DeviceCapFlushGlobal == 0 ||
+		access&ib.AccessFlushPersistent != 0 && a.DeviceCapFlags&DeviceCapFlushPersistent == 0 {
 		return errorf(unix.EOPNOTSUPP, "MR access %v: device cannot flush", access)
 	}
 	return nil
@@ -404,7 +404,7 @@ func (d *Device) CheckMRAccess(access qpstate.AccessFlags) error {
 
 // RegUserMR registers [start, start+length) of memory with address iova
 // (the uverbs reg_mr path: ib_check_mr_access, then the driver).
-func (pd *PD) RegUserMR(start, length, iova uint64, access qpstate.AccessFlags) (*MR, error) {
+func (pd *PD) RegUserMR(start, length, iova uint64, access ib.AccessFlags) (*MR, error) {
 	if err := pd.Device.CheckMRAccess(access); err != nil {
 		return nil, err
 	}

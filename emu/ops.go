@@ -2,6 +2,7 @@ package emu
 
 import (
 	"github.com/softroce/softroce/emu/dma"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 )
 
@@ -63,14 +64,14 @@ type DeviceOps interface {
 	PostRecv(qp *QP, wrs []RecvWR) (bad int, err error)
 
 	// CreateAH sets up an address handle (create_ah).
-	CreateAH(ah *AH, attr *qpstate.AHAttr, udata *UData) error
+	CreateAH(ah *AH, attr *ib.AHAttr, udata *UData) error
 	// DestroyAH releases an address handle (destroy_ah).
 	DestroyAH(ah *AH) error
 
 	// GetDMAMR sets up an MR over all of memory (get_dma_mr).
-	GetDMAMR(mr *MR, access qpstate.AccessFlags) error
+	GetDMAMR(mr *MR, access ib.AccessFlags) error
 	// RegUserMR registers a user memory region (reg_user_mr).
-	RegUserMR(mr *MR, start, length, iova uint64, access qpstate.AccessFlags) error
+	RegUserMR(mr *MR, start, length, iova uint64, access ib.AccessFlags) error
 	// AllocMR sets up an MR of type t for up to maxNumSG pages (alloc_mr).
 	AllocMR(mr *MR, t MRType, maxNumSG int) error
 	// MapMRSG maps a scatterlist into a fast-registration MR and returns how
@@ -108,9 +109,9 @@ type MRStatusChecker interface {
 // AHModifier is the optional modify_ah/query_ah pair.
 type AHModifier interface {
 	// ModifyAH changes an address handle (modify_ah).
-	ModifyAH(ah *AH, attr *qpstate.AHAttr) error
+	ModifyAH(ah *AH, attr *ib.AHAttr) error
 	// QueryAH returns an address handle's attributes (query_ah).
-	QueryAH(ah *AH) (qpstate.AHAttr, error)
+	QueryAH(ah *AH) (ib.AHAttr, error)
 }
 
 // McastAttacher is the optional attach_mcast/detach_mcast pair.

@@ -1,9 +1,9 @@
 package emu
 
 import (
+	"github.com/softroce/softroce/ib"
 	"net/netip"
 
-	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,29 +50,29 @@ type PortImmutable struct {
 
 // PortAttr is struct ib_port_attr (ib_query_port).
 type PortAttr struct {
-	SubnetPrefix  uint64      // GID prefix (subnet_prefix); the core fills it from GID 0 on IB ports only
-	State         PortState   // IB_PORT_* logical state (state)
-	MaxMTU        qpstate.MTU // largest path MTU the port supports (max_mtu)
-	ActiveMTU     qpstate.MTU // current path MTU; rxe derives it from the netdev MTU (active_mtu)
-	PhysMTU       int         // physical MTU in bytes (phys_mtu); used on OPA ports
-	GIDTblLen     int         // GID table entries (gid_tbl_len)
-	IPGids        bool        // GIDs derived from IP addresses (ip_gids)
-	PortCapFlags  uint32      // IB_PORT_* bits of PortInfo CapabilityMask (port_cap_flags)
-	MaxMsgSz      uint32      // largest message in bytes (max_msg_sz)
-	BadPKeyCntr   uint32      // P_Key violations counted (bad_pkey_cntr)
-	QKeyViolCntr  uint32      // Q_Key violations counted (qkey_viol_cntr)
-	PKeyTblLen    uint16      // P_Key table entries (pkey_tbl_len)
-	SMLID         uint32      // subnet manager's LID (sm_lid); IB only
-	LID           uint32      // port's base LID (lid); IB only
-	LMC           uint8       // LID mask control (lmc); IB only
-	MaxVLNum      uint8       // data VLs, PortInfo VLCap encoding (max_vl_num)
-	SMSL          uint8       // subnet manager's service level (sm_sl)
-	SubnetTimeout uint8       // subnet timeout exponent: 4.096 µs × 2^n (subnet_timeout)
-	InitTypeReply uint8       // PortInfo InitTypeReply (init_type_reply)
-	ActiveWidth   Width       // IB_WIDTH_* link width (active_width)
-	ActiveSpeed   Speed       // IB_SPEED_* per-lane speed (active_speed)
-	PhysState     PhysState   // IB_PORT_PHYS_STATE_* (phys_state)
-	PortCapFlags2 uint16      // IB_PORT_*2 bits of PortInfo CapabilityMask2 (port_cap_flags2)
+	SubnetPrefix  uint64    // GID prefix (subnet_prefix); the core fills it from GID 0 on IB ports only
+	State         PortState // IB_PORT_* logical state (state)
+	MaxMTU        ib.MTU    // largest path MTU the port supports (max_mtu)
+	ActiveMTU     ib.MTU    // current path MTU; rxe derives it from the netdev MTU (active_mtu)
+	PhysMTU       int       // physical MTU in bytes (phys_mtu); used on OPA ports
+	GIDTblLen     int       // GID table entries (gid_tbl_len)
+	IPGids        bool      // GIDs derived from IP addresses (ip_gids)
+	PortCapFlags  uint32    // IB_PORT_* bits of PortInfo CapabilityMask (port_cap_flags)
+	MaxMsgSz      uint32    // largest message in bytes (max_msg_sz)
+	BadPKeyCntr   uint32    // P_Key violations counted (bad_pkey_cntr)
+	QKeyViolCntr  uint32    // Q_Key violations counted (qkey_viol_cntr)
+	PKeyTblLen    uint16    // P_Key table entries (pkey_tbl_len)
+	SMLID         uint32    // subnet manager's LID (sm_lid); IB only
+	LID           uint32    // port's base LID (lid); IB only
+	LMC           uint8     // LID mask control (lmc); IB only
+	MaxVLNum      uint8     // data VLs, PortInfo VLCap encoding (max_vl_num)
+	SMSL          uint8     // subnet manager's service level (sm_sl)
+	SubnetTimeout uint8     // subnet timeout exponent: 4.096 µs × 2^n (subnet_timeout)
+	InitTypeReply uint8     // PortInfo InitTypeReply (init_type_reply)
+	ActiveWidth   Width     // IB_WIDTH_* link width (active_width)
+	ActiveSpeed   Speed     // IB_SPEED_* per-lane speed (active_speed)
+	PhysState     PhysState // IB_PORT_PHYS_STATE_* (phys_state)
+	PortCapFlags2 uint16    // IB_PORT_*2 bits of PortInfo CapabilityMask2 (port_cap_flags2)
 }
 
 // DeviceAttr is struct ib_device_attr (ib_query_device) plus the node
@@ -246,25 +246,25 @@ func (d *Device) LinkLayer(port uint32) LinkLayer {
 // AHFindType returns the address handle type for port
 // (rdma_ah_find_type): RoCE on a RoCE port, OPA on an OPA port with OPA
 // AHs, IB otherwise.
-func (d *Device) AHFindType(port uint32) qpstate.AHAttrType {
+func (d *Device) AHFindType(port uint32) ib.AHAttrType {
 	switch {
 	case d.ProtocolRoCE(port):
-		return qpstate.AHAttrTypeRoCE
+		return ib.AHAttrTypeRoCE
 	case d.ProtocolIB(port) && d.CapOPAAH(port):
-		return qpstate.AHAttrTypeOPA
+		return ib.AHAttrTypeOPA
 	}
-	return qpstate.AHAttrTypeIB
+	return ib.AHAttrTypeIB
 }
 
 // MTUEnumToInt converts an MTU code to bytes for port
 // (rdma_mtu_enum_to_int): OPA ports also know 8192 and 10240; -1 for an
 // unknown code.
-func (d *Device) MTUEnumToInt(port uint32, mtu qpstate.MTU) int {
+func (d *Device) MTUEnumToInt(port uint32, mtu ib.MTU) int {
 	if d.CoreCapOPAPort(port) {
 		switch mtu {
-		case qpstate.OPAMTU8192:
+		case ib.OPAMTU8192:
 			return 8192
-		case qpstate.OPAMTU10240:
+		case ib.OPAMTU10240:
 			return 10240
 		}
 	}
@@ -283,19 +283,19 @@ func (d *Device) MTUFromAttr(port uint32, a *PortAttr) int {
 // RxeMTU converts a netdev MTU to the IB MTU rxe reports as active_mtu:
 // subtract the 80 bytes of RoCE headers, then floor to an IB MTU; below
 // 256 gives MTU256 (rxe_mtu_int_to_enum, spec §1.5).
-func RxeMTU(netdevMTU int) qpstate.MTU {
+func RxeMTU(netdevMTU int) ib.MTU {
 	n := netdevMTU - 80
 	switch {
 	case n < 512:
-		return qpstate.MTU256
+		return ib.MTU256
 	case n < 1024:
-		return qpstate.MTU512
+		return ib.MTU512
 	case n < 2048:
-		return qpstate.MTU1024
+		return ib.MTU1024
 	case n < 4096:
-		return qpstate.MTU2048
+		return ib.MTU2048
 	}
-	return qpstate.MTU4096
+	return ib.MTU4096
 }
 
 // GID is union ib_gid: 16 bytes, an IPv6 address or IPv4-mapped IPv4
@@ -323,11 +323,11 @@ func (g GID) String() string { return netip.AddrFrom16(g).String() }
 
 // GIDEntry is struct ib_gid_attr: one slot of a port's GID table.
 type GIDEntry struct {
-	GID    GID             // the GID (ib_gid_attr.gid)
-	Type   qpstate.GIDType // IB, RoCE v1 or RoCE v2 (gid_type)
-	Index  int             // index in the port's GID table (index)
-	Port   uint32          // port number (port_num)
-	NetDev string          // name of the netdev the GID belongs to (ndev), "" for none
+	GID    GID        // the GID (ib_gid_attr.gid)
+	Type   ib.GIDType // IB, RoCE v1 or RoCE v2 (gid_type)
+	Index  int        // index in the port's GID table (index)
+	Port   uint32     // port number (port_num)
+	NetDev string     // name of the netdev the GID belongs to (ndev), "" for none
 }
 
 // eui64GID returns the default GID fe80::EUI-64(MAC).
@@ -393,7 +393,7 @@ func (d *Device) fillGIDs() []int {
 		}
 		for i := range d.gids {
 			if d.gids[i].GID.IsZero() {
-				d.gids[i] = GIDEntry{GID: w, Type: qpstate.GIDTypeRoCEv2, Index: i, Port: 1, NetDev: d.netdev.Name}
+				d.gids[i] = GIDEntry{GID: w, Type: ib.GIDTypeRoCEv2, Index: i, Port: 1, NetDev: d.netdev.Name}
 				changed = append(changed, i)
 				break
 			}
@@ -423,7 +423,7 @@ func (d *Device) QueryGID(port uint32, index int) (GIDEntry, error) {
 
 // FindGID returns the entry holding gid with type t on port
 // (rdma_find_gid_by_port); none is ENOENT.
-func (d *Device) FindGID(gid GID, t qpstate.GIDType, port uint32) (GIDEntry, error) {
+func (d *Device) FindGID(gid GID, t ib.GIDType, port uint32) (GIDEntry, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, e := range d.gids {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"net/netip"
 	"slices"
 	"sync"
@@ -79,9 +80,9 @@ func wantErrno(t *testing.T, what string, err error, want unix.Errno) {
 	}
 }
 
-func roceAV(dst string) qpstate.AHAttr {
-	return qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH,
-		GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(netip.MustParseAddr(dst)), SGIDIndex: 1, HopLimit: 1}}
+func roceAV(dst string) ib.AHAttr {
+	return ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH,
+		GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(netip.MustParseAddr(dst)), SGIDIndex: 1, HopLimit: 1}}
 }
 
 // TestModifyQP walks an RC QP through RESET->INIT->RTR->RTS->ERR->RESET
@@ -102,12 +103,12 @@ func TestModifyQP(t *testing.T) {
 		{"T25_port_2", qpstate.Attr{QPState: qpstate.StateInit, PortNum: 2}, 0x39, unix.EINVAL},
 		{"T1_INIT", qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1}, 0x39, 0},
 		{"T6_INIT_to_RTS", qpstate.Attr{QPState: qpstate.StateRTS}, 0x12E01, unix.EINVAL},
-		{"T34_AV_without_GRH", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024,
-			AHAttr: qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1}}, 0x129181, unix.EINVAL},
+		{"T34_AV_without_GRH", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024,
+			AHAttr: ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1}}, 0x129181, unix.EINVAL},
 		{"T24_MTU_6", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: 6, AHAttr: roceAV("10.0.0.2")}, 0x129181, unix.EINVAL},
-		{"T33_ALT_on_RoCE", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, AHAttr: roceAV("10.0.0.2"),
+		{"T33_ALT_on_RoCE", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, AHAttr: roceAV("10.0.0.2"),
 			AltAHAttr: roceAV("10.0.0.2"), AltPortNum: 1}, 0x129181 | qpstate.AttrAltPath, unix.EINVAL},
-		{"RTR", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, AHAttr: roceAV("10.0.0.2"), DestQPNum: 9}, 0x129181, 0},
+		{"RTR", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, AHAttr: roceAV("10.0.0.2"), DestQPNum: 9}, 0x129181, 0},
 		{"T10_RTR_to_RTR", qpstate.Attr{QPState: qpstate.StateRTR}, 1, unix.EINVAL},
 		{"T14_RTS_with_CUR", qpstate.Attr{QPState: qpstate.StateRTS, CurQPState: qpstate.StateRTR, Timeout: 14}, 0x12E03, 0},
 		{"T12_RTS_to_SQE", qpstate.Attr{QPState: qpstate.StateSQE}, 1, unix.EINVAL},
@@ -265,7 +266,7 @@ func TestMRTypes(t *testing.T) {
 		}
 		wantErrno(t, "alloc_mr "+typ.String(), err, want)
 		if err == nil {
-			if mr.Type != typ || mr.LKey>>8 == 0 || mr.LKey != mr.RKey || mr.Access != qpstate.AccessRemote {
+			if mr.Type != typ || mr.LKey>>8 == 0 || mr.LKey != mr.RKey || mr.Access != ib.AccessRemote {
 				t.Errorf("MR %v access %v", mr, mr.Access)
 			}
 			wantErrno(t, "dereg_mr_user", mr.DeregUser(&emu.UData{}), 0)
@@ -283,7 +284,7 @@ func TestMRTypes(t *testing.T) {
 func TestCheckMRStatus(t *testing.T) {
 	d := newDevice(t)
 	pd := must[*emu.PD](t)(d.AllocPD(0))
-	mr := must[*emu.MR](t)(pd.GetDMAMR(qpstate.AccessLocalWrite))
+	mr := must[*emu.MR](t)(pd.GetDMAMR(ib.AccessLocalWrite))
 	st, err := mr.CheckStatus(emu.MRCheckSigStatus)
 	wantErrno(t, "check_mr_status", err, unix.EOPNOTSUPP)
 	if st != (emu.MRStatus{}) {
@@ -466,7 +467,7 @@ func TestPortCapabilities(t *testing.T) {
 		{"rdma_max_mad_size(port 2)", d.MaxMADSize(2), 0},
 		{"rdma_cap_roce_gid_table", d.CapRoCEGIDTable(1), false},
 		{"rdma_core_cap_opa_port", d.CoreCapOPAPort(1), false},
-		{"rdma_ah_find_type", d.AHFindType(1), qpstate.AHAttrTypeRoCE},
+		{"rdma_ah_find_type", d.AHFindType(1), ib.AHAttrTypeRoCE},
 		{"rdma_port_get_link_layer", d.LinkLayer(1), emu.LinkLayerEthernet},
 		{"core caps invalid port", d.CapIBCM(2), false},
 		{"vendor_id", d.Query().VendorID, uint32(0xFFFFFF)},
@@ -482,7 +483,7 @@ func TestPortCapabilities(t *testing.T) {
 	}
 	pa := must[emu.PortAttr](t)(d.QueryPort(1))
 	if pa.State != emu.PortActive || pa.PhysState != emu.PhysLinkUp || pa.GIDTblLen != 1024 ||
-		pa.PortCapFlags != 0x10000 || pa.MaxMsgSz != 1<<31 || pa.PKeyTblLen != 1 || pa.MaxMTU != qpstate.MTU4096 {
+		pa.PortCapFlags != 0x10000 || pa.MaxMsgSz != 1<<31 || pa.PKeyTblLen != 1 || pa.MaxMTU != ib.MTU4096 {
 		t.Errorf("port attr %+v", pa)
 	}
 	_, err := d.QueryPort(2)
@@ -505,13 +506,13 @@ func TestMTUHelpers(t *testing.T) {
 		name      string
 		got, want int
 	}{
-		{"O20_int_to_enum_1500", int(qpstate.MTUFromBytes(1500)), 3},
-		{"O20_int_to_enum_4096", int(qpstate.MTUFromBytes(4096)), 5},
-		{"O20_int_to_enum_0", int(qpstate.MTUFromBytes(0)), 1},
-		{"O20_enum_to_int_6", qpstate.MTU(6).Bytes(), -1},
+		{"O20_int_to_enum_1500", int(ib.MTUFromBytes(1500)), 3},
+		{"O20_int_to_enum_4096", int(ib.MTUFromBytes(4096)), 5},
+		{"O20_int_to_enum_0", int(ib.MTUFromBytes(0)), 1},
+		{"O20_enum_to_int_6", ib.MTU(6).Bytes(), -1},
 		{"O20_active_mtu_1500", int(pa.ActiveMTU), 3},
-		{"rdma_mtu_enum_to_int_1024", d.MTUEnumToInt(1, qpstate.MTU1024), 1024},
-		{"rdma_mtu_enum_to_int_OPA8192_on_RoCE", d.MTUEnumToInt(1, qpstate.OPAMTU8192), -1},
+		{"rdma_mtu_enum_to_int_1024", d.MTUEnumToInt(1, ib.MTU1024), 1024},
+		{"rdma_mtu_enum_to_int_OPA8192_on_RoCE", d.MTUEnumToInt(1, ib.OPAMTU8192), -1},
 		{"rdma_mtu_from_attr", d.MTUFromAttr(1, &pa), 4096},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -552,7 +553,7 @@ func TestGIDTable(t *testing.T) {
 	want := []string{"fe80::5054:ff:fe12:3456", "::ffff:10.0.0.1", "fd00::1"}
 	for i, w := range want {
 		e := must[emu.GIDEntry](t)(d.QueryGID(1, i))
-		if e.GID.String() != w || e.Type != qpstate.GIDTypeRoCEv2 || e.Index != i || e.NetDev != "tap0" {
+		if e.GID.String() != w || e.Type != ib.GIDTypeRoCEv2 || e.Index != i || e.NetDev != "tap0" {
 			t.Errorf("GID %d = %+v (%v), want %s RoCEv2", i, e, e.GID, w)
 		}
 	}
@@ -575,11 +576,11 @@ func TestGIDTable(t *testing.T) {
 	if e := must[emu.GIDEntry](t)(d.QueryGID(1, 1)); e.GID.String() != "::ffff:192.168.1.5" {
 		t.Errorf("slot 1 = %v", e.GID)
 	}
-	e, err := d.FindGID(emu.GIDFromAddr(netip.MustParseAddr("192.168.1.5")), qpstate.GIDTypeRoCEv2, 1)
+	e, err := d.FindGID(emu.GIDFromAddr(netip.MustParseAddr("192.168.1.5")), ib.GIDTypeRoCEv2, 1)
 	if err != nil || e.Index != 1 {
 		t.Errorf("FindGID = %+v, %v", e, err)
 	}
-	_, err = d.FindGID(emu.GIDFromAddr(netip.MustParseAddr("10.0.0.1")), qpstate.GIDTypeRoCEv2, 1)
+	_, err = d.FindGID(emu.GIDFromAddr(netip.MustParseAddr("10.0.0.1")), ib.GIDTypeRoCEv2, 1)
 	wantErrno(t, "removed address", err, unix.ENOENT)
 }
 

@@ -35,6 +35,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -51,7 +52,6 @@ import (
 	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/host"
 	"github.com/softroce/softroce/link"
-	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/tap"
 )
 
@@ -400,7 +400,7 @@ func (n *Node) MAC() net.HardwareAddr { return n.host.MAC() }
 // user looks it up for ibv_rc_pingpong -g or perftest -x; ENOENT if the
 // device has no such GID.
 func (n *Node) GID(ip netip.Addr) (int, error) {
-	e, err := n.dev.FindGID(emu.GIDFromAddr(ip), qpstate.GIDTypeRoCEv2, 1)
+	e, err := n.dev.FindGID(emu.GIDFromAddr(ip), ib.GIDTypeRoCEv2, 1)
 	if err != nil {
 		return 0, err
 	}

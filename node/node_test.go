@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/softroce/softroce/ib"
 	"net"
 	"net/netip"
 	"sync"
@@ -162,10 +163,10 @@ func TestUserModifyResolves(t *testing.T) {
 		t.Fatal(err)
 	}
 	rtr := func(dst netip.Addr) (qpstate.Attr, error) {
-		attr := qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, DestQPNum: eb.qp.QPNum,
+		attr := qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: eb.qp.QPNum,
 			MaxDestRdAtomic: 1, MinRNRTimer: 12,
-			AHAttr: qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH,
-				GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(dst), SGIDIndex: 1, HopLimit: 1}}}
+			AHAttr: ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH,
+				GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(dst), SGIDIndex: 1, HopLimit: 1}}}
 		err := ea.qp.ModifyWithUdata(&attr, qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|
 			qpstate.AttrDestQPN|qpstate.AttrRQPSN|qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer, &emu.UData{})
 		return attr, err
@@ -234,7 +235,7 @@ func TestGIDTableFollowsAddresses(t *testing.T) {
 					}
 					continue
 				}
-				if err != nil || e.GID != emu.GIDFromAddr(want) || e.Type != qpstate.GIDTypeRoCEv2 {
+				if err != nil || e.GID != emu.GIDFromAddr(want) || e.Type != ib.GIDTypeRoCEv2 {
 					t.Errorf("GID[%d] = %v %v %v, want %v RoCEv2", i, e.GID, e.Type, err, want)
 				}
 			}

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"github.com/softroce/softroce/ib"
 	"net/netip"
 	"testing"
 	"time"
@@ -26,8 +27,8 @@ type end struct {
 
 const bufSize = 64 << 10
 
-const allAccess = qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead |
-	qpstate.AccessRemoteAtomic
+const allAccess = ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRead |
+	ib.AccessRemoteAtomic
 
 func newEnd(t testing.TB, n *Node, ip netip.Addr) *end {
 	t.Helper()
@@ -78,10 +79,10 @@ func (e *end) connect(t testing.TB, peer *end) {
 	}
 	modify(qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: allAccess},
 		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags)
-	av := qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH,
-		GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: uint8(sgid), HopLimit: 64}}
+	av := ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH,
+		GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: uint8(sgid), HopLimit: 64}}
 	copy(av.DMAC[:], mac)
-	modify(qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, DestQPNum: peer.qp.QPNum,
+	modify(qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: peer.qp.QPNum,
 		RQPSN: 0x100, MaxDestRdAtomic: 16, MinRNRTimer: 12, AHAttr: av},
 		qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|
 			qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"math/rand/v2"
 	"net/netip"
 	"sync"
@@ -91,7 +92,7 @@ type CM struct {
 type madLayerTaker interface{ TakeMADLayer() error }
 
 type attrs struct {
-	activeMTU  qpstate.MTU
+	activeMTU  ib.MTU
 	maxRdAtom  int
 	maxInitAtm int
 }
@@ -172,7 +173,7 @@ func (c *CM) setup() error {
 	}
 	n := (numRecvs + numSends) * slotSize
 	c.addr, c.buf = c.dev.Memory().Alloc(n)
-	if c.mr, err = c.pd.RegUserMR(c.addr, uint64(n), c.addr, qpstate.AccessLocalWrite); err != nil {
+	if c.mr, err = c.pd.RegUserMR(c.addr, uint64(n), c.addr, ib.AccessLocalWrite); err != nil {
 		return err
 	}
 	for i := range numRecvs {
@@ -352,20 +353,20 @@ func (c *CM) ah(dgid emu.GID) (*emu.AH, error) {
 
 // av is the RoCEv2 address vector to dgid from the local GID of the same
 // IP family.
-func (c *CM) av(ctx context.Context, dgid emu.GID) (qpstate.AHAttr, error) {
+func (c *CM) av(ctx context.Context, dgid emu.GID) (ib.AHAttr, error) {
 	sidx, err := c.localGIDIndex(dgid)
 	if err != nil {
-		return qpstate.AHAttr{}, err
+		return ib.AHAttr{}, err
 	}
 	var dmac [6]byte
 	if c.cfg.Resolve != nil {
 		ip := netip.AddrFrom16(dgid).Unmap()
 		if dmac, err = c.cfg.Resolve(ctx, ip); err != nil {
-			return qpstate.AHAttr{}, fmt.Errorf("resolve %v: %w", ip, err)
+			return ib.AHAttr{}, fmt.Errorf("resolve %v: %w", ip, err)
 		}
 	}
-	return qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: dmac,
-		GRH: qpstate.GlobalRoute{DGID: dgid, SGIDIndex: uint8(sidx), HopLimit: 64}}, nil
+	return ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH, DMAC: dmac,
+		GRH: ib.GlobalRoute{DGID: dgid, SGIDIndex: uint8(sidx), HopLimit: 64}}, nil
 }
 
 // localGIDIndex picks the RoCEv2 GID of the local port whose IP family
@@ -380,7 +381,7 @@ func (c *CM) localGIDIndex(dgid emu.GID) (int, error) {
 		if err != nil {
 			break // past the end of the table
 		}
-		if e.Type != qpstate.GIDTypeRoCEv2 {
+		if e.Type != ib.GIDTypeRoCEv2 {
 			continue
 		}
 		a := netip.AddrFrom16(e.GID)
@@ -442,4 +443,4 @@ func (c *CM) newIDLocked() uint32 {
 	}
 }
 
-func (c *CM) psnLocked() uint32 { return c.rnd.Uint32() & 0xffffff }
+func (c *CM) psnLocked() uint32 { return c.rnd.Uint32() & ib.PSNMask }

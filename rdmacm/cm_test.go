@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/softroce/softroce/ib"
 	"sync"
 	"testing"
 	"time"
@@ -156,7 +157,7 @@ func TestConnect(t *testing.T) {
 			if qa.RetryCnt != c.pa.RetryCount || qb.RetryCnt != c.pa.RetryCount || qa.RNRRetry != c.pb.RNRRetryCount || qb.RNRRetry != c.pa.RNRRetryCount {
 				t.Errorf("retries: a %d/%d b %d/%d", qa.RetryCnt, qa.RNRRetry, qb.RetryCnt, qb.RNRRetry)
 			}
-			if qa.Timeout != packetLifeTime+1 || qa.PathMTU != qpstate.MTU4096 || qb.PathMTU != qpstate.MTU4096 {
+			if qa.Timeout != packetLifeTime+1 || qa.PathMTU != ib.MTU4096 || qb.PathMTU != ib.MTU4096 {
 				t.Errorf("timeout %d, MTUs %v %v", qa.Timeout, qa.PathMTU, qb.PathMTU)
 			}
 			if pd := ca.PeerParam().PrivateData; !bytes.HasPrefix(pd, c.pb.PrivateData) {
@@ -178,7 +179,7 @@ func traffic(t *testing.T, from, to *side) {
 	const n = 64
 	fa, fb := from.dev.Memory().Alloc(n)
 	ta, tb := to.dev.Memory().Alloc(n)
-	acc := qpstate.AccessLocalWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteWrite
+	acc := ib.AccessLocalWrite | ib.AccessRemoteRead | ib.AccessRemoteWrite
 	fmr, err := from.pd.RegUserMR(fa, n, fa, acc)
 	if err != nil {
 		t.Fatal(err)

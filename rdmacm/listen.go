@@ -3,6 +3,7 @@ package rdmacm
 import (
 	"context"
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"net/netip"
 
 	"github.com/softroce/softroce/emu"
@@ -172,7 +173,7 @@ func (r *Request) Accept(ctx context.Context, qp *emu.QP, p Param) (*Conn, error
 	c.mu.Unlock()
 	// We receive from the PSN our REP announces and send from the
 	// REQ's (see Connect).
-	a := connAttr{mtu: qpstate.MTU(req.PathMTU()), destQPN: req.LocalQPN(), rqPSN: psn, maxDestRdAtomic: resp}
+	a := connAttr{mtu: ib.MTU(req.PathMTU()), destQPN: req.LocalQPN(), rqPSN: psn, maxDestRdAtomic: resp}
 	if err := c.toRTR(qp, cn.peerGID, cn.gidIdx, &a); err != nil {
 		c.reject(cn.peerGID, cn.req, cn.localID, mad.RejConsumerDefined, nil)
 		cn.fail(err)

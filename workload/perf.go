@@ -3,6 +3,7 @@ package workload
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"math/rand/v2"
 	"time"
 
@@ -25,7 +26,6 @@ const (
 	minRNRTimer    = 12
 	ucMaxRx        = 16000      // UC_MAX_RX: the UC and UD receive depth when -r is left at 512
 	perftestQKey   = 0x11111111 // DEF_QKEY: the Q_Key of perftest's UD QPs and of the WRs it sends
-	udAddition     = 40         // UD_ADDITION: the GRH in front of each UD receive
 )
 
 // PerfConfig configures one side of a perftest run. Zero values take
@@ -81,7 +81,7 @@ type PerfConfig struct {
 	// 100, capped at TxDepth. Latency tests signal every WR.
 	CQMod int
 	// MTU is the path MTU (-m); 0 means the port's active MTU.
-	MTU qpstate.MTU
+	MTU ib.MTU
 	// GIDIndex is the local GID index (-x).
 	GIDIndex int
 	// SL is the service level (-S).
@@ -264,7 +264,7 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 		return nil, fmt.Errorf("Couldn't allocate PD: %w", err)
 	}
 	p.region = max(alignUp(int(cfg.MaxSize), cacheLineSize)+p.recvOff(), cycleBuffer)
-	access := qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteAtomic
+	access := ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRead | ib.AccessRemoteAtomic
 	if p.buf, err = newBuffer(dev, p.pd, 2*p.region*cfg.NumQP, access); err != nil {
 		return nil, err
 	}
@@ -311,7 +311,7 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 			return nil, err
 		}
 		p.local = append(p.local, oob.PerftestDest{OutReads: uint16(cfg.OutReads), QPN: qp.QPNum,
-			PSN: rng.Uint32() & 0xffffff, RKey: p.buf.mr.RKey, VAddr: p.remoteAddr(i), GID: gid})
+			PSN: rng.Uint32() & ib.PSNMask, RKey: p.buf.mr.RKey, VAddr: p.remoteAddr(i), GID: gid})
 		if n := cfg.RxDepth; p.receives() {
 			if p.srq != nil {
 				n /= cfg.NumQP // ctx_set_recv_wqes: the SRQ's depth split among the QPs
@@ -337,11 +337,11 @@ func alignUp(n, a int) int { return (n + a - 1) / a * a }
 
 // qpAccess is the remote access the QPs grant (ctx_modify_qp_to_init): a
 // UC QP takes only WRITEs.
-func (p *Perf) qpAccess() qpstate.AccessFlags {
+func (p *Perf) qpAccess() ib.AccessFlags {
 	if p.cfg.QPType == qpstate.TypeUC {
-		return qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite
+		return ib.AccessLocalWrite | ib.AccessRemoteWrite
 	}
-	return qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteAtomic
+	return ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRead | ib.AccessRemoteAtomic
 }
 
 // receives reports whether this side posts receives: the send tests'
@@ -387,7 +387,7 @@ func (p *Perf) recvOff() int {
 // GRH of UD.
 func (p *Perf) recvExtra() int {
 	if p.cfg.QPType == qpstate.TypeUD {
-		return udAddition
+		return emu.GRHSize // UD_ADDITION: the GRH in front of each UD receive
 	}
 	return 0
 }
@@ -420,7 +420,7 @@ func (p *Perf) Config() PerfConfig { return p.cfg }
 
 // SetPathMTU changes the path MTU Connect will use (perftest's MTU
 // exchange settles on the smaller of both sides').
-func (p *Perf) SetPathMTU(m qpstate.MTU) { p.cfg.MTU = m }
+func (p *Perf) SetPathMTU(m ib.MTU) { p.cfg.MTU = m }
 
 // Connect moves the QPs to RTR and RTS towards the peer's addresses
 // (ctx_connect): max_dest_rd_atomic is the local out_reads, max_rd_atomic

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"math/rand/v2"
 	"time"
 
@@ -40,7 +41,7 @@ type PingpongConfig struct {
 	// modes.
 	NumQP int
 	// MTU is the path MTU (-m); 0 means IB_MTU_1024. ud uses none.
-	MTU qpstate.MTU
+	MTU ib.MTU
 	// SL is the service level (-l).
 	SL uint8
 	// GIDIndex is the local GID index (-g). RoCE needs a GRH, so it must
@@ -112,7 +113,7 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 	cfg.Size = orDefault(cfg.Size, def.Size)
 	cfg.Iters = orDefault(cfg.Iters, def.Iters)
 	cfg.RxDepth = orDefault(cfg.RxDepth, def.RxDepth)
-	cfg.MTU = orDefault(cfg.MTU, qpstate.MTU1024)
+	cfg.MTU = orDefault(cfg.MTU, ib.MTU1024)
 	cfg.Timeout = orDefault(cfg.Timeout, DefaultTimeout)
 	cfg.QPTimeout = orDefault(cfg.QPTimeout, 14)
 	nqp := 1
@@ -146,7 +147,7 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 	if cfg.Mode == oob.PingpongUD {
 		bufLen += emu.GRHSize
 	}
-	if p.buf, err = newBuffer(dev, p.pd, bufLen, qpstate.AccessLocalWrite); err != nil {
+	if p.buf, err = newBuffer(dev, p.pd, bufLen, ib.AccessLocalWrite); err != nil {
 		return nil, err
 	}
 	p.buf.b = p.buf.b[:bufLen]
@@ -199,7 +200,7 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 		if err := toInit(qp, 0, pingpongQKey); err != nil {
 			return nil, err
 		}
-		p.local = append(p.local, oob.PingpongDest{QPN: qp.QPNum, PSN: rng.Uint32() & 0xffffff, GID: gid})
+		p.local = append(p.local, oob.PingpongDest{QPN: qp.QPNum, PSN: rng.Uint32() & ib.PSNMask, GID: gid})
 	}
 	if n := p.postRecv(int(cfg.RxDepth)); n < int(cfg.RxDepth) {
 		return nil, fmt.Errorf("Couldn't post receive (%d): %w", n, unix.ENOMEM)

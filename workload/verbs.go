@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"runtime"
 	"time"
 
@@ -163,7 +164,7 @@ func perfWCError(wc *emu.WC) error {
 // path is what connects a local QP to a remote one.
 type path struct {
 	typ             qpstate.Type
-	mtu             qpstate.MTU
+	mtu             ib.MTU
 	sl              uint8
 	gidIndex        int
 	dgid            emu.GID
@@ -177,14 +178,14 @@ type path struct {
 	rdAtomic        uint8
 	destRdAtomic    uint8
 	hopLimit        uint8
-	access          qpstate.AccessFlags
+	access          ib.AccessFlags
 	qkey            uint32
 }
 
 // toInit moves a new QP from RESET to INIT with the masks ib_modify_qp
 // requires for its type: PKEY_INDEX|PORT plus ACCESS_FLAGS (RC, UC) or
 // QKEY (UD).
-func toInit(qp *emu.QP, access qpstate.AccessFlags, qkey uint32) error {
+func toInit(qp *emu.QP, access ib.AccessFlags, qkey uint32) error {
 	a := qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: access, QKey: qkey}
 	m := qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrPort
 	if qp.QPType == qpstate.TypeUD {
@@ -199,13 +200,13 @@ func toInit(qp *emu.QP, access qpstate.AccessFlags, qkey uint32) error {
 }
 
 // av is the RoCEv2 address vector of p.
-func (p *path) av() qpstate.AHAttr {
+func (p *path) av() ib.AHAttr {
 	hop := p.hopLimit
 	if hop == 0 {
 		hop = 64
 	}
-	return qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, SL: p.sl, AHFlags: qpstate.AHGRH, DMAC: p.dmac,
-		GRH: qpstate.GlobalRoute{DGID: p.dgid, SGIDIndex: uint8(p.gidIndex), HopLimit: hop}}
+	return ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, SL: p.sl, AHFlags: ib.AHGRH, DMAC: p.dmac,
+		GRH: ib.GlobalRoute{DGID: p.dgid, SGIDIndex: uint8(p.gidIndex), HopLimit: hop}}
 }
 
 // toRTS moves an INIT QP to RTR and RTS as pp_connect_ctx and perftest's
@@ -255,7 +256,7 @@ type buffer struct {
 	mr   *emu.MR
 }
 
-func newBuffer(dev *emu.Device, pd *emu.PD, n int, access qpstate.AccessFlags) (*buffer, error) {
+func newBuffer(dev *emu.Device, pd *emu.PD, n int, access ib.AccessFlags) (*buffer, error) {
 	addr, b := dev.Memory().Alloc(max(n, 8))
 	mr, err := pd.RegUserMR(addr, uint64(len(b)), addr, access)
 	if err != nil {

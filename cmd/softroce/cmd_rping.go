@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -312,17 +313,17 @@ func newRpingCB(dev *emu.Device, o *rpingOpts) (*rpingCB, error) {
 		Cap: qpstate.Cap{MaxSendWR: rpingSQDepth, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		return nil, err
 	}
-	rw := qpstate.AccessLocalWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteWrite
+	rw := ib.AccessLocalWrite | ib.AccessRemoteRead | ib.AccessRemoteWrite
 	bufs := []struct {
 		b      *rpingBuf
 		n      int
-		access qpstate.AccessFlags
-	}{{&cb.recv, rpingInfoSize, qpstate.AccessLocalWrite}, {&cb.send, rpingInfoSize, 0}, {&cb.rdma, o.size, rw}}
+		access ib.AccessFlags
+	}{{&cb.recv, rpingInfoSize, ib.AccessLocalWrite}, {&cb.send, rpingInfoSize, 0}, {&cb.rdma, o.size, rw}}
 	if o.client {
 		bufs = append(bufs, struct {
 			b      *rpingBuf
 			n      int
-			access qpstate.AccessFlags
+			access ib.AccessFlags
 		}{&cb.start, o.size, rw})
 	}
 	for _, b := range bufs {

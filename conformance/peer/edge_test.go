@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"net"
 	"net/netip"
 	"os"
@@ -44,7 +45,7 @@ import (
 const (
 	edgeIters = 20
 	edgeSize  = 4096
-	edgeMTU   = qpstate.MTU1024
+	edgeMTU   = ib.MTU1024
 	// edgeAfter is the iteration after whose reply the driver acts.
 	edgeAfter = 5
 	// edgeHang is how long a peer may run before it counts as hung.
@@ -227,7 +228,7 @@ func (d *edgeDriver) serve(conn net.Conn, sc edgeScenario) error {
 		buf[i] = oob.PingpongFill
 	}
 	d.addr = addr
-	if d.mr, err = pd.RegUserMR(addr, edgeSize, addr, qpstate.AccessLocalWrite); err != nil {
+	if d.mr, err = pd.RegUserMR(addr, edgeSize, addr, ib.AccessLocalWrite); err != nil {
 		return err
 	}
 	defer d.mr.Dereg()
@@ -261,8 +262,8 @@ func (d *edgeDriver) serve(conn net.Conn, sc edgeScenario) error {
 		if err != nil {
 			return err
 		}
-		av := qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: dmac,
-			GRH: qpstate.GlobalRoute{DGID: r[0].GID, SGIDIndex: uint8(d.gidIndex), HopLimit: 64}}
+		av := ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH, DMAC: dmac,
+			GRH: ib.GlobalRoute{DGID: r[0].GID, SGIDIndex: uint8(d.gidIndex), HopLimit: 64}}
 		if err := d.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: edgeMTU, DestQPNum: r[0].QPN, RQPSN: r[0].PSN,
 			MaxDestRdAtomic: 1, MinRNRTimer: 12, AHAttr: av},
 			qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|

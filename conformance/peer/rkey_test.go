@@ -5,6 +5,7 @@ package peer
 import (
 	"context"
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"net"
 	"path/filepath"
 	"regexp"
@@ -50,7 +51,7 @@ func newRKeyEnd(dev *emu.Device, resolve workload.Resolver, gidIndex int, psn ui
 		return nil, err
 	}
 	e.addr, _ = dev.Memory().Alloc(1 << 16)
-	access := qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite
+	access := ib.AccessLocalWrite | ib.AccessRemoteWrite
 	if e.mr, err = e.pd.RegUserMR(e.addr, 1<<16, e.addr, access); err != nil {
 		e.close()
 		return nil, err
@@ -86,9 +87,9 @@ func (e *rkeyEnd) connect(s *oob.PerftestSetup) error {
 	if err != nil {
 		return err
 	}
-	av := qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: dmac,
-		GRH: qpstate.GlobalRoute{DGID: r.GID, SGIDIndex: uint8(e.gidIndex), HopLimit: 64}}
-	if err := e.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, DestQPNum: r.QPN, RQPSN: r.PSN,
+	av := ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH, DMAC: dmac,
+		GRH: ib.GlobalRoute{DGID: r.GID, SGIDIndex: uint8(e.gidIndex), HopLimit: 64}}
+	if err := e.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: r.QPN, RQPSN: r.PSN,
 		MaxDestRdAtomic: 1, MinRNRTimer: 12, AHAttr: av},
 		qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|
 			qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer); err != nil {
@@ -161,7 +162,7 @@ func driveRKey(e *rkeyEnd, conn net.Conn, peerState func(qpn uint32) string) (rk
 	if err != nil {
 		return o, err
 	}
-	s, err := oob.PerftestConnect(c, oob.PerftestParams{MTU: qpstate.MTU1024, WithGID: true}, []oob.PerftestDest{e.local}, e.connect)
+	s, err := oob.PerftestConnect(c, oob.PerftestParams{MTU: ib.MTU1024, WithGID: true}, []oob.PerftestDest{e.local}, e.connect)
 	if err != nil {
 		return o, fmt.Errorf("perftest exchange: %w", err)
 	}
@@ -187,7 +188,7 @@ func driveRetry(e *rkeyEnd, conn net.Conn, stopPeer func()) (good, lost emu.WCSt
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	s, err := oob.PerftestConnect(c, oob.PerftestParams{MTU: qpstate.MTU1024, WithGID: true}, []oob.PerftestDest{e.local}, e.connect)
+	s, err := oob.PerftestConnect(c, oob.PerftestParams{MTU: ib.MTU1024, WithGID: true}, []oob.PerftestDest{e.local}, e.connect)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("perftest exchange: %w", err)
 	}
@@ -236,7 +237,7 @@ func pipePerftest(t *testing.T, retry uint8) (d, p *rkeyEnd, conn net.Conn) {
 		defer srv.Close()
 		c, err := oob.NewPerftestConn(srv, oob.PerftestServer)
 		if err == nil {
-			_, err = oob.PerftestConnect(c, oob.PerftestParams{MTU: qpstate.MTU1024, WithGID: true}, []oob.PerftestDest{p.local}, p.connect)
+			_, err = oob.PerftestConnect(c, oob.PerftestParams{MTU: ib.MTU1024, WithGID: true}, []oob.PerftestDest{p.local}, p.connect)
 		}
 		if err != nil {
 			t.Errorf("peer exchange: %v", err)

@@ -2,19 +2,19 @@ package rxe
 
 import (
 	"github.com/softroce/softroce/emu"
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
 // ah is rxe's address handle.
 type ah struct {
 	num  uint32 // ah_num, 1..32767, what UD WQEs of new providers name
-	attr qpstate.AHAttr
+	attr ib.AHAttr
 }
 
 // CreateAH stores an address (rxe_create_ah): a source GID that is not
 // RoCEv2 is EINVAL; the AH number comes from a 15-bit pool.
-func (r *Dev) CreateAH(a *emu.AH, attr *qpstate.AHAttr, udata *emu.UData) error {
+func (r *Dev) CreateAH(a *emu.AH, attr *ib.AHAttr, udata *emu.UData) error {
 	if err := r.checkAV(attr); err != nil {
 		return err
 	}
@@ -26,7 +26,7 @@ func (r *Dev) CreateAH(a *emu.AH, attr *qpstate.AHAttr, udata *emu.UData) error 
 		return errorf(unix.ENOMEM, "create AH: %d AHs exist", r.attr.MaxAH)
 	}
 	x.num = n
-	x.attr.Type = qpstate.AHAttrTypeRoCE
+	x.attr.Type = ib.AHAttrTypeRoCE
 	a.Priv = x
 	if udata != nil && len(udata.Out) >= 4 {
 		udata.CopyTo([]byte{byte(n), byte(n >> 8), 0, 0}) // struct rxe_create_ah_resp.ah_num
@@ -35,22 +35,22 @@ func (r *Dev) CreateAH(a *emu.AH, attr *qpstate.AHAttr, udata *emu.UData) error 
 }
 
 // checkAV is rxe_av_chk_attr: the source GID must be RoCEv2.
-func (r *Dev) checkAV(attr *qpstate.AHAttr) error {
-	if attr.AHFlags&qpstate.AHGRH == 0 {
+func (r *Dev) checkAV(attr *ib.AHAttr) error {
+	if attr.AHFlags&ib.AHGRH == 0 {
 		return nil
 	}
 	e, err := r.dev.QueryGID(attr.PortNum, int(attr.GRH.SGIDIndex))
 	if err != nil {
 		return err
 	}
-	if e.Type != qpstate.GIDTypeRoCEv2 {
+	if e.Type != ib.GIDTypeRoCEv2 {
 		return errorf(unix.EINVAL, "AH: source GID %d is %v, rxe sends RoCEv2 only", attr.GRH.SGIDIndex, e.Type)
 	}
 	return nil
 }
 
 // ModifyAH replaces the stored address (rxe_modify_ah).
-func (r *Dev) ModifyAH(a *emu.AH, attr *qpstate.AHAttr) error {
+func (r *Dev) ModifyAH(a *emu.AH, attr *ib.AHAttr) error {
 	if err := r.checkAV(attr); err != nil {
 		return err
 	}
@@ -58,16 +58,16 @@ func (r *Dev) ModifyAH(a *emu.AH, attr *qpstate.AHAttr) error {
 	defer r.unlock()
 	x := a.Priv.(*ah)
 	x.attr = *attr
-	x.attr.Type = qpstate.AHAttrTypeRoCE
+	x.attr.Type = ib.AHAttrTypeRoCE
 	return nil
 }
 
 // QueryAH returns the address as type RoCE with GRH (rxe_query_ah).
-func (r *Dev) QueryAH(a *emu.AH) (qpstate.AHAttr, error) {
+func (r *Dev) QueryAH(a *emu.AH) (ib.AHAttr, error) {
 	r.lock()
 	defer r.unlock()
 	at := a.Priv.(*ah).attr
-	at.Type, at.AHFlags = qpstate.AHAttrTypeRoCE, at.AHFlags|qpstate.AHGRH
+	at.Type, at.AHFlags = ib.AHAttrTypeRoCE, at.AHFlags|ib.AHGRH
 	return at, nil
 }
 

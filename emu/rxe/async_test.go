@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"bytes"
+	"github.com/softroce/softroce/ib"
 	"net"
 	"net/netip"
 	"testing"
@@ -19,7 +20,7 @@ func TestAsyncFaults(t *testing.T) {
 	fc := link.FaultConfig{Seed: 7, Drop: 0.05, Duplicate: 0.05, Reorder: 0.05, Corrupt: 0.05}
 	a, b := asyncPair(t, fc)
 	la := a.r.cfg.Link.(*link.Faults)
-	o := qpOpts{mtu: qpstate.MTU1024, timeout: 10, retry: 7, rnr: 7, minRNR: 1, rdAtomic: 4, destAtom: 4}
+	o := qpOpts{mtu: ib.MTU1024, timeout: 10, retry: 7, rnr: 7, minRNR: 1, rdAtomic: 4, destAtom: 4}
 	qa, qb := a.newQP(qpstate.TypeRC, nil, o), b.newQP(qpstate.TypeRC, nil, o)
 	a.connect(qa, b, qb.QPNum, 0, 0, o, allAccess)
 	b.connect(qb, a, qa.QPNum, 0, 0, o, allAccess)

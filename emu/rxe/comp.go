@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"encoding/binary"
+	"github.com/softroce/softroce/ib"
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/qpstate"
@@ -34,7 +35,7 @@ func (r *Dev) completer(q *qp, p *wire.Packet) {
 				return
 			}
 			r.finish(q, w, emu.WCSuccess)
-			q.compPSN = wire.PSNAdd(w.lastPSN, 1)
+			q.compPSN = ib.PSNAdd(w.lastPSN, 1)
 			continue
 		}
 		switch c := psnCmp(psn, q.compPSN); {
@@ -71,7 +72,7 @@ func (r *Dev) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 		}
 		if wop == emu.WRAtomicWrite && op == wire.RCRDMAReadResponseOnly {
 			q.reload()
-			q.compPSN = wire.PSNAdd(psn, 1)
+			q.compPSN = ib.PSNAdd(psn, 1)
 			r.finish(q, w, emu.WCSuccess)
 			return
 		}
@@ -81,7 +82,7 @@ func (r *Dev) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 		}
 		// A restarted read answers from its FIRST/ONLY; inside one only
 		// MIDDLE/LAST continue it.
-		idx := wire.PSNAdd(psn, (1<<24)-w.firstPSN)
+		idx := ib.PSNAdd(psn, (1<<24)-w.firstPSN)
 		off := uint64(idx) * uint64(q.mtu())
 		if pay := p.Payload(); len(pay) > 0 {
 			if off+uint64(len(pay)) > w.length {
@@ -94,7 +95,7 @@ func (r *Dev) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 			}
 		}
 		q.reload()
-		q.compPSN = wire.PSNAdd(psn, 1)
+		q.compPSN = ib.PSNAdd(psn, 1)
 		if op.IsLast() {
 			r.finish(q, w, emu.WCSuccess)
 		}
@@ -110,7 +111,7 @@ func (r *Dev) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 			return
 		}
 		q.reload()
-		q.compPSN = wire.PSNAdd(psn, 1)
+		q.compPSN = ib.PSNAdd(psn, 1)
 		r.finish(q, w, emu.WCSuccess)
 	case wire.RCAcknowledge:
 		r.handleAETH(q, w, p)
@@ -130,7 +131,7 @@ func (r *Dev) handleAETH(q *qp, w *sendWQE, p *wire.Packet) {
 		}
 		q.reload()
 		if psnCmp(psn, q.compPSN) >= 0 {
-			q.compPSN = wire.PSNAdd(psn, 1)
+			q.compPSN = ib.PSNAdd(psn, 1)
 		}
 		if psn == w.lastPSN && w.next == w.npkts {
 			r.finish(q, w, emu.WCSuccess)

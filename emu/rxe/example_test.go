@@ -3,6 +3,7 @@ package rxe_test
 import (
 	"bytes"
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"net"
 	"net/netip"
 	"time"
@@ -35,7 +36,7 @@ func newHCA(name string, l link.Link, i byte) *hca {
 	h.qp, _ = h.pd.CreateQP(&emu.QPInitAttr{SendCQ: h.cq, RecvCQ: h.cq, QPType: qpstate.TypeRC,
 		Cap: qpstate.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	h.addr, h.buf = h.dev.Memory().Alloc(4096)
-	h.mr, _ = h.pd.RegUserMR(h.addr, 4096, h.addr, qpstate.AccessLocalWrite|qpstate.AccessRemoteWrite|qpstate.AccessRemoteRead)
+	h.mr, _ = h.pd.RegUserMR(h.addr, 4096, h.addr, ib.AccessLocalWrite|ib.AccessRemoteWrite|ib.AccessRemoteRead)
 	return h
 }
 
@@ -43,12 +44,12 @@ func newHCA(name string, l link.Link, i byte) *hca {
 // ibv_modify_qp would).
 func (h *hca) connect(peer *hca) {
 	h.qp.Modify(&qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1,
-		QPAccessFlags: qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead},
+		QPAccessFlags: ib.AccessRemoteWrite | ib.AccessRemoteRead},
 		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags)
-	h.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, DestQPNum: peer.qp.QPNum,
+	h.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: peer.qp.QPNum,
 		MaxDestRdAtomic: 1, MinRNRTimer: 12,
-		AHAttr: qpstate.AHAttr{PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: peer.mac,
-			GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: 1, HopLimit: 64}}},
+		AHAttr: ib.AHAttr{PortNum: 1, AHFlags: ib.AHGRH, DMAC: peer.mac,
+			GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: 1, HopLimit: 64}}},
 		qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|
 			qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer)
 	h.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},

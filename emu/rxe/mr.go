@@ -3,7 +3,7 @@ package rxe
 import (
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/dma"
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,9 +18,9 @@ const (
 
 // Access sets (spec §1.11).
 const (
-	accessMR = qpstate.AccessRemote | qpstate.AccessLocalWrite | qpstate.AccessMWBind |
-		qpstate.AccessOnDemand | qpstate.AccessFlushGlobal | qpstate.AccessFlushPersistent | qpstate.AccessOptional
-	accessMW = accessMR | qpstate.AccessZeroBased
+	accessMR = ib.AccessRemote | ib.AccessLocalWrite | ib.AccessMWBind |
+		ib.AccessOnDemand | ib.AccessFlushGlobal | ib.AccessFlushPersistent | ib.AccessOptional
+	accessMW = accessMR | ib.AccessZeroBased
 )
 
 // mr is rxe's memory region.
@@ -32,7 +32,7 @@ type mr struct {
 	pd       *emu.PD
 	lkey     uint32
 	rkey     uint32
-	access   qpstate.AccessFlags
+	access   ib.AccessFlags
 	iova     uint64
 	length   uint64
 	start    uint64 // memory address backing iova (user MRs)
@@ -60,7 +60,7 @@ func (r *Dev) newMR(m *emu.MR, typ emu.MRType) (*mr, error) {
 }
 
 // GetDMAMR registers an MR covering all memory (rxe_get_dma_mr).
-func (r *Dev) GetDMAMR(m *emu.MR, access qpstate.AccessFlags) error {
+func (r *Dev) GetDMAMR(m *emu.MR, access ib.AccessFlags) error {
 	r.lock()
 	defer r.unlock()
 	x, err := r.newMR(m, emu.MRTypeDMA)
@@ -74,7 +74,7 @@ func (r *Dev) GetDMAMR(m *emu.MR, access qpstate.AccessFlags) error {
 // RegUserMR registers user memory (rxe_reg_user_mr): access outside
 // rxe's MR set is EOPNOTSUPP; memory that is not there cannot be pinned
 // (EFAULT).
-func (r *Dev) RegUserMR(m *emu.MR, start, length, iova uint64, access qpstate.AccessFlags) error {
+func (r *Dev) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.AccessFlags) error {
 	if bad := access &^ accessMR; bad != 0 {
 		return errorf(unix.EOPNOTSUPP, "reg MR: access %v not supported", bad)
 	}
@@ -107,7 +107,7 @@ func (r *Dev) AllocMR(m *emu.MR, t emu.MRType, maxNumSG int) error {
 	if err != nil {
 		return err
 	}
-	x.state, x.access, x.maxPages = memFree, qpstate.AccessRemote, maxNumSG
+	x.state, x.access, x.maxPages = memFree, ib.AccessRemote, maxNumSG
 	m.Access = x.access
 	return nil
 }
@@ -170,7 +170,7 @@ type mw struct {
 	rkey   uint32
 	mr     *mr
 	qp     *qp // type 2: the QP that bound it
-	access qpstate.AccessFlags
+	access ib.AccessFlags
 	addr   uint64
 	length uint64
 }
@@ -266,7 +266,7 @@ func (r *Dev) invalidate(key uint32) error {
 		return errorf(unix.EINVAL, "invalidate %#x: no such MR", key)
 	}
 	want := x.lkey
-	if x.access&qpstate.AccessRemote != 0 {
+	if x.access&ib.AccessRemote != 0 {
 		want = x.rkey
 	}
 	switch {
@@ -307,7 +307,7 @@ func (r *Dev) bindMW(q *qp, wr *emu.SendWR) error {
 	switch {
 	case w.typ == emu.MWType1 && w.state != memValid:
 		return errorf(unix.EINVAL, "BIND_MW: type 1 MW not VALID")
-	case w.typ == emu.MWType1 && b.Access&qpstate.AccessZeroBased != 0:
+	case w.typ == emu.MWType1 && b.Access&ib.AccessZeroBased != 0:
 		return errorf(unix.EINVAL, "BIND_MW: type 1 MWs cannot be zero based")
 	case w.typ == emu.MWType2 && w.state != memFree:
 		return errorf(unix.EINVAL, "BIND_MW: type 2 MW is not FREE (already bound)")
@@ -320,14 +320,14 @@ func (r *Dev) bindMW(q *qp, wr *emu.SendWR) error {
 		switch {
 		case m.pd != q.pd:
 			return errorf(unix.EINVAL, "BIND_MW: MR in another PD")
-		case m.access&qpstate.AccessZeroBased != 0:
+		case m.access&ib.AccessZeroBased != 0:
 			return errorf(unix.EINVAL, "BIND_MW: MR is zero based")
-		case m.access&qpstate.AccessMWBind == 0:
+		case m.access&ib.AccessMWBind == 0:
 			return errorf(unix.EINVAL, "BIND_MW: MR lacks IB_ACCESS_MW_BIND")
-		case b.Access&(qpstate.AccessRemoteWrite|qpstate.AccessRemoteAtomic) != 0 && m.access&qpstate.AccessLocalWrite == 0:
+		case b.Access&(ib.AccessRemoteWrite|ib.AccessRemoteAtomic) != 0 && m.access&ib.AccessLocalWrite == 0:
 			return errorf(unix.EINVAL, "BIND_MW: remote write/atomic needs LOCAL_WRITE on the MR")
 		}
-		if b.Access&qpstate.AccessZeroBased != 0 {
+		if b.Access&ib.AccessZeroBased != 0 {
 			if b.Length > m.length {
 				return errorf(unix.EINVAL, "BIND_MW: zero-based window longer than the MR")
 			}
@@ -354,14 +354,14 @@ func (r *Dev) bindMW(q *qp, wr *emu.SendWR) error {
 // key, same PD, type-2 MW bound to q, access granted, VALID, range inside.
 // A failure is what the responder answers with NAK 0x62 (remote access
 // error); r.mu held. It returns the memory address of va.
-func (r *Dev) lookupRKey(q *qp, rkey uint32, access qpstate.AccessFlags, va, length uint64) (uint64, error) {
+func (r *Dev) lookupRKey(q *qp, rkey uint32, access ib.AccessFlags, va, length uint64) (uint64, error) {
 	_, addr, err := r.rkeyMR(q, rkey, access, va, length)
 	return addr, err
 }
 
 // rkeyMR is lookupRKey returning the MR behind the key as well (for a
 // window, the MR it is bound to).
-func (r *Dev) rkeyMR(q *qp, rkey uint32, access qpstate.AccessFlags, va, length uint64) (*mr, uint64, error) {
+func (r *Dev) rkeyMR(q *qp, rkey uint32, access ib.AccessFlags, va, length uint64) (*mr, uint64, error) {
 	fail := func(err error) (*mr, uint64, error) { return nil, 0, err }
 	idx := rkey >> 8
 	if idx >= minMWIndex {
@@ -379,7 +379,7 @@ func (r *Dev) rkeyMR(q *qp, rkey uint32, access qpstate.AccessFlags, va, length 
 			return fail(errorf(unix.EACCES, "rkey %#x: MW access %v lacks %v", rkey, w.access, access))
 		}
 		base := w.addr
-		if w.access&qpstate.AccessZeroBased != 0 {
+		if w.access&ib.AccessZeroBased != 0 {
 			va += w.addr
 			base = w.addr
 		}

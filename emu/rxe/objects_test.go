@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"net/netip"
 	"testing"
 
@@ -79,27 +80,27 @@ func TestVerbsObjects(t *testing.T) {
 		{"O4_reg_mr_access", func(t *testing.T, e *env) {
 			addr, _ := e.dev.Memory().Alloc(4096)
 			for _, c := range []struct {
-				access qpstate.AccessFlags
+				access ib.AccessFlags
 				errno  unix.Errno
 			}{
-				{qpstate.AccessRemoteWrite, unix.EINVAL},
-				{qpstate.AccessRemoteAtomic, unix.EINVAL},
-				{qpstate.AccessLocalWrite | qpstate.AccessZeroBased, unix.EOPNOTSUPP},
-				{qpstate.AccessLocalWrite | qpstate.AccessOnDemand, unix.EOPNOTSUPP},
-				{qpstate.AccessLocalWrite | qpstate.AccessHugeTLB, unix.EOPNOTSUPP},
+				{ib.AccessRemoteWrite, unix.EINVAL},
+				{ib.AccessRemoteAtomic, unix.EINVAL},
+				{ib.AccessLocalWrite | ib.AccessZeroBased, unix.EOPNOTSUPP},
+				{ib.AccessLocalWrite | ib.AccessOnDemand, unix.EOPNOTSUPP},
+				{ib.AccessLocalWrite | ib.AccessHugeTLB, unix.EOPNOTSUPP},
 				{1 << 12, unix.EINVAL},
-				{qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessFlushGlobal, 0},
+				{ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessFlushGlobal, 0},
 			} {
 				_, err := e.pd.RegUserMR(addr, 4096, addr, c.access)
 				wantErrno(t, "reg_mr "+c.access.String(), err, c.errno)
 			}
-			_, err := e.pd.RegUserMR(addr, 8192, addr, qpstate.AccessLocalWrite)
+			_, err := e.pd.RegUserMR(addr, 8192, addr, ib.AccessLocalWrite)
 			wantErrno(t, "reg_mr beyond memory", err, unix.EFAULT)
 		}},
 		{"O5_dereg_MR_with_bound_MW", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
-			bind, mw, mr, _ := e.bindType2(1, emu.SendSignaled, 1024, qpstate.AccessRemoteWrite)
+			bind, mw, mr, _ := e.bindType2(1, emu.SendSignaled, 1024, ib.AccessRemoteWrite)
 			if _, err := qp.PostSend([]emu.SendWR{bind}); err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +116,7 @@ func TestVerbsObjects(t *testing.T) {
 		{"O5_dereg_after_invalidate", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
-			bind, _, mr, _ := e.bindType2(1, 0, 64, qpstate.AccessRemoteRead)
+			bind, _, mr, _ := e.bindType2(1, 0, 64, ib.AccessRemoteRead)
 			newKey := bind.Key
 			qp.PostSend([]emu.SendWR{bind})
 			wantErrno(t, "dereg with bound MW", mr.Dereg(), unix.EINVAL)
@@ -144,7 +145,7 @@ func TestVerbsObjects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			qp.PostSend([]emu.SendWR{{WRID: 1, Opcode: emu.WRRegMR, MR: mr, Key: mr.RKey + 0x100, Access: qpstate.AccessLocalWrite}})
+			qp.PostSend([]emu.SendWR{{WRID: 1, Opcode: emu.WRRegMR, MR: mr, Key: mr.RKey + 0x100, Access: ib.AccessLocalWrite}})
 			if got := statuses(e.poll(e.scq)); !equal(got, []idStatus{{1, emu.WCLocQPOpErr}}) {
 				t.Fatalf("completions %v", got)
 			}
@@ -161,21 +162,21 @@ func TestVerbsObjects(t *testing.T) {
 			}
 			emu.UpdateFastRegKey(mr, 0x42)
 			reg := emu.SendWR{WRID: 1, Opcode: emu.WRRegMR, SendFlags: emu.SendSignaled, MR: mr, Key: mr.RKey,
-				Access: qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite}
+				Access: ib.AccessLocalWrite | ib.AccessRemoteWrite}
 			qp.PostSend([]emu.SendWR{reg})
 			reg.WRID = 2
 			qp.PostSend([]emu.SendWR{reg})
 			if got := statuses(e.poll(e.scq)); !equal(got, []idStatus{{1, emu.WCSuccess}, {2, emu.WCLocQPOpErr}}) {
 				t.Fatalf("completions %v", got)
 			}
-			if mr.LKey&0xFF != 0x42 || mr.Access != qpstate.AccessLocalWrite|qpstate.AccessRemoteWrite || mr.IOVA != addr {
+			if mr.LKey&0xFF != 0x42 || mr.Access != ib.AccessLocalWrite|ib.AccessRemoteWrite || mr.IOVA != addr {
 				t.Fatalf("MR after REG_MR: %v access %v iova %#x", mr, mr.Access, mr.IOVA)
 			}
 		}},
 		{"O9_bind_type2_twice", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
-			b, _, _, _ := e.bindType2(1, emu.SendSignaled, 64, qpstate.AccessRemoteWrite)
+			b, _, _, _ := e.bindType2(1, emu.SendSignaled, 64, ib.AccessRemoteWrite)
 			qp.PostSend([]emu.SendWR{b})
 			b.WRID = 2
 			qp.PostSend([]emu.SendWR{b})
@@ -199,21 +200,21 @@ func TestVerbsObjects(t *testing.T) {
 			a, b := e.qp(qpstate.TypeRC, nil), e.qp(qpstate.TypeRC, nil)
 			e.toRTS(a)
 			e.toRTS(b)
-			bind, mw, _, sge := e.bindType2(0, 0, 256, qpstate.AccessRemoteWrite)
+			bind, mw, _, sge := e.bindType2(0, 0, 256, ib.AccessRemoteWrite)
 			a.PostSend([]emu.SendWR{bind})
 			e.r.lock()
 			defer e.r.unlock()
-			if _, err := e.r.lookupRKey(qpOf(b), mw.RKey, qpstate.AccessRemoteWrite, sge.Addr, 8); err == nil {
+			if _, err := e.r.lookupRKey(qpOf(b), mw.RKey, ib.AccessRemoteWrite, sge.Addr, 8); err == nil {
 				t.Fatal("QP b used a type-2 MW bound by QP a (want an access error: NAK 0x62)")
 			}
-			got, err := e.r.lookupRKey(qpOf(a), mw.RKey, qpstate.AccessRemoteWrite, sge.Addr+8, 8)
+			got, err := e.r.lookupRKey(qpOf(a), mw.RKey, ib.AccessRemoteWrite, sge.Addr+8, 8)
 			if err != nil || got != sge.Addr+8 {
 				t.Fatalf("bound QP: %#x, %v", got, err)
 			}
-			if _, err := e.r.lookupRKey(qpOf(a), mw.RKey, qpstate.AccessRemoteWrite, sge.Addr+250, 8); err == nil {
+			if _, err := e.r.lookupRKey(qpOf(a), mw.RKey, ib.AccessRemoteWrite, sge.Addr+250, 8); err == nil {
 				t.Fatal("access past the window accepted")
 			}
-			if _, err := e.r.lookupRKey(qpOf(a), mw.RKey, qpstate.AccessRemoteRead, sge.Addr, 8); err == nil {
+			if _, err := e.r.lookupRKey(qpOf(a), mw.RKey, ib.AccessRemoteRead, sge.Addr, 8); err == nil {
 				t.Fatal("REMOTE_READ through a write-only window accepted")
 			}
 		}},
@@ -380,9 +381,9 @@ func TestVerbsObjects(t *testing.T) {
 		{"O20_rxe_active_mtu", func(t *testing.T, e *env) {
 			for _, c := range []struct {
 				mtu  int
-				want qpstate.MTU
-			}{{1500, qpstate.MTU1024}, {2100, qpstate.MTU1024}, {2200, qpstate.MTU2048},
-				{4176, qpstate.MTU4096}, {9000, qpstate.MTU4096}, {300, qpstate.MTU256}} {
+				want ib.MTU
+			}{{1500, ib.MTU1024}, {2100, ib.MTU1024}, {2200, ib.MTU2048},
+				{4176, ib.MTU4096}, {9000, ib.MTU4096}, {300, ib.MTU256}} {
 				cfg := testConfig()
 				cfg.Device.NetDev.MTU = c.mtu
 				d, _ := New(cfg)

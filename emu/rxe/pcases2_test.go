@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"bytes"
+	"github.com/softroce/softroce/ib"
 	"net/netip"
 	"testing"
 	"time"
@@ -435,7 +436,7 @@ func TestFastRegRemoteWrite(t *testing.T) {
 	}
 	emu.UpdateFastRegKey(m, 0x42)
 	p.b.postSend(c.qb, emu.SendWR{WRID: 1, Opcode: emu.WRRegMR, MR: m, Key: m.RKey,
-		Access: qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite})
+		Access: ib.AccessLocalWrite | ib.AccessRemoteWrite})
 	src, data, mra := p.a.buf(100, 9)
 	write := emu.SendWR{WRID: 2, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
 		SGList: []emu.SGE{{Addr: src, Length: 100, LKey: mra.LKey}}, RemoteAddr: m.IOVA + 8, RKey: m.RKey}

@@ -3,6 +3,7 @@ package rxe
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/softroce/softroce/ib"
 	"slices"
 	"testing"
 	"time"
@@ -340,7 +341,7 @@ func TestP9RemoteErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		q       Quirks
-		accessB qpstate.AccessFlags
+		accessB ib.AccessFlags
 		destAt  uint8
 		op      emu.WROpcode
 		badKey  bool
@@ -349,8 +350,8 @@ func TestP9RemoteErrors(t *testing.T) {
 		st      emu.WCStatus
 	}{
 		{"P9-write-unknown-rkey", Quirks{}, allAccess, 0, emu.WRRDMAWrite, true, 8, 0x62, emu.WCRemAccessErr},
-		{"P10-read-no-remote-read", Quirks{}, qpstate.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
-		{"P10-quirk17-ibta", Quirks{AccessNAK62: true}, qpstate.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x62, emu.WCRemAccessErr},
+		{"P10-read-no-remote-read", Quirks{}, ib.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
+		{"P10-quirk17-ibta", Quirks{AccessNAK62: true}, ib.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x62, emu.WCRemAccessErr},
 		{"P11-no-responder-resources", Quirks{}, allAccess, 255, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
 		{"write-beyond-the-MR", Quirks{}, allAccess, 0, emu.WRRDMAWrite, false, 72, 0x62, emu.WCRemAccessErr},
 		{"P14-zero-length-write-rkey-0", Quirks{}, allAccess, 0, emu.WRRDMAWrite, true, 0, 0x1F, emu.WCSuccess},

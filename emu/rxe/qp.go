@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 	"golang.org/x/sys/unix"
@@ -146,7 +147,7 @@ func (r *Dev) CreateQP(c *emu.QP, init *emu.QPInitAttr, udata *emu.UData) error 
 	}
 	cp.MaxSendWR, cp.MaxSendSGE, cp.MaxInlineData = q.sqCap, q.sqMaxSGE, q.sqMaxInline
 	cp.MaxRecvWR, cp.MaxRecvSGE = q.rqCap, q.rqMaxSGE
-	q.attr.PathMTU = qpstate.MTU256
+	q.attr.PathMTU = ib.MTU256
 	q.attr.PortNum = 1
 	q.sport = wire.RXEInitialUDPSport(q.qpn)
 	r.qps[q.qpn] = q
@@ -260,15 +261,15 @@ func (q *qp) apply(a *qpstate.Attr, mask qpstate.AttrMask) {
 		s.RNRRetry, q.rnrLeft = a.RNRRetry, a.RNRRetry
 	}
 	if mask&qpstate.AttrRQPSN != 0 {
-		s.RQPSN = a.RQPSN & qpstate.PSNMask
+		s.RQPSN = a.RQPSN & ib.PSNMask
 		q.respPSN = s.RQPSN
-		q.ackPSN = wire.PSNAdd(s.RQPSN, qpstate.PSNMask)
+		q.ackPSN = ib.PSNAdd(s.RQPSN, ib.PSNMask)
 	}
 	if mask&qpstate.AttrMinRNRTimer != 0 {
 		s.MinRNRTimer = a.MinRNRTimer
 	}
 	if mask&qpstate.AttrSQPSN != 0 {
-		s.SQPSN = a.SQPSN & qpstate.PSNMask
+		s.SQPSN = a.SQPSN & ib.PSNMask
 		q.reqPSN, q.compPSN = s.SQPSN, s.SQPSN
 	}
 	if mask&qpstate.AttrPathMigState != 0 {
@@ -279,8 +280,8 @@ func (q *qp) apply(a *qpstate.Attr, mask qpstate.AttrMask) {
 	}
 	// A new primary path with a GRH recomputes the UDP source port from
 	// the flow label, or from the QPN pair when it is 0 (spec §5.1).
-	if mask&qpstate.AttrAV != 0 && a.AHAttr.AHFlags&qpstate.AHGRH != 0 {
-		q.sport = wire.GetUDPSport(a.AHAttr.GRH.FlowLabel, q.qpn, s.DestQPNum&qpstate.QPNMask)
+	if mask&qpstate.AttrAV != 0 && a.AHAttr.AHFlags&ib.AHGRH != 0 {
+		q.sport = wire.GetUDPSport(a.AHAttr.GRH.FlowLabel, q.qpn, s.DestQPNum&ib.QPNMask)
 	}
 }
 
@@ -680,7 +681,7 @@ func (r *Dev) Ack(qpn, psn uint32) error {
 	if !ok {
 		return errorf(unix.EINVAL, "ack: no QP %#x", qpn)
 	}
-	r.ackUpTo(q, psn&qpstate.PSNMask)
+	r.ackUpTo(q, psn&ib.PSNMask)
 	return nil
 }
 
@@ -715,8 +716,8 @@ func (r *Dev) QueryQP(c *emu.QP, mask qpstate.AttrMask) (qpstate.Attr, emu.QPIni
 	a.RQPSN, a.SQPSN = q.respPSN, q.reqPSN
 	a.Cap = qpstate.Cap{MaxSendWR: q.sqCap, MaxRecvWR: q.rqCap, MaxSendSGE: q.sqMaxSGE,
 		MaxRecvSGE: q.rqMaxSGE, MaxInlineData: q.sqMaxInline}
-	for _, ah := range []*qpstate.AHAttr{&a.AHAttr, &a.AltAHAttr} {
-		ah.Type, ah.AHFlags = qpstate.AHAttrTypeRoCE, ah.AHFlags|qpstate.AHGRH
+	for _, ah := range []*ib.AHAttr{&a.AHAttr, &a.AltAHAttr} {
+		ah.Type, ah.AHFlags = ib.AHAttrTypeRoCE, ah.AHFlags|ib.AHGRH
 		if ah.PortNum == 0 {
 			ah.PortNum = 1
 		}

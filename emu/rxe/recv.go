@@ -8,9 +8,6 @@ import (
 	"github.com/softroce/softroce/wire"
 )
 
-// multicastQPN is the BTH DestQP of multicast packets (IB_MULTICAST_QPN).
-const multicastQPN = 0xFFFFFF
-
 // receive runs one frame through rxe's receive pipeline (rxe_udp_encap_recv,
 // rxe_rcv, hdr_check, rxe_icrc_check; spec §5.7): any failed check drops
 // the frame silently, counting what rxe counts; a frame that passes goes to
@@ -39,7 +36,7 @@ func (r *Dev) receive(frame []byte) {
 		r.counters[cntDroppedPkts]++
 		return
 	}
-	if bth.DestQP() == multicastQPN {
+	if bth.DestQP() == emu.MulticastQPN {
 		if !mcast || op.Transport() != wire.TransportUD {
 			r.counters[cntDroppedPkts]++
 			return

@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"errors"
+	"github.com/softroce/softroce/ib"
 	"time"
 
 	"github.com/softroce/softroce/clock"
@@ -80,7 +81,7 @@ type respRes struct {
 func (q *qp) resetTransport() {
 	q.stopTimers()
 	p, ok := q.path, q.pathOK
-	q.xport = xport{path: p, pathOK: ok, ackPSN: wire.PSNAdd(q.respPSN, qpstate.PSNMask)}
+	q.xport = xport{path: p, pathOK: ok, ackPSN: ib.PSNAdd(q.respPSN, ib.PSNMask)}
 }
 
 func (q *qp) stopTimers() {
@@ -182,9 +183,9 @@ func (r *Dev) runSQ(q *qp) {
 			n = uint32(max(1, (w.length+mtu-1)/mtu))
 		}
 		w.firstPSN = q.reqPSN
-		w.lastPSN = wire.PSNAdd(q.reqPSN, n-1)
+		w.lastPSN = ib.PSNAdd(q.reqPSN, n-1)
 		w.npkts, w.next = n, 0
-		q.reqPSN = wire.PSNAdd(q.reqPSN, n)
+		q.reqPSN = ib.PSNAdd(q.reqPSN, n)
 		w.state = wqePending
 		if q.isUD() && w.length > mtu {
 			// IBA C10-93.1.1 as rxe: no packet, success (spec P19).
@@ -210,8 +211,8 @@ func (r *Dev) sendPackets(q *qp, w *sendWQE) bool {
 	op := w.wr.Opcode
 	mtu := uint32(q.mtu())
 	for w.next < w.npkts {
-		psn := wire.PSNAdd(w.firstPSN, w.next)
-		if q.typ == qpstate.TypeRC && psnCmp(psn, wire.PSNAdd(q.compPSN, maxUnackedPSNs)) > 0 {
+		psn := ib.PSNAdd(w.firstPSN, w.next)
+		if q.typ == qpstate.TypeRC && psnCmp(psn, ib.PSNAdd(q.compPSN, maxUnackedPSNs)) > 0 {
 			return false
 		}
 		if st, ok := r.sendPacket(q, w, psn, mtu); !ok {
@@ -286,7 +287,7 @@ func opcodeFor(t qpstate.Type, op emu.WROpcode, first, last bool) wire.Opcode {
 // WQE completes with.
 func (r *Dev) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCStatus, bool) {
 	op := w.wr.Opcode
-	idx := wire.PSNAdd(psn, (1<<24)-w.firstPSN) // packets into the message
+	idx := ib.PSNAdd(psn, (1<<24)-w.firstPSN) // packets into the message
 	var p *path
 	var dqpn uint32
 	if q.isUD() {
@@ -427,7 +428,7 @@ func (r *Dev) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
 			off -= uint64(s.Length)
 			continue
 		}
-		m, err := r.lookupLKey(q, s, qpstate.AccessLocalWrite)
+		m, err := r.lookupLKey(q, s, ib.AccessLocalWrite)
 		if err != nil {
 			return err
 		}
@@ -564,7 +565,7 @@ func (r *Dev) rewind(q *qp, psn uint32) {
 		case isAtomic(w.wr.Opcode) || psnCmp(psn, w.firstPSN) <= 0:
 			w.next = 0
 		case psnCmp(psn, w.lastPSN) <= 0:
-			w.next = wire.PSNAdd(psn, (1<<24)-w.firstPSN)
+			w.next = ib.PSNAdd(psn, (1<<24)-w.firstPSN)
 		}
 	}
 	q.noack = 0
@@ -582,7 +583,7 @@ func (r *Dev) ackUpTo(q *qp, psn uint32) {
 			w.state, w.status = wqeDone, emu.WCSuccess
 		}
 	}
-	q.compPSN = wire.PSNAdd(psn, 1)
+	q.compPSN = ib.PSNAdd(psn, 1)
 	r.afterComp(q)
 }
 

@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"encoding/binary"
+	"github.com/softroce/softroce/ib"
 	"sync"
 
 	"github.com/softroce/softroce/emu"
@@ -21,9 +22,6 @@ const (
 // atomicMu serializes responder atomics across devices that share memory,
 // as rxe's global atomic_ops_lock.
 var atomicMu sync.Mutex
-
-// grhArea is the room a UD receive buffer gives the network header.
-const grhArea = 40
 
 // responder processes one request packet for q (rxe_responder, spec
 // §6.3). r.mu held.
@@ -79,14 +77,14 @@ func (r *Dev) responder(q *qp, p *wire.Packet) {
 	}
 
 	// 3. Operation allowed by the QP's access flags.
-	var need qpstate.AccessFlags
+	var need ib.AccessFlags
 	switch {
 	case fl&wire.FlagRead != 0:
-		need = qpstate.AccessRemoteRead
+		need = ib.AccessRemoteRead
 	case fl&wire.FlagAtomic != 0:
-		need = qpstate.AccessRemoteAtomic
+		need = ib.AccessRemoteAtomic
 	case fl&(wire.FlagWrite|wire.FlagAtomicWrite) != 0:
-		need = qpstate.AccessRemoteWrite
+		need = ib.AccessRemoteWrite
 	}
 	if need != 0 && !q.isUD() && q.attr.QPAccessFlags&need == 0 {
 		if rc {
@@ -118,7 +116,7 @@ func (r *Dev) responder(q *qp, p *wire.Packet) {
 			return
 		}
 		// 5. Length (UD): the payload and the 40-byte GRH area must fit.
-		if q.isUD() && uint64(p.PayloadLen())+grhArea > w.length {
+		if q.isUD() && uint64(p.PayloadLen())+emu.GRHSize > w.length {
 			if q.srq != nil {
 				w, _ = r.takeRecv(q)
 				r.recvWC(q, w, emu.WCRemInvReqErr, emu.WCRecv, 0, p)
@@ -181,7 +179,7 @@ func (r *Dev) responder(q *qp, p *wire.Packet) {
 		}
 		return
 	}
-	q.respPSN = wire.PSNAdd(psn, 1)
+	q.respPSN = ib.PSNAdd(psn, 1)
 	if q.isUD() {
 		return
 	}
@@ -248,16 +246,16 @@ func (r *Dev) execSend(q *qp, p *wire.Packet) bool {
 	op := p.Opcode()
 	pay := p.Payload()
 	if q.isUD() {
-		var hdr [grhArea]byte
+		var hdr [emu.GRHSize]byte
 		ip := p.IPHeader()
-		copy(hdr[grhArea-len(ip):], ip)
+		copy(hdr[emu.GRHSize-len(ip):], ip)
 		if err := r.scatterAt(q, q.cur.sgl, 0, hdr[:]); err != nil {
 			q.hasCur = false
 			r.recvWC(q, q.cur, emu.WCLocQPOpErr, emu.WCRecv, 0, p)
 			r.toErr(q)
 			return false
 		}
-		q.curOff = grhArea
+		q.curOff = emu.GRHSize
 	}
 	if err := r.scatterAt(q, q.cur.sgl, q.curOff, pay); err != nil {
 		// rxe treats overflow and bad receive SGEs as a malformed WQE
@@ -289,7 +287,7 @@ func (r *Dev) execSend(q *qp, p *wire.Packet) bool {
 	}
 	q.hasCur = false
 	if !q.isUD() {
-		q.msn = wire.PSNAdd(q.msn, 1)
+		q.msn = ib.PSNAdd(q.msn, 1)
 	}
 	r.recvWC(q, q.cur, st, emu.WCRecv, uint32(q.curOff), p)
 	return true
@@ -317,7 +315,7 @@ func (r *Dev) execWrite(q *qp, p *wire.Packet) bool {
 		return false
 	}
 	if len(pay) > 0 {
-		m, addr, err := r.rkeyMR(q, q.wrRKey, qpstate.AccessRemoteWrite, q.wrVA, uint64(len(pay)))
+		m, addr, err := r.rkeyMR(q, q.wrRKey, ib.AccessRemoteWrite, q.wrVA, uint64(len(pay)))
 		if err == nil {
 			err = r.memIO(m, addr, pay, true)
 		}
@@ -337,7 +335,7 @@ func (r *Dev) execWrite(q *qp, p *wire.Packet) bool {
 		return true
 	}
 	q.respOp = 0
-	q.msn = wire.PSNAdd(q.msn, 1)
+	q.msn = ib.PSNAdd(q.msn, 1)
 	if p.ImmDt() != nil {
 		q.hasCur = false
 		r.recvWC(q, q.cur, emu.WCSuccess, emu.WCRecvRDMAWithImm, uint32(q.wrTotal), p)
@@ -355,18 +353,18 @@ func (r *Dev) execRead(q *qp, p *wire.Packet) {
 		return
 	}
 	if n > 0 {
-		if _, _, err := r.rkeyMR(q, rkey, qpstate.AccessRemoteRead, va, n); err != nil {
+		if _, _, err := r.rkeyMR(q, rkey, ib.AccessRemoteRead, va, n); err != nil {
 			r.nakErr(q, psn, nakRemAccess)
 			return
 		}
 	}
 	mtu := uint64(q.mtu())
 	npk := uint32(max(1, (n+mtu-1)/mtu))
-	res := q.saveRes(respRes{firstPSN: psn, lastPSN: wire.PSNAdd(psn, npk-1), va: va, rkey: rkey, length: n})
+	res := q.saveRes(respRes{firstPSN: psn, lastPSN: ib.PSNAdd(psn, npk-1), va: va, rkey: rkey, length: n})
 	if !r.readReply(q, res, psn, va, n) {
 		return
 	}
-	if next := wire.PSNAdd(res.lastPSN, 1); psnCmp(next, q.respPSN) > 0 {
+	if next := ib.PSNAdd(res.lastPSN, 1); psnCmp(next, q.respPSN) > 0 {
 		q.respPSN = next
 	}
 }
@@ -406,7 +404,7 @@ func (r *Dev) readPacket(q *qp, j *readJob, i uint64) bool {
 	default:
 		op = wire.RCRDMAReadResponseMiddle
 	}
-	ppsn := wire.PSNAdd(j.psn, uint32(i))
+	ppsn := ib.PSNAdd(j.psn, uint32(i))
 	va := j.va + i*mtu
 	var pay []byte
 	if plen > 0 {
@@ -414,7 +412,7 @@ func (r *Dev) readPacket(q *qp, j *readJob, i uint64) bool {
 			r.scratch = make([]byte, plen)
 		}
 		pay = r.scratch[:plen]
-		m, addr, err := r.rkeyMR(q, j.rkey, qpstate.AccessRemoteRead, va, plen)
+		m, addr, err := r.rkeyMR(q, j.rkey, ib.AccessRemoteRead, va, plen)
 		if err == nil {
 			err = r.memIO(m, addr, pay, false)
 		}
@@ -440,7 +438,7 @@ func (r *Dev) execAtomic(q *qp, p *wire.Packet) {
 		r.nakErr(q, psn, nakInvalidReq)
 		return
 	}
-	m, addr, err := r.rkeyMR(q, a.RKey(), qpstate.AccessRemoteAtomic, va, 8)
+	m, addr, err := r.rkeyMR(q, a.RKey(), ib.AccessRemoteAtomic, va, 8)
 	if err != nil {
 		r.nakErr(q, psn, nakRemAccess)
 		return
@@ -480,7 +478,7 @@ func (r *Dev) execAtomicWrite(q *qp, p *wire.Packet) {
 		r.nakErr(q, psn, nakInvalidReq)
 		return
 	}
-	m, addr, err := r.rkeyMR(q, reth.RKey(), qpstate.AccessRemoteWrite, reth.VA(), 8)
+	m, addr, err := r.rkeyMR(q, reth.RKey(), ib.AccessRemoteWrite, reth.VA(), 8)
 	if err == nil {
 		atomicMu.Lock()
 		err = r.memIO(m, addr, pay, true)
@@ -499,7 +497,7 @@ func (r *Dev) execAtomicWrite(q *qp, p *wire.Packet) {
 func (q *qp) saveRes(rr respRes) *respRes {
 	res := q.newRes()
 	*res = rr
-	q.msn = wire.PSNAdd(q.msn, 1)
+	q.msn = ib.PSNAdd(q.msn, 1)
 	return res
 }
 
@@ -508,7 +506,7 @@ func (q *qp) saveRes(rr respRes) *respRes {
 // this one.
 func (q *qp) saveSinglePacketRes(rr respRes) *respRes {
 	res := q.saveRes(rr)
-	q.respPSN = wire.PSNAdd(rr.firstPSN, 1)
+	q.respPSN = ib.PSNAdd(rr.firstPSN, 1)
 	q.ackPSN = rr.firstPSN
 	return res
 }

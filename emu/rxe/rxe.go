@@ -19,6 +19,7 @@
 package rxe
 
 import (
+	"github.com/softroce/softroce/ib"
 	"math/rand/v2"
 	"net/netip"
 	"sync"
@@ -180,7 +181,7 @@ func New(cfg Config) (*emu.Device, error) {
 	r.limits.MaxQPRdAtom, r.limits.MaxQPInitRdAtom = uint32(attr.MaxQPRdAtom), uint32(attr.MaxQPInitRdAtom)
 	r.limits.MaxQPWR, r.limits.MaxInlineData = uint32(attr.MaxQPWR), uint32(attr.MaxInlineData)
 	r.limits.MaxSendSGE, r.limits.MaxRecvSGE = uint32(attr.MaxSendSGE), uint32(attr.MaxRecvSGE)
-	r.limits.GID = func(port, index uint32) (qpstate.GIDType, bool) {
+	r.limits.GID = func(port, index uint32) (ib.GIDType, bool) {
 		e, err := d.QueryGID(port, int(index))
 		return e.Type, err == nil
 	}
@@ -372,7 +373,7 @@ func (r *Dev) PortImmutable(port uint32) (emu.PortImmutable, error) {
 // speed from its ethtool speed.
 func (r *Dev) QueryPort(port uint32) (emu.PortAttr, error) {
 	nd := r.dev.NetDev()
-	a := emu.PortAttr{State: emu.PortActive, PhysState: emu.PhysLinkUp, MaxMTU: qpstate.MTU4096,
+	a := emu.PortAttr{State: emu.PortActive, PhysState: emu.PhysLinkUp, MaxMTU: ib.MTU4096,
 		ActiveMTU: emu.RxeMTU(nd.MTU), GIDTblLen: 1024, PortCapFlags: 0x10000, MaxMsgSz: maxMsgSize,
 		PKeyTblLen: 1, MaxVLNum: 1}
 	switch {

@@ -2,7 +2,7 @@ package rxe
 
 import (
 	"github.com/softroce/softroce/emu"
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
@@ -10,7 +10,7 @@ import (
 // RXE_LOOKUP_LOCAL, spec §4.8): the index must exist, the lkey match
 // exactly, the MR be in q's PD, grant every bit of access and be VALID, and
 // the SGE lie inside it. r.mu held.
-func (r *Dev) lookupLKey(q *qp, s emu.SGE, access qpstate.AccessFlags) (*mr, error) {
+func (r *Dev) lookupLKey(q *qp, s emu.SGE, access ib.AccessFlags) (*mr, error) {
 	m, ok := r.mrs[s.LKey>>8]
 	switch {
 	case !ok || m.lkey != s.LKey:
@@ -72,7 +72,7 @@ func (r *Dev) scatter(q *qp, sgl []emu.SGE, src []byte) (int, error) {
 		if n == len(src) {
 			break
 		}
-		m, err := r.lookupLKey(q, s, qpstate.AccessLocalWrite)
+		m, err := r.lookupLKey(q, s, ib.AccessLocalWrite)
 		if err != nil {
 			return n, err
 		}

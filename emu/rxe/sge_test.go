@@ -3,6 +3,7 @@ package rxe
 import (
 	"bytes"
 	"errors"
+	"github.com/softroce/softroce/ib"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
@@ -27,23 +28,23 @@ func TestLocalKeys(t *testing.T) {
 	}()
 	otherPD, _ := e.dev.AllocPD(0)
 	addr, _ := e.dev.Memory().Alloc(64)
-	foreign, _ := otherPD.RegUserMR(addr, 64, addr, qpstate.AccessLocalWrite)
+	foreign, _ := otherPD.RegUserMR(addr, 64, addr, ib.AccessLocalWrite)
 	fr, _ := e.pd.AllocMR(emu.MRTypeMemReg, 1)
 	for _, c := range []struct {
 		name   string
 		sge    emu.SGE
-		access qpstate.AccessFlags
+		access ib.AccessFlags
 		want   unix.Errno
 	}{
-		{"good", sge, qpstate.AccessLocalWrite, 0},
+		{"good", sge, ib.AccessLocalWrite, 0},
 		{"inside", emu.SGE{Addr: sge.Addr + 60, Length: 4, LKey: mr.LKey}, 0, 0},
 		{"past the end", emu.SGE{Addr: sge.Addr + 60, Length: 5, LKey: mr.LKey}, 0, unix.EACCES},
 		{"wrong key byte", emu.SGE{Addr: sge.Addr, Length: 4, LKey: mr.LKey ^ 1}, 0, unix.EINVAL},
-		{"no LOCAL_WRITE", ro, qpstate.AccessLocalWrite, unix.EACCES},
+		{"no LOCAL_WRITE", ro, ib.AccessLocalWrite, unix.EACCES},
 		{"read-only source", ro, 0, 0},
 		{"other PD", emu.SGE{Addr: addr, Length: 4, LKey: foreign.LKey}, 0, unix.EINVAL},
 		{"fast-reg MR not registered", emu.SGE{Addr: 0, Length: 0, LKey: fr.LKey}, 0, unix.EINVAL},
-		{"DMA lkey accepts any address", emu.SGE{Addr: 0x7777, Length: 4, LKey: e.pd.LocalDMALKey}, qpstate.AccessLocalWrite, 0},
+		{"DMA lkey accepts any address", emu.SGE{Addr: 0x7777, Length: 4, LKey: e.pd.LocalDMALKey}, ib.AccessLocalWrite, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e.r.lock()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"github.com/softroce/softroce/ib"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestSoak(t *testing.T) {
 func soakScenario(t *testing.T, seed uint64) bool {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	fc := &link.FaultConfig{Seed: seed, Drop: 0.05, Duplicate: 0.05, Reorder: 0.05, Corrupt: 0.05}
-	mtus := []qpstate.MTU{qpstate.MTU256, qpstate.MTU1024, qpstate.MTU4096}
+	mtus := []ib.MTU{ib.MTU256, ib.MTU1024, ib.MTU4096}
 	p := newPair(t, pairOpts{faults: fc})
 	pmtu := mtus[rng.IntN(len(mtus))]
 	c := p.connect(qpOpts{mtu: pmtu, timeout: 8, retry: 7, rnr: 7, minRNR: 1,
@@ -247,9 +248,9 @@ func soakUnreliable(t *testing.T, seed uint64, typ qpstate.Type) bool {
 	if typ == qpstate.TypeUD {
 		qa, qb = p.a.udQP(typ, nil), p.b.udQP(typ, nil)
 		ah = p.a.ah(p.b.ip, p.b.mac)
-		hdr, maxSize = grhArea, 1024
+		hdr, maxSize = emu.GRHSize, 1024
 	} else {
-		c := p.connect(qpOpts{typ: typ, mtu: qpstate.MTU1024})
+		c := p.connect(qpOpts{typ: typ, mtu: ib.MTU1024})
 		qa, qb = c.qa, c.qb
 	}
 	nmsg := 1 + rng.IntN(40)

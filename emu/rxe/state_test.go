@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"github.com/softroce/softroce/ib"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -167,7 +168,7 @@ func TestStateSideEffects(t *testing.T) {
 			e.toInit(qp)
 			_, err = qp.PostRecv([]emu.RecvWR{recv(1, sge)})
 			wantErrno(t, "post_recv in INIT", err, 0)
-			e.modify(qp, qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: qpstate.MTU1024, DestQPNum: 5, MaxDestRdAtomic: 1},
+			e.modify(qp, qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: ib.MTU1024, DestQPNum: 5, MaxDestRdAtomic: 1},
 				qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer)
 			bad, err = qp.PostSend([]emu.SendWR{send(2, sge, 0), send(3, sge, 0)})
 			wantErrno(t, "post_send in RTR", err, unix.EINVAL)
@@ -237,7 +238,7 @@ func TestModifyAtomic(t *testing.T) {
 			qpstate.AttrState | qpstate.AttrSQPSN | qpstate.AttrTimeout | qpstate.AttrRetryCnt | qpstate.AttrRNRRetry | qpstate.AttrMaxQPRdAtomic, unix.EINVAL},
 		{"missing_required", qpstate.Attr{QPState: qpstate.StateRTS, SQPSN: 5}, qpstate.AttrState | qpstate.AttrSQPSN, unix.EINVAL},
 		{"T21_reserved_bit", qpstate.Attr{QPState: qpstate.StateRTS}, qpstate.AttrState | qpstate.AttrReserved1, unix.EOPNOTSUPP},
-		{"T35_empty_sgid", qpstate.Attr{AHAttr: func() qpstate.AHAttr { a := av(); a.GRH.SGIDIndex = 200; return a }()},
+		{"T35_empty_sgid", qpstate.Attr{AHAttr: func() ib.AHAttr { a := av(); a.GRH.SGIDIndex = 200; return a }()},
 			qpstate.AttrAV, unix.ENODATA},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -273,9 +274,9 @@ func TestQueryQP(t *testing.T) {
 		{"T26_sq_psn_masked", a.SQPSN, uint32(1)},
 		{"rq_psn", a.RQPSN, uint32(100)},
 		{"cur_qp_state", a.CurQPState, qpstate.StateRTS},
-		{"ah type", a.AHAttr.Type, qpstate.AHAttrTypeRoCE},
-		{"ah grh", a.AHAttr.AHFlags, qpstate.AHGRH},
-		{"path mtu", a.PathMTU, qpstate.MTU1024},
+		{"ah type", a.AHAttr.Type, ib.AHAttrTypeRoCE},
+		{"ah grh", a.AHAttr.AHFlags, ib.AHGRH},
+		{"path mtu", a.PathMTU, ib.MTU1024},
 		{"dest qpn", a.DestQPNum, uint32(0x22)},
 		{"cap send wr", a.Cap.MaxSendWR, uint32(31)},
 		{"init cap", init.Cap, a.Cap},
@@ -333,7 +334,7 @@ func TestModifyUDPSport(t *testing.T) {
 		t.Fatalf("sport at create %#x, want 0xDF94", p)
 	}
 	e.toInit(qp)
-	e.modify(qp, qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: qpstate.MTU1024, DestQPNum: 18, MaxDestRdAtomic: 1},
+	e.modify(qp, qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: ib.MTU1024, DestQPNum: 18, MaxDestRdAtomic: 1},
 		qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer)
 	if p, _ := e.r.UDPSport(17); p != 0xC132 {
 		t.Fatalf("sport after INIT->RTR to 18: %#x, want 0xC132", p)
@@ -348,7 +349,7 @@ func TestModifyQPWithUdata(t *testing.T) {
 	e := newEnv(t)
 	qp := e.qp(qpstate.TypeRC, nil)
 	e.toInit(qp)
-	a := qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: qpstate.MTU1024, DestQPNum: 5, MaxDestRdAtomic: 1}
+	a := qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: ib.MTU1024, DestQPNum: 5, MaxDestRdAtomic: 1}
 	m := qpstate.AttrState | qpstate.AttrAV | qpstate.AttrPathMTU | qpstate.AttrDestQPN | qpstate.AttrRQPSN | qpstate.AttrMaxDestRdAtomic | qpstate.AttrMinRNRTimer
 	wantErrno(t, "no resolver", qp.ModifyWithUdata(&a, m, &emu.UData{}), unix.EHOSTUNREACH)
 	if s := e.state(qp); s != qpstate.StateInit {

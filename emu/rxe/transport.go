@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"errors"
+	"github.com/softroce/softroce/ib"
 	"net"
 	"net/netip"
 	"sync"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/link"
-	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 )
 
@@ -398,7 +398,7 @@ type path struct {
 }
 
 // pathOf resolves an AV into a path (rxe_init_av / rxe_av_from_attr).
-func (r *Dev) pathOf(a *qpstate.AHAttr) path {
+func (r *Dev) pathOf(a *ib.AHAttr) path {
 	p := path{dmac: a.DMAC, tc: a.GRH.TrafficClass, hop: a.GRH.HopLimit}
 	src, ok := r.addrOf(a.GRH.SGIDIndex)
 	if !ok {

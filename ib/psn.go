@@ -1,10 +1,14 @@
-package wire
+package ib
 
-// PSN arithmetic (IBTA vol. 1 §9.7.1; rxe's psn_compare in rxe_hdr.h).
+// PSNMask keeps the 24 bits of a packet sequence number (BTH_PSN_MASK);
+// the core masks RQPSN and SQPSN with it (_ib_modify_qp).
+const PSNMask = 0xFFFFFF
+
+// QPNMask keeps the 24 bits of a QP number (IB_QPN_MASK).
+const QPNMask = 0xFFFFFF
+
+// PSN arithmetic (IBTA vol. 1 §9.7.1; rxe's psn_compare in rxe_hdr.h):
 // PSNs are 24 bits and wrap; every increment is modulo 2^24.
-
-// PSNMask masks a value to 24 bits (BTH_PSN_MASK).
-const PSNMask = 0xffffff
 
 // PSNAdd returns psn + n modulo 2^24.
 func PSNAdd(psn, n uint32) uint32 { return (psn + n) & PSNMask }

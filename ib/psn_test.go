@@ -1,4 +1,4 @@
-package wire
+package ib
 
 import "testing"
 
