@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/softroce/softroce/ib"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 )
 

@@ -3,10 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"runtime"
 	"time"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 )
 

@@ -3,7 +3,6 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"net"
 	"net/netip"
 	"runtime"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 )

@@ -1,11 +1,13 @@
 package emu
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
-	"github.com/softroce/softroce/ib"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/ib"
 )
 
 // AH is struct ib_ah, an address handle for UD sends.
@@ -57,15 +59,14 @@ func (d *Device) resolveDMAC(a *ib.AHAttr) error {
 	if d.cfg.Resolver == nil {
 		return errorf(unix.EHOSTUNREACH, "resolve %v: no address resolver configured", dgid)
 	}
-	sg, err := d.QueryGID(a.PortNum, int(a.GRH.SGIDIndex))
-	if err != nil {
+	if _, err := d.QueryGID(a.PortNum, int(a.GRH.SGIDIndex)); err != nil {
 		return err
 	}
-	mac, hop, err := d.cfg.Resolver.ResolveDMAC(sg.GID, dgid)
+	mac, err := d.cfg.Resolver.Resolve(context.Background(), dgid.Addr())
 	if err != nil {
 		return errorf(unwrapErrno(err), "resolve %v: %v", dgid, err)
 	}
-	a.DMAC, a.GRH.HopLimit = mac, hop
+	a.DMAC, a.GRH.HopLimit = mac, routeHopLimit
 	return nil
 }
 

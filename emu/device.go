@@ -14,6 +14,7 @@
 package emu
 
 import (
+	"context"
 	"iter"
 	"net"
 	"net/netip"
@@ -67,14 +68,29 @@ type Config struct {
 	Resolver Resolver
 }
 
-// Resolver resolves the Ethernet address for a destination GID from a
-// source GID, as the kernel's rdma_addr_find_l2_eth_by_grh does through the
-// routing table and neighbour cache. It returns the MAC and the route's hop
-// limit.
+// Resolver answers which MAC has an IP address: the neighbour layer (ARP,
+// ND) of the host a device is bound to, as the kernel's
+// rdma_addr_find_l2_eth_by_grh asks it. It is the one shape every layer
+// takes: the device resolves user AHs and user modifies with it, the driver
+// its per-packet destinations, workload and rdmacm their address vectors.
 type Resolver interface {
-	// ResolveDMAC returns the MAC and hop limit for dgid, seen from sgid.
-	ResolveDMAC(sgid, dgid GID) (mac [6]byte, hopLimit uint8, err error)
+	// Resolve returns the Ethernet address of ip (IPv4 unmapped). It may
+	// send requests and wait until ctx ends; with an already cancelled
+	// ctx it answers from its cache only (a miss may start a resolution
+	// in the background and fails).
+	Resolve(ctx context.Context, ip netip.Addr) ([6]byte, error)
 }
+
+// ResolverFunc adapts a function to a Resolver.
+type ResolverFunc func(ctx context.Context, ip netip.Addr) ([6]byte, error)
+
+// Resolve calls f(ctx, ip).
+func (f ResolverFunc) Resolve(ctx context.Context, ip netip.Addr) ([6]byte, error) { return f(ctx, ip) }
+
+// routeHopLimit is the hop limit of a resolved unicast route: the default
+// IPv4 TTL and IPv6 hop limit (64) that rdma_addr_find_l2_eth_by_grh
+// reports for a route without its own.
+const routeHopLimit = 64
 
 // Device is an RDMA device: the Go counterpart of struct ib_device. It is
 // created by a driver (emu/rxe.New) through NewDevice and used through its

@@ -1,7 +1,6 @@
 package emu
 
 import (
-	"fmt"
 	"strconv"
 )
 
@@ -426,9 +425,3 @@ const (
 	PermissiveLID    = 0xFFFF     // IB_LID_PERMISSIVE
 	MulticastLIDBase = 0xC000     // IB_MULTICAST_LID_BASE
 )
-
-// errorf builds an error whose message carries context and which unwraps
-// to errno.
-func errorf(errno error, format string, args ...any) error {
-	return fmt.Errorf(format+": %w", append(args, errno)...)
-}

@@ -2,11 +2,11 @@ package emu
 
 import (
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"sync"
 	"sync/atomic"
 
 	"github.com/softroce/softroce/emu/dma"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 

@@ -2,12 +2,12 @@ package emu_test
 
 import (
 	"encoding/binary"
-	"github.com/softroce/softroce/ib"
 	"net/netip"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )

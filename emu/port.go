@@ -1,10 +1,11 @@
 package emu
 
 import (
-	"github.com/softroce/softroce/ib"
 	"net/netip"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/ib"
 )
 
 // CoreCap is the RDMA_CORE_CAP_* / RDMA_CORE_PORT_* bit set of a port's

@@ -1,10 +1,10 @@
 package emu_test
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"net/netip"
 	"slices"
 	"sync"
@@ -14,6 +14,7 @@ import (
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
@@ -40,11 +41,11 @@ var (
 
 type resolver struct{ mac [6]byte }
 
-func (r resolver) ResolveDMAC(sgid, dgid emu.GID) ([6]byte, uint8, error) {
-	if dgid.Addr() == netip.MustParseAddr("10.0.0.99") {
-		return [6]byte{}, 0, unix.EHOSTUNREACH
+func (r resolver) Resolve(_ context.Context, ip netip.Addr) ([6]byte, error) {
+	if ip == netip.MustParseAddr("10.0.0.99") {
+		return [6]byte{}, unix.EHOSTUNREACH
 	}
-	return r.mac, 64, nil
+	return r.mac, nil
 }
 
 var peerMAC = [6]byte{2, 0, 0, 0, 0, 2}

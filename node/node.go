@@ -35,7 +35,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -51,6 +50,7 @@ import (
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/host"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/tap"
 )
@@ -62,11 +62,6 @@ const DefaultName = "softroce0"
 // the kernel's ib_resolve_eth_dmac (rdma_addr_find_l2_eth_by_grh) waits at
 // most 1000 ms.
 const ResolveTimeout = time.Second
-
-// routeHopLimit is the hop limit a resolved unicast route gives (the
-// kernel's ip4_dst_hoplimit / ip6_dst_hoplimit default, 64), which replaces
-// the GRH hop limit of a user AV.
-const routeHopLimit = 64
 
 // Config configures New. Exactly one of Link, TAP and Iface may be set;
 // none gives the in-memory default: one end of a link.Pipe with nobody on
@@ -220,8 +215,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	rc.Seed = cfg.Seed
 	rc.Link = n.roce
-	rc.Neighbor = n.neighbor
-	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: resolver{n},
+	rc.Neighbor = n
+	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveBounded),
 		NetDev: emu.NetDev{Name: netdevName, MAC: mac, MTU: l.MTU(), Addrs: n.addrs()}}
 	n.mu.Lock()
 	dev, err := rxe.New(rc)
@@ -326,57 +321,40 @@ func (n *Node) addrChanged(host.AddrChange) {
 	n.dev.SetNetDevAddrs(n.addrs())
 }
 
-// neighbor is the device's per-packet Ethernet destination lookup: a
-// valid cached entry, or nothing — in which case a resolution starts in
-// the background, as neigh_event_send does for a packet to an unresolved
-// neighbour (that packet goes to the AV's DMAC; rxe's retries recover).
-func (n *Node) neighbor(ip netip.Addr) ([6]byte, bool) {
-	var m [6]byte
-	mac, err := n.host.Resolve(doneCtx, ip)
-	if err != nil || len(mac) != 6 {
-		return m, false
-	}
-	copy(m[:], mac)
-	return m, true
-}
-
-// doneCtx is a cancelled context: Resolve with it answers from the cache
-// only (and starts a resolution on a miss).
-var doneCtx = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}()
-
-// resolver is the device's emu.Resolver (ib_resolve_eth_dmac): it resolves
-// the destination GID's IP through the host's neighbour layer, waiting up
-// to ResolveTimeout, and gives the route's hop limit.
-type resolver struct{ n *Node }
-
-func (r resolver) ResolveDMAC(sgid, dgid emu.GID) ([6]byte, uint8, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
+// resolveBounded is the device's resolver (ib_resolve_eth_dmac): Resolve
+// waiting up to ResolveTimeout, a timeout reported as EHOSTUNREACH.
+func (n *Node) resolveBounded(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
 	defer cancel()
-	var m [6]byte
-	mac, err := r.n.host.Resolve(ctx, dgid.Addr())
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("%w: %w", err, unix.EHOSTUNREACH)
-		}
-		return m, 0, err
+	mac, err := n.Resolve(ctx, ip)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w: %w", err, unix.EHOSTUNREACH)
 	}
-	copy(m[:], mac)
-	return m, routeHopLimit, nil
+	return mac, err
 }
 
 // Resolve returns the Ethernet address of ip (a peer GID's address,
 // IPv4-mapped or not), sending ARP requests or neighbour solicitations
 // until it answers, ctx ends, or host.DefaultSolicitations tries went
-// unanswered (EHOSTUNREACH). Call it for the remote GID before moving a QP
-// to RTR (the kernel resolves at that point, in modify_qp or rdma_cm) and
-// put the result in the AV's DMAC; afterwards every packet follows the
-// neighbour cache.
-func (n *Node) Resolve(ctx context.Context, ip netip.Addr) (net.HardwareAddr, error) {
-	return n.host.Resolve(ctx, ip.Unmap())
+// unanswered (EHOSTUNREACH). With a cancelled ctx it answers from the
+// neighbour cache only, starting a resolution in the background on a miss
+// as neigh_event_send does for a packet to an unresolved neighbour (the
+// driver asks so for each packet: a miss goes to the AV's DMAC and rxe's
+// retries recover). Call it for the remote GID before moving a QP to RTR
+// (the kernel resolves at that point, in modify_qp or rdma_cm) and put the
+// result in the AV's DMAC; afterwards every packet follows the neighbour
+// cache. A Node is the emu.Resolver of its device's driver.
+func (n *Node) Resolve(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+	var m [6]byte
+	mac, err := n.host.Resolve(ctx, ip.Unmap())
+	if err != nil {
+		return m, err
+	}
+	if len(mac) != 6 {
+		return m, fmt.Errorf("resolve %v: %v is not an Ethernet address: %w", ip, mac, unix.EHOSTUNREACH)
+	}
+	copy(m[:], mac)
+	return m, nil
 }
 
 // Name returns the device name.

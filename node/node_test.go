@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/softroce/softroce/ib"
 	"net"
 	"net/netip"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/host"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
@@ -72,7 +72,7 @@ func TestResolveByARPAndND(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(got, tc.want) {
+			if !bytes.Equal(got[:], tc.want) {
 				t.Fatalf("Resolve(%v) = %v, want %v", tc.ip, got, tc.want)
 			}
 		})
@@ -180,8 +180,8 @@ func TestUserModifyResolves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(attr.AHAttr.DMAC[:], macB) || attr.AHAttr.GRH.HopLimit != routeHopLimit {
-		t.Fatalf("resolved DMAC %x hop limit %d, want %v and %d", attr.AHAttr.DMAC, attr.AHAttr.GRH.HopLimit, macB, routeHopLimit)
+	if !bytes.Equal(attr.AHAttr.DMAC[:], macB) || attr.AHAttr.GRH.HopLimit != 64 {
+		t.Fatalf("resolved DMAC %x hop limit %d, want %v and 64", attr.AHAttr.DMAC, attr.AHAttr.GRH.HopLimit, macB)
 	}
 }
 

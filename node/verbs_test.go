@@ -3,12 +3,12 @@ package node
 import (
 	"bytes"
 	"context"
-	"github.com/softroce/softroce/ib"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 )
 
@@ -64,7 +64,7 @@ func (e *end) connect(t testing.TB, peer *end) {
 	if err != nil {
 		t.Fatalf("resolve %v: %v", peer.ip, err)
 	}
-	if !bytes.Equal(mac, peer.n.MAC()) {
+	if !bytes.Equal(mac[:], peer.n.MAC()) {
 		t.Fatalf("resolve %v = %v, want %v", peer.ip, mac, peer.n.MAC())
 	}
 	sgid, err := e.n.GID(e.ip)
@@ -81,7 +81,7 @@ func (e *end) connect(t testing.TB, peer *end) {
 		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags)
 	av := ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH,
 		GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: uint8(sgid), HopLimit: 64}}
-	copy(av.DMAC[:], mac)
+	av.DMAC = mac
 	modify(qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: peer.qp.QPNum,
 		RQPSN: 0x100, MaxDestRdAtomic: 16, MinRNRTimer: 12, AHAttr: av},
 		qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|

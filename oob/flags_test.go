@@ -2,12 +2,13 @@ package oob
 
 import (
 	"errors"
-	"github.com/softroce/softroce/ib"
 	"reflect"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/ib"
 )
 
 func TestPingpongDefaults(t *testing.T) {

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"io"
 	"math"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/ib"
 )
 
 // Sizes and constants of perftest's out-of-band exchange (perftest

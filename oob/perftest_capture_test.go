@@ -3,9 +3,10 @@ package oob
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/softroce/softroce/ib"
 	"math"
 	"testing"
+
+	"github.com/softroce/softroce/ib"
 )
 
 // perftestCapture is one perftest run: ib_write_bw, ib_read_bw or

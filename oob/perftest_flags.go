@@ -2,10 +2,11 @@ package oob
 
 import (
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/ib"
 )
 
 // PerftestTest is one of the eight perftest tools softroce speaks for.

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"io"
 	"net"
 	"reflect"
 	"testing"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
 	"golang.org/x/sys/unix"
 )

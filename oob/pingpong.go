@@ -5,10 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"io"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/ib"
 )
 
 // PingpongMode selects one of rdma-core's ibv_*_pingpong examples. The

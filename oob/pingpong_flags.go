@@ -2,9 +2,10 @@ package oob
 
 import (
 	"fmt"
-	"github.com/softroce/softroce/ib"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/ib"
 )
 
 // PingpongConfig is the command line of an ibv_*_pingpong tool, with the

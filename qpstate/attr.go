@@ -1,9 +1,10 @@
 package qpstate
 
 import (
-	"github.com/softroce/softroce/ib"
 	"math/bits"
 	"strconv"
+
+	"github.com/softroce/softroce/ib"
 )
 
 // Attr is the Go counterpart of struct ib_qp_attr (include/rdma/ib_verbs.h):

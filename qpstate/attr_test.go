@@ -1,8 +1,9 @@
 package qpstate
 
 import (
-	"github.com/softroce/softroce/ib"
 	"testing"
+
+	"github.com/softroce/softroce/ib"
 )
 
 func TestRoundUpPow2(t *testing.T) {

@@ -2,10 +2,11 @@ package qpstate
 
 import (
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/ib"
 )
 
 // Policy selects whose modify_qp checks Validate reproduces. The stacks

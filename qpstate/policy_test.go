@@ -2,10 +2,11 @@ package qpstate
 
 import (
 	"errors"
-	"github.com/softroce/softroce/ib"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/ib"
 )
 
 // testLimits is an rxe device whose GID table holds RoCEv2 entries in

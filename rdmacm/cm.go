@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"math/rand/v2"
 	"net/netip"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/mad"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -42,11 +42,11 @@ type Config struct {
 	Clock clock.Clock
 	// Seed seeds communication IDs, transaction IDs and starting PSNs.
 	Seed uint64
-	// Resolve gives the Ethernet address of a peer IP address for the
+	// Resolver gives the Ethernet address of a peer IP address for the
 	// GSI address handles and the connected QP's address vector (what
 	// the kernel's rdma_resolve_addr does with the neighbour table). Nil
 	// leaves the DMAC zero, for a device with its own neighbour table.
-	Resolve func(ctx context.Context, ip netip.Addr) ([6]byte, error)
+	Resolver emu.Resolver
 	// RetryInterval is how long a REQ, REP or DREQ waits for its answer
 	// before it is sent again; 0 means DefaultRetryInterval.
 	RetryInterval time.Duration
@@ -359,9 +359,9 @@ func (c *CM) av(ctx context.Context, dgid emu.GID) (ib.AHAttr, error) {
 		return ib.AHAttr{}, err
 	}
 	var dmac [6]byte
-	if c.cfg.Resolve != nil {
+	if c.cfg.Resolver != nil {
 		ip := netip.AddrFrom16(dgid).Unmap()
-		if dmac, err = c.cfg.Resolve(ctx, ip); err != nil {
+		if dmac, err = c.cfg.Resolver.Resolve(ctx, ip); err != nil {
 			return ib.AHAttr{}, fmt.Errorf("resolve %v: %w", ip, err)
 		}
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"net/netip"
 	"sync"
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/mad"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"

@@ -3,10 +3,10 @@ package rdmacm
 import (
 	"context"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"net/netip"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/mad"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"

@@ -2,9 +2,9 @@ package workload
 
 import (
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"testing"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/oob"
 )
 

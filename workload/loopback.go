@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/link"
+	"golang.org/x/sys/unix"
 )
 
 // LoopbackConfig configures a Loopback. The zero value is two devices on a
@@ -83,7 +85,12 @@ func NewLoopback(cfg LoopbackConfig) (*Loopback, error) {
 		}
 		s.link = l
 		dev, err := rxe.New(rxe.Config{Seed: cfg.Seed + uint64(i), Link: l,
-			Neighbor: func(ip netip.Addr) ([6]byte, bool) { m, ok := neigh[ip]; return m, ok },
+			Neighbor: emu.ResolverFunc(func(_ context.Context, ip netip.Addr) ([6]byte, error) {
+				if m, ok := neigh[ip]; ok {
+					return m, nil
+				}
+				return [6]byte{}, unix.EHOSTUNREACH
+			}),
 			Device: emu.Config{Name: fmt.Sprintf("rxe%d", i), NetDev: emu.NetDev{Name: fmt.Sprintf("veth%d", i),
 				MAC: net.HardwareAddr(s.MAC[:]), MTU: mtu, Addrs: []netip.Addr{s.IP}}}})
 		if err != nil {

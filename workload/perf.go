@@ -1,14 +1,15 @@
 package workload
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"math/rand/v2"
 	"time"
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -120,9 +121,10 @@ type PerfConfig struct {
 	Timeout time.Duration
 	// Seed seeds the PSNs and the buffer content.
 	Seed uint64
-	// Resolve fills the destination MAC of the address vector; nil
+	// Resolver fills the destination MAC of the address vector, asked
+	// with a background context (bound the wait in the Resolver); nil
 	// leaves it to the device's neighbour table.
-	Resolve Resolver
+	Resolver emu.Resolver
 }
 
 // Perf is one side of a perftest run: PD, send and receive CQs, NumQP RC
@@ -436,8 +438,8 @@ func (p *Perf) Connect(remote []oob.PerftestDest) error {
 			localPSN: p.local[i].PSN, remotePSN: r.PSN, remoteQPN: r.QPN, timeout: p.cfg.QPTimeout, retry: 7,
 			rnrRetry: 7, minRNR: minRNRTimer, rdAtomic: uint8(max(1, min(int(r.OutReads), p.cfg.OutReads))),
 			destRdAtomic: uint8(max(1, p.cfg.OutReads))}
-		if p.cfg.Resolve != nil {
-			mac, err := p.cfg.Resolve(pa.dgid)
+		if p.cfg.Resolver != nil {
+			mac, err := p.cfg.Resolver.Resolve(context.Background(), pa.dgid.Addr())
 			if err != nil {
 				return fmt.Errorf("resolve %v: %w", pa.dgid, err)
 			}

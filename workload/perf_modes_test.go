@@ -3,12 +3,12 @@ package workload
 import (
 	"errors"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/softroce/softroce/clock"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"

@@ -2,12 +2,12 @@ package workload
 
 import (
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/oob"

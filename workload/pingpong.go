@@ -1,12 +1,13 @@
 package workload
 
 import (
+	"context"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"math/rand/v2"
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -60,9 +61,10 @@ type PingpongConfig struct {
 	QPTimeout uint8
 	// Seed seeds the PSN generator (the tools' lrand48).
 	Seed uint64
-	// Resolve fills the destination MAC of the address vector; nil
+	// Resolver fills the destination MAC of the address vector, asked
+	// with a background context (bound the wait in the Resolver); nil
 	// leaves it to the device's neighbour table.
-	Resolve Resolver
+	Resolver emu.Resolver
 }
 
 // Pingpong is one side of a pingpong run: its PD, CQ, QPs (one, or NumQP
@@ -241,8 +243,8 @@ func (p *Pingpong) Connect(remote []oob.PingpongDest) error {
 		pa := &path{typ: qp.QPType, mtu: p.cfg.MTU, sl: p.cfg.SL, gidIndex: p.cfg.GIDIndex, dgid: emu.GID(r.GID),
 			localPSN: p.local[i].PSN, remotePSN: r.PSN, remoteQPN: r.QPN, timeout: p.cfg.QPTimeout, retry: 7,
 			rnrRetry: 7, minRNR: 12, rdAtomic: 1, destRdAtomic: 1, hopLimit: 1}
-		if p.cfg.Resolve != nil {
-			mac, err := p.cfg.Resolve(pa.dgid)
+		if p.cfg.Resolver != nil {
+			mac, err := p.cfg.Resolver.Resolve(context.Background(), pa.dgid.Addr())
 			if err != nil {
 				return fmt.Errorf("resolve %v: %w", pa.dgid, err)
 			}

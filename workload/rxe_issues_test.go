@@ -1,9 +1,9 @@
 package workload
 
 import (
-	"github.com/softroce/softroce/ib"
 	"testing"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/oob"
 )
 

@@ -2,11 +2,11 @@ package workload
 
 import (
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"runtime"
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -15,12 +15,6 @@ import (
 // DefaultTimeout is how long a wait for a completion (or, in write_lat, for
 // the peer's write) may last when a Config leaves Timeout zero.
 const DefaultTimeout = 10 * time.Second
-
-// Resolver gives the Ethernet address of a destination GID for the address
-// vector (a user AH or a connected QP's AV). Nil leaves the DMAC zero, which
-// is right when the device has a neighbour table of its own
-// (rxe.Config.Neighbor).
-type Resolver func(dgid emu.GID) ([6]byte, error)
 
 // cqWaiter is a CQ with the completion-notification plumbing a waiting
 // consumer needs: the handler signals a channel, and wait polls, arms,

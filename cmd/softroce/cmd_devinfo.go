@@ -3,11 +3,11 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"io"
 	"net/netip"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 )
 
 func init() {

@@ -82,7 +82,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) error {
 	defer w.Flush()
 	pp, err := workload.NewPingpong(n.Device(), workload.PingpongConfig{Mode: mode, Client: pc.Server != "",
 		Size: pc.Size, Iters: pc.Iters, RxDepth: pc.RxDepth, NumQP: int(pc.NumQP), MTU: pc.MTU, SL: uint8(pc.SL),
-		GIDIndex: gidx, Check: pc.Check, Resolve: resolver(n), Seed: uint64(n.MAC()[5]) << 32})
+		GIDIndex: gidx, Check: pc.Check, Resolver: resolver(n), Seed: uint64(n.MAC()[5]) << 32})
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/node"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/rdmacm"
@@ -75,14 +75,11 @@ func runRping(args []string, stdout, stderr io.Writer) error {
 	}
 	defer n.Close()
 	cm, err := rdmacm.New(rdmacm.Config{Dev: n.Device(), Seed: uint64(time.Now().UnixNano()),
-		Resolve: func(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+		Resolver: emu.ResolverFunc(func(ctx context.Context, ip netip.Addr) ([6]byte, error) {
 			ctx, cancel := context.WithTimeout(ctx, 2*node.ResolveTimeout)
 			defer cancel()
-			mac, err := n.Resolve(ctx, ip)
-			var m [6]byte
-			copy(m[:], mac)
-			return m, err
-		}})
+			return n.Resolve(ctx, ip)
+		})})
 	if err != nil {
 		return err
 	}

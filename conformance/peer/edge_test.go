@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"net"
 	"net/netip"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/node"
@@ -145,7 +145,7 @@ var edgeScenarios = []edgeScenario{
 // edgeDriver is the softroce side of an edge run.
 type edgeDriver struct {
 	dev         *emu.Device
-	resolve     workload.Resolver
+	resolve     resolveFunc
 	gidIndex    int
 	qp          *emu.QP
 	cq          *emu.CQ
@@ -594,7 +594,7 @@ func edgeRunPipe(t *testing.T, sc edgeScenario) (edgeOutcome, []string) {
 	before := softroceCounters(peer.Device())
 	o := edgeOutcome{}
 	pp, err := workload.NewPingpong(peer.Device(), workload.PingpongConfig{Mode: oob.PingpongRC, Client: true, Size: edgeSize,
-		Iters: edgeIters, MTU: edgeMTU, GIDIndex: 1, Timeout: edgeHang, Resolve: nodeResolver(peer), Seed: 3})
+		Iters: edgeIters, MTU: edgeMTU, GIDIndex: 1, Timeout: edgeHang, Resolver: boundedResolver(peer), Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -704,15 +704,24 @@ func labNode(t *testing.T, lab *Lab, wrap func(link.Link) link.Link, sockets fun
 	return n
 }
 
-func nodeResolver(n *node.Node) workload.Resolver {
+// resolveFunc gives the Ethernet address of a destination GID.
+type resolveFunc func(dgid emu.GID) ([6]byte, error)
+
+func nodeResolver(n *node.Node) resolveFunc {
 	return func(g emu.GID) ([6]byte, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*node.ResolveTimeout)
 		defer cancel()
-		mac, err := n.Resolve(ctx, g.Addr())
-		var m [6]byte
-		copy(m[:], mac)
-		return m, err
+		return n.Resolve(ctx, g.Addr())
 	}
+}
+
+// boundedResolver is n's resolver with the wait nodeResolver allows.
+func boundedResolver(n *node.Node) emu.Resolver {
+	return emu.ResolverFunc(func(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+		ctx, cancel := context.WithTimeout(ctx, 3*node.ResolveTimeout)
+		defer cancel()
+		return n.Resolve(ctx, ip)
+	})
 }
 
 // errTimedOut is what workload's waits wrap when no completion comes.

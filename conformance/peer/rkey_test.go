@@ -5,7 +5,6 @@ package peer
 import (
 	"context"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"net"
 	"path/filepath"
 	"regexp"
@@ -13,9 +12,9 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
-	"github.com/softroce/softroce/workload"
 )
 
 // The bad-rkey edge case needs a peer MR that grants REMOTE_WRITE, which
@@ -32,7 +31,7 @@ const rkeyWriteLen = 4096
 // perftest's write tests register it.
 type rkeyEnd struct {
 	dev      *emu.Device
-	resolve  workload.Resolver
+	resolve  resolveFunc
 	gidIndex int
 	pd       *emu.PD
 	cq       *emu.CQ
@@ -44,7 +43,7 @@ type rkeyEnd struct {
 	retryCnt uint8
 }
 
-func newRKeyEnd(dev *emu.Device, resolve workload.Resolver, gidIndex int, psn uint32) (*rkeyEnd, error) {
+func newRKeyEnd(dev *emu.Device, resolve resolveFunc, gidIndex int, psn uint32) (*rkeyEnd, error) {
 	e := &rkeyEnd{dev: dev, resolve: resolve, gidIndex: gidIndex}
 	var err error
 	if e.pd, err = dev.AllocPD(0); err != nil {

@@ -2,13 +2,13 @@ package rxe
 
 import (
 	"bytes"
-	"github.com/softroce/softroce/ib"
 	"net"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 )

@@ -2,10 +2,10 @@ package rxe
 
 import (
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 )
 

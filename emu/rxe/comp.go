@@ -2,9 +2,9 @@ package rxe
 
 import (
 	"encoding/binary"
-	"github.com/softroce/softroce/ib"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 )

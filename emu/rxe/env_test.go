@@ -2,12 +2,12 @@ package rxe
 
 import (
 	"errors"
-	"github.com/softroce/softroce/ib"
 	"net/netip"
 	"sync"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )

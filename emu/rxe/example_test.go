@@ -3,13 +3,13 @@ package rxe_test
 import (
 	"bytes"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"net"
 	"net/netip"
 	"time"
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 )

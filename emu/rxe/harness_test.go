@@ -2,7 +2,6 @@ package rxe
 
 import (
 	"bytes"
-	"github.com/softroce/softroce/ib"
 	"net"
 	"net/netip"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"

@@ -3,12 +3,12 @@ package rxe
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/softroce/softroce/ib"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"

@@ -2,11 +2,11 @@ package rxe
 
 import (
 	"errors"
-	"github.com/softroce/softroce/ib"
 	"time"
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 	"golang.org/x/sys/unix"

@@ -2,10 +2,10 @@ package rxe
 
 import (
 	"encoding/binary"
-	"github.com/softroce/softroce/ib"
 	"sync"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 )

@@ -19,13 +19,15 @@
 package rxe
 
 import (
-	"github.com/softroce/softroce/ib"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
@@ -72,10 +74,11 @@ type Config struct {
 	// Quirks selects IBTA behaviour instead of rxe's where they differ;
 	// the zero value is rxe 6.12.
 	Quirks Quirks
-	// Neighbor, if set, gives the Ethernet destination of an IP address
-	// (the host's neighbour table); otherwise the address vector's DMAC is
-	// used.
-	Neighbor Neighbor
+	// Neighbor, if set, gives the Ethernet destination of each packet's
+	// IP address (the host's neighbour table), asked with a cancelled
+	// context: a cache answer or none, in which case the address vector's
+	// DMAC is used.
+	Neighbor emu.Resolver
 }
 
 // Limits of rxe 6.12 (rxe_param.h).
@@ -191,9 +194,11 @@ func New(cfg Config) (*emu.Device, error) {
 // Device returns the core device.
 func (r *Dev) Device() *emu.Device { return r.dev }
 
-// errorf wraps errno with context.
+// errorf reports a failure of the driver as an *emu.Error whose message
+// is "rxe: " and the formatted "op: reason".
 func errorf(errno unix.Errno, format string, args ...any) error {
-	return &opError{msg: sprintf(format, args...), errno: errno}
+	op, reason, _ := strings.Cut(fmt.Sprintf(format, args...), ": ")
+	return &emu.Error{Op: "rxe: " + op, Reason: reason, Errno: errno}
 }
 
 // lock and unlock bracket every driver entry point; unlock runs the

@@ -3,11 +3,11 @@ package rxe
 import (
 	"bytes"
 	"errors"
-	"github.com/softroce/softroce/ib"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/dma"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )

@@ -5,12 +5,12 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
-	"github.com/softroce/softroce/ib"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"

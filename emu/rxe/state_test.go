@@ -1,12 +1,14 @@
 package rxe
 
 import (
-	"github.com/softroce/softroce/ib"
+	"context"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
@@ -381,7 +383,7 @@ var testMAC = [6]byte{0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee}
 
 type fixedResolver struct{}
 
-func (fixedResolver) ResolveDMAC(sgid, dgid emu.GID) ([6]byte, uint8, error) { return testMAC, 64, nil }
+func (fixedResolver) Resolve(context.Context, netip.Addr) ([6]byte, error) { return testMAC, nil }
 
 // TestConcurrentVerbs runs posts, polls, queries and a move to ERR from
 // several goroutines (run with -race): every posted receive completes

@@ -1,8 +1,8 @@
 package rxe
 
 import (
+	"context"
 	"errors"
-	"github.com/softroce/softroce/ib"
 	"net"
 	"net/netip"
 	"sync"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/wire"
 )
@@ -58,10 +59,13 @@ type Quirks struct {
 	Tick time.Duration
 }
 
-// Neighbor resolves the Ethernet destination of an IP address on the
-// link, as the host's neighbour table would; ok false falls back to the
-// address vector's DMAC.
-type Neighbor func(ip netip.Addr) (mac [6]byte, ok bool)
+// cacheOnly is a cancelled context: a Resolver asked with it answers from
+// its cache without waiting.
+var cacheOnly = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // rnrTimerUS is the RNR NAK timer table in microseconds (ib_rnr_timeout,
 // rxe's rnrnak_usec with its code-25 typo).
@@ -410,7 +414,7 @@ func (r *Dev) pathOf(a *ib.AHAttr) path {
 		return p
 	}
 	if r.cfg.Neighbor != nil {
-		if mac, ok := r.cfg.Neighbor(p.dst); ok {
+		if mac, err := r.cfg.Neighbor.Resolve(cacheOnly, p.dst); err == nil {
 			p.dmac = mac
 		}
 	}

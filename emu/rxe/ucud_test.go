@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"bytes"
+	"context"
 	"net/netip"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
+	"golang.org/x/sys/unix"
 )
 
 // TestUCSendWrite: UC SEND and WRITE move data with no ACKs and A=0.
@@ -356,7 +358,15 @@ func TestSolicitedNotify(t *testing.T) {
 func TestNeighbor(t *testing.T) {
 	p := newPair(t, pairOpts{})
 	want := [6]byte{2, 0xAA, 0, 0, 0, 2}
-	p.a.r.cfg.Neighbor = func(ip netip.Addr) ([6]byte, bool) { return want, ip == p.b.ip }
+	p.a.r.cfg.Neighbor = emu.ResolverFunc(func(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+		if ctx.Err() == nil {
+			t.Errorf("the driver waits on its per-packet neighbour lookup")
+		}
+		if ip != p.b.ip {
+			return [6]byte{}, unix.EHOSTUNREACH
+		}
+		return want, nil
+	})
 	c := p.connect(qpOpts{})
 	p.sendN(c, 8, 8, 0)
 	p.a.r.Poll()
