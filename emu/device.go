@@ -163,7 +163,9 @@ func (d *Device) Clock() clock.Clock { return d.clock }
 // device (package emu/dma).
 func (d *Device) DMA() *dma.Mapper { return d.mapper }
 
-// Memory returns the address space SGE addresses refer to.
+// Memory returns the device's address space: every buffer an MR registers
+// (PD.RegUserMR's start) is allocated there, and the data of completed
+// receives, READs and WRITEs is read back from there.
 func (d *Device) Memory() *dma.Memory { return d.cfg.Memory }
 
 // NetDev returns a copy of the bound interface's current state.

@@ -404,6 +404,14 @@ func (d *Device) CheckMRAccess(access ib.AccessFlags) error {
 
 // RegUserMR registers [start, start+length) of memory with address iova
 // (the uverbs reg_mr path: ib_check_mr_access, then the driver).
+//
+// start is an address in the device's memory, Device.Memory() (the
+// Config.Memory the device was created with, or the one it made): the
+// emulator's stand-in for a process's address space. Get the address from
+// there: Memory().Alloc(n) for a new buffer, Memory().Add(buf) for a slice
+// of your own; an address the Memory does not hold fails. SGEs on the MR
+// then give addresses from iova on (iova == start for the usual
+// ibv_reg_mr), and a peer's RDMA addresses the same way through the rkey.
 func (pd *PD) RegUserMR(start, length, iova uint64, access ib.AccessFlags) (*MR, error) {
 	if err := pd.Device.CheckMRAccess(access); err != nil {
 		return nil, err

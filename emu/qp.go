@@ -81,6 +81,30 @@ func (pd *PD) CreateUserQP(init *QPInitAttr, udata *UData) (*QP, error) {
 // Modify changes the QP's attributes and state (ib_modify_qp): the core
 // checks of _ib_modify_qp, then the driver's modify_qp, which validates
 // with package qpstate and applies everything or nothing.
+//
+// Every error unwraps to the kernel's errno (errors.Is(err, unix.EINVAL));
+// errors.As tells which check refused, and the first failing check is the
+// one reported. With rxe's default policy (qpstate.PolicyRxe) they run in
+// this order:
+//
+//  1. the handle: a closed XRC handle is an *Error (EINVAL);
+//  2. for a userspace caller (ModifyWithUdata) with an AV on a connected
+//     RoCE QP, the MAC resolution: an *Error with the Resolver's errno
+//     (EHOSTUNREACH when none answers);
+//  3. the uverbs checks (userspace callers only), then the core's AV and
+//     alternate path checks (port, IB_AH_GRH, source GID index): a
+//     *qpstate.ModifyError (EINVAL, EPERM, EOPNOTSUPP, ENODATA);
+//  4. rxe's value checks (mask bits, port, capacities, access flags, the
+//     AV's values, alternate path, path MTU, rd_atomic, timeout): a
+//     *qpstate.ModifyError;
+//  5. last, and only when IB_QP_STATE is in mask, the transition table and
+//     the SQD drain rule: a *qpstate.TransitionError (EINVAL), or a
+//     *qpstate.ModifyError for the drain.
+//
+// So a value check wins over the table: RTS->RTS with IB_QP_AV and a zero
+// AV reports the AV's port, not that RTS->RTS does not take IB_QP_AV. The
+// older rxe policy (qpstate.PolicyRxePre64) and qpstate.PolicyHardware
+// consult the table right after step 3.
 func (qp *QP) Modify(attr *qpstate.Attr, mask qpstate.AttrMask) error {
 	return qp.ModifyWithUdata(attr, mask, nil)
 }

@@ -21,6 +21,9 @@ func (r *Dev) CreateAH(a *emu.AH, attr *ib.AHAttr, udata *emu.UData) error {
 	r.lock()
 	defer r.unlock()
 	x := &ah{attr: *attr}
+	if err := poolLimit("create AH", "max_ah", len(r.ahPool.used), r.attr.MaxAH); err != nil {
+		return err
+	}
 	n, ok := r.ahPool.alloc(x)
 	if !ok {
 		return errorf(unix.ENOMEM, "create AH: %d AHs exist", r.attr.MaxAH)

@@ -26,6 +26,9 @@ func (r *Dev) CreateCQ(c *emu.CQ, attr *emu.CQInitAttr) error {
 	if attr.CQE <= 0 || attr.CQE > r.attr.MaxCQE {
 		return errorf(unix.EINVAL, "create CQ: cqe %d not in 1..%d", attr.CQE, r.attr.MaxCQE)
 	}
+	if !r.numCQ.take(r.attr.MaxCQ) {
+		return poolLimit("create CQ", "max_cq", r.attr.MaxCQ, r.attr.MaxCQ)
+	}
 	n := int(roundQueue(uint32(attr.CQE)))
 	c.CQE = n
 	c.Priv = &cq{core: c, cap: n}
@@ -37,6 +40,7 @@ func (r *Dev) DestroyCQ(c *emu.CQ) error {
 	r.lock()
 	defer r.unlock()
 	cqOf(c).wcs = nil
+	r.numCQ.put()
 	return nil
 }
 

@@ -47,6 +47,9 @@ func mrOf(m *emu.MR) *mr { return m.Priv.(*mr) }
 // newMR allocates an index and a key; r.mu held.
 func (r *Dev) newMR(m *emu.MR, typ emu.MRType) (*mr, error) {
 	x := &mr{core: m, typ: typ, pd: m.PD}
+	if err := poolLimit("reg MR", "max_mr", len(r.mrPool.used), r.attr.MaxMR); err != nil {
+		return nil, err
+	}
 	idx, ok := r.mrPool.alloc(x)
 	if !ok {
 		return nil, errorf(unix.ENOMEM, "MR pool exhausted")
@@ -185,6 +188,9 @@ func (r *Dev) AllocMW(w *emu.MW) error {
 	x := &mw{core: w, typ: w.Type, pd: w.PD, state: memFree}
 	if w.Type == emu.MWType1 {
 		x.state = memValid
+	}
+	if err := poolLimit("alloc MW", "max_mw", len(r.mwPool.used), r.attr.MaxMW); err != nil {
+		return err
 	}
 	idx, ok := r.mwPool.alloc(x)
 	if !ok {

@@ -127,6 +127,9 @@ func (r *Dev) CreateQP(c *emu.QP, init *emu.QPInitAttr, udata *emu.UData) error 
 		r.qpPool.used[idx] = q
 		r.madSlot = madNone
 	} else {
+		if err := poolLimit("create QP", "max_qp", len(r.qpPool.used), r.attr.MaxQP); err != nil {
+			return err
+		}
 		idx, ok = r.qpPool.alloc(q)
 	}
 	if !ok {

@@ -49,7 +49,9 @@ type Config struct {
 	// Tune, if non-nil, adjusts the device attributes after rxe's 6.12
 	// defaults are filled in — for example an older kernel's max_qp_wr of
 	// 0x4000. The driver's checks (QP, CQ, SRQ, MR, multicast and modify
-	// limits) follow the tuned values.
+	// limits) follow the tuned values, and so do its object counts:
+	// creating a QP, CQ, SRQ, PD, MR, MW or AH past MaxQP, MaxCQ, MaxSRQ,
+	// MaxPD, MaxMR, MaxMW or MaxAH fails with EINVAL, as rxe's pools do.
 	Tune func(*emu.DeviceAttr)
 	// NoMADLayer leaves QP index 16 free. By default it is taken by the
 	// MAD layer's GSI QP, as on a running kernel, so the first QP created
@@ -122,6 +124,9 @@ type Dev struct {
 	mrPool     pool
 	mwPool     pool
 	ahPool     pool
+	numPD      counter // PDs, CQs and SRQs have no index, only a count
+	numCQ      counter
+	numSRQ     counter
 	qps        map[uint32]*qp // by QPN
 	mrs        map[uint32]*mr // by index
 	mws        map[uint32]*mw // by index
@@ -323,6 +328,37 @@ func (p *pool) alloc(v any) (uint32, bool) {
 
 func (p *pool) free(i uint32) { delete(p.used, i) }
 
+// poolLimit is the object count check of rxe's pools (__rxe_add_to_pool):
+// a pool holding n objects refuses another once n reaches its max_elem,
+// here the device attribute (max_qp, max_mr ...) as Config.Tune left it,
+// with EINVAL.
+func poolLimit(op, attr string, n, max int) error {
+	if n < max {
+		return nil
+	}
+	return errorf(unix.EINVAL, "%s: %d objects exist, %s is %d", op, n, attr, max)
+}
+
+// counter counts the objects of a pool without indexes (rxe_pool's
+// num_elem); it is safe for concurrent use.
+type counter struct{ n atomic.Int64 }
+
+// take counts one more object unless max are counted already.
+func (c *counter) take(max int) bool {
+	for {
+		n := c.n.Load()
+		if n >= int64(max) {
+			return false
+		}
+		if c.n.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// put uncounts an object.
+func (c *counter) put() { c.n.Add(-1) }
+
 // keyByte returns a random key byte different from old (rxe regenerates
 // the 8-bit key part so that it changes).
 func (r *Dev) keyByte(old uint8) uint8 {
@@ -419,7 +455,15 @@ func (r *Dev) SetLink(up bool) {
 }
 
 // AllocPD allocates a PD (rxe_alloc_pd).
-func (r *Dev) AllocPD(pd *emu.PD) error { return nil }
+func (r *Dev) AllocPD(pd *emu.PD) error {
+	if !r.numPD.take(r.attr.MaxPD) {
+		return poolLimit("alloc PD", "max_pd", r.attr.MaxPD, r.attr.MaxPD)
+	}
+	return nil
+}
 
 // DeallocPD frees a PD (rxe_dealloc_pd).
-func (r *Dev) DeallocPD(pd *emu.PD) error { return nil }
+func (r *Dev) DeallocPD(pd *emu.PD) error {
+	r.numPD.put()
+	return nil
+}

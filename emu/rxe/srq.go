@@ -41,6 +41,9 @@ func (r *Dev) CreateSRQ(s *emu.SRQ, attr *emu.SRQInitAttr, udata *emu.UData) err
 	if a.MaxSGE == 0 {
 		a.MaxSGE = 1
 	}
+	if !r.numSRQ.take(r.attr.MaxSRQ) {
+		return poolLimit("create SRQ", "max_srq", r.attr.MaxSRQ, r.attr.MaxSRQ)
+	}
 	a.MaxWR = roundQueue(a.MaxWR)
 	s.Priv = &srq{core: s, cap: a.MaxWR, maxSGE: a.MaxSGE, limit: a.SRQLimit}
 	return nil
@@ -103,6 +106,7 @@ func (r *Dev) DestroySRQ(s *emu.SRQ) error {
 	r.lock()
 	defer r.unlock()
 	srqOf(s).wqes = nil
+	r.numSRQ.put()
 	return nil
 }
 
