@@ -19,7 +19,7 @@ import (
 // peer is one emulated rxe device with a PD, a CQ and one RC QP.
 type peer struct {
 	dev   *emu.Device
-	r     *rxe.Dev
+	r     *rxe.Device
 	pd    *emu.PD
 	cq    *emu.CQ
 	qp    *emu.QP
@@ -40,7 +40,7 @@ func newPeer(i byte, l link.Link, mtu int) (*peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.dev, p.r = dev, rxe.Of(dev)
+	p.dev, p.r = dev.Device, dev
 	if p.pd, err = dev.AllocPD(0); err != nil {
 		return nil, errors.Join(err, p.close())
 	}
@@ -103,10 +103,10 @@ func newPair(la, lb link.Link, devMTU int, mtu ib.MTU) (*pair, error) {
 		return nil, errors.Join(err, a.close())
 	}
 	p := &pair{a, b}
-	if err := connectQP(a.qp, mtu, b.ip, b.mac, b.qp.QPNum); err != nil {
+	if err := connectQP(a.qp, mtu, b.ip, b.mac, b.qp.QPNum()); err != nil {
 		return nil, errors.Join(err, p.close())
 	}
-	if err := connectQP(b.qp, mtu, a.ip, a.mac, a.qp.QPNum); err != nil {
+	if err := connectQP(b.qp, mtu, a.ip, a.mac, a.qp.QPNum()); err != nil {
 		return nil, errors.Join(err, p.close())
 	}
 	return p, nil
@@ -180,7 +180,7 @@ func (p *pair) newWriter(msg int) (*writer, error) {
 		return nil, errors.Join(err, smr.Dereg())
 	}
 	return &writer{smr: smr, dmr: dmr, wr: []emu.SendWR{{Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: saddr, Length: uint32(msg), LKey: smr.LKey}}, RemoteAddr: daddr, RKey: dmr.RKey}}}, nil
+		SGList: []emu.SGE{{Addr: saddr, Length: uint32(msg), LKey: smr.LKey()}}, RemoteAddr: daddr, RKey: dmr.RKey()}}}, nil
 }
 
 func (w *writer) close() error { return errors.Join(w.smr.Dereg(), w.dmr.Dereg()) }
@@ -267,7 +267,7 @@ func (p *pair) pingpong(size, iters int) ([]time.Duration, error) {
 		if err != nil {
 			return side{}, err
 		}
-		sge := emu.SGE{Addr: addr, Length: uint32(size), LKey: mr.LKey}
+		sge := emu.SGE{Addr: addr, Length: uint32(size), LKey: mr.LKey()}
 		return side{x, sge, []emu.RecvWR{{SGList: []emu.SGE{sge}}}, make([]emu.WC, 4)}, nil
 	}
 	a, err := mk(p.a)

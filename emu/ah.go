@@ -17,7 +17,8 @@ type AH struct {
 	Type   ib.AHAttrType // address type, RDMA_AH_ATTR_TYPE_* (ib_ah.type)
 	// SGID is the source GID entry the AH was validated against.
 	SGID GIDEntry
-	Priv any // the driver's state
+
+	priv any // the driver's state
 }
 
 // unwrapErrno returns the errno err wraps, EINVAL if none.
@@ -103,7 +104,7 @@ func (pd *PD) createAH(attr *ib.AHAttr, udata *UData) (*AH, error) {
 	if err := d.checkAHAttr(attr); err != nil {
 		return nil, errorf(unwrapErrno(err), "create AH: %v", err)
 	}
-	if udata != nil && d.ProtocolRoCE(attr.PortNum) {
+	if udata != nil && d.protocolRoCE(attr.PortNum) {
 		if err := d.resolveDMAC(attr); err != nil {
 			return nil, err
 		}
@@ -244,10 +245,10 @@ func (d *Device) InitAHAttrFromWC(port uint32, wc *WC, grh *[GRHSize]byte) (ib.A
 	if !d.IsPortValid(port) {
 		return a, errorf(unix.EINVAL, "AH from WC: port %d does not exist", port)
 	}
-	a.Type = d.AHFindType(port)
+	a.Type = d.ahFindType(port)
 	a.SL = wc.SL
 	a.PortNum = port
-	if !d.ProtocolRoCE(port) {
+	if !d.protocolRoCE(port) {
 		a.AHFlags = 0
 		if wc.WCFlags&WCGRH != 0 {
 			return a, errorf(unix.EOPNOTSUPP, "AH from WC: InfiniBand ports are not emulated")

@@ -69,11 +69,9 @@ type PD struct {
 	LocalDMALKey uint32
 	// UnsafeGlobalRKey is that MR's rkey with PDUnsafeGlobalRKey, else 0.
 	UnsafeGlobalRKey uint32
-	// Priv is the driver's state.
-	Priv any
-
-	use      usecnt
-	internal *MR
+	priv             any // the driver's state
+	use              usecnt
+	internal         *MR
 }
 
 // AllocPD allocates a protection domain (ib_alloc_pd) and, because the
@@ -94,9 +92,9 @@ func (d *Device) AllocPD(flags PDFlags) (*PD, error) {
 		return nil, err
 	}
 	pd.internal = mr
-	pd.LocalDMALKey = mr.LKey
+	pd.LocalDMALKey = mr.lkey
 	if flags&PDUnsafeGlobalRKey != 0 {
-		pd.UnsafeGlobalRKey = mr.RKey
+		pd.UnsafeGlobalRKey = mr.rkey
 	}
 	return pd, nil
 }
@@ -225,7 +223,7 @@ type CQ struct {
 	CQE          int
 	CompHandler  func(*CQ)   // called when a completion arrives on an armed CQ (comp_handler)
 	EventHandler func(Event) // receives IB_EVENT_CQ_ERR (event_handler)
-	Priv         any         // the driver's state
+	priv         any         // the driver's state
 	use          usecnt
 }
 
@@ -298,7 +296,7 @@ type SRQ struct {
 	PD           *PD         // the SRQ's protection domain
 	Type         SRQType     // IB_SRQT_* (srq_type)
 	EventHandler func(Event) // receives IB_EVENT_SRQ_LIMIT_REACHED and IB_EVENT_SRQ_ERR (event_handler)
-	Priv         any         // the driver's state
+	priv         any         // the driver's state
 	use          usecnt
 }
 
@@ -359,15 +357,22 @@ type MR struct {
 	Device *Device        // the device that owns the MR
 	PD     *PD            // the MR's protection domain
 	Type   MRType         // IB_MR_TYPE_* (type)
-	LKey   uint32         // local key, used in SGEs (lkey)
-	RKey   uint32         // remote key, used by peers in RETH/AtomicETH (rkey)
 	IOVA   uint64         // first I/O virtual address of the region (iova)
 	Length uint64         // region length in bytes (length)
 	Access ib.AccessFlags // IB_ACCESS_* rights granted at registration
 	// PageSize is set by MapSG for fast-registration MRs.
 	PageSize int
-	Priv     any // the driver's state
+
+	lkey, rkey uint32 // set by the driver
+	priv       any    // the driver's state
 }
+
+// LKey returns the MR's local key, the one SGEs name (ib_mr.lkey).
+func (mr *MR) LKey() uint32 { return mr.lkey }
+
+// RKey returns the MR's remote key, the one a peer names in a RETH or
+// AtomicETH (ib_mr.rkey).
+func (mr *MR) RKey() uint32 { return mr.rkey }
 
 // GetDMAMR returns an MR covering all memory (ib_get_dma_mr; the core's
 // internal MR of each PD).
@@ -468,25 +473,19 @@ func (mr *MR) CheckStatus(check uint32) (MRStatus, error) {
 	return c.CheckMRStatus(mr, check)
 }
 
-// UpdateFastRegKey replaces the low byte of the MR's lkey and rkey with
-// newKey (ib_update_fast_reg_key), before posting a REG_MR with the new key.
-func UpdateFastRegKey(mr *MR, newKey uint8) {
-	mr.LKey = mr.LKey&0xFFFFFF00 | uint32(newKey)
-	mr.RKey = mr.RKey&0xFFFFFF00 | uint32(newKey)
-}
-
-// IncRKey returns rkey with its low byte incremented, wrapping 0xFF to 0
-// without carry (ib_inc_rkey).
-func IncRKey(rkey uint32) uint32 { return rkey&0xFFFFFF00 | (rkey+1)&0xFF }
-
 // MW is struct ib_mw, a memory window.
 type MW struct {
 	Device *Device // the device that owns the MW
 	PD     *PD     // the MW's protection domain
 	Type   MWType  // IB_MW_TYPE_1 or IB_MW_TYPE_2 (type)
-	RKey   uint32  // remote key of the window (rkey)
-	Priv   any     // the driver's state
+
+	rkey uint32 // set by the driver
+	priv any    // the driver's state
 }
+
+// RKey returns the window's remote key (ib_mw.rkey); a bind changes its
+// low byte.
+func (mw *MW) RKey() uint32 { return mw.rkey }
 
 // AllocMW allocates a memory window of type t (uverbs alloc_mw).
 func (pd *PD) AllocMW(t MWType) (*MW, error) {
@@ -524,7 +523,7 @@ const (
 
 // String formats an MR for messages.
 func (mr *MR) String() string {
-	return fmt.Sprintf("MR %v lkey %#x rkey %#x", mr.Type, mr.LKey, mr.RKey)
+	return fmt.Sprintf("MR %v lkey %#x rkey %#x", mr.Type, mr.lkey, mr.rkey)
 }
 
 var _ sync.Locker = (*sync.Mutex)(nil)

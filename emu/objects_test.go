@@ -226,10 +226,10 @@ func TestCQ(t *testing.T) {
 	if n := scq.ReqNotify(emu.CQNextComp | emu.CQReportMissedEvents); n != 0 {
 		t.Fatalf("report missed events on an empty CQ = %d", n)
 	}
-	qp := rcInRTS(t, d, pd, scq, rcq)
+	qp := rcInRTS(t, d.Device, pd, scq, rcq)
 	addr, _ := d.Memory().Alloc(64)
 	mr := must[*emu.MR](t)(pd.RegUserMR(addr, 64, addr, ib.AccessLocalWrite))
-	sge := emu.SGE{Addr: addr, Length: 8, LKey: mr.LKey}
+	sge := emu.SGE{Addr: addr, Length: 8, LKey: mr.LKey()}
 	var wrs []emu.SendWR
 	for i := range 5 {
 		wrs = append(wrs, emu.SendWR{WRID: uint64(i), Opcode: emu.WRSend, SGList: []emu.SGE{sge}})
@@ -322,7 +322,7 @@ func TestPostVerbs(t *testing.T) {
 	d := newDevice(t)
 	pd := must[*emu.PD](t)(d.AllocPD(0))
 	cq := must[*emu.CQ](t)(d.AllocCQAny(32, emu.PollDirect))
-	qp := rcInRTS(t, d, pd, cq, cq)
+	qp := rcInRTS(t, d.Device, pd, cq, cq)
 	addr, _ := d.Memory().Alloc(64)
 	sge := emu.SGE{Addr: addr, Length: 8}
 	bad, err := qp.PostSend([]emu.SendWR{{WRID: 1, Opcode: emu.WRSend, SGList: []emu.SGE{sge}},

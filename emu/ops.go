@@ -9,12 +9,17 @@ import (
 // DeviceOps is the Go counterpart of struct ib_device_ops: what a driver
 // implements. The core (this package) validates arguments, keeps reference
 // counts and calls these; each method sees objects the core has already
-// checked. A driver stores its own state in each object's Priv field.
+// checked. A driver registers itself, stores its own state in each object
+// and sets the objects' numbers and keys through package
+// emu/internal/driver, which only packages under emu can import: users
+// never call these methods, they call the objects' (PD.CreateQP, QP.Modify
+// ...), which check their arguments first.
 //
 // Ops the kernel lets a driver leave NULL are separate optional interfaces
 // (SRQModifier, CQModerator, MRStatusChecker, AHModifier, McastAttacher,
-// GIDAdder, XRCDAllocator, RDMANetdevAllocator, HWStatsProvider): the core
-// answers EOPNOTSUPP where the kernel does for a NULL op.
+// GIDAdder, XRCDAllocator, RDMANetdevAllocator, HWStatsProvider,
+// MADLayerTaker): the core answers EOPNOTSUPP where the kernel does for a
+// NULL op.
 type DeviceOps interface {
 	// QueryDevice returns the device's attributes (query_device).
 	QueryDevice() DeviceAttr
@@ -135,4 +140,13 @@ type HWStatsProvider interface {
 	// HWStats fills values (one per descriptor) and returns how many it
 	// filled.
 	HWStats(port uint32, values []uint64) int
+}
+
+// MADLayerTaker is the optional op of a driver that keeps its GSI QP for
+// the kernel's MAD layer (rxe reserves QP number 1 for it, as ib_mad holds
+// it on a running kernel) and can hand it to a consumer that plays that
+// layer (Device.TakeMADLayer).
+type MADLayerTaker interface {
+	// TakeMADLayer hands the reserved GSI QP to the next GSI QP created.
+	TakeMADLayer() error
 }

@@ -135,7 +135,7 @@ type Node struct {
 	peer    *link.PipeEnd // the far end of the default pipe
 	host    *host.Host
 	roce    *roceLink
-	dev     *emu.Device
+	dev     *rxe.Device
 	clk     clock.Clock
 	runErr  chan error
 
@@ -361,7 +361,7 @@ func (n *Node) Resolve(ctx context.Context, ip netip.Addr) ([6]byte, error) {
 func (n *Node) Name() string { return n.name }
 
 // Device returns the emulated rxe device.
-func (n *Node) Device() *emu.Device { return n.dev }
+func (n *Node) Device() *emu.Device { return n.dev.Device }
 
 // Host returns the IP host: its addresses (AddAddr, RemoveAddr, which the
 // GID table follows), neighbours and counters.
@@ -415,8 +415,7 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
-	rxe.Of(n.dev).Close() // closes the RoCE adapter, waits for the device's readers
-	n.dev.Unregister()
+	n.dev.Close() // closes the RoCE adapter, waits for the device's readers, unregisters
 	err := n.host.Close()
 	if rerr := <-n.runErr; err == nil {
 		err = rerr

@@ -163,7 +163,7 @@ func TestUserModifyResolves(t *testing.T) {
 		t.Fatal(err)
 	}
 	rtr := func(dst netip.Addr) (qpstate.Attr, error) {
-		attr := qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: eb.qp.QPNum,
+		attr := qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: eb.qp.QPNum(),
 			MaxDestRdAtomic: 1, MinRNRTimer: 12,
 			AHAttr: ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH,
 				GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(dst), SGIDIndex: 1, HopLimit: 1}}}

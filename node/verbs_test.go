@@ -82,7 +82,7 @@ func (e *end) connect(t testing.TB, peer *end) {
 	av := ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH,
 		GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: uint8(sgid), HopLimit: 64}}
 	av.DMAC = mac
-	modify(qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: peer.qp.QPNum,
+	modify(qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: peer.qp.QPNum(),
 		RQPSN: 0x100, MaxDestRdAtomic: 16, MinRNRTimer: 12, AHAttr: av},
 		qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|
 			qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer)
@@ -136,11 +136,11 @@ func sendRecv(t testing.TB, a, b *end, size int, seed byte) {
 	t.Helper()
 	fill(a.buf[:size], seed)
 	clear(b.buf[:size])
-	if _, err := b.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: b.addr, Length: bufSize, LKey: b.mr.LKey}}}}); err != nil {
+	if _, err := b.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: b.addr, Length: bufSize, LKey: b.mr.LKey()}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.qp.PostSend([]emu.SendWR{{WRID: 2, Opcode: emu.WRSend,
-		SGList: []emu.SGE{{Addr: a.addr, Length: uint32(size), LKey: a.mr.LKey}}}}); err != nil {
+		SGList: []emu.SGE{{Addr: a.addr, Length: uint32(size), LKey: a.mr.LKey()}}}}); err != nil {
 		t.Fatal(err)
 	}
 	a.wait(t, 1)
@@ -160,8 +160,8 @@ func write(t testing.TB, a, b *end, size, off int, seed byte) {
 	fill(a.buf[:size], seed)
 	clear(b.buf)
 	if _, err := a.qp.PostSend([]emu.SendWR{{WRID: 3, Opcode: emu.WRRDMAWrite,
-		SGList:     []emu.SGE{{Addr: a.addr, Length: uint32(size), LKey: a.mr.LKey}},
-		RemoteAddr: b.addr + uint64(off), RKey: b.mr.RKey}}); err != nil {
+		SGList:     []emu.SGE{{Addr: a.addr, Length: uint32(size), LKey: a.mr.LKey()}},
+		RemoteAddr: b.addr + uint64(off), RKey: b.mr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	a.wait(t, 1)

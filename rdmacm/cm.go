@@ -87,10 +87,6 @@ type CM struct {
 	closed    bool
 }
 
-// madLayerTaker is a driver that keeps QP1 for a kernel MAD layer and
-// can hand it over (*rxe.Dev).
-type madLayerTaker interface{ TakeMADLayer() error }
-
 type attrs struct {
 	activeMTU  ib.MTU
 	maxRdAtom  int
@@ -146,12 +142,10 @@ func (c *CM) setup() error {
 		return err
 	}
 	// On a device that models the kernel's MAD layer holding QP1, become
-	// that layer (rxe.Dev.TakeMADLayer); a device without one lets us
+	// that layer (emu.Device.TakeMADLayer); a device without one lets us
 	// create the GSI QP directly.
-	if t, ok := c.dev.Ops().(madLayerTaker); ok {
-		if err := t.TakeMADLayer(); err != nil && !errors.Is(err, unix.EINVAL) {
-			return err
-		}
+	if err := c.dev.TakeMADLayer(); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
+		return err
 	}
 	c.gsi, err = c.pd.CreateQP(&emu.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq, QPType: qpstate.TypeGSI, PortNum: 1,
 		Cap: qpstate.Cap{MaxSendWR: numSends, MaxRecvWR: numRecvs, MaxSendSGE: 1, MaxRecvSGE: 1}})
@@ -188,7 +182,7 @@ func (c *CM) setup() error {
 }
 
 func (c *CM) postRecv(slot int) error {
-	_, err := c.gsi.PostRecv([]emu.RecvWR{{WRID: uint64(slot), SGList: []emu.SGE{{Addr: c.addr + uint64(slot*slotSize), Length: slotSize, LKey: c.mr.LKey}}}})
+	_, err := c.gsi.PostRecv([]emu.RecvWR{{WRID: uint64(slot), SGList: []emu.SGE{{Addr: c.addr + uint64(slot*slotSize), Length: slotSize, LKey: c.mr.LKey()}}}})
 	return err
 }
 
@@ -423,7 +417,7 @@ func (c *CM) send(dgid emu.GID, m mad.MAD) error {
 	off := slot * slotSize
 	copy(c.buf[off:off+mad.Size], m)
 	_, err = c.gsi.PostSend([]emu.SendWR{{WRID: uint64(slot), Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: c.addr + uint64(off), Length: mad.Size, LKey: c.mr.LKey}},
+		SGList: []emu.SGE{{Addr: c.addr + uint64(off), Length: mad.Size, LKey: c.mr.LKey()}},
 		AH:     ah, RemoteQPN: 1, RemoteQKey: emu.GSIQKey}})
 	if err != nil {
 		c.mu.Lock()

@@ -137,8 +137,8 @@ func TestConnect(t *testing.T) {
 			if qa.QPState != qpstate.StateRTS || qb.QPState != qpstate.StateRTS {
 				t.Fatalf("QP states %v %v", qa.QPState, qb.QPState)
 			}
-			if qa.DestQPNum != b.qp.QPNum || qb.DestQPNum != a.qp.QPNum || ca.RemoteQPN() != b.qp.QPNum {
-				t.Errorf("dest QPNs %#x %#x, QPNs %#x %#x", qa.DestQPNum, qb.DestQPNum, a.qp.QPNum, b.qp.QPNum)
+			if qa.DestQPNum != b.qp.QPNum() || qb.DestQPNum != a.qp.QPNum() || ca.RemoteQPN() != b.qp.QPNum() {
+				t.Errorf("dest QPNs %#x %#x, QPNs %#x %#x", qa.DestQPNum, qb.DestQPNum, a.qp.QPNum(), b.qp.QPNum())
 			}
 			if qa.SQPSN != qb.RQPSN || qb.SQPSN != qa.RQPSN {
 				t.Errorf("PSNs: a sq %#x rq %#x, b sq %#x rq %#x", qa.SQPSN, qa.RQPSN, qb.SQPSN, qb.RQPSN)
@@ -191,11 +191,11 @@ func traffic(t *testing.T, from, to *side) {
 	for i := range fb {
 		fb[i] = byte(i + 1)
 	}
-	if _, err := to.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: ta, Length: n, LKey: tmr.LKey}}}}); err != nil {
+	if _, err := to.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: ta, Length: n, LKey: tmr.LKey()}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := from.qp.PostSend([]emu.SendWR{{WRID: 2, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: fa, Length: n, LKey: fmr.LKey}}}}); err != nil {
+		SGList: []emu.SGE{{Addr: fa, Length: n, LKey: fmr.LKey()}}}}); err != nil {
 		t.Fatal(err)
 	}
 	pollOne(t, to.cq, emu.WCRecv)
@@ -205,7 +205,7 @@ func traffic(t *testing.T, from, to *side) {
 	}
 	clear(tb)
 	if _, err := to.qp.PostSend([]emu.SendWR{{WRID: 3, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: ta, Length: n, LKey: tmr.LKey}}, RemoteAddr: fa, RKey: fmr.RKey}}); err != nil {
+		SGList: []emu.SGE{{Addr: ta, Length: n, LKey: tmr.LKey()}}, RemoteAddr: fa, RKey: fmr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	pollOne(t, to.cq, emu.WCRDMARead)

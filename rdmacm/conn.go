@@ -154,7 +154,7 @@ func (c *CM) Connect(ctx context.Context, qp *emu.QP, dst netip.Addr, port uint1
 	req := mad.NewCM(mad.AttrREQ, cn.tid)
 	mtu := c.ports.activeMTU
 	mad.REQ(req).Encode(&mad.REQFields{LocalCommID: cn.localID, ServiceID: mad.ServiceID(mad.PortSpaceTCP, port),
-		LocalCAGUID: c.guid, LocalQPN: qp.QPNum, ResponderResources: p.ResponderResources,
+		LocalCAGUID: c.guid, LocalQPN: qp.QPNum(), ResponderResources: p.ResponderResources,
 		InitiatorDepth: p.InitiatorDepth, RemoteCMResponseTimeout: cmResponseTimeout, TransportServiceType: mad.TransportRC,
 		StartingPSN: psn, LocalCMResponseTimeout: cmResponseTimeout, RetryCount: p.RetryCount, PartitionKey: 0xffff,
 		PathMTU: uint8(mtu), RNRRetryCount: p.RNRRetryCount, MaxCMRetries: uint8(min(c.cfg.MaxRetries, 15)),
@@ -455,7 +455,7 @@ func (cn *Conn) rtsAttrLocked() *connAttr {
 // resources decide whether remote reads and atomics are allowed.
 func InitQP(qp *emu.QP, p Param) error {
 	if err := toInit(qp, p.ResponderResources); err != nil {
-		return fmt.Errorf("rdmacm: init QP %#x: %w", qp.QPNum, err)
+		return fmt.Errorf("rdmacm: init QP %#x: %w", qp.QPNum(), err)
 	}
 	return nil
 }

@@ -181,7 +181,7 @@ func (r *Request) Accept(ctx context.Context, qp *emu.QP, p Param) (*Conn, error
 		return nil, fmt.Errorf("rdmacm: accept: %w", err)
 	}
 	rep := mad.NewCM(mad.AttrREP, cn.tid)
-	mad.REP(rep).Encode(&mad.REPFields{LocalCommID: cn.localID, RemoteCommID: cn.remoteID, LocalQPN: qp.QPNum,
+	mad.REP(rep).Encode(&mad.REPFields{LocalCommID: cn.localID, RemoteCommID: cn.remoteID, LocalQPN: qp.QPNum(),
 		StartingPSN: psn, ResponderResources: resp, InitiatorDepth: init, TargetACKDelay: targetACKDelay,
 		RNRRetryCount: p.RNRRetryCount, LocalCAGUID: c.guid, PrivateData: p.PrivateData})
 	cn.mu.Lock()

@@ -35,6 +35,7 @@ type LoopbackConfig struct {
 // LoopbackSide is one emulated HCA of a Loopback.
 type LoopbackSide struct {
 	Dev  *emu.Device
+	rxe  *rxe.Device // Dev's driver side, for Close
 	IP   netip.Addr
 	MAC  [6]byte
 	Flt  *link.Faults // nil without faults
@@ -97,7 +98,7 @@ func NewLoopback(cfg LoopbackConfig) (*Loopback, error) {
 			lb.Close()
 			return nil, fmt.Errorf("loopback: %w", err)
 		}
-		s.Dev = dev
+		s.Dev, s.rxe = dev.Device, dev
 	}
 	return lb, nil
 }
@@ -117,11 +118,10 @@ func (lb *Loopback) Close() error {
 	var errs []error
 	for _, s := range []*LoopbackSide{lb.A, lb.B} {
 		if s.Dev != nil {
-			if err := rxe.Of(s.Dev).Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			if err := s.rxe.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 				errs = append(errs, err)
 			}
-			s.Dev.Unregister()
-			s.Dev = nil
+			s.Dev, s.rxe = nil, nil
 		} else if s.end != nil {
 			s.end.Close()
 		}

@@ -312,8 +312,8 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 		if err := toInit(qp, p.qpAccess(), perftestQKey); err != nil {
 			return nil, err
 		}
-		p.local = append(p.local, oob.PerftestDest{OutReads: uint16(cfg.OutReads), QPN: qp.QPNum,
-			PSN: rng.Uint32() & ib.PSNMask, RKey: p.buf.mr.RKey, VAddr: p.remoteAddr(i), GID: gid})
+		p.local = append(p.local, oob.PerftestDest{OutReads: uint16(cfg.OutReads), QPN: qp.QPNum(),
+			PSN: rng.Uint32() & ib.PSNMask, RKey: p.buf.mr.RKey(), VAddr: p.remoteAddr(i), GID: gid})
 		if n := cfg.RxDepth; p.receives() {
 			if p.srq != nil {
 				n /= cfg.NumQP // ctx_set_recv_wqes: the SRQ's depth split among the QPs

@@ -202,7 +202,7 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 		if err := toInit(qp, 0, pingpongQKey); err != nil {
 			return nil, err
 		}
-		p.local = append(p.local, oob.PingpongDest{QPN: qp.QPNum, PSN: rng.Uint32() & ib.PSNMask, GID: gid})
+		p.local = append(p.local, oob.PingpongDest{QPN: qp.QPNum(), PSN: rng.Uint32() & ib.PSNMask, GID: gid})
 	}
 	if n := p.postRecv(int(cfg.RxDepth)); n < int(cfg.RxDepth) {
 		return nil, fmt.Errorf("Couldn't post receive (%d): %w", n, unix.ENOMEM)
@@ -375,7 +375,7 @@ func qpNum(q *emu.QP) uint32 {
 	if q == nil {
 		return 0
 	}
-	return q.QPNum
+	return q.QPNum()
 }
 
 func (p *Pingpong) qpIndex(q *emu.QP) int {

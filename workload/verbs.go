@@ -269,7 +269,7 @@ func (b *buffer) free(dev *emu.Device) {
 }
 
 func (b *buffer) sge(off, n int) emu.SGE {
-	return emu.SGE{Addr: b.addr + uint64(off), Length: uint32(n), LKey: b.mr.LKey}
+	return emu.SGE{Addr: b.addr + uint64(off), Length: uint32(n), LKey: b.mr.LKey()}
 }
 
 func orDefault[T comparable](v, def T) T {

@@ -342,7 +342,7 @@ func newRpingCB(dev *emu.Device, o *rpingOpts) (*rpingCB, error) {
 }
 
 func (cb *rpingCB) postRecv() error {
-	_, err := cb.qp.PostRecv([]emu.RecvWR{{SGList: []emu.SGE{{Addr: cb.recv.addr, Length: rpingInfoSize, LKey: cb.recv.mr.LKey}}}})
+	_, err := cb.qp.PostRecv([]emu.RecvWR{{SGList: []emu.SGE{{Addr: cb.recv.addr, Length: rpingInfoSize, LKey: cb.recv.mr.LKey()}}}})
 	return err
 }
 
@@ -366,15 +366,15 @@ func errnoOf(err error) int {
 // sendInfo SENDs the address, rkey and length of b (rping_format_send).
 func (cb *rpingCB) sendInfo(b *rpingBuf) error {
 	binary.BigEndian.PutUint64(cb.send.b[0:], b.addr)
-	binary.BigEndian.PutUint32(cb.send.b[8:], b.mr.RKey)
+	binary.BigEndian.PutUint32(cb.send.b[8:], b.mr.RKey())
 	binary.BigEndian.PutUint32(cb.send.b[12:], uint32(cb.o.size))
-	cb.o.debugf("RDMA addr %x rkey %x len %d\n", b.addr, b.mr.RKey, cb.o.size)
+	cb.o.debugf("RDMA addr %x rkey %x len %d\n", b.addr, b.mr.RKey(), cb.o.size)
 	return cb.sendGoAhead()
 }
 
 // sendGoAhead SENDs the send buffer as it is.
 func (cb *rpingCB) sendGoAhead() error {
-	return cb.postSend(emu.SendWR{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: cb.send.addr, Length: rpingInfoSize, LKey: cb.send.mr.LKey}}})
+	return cb.postSend(emu.SendWR{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: cb.send.addr, Length: rpingInfoSize, LKey: cb.send.mr.LKey()}}})
 }
 
 // wait runs rping's completion handler until a completion that moves
@@ -528,7 +528,7 @@ func (cb *rpingCB) testServer() int {
 		// fails the READ on the local MR (local protection error).
 		n := int(cb.remote.len)
 		if cb.postSend(emu.SendWR{Opcode: emu.WRRDMARead, RemoteAddr: cb.remote.addr, RKey: cb.remote.rkey,
-			SGList: []emu.SGE{{Addr: cb.rdma.addr, Length: uint32(n), LKey: cb.rdma.mr.LKey}}}) != nil {
+			SGList: []emu.SGE{{Addr: cb.rdma.addr, Length: uint32(n), LKey: cb.rdma.mr.LKey()}}}) != nil {
 			return -1
 		}
 		o.debugf("server posted rdma read req \n")
@@ -551,9 +551,9 @@ func (cb *rpingCB) testServer() int {
 		o.debugf("server received sink adv\n")
 		wlen := len(cString(cb.rdma.b)) + 1
 		wlen = min(wlen, o.size)
-		o.debugf("rdma write from lkey %x laddr %x len %d\n", cb.rdma.mr.LKey, cb.rdma.addr, wlen)
+		o.debugf("rdma write from lkey %x laddr %x len %d\n", cb.rdma.mr.LKey(), cb.rdma.addr, wlen)
 		if cb.postSend(emu.SendWR{Opcode: emu.WRRDMAWrite, RemoteAddr: cb.remote.addr, RKey: cb.remote.rkey,
-			SGList: []emu.SGE{{Addr: cb.rdma.addr, Length: uint32(wlen), LKey: cb.rdma.mr.LKey}}}) != nil {
+			SGList: []emu.SGE{{Addr: cb.rdma.addr, Length: uint32(wlen), LKey: cb.rdma.mr.LKey()}}}) != nil {
 			return -1
 		}
 		if state = cb.wait(state); state != rpingWriteComplete {

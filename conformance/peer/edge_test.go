@@ -187,7 +187,7 @@ func (d *edgeDriver) poll(timeout time.Duration) (emu.WC, error) {
 
 func (d *edgeDriver) postRecv(n int) error {
 	for range n {
-		if _, err := d.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: d.addr, Length: edgeSize, LKey: d.mr.LKey}}}}); err != nil {
+		if _, err := d.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: d.addr, Length: edgeSize, LKey: d.mr.LKey()}}}}); err != nil {
 			return err
 		}
 	}
@@ -198,7 +198,7 @@ func (d *edgeDriver) postRecv(n int) error {
 // its completion status.
 func (d *edgeDriver) badWrite() string {
 	wr := emu.SendWR{WRID: 9, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled, RemoteAddr: 0x1000, RKey: 0x1234,
-		SGList: []emu.SGE{{Addr: d.addr, Length: 8, LKey: d.mr.LKey}}}
+		SGList: []emu.SGE{{Addr: d.addr, Length: 8, LKey: d.mr.LKey()}}}
 	if _, err := d.qp.PostSend([]emu.SendWR{wr}); err != nil {
 		return "post: " + err.Error()
 	}
@@ -255,7 +255,7 @@ func (d *edgeDriver) serve(conn net.Conn, sc edgeScenario) error {
 			return err
 		}
 	}
-	local := oob.PingpongDest{QPN: d.qp.QPNum, PSN: 0x123456, GID: gid.GID}
+	local := oob.PingpongDest{QPN: d.qp.QPNum(), PSN: 0x123456, GID: gid.GID}
 	_, err = oob.PingpongServerExchange(conn, oob.PingpongRC, []oob.PingpongDest{local}, func(r []oob.PingpongDest) error {
 		d.remote = r[0]
 		dmac, err := d.resolve(emu.GID(r[0].GID))
@@ -293,7 +293,7 @@ func (d *edgeDriver) serve(conn net.Conn, sc edgeScenario) error {
 			return fmt.Errorf("iteration %d: completion wr_id %d status %v", i, wc.WRID, wc.Status)
 		}
 		if _, err := d.qp.PostSend([]emu.SendWR{{WRID: 2, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-			SGList: []emu.SGE{{Addr: addr, Length: edgeSize, LKey: d.mr.LKey}}}}); err != nil {
+			SGList: []emu.SGE{{Addr: addr, Length: edgeSize, LKey: d.mr.LKey()}}}}); err != nil {
 			return fmt.Errorf("iteration %d: post send: %w", i, err)
 		}
 		if wc, err = d.poll(edgeHang); err != nil || wc.Status != emu.WCSuccess || wc.WRID != 2 {

@@ -74,7 +74,7 @@ func newRKeyEnd(dev *emu.Device, resolve resolveFunc, gidIndex int, psn uint32) 
 		e.close()
 		return nil, err
 	}
-	e.local = oob.PerftestDest{QPN: e.qp.QPNum, PSN: psn, RKey: e.mr.RKey, VAddr: e.addr, GID: gid.GID, OutReads: 1}
+	e.local = oob.PerftestDest{QPN: e.qp.QPNum(), PSN: psn, RKey: e.mr.RKey(), VAddr: e.addr, GID: gid.GID, OutReads: 1}
 	return e, nil
 }
 
@@ -106,7 +106,7 @@ func (e *rkeyEnd) connect(s *oob.PerftestSetup) error {
 // its completion status.
 func (e *rkeyEnd) write(raddr uint64, rkey uint32) (emu.WCStatus, error) {
 	if _, err := e.qp.PostSend([]emu.SendWR{{WRID: 7, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-		RemoteAddr: raddr, RKey: rkey, SGList: []emu.SGE{{Addr: e.addr, Length: rkeyWriteLen, LKey: e.mr.LKey}}}}); err != nil {
+		RemoteAddr: raddr, RKey: rkey, SGList: []emu.SGE{{Addr: e.addr, Length: rkeyWriteLen, LKey: e.mr.LKey()}}}}); err != nil {
 		return 0, err
 	}
 	wc := make([]emu.WC, 1)

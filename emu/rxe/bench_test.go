@@ -41,8 +41,8 @@ func BenchmarkRCWrite(b *testing.B) {
 				bp := newBenchPair(b, mtu, size)
 				wrs := make([]emu.SendWR, benchDepth)
 				for i := range wrs {
-					wrs[i] = emu.SendWR{Opcode: emu.WRRDMAWrite, SGList: []emu.SGE{{Addr: bp.src, Length: uint32(size), LKey: bp.mra.LKey}},
-						RemoteAddr: bp.dst, RKey: bp.mrb.RKey}
+					wrs[i] = emu.SendWR{Opcode: emu.WRRDMAWrite, SGList: []emu.SGE{{Addr: bp.src, Length: uint32(size), LKey: bp.mra.LKey()}},
+						RemoteAddr: bp.dst, RKey: bp.mrb.RKey()}
 				}
 				wrs[benchDepth-1].SendFlags = emu.SendSignaled
 				wc := make([]emu.WC, 16)
@@ -72,8 +72,8 @@ func BenchmarkRCSend(b *testing.B) {
 				wrs := make([]emu.SendWR, benchDepth)
 				rwrs := make([]emu.RecvWR, benchDepth)
 				for i := range wrs {
-					wrs[i] = emu.SendWR{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: bp.src, Length: uint32(size), LKey: bp.mra.LKey}}}
-					rwrs[i] = emu.RecvWR{SGList: []emu.SGE{{Addr: bp.dst, Length: uint32(size), LKey: bp.mrb.LKey}}}
+					wrs[i] = emu.SendWR{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: bp.src, Length: uint32(size), LKey: bp.mra.LKey()}}}
+					rwrs[i] = emu.RecvWR{SGList: []emu.SGE{{Addr: bp.dst, Length: uint32(size), LKey: bp.mrb.LKey()}}}
 				}
 				wrs[benchDepth-1].SendFlags = emu.SendSignaled
 				wc := make([]emu.WC, benchDepth)
@@ -105,10 +105,10 @@ func BenchmarkRCPingPong(b *testing.B) {
 	bp := newBenchPair(b, ib.MTU1024, 64)
 	srcB, _, mrsb := bp.p.b.buf(64, 2)
 	dstA, _, mrda := bp.p.a.buf(64, 0)
-	ping := []emu.SendWR{{Opcode: emu.WRSend, SendFlags: emu.SendSignaled, SGList: []emu.SGE{{Addr: bp.src, Length: 64, LKey: bp.mra.LKey}}}}
-	pong := []emu.SendWR{{Opcode: emu.WRSend, SendFlags: emu.SendSignaled, SGList: []emu.SGE{{Addr: srcB, Length: 64, LKey: mrsb.LKey}}}}
-	ra := []emu.RecvWR{{SGList: []emu.SGE{{Addr: dstA, Length: 64, LKey: mrda.LKey}}}}
-	rb := []emu.RecvWR{{SGList: []emu.SGE{{Addr: bp.dst, Length: 64, LKey: bp.mrb.LKey}}}}
+	ping := []emu.SendWR{{Opcode: emu.WRSend, SendFlags: emu.SendSignaled, SGList: []emu.SGE{{Addr: bp.src, Length: 64, LKey: bp.mra.LKey()}}}}
+	pong := []emu.SendWR{{Opcode: emu.WRSend, SendFlags: emu.SendSignaled, SGList: []emu.SGE{{Addr: srcB, Length: 64, LKey: mrsb.LKey()}}}}
+	ra := []emu.RecvWR{{SGList: []emu.SGE{{Addr: dstA, Length: 64, LKey: mrda.LKey()}}}}
+	rb := []emu.RecvWR{{SGList: []emu.SGE{{Addr: bp.dst, Length: 64, LKey: bp.mrb.LKey()}}}}
 	wc := make([]emu.WC, 4)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -138,7 +138,7 @@ func TestAllocsPerPacket(t *testing.T) {
 	dst, _, mrb := p.b.buf(size, 0)
 	p.a.rec.off, p.b.rec.off = true, true
 	wrs := []emu.SendWR{{Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: src, Length: size, LKey: mra.LKey}}, RemoteAddr: dst, RKey: mrb.RKey}}
+		SGList: []emu.SGE{{Addr: src, Length: size, LKey: mra.LKey()}}, RemoteAddr: dst, RKey: mrb.RKey()}}
 	wc := make([]emu.WC, 1)
 	round := func() {
 		c.qa.PostSend(wrs)
@@ -165,14 +165,14 @@ func BenchmarkRCPingPongAsync(b *testing.B) {
 	a, z := asyncPair(b)
 	o := qpOpts{mtu: ib.MTU1024, timeout: 14, retry: 7, rnr: 7, minRNR: 1, rdAtomic: 1, destAtom: 1}
 	qa, qz := a.newQP(qpstate.TypeRC, nil, o), z.newQP(qpstate.TypeRC, nil, o)
-	a.connect(qa, z, qz.QPNum, 0, 0, o, allAccess)
-	z.connect(qz, a, qa.QPNum, 0, 0, o, allAccess)
+	a.connect(qa, z, qz.QPNum(), 0, 0, o, allAccess)
+	z.connect(qz, a, qa.QPNum(), 0, 0, o, allAccess)
 	sa, _, ma := a.buf(64, 1)
 	sz, _, mz := z.buf(64, 2)
-	ping := []emu.SendWR{{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: sa, Length: 64, LKey: ma.LKey}}}}
-	pong := []emu.SendWR{{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: sz, Length: 64, LKey: mz.LKey}}}}
-	ra := []emu.RecvWR{{SGList: []emu.SGE{{Addr: sa, Length: 64, LKey: ma.LKey}}}}
-	rz := []emu.RecvWR{{SGList: []emu.SGE{{Addr: sz, Length: 64, LKey: mz.LKey}}}}
+	ping := []emu.SendWR{{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: sa, Length: 64, LKey: ma.LKey()}}}}
+	pong := []emu.SendWR{{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: sz, Length: 64, LKey: mz.LKey()}}}}
+	ra := []emu.RecvWR{{SGList: []emu.SGE{{Addr: sa, Length: 64, LKey: ma.LKey()}}}}
+	rz := []emu.RecvWR{{SGList: []emu.SGE{{Addr: sz, Length: 64, LKey: mz.LKey()}}}}
 	wc := make([]emu.WC, 1)
 	spin := func(cq *emu.CQ) {
 		for cq.Poll(wc) == 0 {

@@ -11,7 +11,7 @@ import (
 
 // completer processes one response packet for q against its oldest
 // outstanding WQE (rxe_completer, spec §6.4). r.mu held.
-func (r *Dev) completer(q *qp, p *wire.Packet) {
+func (r *device) completer(q *qp, p *wire.Packet) {
 	op := p.Opcode()
 	psn := p.BTH().PSN()
 	defer r.afterComp(q)
@@ -58,7 +58,7 @@ func (r *Dev) completer(q *qp, p *wire.Packet) {
 }
 
 // handleResponse applies a response in sequence to w.
-func (r *Dev) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
+func (r *device) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 	op := p.Opcode()
 	psn := p.BTH().PSN()
 	wop := w.wr.Opcode
@@ -121,7 +121,7 @@ func (r *Dev) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 }
 
 // handleAETH decodes an ACKNOWLEDGE's syndrome.
-func (r *Dev) handleAETH(q *qp, w *sendWQE, p *wire.Packet) {
+func (r *device) handleAETH(q *qp, w *sendWQE, p *wire.Packet) {
 	psn := p.BTH().PSN()
 	syn := p.AETH().Syndrome()
 	switch {
@@ -179,14 +179,14 @@ func (q *qp) reload() {
 }
 
 // finish marks w done with st.
-func (r *Dev) finish(q *qp, w *sendWQE, st emu.WCStatus) {
+func (r *device) finish(q *qp, w *sendWQE, st emu.WCStatus) {
 	w.next = w.npkts
 	w.state, w.status = wqeDone, st
 }
 
 // fail completes w with an error status; the retirement moves the QP to
 // ERR and flushes the rest.
-func (r *Dev) fail(q *qp, w *sendWQE, st emu.WCStatus) {
+func (r *device) fail(q *qp, w *sendWQE, st emu.WCStatus) {
 	r.finish(q, w, st)
 	if q.state != qpstate.StateErr {
 		r.complete(q)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/kverbs"
 	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -16,7 +17,7 @@ import (
 type env struct {
 	t        testing.TB
 	dev      *emu.Device
-	r        *Dev
+	r        *device
 	pd       *emu.PD
 	scq, rcq *emu.CQ
 
@@ -38,11 +39,7 @@ func newEnvWith(t testing.TB, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := emu.RDMADeviceToDrvDevice[*Dev](dev.Node())
-	if !ok {
-		t.Fatal("RDMADeviceToDrvDevice did not find *rxe.Dev")
-	}
-	e := &env{t: t, dev: dev, r: r}
+	e := &env{t: t, dev: dev.Device, r: dev.r}
 	dev.RegisterEventHandler(e.record)
 	if e.pd, err = dev.AllocPD(0); err != nil {
 		t.Fatal(err)
@@ -165,7 +162,7 @@ func (e *env) buf(n int) (emu.SGE, *emu.MR) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return emu.SGE{Addr: addr, Length: uint32(n), LKey: mr.LKey}, mr
+	return emu.SGE{Addr: addr, Length: uint32(n), LKey: mr.LKey()}, mr
 }
 
 func (e *env) poll(cq *emu.CQ) []emu.WC {
@@ -236,6 +233,6 @@ func (e *env) bindType2(id uint64, flags emu.SendFlags, length uint64, access ib
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return emu.SendWR{WRID: id, Opcode: emu.WRBindMW, SendFlags: flags, MW: mw, Key: emu.IncRKey(mw.RKey),
+	return emu.SendWR{WRID: id, Opcode: emu.WRBindMW, SendFlags: flags, MW: mw, Key: kverbs.IncRKey(mw.RKey()),
 		Bind: emu.MWBind{MR: mr, Addr: sge.Addr, Length: length, Access: access}}, mw, mr, sge
 }

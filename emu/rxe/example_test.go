@@ -16,7 +16,7 @@ import (
 
 // hca is one emulated device with what a connection needs.
 type hca struct {
-	dev  *emu.Device
+	dev  *rxe.Device
 	pd   *emu.PD
 	cq   *emu.CQ
 	qp   *emu.QP
@@ -46,7 +46,7 @@ func (h *hca) connect(peer *hca) {
 	h.qp.Modify(&qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1,
 		QPAccessFlags: ib.AccessRemoteWrite | ib.AccessRemoteRead},
 		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags)
-	h.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: peer.qp.QPNum,
+	h.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: peer.qp.QPNum(),
 		MaxDestRdAtomic: 1, MinRNRTimer: 12,
 		AHAttr: ib.AHAttr{PortNum: 1, AHFlags: ib.AHGRH, DMAC: peer.mac,
 			GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: 1, HopLimit: 64}}},
@@ -74,24 +74,24 @@ func wait(cq *emu.CQ) emu.WC {
 func Example() {
 	ea, eb := link.Pipe()
 	a, b := newHCA("rxe0", ea, 1), newHCA("rxe1", eb, 2)
-	defer rxe.Of(a.dev).Close()
-	defer rxe.Of(b.dev).Close()
+	defer a.dev.Close()
+	defer b.dev.Close()
 	a.connect(b)
 	b.connect(a)
 
 	copy(a.buf, "hello, RoCE")
-	b.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: b.addr, Length: 64, LKey: b.mr.LKey}}}})
+	b.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: b.addr, Length: 64, LKey: b.mr.LKey()}}}})
 	a.qp.PostSend([]emu.SendWR{{WRID: 2, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: a.addr, Length: 11, LKey: a.mr.LKey}}}})
+		SGList: []emu.SGE{{Addr: a.addr, Length: 11, LKey: a.mr.LKey()}}}})
 	fmt.Println(wait(b.cq).Status, wait(a.cq).Status, string(b.buf[:11]))
 
 	a.qp.PostSend([]emu.SendWR{{WRID: 3, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: a.addr, Length: 4096, LKey: a.mr.LKey}}, RemoteAddr: b.addr + 0, RKey: b.mr.RKey}})
+		SGList: []emu.SGE{{Addr: a.addr, Length: 4096, LKey: a.mr.LKey()}}, RemoteAddr: b.addr + 0, RKey: b.mr.RKey()}})
 	fmt.Println(wait(a.cq).Status, bytes.Equal(a.buf, b.buf))
 
 	copy(b.buf, "read me back")
 	a.qp.PostSend([]emu.SendWR{{WRID: 4, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: a.addr, Length: 12, LKey: a.mr.LKey}}, RemoteAddr: b.addr, RKey: b.mr.RKey}})
+		SGList: []emu.SGE{{Addr: a.addr, Length: 12, LKey: a.mr.LKey()}}, RemoteAddr: b.addr, RKey: b.mr.RKey()}})
 	fmt.Println(wait(a.cq).Status, string(a.buf[:12]))
 	// Output:
 	// IB_WC_SUCCESS IB_WC_SUCCESS hello, RoCE

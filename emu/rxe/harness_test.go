@@ -272,8 +272,8 @@ func (p *pair) connect(o qpOpts) conn {
 	}
 	qa := p.a.newQP(o.typ, nil, o)
 	qb := p.b.newQP(o.typ, o.srqB, o)
-	p.a.connect(qa, p.b, qb.QPNum, o.sqpsnA, o.sqpsnB, o, allAccess)
-	p.b.connect(qb, p.a, qa.QPNum, o.sqpsnB, o.sqpsnA, o, accB)
+	p.a.connect(qa, p.b, qb.QPNum(), o.sqpsnA, o.sqpsnB, o, allAccess)
+	p.b.connect(qb, p.a, qa.QPNum(), o.sqpsnB, o.sqpsnA, o, accB)
 	return conn{qa: qa, qb: qb}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/dma"
+	"github.com/softroce/softroce/emu/kverbs"
 	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -130,7 +131,7 @@ func TestVerbsObjects(t *testing.T) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			sge, mr := e.buf(64)
-			qp.PostSend([]emu.SendWR{{WRID: 1, Opcode: emu.WRLocalInv, InvalidateRKey: mr.RKey}, send(2, sge, 0)})
+			qp.PostSend([]emu.SendWR{{WRID: 1, Opcode: emu.WRLocalInv, InvalidateRKey: mr.RKey()}, send(2, sge, 0)})
 			if got := statuses(e.poll(e.scq)); !equal(got, []idStatus{{1, emu.WCLocQPOpErr}, {2, emu.WCWRFlushErr}}) {
 				t.Fatalf("completions %v", got)
 			}
@@ -145,7 +146,7 @@ func TestVerbsObjects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			qp.PostSend([]emu.SendWR{{WRID: 1, Opcode: emu.WRRegMR, MR: mr, Key: mr.RKey + 0x100, Access: ib.AccessLocalWrite}})
+			qp.PostSend([]emu.SendWR{{WRID: 1, Opcode: emu.WRRegMR, MR: mr, Key: mr.RKey() + 0x100, Access: ib.AccessLocalWrite}})
 			if got := statuses(e.poll(e.scq)); !equal(got, []idStatus{{1, emu.WCLocQPOpErr}}) {
 				t.Fatalf("completions %v", got)
 			}
@@ -160,8 +161,8 @@ func TestVerbsObjects(t *testing.T) {
 			if n, err := mr.MapSG(sg, dma.PageSize); n != 1 || err != nil {
 				t.Fatalf("map_mr_sg = %d, %v", n, err)
 			}
-			emu.UpdateFastRegKey(mr, 0x42)
-			reg := emu.SendWR{WRID: 1, Opcode: emu.WRRegMR, SendFlags: emu.SendSignaled, MR: mr, Key: mr.RKey,
+			kverbs.UpdateFastRegKey(mr, 0x42)
+			reg := emu.SendWR{WRID: 1, Opcode: emu.WRRegMR, SendFlags: emu.SendSignaled, MR: mr, Key: mr.RKey(),
 				Access: ib.AccessLocalWrite | ib.AccessRemoteWrite}
 			qp.PostSend([]emu.SendWR{reg})
 			reg.WRID = 2
@@ -169,7 +170,7 @@ func TestVerbsObjects(t *testing.T) {
 			if got := statuses(e.poll(e.scq)); !equal(got, []idStatus{{1, emu.WCSuccess}, {2, emu.WCLocQPOpErr}}) {
 				t.Fatalf("completions %v", got)
 			}
-			if mr.LKey&0xFF != 0x42 || mr.Access != ib.AccessLocalWrite|ib.AccessRemoteWrite || mr.IOVA != addr {
+			if mr.LKey()&0xFF != 0x42 || mr.Access != ib.AccessLocalWrite|ib.AccessRemoteWrite || mr.IOVA != addr {
 				t.Fatalf("MR after REG_MR: %v access %v iova %#x", mr, mr.Access, mr.IOVA)
 			}
 		}},
@@ -191,7 +192,7 @@ func TestVerbsObjects(t *testing.T) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			mw, _ := e.pd.AllocMW(emu.MWType1)
-			qp.PostSend([]emu.SendWR{{WRID: 1, Opcode: emu.WRLocalInv, InvalidateRKey: mw.RKey}})
+			qp.PostSend([]emu.SendWR{{WRID: 1, Opcode: emu.WRLocalInv, InvalidateRKey: mw.RKey()}})
 			if got := statuses(e.poll(e.scq)); !equal(got, []idStatus{{1, emu.WCLocQPOpErr}}) {
 				t.Fatalf("completions %v", got)
 			}
@@ -204,17 +205,17 @@ func TestVerbsObjects(t *testing.T) {
 			a.PostSend([]emu.SendWR{bind})
 			e.r.lock()
 			defer e.r.unlock()
-			if _, err := e.r.lookupRKey(qpOf(b), mw.RKey, ib.AccessRemoteWrite, sge.Addr, 8); err == nil {
+			if _, err := e.r.lookupRKey(qpOf(b), mw.RKey(), ib.AccessRemoteWrite, sge.Addr, 8); err == nil {
 				t.Fatal("QP b used a type-2 MW bound by QP a (want an access error: NAK 0x62)")
 			}
-			got, err := e.r.lookupRKey(qpOf(a), mw.RKey, ib.AccessRemoteWrite, sge.Addr+8, 8)
+			got, err := e.r.lookupRKey(qpOf(a), mw.RKey(), ib.AccessRemoteWrite, sge.Addr+8, 8)
 			if err != nil || got != sge.Addr+8 {
 				t.Fatalf("bound QP: %#x, %v", got, err)
 			}
-			if _, err := e.r.lookupRKey(qpOf(a), mw.RKey, ib.AccessRemoteWrite, sge.Addr+250, 8); err == nil {
+			if _, err := e.r.lookupRKey(qpOf(a), mw.RKey(), ib.AccessRemoteWrite, sge.Addr+250, 8); err == nil {
 				t.Fatal("access past the window accepted")
 			}
-			if _, err := e.r.lookupRKey(qpOf(a), mw.RKey, ib.AccessRemoteRead, sge.Addr, 8); err == nil {
+			if _, err := e.r.lookupRKey(qpOf(a), mw.RKey(), ib.AccessRemoteRead, sge.Addr, 8); err == nil {
 				t.Fatal("REMOTE_READ through a write-only window accepted")
 			}
 		}},
@@ -429,7 +430,7 @@ func BenchmarkPostSendAckPoll(b *testing.B) {
 		if _, err := qp.PostSend(wrs); err != nil {
 			b.Fatal(err)
 		}
-		e.r.Ack(qp.QPNum, q.reqPSN-1)
+		e.r.Ack(qp.QPNum(), q.reqPSN-1)
 		if e.scq.Poll(wc) != 1 || wc[0].Status != emu.WCSuccess {
 			b.Fatal("no completion")
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/dma"
+	"github.com/softroce/softroce/emu/kverbs"
 	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
@@ -20,7 +21,7 @@ func (p *pair) rawFrame(t *testing.T, c conn, op wire.Opcode, psn uint32, payloa
 	t.Helper()
 	f := wire.Frame{DstMAC: p.b.mac, SrcMAC: p.a.mac, Src: p.a.ip, Dst: p.b.ip, HopLimit: 64,
 		SrcPort: 0xC000, Payload: payload,
-		BTH: wire.BTHFields{Opcode: op, PKey: 0xFFFF, DestQP: c.qb.QPNum, PSN: psn, AckReq: true}}
+		BTH: wire.BTHFields{Opcode: op, PKey: 0xFFFF, DestQP: c.qb.QPNum(), PSN: psn, AckReq: true}}
 	if mutate != nil {
 		mutate(&f)
 	}
@@ -71,8 +72,8 @@ func TestBadFrames(t *testing.T) {
 			p := newPair(t, pairOpts{})
 			c := p.connect(qpOpts{sqpsnA: 40})
 			dst, _, mrb := p.b.buf(64, 0)
-			p.b.postRecv(c.qb, emu.RecvWR{WRID: 1, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}},
-				emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}})
+			p.b.postRecv(c.qb, emu.RecvWR{WRID: 1, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey()}}},
+				emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey()}}})
 			var pay []byte
 			if tc.op.HasPayload() {
 				pay = []byte("hello")
@@ -102,7 +103,7 @@ func TestBadFrames(t *testing.T) {
 			}
 			src, _, mra := p.a.buf(8, 1)
 			p.a.postSend(c.qa, emu.SendWR{WRID: 3, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 			p.settle()
 			wantWC(t, "send after the bad frame", poll(p.a.scq), emu.WCSuccess)
 		})
@@ -173,14 +174,14 @@ func TestP30SendWithInvalidate(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				p.b.postSend(c.qb, emu.SendWR{WRID: 9, Opcode: emu.WRRegMR, MR: m, Key: m.RKey, Access: allAccess})
-				rkey = m.RKey
+				p.b.postSend(c.qb, emu.SendWR{WRID: 9, Opcode: emu.WRRegMR, MR: m, Key: m.RKey(), Access: allAccess})
+				rkey = m.RKey()
 			}
 			src, _, mra := p.a.buf(8, 1)
 			dst, _, mrb := p.b.buf(64, 0)
-			p.b.postRecv(c.qb, emu.RecvWR{WRID: 1, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}})
+			p.b.postRecv(c.qb, emu.RecvWR{WRID: 1, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey()}}})
 			p.a.postSend(c.qa, emu.SendWR{WRID: 2, Opcode: emu.WRSendWithInv, SendFlags: emu.SendSignaled,
-				InvalidateRKey: rkey, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+				InvalidateRKey: rkey, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 			p.settle()
 			wantSyndrome(t, p.b.rec.take(t), tc.syn)
 			wantWC(t, "send", poll(p.a.scq), tc.sendStat)
@@ -222,7 +223,7 @@ func TestP32ReadRetry(t *testing.T) {
 	rsrc, data, mrb := p.b.buf(100, 5)
 	dst, got, mra := p.a.buf(100, 0)
 	p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: dst, Length: 100, LKey: mra.LKey}}, RemoteAddr: rsrc, RKey: mrb.RKey})
+		SGList: []emu.SGE{{Addr: dst, Length: 100, LKey: mra.LKey()}}, RemoteAddr: rsrc, RKey: mrb.RKey()})
 	p.sendN(c, 8, 8, 0)
 	p.settle()
 	wantWC(t, "send", poll(p.a.scq), emu.WCSuccess, emu.WCSuccess)
@@ -243,7 +244,7 @@ func TestP37Window(t *testing.T) {
 	src, _, mra := p.a.buf(8, 1)
 	var wrs []emu.SendWR
 	for i := range 200 {
-		wrs = append(wrs, emu.SendWR{WRID: uint64(i), Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+		wrs = append(wrs, emu.SendWR{WRID: uint64(i), Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 	}
 	p.a.postSend(c.qa, wrs...)
 	p.a.r.Poll()
@@ -260,9 +261,9 @@ func TestP38P39ReadCredits(t *testing.T) {
 	rsrc, _, mrb := p.b.buf(64, 5)
 	dst, _, mra := p.a.buf(64, 0)
 	rd := emu.SendWR{Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mra.LKey}}, RemoteAddr: rsrc, RKey: mrb.RKey}
+		SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mra.LKey()}}, RemoteAddr: rsrc, RKey: mrb.RKey()}
 	wr := emu.SendWR{WRID: 3, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled | emu.SendFence,
-		SGList: []emu.SGE{{Addr: dst, Length: 8, LKey: mra.LKey}}, RemoteAddr: rsrc, RKey: mrb.RKey}
+		SGList: []emu.SGE{{Addr: dst, Length: 8, LKey: mra.LKey()}}, RemoteAddr: rsrc, RKey: mrb.RKey()}
 	rd2 := rd
 	rd2.WRID = 2
 	p.a.postSend(c.qa, rd, rd2, wr)
@@ -335,7 +336,7 @@ func TestRNRDelayQuirk(t *testing.T) {
 				return
 			}
 			src, _, mra := p.a.buf(8, 1)
-			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 			p.settle()
 			p.a.rec.take(t)
 			p.run(tc.want - time.Microsecond)
@@ -362,7 +363,7 @@ func TestRdAtomicZeroStalls(t *testing.T) {
 	rsrc, _, mrb := p.b.buf(64, 5)
 	dst, _, mra := p.a.buf(64, 0)
 	p.a.postSend(c.qa, emu.SendWR{Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mra.LKey}}, RemoteAddr: rsrc, RKey: mrb.RKey})
+		SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mra.LKey()}}, RemoteAddr: rsrc, RKey: mrb.RKey()})
 	p.run(time.Second)
 	if n := len(p.a.rec.take(t)); n != 0 || len(poll(p.a.scq)) != 0 {
 		t.Errorf("%d packets", n)
@@ -377,7 +378,7 @@ func TestAtomicWrite(t *testing.T) {
 	src, data, mra := p.a.buf(8, 0x41)
 	dst, got, mrb := p.b.buf(8, 0)
 	p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRAtomicWrite, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}, RemoteAddr: dst, RKey: mrb.RKey})
+		SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}, RemoteAddr: dst, RKey: mrb.RKey()})
 	p.settle()
 	wantOps(t, "requests", p.a.rec.take(t), wire.RCAtomicWrite)
 	resp := p.b.rec.take(t)
@@ -402,8 +403,8 @@ func TestUnsignaled(t *testing.T) {
 		dst, _, mrb := p.b.buf(8, 0)
 		var wrs []emu.SendWR
 		for i := range 4 {
-			wr := emu.SendWR{WRID: uint64(i), Opcode: emu.WRRDMAWrite, RemoteAddr: dst, RKey: mrb.RKey,
-				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}}
+			wr := emu.SendWR{WRID: uint64(i), Opcode: emu.WRRDMAWrite, RemoteAddr: dst, RKey: mrb.RKey(),
+				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}}
 			if i == 3 {
 				wr.SendFlags = emu.SendSignaled
 			}
@@ -434,19 +435,19 @@ func TestFastRegRemoteWrite(t *testing.T) {
 	if n, err := m.MapSG(sg, dma.PageSize); n != 1 || err != nil {
 		t.Fatalf("map_mr_sg = %d, %v", n, err)
 	}
-	emu.UpdateFastRegKey(m, 0x42)
-	p.b.postSend(c.qb, emu.SendWR{WRID: 1, Opcode: emu.WRRegMR, MR: m, Key: m.RKey,
+	kverbs.UpdateFastRegKey(m, 0x42)
+	p.b.postSend(c.qb, emu.SendWR{WRID: 1, Opcode: emu.WRRegMR, MR: m, Key: m.RKey(),
 		Access: ib.AccessLocalWrite | ib.AccessRemoteWrite})
 	src, data, mra := p.a.buf(100, 9)
 	write := emu.SendWR{WRID: 2, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: src, Length: 100, LKey: mra.LKey}}, RemoteAddr: m.IOVA + 8, RKey: m.RKey}
+		SGList: []emu.SGE{{Addr: src, Length: 100, LKey: mra.LKey()}}, RemoteAddr: m.IOVA + 8, RKey: m.RKey()}
 	p.a.postSend(c.qa, write)
 	p.settle()
 	wantWC(t, "write through the fast-reg MR", poll(p.a.scq), emu.WCSuccess)
 	if !bytes.Equal(page[8:108], data) {
 		t.Error("data not in the fast-reg MR's page")
 	}
-	p.b.postSend(c.qb, emu.SendWR{WRID: 3, Opcode: emu.WRLocalInv, InvalidateRKey: m.RKey})
+	p.b.postSend(c.qb, emu.SendWR{WRID: 3, Opcode: emu.WRLocalInv, InvalidateRKey: m.RKey()})
 	p.a.postSend(c.qa, write)
 	p.settle()
 	wantWC(t, "write after LOCAL_INV", poll(p.a.scq), emu.WCRemAccessErr)
@@ -468,7 +469,7 @@ func TestLocalErrors(t *testing.T) {
 			if err != nil {
 				p.t.Fatal(err)
 			}
-			s.LKey = m.LKey
+			s.LKey = m.LKey()
 		}, emu.WCLocProtErr},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -477,12 +478,12 @@ func TestLocalErrors(t *testing.T) {
 			src, _, mra := p.a.buf(64, 1)
 			rem, _, mrb := p.b.buf(64, 0)
 			dst, _, mrr := p.b.buf(64, 0)
-			p.b.postRecv(c.qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrr.LKey}}})
-			sge := emu.SGE{Addr: src, Length: 64, LKey: mra.LKey}
+			p.b.postRecv(c.qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrr.LKey()}}})
+			sge := emu.SGE{Addr: src, Length: 64, LKey: mra.LKey()}
 			tc.bad(p, &sge)
 			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: tc.op, SendFlags: emu.SendSignaled, SGList: []emu.SGE{sge},
-				RemoteAddr: rem, RKey: mrb.RKey},
-				emu.SendWR{WRID: 2, Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+				RemoteAddr: rem, RKey: mrb.RKey()},
+				emu.SendWR{WRID: 2, Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 			p.settle()
 			wantWC(t, "send", poll(p.a.scq), tc.st, emu.WCWRFlushErr)
 			if p.a.state(c.qa) != qpstate.StateErr {
@@ -519,7 +520,7 @@ func TestResponseErrors(t *testing.T) {
 			p.sendN(c, 8, 8, 0)
 			p.a.r.Poll()
 			f := wire.Frame{DstMAC: p.a.mac, SrcMAC: p.b.mac, Src: p.b.ip, Dst: p.a.ip, HopLimit: 64, SrcPort: 0xC000,
-				BTH:  wire.BTHFields{Opcode: tc.op, PKey: 0xFFFF, DestQP: c.qa.QPNum, PSN: 60},
+				BTH:  wire.BTHFields{Opcode: tc.op, PKey: 0xFFFF, DestQP: c.qa.QPNum(), PSN: 60},
 				AETH: wire.AETHFields{Syndrome: tc.syn, MSN: 1}}
 			b := make([]byte, f.Len())
 			wire.Build(b, &f)
@@ -540,7 +541,7 @@ func TestP15MisalignedAtomic(t *testing.T) {
 	c := p.connect(qpOpts{sqpsnA: 40})
 	dst, _, mrb := p.b.buf(64, 0)
 	p.inject(t, p.rawFrame(t, c, wire.RCCompareSwap, 40, nil, func(f *wire.Frame) {
-		f.AtomicETH = wire.AtomicETHFields{VA: dst + 4, RKey: mrb.RKey, SwapAdd: 1}
+		f.AtomicETH = wire.AtomicETHFields{VA: dst + 4, RKey: mrb.RKey(), SwapAdd: 1}
 	}))
 	wantSyndrome(t, p.b.rec.take(t), 0x61)
 }
@@ -583,7 +584,7 @@ func TestP25RequestToInit(t *testing.T) {
 	p.b.modify(qb, qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: allAccess},
 		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags)
 	dst, _, mrb := p.b.buf(64, 0)
-	p.b.postRecv(qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}})
+	p.b.postRecv(qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey()}}})
 	p.inject(t, p.rawFrame(t, conn{qb: qb}, wire.RCSendOnly, 0, []byte("hi"), nil))
 	if resp := p.b.rec.take(t); len(resp) != 0 || p.b.counter("rcvd_pkts") != 0 || len(poll(p.b.rcq)) != 0 {
 		t.Errorf("responses %v, rcvd_pkts %d", ops(resp), p.b.counter("rcvd_pkts"))
@@ -596,7 +597,7 @@ func TestP20GSIQKey(t *testing.T) {
 	p := newPair(t, pairOpts{noMAD: true, mtu: 1500})
 	gsi := p.b.udQP(qpstate.TypeGSI, nil)
 	dst, _, mrb := p.b.buf(256, 0)
-	p.b.postRecv(gsi, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 256, LKey: mrb.LKey}}})
+	p.b.postRecv(gsi, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 256, LKey: mrb.LKey()}}})
 	frame := func(qkey uint32) []byte {
 		return p.rawFrame(t, conn{qb: gsi}, wire.UDSendOnly, 0, []byte("mad"), func(f *wire.Frame) {
 			f.DETH = wire.DETHFields{QKey: qkey, SrcQP: 1}

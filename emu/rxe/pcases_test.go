@@ -18,9 +18,9 @@ import (
 func (p *pair) sendN(c conn, n, rlen int, flags emu.SendFlags) ([]byte, []byte) {
 	src, data, mra := p.a.buf(n, 3)
 	dst, got, mrb := p.b.buf(rlen, 0)
-	p.b.postRecv(c.qb, emu.RecvWR{WRID: 1, SGList: []emu.SGE{{Addr: dst, Length: uint32(rlen), LKey: mrb.LKey}}})
+	p.b.postRecv(c.qb, emu.RecvWR{WRID: 1, SGList: []emu.SGE{{Addr: dst, Length: uint32(rlen), LKey: mrb.LKey()}}})
 	p.a.postSend(c.qa, emu.SendWR{WRID: 2, Opcode: emu.WRSend, SendFlags: emu.SendSignaled | flags,
-		SGList: []emu.SGE{{Addr: src, Length: uint32(n), LKey: mra.LKey}}})
+		SGList: []emu.SGE{{Addr: src, Length: uint32(n), LKey: mra.LKey()}}})
 	return data, got
 }
 
@@ -97,7 +97,7 @@ func TestP3WriteAckReq(t *testing.T) {
 			src, data, mra := p.a.buf(n, 5)
 			dst, got, mrb := p.b.buf(n, 0)
 			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-				SGList: []emu.SGE{{Addr: src, Length: n, LKey: mra.LKey}}, RemoteAddr: dst, RKey: mrb.RKey})
+				SGList: []emu.SGE{{Addr: src, Length: n, LKey: mra.LKey()}}, RemoteAddr: dst, RKey: mrb.RKey()})
 			p.settle()
 			req := p.a.rec.take(t)
 			if len(req) != 200 {
@@ -149,8 +149,8 @@ func TestP12Read(t *testing.T) {
 	rsrc, data, mrb := p.b.buf(5000, 9)
 	dst, got, mra := p.a.buf(5000, 0)
 	p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: dst, Length: 5000, LKey: mra.LKey}}, RemoteAddr: rsrc, RKey: mrb.RKey},
-		emu.SendWR{WRID: 2, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled, RemoteAddr: rsrc, RKey: mrb.RKey})
+		SGList: []emu.SGE{{Addr: dst, Length: 5000, LKey: mra.LKey()}}, RemoteAddr: rsrc, RKey: mrb.RKey()},
+		emu.SendWR{WRID: 2, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled, RemoteAddr: rsrc, RKey: mrb.RKey()})
 	p.settle()
 	req := p.a.rec.take(t)
 	wantOps(t, "requests", req, wire.RCRDMAReadRequest, wire.RCRDMAReadRequest)
@@ -188,10 +188,10 @@ func TestAtomics(t *testing.T) {
 	binary.LittleEndian.PutUint64(tb, 100)
 	res, rb, mra := p.a.buf(16, 0)
 	p.a.postSend(c.qa,
-		emu.SendWR{WRID: 1, Opcode: emu.WRAtomicCmpAndSwp, SendFlags: emu.SendSignaled, RemoteAddr: tgt, RKey: mrb.RKey,
-			CompareAdd: 100, Swap: 7, SGList: []emu.SGE{{Addr: res, Length: 8, LKey: mra.LKey}}},
-		emu.SendWR{WRID: 2, Opcode: emu.WRAtomicFetchAndAdd, SendFlags: emu.SendSignaled, RemoteAddr: tgt, RKey: mrb.RKey,
-			CompareAdd: 5, SGList: []emu.SGE{{Addr: res + 8, Length: 8, LKey: mra.LKey}}})
+		emu.SendWR{WRID: 1, Opcode: emu.WRAtomicCmpAndSwp, SendFlags: emu.SendSignaled, RemoteAddr: tgt, RKey: mrb.RKey(),
+			CompareAdd: 100, Swap: 7, SGList: []emu.SGE{{Addr: res, Length: 8, LKey: mra.LKey()}}},
+		emu.SendWR{WRID: 2, Opcode: emu.WRAtomicFetchAndAdd, SendFlags: emu.SendSignaled, RemoteAddr: tgt, RKey: mrb.RKey(),
+			CompareAdd: 5, SGList: []emu.SGE{{Addr: res + 8, Length: 8, LKey: mra.LKey()}}})
 	p.settle()
 	wantWC(t, "send", poll(p.a.scq), emu.WCSuccess, emu.WCSuccess)
 	if v := binary.LittleEndian.Uint64(tb); v != 12 {
@@ -274,7 +274,7 @@ func TestP6DuplicateSend(t *testing.T) {
 	p.b.rec.take(t)
 	// A receive the duplicate must not consume.
 	dst, _, mrb := p.b.buf(8, 0)
-	p.b.postRecv(c.qb, emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 8, LKey: mrb.LKey}}})
+	p.b.postRecv(c.qb, emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 8, LKey: mrb.LKey()}}})
 	p.a.end.WritePackets([][]byte{req[0].Frame()})
 	p.settle()
 	resp := p.b.rec.take(t)
@@ -300,7 +300,7 @@ func TestP7RNR(t *testing.T) {
 			c := p.connect(qpOpts{rnr: tc.rnr, sqpsnA: 5})
 			src, _, mra := p.a.buf(8, 1)
 			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 			p.settle()
 			resp := p.b.rec.take(t)
 			wantOps(t, "responses", resp, wire.RCAcknowledge)
@@ -327,7 +327,7 @@ func TestP7RNR(t *testing.T) {
 				t.Fatalf("%d packets at the RNR delay, want 1 retransmission", n)
 			}
 			dst, _, mrb := p.b.buf(8, 0)
-			p.b.postRecv(c.qb, emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 8, LKey: mrb.LKey}}})
+			p.b.postRecv(c.qb, emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 8, LKey: mrb.LKey()}}})
 			p.run(time.Millisecond)
 			wantWC(t, "send", poll(p.a.scq), emu.WCSuccess)
 			wantWC(t, "recv", poll(p.b.rcq), emu.WCSuccess)
@@ -371,12 +371,12 @@ func TestP9RemoteErrors(t *testing.T) {
 			}
 			loc, _, mra := p.a.buf(128, 0)
 			rem, _, mrb := p.b.buf(64, 0)
-			rkey := mrb.RKey
+			rkey := mrb.RKey()
 			if tc.badKey {
 				rkey = 0
 			}
 			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: tc.op, SendFlags: emu.SendSignaled,
-				SGList: []emu.SGE{{Addr: loc, Length: uint32(tc.length), LKey: mra.LKey}}, RemoteAddr: rem, RKey: rkey})
+				SGList: []emu.SGE{{Addr: loc, Length: uint32(tc.length), LKey: mra.LKey()}}, RemoteAddr: rem, RKey: rkey})
 			p.settle()
 			wantSyndrome(t, p.b.rec.take(t), tc.syn)
 			wantWC(t, "send", poll(p.a.scq), tc.st)
@@ -411,7 +411,7 @@ func TestP17RetryExhausted(t *testing.T) {
 			p.b.r.Close() // silent peer
 			src, _, mra := p.a.buf(8, 1)
 			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 			start := p.clk.Now()
 			var times []time.Duration
 			period := 4096 * time.Nanosecond << tc.timeout

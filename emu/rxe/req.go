@@ -6,6 +6,7 @@ import (
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/internal/driver"
 	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
@@ -98,7 +99,7 @@ func (q *qp) stopTimers() {
 	q.rnrWait = false
 }
 
-func (r *Dev) clock() clock.Clock { return r.dev.Clock() }
+func (r *device) clock() clock.Clock { return r.dev.Clock() }
 
 // mtu returns the byte MTU used for segmentation: the path MTU for RC/UC,
 // the port's active MTU for UD/GSI.
@@ -112,7 +113,7 @@ func (q *qp) mtu() int {
 func (q *qp) isUD() bool { return q.typ == qpstate.TypeUD || q.typ == qpstate.TypeGSI }
 
 // connPath returns the RC/UC path from the primary AV; r.mu held.
-func (r *Dev) connPath(q *qp) *path {
+func (r *device) connPath(q *qp) *path {
 	if !q.pathOK {
 		q.path = r.pathOf(&q.attr.AHAttr)
 		q.pathOK = q.path.ok
@@ -127,7 +128,7 @@ func (r *Dev) connPath(q *qp) *path {
 // unfinished WQEs, a fenced WQE behind an outstanding READ or atomic, a
 // READ or atomic without an initiator credit, a packet beyond the
 // 128-PSN window. r.mu held.
-func (r *Dev) runSQ(q *qp) {
+func (r *device) runSQ(q *qp) {
 	if q.state < qpstate.StateRTS || q.state == qpstate.StateErr {
 		return
 	}
@@ -207,7 +208,7 @@ func (r *Dev) runSQ(q *qp) {
 
 // sendPackets sends w's packets from w.next on; it returns false when it
 // had to stop (window full, or an error moved the QP to ERR). r.mu held.
-func (r *Dev) sendPackets(q *qp, w *sendWQE) bool {
+func (r *device) sendPackets(q *qp, w *sendWQE) bool {
 	op := w.wr.Opcode
 	mtu := uint32(q.mtu())
 	for w.next < w.npkts {
@@ -285,13 +286,13 @@ func opcodeFor(t qpstate.Type, op emu.WROpcode, first, last bool) wire.Opcode {
 // sendPacket builds and queues packet psn of w (rxe_init_packet,
 // init_req_packet, finish_packet). On failure it returns the WC status the
 // WQE completes with.
-func (r *Dev) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCStatus, bool) {
+func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCStatus, bool) {
 	op := w.wr.Opcode
 	idx := ib.PSNAdd(psn, (1<<24)-w.firstPSN) // packets into the message
 	var p *path
 	var dqpn uint32
 	if q.isUD() {
-		a, ok := w.wr.AH.Priv.(*ah)
+		a, ok := driver.Priv(w.wr.AH).(*ah)
 		if w.wr.AH == nil || !ok || w.wr.AH.PD != q.pd {
 			return emu.WCLocQPOpErr, false
 		}
@@ -392,7 +393,7 @@ func (r *Dev) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCStatu
 }
 
 // gatherAt copies the bytes of an SGE list from offset off into dst.
-func (r *Dev) gatherAt(q *qp, sgl []emu.SGE, off uint64, dst []byte) (int, error) {
+func (r *device) gatherAt(q *qp, sgl []emu.SGE, off uint64, dst []byte) (int, error) {
 	n := 0
 	for _, s := range sgl {
 		if n == len(dst) {
@@ -418,7 +419,7 @@ func (r *Dev) gatherAt(q *qp, sgl []emu.SGE, off uint64, dst []byte) (int, error
 
 // scatterAt copies src into an SGE list from offset off on (needs
 // LOCAL_WRITE); ENOSPC when it does not fit.
-func (r *Dev) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
+func (r *device) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
 	n := 0
 	for _, s := range sgl {
 		if n == len(src) {
@@ -450,7 +451,7 @@ func (r *Dev) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
 // only moves the deadline: the pending timer, when it fires before it,
 // sleeps again for the rest (retransmitTimeout). The expiry is the same as
 // stopping and starting a timer, without a new timer for every ACK.
-func (r *Dev) armRetransmit(q *qp, reset bool) {
+func (r *device) armRetransmit(q *qp, reset bool) {
 	d := r.cfg.Quirks.RetransmitTimeout(q.attr.Timeout)
 	if d == 0 || r.tp == nil {
 		return
@@ -467,7 +468,7 @@ func (r *Dev) armRetransmit(q *qp, reset bool) {
 }
 
 // startRetransmit starts the timer of generation q.rgen; r.mu held.
-func (r *Dev) startRetransmit(q *qp, d time.Duration) {
+func (r *device) startRetransmit(q *qp, d time.Duration) {
 	gen := q.rgen
 	q.rtimer = r.clock().AfterFunc(d, func() { r.retransmitTimeout(q, gen) })
 }
@@ -475,7 +476,7 @@ func (r *Dev) startRetransmit(q *qp, d time.Duration) {
 // retransmitTimeout is rxe_retransmit_timer: with unacknowledged packets
 // outstanding (and no RNR wait), retry. A timer whose deadline moved
 // (armRetransmit's reset) sleeps again until it.
-func (r *Dev) retransmitTimeout(q *qp, gen uint64) {
+func (r *device) retransmitTimeout(q *qp, gen uint64) {
 	r.lock()
 	defer r.unlock()
 	if gen != q.rgen || !q.valid || r.detached {
@@ -520,7 +521,7 @@ func (q *qp) oldestPending() *sendWQE {
 // started WQE is sent again; rnr passes use rnr_retry (already counted),
 // others consume retry_cnt and fail with IB_WC_RETRY_EXC_ERR when it is
 // exhausted. r.mu held.
-func (r *Dev) retry(q *qp, rnr, timeout bool) {
+func (r *device) retry(q *qp, rnr, timeout bool) {
 	w := q.oldestPending()
 	if w == nil {
 		return
@@ -556,7 +557,7 @@ func (r *Dev) retry(q *qp, rnr, timeout bool) {
 
 // rewind resets the send progress of every started WQE to resend from
 // psn on. r.mu held.
-func (r *Dev) rewind(q *qp, psn uint32) {
+func (r *device) rewind(q *qp, psn uint32) {
 	for _, w := range q.sq {
 		if w.state != wqePending {
 			continue
@@ -573,7 +574,7 @@ func (r *Dev) rewind(q *qp, psn uint32) {
 
 // ackUpTo acknowledges every PSN up to and including psn, as a coalesced
 // ACK does: the seam tests use as a responding peer. r.mu held.
-func (r *Dev) ackUpTo(q *qp, psn uint32) {
+func (r *device) ackUpTo(q *qp, psn uint32) {
 	if q.state < qpstate.StateRTS || q.state == qpstate.StateErr {
 		return
 	}
@@ -589,7 +590,7 @@ func (r *Dev) ackUpTo(q *qp, psn uint32) {
 
 // afterComp retires, restarts the requester and re-arms or stops the
 // retransmit timer, as the completer does on exit. r.mu held.
-func (r *Dev) afterComp(q *qp) {
+func (r *device) afterComp(q *qp) {
 	r.complete(q)
 	r.runSQ(q)
 	if q.state == qpstate.StateErr {
@@ -606,7 +607,7 @@ func (r *Dev) afterComp(q *qp) {
 
 // rnrDelay arms the RNR wait; at its end the requester retries from the
 // NAK'd PSN. r.mu held.
-func (r *Dev) rnrDelay(q *qp, code uint8) {
+func (r *device) rnrDelay(q *qp, code uint8) {
 	d := r.cfg.Quirks.RNRDelay(code)
 	q.rnrWait = true
 	if q.rnrTimer != nil {

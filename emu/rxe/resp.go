@@ -25,7 +25,7 @@ var atomicMu sync.Mutex
 
 // responder processes one request packet for q (rxe_responder, spec
 // §6.3). r.mu held.
-func (r *Dev) responder(q *qp, p *wire.Packet) {
+func (r *device) responder(q *qp, p *wire.Packet) {
 	bth := p.BTH()
 	op := p.Opcode()
 	fl := op.Flags()
@@ -218,7 +218,7 @@ func (q *qp) opSeqBad(op wire.Opcode) bool {
 // ucAbandon gives up the UC message in progress: its receive WQE is
 // rewound for the next message (with an SRQ it completes with
 // IB_WC_REM_INV_REQ_ERR). r.mu held.
-func (r *Dev) ucAbandon(q *qp) {
+func (r *device) ucAbandon(q *qp) {
 	q.respOp = 0
 	if q.hasCur {
 		if q.srq != nil {
@@ -230,7 +230,7 @@ func (r *Dev) ucAbandon(q *qp) {
 }
 
 // ucFail drops a UC message for a length or key error.
-func (r *Dev) ucFail(q *qp, op wire.Opcode, st emu.WCStatus) {
+func (r *device) ucFail(q *qp, op wire.Opcode, st emu.WCStatus) {
 	q.respOp = 0
 	if q.hasCur && q.srq != nil {
 		r.recvWC(q, q.cur, st, emu.WCRecv, 0, nil)
@@ -242,7 +242,7 @@ func (r *Dev) ucFail(q *qp, op wire.Opcode, st emu.WCStatus) {
 
 // execSend places SEND data into the receive WQE and completes it on the
 // last packet. It returns false when the packet failed (the QP is in ERR).
-func (r *Dev) execSend(q *qp, p *wire.Packet) bool {
+func (r *device) execSend(q *qp, p *wire.Packet) bool {
 	op := p.Opcode()
 	pay := p.Payload()
 	if q.isUD() {
@@ -295,7 +295,7 @@ func (r *Dev) execSend(q *qp, p *wire.Packet) bool {
 
 // execWrite places RDMA WRITE data. It returns false when the packet
 // failed (NAK sent or message dropped).
-func (r *Dev) execWrite(q *qp, p *wire.Packet) bool {
+func (r *device) execWrite(q *qp, p *wire.Packet) bool {
 	op := p.Opcode()
 	psn := p.BTH().PSN()
 	pay := p.Payload()
@@ -344,7 +344,7 @@ func (r *Dev) execWrite(q *qp, p *wire.Packet) bool {
 }
 
 // execRead answers an RDMA READ request (read_reply).
-func (r *Dev) execRead(q *qp, p *wire.Packet) {
+func (r *device) execRead(q *qp, p *wire.Packet) {
 	psn := p.BTH().PSN()
 	reth := p.RETH()
 	va, rkey, n := reth.VA(), reth.RKey(), uint64(reth.DMALen())
@@ -376,7 +376,7 @@ func (r *Dev) execRead(q *qp, p *wire.Packet) {
 // the rest in later rounds of pumpReads, between other QPs' (readjob.go).
 // It returns false when a key check failed in the first burst (the QP then
 // is in ERR).
-func (r *Dev) readReply(q *qp, res *respRes, psn uint32, va, length uint64) bool {
+func (r *device) readReply(q *qp, res *respRes, psn uint32, va, length uint64) bool {
 	mtu := uint64(q.mtu())
 	q.jobs = append(q.jobs, readJob{rkey: res.rkey, psn: psn, va: va, length: length,
 		fromStart: psn == res.firstPSN, n: max(1, (length+mtu-1)/mtu)})
@@ -390,7 +390,7 @@ func (r *Dev) readReply(q *qp, res *respRes, psn uint32, va, length uint64) bool
 
 // readPacket sends packet i of job j; false when its key check failed
 // (NAK sent, QP in ERR). r.mu held.
-func (r *Dev) readPacket(q *qp, j *readJob, i uint64) bool {
+func (r *device) readPacket(q *qp, j *readJob, i uint64) bool {
 	mtu := uint64(q.mtu())
 	plen := min(mtu, j.length-min(j.length, i*mtu))
 	var op wire.Opcode
@@ -430,7 +430,7 @@ func (r *Dev) readPacket(q *qp, j *readJob, i uint64) bool {
 }
 
 // execAtomic performs CMP_SWAP / FETCH_ADD (atomic_reply).
-func (r *Dev) execAtomic(q *qp, p *wire.Packet) {
+func (r *device) execAtomic(q *qp, p *wire.Packet) {
 	psn := p.BTH().PSN()
 	a := p.AtomicETH()
 	va := a.VA()
@@ -470,7 +470,7 @@ func (r *Dev) execAtomic(q *qp, p *wire.Packet) {
 
 // execAtomicWrite performs ATOMIC_WRITE: an 8-byte store answered by an
 // empty RDMA_READ_RESPONSE_ONLY.
-func (r *Dev) execAtomicWrite(q *qp, p *wire.Packet) {
+func (r *device) execAtomicWrite(q *qp, p *wire.Packet) {
 	psn := p.BTH().PSN()
 	reth := p.RETH()
 	pay := p.Payload()
@@ -537,7 +537,7 @@ func (q *qp) findRes(psn uint32) *respRes {
 // duplicate handles a request behind the expected PSN (duplicate_request):
 // SEND/WRITE are re-ACKed with the last in-order PSN, READs replayed from
 // their resource, atomics answered with the saved original value.
-func (r *Dev) duplicate(q *qp, p *wire.Packet) {
+func (r *device) duplicate(q *qp, p *wire.Packet) {
 	fl := p.Opcode().Flags()
 	psn := p.BTH().PSN()
 	switch {
@@ -567,14 +567,14 @@ func (r *Dev) duplicate(q *qp, p *wire.Packet) {
 
 // sendAck sends an ACKNOWLEDGE with syndrome syn for psn and the current
 // MSN. r.mu held.
-func (r *Dev) sendAck(q *qp, syn wire.Syndrome, psn uint32) {
+func (r *device) sendAck(q *qp, syn wire.Syndrome, psn uint32) {
 	f := r.newFrame(r.connPath(q), q.sport)
 	f.BTH.Opcode, f.BTH.DestQP, f.BTH.PSN = wire.RCAcknowledge, q.attr.DestQPNum, psn
 	f.AETH = wire.AETHFields{Syndrome: syn, MSN: q.msn}
 	r.emit(f)
 }
 
-func (r *Dev) sendAtomicAck(q *qp, psn uint32, orig uint64) {
+func (r *device) sendAtomicAck(q *qp, psn uint32, orig uint64) {
 	f := r.newFrame(r.connPath(q), q.sport)
 	f.BTH.Opcode, f.BTH.DestQP, f.BTH.PSN = wire.RCAtomicAcknowledge, q.attr.DestQPNum, psn
 	f.AETH = wire.AETHFields{Syndrome: synACK, MSN: q.msn}
@@ -583,13 +583,13 @@ func (r *Dev) sendAtomicAck(q *qp, psn uint32, orig uint64) {
 }
 
 // nakErr sends a class A/C NAK for psn and moves the responder QP to ERR.
-func (r *Dev) nakErr(q *qp, psn uint32, syn wire.Syndrome) {
+func (r *device) nakErr(q *qp, psn uint32, syn wire.Syndrome) {
 	r.sendAck(q, syn, psn)
 	r.toErr(q)
 }
 
 // peekRecv returns the receive WQE the next message would take.
-func (r *Dev) peekRecv(q *qp) (recvWQE, bool) {
+func (r *device) peekRecv(q *qp) (recvWQE, bool) {
 	if q.srq != nil {
 		if len(q.srq.wqes) == 0 {
 			return recvWQE{}, false
@@ -605,7 +605,7 @@ func (r *Dev) peekRecv(q *qp) (recvWQE, bool) {
 // recvWC posts a receive completion (spec §6.5); p is the packet that
 // ends the message (nil for an error without one). A full CQ moves the QP
 // to ERR.
-func (r *Dev) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n uint32, p *wire.Packet) {
+func (r *device) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n uint32, p *wire.Packet) {
 	wc := emu.WC{WRID: w.wrID, Status: st, Opcode: op, QP: q.core, PortNum: 1,
 		WCFlags: emu.WCGRH | emu.WCWithNetworkHdrType, NetworkHdrType: emu.NetworkIPv4}
 	solicited := false
@@ -638,7 +638,7 @@ func (r *Dev) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n uint3
 // memIO reads or writes buf at a memory address resolved through m (user
 // MRs through their pinned mapping, DMA and fast-reg MRs through the DMA
 // mapper).
-func (r *Dev) memIO(m *mr, addr uint64, buf []byte, write bool) error {
+func (r *device) memIO(m *mr, addr uint64, buf []byte, write bool) error {
 	if m.typ == emu.MRTypeUser {
 		b, err := r.dev.Memory().Slice(addr, len(buf))
 		if err != nil {

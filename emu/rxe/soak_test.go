@@ -117,19 +117,19 @@ func soakScenario(t *testing.T, seed uint64) bool {
 		case emu.WRSend, emu.WRSendWithImm:
 			a, data, mr := p.a.buf(o.size, byte(rng.Uint32()))
 			o.src = data
-			wr.SGList = split(a, o.size, mr.LKey)
+			wr.SGList = split(a, o.size, mr.LKey())
 			ra, rb, rmr := p.b.buf(o.size+rng.IntN(64), 0)
 			o.dst = rb
 			o.recvIdx = len(recvs)
 			recvs = append(recvs, o)
-			p.b.postRecv(c.qb, emu.RecvWR{WRID: uint64(i), SGList: split(ra, len(rb), rmr.LKey)})
+			p.b.postRecv(c.qb, emu.RecvWR{WRID: uint64(i), SGList: split(ra, len(rb), rmr.LKey())})
 		case emu.WRRDMAWrite, emu.WRRDMAWriteWithImm:
 			a, data, mr := p.a.buf(o.size, byte(rng.Uint32()))
 			o.src = data
-			wr.SGList = split(a, o.size, mr.LKey)
+			wr.SGList = split(a, o.size, mr.LKey())
 			ra, rb, rmr := p.b.buf(o.size, 0)
 			o.dst = rb
-			wr.RemoteAddr, wr.RKey = ra, rmr.RKey
+			wr.RemoteAddr, wr.RKey = ra, rmr.RKey()
 			if o.op == emu.WRRDMAWriteWithImm {
 				o.recvIdx = len(recvs)
 				recvs = append(recvs, o)
@@ -140,15 +140,15 @@ func soakScenario(t *testing.T, seed uint64) bool {
 			o.src = rdata
 			a, b, mr := p.a.buf(o.size, 0)
 			o.dst = b
-			wr.SGList = split(a, o.size, mr.LKey)
-			wr.RemoteAddr, wr.RKey = ra, rmr.RKey
+			wr.SGList = split(a, o.size, mr.LKey())
+			wr.RemoteAddr, wr.RKey = ra, rmr.RKey()
 		case emu.WRAtomicFetchAndAdd:
 			a, b, mr := p.a.buf(8, 0)
 			o.dst = b
 			o.add = uint64(rng.IntN(1000) + 1)
 			sum += o.add
-			wr.SGList = []emu.SGE{{Addr: a, Length: 8, LKey: mr.LKey}}
-			wr.RemoteAddr, wr.RKey, wr.CompareAdd = ctr, ctrMR.RKey, o.add
+			wr.SGList = []emu.SGE{{Addr: a, Length: 8, LKey: mr.LKey()}}
+			wr.RemoteAddr, wr.RKey, wr.CompareAdd = ctr, ctrMR.RKey(), o.add
 		}
 		o.sgl = wr.SGList
 		sops = append(sops, o)
@@ -262,13 +262,13 @@ func soakUnreliable(t *testing.T, seed uint64, typ qpstate.Type) bool {
 		binary.BigEndian.PutUint64(data, uint64(i))
 		msgs[i] = data
 		wrs = append(wrs, emu.SendWR{WRID: uint64(i), Opcode: emu.WRSend, SendFlags: emu.SendSignaled, AH: ah,
-			RemoteQPN: qb.QPNum, RemoteQKey: 0x11111111, SGList: []emu.SGE{{Addr: a, Length: uint32(size), LKey: mr.LKey}}})
+			RemoteQPN: qb.QPNum(), RemoteQKey: 0x11111111, SGList: []emu.SGE{{Addr: a, Length: uint32(size), LKey: mr.LKey()}}})
 	}
 	bufs := map[uint64][]byte{}
 	for i := range 2 * nmsg {
 		a, b, mr := p.b.buf(maxSize+hdr, 0)
 		bufs[uint64(i)] = b
-		p.b.postRecv(qb, emu.RecvWR{WRID: uint64(i), SGList: []emu.SGE{{Addr: a, Length: uint32(len(b)), LKey: mr.LKey}}})
+		p.b.postRecv(qb, emu.RecvWR{WRID: uint64(i), SGList: []emu.SGE{{Addr: a, Length: uint32(len(b)), LKey: mr.LKey()}}})
 	}
 	for _, wr := range wrs {
 		p.a.postSend(qa, wr)

@@ -89,7 +89,7 @@ func TestStateSideEffects(t *testing.T) {
 				t.Fatal(err)
 			}
 			// 3000 bytes at MTU 1024 = 3 packets each: PSNs 200..205.
-			if err := e.r.Ack(qp.QPNum, 205); err != nil {
+			if err := e.r.Ack(qp.QPNum(), 205); err != nil {
 				t.Fatal(err)
 			}
 			if ev := e.takeEvents(); !equal(ev, []emu.EventType{emu.EventSQDrained}) {
@@ -329,8 +329,8 @@ func TestModifyPolicies(t *testing.T) {
 func TestModifyUDPSport(t *testing.T) {
 	e := newEnv(t)
 	qp := e.qp(qpstate.TypeRC, nil)
-	if qp.QPNum != 17 {
-		t.Fatalf("first QPN %d, want 17 (16 is the MAD layer's GSI QP)", qp.QPNum)
+	if qp.QPNum() != 17 {
+		t.Fatalf("first QPN %d, want 17 (16 is the MAD layer's GSI QP)", qp.QPNum())
 	}
 	if p, _ := e.r.UDPSport(17); p != 0xDF94 {
 		t.Fatalf("sport at create %#x, want 0xDF94", p)

@@ -140,14 +140,8 @@ type transport struct {
 	txSpare [][]byte
 }
 
-// Of returns the rxe driver behind a device made by New.
-func Of(d *emu.Device) *Dev {
-	r, _ := emu.RDMADeviceToDrvDevice[*Dev](d.Node())
-	return r
-}
-
 // attach starts the receive side over cfg.Link.
-func (r *Dev) attach() {
+func (r *device) attach() {
 	l := r.cfg.Link
 	t := &transport{l: l, sync: r.cfg.Synchronous, frame: link.MaxFrameSize(l.MTU())}
 	t.inCond = sync.NewCond(&t.inMu)
@@ -182,7 +176,7 @@ func (t *transport) put(bs [][]byte) {
 }
 
 // readLoop moves frames from the link into the inbox until it closes.
-func (r *Dev) readLoop() {
+func (r *device) readLoop() {
 	t := r.tp
 	defer t.wg.Done()
 	n := max(1, t.l.BatchSize())
@@ -215,7 +209,7 @@ func (r *Dev) readLoop() {
 }
 
 // readPending moves the frames a Pender link holds into the inbox.
-func (r *Dev) readPending() {
+func (r *device) readPending() {
 	t := r.tp
 	for {
 		n := min(t.pender.Pending(), max(1, t.l.BatchSize()))
@@ -245,7 +239,7 @@ func (r *Dev) readPending() {
 }
 
 // workLoop processes frames as they arrive (asynchronous mode).
-func (r *Dev) workLoop() {
+func (r *device) workLoop() {
 	t := r.tp
 	defer t.wg.Done()
 	var batch [][]byte
@@ -273,7 +267,7 @@ func (r *Dev) workLoop() {
 
 // process runs the receive pipeline over a batch of frames and recycles
 // their buffers.
-func (r *Dev) process(batch [][]byte) {
+func (r *device) process(batch [][]byte) {
 	r.lock()
 	for _, f := range batch {
 		r.receive(f)
@@ -288,7 +282,7 @@ func (r *Dev) process(batch [][]byte) {
 // processed, so a test drives two devices step by step (post, Poll both
 // until nothing moves, advance a clock.Manual to fire timers). Without a
 // link it returns 0.
-func (r *Dev) Poll() int {
+func (r *device) Poll() int {
 	t := r.tp
 	if t == nil {
 		return 0
@@ -318,7 +312,7 @@ func (r *Dev) Poll() int {
 
 // Received returns how many frames the device has read from its link
 // (processed or waiting for Poll).
-func (r *Dev) Received() uint64 {
+func (r *device) Received() uint64 {
 	if r.tp == nil {
 		return 0
 	}
@@ -335,7 +329,7 @@ func (r *Dev) Received() uint64 {
 // transmit queue, and then closes the link under txMu, after any flush
 // still writing (the kernel's rxe drains its tasks before the device goes,
 // rxe_dealloc / rxe_cleanup_task).
-func (r *Dev) Close() error {
+func (r *device) Close() error {
 	t := r.tp
 	if t == nil {
 		return nil
@@ -354,7 +348,7 @@ func (r *Dev) Close() error {
 
 // flushTx writes the frames queued under the lock; called by unlock with
 // r.mu held, it releases r.mu. txMu keeps the wire order of batches.
-func (r *Dev) flushTx() {
+func (r *device) flushTx() {
 	t := r.tp
 	t.txMu.Lock()
 	tx := r.txq
@@ -385,7 +379,7 @@ func (r *Dev) flushTx() {
 }
 
 // addrOf returns the IP address of GID index idx of port 1.
-func (r *Dev) addrOf(idx uint8) (netip.Addr, bool) {
+func (r *device) addrOf(idx uint8) (netip.Addr, bool) {
 	e, err := r.dev.QueryGID(1, int(idx))
 	if err != nil || e.GID.IsZero() {
 		return netip.Addr{}, false
@@ -402,7 +396,7 @@ type path struct {
 }
 
 // pathOf resolves an AV into a path (rxe_init_av / rxe_av_from_attr).
-func (r *Dev) pathOf(a *ib.AHAttr) path {
+func (r *device) pathOf(a *ib.AHAttr) path {
 	p := path{dmac: a.DMAC, tc: a.GRH.TrafficClass, hop: a.GRH.HopLimit}
 	src, ok := r.addrOf(a.GRH.SGIDIndex)
 	if !ok {
@@ -424,14 +418,14 @@ func (r *Dev) pathOf(a *ib.AHAttr) path {
 
 // emit builds one frame into a pooled buffer and queues it for the wire;
 // r.mu held. It reports false when the frame cannot be built.
-func (r *Dev) emit(f *wire.Frame) bool { return r.emitIn(nil, f) }
+func (r *device) emit(f *wire.Frame) bool { return r.emitIn(nil, f) }
 
 // txBuf returns a frame buffer for f (opcode and addresses set) and the
 // part of it where Build will put plen bytes of payload, so that the
 // payload is gathered in place and Build copies nothing
 // (wire.Frame.PayloadOffset). Without a transport, or if the frame would
 // not fit, frame is nil and pay is the device's scratch space. r.mu held.
-func (r *Dev) txBuf(f *wire.Frame, plen int) (frame, pay []byte) {
+func (r *device) txBuf(f *wire.Frame, plen int) (frame, pay []byte) {
 	if r.tp != nil && !r.detached {
 		b := r.tp.get()
 		if off := f.PayloadOffset(); off > 0 && off+plen+wire.ICRCSize+3 <= len(b) {
@@ -446,7 +440,7 @@ func (r *Dev) txBuf(f *wire.Frame, plen int) (frame, pay []byte) {
 }
 
 // dropTx returns a buffer from txBuf unused; r.mu held.
-func (r *Dev) dropTx(frame []byte) {
+func (r *device) dropTx(frame []byte) {
 	if frame != nil {
 		r.tp.put([][]byte{frame})
 	}
@@ -454,7 +448,7 @@ func (r *Dev) dropTx(frame []byte) {
 
 // emitIn builds f into frame (from txBuf; nil takes a pooled buffer) and
 // queues it, like emit; r.mu held.
-func (r *Dev) emitIn(frame []byte, f *wire.Frame) bool {
+func (r *device) emitIn(frame []byte, f *wire.Frame) bool {
 	if r.tp == nil || r.detached {
 		r.dropTx(frame)
 		return true // no transport: the packet goes nowhere (a silent peer)
@@ -475,7 +469,7 @@ func (r *Dev) emitIn(frame []byte, f *wire.Frame) bool {
 }
 
 // newFrame fills r.fr's addressing from a path; r.mu held.
-func (r *Dev) newFrame(p *path, sport uint16) *wire.Frame {
+func (r *device) newFrame(p *path, sport uint16) *wire.Frame {
 	f := &r.fr
 	*f = wire.Frame{}
 	f.SrcMAC = r.mac
