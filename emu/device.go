@@ -441,9 +441,9 @@ func (d *Device) IsPortValid(port uint32) bool {
 // qpstate re-exports used in signatures.
 var _ = qpstate.StateReset
 
-// SetNetDevLink records the bound interface going up (with carrier) or
-// down; drivers call it from their link notifier.
-func (d *Device) SetNetDevLink(up bool) {
+// setNetDevLink records the bound interface going up (with carrier) or
+// down; drivers call it from their link notifier (rxe.Device.SetLink).
+func (d *Device) setNetDevLink(up bool) {
 	d.mu.Lock()
 	d.netdev.Down, d.netdev.NoCarrier = !up, false
 	d.mu.Unlock()

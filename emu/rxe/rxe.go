@@ -439,7 +439,7 @@ func (r *device) QueryPKey(port uint32, index uint16) (uint16, error) {
 // rxe_port_up / rxe_port_down; each down counts in link_downed.
 func (r *device) SetLink(up bool) {
 	r.lock()
-	r.dev.SetNetDevLink(up)
+	driver.SetNetDevLink(r.dev, up)
 	t := emu.EventPortActive
 	if !up {
 		t = emu.EventPortErr

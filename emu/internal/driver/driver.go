@@ -47,3 +47,7 @@ var (
 // the helpers that ask which optional ops a driver has
 // (rdma_cap_roce_gid_table).
 var Ops func(dev any) any
+
+// SetNetDevLink records a *emu.Device's interface going up (with carrier)
+// or down, from the driver's link notifier.
+var SetNetDevLink func(dev any, up bool)
