@@ -195,7 +195,7 @@ func (d *Device) LinkLayer(port uint32) LinkLayer {
 
 // RxeMTU converts a netdev MTU to the IB MTU rxe reports as active_mtu:
 // subtract the 80 bytes of RoCE headers, then floor to an IB MTU; below
-// 256 gives MTU256 (rxe_mtu_int_to_enum, spec §1.5).
+// 256 gives MTU256 (rxe_mtu_int_to_enum).
 func RxeMTU(netdevMTU int) ib.MTU {
 	n := netdevMTU - 80
 	switch {

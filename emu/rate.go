@@ -80,7 +80,7 @@ func (w Width) Lanes() int {
 }
 
 // EthSpeedToIB converts a netdev speed in Mb/s (no lane information) into
-// the width and speed rxe reports, as ib_get_eth_speed does (spec §1.7); 0
+// the width and speed rxe reports, as ib_get_eth_speed does; 0
 // or a negative speed counts as 1000 Mb/s.
 func EthSpeedToIB(mbps int) (Width, Speed) {
 	if mbps <= 0 {

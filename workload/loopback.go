@@ -12,6 +12,7 @@ import (
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/link"
+	"github.com/softroce/softroce/link/pcap"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +51,7 @@ type LoopbackSide struct {
 // 1 is their IPv4 address (RoCEv2).
 type Loopback struct {
 	A, B *LoopbackSide
-	cap  *link.Capture
+	cap  *pcap.Capture
 }
 
 // LoopbackGIDIndex is the GID index of each Loopback device's IPv4
@@ -69,7 +70,7 @@ func NewLoopback(cfg LoopbackConfig) (*Loopback, error) {
 	for i, s := range []*LoopbackSide{lb.A, lb.B} {
 		var l link.Link = s.end
 		if i == 0 && cfg.Capture != nil {
-			c, err := link.NewCapture(l, cfg.Capture, clock.Real{})
+			c, err := pcap.New(l, cfg.Capture, clock.Real{})
 			if err != nil {
 				ea.Close()
 				eb.Close()

@@ -10,7 +10,8 @@ import (
 )
 
 // rateTable maps each rate to its multiple of 2.5 Gb/s and its Mb/s
-// (spec §1.6, line-coding overhead included).
+// (as ib_rate_to_mult and ib_rate_to_mbps in verbs.c, line-coding overhead
+// included).
 var rateTable = map[emu.Rate]struct{ mult, mbps int }{
 	emu.Rate2_5Gbps: {1, 2500}, emu.Rate5Gbps: {2, 5000}, emu.Rate10Gbps: {4, 10000}, emu.Rate20Gbps: {8, 20000},
 	emu.Rate30Gbps: {12, 30000}, emu.Rate40Gbps: {16, 40000}, emu.Rate60Gbps: {24, 60000}, emu.Rate80Gbps: {32, 80000},
