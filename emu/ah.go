@@ -5,9 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/ib"
+	"golang.org/x/sys/unix"
 )
 
 // AH is struct ib_ah, an address handle for UD sends.

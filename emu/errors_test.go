@@ -4,10 +4,9 @@ import (
 	"errors"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
 )
 
 // TestErrorType: the core and the driver report a verb's failure with the

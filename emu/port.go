@@ -3,9 +3,8 @@ package emu
 import (
 	"net/netip"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/ib"
+	"golang.org/x/sys/unix"
 )
 
 // CoreCap is the RDMA_CORE_CAP_* / RDMA_CORE_PORT_* bit set of a port's

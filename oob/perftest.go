@@ -7,9 +7,8 @@ import (
 	"io"
 	"math"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/ib"
+	"golang.org/x/sys/unix"
 )
 
 // Sizes and constants of perftest's out-of-band exchange (perftest

@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/ib"
+	"golang.org/x/sys/unix"
 )
 
 // PerftestTest is one of the eight perftest tools softroce speaks for.

@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"io"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/ib"
+	"golang.org/x/sys/unix"
 )
 
 // PingpongMode selects one of rdma-core's ibv_*_pingpong examples. The

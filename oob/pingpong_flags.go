@@ -3,9 +3,8 @@ package oob
 import (
 	"fmt"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/ib"
+	"golang.org/x/sys/unix"
 )
 
 // PingpongConfig is the command line of an ibv_*_pingpong tool, with the

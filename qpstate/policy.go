@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/ib"
+	"golang.org/x/sys/unix"
 )
 
 // Policy selects whose modify_qp checks Validate reproduces. The stacks

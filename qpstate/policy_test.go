@@ -4,9 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/ib"
+	"golang.org/x/sys/unix"
 )
 
 // testLimits is an rxe device whose GID table holds RoCEv2 entries in

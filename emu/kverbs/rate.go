@@ -4,9 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/emu"
+	"golang.org/x/sys/unix"
 )
 
 // rateTable maps each rate to its multiple of 2.5 Gb/s and its Mb/s

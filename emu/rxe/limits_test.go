@@ -3,10 +3,9 @@ package rxe
 import (
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
 )
 
 // TestTunedLimitsEnforced: the object limits Config.Tune sets are what

@@ -4,9 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
 )
 
 // TestModifyCheckOrder pins the order QP.Modify documents: the AV's value

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe/rxetest"
 	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
 )
 
 // Example brings an RC pair to RTS on two devices, WRITEs from A's buffer

@@ -17,13 +17,12 @@ import (
 	"net/netip"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
 )
 
 // GIDIndex is the GID index of each end's IPv4 address (index 0 is the

@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
 )
 
 // TestPairs brings up a pair of each type with Connect and moves one SEND
