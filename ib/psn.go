@@ -1,5 +1,9 @@
 package ib
 
+// RoCEv2UDPPort is the IANA UDP destination port of RoCEv2
+// (ROCE_V2_UDP_DPORT).
+const RoCEv2UDPPort = 4791
+
 // PSNMask keeps the 24 bits of a packet sequence number (BTH_PSN_MASK);
 // the core masks RQPSN and SQPSN with it (_ib_modify_qp).
 const PSNMask = 0xFFFFFF
