@@ -17,6 +17,9 @@ const QPNMask = 0xFFFFFF
 // PSNAdd returns psn + n modulo 2^24.
 func PSNAdd(psn, n uint32) uint32 { return (psn + n) & PSNMask }
 
+// PSNSub returns a - b modulo 2^24: how many PSNs b is before a.
+func PSNSub(a, b uint32) uint32 { return (a - b) & PSNMask }
+
 // PSNCompare compares two PSNs in the half-space sense rxe uses: the sign
 // of (a - b) shifted left 8 bits and read as a signed 32-bit number. It
 // returns > 0 when a is after b ((a-b) mod 2^24 in [1, 2^23-1]), < 0 when a

@@ -23,7 +23,7 @@ func (r *device) completer(q *qp, p *wire.Packet) {
 		rdat := isReadOrAtomic(w.wr.Opcode)
 		// A response beyond this WQE: a SEND/WRITE was acknowledged by a
 		// coalesced ACK; a READ/atomic lost its response and is retried.
-		if psnCmp(psn, w.lastPSN) > 0 {
+		if ib.PSNCompare(psn, w.lastPSN) > 0 {
 			if rdat {
 				if q.rnrWait {
 					return
@@ -38,7 +38,7 @@ func (r *device) completer(q *qp, p *wire.Packet) {
 			q.compPSN = ib.PSNAdd(w.lastPSN, 1)
 			continue
 		}
-		switch c := psnCmp(psn, q.compPSN); {
+		switch c := ib.PSNCompare(psn, q.compPSN); {
 		case c < 0:
 			// Stale: only an ACK of the WQE's last PSN or a NAK inside a
 			// read still means something.
@@ -82,7 +82,7 @@ func (r *device) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 		}
 		// A restarted read answers from its FIRST/ONLY; inside one only
 		// MIDDLE/LAST continue it.
-		idx := ib.PSNAdd(psn, (1<<24)-w.firstPSN)
+		idx := ib.PSNSub(psn, w.firstPSN)
 		off := uint64(idx) * uint64(q.mtu())
 		if pay := p.Payload(); len(pay) > 0 {
 			if off+uint64(len(pay)) > w.length {
@@ -130,7 +130,7 @@ func (r *device) handleAETH(q *qp, w *sendWQE, p *wire.Packet) {
 			return
 		}
 		q.reload()
-		if psnCmp(psn, q.compPSN) >= 0 {
+		if ib.PSNCompare(psn, q.compPSN) >= 0 {
 			q.compPSN = ib.PSNAdd(psn, 1)
 		}
 		if psn == w.lastPSN && w.next == w.npkts {
@@ -149,10 +149,10 @@ func (r *device) handleAETH(q *qp, w *sendWQE, p *wire.Packet) {
 		q.compPSN = psn
 		r.rnrDelay(q, syn.Value())
 	case syn == nakPSNSeqErr:
-		if psnCmp(psn, q.compPSN) > 0 {
+		if ib.PSNCompare(psn, q.compPSN) > 0 {
 			r.counters[cntRcvdSeqErr]++
 			for _, x := range q.sq {
-				if x.state == wqePending && !isReadOrAtomic(x.wr.Opcode) && psnCmp(x.lastPSN, psn) < 0 {
+				if x.state == wqePending && !isReadOrAtomic(x.wr.Opcode) && ib.PSNCompare(x.lastPSN, psn) < 0 {
 					r.finish(q, x, emu.WCSuccess)
 				}
 			}

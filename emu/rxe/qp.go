@@ -674,9 +674,6 @@ func (q *qp) outstanding() bool {
 	return false
 }
 
-// psnCmp is rxe's psn_compare: the sign of (a-b) in 24-bit space.
-func psnCmp(a, b uint32) int32 { return int32((a - b) << 8) }
-
 // Ack acknowledges every PSN up to psn on the QP numbered qpn, as a peer's
 // ACK would (the completer's seam for the transport layer and for tests).
 func (r *device) Ack(qpn, psn uint32) error {

@@ -213,7 +213,7 @@ func (r *device) sendPackets(q *qp, w *sendWQE) bool {
 	mtu := uint32(q.mtu())
 	for w.next < w.npkts {
 		psn := ib.PSNAdd(w.firstPSN, w.next)
-		if q.typ == qpstate.TypeRC && psnCmp(psn, ib.PSNAdd(q.compPSN, maxUnackedPSNs)) > 0 {
+		if q.typ == qpstate.TypeRC && ib.PSNCompare(psn, ib.PSNAdd(q.compPSN, maxUnackedPSNs)) > 0 {
 			return false
 		}
 		if st, ok := r.sendPacket(q, w, psn, mtu); !ok {
@@ -288,7 +288,7 @@ func opcodeFor(t qpstate.Type, op emu.WROpcode, first, last bool) wire.Opcode {
 // WQE completes with.
 func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCStatus, bool) {
 	op := w.wr.Opcode
-	idx := ib.PSNAdd(psn, (1<<24)-w.firstPSN) // packets into the message
+	idx := ib.PSNSub(psn, w.firstPSN) // packets into the message
 	var p *path
 	var dqpn uint32
 	if q.isUD() {
@@ -563,10 +563,10 @@ func (r *device) rewind(q *qp, psn uint32) {
 			continue
 		}
 		switch {
-		case isAtomic(w.wr.Opcode) || psnCmp(psn, w.firstPSN) <= 0:
+		case isAtomic(w.wr.Opcode) || ib.PSNCompare(psn, w.firstPSN) <= 0:
 			w.next = 0
-		case psnCmp(psn, w.lastPSN) <= 0:
-			w.next = ib.PSNAdd(psn, (1<<24)-w.firstPSN)
+		case ib.PSNCompare(psn, w.lastPSN) <= 0:
+			w.next = ib.PSNSub(psn, w.firstPSN)
 		}
 	}
 	q.noack = 0
@@ -579,7 +579,7 @@ func (r *device) ackUpTo(q *qp, psn uint32) {
 		return
 	}
 	for _, w := range q.sq {
-		if w.state == wqePending && psnCmp(w.lastPSN, psn) <= 0 {
+		if w.state == wqePending && ib.PSNCompare(w.lastPSN, psn) <= 0 {
 			w.next = w.npkts
 			w.state, w.status = wqeDone, emu.WCSuccess
 		}

@@ -35,7 +35,7 @@ func (r *device) responder(q *qp, p *wire.Packet) {
 	// 1. PSN.
 	switch {
 	case rc:
-		switch d := psnCmp(psn, q.respPSN); {
+		switch d := ib.PSNCompare(psn, q.respPSN); {
 		case d > 0:
 			if !q.nakSent {
 				q.nakSent = true
@@ -363,7 +363,7 @@ func (r *device) execRead(q *qp, p *wire.Packet) {
 	if !r.readReply(q, res, psn, va, n) {
 		return
 	}
-	if next := ib.PSNAdd(res.lastPSN, 1); psnCmp(next, q.respPSN) > 0 {
+	if next := ib.PSNAdd(res.lastPSN, 1); ib.PSNCompare(next, q.respPSN) > 0 {
 		q.respPSN = next
 	}
 }
@@ -526,7 +526,7 @@ func (q *qp) newRes() *respRes {
 func (q *qp) findRes(psn uint32) *respRes {
 	for i := range q.res {
 		x := &q.res[i]
-		if psnCmp(psn, x.firstPSN) >= 0 && psnCmp(psn, x.lastPSN) <= 0 {
+		if ib.PSNCompare(psn, x.firstPSN) >= 0 && ib.PSNCompare(psn, x.lastPSN) <= 0 {
 			return x
 		}
 	}
