@@ -68,6 +68,7 @@ var cTypes = []struct {
 	{reflect.TypeFor[ExModifyQpResp](), "struct ib_uverbs_ex_modify_qp_resp"},
 	{reflect.TypeFor[DestroyQp](), "struct ib_uverbs_destroy_qp"},
 	{reflect.TypeFor[DestroyQpResp](), "struct ib_uverbs_destroy_qp_resp"},
+	{reflect.TypeFor[SendWr](), "struct ib_uverbs_send_wr"},
 	{reflect.TypeFor[PostSend](), "struct ib_uverbs_post_send"},
 	{reflect.TypeFor[PostSendResp](), "struct ib_uverbs_post_send_resp"},
 	{reflect.TypeFor[CreateAh](), "struct ib_uverbs_create_ah"},

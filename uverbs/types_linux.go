@@ -80,6 +80,7 @@ type (
 	ExModifyQpResp        C.struct_ib_uverbs_ex_modify_qp_resp
 	DestroyQp             C.struct_ib_uverbs_destroy_qp
 	DestroyQpResp         C.struct_ib_uverbs_destroy_qp_resp
+	SendWr                C.struct_ib_uverbs_send_wr
 	PostSend              C.struct_ib_uverbs_post_send
 	PostSendResp          C.struct_ib_uverbs_post_send_resp
 	CreateAh              C.struct_ib_uverbs_create_ah

@@ -423,6 +423,14 @@ type (
 	DestroyQpResp struct {
 		Reported uint32
 	}
+	SendWr struct {
+		Wr_id      uint64
+		Num_sge    uint32
+		Opcode     uint32
+		Send_flags uint32
+		Ex         [4]byte
+		Wr         [32]byte
+	}
 	PostSend struct {
 		Response  uint64
 		Qp_handle uint32
