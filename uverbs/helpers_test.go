@@ -156,7 +156,6 @@ func do[T any](c *client, cmd uint32, req *T, respLen int) ([]byte, Reply, error
 	if respLen > 0 {
 		binary.NativeEndian.PutUint64(b, c.resp)
 	}
-	clear(c.mem.buf[c.resp-c.mem.base : c.resp-c.mem.base+4096])
 	r, err := c.f.Write(legacy(cmd, b, nil, respLen))
 	out := make([]byte, respLen)
 	c.mem.ReadAt(out, c.resp)
