@@ -215,7 +215,7 @@ type CQInitAttr struct {
 	// as rxe's user CQs do. It returns false when the ring is full (the CQ
 	// overflows). The driver calls it under its lock: it must not call
 	// back into the device.
-	Ring func(wc *WC) bool
+	Ring func(wc WC) bool
 }
 
 // PollContext is enum ib_poll_context.

@@ -28,7 +28,7 @@ type ucq struct {
 
 // post writes a completion into the ring (the device calls it under its
 // lock); false when the client has not consumed room for it.
-func (u *ucq) post(wc *emu.WC) bool {
+func (u *ucq) post(wc emu.WC) bool {
 	slot := u.ring.produce()
 	if slot == nil {
 		return false
@@ -128,7 +128,7 @@ func (c *call) makeCQ(cookie uint64, cqe, vector uint32, channel int32, flags ui
 	u := &ucq{f: f, channel: ch, cookie: cookie}
 	cq, err := f.dev.CreateCQ(emu.CQInitAttr{CQE: int(int32(cqe)), CompVector: int(vector), Flags: flags,
 		CompHandler: func(*emu.CQ) { u.notify() }, EventHandler: func(e emu.Event) { u.event(e) },
-		Ring: func(wc *emu.WC) bool { return u.post(wc) }})
+		Ring: u.post})
 	if err != nil {
 		return nil, wrap("create CQ", err)
 	}
