@@ -518,7 +518,8 @@ func (mw *MW) Dealloc() error {
 	return nil
 }
 
-// Device capability bits used by the core (spec §1.15).
+// Device capability bits used by the core (enum ib_device_cap_flags, the
+// same values as uverbs').
 const (
 	DeviceCapMemWindow       uint64 = 1 << 17
 	DeviceCapMemMgtExt       uint64 = 1 << 21
