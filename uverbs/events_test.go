@@ -184,3 +184,34 @@ func TestUDSendThroughAHNumber(t *testing.T) {
 		t.Fatalf("QP state %d after a WQE with a foreign AH, want ERR", st)
 	}
 }
+
+func TestCQOverflowRaisesAsyncEvent(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	// a's send CQ holds one completion: a CQ of 1 entry the client never
+	// polls overflows on the second.
+	const cookie = 0xABCD
+	out, _ := must(a.client, CmdCreateCq, &CreateCq{User_handle: cookie, Cqe: 1, Comp_channel: -1},
+		sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+	small := load[CreateCqResp](out)
+	if small.Cqe != 1 {
+		t.Fatalf("cqe %d, want 1", small.Cqe)
+	}
+	out, _ = must(a.client, CmdCreateQp, &CreateQp{Pd_handle: a.pd, Send_cq_handle: small.Handle, Recv_cq_handle: a.cq,
+		Max_send_wr: 4, Max_recv_wr: 4, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeRC)},
+		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+	qr := load[CreateQpResp](out)
+	mi := load[RxeCreateQpResp](out[sizeOf[CreateQpResp]():])
+	a2 := &conn{client: a.client, pd: a.pd, lkey: a.lkey, rkey: a.rkey, buf: a.buf, qp: qr.Qp_handle, qpn: qr.Qpn,
+		rq: a.client.mapQueue(mi.Rq_mi), sq: a.client.mapQueue(mi.Sq_mi)}
+	a2.connect(t, b.qpn)
+	b.connect(t, a2.qpn)
+	for i := range 2 {
+		a2.postSend(t, uint64(i), emu.WRRDMAWrite, RxeSge{Addr: a.buf, Length: 8, Lkey: a.lkey}, b.buf, b.rkey)
+	}
+	ev := readEvent(t, a.asyncFd, sizeOf[AsyncEventDesc]())
+	d := load[AsyncEventDesc](ev)
+	if d.Element != cookie || d.Type != uint32(emu.EventCQErr) {
+		t.Fatalf("async event %+v, want IB_EVENT_CQ_ERR for %#x", d, cookie)
+	}
+}

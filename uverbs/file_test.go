@@ -18,6 +18,7 @@ type conn struct {
 	qpn            uint32
 	buf            uint64 // the registered buffer
 	sq, rq, cqRing ring
+	asyncFd        PassFile // GET_CONTEXT's async event file
 }
 
 const bufOff = 0x1000
@@ -31,6 +32,7 @@ func setup(t *testing.T, c *client) *conn {
 	if len(r.Files) != 1 || r.Files[0].At != c.resp {
 		t.Fatalf("GET_CONTEXT files %+v", r.Files)
 	}
+	k.asyncFd = r.Files[0]
 	if load[GetContextResp](out).Num_comp_vectors == 0 {
 		t.Fatal("no completion vectors")
 	}
@@ -290,5 +292,33 @@ func TestCommandHeaderChecks(t *testing.T) {
 	}
 	if got := binary.BigEndian.Uint64(bytesOf(&e.Base.Node_guid)); got != dev.Query().NodeGUID {
 		t.Fatalf("node_guid %#x, device %#x", got, dev.Query().NodeGUID)
+	}
+}
+
+func TestQueryDeviceAndPortAsIbvDevinfo(t *testing.T) {
+	dev := newDevice(t)
+	c := newClient(t, dev)
+	must(c, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+	out, _ := must(c, CmdQueryDevice, &QueryDevice{}, sizeOf[QueryDeviceResp]())
+	d := load[QueryDeviceResp](out)
+	a := dev.Query()
+	if d.Max_qp != uint32(a.MaxQP) || d.Max_cqe != uint32(a.MaxCQE) || d.Vendor_id != a.VendorID || d.Phys_port_cnt != 1 ||
+		d.Max_sge != uint32(min(a.MaxSendSGE, a.MaxRecvSGE)) || d.Atomic_cap != uint32(a.AtomicCap) {
+		t.Fatalf("QUERY_DEVICE %+v for %+v", d, a)
+	}
+	out, _ = must(c, CmdQueryPort, &QueryPort{Num: 1}, sizeOf[QueryPortResp]())
+	p := load[QueryPortResp](out)
+	pa, _ := dev.QueryPort(1)
+	if p.State != uint8(emu.PortActive) || p.Link_layer != uint8(emu.LinkLayerEthernet) || p.Flags&pqfGRHRequired == 0 ||
+		p.Gid_tbl_len != uint32(pa.GIDTblLen) || p.Active_mtu != uint8(pa.ActiveMTU) || p.Port_cap_flags != pa.PortCapFlags {
+		t.Fatalf("QUERY_PORT %+v for %+v", p, pa)
+	}
+	_, _, err := do(c, CmdQueryPort, &QueryPort{Num: 2}, sizeOf[QueryPortResp]())
+	errnoIs(t, err, unix.EINVAL)
+	// A response room larger than the structure is zero-filled.
+	c.mem.WriteAt(bytes.Repeat([]byte{0xEE}, 64), c.resp+uint64(sizeOf[QueryPortResp]()))
+	out, _ = must(c, CmdQueryPort, &QueryPort{Num: 1}, sizeOf[QueryPortResp]()+64)
+	if !bytes.Equal(out[sizeOf[QueryPortResp]():], make([]byte, 64)) {
+		t.Fatal("the rest of the response room was not cleared")
 	}
 }
