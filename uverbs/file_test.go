@@ -315,10 +315,18 @@ func TestQueryDeviceAndPortAsIbvDevinfo(t *testing.T) {
 	}
 	_, _, err := do(c, CmdQueryPort, &QueryPort{Num: 2}, sizeOf[QueryPortResp]())
 	errnoIs(t, err, unix.EINVAL)
-	// A response room larger than the structure is zero-filled.
+	// A command without driver data clears the response room past its
+	// structure (uverbs_response); one with driver data leaves that room
+	// to the driver.
+	n := sizeOf[CreateCompChannelResp]()
+	c.mem.WriteAt(bytes.Repeat([]byte{0xEE}, 64), c.resp+uint64(n))
+	out, _ = must(c, CmdCreateCompChannel, &CreateCompChannel{}, n+60)
+	if !bytes.Equal(out[n:], make([]byte, 60)) {
+		t.Fatal("the rest of the response room was not cleared")
+	}
 	c.mem.WriteAt(bytes.Repeat([]byte{0xEE}, 64), c.resp+uint64(sizeOf[QueryPortResp]()))
 	out, _ = must(c, CmdQueryPort, &QueryPort{Num: 1}, sizeOf[QueryPortResp]()+64)
-	if !bytes.Equal(out[sizeOf[QueryPortResp]():], make([]byte, 64)) {
-		t.Fatal("the rest of the response room was not cleared")
+	if !bytes.Equal(out[sizeOf[QueryPortResp]():], bytes.Repeat([]byte{0xEE}, 64)) {
+		t.Fatal("QUERY_PORT wrote into the driver's response room")
 	}
 }
