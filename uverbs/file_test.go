@@ -27,7 +27,7 @@ const bufOff = 0x1000
 
 // setup opens a context, a PD, an MR over 64 KiB of the client's memory,
 // a CQ and an RC QP, as ibv_rc_pingpong does.
-func setup(t *testing.T, c *client) *conn {
+func setup(t testing.TB, c *client) *conn {
 	t.Helper()
 	k := &conn{client: c, buf: clientBase + bufOff}
 	out, r := must(c, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
@@ -58,13 +58,13 @@ func setup(t *testing.T, c *client) *conn {
 }
 
 // connect walks k's QP to RTS towards peer's QPN on the device's own GID.
-func (k *conn) connect(t *testing.T, peer uint32) {
+func (k *conn) connect(t testing.TB, peer uint32) {
 	t.Helper()
 	k.connectWith(t, peer, 14, 7)
 }
 
 // connectWith is connect with the local ACK timeout code and retry count.
-func (k *conn) connectWith(t *testing.T, peer uint32, timeout, retry uint8) {
+func (k *conn) connectWith(t testing.TB, peer uint32, timeout, retry uint8) {
 	t.Helper()
 	m := ModifyQp{Qp_handle: k.qp, Qp_state: uint8(qpstate.StateInit), Port_num: 1,
 		Qp_access_flags: uint32(qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteAtomic),
@@ -83,7 +83,7 @@ func (k *conn) connectWith(t *testing.T, peer uint32, timeout, retry uint8) {
 }
 
 // postRecv writes a receive WQE on the RQ ring (librxe: no doorbell).
-func (k *conn) postRecv(t *testing.T, id, addr uint64, n uint32) {
+func (k *conn) postRecv(t testing.TB, id, addr uint64, n uint32) {
 	t.Helper()
 	w := RxeRecvWqe{Id: id, Dma: RxeDmaInfo{Length: n, Resid: n, Num_sge: 1}}
 	sge := RxeSge{Addr: addr, Length: n, Lkey: k.lkey}
@@ -94,7 +94,7 @@ func (k *conn) postRecv(t *testing.T, id, addr uint64, n uint32) {
 
 // postSend writes a send WQE on the SQ ring and rings the doorbell
 // (librxe's post_send_db: a POST_SEND with no WRs).
-func (k *conn) postSend(t *testing.T, id uint64, op emu.WROpcode, sge RxeSge, raddr uint64, rkey uint32) {
+func (k *conn) postSend(t testing.TB, id uint64, op emu.WROpcode, sge RxeSge, raddr uint64, rkey uint32) {
 	t.Helper()
 	w := RxeSendWqe{Wr: RxeSendWr{Wr_id: id, Opcode: uint32(op), Send_flags: uint32(emu.SendSignaled)},
 		Dma: RxeDmaInfo{Length: sge.Length, Resid: sge.Length, Num_sge: 1}}
@@ -374,5 +374,24 @@ func TestRCReadAndAtomicReachClientMemory(t *testing.T) {
 	b.mem.ReadAt(v[:], b.buf+0x8000)
 	if now := binary.NativeEndian.Uint64(v[:]); now != 42 {
 		t.Fatalf("counter %d, want 42", now)
+	}
+}
+
+// BenchmarkDoorbellToCQE measures the path of one 64-byte RC WRITE of a
+// uverbs client: WQE on the send ring, the POST_SEND doorbell, the
+// transfer over the loopback link into the peer client's memory, the
+// CQE on the ring.
+func BenchmarkDoorbellToCQE(b *testing.B) {
+	dev := newDeviceFor(b)
+	x, y := setup(b, newClient(b, dev)), setup(b, newClient(b, dev))
+	x.connect(b, y.qpn)
+	y.connect(b, x.qpn)
+	b.ReportAllocs()
+	b.SetBytes(64)
+	for i := 0; b.Loop(); i++ {
+		x.postSend(b, uint64(i), emu.WRRDMAWrite, RxeSge{Addr: x.buf, Length: 64, Lkey: x.lkey}, y.buf, y.rkey)
+		if wc := x.cqRing.poll(b); wc.Status != uint32(emu.WCSuccess) {
+			b.Fatalf("completion %+v", wc)
+		}
 	}
 }
