@@ -395,3 +395,24 @@ func BenchmarkDoorbellToCQE(b *testing.B) {
 		}
 	}
 }
+
+func TestWriteWithImmediateKeepsTheWireBytes(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	a.connect(t, b.qpn)
+	b.connect(t, a.qpn)
+	b.postRecv(t, 4, b.buf, 16)
+	w := RxeSendWqe{Wr: RxeSendWr{Wr_id: 1, Opcode: uint32(emu.WRRDMAWriteWithImm), Send_flags: uint32(emu.SendSignaled)},
+		Dma: RxeDmaInfo{Length: 8, Resid: 8, Num_sge: 1}}
+	w.Wr.Ex = [4]byte{0x12, 0x34, 0x56, 0x78} // htonl(0x12345678), as the application stores it
+	rd := RxeSendWrRdma{Addr: b.buf + 0x100, Rkey: b.rkey}
+	copy(w.Wr.Wr[:], bytesOf(&rd))
+	sge := RxeSge{Addr: a.buf, Length: 8, Lkey: a.lkey}
+	a.sq.produce(append(bytesOf(&w), bytesOf(&sge)...))
+	must(a.client, CmdPostSend, &PostSend{Qp_handle: a.qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+	a.cqRing.poll(t)
+	wc := b.cqRing.poll(t)
+	if wc.Opcode != uint32(emu.WCRecvRDMAWithImm) || wc.Wc_flags != uint32(emu.WCGRH|emu.WCWithImm) || wc.Ex != w.Wr.Ex {
+		t.Fatalf("completion %+v, want RECV_RDMA_WITH_IMM, GRH|WITH_IMM and imm bytes %x", wc, w.Wr.Ex)
+	}
+}
