@@ -43,6 +43,11 @@ type PingpongConfig struct {
 	MTU qpstate.MTU
 	// SL is the service level (-l).
 	SL uint8
+	// Port is the device's port (-i); 0 means 1. A port the device does
+	// not have fails as in the tools: ud's port query ("Unable to query
+	// port info for port N"), the others' modify to INIT (the kernel's
+	// ib_modify_qp refuses IB_QP_PORT with EINVAL).
+	Port uint32
 	// GIDIndex is the local GID index (-g). RoCE needs a GRH, so it must
 	// name a GID of the device.
 	GIDIndex int
@@ -62,6 +67,11 @@ type PingpongConfig struct {
 	// Resolve fills the destination MAC of the address vector; nil
 	// leaves it to the device's neighbour table.
 	Resolve Resolver
+	// MaxMemory caps the buffer NewPingpong allocates (Size, plus the GRH
+	// room of ud); 0 means DefaultMaxMemory. A configuration over it, or
+	// over the device's limits (max_qp_wr, max_srq_wr, max_cqe,
+	// max_msg_sz), fails before anything is allocated.
+	MaxMemory uint64
 }
 
 // Pingpong is one side of a pingpong run: its PD, CQ, QPs (one, or NumQP
@@ -115,6 +125,7 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 	cfg.MTU = orDefault(cfg.MTU, qpstate.MTU1024)
 	cfg.Timeout = orDefault(cfg.Timeout, DefaultTimeout)
 	cfg.QPTimeout = orDefault(cfg.QPTimeout, 14)
+	cfg.Port = orDefault(cfg.Port, 1)
 	nqp := 1
 	if cfg.Mode == oob.PingpongSRQ {
 		nqp = orDefault(cfg.NumQP, int(def.NumQP))
@@ -124,6 +135,9 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 		}
 	}
 	cfg.NumQP = nqp
+	if err := cfg.checkLimits(dev, nqp); err != nil {
+		return nil, err
+	}
 	p := &Pingpong{cfg: cfg, dev: dev}
 	defer func() {
 		if err != nil {
@@ -131,9 +145,9 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 		}
 	}()
 	if cfg.Mode == oob.PingpongUD {
-		pa, err := dev.QueryPort(1)
+		pa, err := dev.QueryPort(cfg.Port)
 		if err != nil {
-			return nil, fmt.Errorf("Couldn't get port info: %w", err)
+			return nil, fmt.Errorf("Unable to query port info for port %d: %w", cfg.Port, err)
 		}
 		if int(cfg.Size) > pa.ActiveMTU.Bytes() {
 			return nil, fmt.Errorf("Requested size larger than port MTU (%d): %w", pa.ActiveMTU.Bytes(), unix.EINVAL)
@@ -196,7 +210,7 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 			return nil, fmt.Errorf("Couldn't create QP: %w", err)
 		}
 		p.qps = append(p.qps, qp)
-		if err := toInit(qp, 0, pingpongQKey); err != nil {
+		if err := toInit(qp, cfg.Port, 0, pingpongQKey); err != nil {
 			return nil, err
 		}
 		p.local = append(p.local, oob.PingpongDest{QPN: qp.QPNum, PSN: rng.Uint32() & 0xffffff, GID: gid})

@@ -15,17 +15,16 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 
 	"github.com/softroce/softroce/wire"
 )
 
 func init() {
 	register(command{
-		name:    "decode",
-		summary: "decode the RoCEv2 frames of a pcap or pcapng capture, checking every ICRC",
-		usage:   "[--json] FILE.pcap",
-		run:     runDecode,
+		name:     "decode",
+		summary:  "decode the RoCEv2 frames of a pcap or pcapng capture, checking every ICRC",
+		operands: "FILE.pcap",
+		run:      runDecode,
 	})
 }
 
@@ -85,21 +84,13 @@ type decodedFrame struct {
 
 func intp(v int) *int { return &v }
 
-func runDecode(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("decode", stderr)
+func runDecode(e *env) error {
+	args, stdout, stderr := e.args, e.stdout, e.stderr
+	fs := newFlagSet(e, "decode")
 	asJSON := fs.Bool("json", false, "print one JSON object per frame")
-	// Accept flags after the file name too ("decode F.pcap --json").
-	var files []string
-	rest := args
-	for {
-		if err := parseFlags(fs, rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files = append(files, fs.Arg(0))
-		rest = fs.Args()[1:]
+	files, err := parseFlags(fs, args)
+	if err != nil {
+		return err
 	}
 	if len(files) != 1 {
 		fs.Usage()
@@ -110,7 +101,7 @@ func runDecode(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	src, linkType, err := openCapture(f)
+	src, err := openCapture(f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", files[0], err)
 	}
@@ -131,7 +122,7 @@ func runDecode(args []string, stdout, stderr io.Writer) error {
 		if i == 1 {
 			first = ci.Timestamp
 		}
-		d := decodeFrame(data, linkType)
+		d := decodeFrame(data, src.LinkType())
 		d.Index, d.Time, d.RelTime = i, ci.Timestamp.UTC(), ci.Timestamp.Sub(first).Seconds()
 		if ci.CaptureLength < ci.Length && d.Error == "" && !d.RoCE {
 			d.Summary += " (capture truncated)"
@@ -158,32 +149,6 @@ func runDecode(args []string, stdout, stderr io.Writer) error {
 		return &exitError{1}
 	}
 	return nil
-}
-
-// packetSource is what pcapgo's pcap and pcapng readers have in common.
-type packetSource interface {
-	ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
-}
-
-// openCapture opens a pcap or pcapng stream, telling them apart by magic.
-func openCapture(f *os.File) (packetSource, layers.LinkType, error) {
-	br := bufio.NewReader(f)
-	magic, err := br.Peek(4)
-	if err != nil {
-		return nil, 0, fmt.Errorf("not a capture file: %w", err)
-	}
-	if binary.BigEndian.Uint32(magic) == 0x0a0d0d0a {
-		r, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
-		if err != nil {
-			return nil, 0, err
-		}
-		return r, r.LinkType(), nil
-	}
-	r, err := pcapgo.NewReader(br)
-	if err != nil {
-		return nil, 0, err
-	}
-	return r, r.LinkType(), nil
 }
 
 // Link types that carry IP directly (LINKTYPE_RAW, _IPV4, _IPV6) and
@@ -384,7 +349,7 @@ func b01(v bool) string {
 
 // writeText prints d as one line:
 //
-//	INDEX REL_TIME SRC:SPORT > DST OPCODE qp=0xQPN psn=N a=A se=S m=M pkey=0xPKEY [headers] payload=N pad=N icrc=ok|BAD
+//	INDEX REL_TIME SRC:SPORT > DST OPCODE qp=0xQPN psn=0xPSN a=A se=S m=M pkey=0xPKEY [headers] payload=N pad=N icrc=ok|BAD
 //	INDEX REL_TIME not-roce SUMMARY
 func writeText(w io.Writer, d *decodedFrame) {
 	var s strings.Builder
@@ -400,7 +365,7 @@ func writeText(w io.Writer, d *decodedFrame) {
 		if d.VLAN != nil {
 			fmt.Fprintf(&s, " vlan=%d", *d.VLAN)
 		}
-		fmt.Fprintf(&s, " %s qp=%#06x psn=%d a=%s se=%s m=%s pkey=%#04x", d.OpcodeName, *d.DestQP, *d.PSN,
+		fmt.Fprintf(&s, " %s qp=%#06x psn=0x%06x a=%s se=%s m=%s pkey=%#04x", d.OpcodeName, *d.DestQP, *d.PSN,
 			b01(d.AckReq), b01(d.SE), b01(d.MigReq), *d.PKey)
 		if d.FECN || d.BECN {
 			fmt.Fprintf(&s, " fecn=%s becn=%s", b01(d.FECN), b01(d.BECN))

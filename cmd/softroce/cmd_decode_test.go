@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +94,11 @@ func TestDecodeCaptures(t *testing.T) {
 				if frames[i].RoCE != strings.HasSuffix(l, " icrc=ok") {
 					t.Fatalf("line %q", l)
 				}
+				// PSNs in hex, six digits, as the tools print them
+				// ("PSN 0x%06x").
+				if frames[i].RoCE && !strings.Contains(l, fmt.Sprintf(" psn=0x%06x ", *frames[i].PSN)) {
+					t.Fatalf("line %q: want psn=0x%06x", l, *frames[i].PSN)
+				}
 			}
 		})
 	}
@@ -151,7 +157,7 @@ func writePcap(t *testing.T, frames [][]byte) string {
 }
 
 // roceFramesOf reads a capture and returns its RoCE frames.
-func roceFramesOf(t *testing.T, file string) [][]byte {
+func roceFramesOf(t testing.TB, file string) [][]byte {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
