@@ -5,6 +5,7 @@ package uverbs
 import (
 	"bytes"
 	"encoding/binary"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -275,5 +276,26 @@ func TestChannelFdReadBackWithoutFilesStored(t *testing.T) {
 	// The next command reads the number back from the response.
 	if _, _, err := do(c, CmdCreateCq, &CreateCq{Cqe: 2, Comp_channel: 9}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestPortEventsReachEveryContext(t *testing.T) {
+	dev := newDevice(t)
+	a, b := newClient(t, dev), newClient(t, dev)
+	_, ra := must(a, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+	_, rb := must(b, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+	dev.SetNetDevAddrs([]netip.Addr{testIP, netip.MustParseAddr("10.0.0.9")})
+	for _, r := range []Reply{ra, rb} {
+		d := load[AsyncEventDesc](readEvent(t, r.Files[0], sizeOf[AsyncEventDesc]()))
+		if d.Element != 1 || d.Type != uint32(emu.EventGIDChange) {
+			t.Fatalf("async event %+v, want IB_EVENT_GID_CHANGE on port 1", d)
+		}
+	}
+	// A closed file gets nothing more, the other one still does.
+	a.f.Close()
+	dev.SetNetDevAddrs([]netip.Addr{testIP})
+	d := load[AsyncEventDesc](readEvent(t, rb.Files[0], sizeOf[AsyncEventDesc]()))
+	if d.Type != uint32(emu.EventGIDChange) {
+		t.Fatalf("async event %+v", d)
 	}
 }
