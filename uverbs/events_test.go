@@ -186,6 +186,11 @@ func TestUDSendThroughAHNumber(t *testing.T) {
 	if st := load[QueryQpResp](out).Qp_state; st != uint8(qpstate.StateErr) {
 		t.Fatalf("QP state %d after a WQE with a foreign AH, want ERR", st)
 	}
+	// The refused WQE still completes, in error: the client never waits
+	// for it.
+	if wc := u[0].cqRing.poll(t); wc.Wr_id != 9 || wc.Status == uint32(emu.WCSuccess) {
+		t.Fatalf("refused WQE completion %+v", wc)
+	}
 }
 
 func TestCQOverflowRaisesAsyncEvent(t *testing.T) {

@@ -267,7 +267,7 @@ func (u *uqp) doorbell() {
 		}
 		if err := u.sendWR(slot, &wrs[0]); err != nil {
 			u.sq.advance()
-			u.toErr()
+			u.refuse(wrs[0].WRID)
 			continue
 		}
 		if _, err := u.qp.PostSend(wrs[:]); err != nil {
@@ -279,17 +279,30 @@ func (u *uqp) doorbell() {
 				return
 			}
 			u.sq.advance()
-			u.toErr()
+			u.refuse(wrs[0].WRID)
 			continue
 		}
 		u.sq.advance()
 	}
 }
 
-// toErr moves the QP to ERR, as rxe's requester does on a WQE it cannot
-// execute.
-func (u *uqp) toErr() {
+// refuse handles a WQE the device cannot take (an AH that is not the QP's,
+// an opcode or SGE count it refuses): as rxe's requester does, the QP goes
+// to ERR and the WQE completes in error, so the client never waits for it.
+// rxe reports IB_WC_LOC_QP_OP_ERR for it; here it is flushed with the rest
+// of the send queue (IB_WC_WR_FLUSH_ERR).
+func (u *uqp) refuse(wrID uint64) {
 	_ = u.qp.ModifyWithUdata(&qpstate.Attr{QPState: qpstate.StateErr}, qpstate.AttrState, &emu.UData{})
+	wr := [1]emu.SendWR{{WRID: wrID, Opcode: emu.WRSend, SendFlags: emu.SendSignaled}}
+	if u.qp.QPType == qpstate.TypeUD || u.qp.QPType == qpstate.TypeGSI {
+		for _, o := range u.f.objects {
+			if o.kind == kindAH && o.ah.PD == u.qp.PD {
+				wr[0].AH = o.ah // any AH of the PD: the WR is only flushed
+				break
+			}
+		}
+	}
+	_, _ = u.qp.PostSend(wr[:])
 }
 
 // postSend is ib_uverbs_post_send. For rxe's user QPs the WRs in the
