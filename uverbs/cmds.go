@@ -271,6 +271,9 @@ func (c *call) createCompChannel() error {
 	if _, err := request[CreateCompChannel](c); err != nil {
 		return err
 	}
+	if len(c.f.channels) >= maxChannels {
+		return errorf(unix.EMFILE, "CREATE_COMP_CHANNEL: %d channels open", len(c.f.channels))
+	}
 	ev, err := newEventFile(false)
 	if err != nil {
 		return err
@@ -286,6 +289,11 @@ func (c *call) createCompChannel() error {
 	c.f.passing = append(c.f.passing, ev)
 	return nil
 }
+
+// maxChannels bounds the completion channels of one File: each holds
+// descriptors of the daemon, which serves every client. The kernel's bound
+// is the client's RLIMIT_NOFILE (EMFILE), 1024 by default.
+const maxChannels = 1024
 
 // channelOf finds the completion channel a CQ command names by the fd
 // number the client holds (ib_uverbs_lookup_comp_file; -1: none). The
