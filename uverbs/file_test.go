@@ -416,3 +416,37 @@ func TestWriteWithImmediateKeepsTheWireBytes(t *testing.T) {
 		t.Fatalf("completion %+v, want RECV_RDMA_WITH_IMM, GRH|WITH_IMM and imm bytes %x", wc, w.Wr.Ex)
 	}
 }
+
+func TestModifyQPAttrMaskBeyondTheABI(t *testing.T) {
+	dev := newDevice(t)
+	k := setup(t, newClient(t, dev))
+	// IB_QP_RATE_LIMIT is for the extended command only.
+	_, _, err := do(k.client, CmdModifyQp, &ModifyQp{Qp_handle: k.qp, Attr_mask: uint32(qpstate.AttrRateLimit)}, 0)
+	errnoIs(t, err, unix.EOPNOTSUPP)
+	// An illegal transition is the state machine's EINVAL.
+	_, _, err = do(k.client, CmdModifyQp, &ModifyQp{Qp_handle: k.qp, Qp_state: uint8(qpstate.StateRTS),
+		Attr_mask: uint32(qpstate.AttrState)}, 0)
+	errnoIs(t, err, unix.EINVAL)
+	// The reserved bits are refused by the extended command too.
+	h := CmdHdr{Command: CmdFlagExtended | ExCmdModifyQp, In_words: uint16(sizeOf[ExModifyQp]() / 8),
+		Out_words: uint16(sizeOf[ExModifyQpResp]() / 8)}
+	e := ExCmdHdr{Response: k.resp}
+	cmd := ExModifyQp{Base: ModifyQp{Qp_handle: k.qp, Attr_mask: uint32(qpstate.AttrReserved1)}}
+	_, err = k.f.Write(append(append(append([]byte(nil), bytesOf(&h)...), bytesOf(&e)...), bytesOf(&cmd)...))
+	errnoIs(t, err, unix.EOPNOTSUPP)
+	// A proper extended modify to INIT answers with its response length.
+	cmd.Base = ModifyQp{Qp_handle: k.qp, Qp_state: uint8(qpstate.StateInit), Port_num: 1,
+		Attr_mask: uint32(qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrPort | qpstate.AttrAccessFlags)}
+	if _, err := k.f.Write(append(append(append([]byte(nil), bytesOf(&h)...), bytesOf(&e)...), bytesOf(&cmd)...)); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, sizeOf[ExModifyQpResp]())
+	k.mem.ReadAt(out, k.resp)
+	if r := load[ExModifyQpResp](out); r.Response_length != uint32(sizeOf[ExModifyQpResp]()) {
+		t.Fatalf("EX_MODIFY_QP response %+v", r)
+	}
+	out, _ = must(k.client, CmdQueryQp, &QueryQp{Qp_handle: k.qp, Attr_mask: uint32(qpstate.AttrState)}, sizeOf[QueryQpResp]())
+	if st := load[QueryQpResp](out).Qp_state; st != uint8(qpstate.StateInit) {
+		t.Fatalf("state %d after EX_MODIFY_QP to INIT", st)
+	}
+}

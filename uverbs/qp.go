@@ -331,8 +331,8 @@ func (c *call) modifyQP() error {
 	if err != nil {
 		return err
 	}
-	// Legacy modify knows the attributes up to IB_QP_DEST_QPN.
-	if qpstate.AttrMask(cmd.Attr_mask)&^(qpstate.AttrDestQPN<<1-1) != 0 {
+	// Legacy modify knows IB_QP_ATTR_STANDARD_BITS.
+	if qpstate.AttrMask(cmd.Attr_mask)&^qpstate.AttrStandardBits != 0 {
 		return errorf(unix.EOPNOTSUPP, "MODIFY_QP: attr_mask %#x", cmd.Attr_mask)
 	}
 	return c.modify(&cmd, 0)
@@ -344,7 +344,7 @@ func (c *call) exModifyQP() error {
 	if err != nil {
 		return err
 	}
-	if qpstate.AttrMask(cmd.Base.Attr_mask)&^(qpstate.AttrRateLimit<<1-1) != 0 {
+	if qpstate.AttrMask(cmd.Base.Attr_mask)&^(qpstate.AttrStandardBits|qpstate.AttrRateLimit) != 0 {
 		return errorf(unix.EOPNOTSUPP, "EX_MODIFY_QP: attr_mask %#x", cmd.Base.Attr_mask)
 	}
 	if err := c.modify(&cmd.Base, cmd.Limit); err != nil {
