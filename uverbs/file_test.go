@@ -5,6 +5,7 @@ package uverbs
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
@@ -448,5 +449,26 @@ func TestModifyQPAttrMaskBeyondTheABI(t *testing.T) {
 	out, _ = must(k.client, CmdQueryQp, &QueryQp{Qp_handle: k.qp, Attr_mask: uint32(qpstate.AttrState)}, sizeOf[QueryQpResp]())
 	if st := load[QueryQpResp](out).Qp_state; st != uint8(qpstate.StateInit) {
 		t.Fatalf("state %d after EX_MODIFY_QP to INIT", st)
+	}
+}
+
+func TestCreateQPTypesOfUsers(t *testing.T) {
+	dev := newDevice(t)
+	k := setup(t, newClient(t, dev))
+	for _, tc := range []struct {
+		typ  qpstate.Type
+		want unix.Errno
+	}{
+		{qpstate.TypeGSI, unix.EINVAL},
+		{qpstate.TypeSMI, unix.EINVAL},
+		{qpstate.TypeRawPacket, unix.EPERM},
+		{qpstate.TypeXRCIni, unix.EOPNOTSUPP}, // passes the core, rxe refuses the type
+	} {
+		_, _, err := do(k.client, CmdCreateQp, &CreateQp{Pd_handle: k.pd, Send_cq_handle: k.cq, Recv_cq_handle: k.cq,
+			Max_send_wr: 1, Max_recv_wr: 1, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(tc.typ)},
+			sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+		if !errors.Is(err, tc.want) {
+			t.Errorf("create %v QP: %v, want %v", tc.typ, err, tc.want)
+		}
 	}
 }

@@ -98,6 +98,16 @@ func (c *call) exCreateQP() error {
 func (c *call) makeQP(cmd *ExCreateQp) (*object, CreateQpResp, error) {
 	f := c.f
 	var none CreateQpResp
+	// The types a user may create (create_qp): a raw packet QP needs
+	// CAP_NET_RAW, which a client of the daemon does not have; QP0 and QP1
+	// belong to the kernel.
+	switch qpstate.Type(cmd.Qp_type) {
+	case qpstate.TypeRawPacket:
+		return nil, none, errorf(unix.EPERM, "create QP: a raw packet QP needs CAP_NET_RAW")
+	case qpstate.TypeRC, qpstate.TypeUC, qpstate.TypeUD, qpstate.TypeXRCIni, qpstate.TypeXRCTgt, qptDriver:
+	default:
+		return nil, none, errorf(unix.EINVAL, "create QP: type %d", cmd.Qp_type)
+	}
 	pdo, err := f.get(kindPD, cmd.Pd_handle)
 	if err != nil {
 		return nil, none, err
@@ -196,6 +206,9 @@ func (u *uqp) takeRecv(wr *emu.RecvWR) bool {
 	u.rq.advance()
 	return true
 }
+
+// qptDriver is IB_QPT_DRIVER, a driver-specific QP type (rxe has none).
+const qptDriver = 0xFF
 
 // Send flags of rxe_send_wr (IBV_SEND_*).
 const sendInline = 1 << 3
