@@ -186,11 +186,10 @@ func (c *call) allocPD() error {
 	if _, err := request[AllocPd](c); err != nil {
 		return err
 	}
-	pd, err := c.f.dev.AllocPD(0)
+	pd, err := c.f.dev.AllocUserPD(c.f.mem)
 	if err != nil {
 		return wrap("ALLOC_PD", err)
 	}
-	pd.Space = c.f.mem
 	o := &object{kind: kindPD, pd: pd}
 	h := c.f.newObject(o)
 	resp := AllocPdResp{Handle: h}

@@ -472,3 +472,12 @@ func TestCreateQPTypesOfUsers(t *testing.T) {
 		}
 	}
 }
+
+func TestUserPDHasNoDMAKey(t *testing.T) {
+	dev := newDevice(t)
+	k := setup(t, newClient(t, dev))
+	pd := k.f.objects[k.pd].pd
+	if pd.LocalDMALKey != 0 || pd.UnsafeGlobalRKey != 0 {
+		t.Fatalf("a user PD has DMA keys %#x/%#x: they would reach the device's memory", pd.LocalDMALKey, pd.UnsafeGlobalRKey)
+	}
+}
