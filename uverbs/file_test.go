@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
@@ -479,5 +480,29 @@ func TestUserPDHasNoDMAKey(t *testing.T) {
 	pd := k.f.objects[k.pd].pd
 	if pd.LocalDMALKey != 0 || pd.UnsafeGlobalRKey != 0 {
 		t.Fatalf("a user PD has DMA keys %#x/%#x: they would reach the device's memory", pd.LocalDMALKey, pd.UnsafeGlobalRKey)
+	}
+}
+
+func TestCloseReleasesDescriptors(t *testing.T) {
+	dev := newDevice(t)
+	count := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd")
+		}
+		return len(ents)
+	}
+	before := count()
+	for range 20 {
+		c := newClient(t, dev)
+		k := setup(t, c)
+		must(c, CmdCreateCompChannel, &CreateCompChannel{}, sizeOf[CreateCompChannelResp]())
+		k.connect(t, k.qpn)
+		c.f.Close()
+	}
+	// The client-side mappings the test made stay until its cleanup; the
+	// File's memfds, sockets and mappings are gone.
+	if after := count(); after > before {
+		t.Fatalf("%d descriptors open after 20 clients came and went, %d before", after, before)
 	}
 }
