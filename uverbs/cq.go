@@ -228,6 +228,7 @@ func (f *File) destroyCQ(o *object) error {
 	if u.channel != nil {
 		u.compSent.Add(-uint32(u.channel.unread(func(rec []byte) bool { return cookieOf(rec) == u.cookie })))
 	}
+	u.async.Add(-f.takeBackAsync(u.cookie, cqEvents...))
 	f.dropQueue(u.ring)
 	delete(f.objects, o.handle)
 	return nil

@@ -5,8 +5,10 @@ package uverbs
 import (
 	"encoding/binary"
 	"os"
+	"slices"
 	"sync"
 
+	"github.com/softroce/softroce/emu"
 	"golang.org/x/sys/unix"
 )
 
@@ -118,6 +120,29 @@ func (e *eventFile) close() {
 	e.ours.Close()
 	e.theirs.Close()
 }
+
+// takeBackAsync removes from the async event file the events of one object
+// the client has not read: those for cookie whose type is in types (the
+// kernel keeps each object's events on its own list and drops them when
+// the object goes, and the destroy response counts only the events the
+// client read). It returns how many it removed.
+func (f *File) takeBackAsync(cookie uint64, types ...emu.EventType) uint32 {
+	async := f.async.Load()
+	if async == nil {
+		return 0
+	}
+	return uint32(async.unread(func(rec []byte) bool {
+		d := load[AsyncEventDesc](rec)
+		return d.Element == cookie && slices.Contains(types, emu.EventType(d.Type))
+	}))
+}
+
+// Async event types by the object they concern.
+var (
+	qpEvents  = []emu.EventType{emu.EventQPFatal, emu.EventQPReqErr, emu.EventQPAccessErr, emu.EventCommEst, emu.EventSQDrained, emu.EventPathMig, emu.EventPathMigErr, emu.EventQPLastWQEReached}
+	srqEvents = []emu.EventType{emu.EventSRQErr, emu.EventSRQLimitReached}
+	cqEvents  = []emu.EventType{emu.EventCQErr}
+)
 
 // cookieOf returns the cq_handle of a completion event record.
 func cookieOf(rec []byte) uint64 {

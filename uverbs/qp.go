@@ -472,11 +472,10 @@ func (c *call) destroyQP() error {
 	if err != nil {
 		return err
 	}
-	events := o.qp.events.Load()
 	if err := c.f.destroyQP(o); err != nil {
 		return err
 	}
-	resp := DestroyQpResp{Reported: events}
+	resp := DestroyQpResp{Reported: o.qp.events.Load()}
 	return c.respond(bytesOf(&resp))
 }
 
@@ -486,6 +485,7 @@ func (f *File) destroyQP(o *object) error {
 	if err := u.qp.DestroyUser(&emu.UData{}); err != nil {
 		return wrap("destroy QP", err)
 	}
+	u.events.Add(-f.takeBackAsync(u.cookie, qpEvents...))
 	f.dropQueue(u.sq)
 	f.dropQueue(u.rq)
 	if u.staging != 0 {

@@ -126,11 +126,10 @@ func (c *call) destroySRQ() error {
 	if err != nil {
 		return err
 	}
-	events := o.srq.events.Load()
 	if err := c.f.destroySRQ(o); err != nil {
 		return err
 	}
-	resp := DestroySrqResp{Reported: events}
+	resp := DestroySrqResp{Reported: o.srq.events.Load()}
 	return c.respond(bytesOf(&resp))
 }
 
@@ -139,6 +138,7 @@ func (f *File) destroySRQ(o *object) error {
 	if err := o.srq.srq.DestroyUser(&emu.UData{}); err != nil {
 		return wrap("destroy SRQ", err)
 	}
+	o.srq.events.Add(-f.takeBackAsync(o.userHandle, srqEvents...))
 	f.dropQueue(o.srq.rq)
 	delete(f.objects, o.handle)
 	return nil
