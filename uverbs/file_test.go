@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"sync/atomic"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
@@ -504,5 +505,32 @@ func TestCloseReleasesDescriptors(t *testing.T) {
 	// File's memfds, sockets and mappings are gone.
 	if after := count(); after > before {
 		t.Fatalf("%d descriptors open after 20 clients came and went, %d before", after, before)
+	}
+}
+
+func TestHostileRingIndicesStayInTheRing(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	a.connect(t, b.qpn)
+	b.connect(t, a.qpn)
+	// Indices far outside the ring: the device masks them, as rxe does.
+	atomic.StoreUint32(a.sq.word(qbProducer), 0xFFFFFFF3)
+	atomic.StoreUint32(a.cqRing.word(qbConsumer), 0x7FFFFFFF)
+	atomic.StoreUint32(a.rq.word(qbProducer), 0xFFFFFFFF)
+	must(a.client, CmdPostSend, &PostSend{Qp_handle: a.qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+	// Another pair on the device, well behaved, still gets its transfer
+	// through with its data intact.
+	c, d := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	c.connect(t, d.qpn)
+	d.connect(t, c.qpn)
+	c.mem.WriteAt([]byte("intact"), c.buf)
+	c.postSend(t, 2, emu.WRRDMAWrite, RxeSge{Addr: c.buf, Length: 6, Lkey: c.lkey}, d.buf+0x200, d.rkey)
+	if wc := c.cqRing.poll(t); wc.Status != uint32(emu.WCSuccess) {
+		t.Fatalf("the well-behaved client's WRITE: %+v", wc)
+	}
+	got := make([]byte, 6)
+	d.mem.ReadAt(got, d.buf+0x200)
+	if string(got) != "intact" {
+		t.Fatalf("got %q", got)
 	}
 }
