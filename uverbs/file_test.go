@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -532,5 +533,92 @@ func TestHostileRingIndicesStayInTheRing(t *testing.T) {
 	d.mem.ReadAt(got, d.buf+0x200)
 	if string(got) != "intact" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+func TestOneDoorbellPostsEveryWaitingWQE(t *testing.T) {
+	dev := newDevice(t)
+	cs := []*client{newClient(t, dev), newClient(t, dev)}
+	var k [2]*conn
+	for i, c := range cs {
+		k[i] = &conn{client: c, buf: clientBase + bufOff}
+		must(c, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+		out, _ := must(c, CmdAllocPd, &AllocPd{}, sizeOf[AllocPdResp]())
+		k[i].pd = load[AllocPdResp](out).Handle
+		out, _ = must(c, CmdRegMr, &RegMr{Start: k[i].buf, Length: 0x10000, Hca_va: k[i].buf, Pd_handle: k[i].pd,
+			Access_flags: uint32(qpstate.AccessLocalWrite)}, sizeOf[RegMrResp]())
+		k[i].lkey = load[RegMrResp](out).Lkey
+		out, _ = must(c, CmdCreateCq, &CreateCq{Cqe: 64, Comp_channel: -1}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+		k[i].cq = load[CreateCqResp](out).Handle
+		k[i].cqRing = c.mapQueue(load[RxeCreateCqResp](out[sizeOf[CreateCqResp]():]).Mi)
+		out, _ = must(c, CmdCreateQp, &CreateQp{Pd_handle: k[i].pd, Send_cq_handle: k[i].cq, Recv_cq_handle: k[i].cq,
+			Max_send_wr: 32, Max_recv_wr: 32, Max_send_sge: 1, Max_recv_sge: 1, Max_inline_data: 32, Qp_type: uint8(qpstate.TypeRC)},
+			sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+		qr := load[CreateQpResp](out)
+		k[i].qp, k[i].qpn = qr.Qp_handle, qr.Qpn
+		mi := load[RxeCreateQpResp](out[sizeOf[CreateQpResp]():])
+		k[i].rq, k[i].sq = c.mapQueue(mi.Rq_mi), c.mapQueue(mi.Sq_mi)
+	}
+	k[0].connect(t, k[1].qpn)
+	k[1].connect(t, k[0].qpn)
+	const n = 20 // more than one doorbell batch
+	for i := range n {
+		k[1].postRecv(t, uint64(i), k[1].buf+uint64(i)*64, 64)
+	}
+	// n inline SENDs with different data on the ring, then one doorbell.
+	for i := range n {
+		msg := fmt.Appendf(nil, "message %02d", i)
+		w := RxeSendWqe{Wr: RxeSendWr{Wr_id: uint64(i), Opcode: uint32(emu.WRSend), Send_flags: uint32(emu.SendSignaled | emu.SendInline)},
+			Dma: RxeDmaInfo{Length: uint32(len(msg)), Resid: uint32(len(msg))}}
+		if !k[0].sq.produce(append(bytesOf(&w), msg...)) {
+			t.Fatal("SQ full")
+		}
+	}
+	must(cs[0], CmdPostSend, &PostSend{Qp_handle: k[0].qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+	for i := range n {
+		if wc := k[1].cqRing.poll(t); wc.Status != uint32(emu.WCSuccess) || wc.Wr_id != uint64(i) {
+			t.Fatalf("receive %d: %+v", i, wc)
+		}
+		got := make([]byte, 10)
+		cs[1].mem.ReadAt(got, k[1].buf+uint64(i)*64)
+		if want := fmt.Sprintf("message %02d", i); string(got) != want {
+			t.Fatalf("receive %d holds %q, want %q", i, got, want)
+		}
+	}
+	for range n {
+		if wc := k[0].cqRing.poll(t); wc.Status != uint32(emu.WCSuccess) {
+			t.Fatalf("send completion %+v", wc)
+		}
+	}
+}
+
+func TestDoorbellWaitsForRoomInTheDevice(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	a.connect(t, b.qpn)
+	b.connect(t, a.qpn)
+	// The client keeps its ring full, as perftest does: the device's send
+	// queue is as deep as the ring, so WQEs wait on the ring until
+	// completions make room, and the doorbell after a completion takes
+	// them.
+	depth := int(a.sq.mask())
+	total, sent, done := 3*depth, 0, 0
+	for done < total {
+		for sent < total && sent-done < int(a.cqRing.mask()) {
+			w := RxeSendWqe{Wr: RxeSendWr{Wr_id: uint64(sent), Opcode: uint32(emu.WRRDMAWrite), Send_flags: uint32(emu.SendSignaled)},
+				Dma: RxeDmaInfo{Length: 8, Resid: 8, Num_sge: 1}}
+			rd := RxeSendWrRdma{Addr: b.buf, Rkey: b.rkey}
+			copy(w.Wr.Wr[:], bytesOf(&rd))
+			sge := RxeSge{Addr: a.buf, Length: 8, Lkey: a.lkey}
+			if !a.sq.produce(append(bytesOf(&w), bytesOf(&sge)...)) {
+				break
+			}
+			sent++
+		}
+		must(a.client, CmdPostSend, &PostSend{Qp_handle: a.qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+		if wc := a.cqRing.poll(t); wc.Status != uint32(emu.WCSuccess) || wc.Wr_id != uint64(done) {
+			t.Fatalf("completion %d: %+v", done, wc)
+		}
+		done++
 	}
 }

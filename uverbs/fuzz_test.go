@@ -112,7 +112,7 @@ func FuzzRingWQE(f *testing.F) {
 		copy(slot, in)
 		var wr emu.SendWR
 		k.f.mu.Lock()
-		err := u.sendWR(slot, &wr)
+		err := u.sendWR(slot, 0, &wr)
 		k.f.mu.Unlock()
 		if err == nil && uint32(len(wr.SGList)) > max(u.sqMaxSGE, 1) {
 			t.Fatalf("%d SGEs from a queue of %d", len(wr.SGList), u.sqMaxSGE)

@@ -36,6 +36,10 @@ type uqp struct {
 	events     atomic.Uint32
 	sqCapacity uint32
 	stalled    bool // WQEs wait on the ring for room in the device's queue; f.mu
+	// The doorbell's WRs and their SGE arrays, reused (the device copies
+	// them when posted).
+	wrs  [doorbellBatch]emu.SendWR
+	sges [doorbellBatch][]emu.SGE
 }
 
 var (
@@ -173,7 +177,7 @@ func (c *call) makeQP(cmd *ExCreateQp) (*object, CreateQpResp, error) {
 		dresp.Rq_mi = f.addQueue(u.rq)
 	}
 	if cp.MaxInlineData > 0 {
-		u.staging, _ = f.dev.Memory().Alloc(int(cp.MaxInlineData))
+		u.staging, _ = f.dev.Memory().Alloc(int(cp.MaxInlineData) * doorbellBatch)
 	}
 	if err := c.driverRespond(bytesOf(&dresp)); err != nil {
 		return fail(err)
@@ -213,10 +217,11 @@ const qptDriver = 0xFF
 // Send flags of rxe_send_wr (IBV_SEND_*).
 const sendInline = 1 << 3
 
-// sendWR decodes the rxe_send_wqe in slot into wr; inline data goes to the
-// QP's staging buffer in device memory. It fails for a WQE the device
-// cannot take (an unknown AH).
-func (u *uqp) sendWR(slot []byte, wr *emu.SendWR) error {
+// sendWR decodes the rxe_send_wqe in slot, the i'th of a doorbell batch,
+// into wr; inline data goes to the i'th part of the QP's staging buffer in
+// device memory (the device copies it when the WR is posted). It fails for
+// a WQE the device cannot take (an unknown AH).
+func (u *uqp) sendWR(slot []byte, i int, wr *emu.SendWR) error {
 	w := load[RxeSendWqe](slot)
 	*wr = emu.SendWR{WRID: w.Wr.Wr_id, Opcode: emu.WROpcode(w.Wr.Opcode), SendFlags: emu.SendFlags(w.Wr.Send_flags)}
 	// ex.imm_data is a __be32 (the wire's bytes), ex.invalidate_rkey a
@@ -243,19 +248,22 @@ func (u *uqp) sendWR(slot []byte, wr *emu.SendWR) error {
 	if wr.SendFlags&sendInline != 0 {
 		n := min(w.Dma.Length, u.sqInline, uint32(len(data)))
 		if n > 0 {
-			if _, err := u.f.dev.Memory().WriteAt(data[:n], u.staging); err != nil {
+			at := u.staging + uint64(i)*uint64(u.sqInline)
+			if _, err := u.f.dev.Memory().WriteAt(data[:n], at); err != nil {
 				return err
 			}
-			wr.SGList = []emu.SGE{{Addr: u.staging, Length: n}}
+			wr.SGList = append(u.sges[i][:0], emu.SGE{Addr: at, Length: n})
+			u.sges[i] = wr.SGList
 		}
 		return nil
 	}
 	n := min(w.Dma.Num_sge, u.sqMaxSGE, uint32(len(data)/sgeSize))
-	wr.SGList = make([]emu.SGE, n)
-	for i := range wr.SGList {
-		s := load[RxeSge](data[i*sgeSize:])
-		wr.SGList[i] = emu.SGE{Addr: s.Addr, Length: s.Length, LKey: s.Lkey}
+	sgl := u.sges[i][:0]
+	for k := range int(n) {
+		s := load[RxeSge](data[k*sgeSize:])
+		sgl = append(sgl, emu.SGE{Addr: s.Addr, Length: s.Length, LKey: s.Lkey})
 	}
+	wr.SGList, u.sges[i] = sgl, sgl
 	return nil
 }
 
@@ -272,18 +280,37 @@ func (u *uqp) doorbell() {
 		return
 	}
 	u.stalled = false
-	var wrs [1]emu.SendWR
 	for {
-		slot := u.sq.consume()
-		if slot == nil {
-			return
+		// Up to doorbellBatch WQEs in one post; a WQE that does not decode
+		// ends the batch, and is refused on its own.
+		n := 0
+		var bad error
+		for n < doorbellBatch {
+			slot := u.sq.peek(uint32(n))
+			if slot == nil {
+				break
+			}
+			if bad = u.sendWR(slot, n, &u.wrs[n]); bad != nil {
+				break
+			}
+			n++
 		}
-		if err := u.sendWR(slot, &wrs[0]); err != nil {
+		if n == 0 {
+			if bad == nil {
+				return
+			}
 			u.sq.advance()
-			u.refuse(wrs[0].WRID)
+			u.refuse(u.wrs[0].WRID)
 			continue
 		}
-		if _, err := u.qp.PostSend(wrs[:]); err != nil {
+		posted, err := u.qp.PostSend(u.wrs[:n])
+		if err == nil {
+			posted = n
+		}
+		for range posted {
+			u.sq.advance()
+		}
+		if err != nil {
 			if errors.Is(err, unix.ENOMEM) {
 				// The device's queue is full: the next completion on
 				// this file rings the doorbell again.
@@ -292,12 +319,14 @@ func (u *uqp) doorbell() {
 				return
 			}
 			u.sq.advance()
-			u.refuse(wrs[0].WRID)
-			continue
+			u.refuse(u.wrs[posted].WRID)
 		}
-		u.sq.advance()
 	}
 }
+
+// doorbellBatch is how many WQEs one doorbell posts to the device at a
+// time.
+const doorbellBatch = 16
 
 // refuse handles a WQE the device cannot take (an AH that is not the QP's,
 // an opcode or SGE count it refuses): as rxe's requester does, the QP goes
