@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -620,5 +621,52 @@ func TestDoorbellWaitsForRoomInTheDevice(t *testing.T) {
 			t.Fatalf("completion %d: %+v", done, wc)
 		}
 		done++
+	}
+}
+
+func TestStalledDoorbellResumesOnCompletions(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	// a second QP of a's with a CQ deep enough for two rings' worth.
+	out, _ := must(a.client, CmdCreateCq, &CreateCq{Cqe: 256, Comp_channel: -1}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+	big := load[CreateCqResp](out).Handle
+	bigRing := ring(a.client.mapQueue(load[RxeCreateCqResp](out[sizeOf[CreateCqResp]():]).Mi))
+	out, _ = must(a.client, CmdCreateQp, &CreateQp{Pd_handle: a.pd, Send_cq_handle: big, Recv_cq_handle: big,
+		Max_send_wr: 16, Max_recv_wr: 1, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeRC)},
+		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+	qr := load[CreateQpResp](out)
+	mi := load[RxeCreateQpResp](out[sizeOf[CreateQpResp]():])
+	a2 := &conn{client: a.client, pd: a.pd, lkey: a.lkey, buf: a.buf, qp: qr.Qp_handle, qpn: qr.Qpn,
+		rq: a.client.mapQueue(mi.Rq_mi), sq: a.client.mapQueue(mi.Sq_mi), cqRing: bigRing}
+	a2.connectWith(t, b.qpn, 8, 7) // 1 ms local ACK timeout
+	depth := int(a2.sq.mask())
+	post := func(from int) {
+		for i := from; i < from+depth; i++ {
+			w := RxeSendWqe{Wr: RxeSendWr{Wr_id: uint64(i), Opcode: uint32(emu.WRRDMAWrite), Send_flags: uint32(emu.SendSignaled)},
+				Dma: RxeDmaInfo{Length: 8, Resid: 8, Num_sge: 1}}
+			rd := RxeSendWrRdma{Addr: b.buf, Rkey: b.rkey}
+			copy(w.Wr.Wr[:], bytesOf(&rd))
+			sge := RxeSge{Addr: a.buf, Length: 8, Lkey: a.lkey}
+			for !a2.sq.produce(append(bytesOf(&w), bytesOf(&sge)...)) {
+				runtime.Gosched()
+			}
+		}
+		must(a.client, CmdPostSend, &PostSend{Qp_handle: a2.qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+	}
+	// Two rings' worth with one doorbell each: whatever the device cannot
+	// hold at the second doorbell waits on the ring, and no doorbell comes
+	// after it; the completions of the first ones must move it.
+	// b is not connected yet: the first ring's worth stays in flight in the
+	// device, so the second waits on the ring.
+	post(0)
+	post(depth)
+	if a2.sq.empty() {
+		t.Fatal("the device took more WQEs than its send queue holds")
+	}
+	b.connect(t, a2.qpn)
+	for i := range 2 * depth {
+		if wc := bigRing.poll(t); wc.Status != uint32(emu.WCSuccess) || wc.Wr_id != uint64(i) {
+			t.Fatalf("completion %d: %+v", i, wc)
+		}
 	}
 }
