@@ -91,7 +91,7 @@ func (ws *watchers) event(e emu.Event) {
 	defer ws.mu.Unlock()
 	for f := range ws.files {
 		if async := f.async.Load(); async != nil {
-			async.sendAsync(uint64(e.Port), uint32(e.Type))
+			async.sendAsync(uint64(e.Port), uint32(e.Type), nil)
 		}
 	}
 }

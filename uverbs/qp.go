@@ -5,7 +5,6 @@ package uverbs
 import (
 	"encoding/binary"
 	"errors"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/softroce/softroce/emu"
@@ -33,7 +32,7 @@ type uqp struct {
 	rqMaxSGE   uint32
 	staging    uint64 // device memory the inline data of a WQE is copied to
 	cookie     uint64
-	events     atomic.Uint32
+	events     evCounter
 	sqCapacity uint32
 	stalled    bool // WQEs wait on the ring for room in the device's queue; f.mu
 	// The doorbell's WRs and their SGE arrays, reused (the device copies
@@ -504,7 +503,7 @@ func (c *call) destroyQP() error {
 	if err := c.f.destroyQP(o); err != nil {
 		return err
 	}
-	resp := DestroyQpResp{Reported: o.qp.events.Load()}
+	resp := DestroyQpResp{Reported: o.qp.events.n.Load()}
 	return c.respond(bytesOf(&resp))
 }
 
@@ -514,7 +513,7 @@ func (f *File) destroyQP(o *object) error {
 	if err := u.qp.DestroyUser(&emu.UData{}); err != nil {
 		return wrap("destroy QP", err)
 	}
-	u.events.Add(-f.takeBackAsync(u.cookie, qpEvents...))
+	f.takeBackAsync(&u.events, u.cookie, qpEvents...)
 	f.dropQueue(u.sq)
 	f.dropQueue(u.rq)
 	if u.staging != 0 {
