@@ -85,7 +85,6 @@ package udp
 import (
 	"github.com/softroce/softroce/ib"
 	"net/netip"
-
 )
 
 // Port is the UDP port the link binds: RoCEv2's.
