@@ -89,7 +89,7 @@ func TestLibraryWrapsTheDeviceCalls(t *testing.T) {
 	for _, name := range []string{"open", "open64", "openat", "openat64", "__open_2", "__open64_2",
 		"stat", "stat64", "lstat", "fstat", "fstat64", "fstatat", "fstatat64", "statx",
 		"__xstat", "__fxstat", "__lxstat", "__fxstatat", "ioctl", "write", "read", "mmap", "mmap64",
-		"close", "socket"} {
+		"close", "socket", "dup2", "dup3"} {
 		if !defined[name] {
 			t.Errorf("%s is not exported by %s", name, filepath.Base(so))
 		}

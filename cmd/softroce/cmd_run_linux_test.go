@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/softroce/softroce/internal/testenv"
@@ -63,13 +65,48 @@ func distroTool(t *testing.T, tool string) string {
 	return path
 }
 
-// asUser runs "softroce ARGS..." as a user would: as root it drops to
-// nobody with setpriv (no capabilities, no groups), with that user's own
-// runtime and cache directories; otherwise as the current user. It
-// returns stdout, stderr and the exit status.
-func asUser(t *testing.T, args ...string) (string, string, int) {
+// userCommand returns the command "PROGRAM ARGS..." run as a user would
+// run it: as root it drops to nobody with setpriv (no capabilities, no
+// groups), with that user's own runtime and cache directories in home;
+// otherwise as the current user. A PROGRAM of "softroce" is the test's
+// build of softroce. Give one home to the commands that must share a
+// daemon.
+func userCommand(t *testing.T, home string, env []string, prog string, args ...string) *exec.Cmd {
 	t.Helper()
-	bin := softrocePath(t)
+	if prog == "softroce" {
+		prog = filepath.Join(home, "softroce")
+		if _, err := os.Stat(prog); err != nil {
+			b, err := os.ReadFile(softrocePath(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(prog, b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=" + home,
+		"XDG_RUNTIME_DIR=" + filepath.Join(home, "run"), "XDG_CACHE_HOME=" + filepath.Join(home, "cache")}, env...)
+	var cmd *exec.Cmd
+	if os.Geteuid() == 0 {
+		_, err := exec.LookPath("setpriv")
+		testenv.Require(t, err == nil, "setpriv is not installed (util-linux)")
+		u, err := user.Lookup("nobody")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd = exec.Command("setpriv", append([]string{"--reuid=" + u.Uid, "--regid=" + u.Gid, "--clear-groups", "--", prog}, args...)...)
+	} else {
+		cmd = exec.Command(prog, args...)
+	}
+	cmd.Env = env
+	return cmd
+}
+
+// userHome makes a home for userCommand: readable by everyone, its run
+// and cache directories the user's own.
+func userHome(t *testing.T) string {
+	t.Helper()
 	home, err := os.MkdirTemp("", "softroce-user-")
 	if err != nil {
 		t.Fatal(err)
@@ -78,43 +115,35 @@ func asUser(t *testing.T, args ...string) (string, string, int) {
 	if err := os.Chmod(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	exe := filepath.Join(home, "softroce")
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(exe, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=" + home,
-		"XDG_RUNTIME_DIR=" + filepath.Join(home, "run"), "XDG_CACHE_HOME=" + filepath.Join(home, "cache")}
-	var cmd *exec.Cmd
-	if os.Geteuid() == 0 {
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid == 0 {
 		u, err := user.Lookup("nobody")
 		if err != nil {
 			t.Fatal(err)
 		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		for _, d := range []string{"run", "cache"} {
-			p := filepath.Join(home, d)
-			if err := os.Mkdir(p, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chown(p, uid, gid); err != nil {
-				t.Fatal(err)
-			}
-		}
-		_, err = exec.LookPath("setpriv")
-		testenv.Require(t, err == nil, "setpriv is not installed (util-linux)")
-		cmd = exec.Command("setpriv", append([]string{"--reuid=" + u.Uid, "--regid=" + u.Gid, "--clear-groups", "--", exe}, args...)...)
-	} else {
-		cmd = exec.Command(exe, args...)
+		uid, _ = strconv.Atoi(u.Uid)
+		gid, _ = strconv.Atoi(u.Gid)
 	}
-	cmd.Env = env
+	for _, d := range []string{"run", "cache"} {
+		p := filepath.Join(home, d)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return home
+}
+
+// asUser runs "softroce ARGS..." with userCommand in a home of its own and
+// returns stdout, stderr and the exit status.
+func asUser(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := userCommand(t, userHome(t), nil, "softroce", args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err = cmd.Run()
+	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -144,5 +173,63 @@ func TestIbvDevicesListsTheDevice(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("ibv_devices does not list rxe3 with a node GUID:\n%s", out)
+	}
+}
+
+// TestServePrintsTheEnvironmentForPrograms: "softroce serve", run by an
+// unprivileged user, prints export lines; a program started with them (as
+// a CI step would after eval) sees the device; SIGTERM ends the daemon
+// cleanly and takes its socket away.
+func TestServePrintsTheEnvironmentForPrograms(t *testing.T) {
+	tool := distroTool(t, "ibv_devices")
+	needCC(t)
+	home := userHome(t)
+	serve := userCommand(t, home, nil, "softroce", "serve", "-d", "rxe4")
+	stdout, err := serve.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serveErr bytes.Buffer
+	serve.Stderr = &serveErr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer serve.Process.Kill()
+	br := bufio.NewReader(stdout)
+	var env []string
+	for len(env) < 3 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			serve.Process.Kill()
+			serve.Wait()
+			t.Fatalf("serve output ended after %q: %v\nstderr: %s", env, err, serveErr.String())
+		}
+		if kv, ok := strings.CutPrefix(strings.TrimSpace(line), "export "); ok {
+			env = append(env, kv)
+		}
+	}
+	var sock string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "SOFTROCE_SOCK="); ok {
+			sock = v
+		}
+	}
+	if sock == "" {
+		t.Fatalf("no SOFTROCE_SOCK in %q", env)
+	}
+	if st, err := os.Stat(filepath.Dir(sock)); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("socket directory: %v %v, want mode 0700", st.Mode(), err)
+	}
+	prog := userCommand(t, home, env, tool)
+	out, err := prog.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "rxe4") {
+		t.Fatalf("ibv_devices with serve's environment: %v\n%s", err, out)
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	if err := serve.Wait(); err != nil {
+		t.Fatalf("serve after SIGTERM: %v\nstderr: %s", err, serveErr.String())
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Fatalf("socket after serve ended: %v", err)
 	}
 }

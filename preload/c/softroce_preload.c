@@ -24,8 +24,9 @@
  *   read: EINVAL (the kernel's uverbs command file has no read);
  *   mmap/mmap64 of such a descriptor: the daemon sends the memfd behind the
  *       offset and it is mapped in its place;
- *   close: forgets the descriptor, then closes it (the daemon sees the end
- *       of the connection when the last reference goes, as ib_uverbs_close);
+ *   close, and dup2/dup3 onto such a descriptor: forget it, then close it
+ *       (the daemon sees the end of the connection when the last reference
+ *       goes, as ib_uverbs_close);
  *   socket(AF_NETLINK, ..., NETLINK_RDMA): EPROTONOSUPPORT, so libibverbs
  *       and librdmacm read the sysfs tree instead of asking the kernel.
  *
@@ -140,6 +141,8 @@ REAL(void *, mmap, (void *, size_t, int, int, int, off_t))
 REAL(void *, mmap64, (void *, size_t, int, int, int, off64_t))
 REAL(int, close, (int))
 REAL(int, socket, (int, int, int))
+REAL(int, dup2, (int, int))
+REAL(int, dup3, (int, int, int))
 
 static int fake_slot(int fd)
 {
@@ -715,6 +718,21 @@ int close(int fd)
 {
 	forget(fd);
 	return get_close()(fd);
+}
+
+/* dup2 and dup3 over a fake descriptor close it: forget it first. */
+int dup2(int oldfd, int newfd)
+{
+	if (oldfd != newfd)
+		forget(newfd);
+	return get_dup2()(oldfd, newfd);
+}
+
+int dup3(int oldfd, int newfd, int flags)
+{
+	if (oldfd != newfd)
+		forget(newfd);
+	return get_dup3()(oldfd, newfd, flags);
 }
 
 int socket(int domain, int type, int protocol)
