@@ -46,7 +46,7 @@ func tools(t *testing.T) (so, probe string) {
 			return
 		}
 		probePath = filepath.Join(buildDir, "probe")
-		out, err := exec.Command("cc", "-O1", "-Wall", "-o", probePath, "testdata/probe.c").CombinedOutput()
+		out, err := exec.Command("cc", "-O1", "-Wall", "-pthread", "-o", probePath, "testdata/probe.c").CombinedOutput()
 		if err != nil {
 			buildErr = errors.New("cc probe.c: " + err.Error() + "\n" + string(out))
 		}
@@ -96,6 +96,9 @@ func (f *fakeFile) Write(buf []byte) (uverbsd.Reply, error) {
 	slices.Reverse(data)
 	if _, err := f.mem.WriteAt(data, resp); err != nil {
 		return uverbsd.Reply{}, err
+	}
+	if string(buf[12:17]) != "hello" {
+		return uverbsd.Reply{N: len(buf)}, nil
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -195,6 +198,15 @@ func TestPreloadPresentsTheDeviceNode(t *testing.T) {
 		}
 	default:
 		t.Fatal("no File opened")
+	}
+}
+
+func TestThreadsSharingADescriptorGetTheirOwnReplies(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t)
+	out, err := h.command(so, probe, "threads").CombinedOutput()
+	if err != nil {
+		t.Fatalf("probe threads: %v\n%s", err, out)
 	}
 }
 

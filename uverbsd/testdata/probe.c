@@ -5,6 +5,7 @@
  * command and waits to be killed. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,29 @@ struct cmd {
 	char data[12];
 };
 
+static int shared_fd;
+
+/* worker sends commands on the shared descriptor and checks that each
+ * reply is its own: the preload library serialises the exchanges. */
+static void *worker(void *arg)
+{
+	long id = (long)arg;
+	for (int i = 0; i < 200; i++) {
+		char resp[32] = {0}, want[13];
+		struct cmd c;
+		c.resp = (uintptr_t)resp;
+		c.len = 12;
+		char tmp[16];
+		snprintf(tmp, sizeof(tmp), "t%ld-%09d", id % 10, i);
+		memcpy(c.data, tmp, 12);
+		for (int k = 0; k < 12; k++)
+			want[k] = c.data[11 - k];
+		if (write(shared_fd, &c, sizeof(c)) != (ssize_t)sizeof(c) || memcmp(resp, want, 12) != 0)
+			return (void *)1;
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	struct stat st;
@@ -59,6 +83,20 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		pause();
 		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "threads") == 0) {
+		pthread_t th[4];
+		void *r;
+		int bad = 0;
+		shared_fd = fd;
+		for (long i = 0; i < 4; i++)
+			pthread_create(&th[i], NULL, worker, (void *)i);
+		for (int i = 0; i < 4; i++) {
+			pthread_join(th[i], &r);
+			bad += r != NULL;
+		}
+		CHECK("threads", bad == 0, "%d threads saw another's reply", bad);
+		return fails;
 	}
 	CHECK("cloexec", fcntl(fd, F_GETFD) & FD_CLOEXEC, "no FD_CLOEXEC");
 	CHECK("fstat", fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(231, 192),
