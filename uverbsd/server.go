@@ -41,8 +41,11 @@ type Server struct {
 	sys  *sysfs
 	gids chan struct{} // a GID change to write to the sysfs tree
 
+	lock *os.File // flock of the directory's lock file, held while serving
+
 	mu     sync.Mutex
 	conns  map[*net.UnixConn]struct{}
+	opened int // connections with an open File
 	closed bool
 	wg     sync.WaitGroup
 	done   chan struct{}
@@ -53,6 +56,7 @@ type Server struct {
 const (
 	SocketName = "sock"
 	SysfsName  = "sysfs"
+	lockName   = "lock"
 )
 
 // PrivateDir creates dir (and its parents) and checks that it belongs to
@@ -93,28 +97,42 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("uverbsd: %w", err)
 	}
 	sock := filepath.Join(cfg.Dir, SocketName)
-	if c, err := net.Dial("unixpacket", sock); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("uverbsd: %s: another daemon serves it: %w", sock, unix.EADDRINUSE)
+	// The lock is held for the daemon's lifetime: whoever holds it owns
+	// the socket, so a stale socket (its daemon gone) is replaced and a
+	// live one never is.
+	lock, err := os.OpenFile(filepath.Join(cfg.Dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("uverbsd: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("uverbsd: %s: another daemon serves it: %w", sock, unix.EADDRINUSE)
+		}
+		return nil, fmt.Errorf("uverbsd: lock %s: %w", cfg.Dir, err)
+	}
+	fail := func(err error) (*Server, error) {
+		lock.Close()
+		return nil, fmt.Errorf("uverbsd: %w", err)
 	}
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("uverbsd: %w", err)
+		return fail(err)
 	}
 	root := filepath.Join(cfg.Dir, SysfsName)
 	if err := os.RemoveAll(root); err != nil {
-		return nil, fmt.Errorf("uverbsd: %w", err)
+		return fail(err)
 	}
 	s := &Server{cfg: cfg, sys: &sysfs{root: root, dev: cfg.Device}, gids: make(chan struct{}, 1),
-		conns: map[*net.UnixConn]struct{}{}, done: make(chan struct{})}
+		conns: map[*net.UnixConn]struct{}{}, done: make(chan struct{}), lock: lock}
 	if s.cfg.Open == nil {
 		s.cfg.Open = func(*emu.Device, Memory) File { return unsupported{} }
 	}
 	if err := s.sys.write(); err != nil {
-		return nil, fmt.Errorf("uverbsd: %w", err)
+		return fail(err)
 	}
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
 	if err != nil {
-		return nil, fmt.Errorf("uverbsd: %w", err)
+		return fail(err)
 	}
 	ln.SetUnlinkOnClose(true)
 	s.ln = ln
@@ -217,7 +235,15 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-	return errors.Join(err, os.RemoveAll(s.SysfsPath()))
+	err = errors.Join(err, os.RemoveAll(s.SysfsPath()))
+	return errors.Join(err, s.lock.Close())
+}
+
+// Clients returns how many connections have the device open.
+func (s *Server) Clients() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opened
 }
 
 // conn is one client connection: one open of the device node.
@@ -252,6 +278,11 @@ func (s *Server) serveConn(c *net.UnixConn) {
 	cn := &conn{s: s, c: c, raw: raw, pid: int(cred.Pid)}
 	defer func() {
 		if cn.file != nil {
+			defer func() {
+				s.mu.Lock()
+				s.opened--
+				s.mu.Unlock()
+			}()
 			if err := cn.file.Close(); err != nil {
 				s.logf("pid %d: close: %v", cn.pid, err)
 			}
@@ -372,6 +403,9 @@ func (cn *conn) handle(frame []byte) bool {
 			ret = -int32(unix.ENODEV)
 		default:
 			cn.file = cn.s.cfg.Open(cn.s.cfg.Device, procMemory{pid: cn.pid})
+			cn.s.mu.Lock()
+			cn.s.opened++
+			cn.s.mu.Unlock()
 			cn.s.logf("pid %d: opened %s", cn.pid, UverbsNode)
 		}
 		return cn.reply(preload.Header{Op: h.Op, Ret: ret}, nil, nil)

@@ -237,12 +237,20 @@ func TestKilledClientClosesItsFile(t *testing.T) {
 		t.Fatal("File closed while the client lives")
 	case <-time.After(100 * time.Millisecond):
 	}
+	if n := h.srv.Clients(); n != 1 {
+		t.Errorf("Clients() = %d with one client, want 1", n)
+	}
 	cmd.Process.Kill()
 	cmd.Wait()
 	select {
 	case <-f.closed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the File was not closed after the client was killed")
+	}
+	for deadline := time.Now().Add(5 * time.Second); h.srv.Clients() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Clients() = %d after the client was killed", h.srv.Clients())
+		}
 	}
 }
 
@@ -293,6 +301,39 @@ func exchange(t *testing.T, c *net.UnixConn, pkt []byte, oob []byte) preload.Hea
 		t.Fatalf("reply: %v", err)
 	}
 	return h
+}
+
+func TestStaleSocketIsReplaced(t *testing.T) {
+	n, err := node.New(node.Config{Name: "rxe0", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	dir := filepath.Join(t.TempDir(), "rxe0")
+	if err := uverbsd.PrivateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	// A socket left by a daemon that died: bound, nobody listening.
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: filepath.Join(dir, uverbsd.SocketName)}); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	if uverbsd.Serving(dir) {
+		t.Fatal("a stale socket reads as serving")
+	}
+	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir})
+	if err != nil {
+		t.Fatalf("New over a stale socket: %v", err)
+	}
+	go srv.Serve()
+	defer srv.Close()
+	if !uverbsd.Serving(dir) {
+		t.Fatal("the new daemon does not answer")
+	}
 }
 
 func TestMalformedFramesGetErrorsAndTheDaemonLivesOn(t *testing.T) {

@@ -9,6 +9,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/softroce/softroce/preload"
 	"github.com/softroce/softroce/uverbsd"
@@ -25,7 +28,8 @@ func init() {
 
 // runRun runs the program with the device's environment. A daemon already
 // serving the name is used; otherwise one is served for the program's
-// lifetime, on the link the flags describe (default: the in-memory link,
+// lifetime (and as long as other programs that found it keep the device
+// open), on the link the flags describe (default: the in-memory link,
 // where the device reaches its own GIDs).
 func runRun(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", stderr)
@@ -47,14 +51,24 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	if !uverbsd.Serving(dir) {
 		d, err := startDaemon(lf, dir, stderr)
-		if err != nil {
+		switch {
+		case errors.Is(err, unix.EADDRINUSE):
+			// Another softroce started serving the name meanwhile.
+		case err != nil:
 			return err
+		default:
+			defer func() {
+				// Programs that found this daemon serving keep it
+				// until they are done, as a device outlives the
+				// process that set it up.
+				for d.srv.Clients() > 0 {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if err := d.stop(); err != nil {
+					fmt.Fprintf(stderr, "softroce run: %v\n", err)
+				}
+			}()
 		}
-		defer func() {
-			if err := d.stop(); err != nil {
-				fmt.Fprintf(stderr, "softroce run: %v\n", err)
-			}
-		}()
 	}
 	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
