@@ -31,6 +31,12 @@ import (
 //     command's response into the client's memory. The payload is one u64
 //     client address per descriptor passed with the reply, in order: the
 //     client stores the number it received as a u32 there.
+//   - OpFds: sent by the client right after an OpWrite reply that passed
+//     descriptors, once it stored their numbers (and before its write()
+//     returns): payload one u32 per descriptor, the numbers it received, in
+//     order. Reply: Ret 0, or -EINVAL when the previous exchange passed no
+//     descriptors or another count. Should it fail, the client closes the
+//     descriptors and write() fails with that errno.
 //   - OpMmap: mmap(cmd_fd, offset): payload u64 offset, u64 length. Reply:
 //     Ret 0 or -errno; payload i64, the offset inside the one descriptor
 //     passed (a memfd) that the client maps instead.
@@ -66,6 +72,7 @@ const (
 	OpOpen  Op = 1
 	OpWrite Op = 2
 	OpMmap  Op = 3
+	OpFds   Op = 4
 )
 
 // String names the operation.
@@ -77,6 +84,8 @@ func (o Op) String() string {
 		return "WRITE"
 	case OpMmap:
 		return "MMAP"
+	case OpFds:
+		return "FDS"
 	}
 	return fmt.Sprintf("Op(%d)", uint32(o))
 }

@@ -46,6 +46,15 @@ type File interface {
 	Close() error
 }
 
+// FilesStorer is implemented by a File that needs the numbers the client
+// received for the files a Write passed (a completion channel is named by
+// its number in later commands). FilesStored is called with them, in
+// PassFile order, after the client stored them at each PassFile.At and
+// before its write() returns.
+type FilesStorer interface {
+	FilesStored(fds []uint32)
+}
+
 // Reply is the result of a File's Write.
 type Reply struct {
 	N     int        // write()'s return value

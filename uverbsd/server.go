@@ -253,6 +253,9 @@ type conn struct {
 	raw  syscall.RawConn
 	pid  int
 	file File
+	// passed is how many files the last reply passed: the client's
+	// OpFds must come next and carry that many numbers.
+	passed int
 }
 
 func (s *Server) serveConn(c *net.UnixConn) {
@@ -391,7 +394,21 @@ func (cn *conn) handle(frame []byte) bool {
 		cn.s.logf("pid %d: %v before OPEN", cn.pid, h.Op)
 		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
 	}
+	passed := cn.passed
+	cn.passed = 0
 	switch h.Op {
+	case preload.OpFds:
+		if passed == 0 || len(p) != 4*passed {
+			return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+		}
+		fds := make([]uint32, passed)
+		for i := range fds {
+			fds[i] = binary.NativeEndian.Uint32(p[4*i:])
+		}
+		if fs, ok := cn.file.(FilesStorer); ok {
+			fs.FilesStored(fds)
+		}
+		return cn.reply(preload.Header{Op: h.Op}, nil, nil)
 	case preload.OpOpen:
 		ret := int32(0)
 		switch {
@@ -430,6 +447,7 @@ func (cn *conn) handle(frame []byte) bool {
 			}
 			fds = append(fds, fd)
 		}
+		cn.passed = len(fds)
 		return cn.reply(preload.Header{Op: h.Op, Ret: int32(r.N)}, at, fds)
 	case preload.OpMmap:
 		if len(p) != 16 {

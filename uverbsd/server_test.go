@@ -77,6 +77,26 @@ type fakeFile struct {
 	writes chan struct{}
 	mu     sync.Mutex
 	keep   []*os.File
+	at     []uint64 // where the passed files' numbers go
+	stored []string // per FilesStored: "ok" when each number is the one at its address
+}
+
+func (f *fakeFile) FilesStored(fds []uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := "ok"
+	if len(fds) != len(f.at) {
+		res = "count"
+	}
+	for i, fd := range fds {
+		var b [4]byte
+		if i < len(f.at) {
+			if _, err := f.mem.ReadAt(b[:], f.at[i]); err != nil || binary.NativeEndian.Uint32(b[:]) != fd {
+				res = "mismatch"
+			}
+		}
+	}
+	f.stored = append(f.stored, res)
 }
 
 func (f *fakeFile) Write(buf []byte) (uverbsd.Reply, error) {
@@ -108,6 +128,7 @@ func (f *fakeFile) Write(buf []byte) (uverbsd.Reply, error) {
 	w.Close()
 	f.mu.Lock()
 	f.keep = append(f.keep, r)
+	f.at = []uint64{resp + 16}
 	f.mu.Unlock()
 	return uverbsd.Reply{N: len(buf), Files: []uverbsd.PassFile{{File: r, At: resp + 16}}}, nil
 }
@@ -195,6 +216,9 @@ func TestPreloadPresentsTheDeviceNode(t *testing.T) {
 		case <-f.closed:
 		case <-time.After(5 * time.Second):
 			t.Fatal("the File was not closed after the probe closed its descriptor")
+		}
+		if !slices.Equal(f.stored, []string{"ok"}) {
+			t.Errorf("FilesStored calls: %q, want one with the number the client stored", f.stored)
 		}
 	default:
 		t.Fatal("no File opened")
@@ -363,6 +387,7 @@ func TestMalformedFramesGetErrorsAndTheDaemonLivesOn(t *testing.T) {
 		{"oversized frame", preload.Frame(write, make([]byte, preload.MaxPayload+1)), nil, unix.E2BIG},
 		{"descriptors sent", preload.Frame(open, []byte(uverbsd.UverbsNode)), unix.UnixRights(int(r.Fd())), unix.EINVAL},
 		{"open", preload.Frame(open, []byte(uverbsd.UverbsNode)), nil, 0},
+		{"fds unasked", preload.Frame(preload.Header{Op: preload.OpFds}, make([]byte, 4)), nil, unix.EINVAL},
 		{"open twice", preload.Frame(open, []byte(uverbsd.UverbsNode)), nil, unix.EINVAL},
 		{"length lie", lenLie, nil, unix.EINVAL},
 		{"unknown op", preload.Frame(preload.Header{Op: 77}, nil), nil, unix.EINVAL},

@@ -176,15 +176,12 @@ func TestIbvDevicesListsTheDevice(t *testing.T) {
 	}
 }
 
-// TestServePrintsTheEnvironmentForPrograms: "softroce serve", run by an
-// unprivileged user, prints export lines; a program started with them (as
-// a CI step would after eval) sees the device; SIGTERM ends the daemon
-// cleanly and takes its socket away.
-func TestServePrintsTheEnvironmentForPrograms(t *testing.T) {
-	tool := distroTool(t, "ibv_devices")
-	needCC(t)
-	home := userHome(t)
-	serve := userCommand(t, home, nil, "softroce", "serve", "-d", "rxe4")
+// serveAsUser starts "softroce serve -d NAME ARGS..." with userCommand in
+// home and returns the environment it printed. The daemon is stopped with
+// SIGTERM at the end of the test, which must end it cleanly.
+func serveAsUser(t *testing.T, home, name string, args ...string) []string {
+	t.Helper()
+	serve := userCommand(t, home, nil, "softroce", append([]string{"serve", "-d", name}, args...)...)
 	stdout, err := serve.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +191,6 @@ func TestServePrintsTheEnvironmentForPrograms(t *testing.T) {
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer serve.Process.Kill()
 	br := bufio.NewReader(stdout)
 	var env []string
 	for len(env) < 3 {
@@ -208,27 +204,48 @@ func TestServePrintsTheEnvironmentForPrograms(t *testing.T) {
 			env = append(env, kv)
 		}
 	}
-	var sock string
+	t.Cleanup(func() {
+		serve.Process.Signal(syscall.SIGTERM)
+		if err := serve.Wait(); err != nil {
+			t.Errorf("serve after SIGTERM: %v\nstderr: %s", err, serveErr.String())
+		}
+	})
+	return env
+}
+
+// envValue returns the value of key in env.
+func envValue(env []string, key string) string {
 	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "SOFTROCE_SOCK="); ok {
-			sock = v
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
 		}
 	}
-	if sock == "" {
-		t.Fatalf("no SOFTROCE_SOCK in %q", env)
-	}
-	if st, err := os.Stat(filepath.Dir(sock)); err != nil || st.Mode().Perm() != 0o700 {
-		t.Fatalf("socket directory: %v %v, want mode 0700", st.Mode(), err)
-	}
-	prog := userCommand(t, home, env, tool)
-	out, err := prog.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "rxe4") {
-		t.Fatalf("ibv_devices with serve's environment: %v\n%s", err, out)
-	}
-	serve.Process.Signal(syscall.SIGTERM)
-	if err := serve.Wait(); err != nil {
-		t.Fatalf("serve after SIGTERM: %v\nstderr: %s", err, serveErr.String())
-	}
+	return ""
+}
+
+// TestServePrintsTheEnvironmentForPrograms: "softroce serve", run by an
+// unprivileged user, prints export lines; a program started with them (as
+// a CI step would after eval) sees the device; SIGTERM ends the daemon
+// cleanly and takes its socket away.
+func TestServePrintsTheEnvironmentForPrograms(t *testing.T) {
+	tool := distroTool(t, "ibv_devices")
+	needCC(t)
+	home := userHome(t)
+	var sock string
+	t.Run("serve", func(t *testing.T) {
+		env := serveAsUser(t, home, "rxe4")
+		sock = envValue(env, "SOFTROCE_SOCK")
+		if sock == "" {
+			t.Fatalf("no SOFTROCE_SOCK in %q", env)
+		}
+		if st, err := os.Stat(filepath.Dir(sock)); err != nil || st.Mode().Perm() != 0o700 {
+			t.Fatalf("socket directory: %v %v, want mode 0700", st.Mode(), err)
+		}
+		out, err := userCommand(t, home, env, tool).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "rxe4") {
+			t.Fatalf("ibv_devices with serve's environment: %v\n%s", err, out)
+		}
+	})
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Fatalf("socket after serve ended: %v", err)
 	}

@@ -20,7 +20,8 @@
  *   write: one request/reply exchange; the daemon writes the command's
  *       response into this process's memory itself (as copy_to_user), and
  *       files it hands over arrive with SCM_RIGHTS: their numbers are stored
- *       as 32-bit values at the addresses the reply names;
+ *       as 32-bit values at the addresses the reply names and reported
+ *       back to the daemon before write() returns;
  *   read: EINVAL (the kernel's uverbs command file has no read);
  *   mmap/mmap64 of such a descriptor: the daemon sends the memfd behind the
  *       offset and it is mapped in its place;
@@ -72,6 +73,7 @@
 #define OP_OPEN 1
 #define OP_WRITE 2
 #define OP_MMAP 3
+#define OP_FDS 4
 #define MAX_PAYLOAD (1u << 16)
 #define MAX_FDS 8
 #define NAME_MAX_LEN 64
@@ -635,20 +637,43 @@ ssize_t write(int fd, const void *buf, size_t n)
 	h.aux = 0;
 	pthread_mutex_lock(&fakes[s].mu);
 	err = xfer(fd, &h, buf, at, sizeof(at), &rh, fds, &nfds);
-	pthread_mutex_unlock(&fakes[s].mu);
 	if (err < 0) {
+		pthread_mutex_unlock(&fakes[s].mu);
 		errno = -err;
 		return -1;
 	}
 	/* Each file handed over: its number goes where the reply says (the
-	 * fd field of the response the daemon wrote). */
-	for (int i = 0; i < nfds; i++) {
-		if ((size_t)i < rh.len / sizeof(uint64_t) && rh.ret >= 0) {
-			uint32_t v = (uint32_t)fds[i];
-			memcpy((void *)(uintptr_t)at[i], &v, sizeof(v));
-		} else {
-			get_close()(fds[i]);
+	 * fd field of the response the daemon wrote), and the daemon is told
+	 * the numbers before write() returns (later commands name a
+	 * completion channel by its number). */
+	if (nfds > 0 && rh.ret >= 0 && (size_t)nfds == rh.len / sizeof(uint64_t)) {
+		uint32_t nums[MAX_FDS];
+		struct frame_hdr ah, arh;
+		int anfds = 0, afds[MAX_FDS];
+		for (int i = 0; i < nfds; i++) {
+			nums[i] = (uint32_t)fds[i];
+			memcpy((void *)(uintptr_t)at[i], &nums[i], sizeof(nums[i]));
 		}
+		ah.op = OP_FDS;
+		ah.len = nfds * sizeof(uint32_t);
+		ah.ret = 0;
+		ah.aux = 0;
+		err = xfer(fd, &ah, nums, NULL, 0, &arh, afds, &anfds);
+		for (int i = 0; i < anfds; i++)
+			get_close()(afds[i]);
+		pthread_mutex_unlock(&fakes[s].mu);
+		if (err == 0 && arh.ret < 0)
+			err = arh.ret;
+		if (err < 0) {
+			for (int i = 0; i < nfds; i++)
+				get_close()(fds[i]);
+			errno = -err;
+			return -1;
+		}
+	} else {
+		pthread_mutex_unlock(&fakes[s].mu);
+		for (int i = 0; i < nfds; i++)
+			get_close()(fds[i]);
 	}
 	if (rh.ret < 0) {
 		errno = -rh.ret;
