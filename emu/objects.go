@@ -71,6 +71,10 @@ type PD struct {
 	UnsafeGlobalRKey uint32
 	// Priv is the driver's state.
 	Priv any
+	// Space is the address space the PD's user MRs lie in: the pages of
+	// the process that registers them (ib_umem over the owner's mm). Nil
+	// means the device's Memory; a uverbs file sets its client's.
+	Space dma.Space
 
 	use      usecnt
 	internal *MR
@@ -206,6 +210,12 @@ type CQInitAttr struct {
 	CompHandler func(*CQ)
 	// EventHandler receives the CQ's async events (IB_EVENT_CQ_ERR).
 	EventHandler func(Event)
+	// Ring, if set, receives every completion in place of the CQ's own
+	// queue: a userspace CQ whose entries live in memory the consumer maps,
+	// as rxe's user CQs do. It returns false when the ring is full (the CQ
+	// overflows). The driver calls it under its lock: it must not call
+	// back into the device.
+	Ring func(wc *WC) bool
 }
 
 // PollContext is enum ib_poll_context.
@@ -290,6 +300,12 @@ type SRQInitAttr struct {
 	Attr         SRQAttr     // requested size and limit (attr)
 	Type         SRQType     // IB_SRQT_BASIC or IB_SRQT_XRC (srq_type)
 	EventHandler func(Event) // receives the SRQ's async events (event_handler)
+	// RecvRing, if set, is where the responder takes receive WRs from when
+	// the SRQ's own queue is empty: a userspace queue the consumer posts to
+	// without a doorbell, as librxe does. It moves the oldest WR into wr
+	// and reports whether there was one. The driver calls it under its
+	// lock: it must not call back into the device.
+	RecvRing func(wr *RecvWR) bool
 }
 
 // SRQ is struct ib_srq, a shared receive queue.

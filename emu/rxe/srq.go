@@ -19,7 +19,10 @@ type srq struct {
 	maxSGE uint32
 	limit  uint32
 	wqes   []recvWQE
-	err    bool // rxe has no path into the SRQ error state; kept for its checks
+	// recvRing is a userspace SRQ (emu.SRQInitAttr.RecvRing): the
+	// responder takes WRs from it when wqes is empty.
+	recvRing func(*emu.RecvWR) bool
+	err      bool // rxe has no path into the SRQ error state; kept for its checks
 }
 
 func srqOf(s *emu.SRQ) *srq { return s.Priv.(*srq) }
@@ -42,7 +45,7 @@ func (r *Dev) CreateSRQ(s *emu.SRQ, attr *emu.SRQInitAttr, udata *emu.UData) err
 		a.MaxSGE = 1
 	}
 	a.MaxWR = roundQueue(a.MaxWR)
-	s.Priv = &srq{core: s, cap: a.MaxWR, maxSGE: a.MaxSGE, limit: a.SRQLimit}
+	s.Priv = &srq{core: s, cap: a.MaxWR, maxSGE: a.MaxSGE, limit: a.SRQLimit, recvRing: attr.RecvRing}
 	return nil
 }
 
@@ -141,12 +144,26 @@ func (r *Dev) PostSRQRecv(s *emu.SRQ, wrs []emu.RecvWR) (int, error) {
 	return 0, nil
 }
 
+// refill moves one WR from a userspace SRQ onto wqes and reports whether
+// there was one; r.mu held.
+func (q *srq) refill() bool {
+	if q.recvRing == nil {
+		return false
+	}
+	var wr emu.RecvWR
+	if !q.recvRing(&wr) {
+		return false
+	}
+	q.wqes = append(q.wqes, takeRingWQE(&wr, q.maxSGE))
+	return true
+}
+
 // takeSRQ removes the oldest SRQ WQE for the responder (get_srq_wqe) and
 // fires IB_EVENT_SRQ_LIMIT_REACHED once when an armed limit is crossed:
 // the limit is disarmed (0) and the event goes to the SRQ's handler;
 // r.mu held.
 func (r *Dev) takeSRQ(q *srq) (recvWQE, bool) {
-	if len(q.wqes) == 0 {
+	if len(q.wqes) == 0 && !q.refill() {
 		return recvWQE{}, false
 	}
 	w := q.wqes[0]

@@ -1,0 +1,186 @@
+package uverbs
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
+)
+
+// readEvent reads one record from an event file's client end, waiting up
+// to a few seconds.
+func readEvent(t *testing.T, p PassFile, n int) []byte {
+	t.Helper()
+	fds := []unix.PollFd{{Fd: int32(p.File.Fd()), Events: unix.POLLIN}}
+	if k, err := unix.Poll(fds, 5000); err != nil || k != 1 {
+		t.Fatalf("event file not readable: %d %v", k, err)
+	}
+	b := make([]byte, 64)
+	m, err := unix.Read(int(p.File.Fd()), b)
+	if err != nil || m != n {
+		t.Fatalf("read %d bytes (%v), want %d", m, err, n)
+	}
+	return b[:m]
+}
+
+func TestCompletionChannelDeliversArmedEvents(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	_, r := must(b.client, CmdCreateCompChannel, &CreateCompChannel{}, sizeOf[CreateCompChannelResp]())
+	if len(r.Files) != 1 {
+		t.Fatalf("CREATE_COMP_CHANNEL files %+v", r.Files)
+	}
+	ch := r.Files[0]
+	// The preload stores the fd number the client received where the
+	// response's fd field is.
+	const clientFd = 42
+	var fd [4]byte
+	binary.NativeEndian.PutUint32(fd[:], clientFd)
+	b.mem.WriteAt(fd[:], ch.At)
+
+	// A CQ on an fd that is no channel of the file: EINVAL.
+	_, _, err := do(b.client, CmdCreateCq, &CreateCq{Cqe: 8, Comp_channel: 7}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+	errnoIs(t, err, unix.EINVAL)
+
+	const cookie = 0xC0FFEE
+	out, _ := must(b.client, CmdCreateCq, &CreateCq{User_handle: cookie, Cqe: 8, Comp_channel: clientFd},
+		sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+	rcq := load[CreateCqResp](out).Handle
+	rcqRing := ring(b.client.mapQueue(load[RxeCreateCqResp](out[sizeOf[CreateCqResp]():]).Mi))
+	out, _ = must(b.client, CmdCreateQp, &CreateQp{Pd_handle: b.pd, Send_cq_handle: b.cq, Recv_cq_handle: rcq,
+		Max_send_wr: 4, Max_recv_wr: 4, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeRC)},
+		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+	qr := load[CreateQpResp](out)
+	mi := load[RxeCreateQpResp](out[sizeOf[CreateQpResp]():])
+	b2 := &conn{client: b.client, pd: b.pd, lkey: b.lkey, buf: b.buf, qp: qr.Qp_handle, qpn: qr.Qpn,
+		rq: b.client.mapQueue(mi.Rq_mi), sq: b.client.mapQueue(mi.Sq_mi), cqRing: rcqRing}
+	a.connect(t, b2.qpn)
+	b2.connect(t, a.qpn)
+
+	must(b.client, CmdReqNotifyCq, &ReqNotifyCq{Cq_handle: rcq}, 0)
+	b2.postRecv(t, 5, b.buf, 64)
+	a.mem.WriteAt([]byte("ping"), a.buf)
+	a.postSend(t, 1, emu.WRSend, RxeSge{Addr: a.buf, Length: 4, Lkey: a.lkey}, 0, 0)
+	ev := readEvent(t, ch, sizeOf[CompEventDesc]())
+	if got := load[CompEventDesc](ev).Handle; got != cookie {
+		t.Fatalf("event for cq_handle %#x, want %#x", got, cookie)
+	}
+	if wc := rcqRing.poll(t); wc.Wr_id != 5 || wc.Status != uint32(emu.WCSuccess) {
+		t.Fatalf("receive completion %+v", wc)
+	}
+	a.cqRing.poll(t)
+
+	// Not re-armed: the next completion raises no event.
+	b2.postRecv(t, 6, b.buf, 64)
+	a.postSend(t, 2, emu.WRSend, RxeSge{Addr: a.buf, Length: 4, Lkey: a.lkey}, 0, 0)
+	rcqRing.poll(t)
+	time.Sleep(20 * time.Millisecond)
+	fds := []unix.PollFd{{Fd: int32(ch.File.Fd()), Events: unix.POLLIN}}
+	if k, _ := unix.Poll(fds, 0); k != 0 {
+		t.Fatal("an event without REQ_NOTIFY_CQ")
+	}
+
+	// DESTROY_QP, then DESTROY_CQ reports the one event the client read.
+	must(b.client, CmdDestroyQp, &DestroyQp{Handle: b2.qp}, sizeOf[DestroyQpResp]())
+	out, _ = must(b.client, CmdDestroyCq, &DestroyCq{Handle: rcq}, sizeOf[DestroyCqResp]())
+	if got := load[DestroyCqResp](out).Comp_events_reported; got != 1 {
+		t.Fatalf("comp_events_reported %d, want 1", got)
+	}
+}
+
+func TestUDSendThroughAHNumber(t *testing.T) {
+	dev := newDevice(t)
+	cs := []*client{newClient(t, dev), newClient(t, dev)}
+	type udc struct {
+		*conn
+		ah    uint32
+		ahNum uint32
+	}
+	var u [2]udc
+	for i, c := range cs {
+		k := &conn{client: c, buf: clientBase + bufOff}
+		must(c, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+		out, _ := must(c, CmdAllocPd, &AllocPd{}, sizeOf[AllocPdResp]())
+		k.pd = load[AllocPdResp](out).Handle
+		out, _ = must(c, CmdRegMr, &RegMr{Start: k.buf, Length: 0x10000, Hca_va: k.buf, Pd_handle: k.pd,
+			Access_flags: uint32(qpstate.AccessLocalWrite)}, sizeOf[RegMrResp]())
+		k.lkey = load[RegMrResp](out).Lkey
+		out, _ = must(c, CmdCreateCq, &CreateCq{Cqe: 8, Comp_channel: -1}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+		k.cq = load[CreateCqResp](out).Handle
+		k.cqRing = c.mapQueue(load[RxeCreateCqResp](out[sizeOf[CreateCqResp]():]).Mi)
+		// The extended create, as ibv_create_qp_ex does.
+		h := CmdHdr{Command: CmdFlagExtended | ExCmdCreateQp, In_words: uint16(sizeOf[ExCreateQp]() / 8),
+			Out_words: uint16(sizeOf[ExCreateQpResp]() / 8)}
+		e := ExCmdHdr{Response: c.resp, Provider_out_words: uint16(sizeOf[RxeCreateQpResp]() / 8)}
+		cmd := ExCreateQp{Pd_handle: k.pd, Send_cq_handle: k.cq, Recv_cq_handle: k.cq, Max_send_wr: 4, Max_recv_wr: 4,
+			Max_send_sge: 1, Max_recv_sge: 1, Max_inline_data: 64, Qp_type: uint8(qpstate.TypeUD)}
+		buf := append(append(append([]byte(nil), bytesOf(&h)...), bytesOf(&e)...), bytesOf(&cmd)...)
+		if _, err := c.f.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+		out = make([]byte, sizeOf[ExCreateQpResp]()+sizeOf[RxeCreateQpResp]())
+		c.mem.ReadAt(out, c.resp)
+		qr := load[ExCreateQpResp](out)
+		if qr.Response_length != uint32(sizeOf[ExCreateQpResp]()) || qr.Base.Max_inline_data < 64 {
+			t.Fatalf("EX_CREATE_QP response %+v", qr)
+		}
+		k.qp, k.qpn = qr.Base.Qp_handle, qr.Base.Qpn
+		mi := load[RxeCreateQpResp](out[sizeOf[ExCreateQpResp]():])
+		k.rq, k.sq = c.mapQueue(mi.Rq_mi), c.mapQueue(mi.Sq_mi)
+		for _, m := range []ModifyQp{
+			{Qp_state: uint8(qpstate.StateInit), Port_num: 1, Qkey: 0x1111,
+				Attr_mask: uint32(qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrPort | qpstate.AttrQKey)},
+			{Qp_state: uint8(qpstate.StateRTR), Attr_mask: uint32(qpstate.AttrState)},
+			{Qp_state: uint8(qpstate.StateRTS), Attr_mask: uint32(qpstate.AttrState | qpstate.AttrSQPSN)},
+		} {
+			m.Qp_handle = k.qp
+			must(c, CmdModifyQp, &m, 0)
+		}
+		out, _ = must(c, CmdCreateAh, &CreateAh{Pd_handle: k.pd, Attr: AhAttr{Port_num: 1, Is_global: 1,
+			Grh: GlobalRoute{Dgid: emu.GIDFromAddr(testIP), Sgid_index: 1, Hop_limit: 64}}},
+			sizeOf[CreateAhResp]()+sizeOf[RxeCreateAhResp]())
+		u[i] = udc{conn: k, ah: load[CreateAhResp](out).Handle,
+			ahNum: load[RxeCreateAhResp](out[sizeOf[CreateAhResp]():]).Num}
+		if u[i].ahNum == 0 {
+			t.Fatal("no ah_num in the CREATE_AH response")
+		}
+	}
+	// UD receives get the 40-byte GRH area first.
+	u[1].postRecv(t, 3, u[1].buf, 256)
+	msg := []byte("inline datagram")
+	w := RxeSendWqe{Wr: RxeSendWr{Wr_id: 8, Opcode: uint32(emu.WRSend), Send_flags: uint32(emu.SendSignaled | emu.SendInline)},
+		Dma: RxeDmaInfo{Length: uint32(len(msg)), Resid: uint32(len(msg))}}
+	ud := RxeSendWrUd{Remote_qpn: u[1].qpn, Remote_qkey: 0x1111, Ah_num: u[0].ahNum}
+	copy(w.Wr.Wr[:], bytesOf(&ud))
+	if !u[0].sq.produce(append(bytesOf(&w), msg...)) {
+		t.Fatal("SQ full")
+	}
+	must(cs[0], CmdPostSend, &PostSend{Qp_handle: u[0].qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+	if wc := u[0].cqRing.poll(t); wc.Status != uint32(emu.WCSuccess) || wc.Wr_id != 8 {
+		t.Fatalf("UD send completion %+v", wc)
+	}
+	wc := u[1].cqRing.poll(t)
+	if wc.Status != uint32(emu.WCSuccess) || wc.Byte_len != uint32(len(msg)+emu.GRHSize) || wc.Src_qp != u[0].qpn {
+		t.Fatalf("UD receive completion %+v", wc)
+	}
+	got := make([]byte, len(msg))
+	cs[1].mem.ReadAt(got, u[1].buf+emu.GRHSize)
+	if !bytes.Equal(got, msg) {
+		t.Fatalf("received %q", got)
+	}
+	// An ah_num of the other client's AH is not in this QP's PD: the WQE
+	// fails and the QP goes to ERR.
+	w.Wr.Wr_id = 9
+	ud.Ah_num = u[1].ahNum
+	copy(w.Wr.Wr[:], bytesOf(&ud))
+	u[0].sq.produce(append(bytesOf(&w), msg...))
+	must(cs[0], CmdPostSend, &PostSend{Qp_handle: u[0].qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+	out, _ := must(cs[0], CmdQueryQp, &QueryQp{Qp_handle: u[0].qp, Attr_mask: uint32(qpstate.AttrState)}, sizeOf[QueryQpResp]())
+	if st := load[QueryQpResp](out).Qp_state; st != uint8(qpstate.StateErr) {
+		t.Fatalf("QP state %d after a WQE with a foreign AH, want ERR", st)
+	}
+}

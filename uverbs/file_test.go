@@ -1,0 +1,294 @@
+package uverbs
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
+)
+
+// conn is one client's verbs objects for an RC connection.
+type conn struct {
+	*client
+	pd, mr, cq, qp uint32
+	lkey, rkey     uint32
+	qpn            uint32
+	buf            uint64 // the registered buffer
+	sq, rq, cqRing ring
+}
+
+const bufOff = 0x1000
+
+// setup opens a context, a PD, an MR over 64 KiB of the client's memory,
+// a CQ and an RC QP, as ibv_rc_pingpong does.
+func setup(t *testing.T, c *client) *conn {
+	t.Helper()
+	k := &conn{client: c, buf: clientBase + bufOff}
+	out, r := must(c, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+	if len(r.Files) != 1 || r.Files[0].At != c.resp {
+		t.Fatalf("GET_CONTEXT files %+v", r.Files)
+	}
+	if load[GetContextResp](out).Num_comp_vectors == 0 {
+		t.Fatal("no completion vectors")
+	}
+	out, _ = must(c, CmdAllocPd, &AllocPd{}, sizeOf[AllocPdResp]())
+	k.pd = load[AllocPdResp](out).Handle
+	out, _ = must(c, CmdRegMr, &RegMr{Start: k.buf, Length: 0x10000, Hca_va: k.buf, Pd_handle: k.pd,
+		Access_flags: uint32(qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead)}, sizeOf[RegMrResp]())
+	mr := load[RegMrResp](out)
+	k.mr, k.lkey, k.rkey = mr.Handle, mr.Lkey, mr.Rkey
+	out, _ = must(c, CmdCreateCq, &CreateCq{Cqe: 16, Comp_channel: -1}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+	k.cq = load[CreateCqResp](out).Handle
+	k.cqRing = c.mapQueue(load[RxeCreateCqResp](out[sizeOf[CreateCqResp]():]).Mi)
+	out, _ = must(c, CmdCreateQp, &CreateQp{Pd_handle: k.pd, Send_cq_handle: k.cq, Recv_cq_handle: k.cq,
+		Max_send_wr: 16, Max_recv_wr: 16, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeRC)},
+		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+	qr := load[CreateQpResp](out)
+	k.qp, k.qpn = qr.Qp_handle, qr.Qpn
+	mi := load[RxeCreateQpResp](out[sizeOf[CreateQpResp]():])
+	k.rq, k.sq = c.mapQueue(mi.Rq_mi), c.mapQueue(mi.Sq_mi)
+	return k
+}
+
+// connect walks k's QP to RTS towards peer's QPN on the device's own GID.
+func (k *conn) connect(t *testing.T, peer uint32) {
+	t.Helper()
+	k.connectWith(t, peer, 14, 7)
+}
+
+// connectWith is connect with the local ACK timeout code and retry count.
+func (k *conn) connectWith(t *testing.T, peer uint32, timeout, retry uint8) {
+	t.Helper()
+	m := ModifyQp{Qp_handle: k.qp, Qp_state: uint8(qpstate.StateInit), Port_num: 1,
+		Qp_access_flags: uint32(qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead),
+		Attr_mask:       uint32(qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrPort | qpstate.AttrAccessFlags)}
+	must(k.client, CmdModifyQp, &m, 0)
+	m = ModifyQp{Qp_handle: k.qp, Qp_state: uint8(qpstate.StateRTR), Path_mtu: uint8(qpstate.MTU1024),
+		Dest_qp_num: peer, Max_dest_rd_atomic: 1, Min_rnr_timer: 12,
+		Dest: QpDest{Dgid: emu.GIDFromAddr(testIP), Sgid_index: 1, Hop_limit: 64, Is_global: 1, Port_num: 1},
+		Attr_mask: uint32(qpstate.AttrState | qpstate.AttrAV | qpstate.AttrPathMTU | qpstate.AttrDestQPN |
+			qpstate.AttrRQPSN | qpstate.AttrMaxDestRdAtomic | qpstate.AttrMinRNRTimer)}
+	must(k.client, CmdModifyQp, &m, 0)
+	m = ModifyQp{Qp_handle: k.qp, Qp_state: uint8(qpstate.StateRTS), Timeout: timeout, Retry_cnt: retry, Rnr_retry: 7,
+		Max_rd_atomic: 1, Attr_mask: uint32(qpstate.AttrState | qpstate.AttrSQPSN | qpstate.AttrTimeout |
+			qpstate.AttrRetryCnt | qpstate.AttrRNRRetry | qpstate.AttrMaxQPRdAtomic)}
+	must(k.client, CmdModifyQp, &m, 0)
+}
+
+// postRecv writes a receive WQE on the RQ ring (librxe: no doorbell).
+func (k *conn) postRecv(t *testing.T, id, addr uint64, n uint32) {
+	t.Helper()
+	w := RxeRecvWqe{Id: id, Dma: RxeDmaInfo{Length: n, Resid: n, Num_sge: 1}}
+	sge := RxeSge{Addr: addr, Length: n, Lkey: k.lkey}
+	if !k.rq.produce(append(bytesOf(&w), bytesOf(&sge)...)) {
+		t.Fatal("RQ full")
+	}
+}
+
+// postSend writes a send WQE on the SQ ring and rings the doorbell
+// (librxe's post_send_db: a POST_SEND with no WRs).
+func (k *conn) postSend(t *testing.T, id uint64, op emu.WROpcode, sge RxeSge, raddr uint64, rkey uint32) {
+	t.Helper()
+	w := RxeSendWqe{Wr: RxeSendWr{Wr_id: id, Opcode: uint32(op), Send_flags: uint32(emu.SendSignaled)},
+		Dma: RxeDmaInfo{Length: sge.Length, Resid: sge.Length, Num_sge: 1}}
+	rd := RxeSendWrRdma{Addr: raddr, Rkey: rkey}
+	copy(w.Wr.Wr[:], bytesOf(&rd))
+	if !k.sq.produce(append(bytesOf(&w), bytesOf(&sge)...)) {
+		t.Fatal("SQ full")
+	}
+	must(k.client, CmdPostSend, &PostSend{Qp_handle: k.qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+}
+
+func TestRCSendAndWriteBetweenTwoClients(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	a.connect(t, b.qpn)
+	b.connect(t, a.qpn)
+
+	msg := []byte("hello over the rxe rings")
+	a.mem.WriteAt(msg, a.buf)
+	b.postRecv(t, 7, b.buf+0x100, 256)
+	a.postSend(t, 1, emu.WRSend, RxeSge{Addr: a.buf, Length: uint32(len(msg)), Lkey: a.lkey}, 0, 0)
+
+	if wc := a.cqRing.poll(t); wc.Status != uint32(emu.WCSuccess) || wc.Wr_id != 1 || wc.Opcode != uint32(emu.WCSend) || wc.Qp_num != a.qpn {
+		t.Fatalf("send completion %+v", wc)
+	}
+	wc := b.cqRing.poll(t)
+	if wc.Status != uint32(emu.WCSuccess) || wc.Wr_id != 7 || wc.Opcode != uint32(emu.WCRecv) || wc.Byte_len != uint32(len(msg)) {
+		t.Fatalf("receive completion %+v", wc)
+	}
+	got := make([]byte, len(msg))
+	b.mem.ReadAt(got, b.buf+0x100)
+	if !bytes.Equal(got, msg) {
+		t.Fatalf("received %q", got)
+	}
+
+	// RDMA WRITE of 5000 bytes (several packets) into b's MR.
+	data := make([]byte, 5000)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	a.mem.WriteAt(data, a.buf+0x2000)
+	a.postSend(t, 2, emu.WRRDMAWrite, RxeSge{Addr: a.buf + 0x2000, Length: 5000, Lkey: a.lkey}, b.buf+0x4000, b.rkey)
+	if wc := a.cqRing.poll(t); wc.Status != uint32(emu.WCSuccess) || wc.Wr_id != 2 || wc.Opcode != uint32(emu.WCRDMAWrite) {
+		t.Fatalf("write completion %+v", wc)
+	}
+	got = make([]byte, len(data))
+	b.mem.ReadAt(got, b.buf+0x4000)
+	if !bytes.Equal(got, data) {
+		t.Fatal("RDMA WRITE data differs")
+	}
+	if !b.cqRing.empty() {
+		t.Fatal("an RDMA WRITE completed on the target")
+	}
+}
+
+func TestHandleOfAnotherFileIsRefused(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), newClient(t, dev)
+	must(b, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+	// b has no objects: a's handles name nothing in b's table.
+	_, _, err := do(b, CmdDeallocPd, &DeallocPd{Handle: a.pd}, 0)
+	errnoIs(t, err, unix.ENOENT)
+	_, _, err = do(b, CmdCreateCq, &CreateCq{Cqe: 4, Comp_channel: -1}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Using a's QP handle in b: b's handle 0 is its CQ, a QP handle that
+	// is b's CQ is the wrong type (EINVAL); a's QP handle number names
+	// nothing in b for a query (EINVAL as uobj_get_obj_read fails).
+	_, _, err = do(b, CmdQueryQp, &QueryQp{Qp_handle: a.qp}, sizeOf[QueryQpResp]())
+	errnoIs(t, err, unix.EINVAL)
+	_, _, err = do(b, CmdDestroyQp, &DestroyQp{Handle: 0}, sizeOf[DestroyQpResp]())
+	errnoIs(t, err, unix.EINVAL)
+	// a's objects are untouched.
+	if _, _, err := do(a.client, CmdQueryQp, &QueryQp{Qp_handle: a.qp}, sizeOf[QueryQpResp]()); err != nil {
+		t.Fatal(err)
+	}
+	// A destroyed handle is gone.
+	must(a.client, CmdDeregMr, &DeregMr{Handle: a.mr}, 0)
+	_, _, err = do(a.client, CmdDeregMr, &DeregMr{Handle: a.mr}, 0)
+	errnoIs(t, err, unix.ENOENT)
+}
+
+func TestForeignLKeyFailsTheWQE(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	a.connect(t, b.qpn)
+	b.connect(t, a.qpn)
+	// a names b's lkey: an MR of another PD (and another process).
+	a.postSend(t, 9, emu.WRRDMAWrite, RxeSge{Addr: b.buf, Length: 64, Lkey: b.lkey}, b.buf+0x100, b.rkey)
+	wc := a.cqRing.poll(t)
+	if wc.Wr_id != 9 || wc.Status == uint32(emu.WCSuccess) {
+		t.Fatalf("completion %+v, want an error", wc)
+	}
+	// rxe_req.c: copy_data's lookup_mr finds no MR of the QP's PD for the
+	// lkey (-EINVAL), which finish_packet's caller completes as
+	// IB_WC_LOC_QP_OP_ERR (only -EFAULT, a fault inside a found MR, is
+	// IB_WC_LOC_PROT_ERR).
+	if wc.Status != uint32(emu.WCLocQPOpErr) {
+		t.Fatalf("status %v, want IB_WC_LOC_QP_OP_ERR", emu.WCStatus(wc.Status))
+	}
+	// b's memory is untouched.
+	got := make([]byte, 64)
+	b.mem.ReadAt(got, b.buf+0x100)
+	if !bytes.Equal(got, make([]byte, 64)) {
+		t.Fatal("the foreign WQE wrote into the peer's MR")
+	}
+}
+
+func TestCloseTearsDownEverything(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	a.connect(t, b.qpn)
+	b.connectWith(t, a.qpn, 10, 1) // 4 ms local ACK timeout, one retry
+	if err := a.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.f.objects) != 0 || len(a.f.mmaps) != 0 {
+		t.Fatalf("after close: %d objects, %d queues", len(a.f.objects), len(a.f.mmaps))
+	}
+	if _, err := a.f.Write(legacy(CmdAllocPd, make([]byte, 8), nil, 4)); err == nil {
+		t.Fatal("a command after close succeeded")
+	}
+	// The peer's SEND to the vanished QP is never acknowledged (rxe drops
+	// packets for a QPN that does not exist): its retries run out.
+	b.mem.WriteAt([]byte("x"), b.buf)
+	b.postSend(t, 3, emu.WRSend, RxeSge{Addr: b.buf, Length: 1, Lkey: b.lkey}, 0, 0)
+	if wc := b.cqRing.poll(t); wc.Wr_id != 3 || wc.Status != uint32(emu.WCRetryExcErr) {
+		t.Fatalf("send to a destroyed QP: %+v, want IB_WC_RETRY_EXC_ERR", wc)
+	}
+}
+
+func TestCommandHeaderChecks(t *testing.T) {
+	dev := newDevice(t)
+	c := newClient(t, dev)
+	cases := []struct {
+		name string
+		buf  []byte
+		want unix.Errno
+	}{
+		{"short write", []byte{1, 2, 3}, unix.EINVAL},
+		{"unknown flag bits", legacy(0x100|CmdAllocPd, make([]byte, 8), nil, 4), unix.EINVAL},
+		{"command past the table", legacy(200, make([]byte, 8), nil, 4), unix.EOPNOTSUPP},
+		{"known but not served", legacy(CmdPollCq, make([]byte, 16), nil, 8), unix.EOPNOTSUPP},
+		{"in_words disagree", func() []byte { b := legacy(CmdAllocPd, make([]byte, 8), nil, 4); b[4]++; return b }(), unix.EINVAL},
+		{"request too short", legacy(CmdCreateCq, make([]byte, 8), nil, 8), unix.ENOSPC},
+		{"response room too small", legacy(CmdAllocPd, make([]byte, 8), nil, 0), unix.ENOSPC},
+		{"no context yet", legacy(CmdAllocPd, make([]byte, 8), nil, 4), unix.EINVAL},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.f.Write(tc.buf)
+			errnoIs(t, err, tc.want)
+		})
+	}
+	// An unwritable response pointer is EFAULT.
+	req := GetContext{Response: 0x10}
+	_, err := c.f.Write(legacy(CmdGetContext, bytesOf(&req), nil, sizeOf[GetContextResp]()))
+	errnoIs(t, err, unix.EFAULT)
+	must(c, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+	_, _, err = do(c, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+	errnoIs(t, err, unix.EINVAL)
+
+	// Extended header checks.
+	ex := func(inWords, outWords, pin, pout uint16, resp uint64, reserved uint32, body int) []byte {
+		h := CmdHdr{Command: CmdFlagExtended | ExCmdQueryDevice, In_words: inWords, Out_words: outWords}
+		e := ExCmdHdr{Response: resp, Provider_in_words: pin, Provider_out_words: pout, Cmd_hdr_reserved: reserved}
+		return append(append(append([]byte(nil), bytesOf(&h)...), bytesOf(&e)...), make([]byte, body)...)
+	}
+	resp := c.resp
+	for _, tc := range []struct {
+		name string
+		buf  []byte
+		want unix.Errno
+	}{
+		{"ex words disagree", ex(2, 24, 0, 0, resp, 0, 8), unix.EINVAL},
+		{"ex reserved", ex(1, 24, 0, 0, resp, 1, 8), unix.EINVAL},
+		{"ex response room too small", ex(1, 2, 0, 0, resp, 0, 8), unix.ENOSPC},
+		{"ex room without pointer", ex(1, 24, 0, 0, 0, 0, 8), unix.EINVAL},
+		{"ex pointer without room", ex(1, 0, 0, 0, resp, 0, 8), unix.EINVAL},
+		{"ex short", ex(1, 24, 0, 0, resp, 0, 8)[:20], unix.EINVAL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.f.Write(tc.buf)
+			errnoIs(t, err, tc.want)
+		})
+	}
+	r, err := c.f.Write(ex(1, 24, 0, 0, resp, 0, 8))
+	if err != nil || r.N != 8+16+8 {
+		t.Fatalf("EX_QUERY_DEVICE: %v %+v", err, r)
+	}
+	out := make([]byte, sizeOf[ExQueryDeviceResp]())
+	c.mem.ReadAt(out, resp)
+	e := load[ExQueryDeviceResp](out)
+	if e.Response_length != uint32(min(24*8, sizeOf[ExQueryDeviceResp]())) || e.Base.Max_qp == 0 || e.Base.Phys_port_cnt != 1 {
+		t.Fatalf("EX_QUERY_DEVICE response %+v", e)
+	}
+	if got := binary.BigEndian.Uint64(bytesOf(&e.Base.Node_guid)); got != dev.Query().NodeGUID {
+		t.Fatalf("node_guid %#x, device %#x", got, dev.Query().NodeGUID)
+	}
+}
