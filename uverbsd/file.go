@@ -22,7 +22,6 @@ import (
 	"os"
 
 	"github.com/softroce/softroce/emu"
-	"golang.org/x/sys/unix"
 )
 
 // Memory is a client's address space as copy_from_user/copy_to_user reach
@@ -69,13 +68,3 @@ type PassFile struct {
 
 // Opener opens a File on dev for a client whose memory is mem.
 type Opener func(dev *emu.Device, mem Memory) File
-
-// unsupported is the File of a daemon built without a command ABI: every
-// command fails as on a kernel that lacks it.
-type unsupported struct{}
-
-func (unsupported) Write([]byte) (Reply, error) { return Reply{}, unix.EOPNOTSUPP }
-func (unsupported) Mmap(uint64, uint64) (*os.File, int64, error) {
-	return nil, 0, unix.EINVAL
-}
-func (unsupported) Close() error { return nil }

@@ -27,7 +27,7 @@ type Config struct {
 	// refuses one that exists with another owner or wider permissions.
 	Dir string
 	// Open opens the File behind each open of the device node; nil
-	// answers every command with EOPNOTSUPP.
+	// means OpenUverbs.
 	Open Opener
 	// Logf, if set, is told of clients coming and going and of their
 	// protocol errors.
@@ -125,7 +125,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, sys: &sysfs{root: root, dev: cfg.Device}, gids: make(chan struct{}, 1),
 		conns: map[*net.UnixConn]struct{}{}, done: make(chan struct{}), lock: lock}
 	if s.cfg.Open == nil {
-		s.cfg.Open = func(*emu.Device, Memory) File { return unsupported{} }
+		s.cfg.Open = OpenUverbs
 	}
 	if err := s.sys.write(); err != nil {
 		return fail(err)
