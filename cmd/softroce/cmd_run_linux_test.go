@@ -15,13 +15,13 @@ import (
 	"github.com/softroce/softroce/internal/testenv"
 )
 
-// distroTool checks that tool, the libibverbs it links and the rxe
-// provider are the distribution's own files (dpkg owns them), so the test
-// runs the unmodified userspace a user has.
-func distroTool(t *testing.T, tool string) string {
+// distroTool checks that tool (from Debian package pkg), the libibverbs
+// it links and the rxe provider are the distribution's own files (dpkg owns
+// them), so the test runs the unmodified userspace a user has.
+func distroTool(t *testing.T, tool, pkg string) string {
 	t.Helper()
 	path, err := exec.LookPath(tool)
-	testenv.Require(t, err == nil, tool+" is not installed (Debian package ibverbs-utils)")
+	testenv.Require(t, err == nil, tool+" is not installed (Debian package "+pkg+")")
 	owner := func(p string) string {
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil {
@@ -36,8 +36,8 @@ func distroTool(t *testing.T, tool string) string {
 		pkg, _, _ := strings.Cut(string(out), ":")
 		return pkg
 	}
-	if pkg := owner(path); pkg != "ibverbs-utils" {
-		t.Fatalf("%s belongs to %q, not ibverbs-utils", path, pkg)
+	if got := owner(path); got != pkg {
+		t.Fatalf("%s belongs to %q, not %s", path, got, pkg)
 	}
 	out, err := exec.Command("ldd", path).Output()
 	if err != nil {
@@ -158,7 +158,7 @@ func asUser(t *testing.T, args ...string) (string, string, int) {
 // /dev/infiniband or the RDMA netlink family, lists the served device with
 // its node GUID.
 func TestIbvDevicesListsTheDevice(t *testing.T) {
-	tool := distroTool(t, "ibv_devices")
+	tool := distroTool(t, "ibv_devices", "ibverbs-utils")
 	needCC(t)
 	out, errOut, code := asUser(t, "run", "-d", "rxe3", "--", tool)
 	if code != 0 {
@@ -228,7 +228,7 @@ func envValue(env []string, key string) string {
 // a CI step would after eval) sees the device; SIGTERM ends the daemon
 // cleanly and takes its socket away.
 func TestServePrintsTheEnvironmentForPrograms(t *testing.T) {
-	tool := distroTool(t, "ibv_devices")
+	tool := distroTool(t, "ibv_devices", "ibverbs-utils")
 	needCC(t)
 	home := userHome(t)
 	var sock string
