@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -150,4 +151,37 @@ func pingpongs(t *testing.T, home string, env []string, tool string, args []stri
 			t.Errorf("%s output lacks %q or the GID of 10.78.0.1:\n%s", c.who, c.want, c.out)
 		}
 	}
+}
+
+// TestKilledProgramsLeaveTheDaemonServing: a pingpong server and client
+// killed (SIGKILL) in the middle of a long transfer have their objects torn
+// down by the daemon (each connection's end closes its File, as
+// ib_uverbs_close), and the daemon goes on serving: a new pair on the same
+// device completes with its data checked.
+func TestKilledProgramsLeaveTheDaemonServing(t *testing.T) {
+	tool := distroTool(t, "ibv_rc_pingpong", "ibverbs-utils")
+	needCC(t)
+	home := userHome(t)
+	env := serveAsUser(t, home, "rxe9", "--ip", "10.78.0.1/24")
+	long := []string{"-d", "rxe9", "-g", "1", "-n", "100000000", "-p", "18811"}
+	server := userCommand(t, home, env, tool, long...)
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer server.Wait()
+	defer server.Process.Kill()
+	time.Sleep(500 * time.Millisecond)
+	client := userCommand(t, home, env, tool, append(long, "127.0.0.1")...)
+	if err := client.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	for _, c := range []*exec.Cmd{client, server} {
+		c.Process.Kill()
+	}
+	if err := client.Wait(); err == nil {
+		t.Fatal("the long client finished before it was killed")
+	}
+	pingpongs(t, home, env, tool, []string{"-d", "rxe9", "-g", "1", "-n", "200", "-c", "-p", "18812"},
+		"1638400 bytes in", "1638400 bytes in")
 }
