@@ -4,8 +4,8 @@
 // Shared, noisy machines make absolute numbers unstable; ratios to a
 // baseline measured moments before, under the same load, are not. So every
 // measurement here is a Row holding the value, the baseline it is judged
-// against, their ratio and, where the project set one (docs/performance.md,
-// issue 8), a target the ratio or value must meet:
+// against, their ratio and, where the project set one (docs/performance.md),
+// a target the ratio or value must meet:
 //
 //   - wire: SealICRC against hash/crc32 over the same bytes; Parse and
 //     Build against a copy of the frame;

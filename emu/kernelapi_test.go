@@ -12,8 +12,8 @@ import (
 	"testing"
 )
 
-// kernelNames is the list of issue 4 (ib_modify_qp(9) and its SEE ALSO
-// list), in its order.
+// kernelNames is the kernel API softroce mirrors one to one:
+// ib_modify_qp(9) and the names of its SEE ALSO list, in that order.
 var kernelNames = strings.Split("ib_modify_qp, struct rdma_stat_desc, struct rdma_hw_stats, ib_rate_to_mult, "+
 	"ib_rate_to_mbps, ib_port_attr_to_speed_info, enum ib_mr_type, struct ib_mr_status, mult_to_ib_rate, "+
 	"struct ib_udata, struct rdma_netdev, struct ib_device_ops, ib_get_client_data, ib_modify_qp_is_ok, "+
@@ -108,7 +108,7 @@ func goSymbols(t *testing.T, dir string) map[string]bool {
 	return syms
 }
 
-// TestKernelAPIDoc checks docs/kernel-api.md: every kernel name of issue 4
+// TestKernelAPIDoc checks docs/kernel-api.md: every kernel name of kernelNames
 // exactly once and in order, every Go identifier present in its package,
 // every test function present in some _test.go file of the module.
 func TestKernelAPIDoc(t *testing.T) {

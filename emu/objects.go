@@ -215,7 +215,7 @@ type CQInitAttr struct {
 	// as rxe's user CQs do. It returns false when the ring is full (the CQ
 	// overflows). The driver calls it under its lock: it must not call
 	// back into the device.
-	Ring func(wc *WC) bool
+	Ring func(wc WC) bool
 }
 
 // PollContext is enum ib_poll_context.
@@ -518,7 +518,8 @@ func (mw *MW) Dealloc() error {
 	return nil
 }
 
-// Device capability bits used by the core (spec §1.15).
+// Device capability bits used by the core (enum ib_device_cap_flags, the
+// same values as uverbs').
 const (
 	DeviceCapMemWindow       uint64 = 1 << 17
 	DeviceCapMemMgtExt       uint64 = 1 << 21

@@ -12,7 +12,8 @@ import (
 )
 
 // TestAH covers rdma_create_ah, rdma_create_user_ah, rdma_modify_ah,
-// rdma_query_ah, rdma_destroy_ah_user and rdma_destroy_ah (O16 included).
+// rdma_query_ah, rdma_destroy_ah_user and rdma_destroy_ah (an AH without a GRH
+// on a RoCE port is EINVAL).
 func TestAH(t *testing.T) {
 	d := newDevice(t)
 	pd := must[*emu.PD](t)(d.AllocPD(0))
@@ -29,7 +30,7 @@ func TestAH(t *testing.T) {
 		{"user AH multicast IPv4", roceAV("239.1.2.3"), true, 0, [6]byte{1, 0, 0x5e, 1, 2, 3}, 1},
 		{"user AH multicast IPv6", roceAV("ff0e::1:2:3:4"), true, 0, [6]byte{0x33, 0x33, 0, 3, 0, 4}, 1},
 		{"user AH unreachable", roceAV("10.0.0.99"), true, unix.EHOSTUNREACH, [6]byte{}, 0},
-		{"O16_no_GRH", func() qpstate.AHAttr { a := roceAV("10.0.0.2"); a.AHFlags = 0; return a }(), false, unix.EINVAL, [6]byte{}, 0},
+		{"no_GRH", func() qpstate.AHAttr { a := roceAV("10.0.0.2"); a.AHFlags = 0; return a }(), false, unix.EINVAL, [6]byte{}, 0},
 		{"port 2", func() qpstate.AHAttr { a := roceAV("10.0.0.2"); a.PortNum = 2; return a }(), false, unix.EINVAL, [6]byte{}, 0},
 		{"empty SGID slot", func() qpstate.AHAttr { a := roceAV("10.0.0.2"); a.GRH.SGIDIndex = 9; return a }(), false, unix.ENODATA, [6]byte{}, 0},
 	} {
@@ -105,16 +106,17 @@ func ipv6Hdr(src, dst string, flow uint32, tclass uint8) *[emu.GRHSize]byte {
 	return &h
 }
 
-// TestRDMAHeader covers ib_get_rdma_header_version (O21) and
+// TestRDMAHeader covers ib_get_rdma_header_version (a valid IPv4 header
+// with a good checksum at bytes 20..39 wins over a 0x60 first byte) and
 // ib_get_gids_from_rdma_hdr.
 func TestRDMAHeader(t *testing.T) {
 	v4 := ipv4Hdr("10.0.0.2", "10.0.0.1")
 	v6 := ipv6Hdr("fd00::2", "fd00::1", 0, 0)
-	o21 := ipv4Hdr("10.0.0.2", "10.0.0.1")
-	o21[0] = 0x60
-	o21ihl := *o21
-	o21ihl[20] = 0x46
-	badsum := *o21
+	v6in4 := ipv4Hdr("10.0.0.2", "10.0.0.1")
+	v6in4[0] = 0x60
+	ihl6 := *v6in4
+	ihl6[20] = 0x46
+	badsum := *v6in4
 	badsum[30] ^= 0xFF
 	zero := &[emu.GRHSize]byte{}
 	for _, c := range []struct {
@@ -122,8 +124,8 @@ func TestRDMAHeader(t *testing.T) {
 		hdr  *[emu.GRHSize]byte
 		want int
 	}{
-		{"IPv4", v4, 4}, {"IPv6", v6, 6}, {"O21_0x60_with_valid_IPv4", o21, 4},
-		{"O21_IHL_6", &o21ihl, 6}, {"0x60_bad_checksum", &badsum, 6}, {"neither", zero, 0},
+		{"IPv4", v4, 4}, {"IPv6", v6, 6}, {"0x60_with_valid_IPv4", v6in4, 4},
+		{"IHL_6", &ihl6, 6}, {"0x60_bad_checksum", &badsum, 6}, {"neither", zero, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := emu.GetRDMAHeaderVersion(c.hdr); got != c.want {
@@ -143,7 +145,8 @@ func TestRDMAHeader(t *testing.T) {
 	wantErrno(t, "bad network type", err, unix.EINVAL)
 }
 
-// TestAHFromWC covers ib_init_ah_attr_from_wc (O22) and
+// TestAHFromWC covers ib_init_ah_attr_from_wc (EPROTOTYPE on RoCE for a
+// completion without IB_WC_GRH) and
 // ib_create_ah_from_wc.
 func TestAHFromWC(t *testing.T) {
 	d := newDevice(t)
@@ -165,7 +168,7 @@ func TestAHFromWC(t *testing.T) {
 	if a.GRH.SGIDIndex != 2 || a.GRH.FlowLabel != 0x12345 || a.GRH.TrafficClass != 0xB8 {
 		t.Fatalf("IPv6 reply AH %+v", a)
 	}
-	t.Run("O22_no_GRH_on_RoCE", func(t *testing.T) {
+	t.Run("no_GRH_on_RoCE", func(t *testing.T) {
 		_, err := d.InitAHAttrFromWC(1, &emu.WC{}, ipv4Hdr("10.0.0.2", "10.0.0.1"))
 		wantErrno(t, "ib_init_ah_attr_from_wc without IB_WC_GRH", err, unix.EPROTOTYPE)
 	})

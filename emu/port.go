@@ -282,7 +282,7 @@ func (d *Device) MTUFromAttr(port uint32, a *PortAttr) int {
 
 // RxeMTU converts a netdev MTU to the IB MTU rxe reports as active_mtu:
 // subtract the 80 bytes of RoCE headers, then floor to an IB MTU; below
-// 256 gives MTU256 (rxe_mtu_int_to_enum, spec §1.5).
+// 256 gives MTU256 (rxe_mtu_int_to_enum).
 func RxeMTU(netdevMTU int) qpstate.MTU {
 	n := netdevMTU - 80
 	switch {

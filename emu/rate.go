@@ -39,7 +39,8 @@ const (
 )
 
 // rateTable maps each rate to its multiple of 2.5 Gb/s and its Mb/s
-// (spec §1.6, line-coding overhead included).
+// (as ib_rate_to_mult and ib_rate_to_mbps in verbs.c, line-coding overhead
+// included).
 var rateTable = map[Rate]struct{ mult, mbps int }{
 	Rate2_5Gbps: {1, 2500}, Rate5Gbps: {2, 5000}, Rate10Gbps: {4, 10000}, Rate20Gbps: {8, 20000},
 	Rate30Gbps: {12, 30000}, Rate40Gbps: {16, 40000}, Rate60Gbps: {24, 60000}, Rate80Gbps: {32, 80000},
@@ -165,7 +166,7 @@ func PortAttrToSpeedInfo(a *PortAttr) (SpeedInfo, error) {
 }
 
 // EthSpeedToIB converts a netdev speed in Mb/s (no lane information) into
-// the width and speed rxe reports, as ib_get_eth_speed does (spec §1.7); 0
+// the width and speed rxe reports, as ib_get_eth_speed does; 0
 // or a negative speed counts as 1000 Mb/s.
 func EthSpeedToIB(mbps int) (Width, Speed) {
 	if mbps <= 0 {

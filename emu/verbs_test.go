@@ -98,19 +98,19 @@ func TestModifyQP(t *testing.T) {
 		mask qpstate.AttrMask
 		want unix.Errno
 	}{
-		{"T2_INIT_without_ACCESS", qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1}, 0x31, unix.EINVAL},
-		{"T25_port_2", qpstate.Attr{QPState: qpstate.StateInit, PortNum: 2}, 0x39, unix.EINVAL},
-		{"T1_INIT", qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1}, 0x39, 0},
-		{"T6_INIT_to_RTS", qpstate.Attr{QPState: qpstate.StateRTS}, 0x12E01, unix.EINVAL},
-		{"T34_AV_without_GRH", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024,
+		{"INIT_without_ACCESS", qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1}, 0x31, unix.EINVAL},
+		{"port_2", qpstate.Attr{QPState: qpstate.StateInit, PortNum: 2}, 0x39, unix.EINVAL},
+		{"INIT", qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1}, 0x39, 0},
+		{"INIT_to_RTS", qpstate.Attr{QPState: qpstate.StateRTS}, 0x12E01, unix.EINVAL},
+		{"AV_without_GRH", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024,
 			AHAttr: qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1}}, 0x129181, unix.EINVAL},
-		{"T24_MTU_6", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: 6, AHAttr: roceAV("10.0.0.2")}, 0x129181, unix.EINVAL},
-		{"T33_ALT_on_RoCE", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, AHAttr: roceAV("10.0.0.2"),
+		{"MTU_6", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: 6, AHAttr: roceAV("10.0.0.2")}, 0x129181, unix.EINVAL},
+		{"ALT_on_RoCE", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, AHAttr: roceAV("10.0.0.2"),
 			AltAHAttr: roceAV("10.0.0.2"), AltPortNum: 1}, 0x129181 | qpstate.AttrAltPath, unix.EINVAL},
 		{"RTR", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, AHAttr: roceAV("10.0.0.2"), DestQPNum: 9}, 0x129181, 0},
-		{"T10_RTR_to_RTR", qpstate.Attr{QPState: qpstate.StateRTR}, 1, unix.EINVAL},
-		{"T14_RTS_with_CUR", qpstate.Attr{QPState: qpstate.StateRTS, CurQPState: qpstate.StateRTR, Timeout: 14}, 0x12E03, 0},
-		{"T12_RTS_to_SQE", qpstate.Attr{QPState: qpstate.StateSQE}, 1, unix.EINVAL},
+		{"RTR_to_RTR", qpstate.Attr{QPState: qpstate.StateRTR}, 1, unix.EINVAL},
+		{"RTS_with_CUR", qpstate.Attr{QPState: qpstate.StateRTS, CurQPState: qpstate.StateRTR, Timeout: 14}, 0x12E03, 0},
+		{"RTS_to_SQE", qpstate.Attr{QPState: qpstate.StateSQE}, 1, unix.EINVAL},
 		{"ERR", qpstate.Attr{QPState: qpstate.StateErr}, 1, 0},
 		{"RESET", qpstate.Attr{QPState: qpstate.StateReset}, 1, 0},
 	}
@@ -120,7 +120,7 @@ func TestModifyQP(t *testing.T) {
 			err := qp.Modify(&a, s.mask)
 			wantErrno(t, "modify", err, s.want)
 			var te *qpstate.TransitionError
-			if s.name == "T6_INIT_to_RTS" && !errors.As(err, &te) {
+			if s.name == "INIT_to_RTS" && !errors.As(err, &te) {
 				t.Fatalf("error %T is not a *qpstate.TransitionError", err)
 			}
 		})
@@ -131,16 +131,16 @@ func TestModifyQP(t *testing.T) {
 }
 
 // TestRates covers ib_rate_to_mult, mult_to_ib_rate and ib_rate_to_mbps
-// (O19) over the whole table.
+// over the whole table, including unknown rates and 1600G.
 func TestRates(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		got, want int
 	}{
-		{"O19_rate_to_mbps_16", emu.RateToMbps(16), 103125},
-		{"O19_rate_to_mult_24", emu.RateToMult(24), -1},
-		{"O19_mult_to_rate_7", int(emu.MultToRate(7)), int(emu.RatePortCurrent)},
-		{"O19_rate_to_mult_25", emu.RateToMult(25), 640},
+		{"rate_to_mbps_16", emu.RateToMbps(16), 103125},
+		{"rate_to_mult_24", emu.RateToMult(24), -1},
+		{"mult_to_rate_7", int(emu.MultToRate(7)), int(emu.RatePortCurrent)},
+		{"rate_to_mult_25", emu.RateToMult(25), 640},
 		{"port_current_mult", emu.RateToMult(emu.RatePortCurrent), -1},
 		{"port_current_mbps", emu.RateToMbps(emu.RatePortCurrent), -1},
 		{"14G_mbps", emu.RateToMbps(emu.Rate14Gbps), 14062},
@@ -207,16 +207,17 @@ func TestLIDHelpers(t *testing.T) {
 	}
 }
 
-// TestKeyHelpers covers ib_inc_rkey and ib_update_fast_reg_key (O18).
+// TestKeyHelpers covers ib_inc_rkey (the key byte wraps without carry) and
+// ib_update_fast_reg_key.
 func TestKeyHelpers(t *testing.T) {
 	for _, c := range []struct{ in, want uint32 }{{0x123456FF, 0x12345600}, {0x12345600, 0x12345601}, {0, 1}} {
-		t.Run(fmt.Sprintf("O18_ib_inc_rkey_%#x", c.in), func(t *testing.T) {
+		t.Run(fmt.Sprintf("ib_inc_rkey_%#x", c.in), func(t *testing.T) {
 			if got := emu.IncRKey(c.in); got != c.want {
 				t.Errorf("ib_inc_rkey(%#x) = %#x, want %#x", c.in, got, c.want)
 			}
 		})
 	}
-	t.Run("O18_ib_update_fast_reg_key", func(t *testing.T) {
+	t.Run("ib_update_fast_reg_key", func(t *testing.T) {
 		mr := &emu.MR{LKey: 0x00001234, RKey: 0x00001299}
 		emu.UpdateFastRegKey(mr, 0xAB)
 		if mr.LKey != 0x000012AB || mr.RKey != 0x000012AB {
@@ -428,8 +429,9 @@ func TestDevNode(t *testing.T) {
 	}
 }
 
-// TestPortCapabilities checks every port helper for rxe's RoCEv2 port
-// (spec §4.2), the port numbering helpers and the device attributes.
+// TestPortCapabilities checks every port helper for rxe's RoCEv2 port (the
+// rdma_cap_* and rdma_protocol_* family of ib_verbs.h), the port numbering
+// helpers and the device attributes.
 func TestPortCapabilities(t *testing.T) {
 	d := newDevice(t)
 	var ports []uint32
@@ -497,7 +499,8 @@ func equalAny(a, b any) bool {
 }
 
 // TestMTUHelpers covers rdma_mtu_enum_to_int, rdma_mtu_from_attr and the
-// conversions of O20.
+// ib_mtu_int_to_enum and ib_mtu_enum_to_int edge values and rxe's active MTU
+// on a 1500-byte netdev.
 func TestMTUHelpers(t *testing.T) {
 	d := newDevice(t)
 	pa := must[emu.PortAttr](t)(d.QueryPort(1))
@@ -505,11 +508,11 @@ func TestMTUHelpers(t *testing.T) {
 		name      string
 		got, want int
 	}{
-		{"O20_int_to_enum_1500", int(qpstate.MTUFromBytes(1500)), 3},
-		{"O20_int_to_enum_4096", int(qpstate.MTUFromBytes(4096)), 5},
-		{"O20_int_to_enum_0", int(qpstate.MTUFromBytes(0)), 1},
-		{"O20_enum_to_int_6", qpstate.MTU(6).Bytes(), -1},
-		{"O20_active_mtu_1500", int(pa.ActiveMTU), 3},
+		{"int_to_enum_1500", int(qpstate.MTUFromBytes(1500)), 3},
+		{"int_to_enum_4096", int(qpstate.MTUFromBytes(4096)), 5},
+		{"int_to_enum_0", int(qpstate.MTUFromBytes(0)), 1},
+		{"enum_to_int_6", qpstate.MTU(6).Bytes(), -1},
+		{"active_mtu_1500", int(pa.ActiveMTU), 3},
 		{"rdma_mtu_enum_to_int_1024", d.MTUEnumToInt(1, qpstate.MTU1024), 1024},
 		{"rdma_mtu_enum_to_int_OPA8192_on_RoCE", d.MTUEnumToInt(1, qpstate.OPAMTU8192), -1},
 		{"rdma_mtu_from_attr", d.MTUFromAttr(1, &pa), 4096},

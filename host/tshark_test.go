@@ -14,23 +14,22 @@ import (
 
 	"github.com/google/gopacket/layers"
 
-	"github.com/softroce/softroce/internal/testenv"
-	"github.com/softroce/softroce/link"
+	"github.com/softroce/softroce/internal/testutil"
+	"github.com/softroce/softroce/link/pcap"
 )
 
 // TestFramesDecodeInTshark captures every kind of frame the Host sends
 // and checks Wireshark's dissectors find each well-formed, with valid
 // checksums.
 func TestFramesDecodeInTshark(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	testenv.Require(t, err == nil, "tshark is not installed (apt-get install tshark)")
+	tshark := testutil.Tshark(t)
 	path := filepath.Join(t.TempDir(), "host.pcap")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := newRig(t, nil)
-	c, err := link.NewCapture(r.hostEnd, f, r.clk)
+	c, err := pcap.New(r.hostEnd, f, r.clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 // Package link moves Ethernet frames between an emulated HCA and whatever
 // carries them: an in-memory pipe for tests and the embedded default, a TAP
 // device or an AF_PACKET socket (package tap) for a real segment, and
-// decorators that inject faults or capture to pcap.
+// decorators that inject faults (Faults here) or record frames to a pcap
+// file (package link/pcap, kept apart so that the data path does not import
+// the pcap libraries).
 //
 // The interface is batch-shaped after wireguard-go's tun.Device: batching
 // is free to add later and painful to retrofit.

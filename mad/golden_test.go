@@ -2,35 +2,22 @@ package mad
 
 import (
 	"net/netip"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
+
+	"github.com/softroce/softroce/internal/testutil"
 )
 
 // cmFrames returns the MADs of every RoCEv2 UD SEND to QP1 in a capture
 // under testdata (BTH 12 + DETH 8 bytes before the MAD), in order.
 func cmFrames(t *testing.T, name string) []MAD {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []MAD
-	for {
-		data, _, err := r.ReadPacketData()
-		if err != nil {
-			break
-		}
+	for _, data := range testutil.ReadPcapFile(t, filepath.Join("testdata", name)) {
 		p := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.Default)
 		u, ok := p.Layer(layers.LayerTypeUDP).(*layers.UDP)
 		if !ok || u.DstPort != 4791 {

@@ -18,6 +18,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/internal/testutil"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/tap"
 	"github.com/softroce/softroce/wire"
@@ -233,8 +234,7 @@ func TestNodesOnABridge(t *testing.T) {
 // good ICRC.
 func checkTshark(t *testing.T, path string, roce int) {
 	t.Helper()
-	ts, err := exec.LookPath("tshark")
-	testenv.Require(t, err == nil, "tshark is not installed (apt-get install tshark)")
+	ts := testutil.Tshark(t)
 	// RPC-over-RDMA's heuristic claims some SEND payloads; ours are
 	// arbitrary bytes.
 	cmd := exec.Command(ts, "-r", path, "--disable-protocol", "rpcordma", "-T", "fields", "-E", "occurrence=f",

@@ -2,7 +2,7 @@
 // a Soft-RoCE device has, in one process.
 //
 //	link.Link (a link.Pipe end, a TAP, or AF_PACKET on an interface)
-//	   └─ optional link.Capture (pcap of every frame in and out)
+//	   └─ optional pcap.Capture (pcap of every frame in and out)
 //	        └─ host.Host: the IP host (ARP, ND, ICMP echo, neighbour cache)
 //	             └─ RoCEv2 frames (UDP 4791 to its addresses)
 //	                  └─ emu/rxe device (the emulated HCA)
@@ -18,7 +18,7 @@
 //     IPv6 address gets its GID only once duplicate address detection
 //     passed (Config.NoDAD skips it); a duplicate never gets one;
 //   - the Ethernet destination of every packet comes from the host's
-//     neighbour table (rxe hands packets to the IP stack, spec §5.1);
+//     neighbour table (rxe hands packets to the IP stack: rxe_net.c rxe_send);
 //   - a user modify_qp to RTR resolves the destination MAC through the
 //     host's neighbour layer (ib_resolve_eth_dmac, timeout 1000 ms) and
 //     fails with EHOSTUNREACH when nobody answers. Callers that modify as a
@@ -51,6 +51,7 @@ import (
 	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/host"
 	"github.com/softroce/softroce/link"
+	"github.com/softroce/softroce/link/pcap"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/tap"
 )
@@ -135,7 +136,7 @@ type Config struct {
 type Node struct {
 	name    string
 	link    link.Link // the link the host reads and writes (maybe a Capture)
-	capture *link.Capture
+	capture *pcap.Capture
 	pcap    *os.File
 	peer    *link.PipeEnd // the far end of the default pipe
 	host    *host.Host
@@ -191,7 +192,7 @@ func New(cfg Config) (*Node, error) {
 		n.pcap, w = f, f
 	}
 	if w != nil {
-		c, err := link.NewCapture(l, w, n.clk)
+		c, err := pcap.New(l, w, n.clk)
 		if err != nil {
 			return fail(fmt.Errorf("node: pcap: %w", err))
 		}

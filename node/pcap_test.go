@@ -2,36 +2,18 @@ package node
 
 import (
 	"bytes"
-	"errors"
-	"io"
 	"testing"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
+
+	"github.com/softroce/softroce/internal/testutil"
 )
 
-// readPcap returns the frames of a pcap stream.
+// readPcap returns the frames of a pcap stream of Ethernet frames.
 func readPcap(t testing.TB, b []byte) [][]byte {
 	t.Helper()
-	r, err := pcapgo.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.LinkType() != layers.LinkTypeEthernet {
-		t.Fatalf("pcap link type %v, want Ethernet", r.LinkType())
-	}
-	var frames [][]byte
-	for {
-		data, _, err := r.ReadPacketData()
-		if errors.Is(err, io.EOF) {
-			return frames
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		frames = append(frames, data)
-	}
+	return testutil.ReadPcap(t, bytes.NewReader(b))
 }
 
 // isRoCE reports whether frame is UDP to port 4791.

@@ -3,13 +3,12 @@ package oob
 import (
 	"encoding/binary"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
+
+	"github.com/softroce/softroce/internal/testutil"
 )
 
 // segment is one TCP payload of the out-of-band exchange.
@@ -33,27 +32,14 @@ type capture struct {
 	server   netip.Addr
 }
 
-// loadCapture reads the rxe capture name (kept once, in wire/testdata) with pcapgo and splits it into the TCP
-// payloads of port 18515 (in capture order) and the RoCE frames. It fails
-// the test on a missing or empty file.
+// loadCapture reads the stored rxe capture name (internal/testutil) and splits
+// it into the TCP payloads of port 18515 (in capture order) and the RoCE frames.
+// It fails the test on a missing or empty file.
 func loadCapture(t *testing.T, name string) *capture {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "wire", "testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
 	c := &capture{}
-	for {
-		data, _, err := r.ReadPacketData()
-		if err != nil {
-			break
-		}
-		p := gopacket.NewPacket(data, r.LinkType(), gopacket.Default)
+	for _, data := range testutil.ReadPcapFile(t, testutil.Capture(t, name)) {
+		p := gopacket.NewPacket(data, layers.LinkTypeEthernet, gopacket.Default)
 		var src, dst netip.Addr
 		if ip4, ok := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4); ok {
 			src, _ = netip.AddrFromSlice(ip4.SrcIP.To4())

@@ -23,10 +23,11 @@
 // messages with one read(2) of the exact size and give up on a short read.
 // This package reads with io.ReadFull.
 //
-// The sequences are golden-tested against real traffic in testdata/
-// (Debian 12, kernel rxe): the TCP payloads of each capture are parsed,
-// re-marshalled to the same bytes, and replayed by both sides of this
-// package over net.Pipe, write for write; the QPN, PSN, GID, R_Key,
+// The sequences are golden-tested against real traffic: captures between
+// two kernel rxe hosts (Debian 12), stored once in wire/testdata for every
+// package's tests (internal/testutil). The TCP payloads of each capture
+// are parsed, re-marshalled to the same bytes, and replayed by both sides
+// of this package over net.Pipe, write for write; the QPN, PSN, GID, R_Key,
 // virtual address and path MTU exchanged are checked against the RoCE
 // frames of the same capture. README.md has the sequence diagrams.
 package oob

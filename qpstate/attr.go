@@ -129,7 +129,8 @@ func (f AHFlags) String() string {
 }
 
 // MTU is enum ib_mtu, a path MTU code. It is signed because the kernel enum
-// is an int and rxe does not reject 0 or negative codes (spec §3.4).
+// is an int and rxe does not reject 0 or negative codes (rxe_qp_chk_attr
+// compares it only against the port's max_mtu).
 type MTU int32
 
 // Path MTU codes (enum ib_mtu and the OPA extensions).
@@ -210,7 +211,7 @@ func (s MigState) String() string {
 }
 
 // AccessFlags is enum ib_access_flags: what an MR, MW or QP lets local and
-// remote peers do (spec §1.11).
+// remote peers do (ib_verbs.h).
 type AccessFlags uint32
 
 // Access flag bits.

@@ -10,7 +10,8 @@
 // verdict but explains it with a *TransitionError whose errno is EINVAL.
 //
 // On top of the table sit the value checks of the uverbs and core layers
-// (spec §3.3) and of a driver (spec §3.4): Policy.Validate applies them in
+// (uverbs_cmd.c modify_qp, _ib_modify_qp) and of a driver (rxe_modify_qp,
+// rxe_qp_chk_attr): Policy.Validate applies them in
 // the kernel's order for rxe as of Linux 6.4 and later (PolicyRxe, the zero
 // value), rxe before 6.4 (PolicyRxePre64) and a hardware driver such as
 // mlx5 (PolicyHardware). They differ in when the table is consulted: rxe

@@ -172,7 +172,8 @@ var attrNames = [26]string{
 	"RESERVED2", "RESERVED3", "RESERVED4", "RATE_LIMIT",
 }
 
-// attrAliases are the short names of the spec's tables (§1.3), accepted by
+// attrAliases are the short mask-bit names used in tables of transitions
+// ("MTU" for IB_QP_PATH_MTU, "MQRA" for IB_QP_MAX_QP_RD_ATOMIC), accepted by
 // ParseAttrMask besides the kernel names.
 var attrAliases = map[string]AttrMask{
 	"CUR": AttrCurState, "SQDN": AttrEnSQDAsyncNotify, "ACCESS": AttrAccessFlags,
@@ -256,7 +257,7 @@ func (m AttrMask) Bits() []AttrMask {
 
 // ParseAttrMask parses a mask: names separated by "|", ",", "+" or spaces,
 // each a kernel name ("IB_QP_PATH_MTU"), the name without the prefix
-// ("PATH_MTU"), or a short alias of spec §1.3 ("MTU", "MQRA", "CUR"), in any
+// ("PATH_MTU"), or a short alias ("MTU", "MQRA", "CUR"), in any
 // case; or numbers (hex "0x12e01" or decimal), which are ORed in. The empty
 // string and "0" give 0.
 func ParseAttrMask(s string) (AttrMask, error) {

@@ -9,7 +9,8 @@ import (
 
 // Policy selects whose modify_qp checks Validate reproduces. The stacks
 // agree on the table but differ on when they consult it and on which
-// attribute values they check (spec §3.4, §7).
+// attribute values they check (rxe_modify_qp and rxe_qp_chk_attr against
+// ib_modify_qp_is_ok as mlx5 applies it).
 //
 // The zero value is PolicyRxe, the default: an emulator that wants "like
 // the kernel's rxe" needs to choose nothing.
@@ -53,10 +54,10 @@ func (p Policy) String() string {
 	return "Policy(" + strconv.Itoa(int(p)) + ")"
 }
 
-// Caller says through which door a modify arrives, which decides the
-// uverbs checks (spec §3.3). The zero value is a kernel caller (a ULP
-// calling ib_modify_qp): no uverbs checks, and the caller must have
-// resolved the destination MAC itself.
+// Caller says through which door a modify arrives, which decides the uverbs
+// checks (uverbs_cmd.c modify_qp). The zero value is a kernel caller (a ULP
+// calling ib_modify_qp): no uverbs checks, and the caller must have resolved the
+// destination MAC itself.
 type Caller struct {
 	// User: the modify comes from userspace (ibv_modify_qp through
 	// uverbs). The uverbs checks apply: reserved mask bits, port numbers,
@@ -104,9 +105,10 @@ type Limits struct {
 }
 
 // RxeLimits returns the limits of a Linux 6.12 rxe device on one RoCE port
-// (spec §4.1): port 1 only, max MTU 4096, 128 rd_atomic both ways, a
-// one-entry P_Key table, a 1024-entry GID table, 2^20 work requests, 32
-// SGEs, 512 bytes inline. GID is nil: the caller supplies its GID table.
+// (rxe_param.h, rxe_init_port_param): port 1 only, max MTU 4096, 128 rd_atomic
+// both ways, a one-entry P_Key table, a 1024-entry GID table, 2^20 work
+// requests, 32 SGEs, 512 bytes inline. GID is nil: the caller supplies its GID
+// table.
 func RxeLimits() Limits {
 	return Limits{
 		PhysPortCnt:     1,
@@ -166,13 +168,13 @@ type Verdict struct {
 	TableChecked bool
 }
 
-// Validate runs the checks a modify_qp passes in the kernel before the
-// driver changes anything, in the kernel's order: the uverbs layer (only
-// for a Caller.User; spec §3.3), the core (_ib_modify_qp: AV and alternate
-// path validation, the source GID lookup), then the driver as p selects
-// (spec §3.4). It returns the first failure: a *TransitionError when the
-// transition table refuses the modify, otherwise a *ModifyError; both
-// unwrap to the errno the kernel returns.
+// Validate runs the checks a modify_qp passes in the kernel before the driver
+// changes anything, in the kernel's order: the uverbs layer (only for a
+// Caller.User; uverbs_cmd.c modify_qp), the core (_ib_modify_qp: AV and
+// alternate path validation, the source GID lookup), then the driver as p
+// selects (rxe_modify_qp, rxe_qp_chk_attr). It returns the first failure: a
+// *TransitionError when the transition table refuses the modify, otherwise a
+// *ModifyError; both unwrap to the errno the kernel returns.
 //
 // Validate normalizes attr in place where the kernel does: RQPSN and SQPSN
 // are masked to 24 bits (_ib_modify_qp, silently apart from a log line).
@@ -407,7 +409,7 @@ func rxeChecks(p Policy, qp QPContext, attr *Attr, mask AttrMask, lim *Limits, v
 		}
 	}
 	// rxe compares the enum only from above: 0 and negative codes pass
-	// (spec §3.4, rxe quirk).
+	// (rxe_qp_chk_attr, an rxe quirk).
 	if mask&AttrPathMTU != 0 && attr.PathMTU > lim.MaxMTU {
 		return merr(AttrPathMTU, unix.EINVAL, "path_mtu %v above the port's max %v", attr.PathMTU, lim.MaxMTU)
 	}

@@ -91,63 +91,66 @@ func nextIs(want State) func(*testing.T, Policy, Verdict, *Attr) {
 	}
 }
 
-// policyCases holds the validation cases T1-T37 of spec §8.1 (and the pure
-// validation part of T17, T27-T29), then cases where the policies differ.
+// policyCases holds the modify_qp validation edge cases (the transition
+// table, the masks each type requires and allows, CUR, attribute-only
+// modifies, value limits, the SQD draining rule, uverbs' checks), each with
+// the errno rxe >= 6.4, rxe < 6.4 and a hardware driver return, then cases
+// where the policies differ.
 var policyCases = []policyCase{
-	{name: "T1_RC_RESET_to_INIT", qp: qpc(StateReset, TypeRC), to: StateInit, mask: rcInit, want: all(ok), check: nextIs(StateInit)},
-	{name: "T2_RC_RESET_to_INIT_without_ACCESS", qp: qpc(StateReset, TypeRC), to: StateInit, mask: 0x31, want: all(einval), typed: true},
-	{name: "T3_UD_RESET_to_INIT_with_ACCESS", qp: qpc(StateReset, TypeUD), to: StateInit, mask: 0x79, want: all(einval)},
-	{name: "T4_RESET_to_ERR", qp: qpc(StateReset, TypeRC), to: StateErr, mask: AttrState, want: all(einval), typed: true},
-	{name: "T5_RESET_to_RTR", qp: qpc(StateReset, TypeRC), to: StateRTR, mask: rcRTR, want: all(einval), typed: true},
-	{name: "T6_INIT_to_RTS", qp: qpc(StateInit, TypeRC), to: StateRTS, mask: rcRTS, want: all(einval), typed: true},
-	{name: "T7_RC_INIT_to_RTR_missing_MINRNR", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: 0x121181, want: all(einval), typed: true},
-	{name: "T8_RC_INIT_to_RTR_extra_SQ_PSN", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR | AttrSQPSN, want: all(einval), typed: true},
-	{name: "T9_UC_INIT_to_RTR_with_MDRA", qp: qpc(StateInit, TypeUC), to: StateRTR, mask: 0x101181 | AttrMaxDestRdAtomic, want: all(einval), typed: true},
-	{name: "T9_UC_INIT_to_RTR_ok", qp: qpc(StateInit, TypeUC), to: StateRTR, mask: 0x101181, want: all(ok)},
-	{name: "T10_RTR_to_RTR", qp: qpc(StateRTR, TypeRC), to: StateRTR, mask: AttrState | AttrTimeout, want: all(einval), typed: true},
-	{name: "T11_RC_RTS_to_RTS_MINRNR", qp: qpc(StateRTS, TypeRC), to: StateRTS, mask: AttrState | AttrMinRNRTimer, want: all(ok)},
-	{name: "T11_UC_RTS_to_RTS_MINRNR", qp: qpc(StateRTS, TypeUC), to: StateRTS, mask: AttrState | AttrMinRNRTimer, want: all(einval), typed: true},
-	{name: "T12_RTS_to_SQE", qp: qpc(StateRTS, TypeRC), to: StateSQE, mask: AttrState, want: all(einval), typed: true},
-	{name: "T13_INIT_to_INIT_with_CUR", qp: qpc(StateInit, TypeRC), to: StateInit, cur: StateInit, mask: AttrState | AttrCurState, want: all(einval), typed: true},
-	{name: "T14_RC_RTR_to_RTS_with_CUR", qp: qpc(StateRTR, TypeRC), to: StateRTS, cur: StateRTR, mask: 0x12E03, want: all(ok), check: nextIs(StateRTS)},
-	{name: "T15_UD_RESET_asserting_CUR_RTR", qp: qpc(StateReset, TypeUD), to: StateRTS, cur: StateRTR, mask: 0x10003, want: all(ok),
+	{name: "RC_RESET_to_INIT", qp: qpc(StateReset, TypeRC), to: StateInit, mask: rcInit, want: all(ok), check: nextIs(StateInit)},
+	{name: "RC_RESET_to_INIT_without_ACCESS", qp: qpc(StateReset, TypeRC), to: StateInit, mask: 0x31, want: all(einval), typed: true},
+	{name: "UD_RESET_to_INIT_with_ACCESS", qp: qpc(StateReset, TypeUD), to: StateInit, mask: 0x79, want: all(einval)},
+	{name: "RESET_to_ERR", qp: qpc(StateReset, TypeRC), to: StateErr, mask: AttrState, want: all(einval), typed: true},
+	{name: "RESET_to_RTR", qp: qpc(StateReset, TypeRC), to: StateRTR, mask: rcRTR, want: all(einval), typed: true},
+	{name: "INIT_to_RTS", qp: qpc(StateInit, TypeRC), to: StateRTS, mask: rcRTS, want: all(einval), typed: true},
+	{name: "RC_INIT_to_RTR_missing_MINRNR", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: 0x121181, want: all(einval), typed: true},
+	{name: "RC_INIT_to_RTR_extra_SQ_PSN", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR | AttrSQPSN, want: all(einval), typed: true},
+	{name: "UC_INIT_to_RTR_with_MDRA", qp: qpc(StateInit, TypeUC), to: StateRTR, mask: 0x101181 | AttrMaxDestRdAtomic, want: all(einval), typed: true},
+	{name: "UC_INIT_to_RTR_ok", qp: qpc(StateInit, TypeUC), to: StateRTR, mask: 0x101181, want: all(ok)},
+	{name: "RTR_to_RTR", qp: qpc(StateRTR, TypeRC), to: StateRTR, mask: AttrState | AttrTimeout, want: all(einval), typed: true},
+	{name: "RC_RTS_to_RTS_MINRNR", qp: qpc(StateRTS, TypeRC), to: StateRTS, mask: AttrState | AttrMinRNRTimer, want: all(ok)},
+	{name: "UC_RTS_to_RTS_MINRNR", qp: qpc(StateRTS, TypeUC), to: StateRTS, mask: AttrState | AttrMinRNRTimer, want: all(einval), typed: true},
+	{name: "RTS_to_SQE", qp: qpc(StateRTS, TypeRC), to: StateSQE, mask: AttrState, want: all(einval), typed: true},
+	{name: "INIT_to_INIT_with_CUR", qp: qpc(StateInit, TypeRC), to: StateInit, cur: StateInit, mask: AttrState | AttrCurState, want: all(einval), typed: true},
+	{name: "RC_RTR_to_RTS_with_CUR", qp: qpc(StateRTR, TypeRC), to: StateRTS, cur: StateRTR, mask: 0x12E03, want: all(ok), check: nextIs(StateRTS)},
+	{name: "UD_RESET_asserting_CUR_RTR", qp: qpc(StateReset, TypeUD), to: StateRTS, cur: StateRTR, mask: 0x10003, want: all(ok),
 		check: func(t *testing.T, p Policy, v Verdict, _ *Attr) {
 			if v.Cur != StateRTR || v.Next != StateRTS {
 				t.Errorf("%v: Verdict %+v, want Cur RTR Next RTS", p, v)
 			}
 		}},
-	{name: "T17_ERR_to_ERR", qp: qpc(StateErr, TypeRC), to: StateErr, mask: AttrState, want: all(ok)},
-	{name: "T17_ERR_to_INIT", qp: qpc(StateErr, TypeRC), to: StateInit, mask: AttrState, want: all(einval), typed: true},
-	{name: "T18_RTR_TIMEOUT_only", qp: qpc(StateRTR, TypeRC), mask: AttrTimeout, want: [3]unix.Errno{ok, einval, einval},
+	{name: "ERR_to_ERR", qp: qpc(StateErr, TypeRC), to: StateErr, mask: AttrState, want: all(ok)},
+	{name: "ERR_to_INIT", qp: qpc(StateErr, TypeRC), to: StateInit, mask: AttrState, want: all(einval), typed: true},
+	{name: "RTR_TIMEOUT_only", qp: qpc(StateRTR, TypeRC), mask: AttrTimeout, want: [3]unix.Errno{ok, einval, einval},
 		check: func(t *testing.T, p Policy, v Verdict, _ *Attr) {
 			if v.TableChecked || v.Next != StateRTR {
 				t.Errorf("%v: Verdict %+v, want no table check and Next RTR", p, v)
 			}
 		}},
-	{name: "T18_RTS_TIMEOUT_only", qp: qpc(StateRTS, TypeRC), mask: AttrTimeout, want: [3]unix.Errno{ok, einval, einval}},
-	{name: "T19_UD_RESET_QKEY_only", qp: qpc(StateReset, TypeUD), mask: AttrQKey, want: [3]unix.Errno{ok, einval, einval}},
-	{name: "T20_RATE_LIMIT_kernel_caller", qp: qpc(StateRTS, TypeRC), to: StateRTS, mask: AttrState | AttrRateLimit, want: [3]unix.Errno{enotsupp, enotsupp, einval}},
-	{name: "T20_RATE_LIMIT_legacy_uverbs", qp: QPContext{State: StateRTS, Type: TypeRC, Port: 1, Caller: userLegacy}, to: StateRTS, mask: AttrState | AttrRateLimit, want: all(enotsupp)},
-	{name: "T20_RATE_LIMIT_extended_uverbs", qp: QPContext{State: StateRTS, Type: TypeRC, Port: 1, Caller: userExt}, to: StateRTS, mask: AttrState | AttrRateLimit, want: [3]unix.Errno{enotsupp, enotsupp, einval}},
-	{name: "T20_RATE_LIMIT_RAW_PACKET_hardware", qp: qpc(StateRTS, TypeRawPacket), to: StateRTS, mask: AttrState | AttrRateLimit, want: [3]unix.Errno{enotsupp, enotsupp, ok}},
-	{name: "T21_reserved_bit_21", qp: qpc(StateRTS, TypeRC), to: StateRTS, mask: AttrState | AttrReserved1, want: all(enotsupp)},
-	{name: "T21_reserved_bit_21_uverbs", qp: QPContext{State: StateRTS, Type: TypeRC, Port: 1, Caller: userExt}, to: StateRTS, mask: AttrState | AttrReserved1, want: all(enotsupp)},
-	{name: "T22_timeout_32", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.Timeout = 32 }, want: all(einval)},
-	{name: "T22_timeout_31", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.Timeout = 31 }, want: all(ok)},
-	{name: "T23_max_rd_atomic_129", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.MaxRdAtomic = 129 }, want: all(einval)},
-	{name: "T23_max_rd_atomic_128", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.MaxRdAtomic = 128 }, want: all(ok)},
-	{name: "T23_max_rd_atomic_3_rounds_to_4", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.MaxRdAtomic = 3 }, want: all(ok),
+	{name: "RTS_TIMEOUT_only", qp: qpc(StateRTS, TypeRC), mask: AttrTimeout, want: [3]unix.Errno{ok, einval, einval}},
+	{name: "UD_RESET_QKEY_only", qp: qpc(StateReset, TypeUD), mask: AttrQKey, want: [3]unix.Errno{ok, einval, einval}},
+	{name: "RATE_LIMIT_kernel_caller", qp: qpc(StateRTS, TypeRC), to: StateRTS, mask: AttrState | AttrRateLimit, want: [3]unix.Errno{enotsupp, enotsupp, einval}},
+	{name: "RATE_LIMIT_legacy_uverbs", qp: QPContext{State: StateRTS, Type: TypeRC, Port: 1, Caller: userLegacy}, to: StateRTS, mask: AttrState | AttrRateLimit, want: all(enotsupp)},
+	{name: "RATE_LIMIT_extended_uverbs", qp: QPContext{State: StateRTS, Type: TypeRC, Port: 1, Caller: userExt}, to: StateRTS, mask: AttrState | AttrRateLimit, want: [3]unix.Errno{enotsupp, enotsupp, einval}},
+	{name: "RATE_LIMIT_RAW_PACKET_hardware", qp: qpc(StateRTS, TypeRawPacket), to: StateRTS, mask: AttrState | AttrRateLimit, want: [3]unix.Errno{enotsupp, enotsupp, ok}},
+	{name: "reserved_bit_21", qp: qpc(StateRTS, TypeRC), to: StateRTS, mask: AttrState | AttrReserved1, want: all(enotsupp)},
+	{name: "reserved_bit_21_uverbs", qp: QPContext{State: StateRTS, Type: TypeRC, Port: 1, Caller: userExt}, to: StateRTS, mask: AttrState | AttrReserved1, want: all(enotsupp)},
+	{name: "timeout_32", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.Timeout = 32 }, want: all(einval)},
+	{name: "timeout_31", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.Timeout = 31 }, want: all(ok)},
+	{name: "max_rd_atomic_129", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.MaxRdAtomic = 129 }, want: all(einval)},
+	{name: "max_rd_atomic_128", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.MaxRdAtomic = 128 }, want: all(ok)},
+	{name: "max_rd_atomic_3_rounds_to_4", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.MaxRdAtomic = 3 }, want: all(ok),
 		check: func(t *testing.T, p Policy, _ Verdict, a *Attr) {
 			if a.MaxRdAtomic != 3 || RoundUpPow2(uint32(a.MaxRdAtomic)) != 4 {
 				t.Errorf("%v: MaxRdAtomic %d (rounded %d), want 3 kept and 4 stored", p, a.MaxRdAtomic, RoundUpPow2(uint32(a.MaxRdAtomic)))
 			}
 		}},
-	{name: "T24_path_mtu_6", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, mut: func(a *Attr) { a.PathMTU = 6 }, want: all(einval)},
-	{name: "T24_path_mtu_5", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, mut: func(a *Attr) { a.PathMTU = 5 }, want: all(ok)},
-	{name: "T25_port_2", qp: qpc(StateReset, TypeRC), to: StateInit, mask: rcInit, mut: func(a *Attr) { a.PortNum = 2 }, want: all(einval)},
-	{name: "T25_port_0", qp: qpc(StateReset, TypeRC), to: StateInit, mask: rcInit, mut: func(a *Attr) { a.PortNum = 0 }, want: all(einval)},
-	{name: "T25_port_2_uverbs", qp: QPContext{State: StateReset, Type: TypeRC, Caller: userLegacy}, to: StateInit, mask: rcInit, mut: func(a *Attr) { a.PortNum = 2 }, want: all(einval)},
-	{name: "T26_sq_psn_masked", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.SQPSN = 0x1000001; a.RQPSN = 0xFF000002 }, want: all(ok),
+	{name: "path_mtu_6", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, mut: func(a *Attr) { a.PathMTU = 6 }, want: all(einval)},
+	{name: "path_mtu_5", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, mut: func(a *Attr) { a.PathMTU = 5 }, want: all(ok)},
+	{name: "port_2", qp: qpc(StateReset, TypeRC), to: StateInit, mask: rcInit, mut: func(a *Attr) { a.PortNum = 2 }, want: all(einval)},
+	{name: "port_0", qp: qpc(StateReset, TypeRC), to: StateInit, mask: rcInit, mut: func(a *Attr) { a.PortNum = 0 }, want: all(einval)},
+	{name: "port_2_uverbs", qp: QPContext{State: StateReset, Type: TypeRC, Caller: userLegacy}, to: StateInit, mask: rcInit, mut: func(a *Attr) { a.PortNum = 2 }, want: all(einval)},
+	{name: "sq_psn_masked", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.SQPSN = 0x1000001; a.RQPSN = 0xFF000002 }, want: all(ok),
 		check: func(t *testing.T, p Policy, _ Verdict, a *Attr) {
 			if a.SQPSN != 0x000001 {
 				t.Errorf("%v: SQPSN = %#x, want 0x1", p, a.SQPSN)
@@ -156,40 +159,40 @@ var policyCases = []policyCase{
 				t.Errorf("%v: RQPSN = %#x changed though RQ_PSN is not in the mask", p, a.RQPSN)
 			}
 		}},
-	{name: "T26_rq_psn_masked", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, mut: func(a *Attr) { a.RQPSN = 0xABCDEF12 }, want: all(ok),
+	{name: "rq_psn_masked", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, mut: func(a *Attr) { a.RQPSN = 0xABCDEF12 }, want: all(ok),
 		check: func(t *testing.T, p Policy, _ Verdict, a *Attr) {
 			if a.RQPSN != 0xCDEF12 {
 				t.Errorf("%v: RQPSN = %#x, want 0xcdef12", p, a.RQPSN)
 			}
 		}},
-	{name: "T27_SQD_to_RTS_while_draining", qp: QPContext{State: StateSQD, Type: TypeRC, Port: 1, SQDraining: true}, to: StateRTS, mask: AttrState, want: [3]unix.Errno{einval, einval, ok}},
-	{name: "T27_SQD_to_SQD_while_draining", qp: QPContext{State: StateSQD, Type: TypeRC, Port: 1, SQDraining: true}, to: StateSQD, mask: AttrState, want: [3]unix.Errno{einval, einval, ok}},
-	{name: "T27_SQD_to_RESET_while_draining", qp: QPContext{State: StateSQD, Type: TypeRC, Port: 1, SQDraining: true}, to: StateReset, mask: AttrState, want: [3]unix.Errno{einval, einval, ok}},
-	{name: "T27_SQD_to_ERR_while_draining", qp: QPContext{State: StateSQD, Type: TypeRC, Port: 1, SQDraining: true}, to: StateErr, mask: AttrState, want: all(ok)},
-	{name: "T27_SQD_to_RTS_after_drain", qp: qpc(StateSQD, TypeRC), to: StateRTS, mask: AttrState, want: all(ok)},
-	{name: "T27_draining_attribute_only_rxe", qp: QPContext{State: StateSQD, Type: TypeRC, Port: 1, SQDraining: true}, mask: AttrTimeout, want: [3]unix.Errno{ok, ok, ok}},
-	{name: "T28_RTS_to_SQD_without_SQDN", qp: qpc(StateRTS, TypeRC), to: StateSQD, mask: AttrState, want: all(ok)},
-	{name: "T28_RTS_to_SQD_with_SQDN", qp: qpc(StateRTS, TypeRC), to: StateSQD, mask: AttrState | AttrEnSQDAsyncNotify, mut: func(a *Attr) { a.EnSQDAsyncNotify = 1 }, want: all(ok)},
-	{name: "T29_SQD_to_SQD_TIMEOUT", qp: qpc(StateSQD, TypeRC), to: StateSQD, mask: AttrState | AttrTimeout, want: all(ok)},
-	{name: "T30_UD_RTS_CUR_SQE", qp: qpc(StateRTS, TypeUD), to: StateRTS, cur: StateSQE, mask: 0x3, want: all(ok)},
-	{name: "T31_RC_RTS_CUR_SQE", qp: qpc(StateRTS, TypeRC), to: StateRTS, cur: StateSQE, mask: 0x3, want: all(einval), typed: true},
-	{name: "T32_CAP_with_STATE", qp: qpc(StateRTS, TypeRC), to: StateRTS, mask: AttrState | AttrCap, want: all(einval), typed: true},
-	{name: "T32_CAP_without_STATE", qp: qpc(StateRTS, TypeRC), mask: AttrCap, want: [3]unix.Errno{ok, einval, einval}},
-	{name: "T32_CAP_without_STATE_over_limit", qp: qpc(StateRTS, TypeRC), mask: AttrCap, mut: func(a *Attr) { a.Cap.MaxSendSGE = 33 }, want: all(einval)},
-	{name: "T32_CAP_inline_over_limit", qp: qpc(StateRTS, TypeRC), mask: AttrCap, mut: func(a *Attr) { a.Cap.MaxInlineData = 513 }, want: all(einval)},
-	{name: "T32_CAP_recv_over_limit_with_SRQ", qp: QPContext{State: StateRTS, Type: TypeRC, Port: 1, HasSRQ: true}, mask: AttrCap, mut: func(a *Attr) { a.Cap.MaxRecvWR = 1<<20 + 1 }, want: [3]unix.Errno{ok, einval, einval}},
-	{name: "T32_CAP_recv_over_limit", qp: qpc(StateRTS, TypeRC), mask: AttrCap, mut: func(a *Attr) { a.Cap.MaxRecvWR = 1<<20 + 1 }, want: all(einval)},
-	{name: "T33_ALT_on_RoCE", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR | AttrAltPath, want: all(einval)},
-	{name: "T34_AV_without_GRH", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, mut: func(a *Attr) { a.AHAttr.AHFlags = 0 }, want: all(einval)},
-	{name: "T35_AV_empty_sgid_slot", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, mut: func(a *Attr) { a.AHAttr.GRH.SGIDIndex = 200 }, want: all(unix.ENODATA)},
-	{name: "T36_privileged_qkey_unprivileged_user", qp: QPContext{State: StateRTS, Type: TypeUD, Port: 1, Caller: userNoPriv}, to: StateRTS, mask: AttrState | AttrQKey, mut: func(a *Attr) { a.QKey = 0x80000001 }, want: all(unix.EPERM)},
-	{name: "T36_privileged_qkey_privileged_user", qp: QPContext{State: StateRTS, Type: TypeUD, Port: 1, Caller: userLegacy}, to: StateRTS, mask: AttrState | AttrQKey, mut: func(a *Attr) { a.QKey = 0x80000001 }, want: all(ok)},
-	{name: "T36_privileged_qkey_kernel_caller", qp: QPContext{State: StateRTS, Type: TypeUD, Port: 1}, to: StateRTS, mask: AttrState | AttrQKey, mut: func(a *Attr) { a.QKey = 0x80000001 }, want: all(ok)},
-	{name: "T37_qp_state_7_uverbs", qp: QPContext{State: StateRTS, Type: TypeRC, Port: 1, Caller: userLegacy}, to: 7, mask: AttrState, want: all(einval)},
-	{name: "T37_cur_qp_state_9_uverbs", qp: QPContext{State: StateRTS, Type: TypeRC, Port: 1, Caller: userLegacy}, to: StateRTS, cur: 9, mask: AttrState | AttrCurState, want: all(einval)},
-	{name: "T37_qp_state_7_kernel", qp: qpc(StateRTS, TypeRC), to: 7, mask: AttrState, want: all(einval), typed: true},
+	{name: "SQD_to_RTS_while_draining", qp: QPContext{State: StateSQD, Type: TypeRC, Port: 1, SQDraining: true}, to: StateRTS, mask: AttrState, want: [3]unix.Errno{einval, einval, ok}},
+	{name: "SQD_to_SQD_while_draining", qp: QPContext{State: StateSQD, Type: TypeRC, Port: 1, SQDraining: true}, to: StateSQD, mask: AttrState, want: [3]unix.Errno{einval, einval, ok}},
+	{name: "SQD_to_RESET_while_draining", qp: QPContext{State: StateSQD, Type: TypeRC, Port: 1, SQDraining: true}, to: StateReset, mask: AttrState, want: [3]unix.Errno{einval, einval, ok}},
+	{name: "SQD_to_ERR_while_draining", qp: QPContext{State: StateSQD, Type: TypeRC, Port: 1, SQDraining: true}, to: StateErr, mask: AttrState, want: all(ok)},
+	{name: "SQD_to_RTS_after_drain", qp: qpc(StateSQD, TypeRC), to: StateRTS, mask: AttrState, want: all(ok)},
+	{name: "draining_attribute_only_rxe", qp: QPContext{State: StateSQD, Type: TypeRC, Port: 1, SQDraining: true}, mask: AttrTimeout, want: [3]unix.Errno{ok, ok, ok}},
+	{name: "RTS_to_SQD_without_SQDN", qp: qpc(StateRTS, TypeRC), to: StateSQD, mask: AttrState, want: all(ok)},
+	{name: "RTS_to_SQD_with_SQDN", qp: qpc(StateRTS, TypeRC), to: StateSQD, mask: AttrState | AttrEnSQDAsyncNotify, mut: func(a *Attr) { a.EnSQDAsyncNotify = 1 }, want: all(ok)},
+	{name: "SQD_to_SQD_TIMEOUT", qp: qpc(StateSQD, TypeRC), to: StateSQD, mask: AttrState | AttrTimeout, want: all(ok)},
+	{name: "UD_RTS_CUR_SQE", qp: qpc(StateRTS, TypeUD), to: StateRTS, cur: StateSQE, mask: 0x3, want: all(ok)},
+	{name: "RC_RTS_CUR_SQE", qp: qpc(StateRTS, TypeRC), to: StateRTS, cur: StateSQE, mask: 0x3, want: all(einval), typed: true},
+	{name: "CAP_with_STATE", qp: qpc(StateRTS, TypeRC), to: StateRTS, mask: AttrState | AttrCap, want: all(einval), typed: true},
+	{name: "CAP_without_STATE", qp: qpc(StateRTS, TypeRC), mask: AttrCap, want: [3]unix.Errno{ok, einval, einval}},
+	{name: "CAP_without_STATE_over_limit", qp: qpc(StateRTS, TypeRC), mask: AttrCap, mut: func(a *Attr) { a.Cap.MaxSendSGE = 33 }, want: all(einval)},
+	{name: "CAP_inline_over_limit", qp: qpc(StateRTS, TypeRC), mask: AttrCap, mut: func(a *Attr) { a.Cap.MaxInlineData = 513 }, want: all(einval)},
+	{name: "CAP_recv_over_limit_with_SRQ", qp: QPContext{State: StateRTS, Type: TypeRC, Port: 1, HasSRQ: true}, mask: AttrCap, mut: func(a *Attr) { a.Cap.MaxRecvWR = 1<<20 + 1 }, want: [3]unix.Errno{ok, einval, einval}},
+	{name: "CAP_recv_over_limit", qp: qpc(StateRTS, TypeRC), mask: AttrCap, mut: func(a *Attr) { a.Cap.MaxRecvWR = 1<<20 + 1 }, want: all(einval)},
+	{name: "ALT_on_RoCE", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR | AttrAltPath, want: all(einval)},
+	{name: "AV_without_GRH", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, mut: func(a *Attr) { a.AHAttr.AHFlags = 0 }, want: all(einval)},
+	{name: "AV_empty_sgid_slot", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, mut: func(a *Attr) { a.AHAttr.GRH.SGIDIndex = 200 }, want: all(unix.ENODATA)},
+	{name: "privileged_qkey_unprivileged_user", qp: QPContext{State: StateRTS, Type: TypeUD, Port: 1, Caller: userNoPriv}, to: StateRTS, mask: AttrState | AttrQKey, mut: func(a *Attr) { a.QKey = 0x80000001 }, want: all(unix.EPERM)},
+	{name: "privileged_qkey_privileged_user", qp: QPContext{State: StateRTS, Type: TypeUD, Port: 1, Caller: userLegacy}, to: StateRTS, mask: AttrState | AttrQKey, mut: func(a *Attr) { a.QKey = 0x80000001 }, want: all(ok)},
+	{name: "privileged_qkey_kernel_caller", qp: QPContext{State: StateRTS, Type: TypeUD, Port: 1}, to: StateRTS, mask: AttrState | AttrQKey, mut: func(a *Attr) { a.QKey = 0x80000001 }, want: all(ok)},
+	{name: "qp_state_7_uverbs", qp: QPContext{State: StateRTS, Type: TypeRC, Port: 1, Caller: userLegacy}, to: 7, mask: AttrState, want: all(einval)},
+	{name: "cur_qp_state_9_uverbs", qp: QPContext{State: StateRTS, Type: TypeRC, Port: 1, Caller: userLegacy}, to: StateRTS, cur: 9, mask: AttrState | AttrCurState, want: all(einval)},
+	{name: "qp_state_7_kernel", qp: qpc(StateRTS, TypeRC), to: 7, mask: AttrState, want: all(einval), typed: true},
 
-	// Where the policies differ beyond §8.1.
+	// Where the policies differ beyond the cases above.
 	{name: "pkey_index_beyond_table", qp: qpc(StateReset, TypeRC), to: StateInit, mask: rcInit, mut: func(a *Attr) { a.PKeyIndex = 1 }, want: [3]unix.Errno{ok, ok, einval}},
 	{name: "retry_cnt_8", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.RetryCnt = 8 }, want: [3]unix.Errno{ok, ok, einval}},
 	{name: "rnr_retry_8", qp: qpc(StateRTR, TypeRC), to: StateRTS, mask: rcRTS, mut: func(a *Attr) { a.RNRRetry = 8 }, want: [3]unix.Errno{ok, ok, einval}},

@@ -75,7 +75,7 @@ func TestTAPZeroAllocs(t *testing.T) {
 
 // BenchmarkTAP measures one frame per system call each way: writes of
 // 1 KiB RoCE-shaped frames into the kernel, and reads of frames a kernel
-// UDP socket sends out through the TAP (compare ecosystem.md §4.5).
+// UDP socket sends out through the TAP (the baseline a TAP link is held to).
 func BenchmarkTAP(b *testing.B) {
 	d, c := tapWithKernelPeer(b)
 	b.Run("write", func(b *testing.B) {

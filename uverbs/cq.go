@@ -1,3 +1,5 @@
+//go:build linux
+
 package uverbs
 
 import (
@@ -28,22 +30,30 @@ type ucq struct {
 
 // post writes a completion into the ring (the device calls it under its
 // lock); false when the client has not consumed room for it.
-func (u *ucq) post(wc *emu.WC) bool {
+func (u *ucq) post(wc emu.WC) bool {
 	slot := u.ring.produce()
 	if slot == nil {
 		return false
 	}
+	// A user CQE carries the flags rxe sets for one (rxe_resp.c
+	// do_complete): GRH, immediate data, invalidate; the rest of ib_wc's
+	// flags (network header type, SMAC) are kernel-only and mean other
+	// things to libibverbs.
+	flags := wc.WCFlags & (emu.WCGRH | emu.WCWithImm | emu.WCWithInvalidate)
 	w := Wc{Wr_id: wc.WRID, Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), Vendor_err: wc.VendorErr,
-		Byte_len: wc.ByteLen, Src_qp: wc.SrcQP, Wc_flags: uint32(wc.WCFlags), Pkey_index: wc.PKeyIndex,
+		Byte_len: wc.ByteLen, Src_qp: wc.SrcQP, Wc_flags: uint32(flags), Pkey_index: wc.PKeyIndex,
 		Slid: uint16(wc.SLID), Sl: wc.SL, Dlid_path_bits: wc.DLIDPathBits, Port_num: uint8(wc.PortNum)}
 	if wc.QP != nil {
 		w.Qp_num = wc.QP.QPNum
 	}
-	ex := wc.ImmData
-	if wc.WCFlags&emu.WCWithInvalidate != 0 {
-		ex = wc.InvalidateRKey
+	// ex.imm_data is a __be32 (the wire's bytes), ex.invalidate_rkey a
+	// host-order __u32.
+	switch {
+	case flags&emu.WCWithInvalidate != 0:
+		binary.NativeEndian.PutUint32(w.Ex[:], wc.InvalidateRKey)
+	case flags&emu.WCWithImm != 0:
+		binary.BigEndian.PutUint32(w.Ex[:], wc.ImmData)
 	}
-	binary.NativeEndian.PutUint32(w.Ex[:], ex)
 	copy(slot, bytesOf(&w))
 	u.ring.publish()
 	if u.f.stalled.Load() && u.f.retrying.CompareAndSwap(false, true) {
@@ -128,7 +138,7 @@ func (c *call) makeCQ(cookie uint64, cqe, vector uint32, channel int32, flags ui
 	u := &ucq{f: f, channel: ch, cookie: cookie}
 	cq, err := f.dev.CreateCQ(emu.CQInitAttr{CQE: int(int32(cqe)), CompVector: int(vector), Flags: flags,
 		CompHandler: func(*emu.CQ) { u.notify() }, EventHandler: func(e emu.Event) { u.event(e) },
-		Ring: func(wc *emu.WC) bool { return u.post(wc) }})
+		Ring: u.post})
 	if err != nil {
 		return nil, wrap("create CQ", err)
 	}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package uverbs
 
 import (
@@ -183,4 +185,81 @@ func TestUDSendThroughAHNumber(t *testing.T) {
 	if st := load[QueryQpResp](out).Qp_state; st != uint8(qpstate.StateErr) {
 		t.Fatalf("QP state %d after a WQE with a foreign AH, want ERR", st)
 	}
+}
+
+func TestCQOverflowRaisesAsyncEvent(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	// a's send CQ holds one completion: a CQ of 1 entry the client never
+	// polls overflows on the second.
+	const cookie = 0xABCD
+	out, _ := must(a.client, CmdCreateCq, &CreateCq{User_handle: cookie, Cqe: 1, Comp_channel: -1},
+		sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+	small := load[CreateCqResp](out)
+	if small.Cqe != 1 {
+		t.Fatalf("cqe %d, want 1", small.Cqe)
+	}
+	out, _ = must(a.client, CmdCreateQp, &CreateQp{Pd_handle: a.pd, Send_cq_handle: small.Handle, Recv_cq_handle: a.cq,
+		Max_send_wr: 4, Max_recv_wr: 4, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeRC)},
+		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+	qr := load[CreateQpResp](out)
+	mi := load[RxeCreateQpResp](out[sizeOf[CreateQpResp]():])
+	a2 := &conn{client: a.client, pd: a.pd, lkey: a.lkey, rkey: a.rkey, buf: a.buf, qp: qr.Qp_handle, qpn: qr.Qpn,
+		rq: a.client.mapQueue(mi.Rq_mi), sq: a.client.mapQueue(mi.Sq_mi)}
+	a2.connect(t, b.qpn)
+	b.connect(t, a2.qpn)
+	for i := range 2 {
+		a2.postSend(t, uint64(i), emu.WRRDMAWrite, RxeSge{Addr: a.buf, Length: 8, Lkey: a.lkey}, b.buf, b.rkey)
+	}
+	ev := readEvent(t, a.asyncFd, sizeOf[AsyncEventDesc]())
+	d := load[AsyncEventDesc](ev)
+	if d.Element != cookie || d.Type != uint32(emu.EventCQErr) {
+		t.Fatalf("async event %+v, want IB_EVENT_CQ_ERR for %#x", d, cookie)
+	}
+}
+
+func TestSRQReceivesFromItsRing(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	out, _ := must(b.client, CmdCreateSrq, &CreateSrq{Pd_handle: b.pd, Max_wr: 8, Max_sge: 1},
+		sizeOf[CreateSrqResp]()+sizeOf[RxeCreateSrqResp]())
+	sr := load[CreateSrqResp](out)
+	dr := load[RxeCreateSrqResp](out[sizeOf[CreateSrqResp]():])
+	if sr.Max_wr < 8 || dr.Num == 0 {
+		t.Fatalf("CREATE_SRQ %+v %+v", sr, dr)
+	}
+	srqRing := ring(b.client.mapQueue(dr.Mi))
+	out, _ = must(b.client, CmdCreateQp, &CreateQp{Pd_handle: b.pd, Send_cq_handle: b.cq, Recv_cq_handle: b.cq,
+		Srq_handle: sr.Srq_handle, Is_srq: 1, Max_send_wr: 4, Max_send_sge: 1, Qp_type: uint8(qpstate.TypeRC)},
+		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+	qr := load[CreateQpResp](out)
+	if mi := load[RxeCreateQpResp](out[sizeOf[CreateQpResp]():]); mi.Rq_mi.Size != 0 {
+		t.Fatalf("a QP on an SRQ got a receive ring %+v", mi.Rq_mi)
+	}
+	b2 := &conn{client: b.client, qp: qr.Qp_handle, qpn: qr.Qpn}
+	a.connect(t, b2.qpn)
+	b2.connect(t, a.qpn)
+	for i := range 2 {
+		w := RxeRecvWqe{Id: uint64(100 + i), Dma: RxeDmaInfo{Length: 64, Num_sge: 1}}
+		sge := RxeSge{Addr: b.buf + uint64(i)*64, Length: 64, Lkey: b.lkey}
+		if !srqRing.produce(append(bytesOf(&w), bytesOf(&sge)...)) {
+			t.Fatal("SRQ full")
+		}
+	}
+	for i, msg := range []string{"first", "second"} {
+		a.mem.WriteAt([]byte(msg), a.buf)
+		a.postSend(t, uint64(i), emu.WRSend, RxeSge{Addr: a.buf, Length: uint32(len(msg)), Lkey: a.lkey}, 0, 0)
+		if wc := b.cqRing.poll(t); wc.Wr_id != uint64(100+i) || wc.Byte_len != uint32(len(msg)) || wc.Qp_num != b2.qpn {
+			t.Fatalf("SRQ receive %d: %+v", i, wc)
+		}
+		a.cqRing.poll(t)
+		got := make([]byte, len(msg))
+		b.mem.ReadAt(got, b.buf+uint64(i)*64)
+		if string(got) != msg {
+			t.Fatalf("received %q", got)
+		}
+	}
+	// The SRQ is busy while the QP uses it.
+	_, _, err := do(b.client, CmdDestroySrq, &DestroySrq{Handle: sr.Srq_handle}, sizeOf[DestroySrqResp]())
+	errnoIs(t, err, unix.EBUSY)
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package uverbs
 
 import (
@@ -24,8 +26,10 @@ type Reply struct {
 
 // PassFile is one file a command hands to the client.
 type PassFile struct {
-	// File is the client's end; the daemon keeps its own end and passes a
-	// duplicate of this one.
+	// File is the client's end of the event file. It stays the File's (it
+	// is closed by Close): the daemon sends it with SCM_RIGHTS and does
+	// not close it. The File keeps it to take back events of a destroyed
+	// CQ the client has not read, as the kernel drops them from the list.
 	File *os.File
 	// At is the client address of the __u32 fd field in the response.
 	At uint64

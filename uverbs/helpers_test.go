@@ -1,3 +1,5 @@
+//go:build linux
+
 package uverbs
 
 import (
@@ -122,7 +124,7 @@ func newDeviceFor(t testing.TB) *emu.Device {
 // client is a test client: a File and its memory, driven with the bytes
 // libibverbs writes.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	f    *File
 	mem  *fakeMem
 	resp uint64 // the response area
@@ -130,7 +132,7 @@ type client struct {
 
 const clientBase = 0x7f0000000000
 
-func newClient(t *testing.T, dev *emu.Device) *client {
+func newClient(t testing.TB, dev *emu.Device) *client {
 	m := &fakeMem{base: clientBase, buf: make([]byte, 1<<20)}
 	c := &client{t: t, f: Open(dev, m), mem: m, resp: clientBase + 0x80000}
 	t.Cleanup(func() { c.f.Close() })
@@ -211,7 +213,7 @@ func (r ring) produce(elem []byte) bool {
 }
 
 // poll takes one completion, waiting up to a few seconds for it.
-func (r ring) poll(t *testing.T) Wc {
+func (r ring) poll(t testing.TB) Wc {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
@@ -221,7 +223,7 @@ func (r ring) poll(t *testing.T) Wc {
 			atomic.StoreUint32(r.word(qbConsumer), (c+1)&r.mask())
 			return wc
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Microsecond)
 	}
 	t.Fatal("no completion")
 	return Wc{}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package uverbs
 
 import (
@@ -204,8 +206,9 @@ const sendInline = 1 << 3
 func (u *uqp) sendWR(slot []byte, wr *emu.SendWR) error {
 	w := load[RxeSendWqe](slot)
 	*wr = emu.SendWR{WRID: w.Wr.Wr_id, Opcode: emu.WROpcode(w.Wr.Opcode), SendFlags: emu.SendFlags(w.Wr.Send_flags)}
-	ex := binary.NativeEndian.Uint32(w.Wr.Ex[:])
-	wr.ImmData, wr.InvalidateRKey = ex, ex
+	// ex.imm_data is a __be32 (the wire's bytes), ex.invalidate_rkey a
+	// host-order __u32.
+	wr.ImmData, wr.InvalidateRKey = binary.BigEndian.Uint32(w.Wr.Ex[:]), binary.NativeEndian.Uint32(w.Wr.Ex[:])
 	switch wr.Opcode {
 	case emu.WRAtomicCmpAndSwp, emu.WRAtomicFetchAndAdd:
 		a := load[RxeSendWrAtomic](w.Wr.Wr[:])

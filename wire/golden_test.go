@@ -3,53 +3,24 @@ package wire
 import (
 	"bytes"
 	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/google/gopacket/pcapgo"
+	"github.com/softroce/softroce/internal/testutil"
 )
 
-// captureFiles returns the files matching pattern under testdata. It fails
-// the test when nothing matches, so a moved directory cannot make the
-// golden tests pass vacuously (cilium testutils.Files).
+// captureFiles returns the stored captures matching pattern; it fails the
+// test when nothing matches.
 func captureFiles(t testing.TB, pattern string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", pattern))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no files match testdata/%s", pattern)
-	}
-	return files
+	return testutil.Captures(t, pattern)
 }
 
 // readCapture returns every frame of a pcap file. An empty capture (only
 // the file header) yields no frames.
 func readCapture(t testing.TB, path string) [][]byte {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	var frames [][]byte
-	for {
-		data, _, err := r.ReadPacketData()
-		if errors.Is(err, io.EOF) {
-			return frames
-		}
-		if err != nil {
-			t.Fatalf("%s: frame %d: %v", path, len(frames)+1, err)
-		}
-		frames = append(frames, data)
-	}
+	return testutil.ReadPcapFile(t, path)
 }
 
 // roceFrames returns the RoCE frames (UDP port 4791) of every capture.

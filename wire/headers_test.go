@@ -286,8 +286,9 @@ func TestSyndrome(t *testing.T) {
 	}
 }
 
-// TestUDPSport checks the kernel's port functions on the values of the
-// spec (kernel-semantics §5.1), worked by hand from ib_verbs.h.
+// TestUDPSport checks the kernel's port functions (rdma_calc_flow_label,
+// rdma_flow_label_to_udp_sport, rdma_get_udp_sport) on values worked by
+// hand from ib_verbs.h.
 func TestUDPSport(t *testing.T) {
 	for _, tt := range []struct {
 		name       string

@@ -20,7 +20,8 @@ func TestICRCSeed(t *testing.T) {
 	}
 }
 
-// spec5_6Frame is the worked example of kernel-semantics §5.6: IPv4 RC
+// spec56Frame is a worked ICRC example computed by hand from the algorithm
+// of rxe_icrc.c (IBTA Annex A17.3.3): IPv4 RC
 // SEND_ONLY 192.168.1.1 → 192.168.1.2, UDP 0xc132 → 4791, IP ID 0, TTL 64,
 // TOS 0, DestQP 0x12, AckReq, PSN 1, payload "hello" (pad 3).
 func spec56Frame(v6 bool) *Frame {
@@ -37,7 +38,7 @@ func spec56Frame(v6 bool) *Frame {
 	return f
 }
 
-// specExampleIPv4 is the IPv4 frame of the §5.6 worked example, from the
+// specExampleIPv4 is the IPv4 frame of that worked example, from the
 // Ethernet header to the ICRC:
 //
 //	0000  52 54 00 4d 00 0b 52 54 00 4d 00 0c 08 00        Ethernet
@@ -57,7 +58,7 @@ var specExampleIPv4 = []byte{
 	0x4e, 0xf6, 0x61, 0x42,
 }
 
-// TestICRCWorkedExample builds the spec's example over IPv4 and IPv6 and
+// TestICRCWorkedExample builds the worked example over IPv4 and IPv6 and
 // compares with the committed bytes (IPv4) and ICRC (IPv6: 7f 98 53 3b).
 func TestICRCWorkedExample(t *testing.T) {
 	buf := make([]byte, 256)

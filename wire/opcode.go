@@ -334,7 +334,7 @@ func init() {
 			def(Opcode(TransportUC)|Opcode(op), "UC_"+b.name, b.headers, b.flags)
 		}
 		// RD: 0x40-0x55 plus FLUSH; every packet carries an RDETH,
-		// requests a DETH too (IBTA §9.2 Table 38, spec §5.4).
+		// requests a DETH too (IBTA §9.2 Table 38, rxe_opcode.c).
 		if op <= opResync || op == opFlush {
 			h := b.headers | HdrRDETH
 			if b.flags&FlagRequest != 0 {

@@ -2,8 +2,8 @@ package wire
 
 import "testing"
 
-// TestOpcodeTable checks the table against kernel-semantics §5.4 (rxe's
-// rxe_opcode[] lengths and header sets) and ib_pack.h names.
+// TestOpcodeTable checks the table against rxe's rxe_opcode[] (lengths and
+// header sets, rxe_opcode.c) and ib_pack.h names.
 func TestOpcodeTable(t *testing.T) {
 	type row struct {
 		op      Opcode

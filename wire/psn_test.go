@@ -2,7 +2,8 @@ package wire
 
 import "testing"
 
-// TestPSN checks PSN arithmetic on kernel-semantics §6.1's examples.
+// TestPSN checks PSN arithmetic (24-bit, modulo 2^24, compared as rxe's
+// psn_compare does) on worked examples, wrap-around included.
 func TestPSN(t *testing.T) {
 	for _, tt := range []struct {
 		a, b uint32

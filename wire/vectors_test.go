@@ -7,7 +7,7 @@ import (
 )
 
 // Golden vectors: frames captured from the Linux kernel's rxe driver
-// (../shared/captures, kernel 6.1), with their hexdump.
+// (the captures in testdata, kernel 6.1), with their hexdump.
 
 // rxeACKIPv4 is an RC_ACKNOWLEDGE from rping.pcap frame 7:
 //

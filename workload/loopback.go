@@ -11,6 +11,7 @@ import (
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/link"
+	"github.com/softroce/softroce/link/pcap"
 )
 
 // LoopbackConfig configures a Loopback. The zero value is two devices on a
@@ -47,7 +48,7 @@ type LoopbackSide struct {
 // 1 is their IPv4 address (RoCEv2).
 type Loopback struct {
 	A, B *LoopbackSide
-	cap  *link.Capture
+	cap  *pcap.Capture
 }
 
 // LoopbackGIDIndex is the GID index of each Loopback device's IPv4
@@ -66,7 +67,7 @@ func NewLoopback(cfg LoopbackConfig) (*Loopback, error) {
 	for i, s := range []*LoopbackSide{lb.A, lb.B} {
 		var l link.Link = s.end
 		if i == 0 && cfg.Capture != nil {
-			c, err := link.NewCapture(l, cfg.Capture, clock.Real{})
+			c, err := pcap.New(l, cfg.Capture, clock.Real{})
 			if err != nil {
 				ea.Close()
 				eb.Close()

@@ -14,9 +14,9 @@ func runCmd(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// devinfoLines are the lines `ibv_devinfo -v` prints for a Linux 6.12 rxe
-// device (spec §4.1, §4.2) on a netdev with MAC 52:54:00:12:34:56, MTU
-// 1500, addresses 10.0.0.1 and fd00::1, in the layout of rdma-core 44's
+// devinfoLines are the lines `ibv_devinfo -v` prints for a Linux 6.12 rxe device
+// (rxe_param.h defaults, rxe_query_port) on a netdev with MAC 52:54:00:12:34:56,
+// MTU 1500, addresses 10.0.0.1 and fd00::1, in the layout of rdma-core 44's
 // devinfo.c (print_hca_cap), tabs included.
 var devinfoLines = []struct {
 	name    string

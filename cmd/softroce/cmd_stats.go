@@ -26,7 +26,7 @@ type stat struct {
 }
 
 // nodeStats returns the port 1 counters of n's device in the kernel's
-// order (rxe_hw_counters.c, spec §4.12: rxe 6.12's fifteen, the 2026 byte
+// order (rxe_hw_counters.c: rxe 6.12's fifteen, the 2026 byte
 // counters, then the driver's softroce_ extras), followed by softroce's
 // extras outside the device, all prefixed "softroce_": the port's
 // bad_pkey_cntr and qkey_viol_cntr, what the IP host dropped, and RoCE

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,22 +14,27 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 
-	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/internal/testutil"
 	"github.com/softroce/softroce/wire"
 )
 
-// captureFiles returns testdata/*.pcap and fails on an empty match.
+// kernelCaptures are the stored captures (internal/testutil) of RoCE traffic
+// between two kernel rxe peers that the checkers must accept.
+var kernelCaptures = []string{"atomic_bw.pcap", "rc_pingpong.pcap", "rc_pingpong_ipv6.pcap", "rping.pcap"}
+
+// captureFiles returns the paths of kernelCaptures; it fails the test when
+// one is missing.
 func captureFiles(t *testing.T) []string {
 	t.Helper()
-	m, err := filepath.Glob("testdata/*.pcap")
-	if err != nil || len(m) == 0 {
-		t.Fatalf("no testdata/*.pcap (err %v)", err)
+	var paths []string
+	for _, name := range kernelCaptures {
+		paths = append(paths, testutil.Capture(t, name))
 	}
-	return m
+	return paths
 }
 
 // TestCheckCaptureKernel checks the ICRC checker against captures made
-// between two kernel rxe peers (copied from ../shared/captures): every
+// between two kernel rxe peers: every
 // RoCEv2 frame must verify.
 func TestCheckCaptureKernel(t *testing.T) {
 	for _, path := range captureFiles(t) {
@@ -50,8 +54,8 @@ func TestCheckCaptureKernel(t *testing.T) {
 	}
 }
 
-// TestCheckCaptureWorkedExample checks the spec's worked example
-// (kernel-semantics.md §5.6), IPv4 RC SEND_ONLY "hello" with ICRC
+// TestCheckCaptureWorkedExample checks wire's hand-worked ICRC example
+// (rxe_icrc.c's algorithm), IPv4 RC SEND_ONLY "hello" with ICRC
 // 0x4261F64E, in an Ethernet frame in a pcap: it must pass, and fail with
 // its ICRC changed.
 func TestCheckCaptureWorkedExample(t *testing.T) {
@@ -82,7 +86,7 @@ func TestCheckCaptureWorkedExample(t *testing.T) {
 // capture: bytes the ICRC covers must make it fail, the variant fields it
 // masks must not.
 func TestCheckCaptureMutations(t *testing.T) {
-	frames := readFrames(t, "testdata/rc_pingpong.pcap")
+	frames := testutil.ReadPcapFile(t, testutil.Capture(t, "rc_pingpong.pcap"))
 	var frame []byte
 	for _, f := range frames {
 		if p, err := wire.Parse(f); err == nil && !p.IsIPv6() && len(f) > 14+20+8+12+4+16 {
@@ -132,7 +136,7 @@ func TestCheckCaptureMutations(t *testing.T) {
 }
 
 func TestCheckCaptureMalformedFile(t *testing.T) {
-	frames := readFrames(t, "testdata/rc_pingpong.pcap")
+	frames := testutil.ReadPcapFile(t, testutil.Capture(t, "rc_pingpong.pcap"))
 	good := writePcap(t, frames[:3])
 	b, err := os.ReadFile(good)
 	if err != nil {
@@ -157,27 +161,6 @@ func TestCheckCaptureMalformedFile(t *testing.T) {
 	}
 }
 
-func readFrames(t *testing.T, path string) [][]byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for {
-		b, _, err := r.ReadPacketData()
-		if err != nil {
-			return out
-		}
-		out = append(out, b)
-	}
-}
-
 func writePcap(t *testing.T, frames [][]byte) string {
 	t.Helper()
 	var b bytes.Buffer
@@ -198,8 +181,7 @@ func writePcap(t *testing.T, frames [][]byte) string {
 }
 
 func TestTsharkCheckKernel(t *testing.T) {
-	_, err := exec.LookPath("tshark")
-	testenv.Require(t, err == nil, "tshark is not installed (apt-get install tshark)")
+	testutil.Tshark(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, path := range captureFiles(t) {

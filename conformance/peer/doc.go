@@ -30,5 +30,6 @@
 // In the VM, rxe0's GID index 0 is the IPv6 link-local GID, index 1 the
 // RoCEv2 IPv4 GID (::ffff:a.b.c.d) and index 2 the global IPv6 address if
 // one was configured. rxe sends from the VM's initial network namespace,
-// the only one rxe 6.1 supports (kernel-semantics.md §7).
+// the only one rxe 6.1 supports (its UDP 4791 socket and route lookups
+// live in init_net; per-namespace sockets came later).
 package peer

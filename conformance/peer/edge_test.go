@@ -71,7 +71,7 @@ type edgeScenario struct {
 	act func(d *edgeDriver) error
 	// stop ends the driver after act (its QP is unusable).
 	stop bool
-	// want is rxe's behaviour as kernel-semantics.md describes it: the
+	// want is the kernel rxe's behaviour: the
 	// peer's exit status (-1: hangs), a line in its output, counters
 	// that must grow.
 	wantStatus int
@@ -105,7 +105,7 @@ var edgeScenarios = []edgeScenario{
 			time.Sleep(300 * time.Millisecond)
 			deadline := time.Now().Add(2 * time.Second)
 			for {
-				// SQD→RTS is refused while the SQ drains (T27).
+				// SQD→RTS is refused while the SQ drains (rxe_qp_chk_attr).
 				err := d.modify(qpstate.StateRTS)
 				if err == nil || time.Now().After(deadline) {
 					return err
@@ -119,7 +119,7 @@ var edgeScenarios = []edgeScenario{
 	{name: "silent", does: "stops sending after its reply 5, for good (retry exhaustion)",
 		silence: true, act: func(d *edgeDriver) error { return nil }, stop: true,
 		// retry_cnt 7 (the tools' value) means "retry forever" in rxe
-		// (rxe_completer, kernel-semantics.md §8 P18): no
+		// (rxe_completer): no
 		// RETRY_EXC_ERR, the tool hangs.
 		wantStatus: -1, counters: []string{"completer_retry_err"}},
 	{name: "qp-err", does: "does not ACK the peer's message 6, then moves its QP to ERR",
@@ -136,7 +136,7 @@ var edgeScenarios = []edgeScenario{
 			d.writeStatus = d.badWrite()
 			return nil
 		}, stop: true,
-		// T45/P9: the responder NAKs (0x61 without REMOTE_WRITE) and
+		// The responder NAKs (0x61 without REMOTE_WRITE) and
 		// its QP goes to ERR, flushing the tool's receives.
 		wantStatus: 1, wantOutput: regexp.MustCompile(`Failed status`)},
 }
@@ -419,8 +419,8 @@ func sortStrings(s []string) {
 	}
 }
 
-// check compares o with the scenario's expectation (rxe's documented
-// behaviour) and returns what differs.
+// check compares o with the scenario's expectation (rxe's behaviour
+// as its source code has it) and returns what differs.
 func (o edgeOutcome) check(sc edgeScenario) []string {
 	var bad []string
 	if o.status != sc.wantStatus {
@@ -491,12 +491,11 @@ func TestParseStatistic(t *testing.T) {
 	}
 }
 
-// TestInteropEdge runs edgeScenarios against the kernel rxe VM's
-// ibv_rc_pingpong and, mirrored, against softroce's own pingpong on a
-// link.Pipe, and writes the table (edge-table.md under the artifacts).
-// The VM's outcome must match rxe's documented behaviour; where softroce
-// as the peer differs from it, the difference is logged and tabulated
-// (docs/interop.md lists them).
+// TestInteropEdge runs edgeScenarios against the kernel rxe VM's ibv_rc_pingpong
+// and, mirrored, against softroce's own pingpong on a link.Pipe, and writes the
+// table (edge-table.md under the artifacts). The VM's outcome must match rxe's
+// behaviour as read in its source; where softroce as the peer differs from it,
+// the difference is logged and tabulated (docs/interop.md lists them).
 func TestInteropEdge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -719,7 +718,7 @@ var errTimedOut = unix.ETIMEDOUT
 
 // TestEdgeSoftrocePeer runs the edge scenarios between two softroce
 // devices only (no VM, no root): the differential half of
-// TestInteropEdge. Each outcome must be rxe's documented one (the same
+// TestInteropEdge. Each outcome must be rxe's, as read in its source (the same
 // expectations the VM meets).
 func TestEdgeSoftrocePeer(t *testing.T) {
 	for _, sc := range edgeScenarios {

@@ -22,7 +22,7 @@ import (
 // real tool, or a softroce QP set up the same way), and the driver plays
 // its client through perftest's exchange (package oob), then posts one
 // RDMA WRITE with the right rkey and one with a wrong one
-// (kernel-semantics.md §8 P9: NAK 0x62, requester IB_WC_REM_ACCESS_ERR,
+// (rxe_resp.c check_rkey: NAK 0x62, requester IB_WC_REM_ACCESS_ERR,
 // both QPs end in ERR).
 
 const rkeyWriteLen = 4096
@@ -179,9 +179,9 @@ func driveRKey(e *rkeyEnd, conn net.Conn, peerState func(qpn uint32) string) (rk
 
 // driveRetry runs perftest's client exchange on conn, one good WRITE,
 // then stopPeer (the peer's QP goes away: rxe drops requests to an unknown
-// QPN silently, P25) and one more WRITE, whose status it returns: with
+// QPN silently) and one more WRITE, whose status it returns: with
 // retry_cnt 2, IB_WC_RETRY_EXC_ERR after three transmissions 67 ms apart
-// (timeout 14), P17.
+// (timeout 14): the first transmission plus retry_cnt retries.
 func driveRetry(e *rkeyEnd, conn net.Conn, stopPeer func()) (good, lost emu.WCStatus, took time.Duration, err error) {
 	c, err := oob.NewPerftestConn(conn, oob.PerftestClient)
 	if err != nil {
@@ -337,11 +337,11 @@ func TestInteropEdgeRKey(t *testing.T) {
 	})
 }
 
-// TestInteropEdgeRetry: retry exhaustion of a softroce requester
-// (retry_cnt 2) whose peer went silent, the peer being the VM's
-// ib_write_bw server killed after one WRITE, or a softroce QP destroyed
-// after one WRITE. Expected (P17): IB_WC_RETRY_EXC_ERR after the first
-// transmission and two retries, timeout 14 (67 ms) apart.
+// TestInteropEdgeRetry: retry exhaustion of a softroce requester (retry_cnt 2)
+// whose peer went silent, the peer being the VM's ib_write_bw server killed
+// after one WRITE, or a softroce QP destroyed after one WRITE. Expected
+// (rxe_completer's retry): IB_WC_RETRY_EXC_ERR after the first transmission and
+// two retries, timeout 14 (67 ms) apart.
 func TestInteropEdgeRetry(t *testing.T) {
 	check := func(t *testing.T, good, lost emu.WCStatus, took time.Duration) {
 		t.Helper()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -184,8 +185,7 @@ func TestRxePeerSelf(t *testing.T) {
 	testenv.RequireRoot(t)
 	_, err := exec.LookPath("tcpdump")
 	testenv.Require(t, err == nil, "tcpdump is not installed (apt-get install tcpdump)")
-	_, err = exec.LookPath("tshark")
-	testenv.Require(t, err == nil, "tshark is not installed (apt-get install tshark)")
+	testutil.Tshark(t)
 	img := buildTestImage(t)
 	lab := newTestLab(t)
 	dir := artifactDir(t)

@@ -41,7 +41,7 @@ type VMConfig struct {
 	// the VM has no NIC (and so no rxe0).
 	TAP string
 	// MAC is eth0's address; nil means 52:54:00:4d:00:NN with NN the last
-	// byte of IP (the addressing of the captures in ../shared/captures).
+	// byte of IP (the addressing of the captures in wire/testdata).
 	MAC net.HardwareAddr
 	// IP is eth0's IPv4 address and prefix (e.g. 10.77.0.11/24); the zero
 	// Prefix means none.

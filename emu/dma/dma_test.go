@@ -52,7 +52,8 @@ func TestMemory(t *testing.T) {
 	}
 }
 
-// TestVirtualDMA checks the kernel's virtual-DMA behaviour (spec §4.13):
+// TestVirtualDMA checks the kernel's virtual-DMA behaviour (ib_dma_map_*
+// when ib_uses_virt_dma):
 // every map returns the CPU address, nothing fails, nothing is tracked.
 func TestVirtualDMA(t *testing.T) {
 	mem := NewMemory(0)

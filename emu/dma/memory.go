@@ -4,10 +4,11 @@
 // kernel calls a "virtual DMA" device (ib_uses_virt_dma: rxe, siw).
 //
 // Memory is an emulated address space: byte slices placed at page-aligned
-// addresses. For a virtual-DMA device the DMA address of a buffer is its
-// address in that space (spec §4.13), so a Mapper in its default mode does
-// what the kernel does: map returns the address, unmap and the syncs do
-// nothing, mapping errors never happen, the maximum segment is UINT_MAX.
+// addresses. For a virtual-DMA device the DMA address of a buffer is its address
+// in that space (ib_uses_virt_dma, ib_dma_map_single), so a Mapper in its
+// default mode does what the kernel does: map returns the address, unmap and the
+// syncs do nothing, mapping errors never happen, the maximum segment is
+// UINT_MAX.
 //
 // Strict mode (Config.Strict) turns the Mapper into a bug finder that no
 // software RDMA device offers: it tracks every mapping, its direction and

@@ -9,7 +9,7 @@ import (
 )
 
 // completer processes one response packet for q against its oldest
-// outstanding WQE (rxe_completer, spec §6.4). r.mu held.
+// outstanding WQE (rxe_completer). r.mu held.
 func (r *Dev) completer(q *qp, p *wire.Packet) {
 	op := p.Opcode()
 	psn := p.BTH().PSN()
@@ -76,7 +76,7 @@ func (r *Dev) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 			return
 		}
 		if !isRead {
-			r.fail(q, w, emu.WCFatalErr) // P43
+			r.fail(q, w, emu.WCFatalErr) // a READ response for a non-READ WQE
 			return
 		}
 		// A restarted read answers from its FIRST/ONLY; inside one only
@@ -166,7 +166,8 @@ func (r *Dev) handleAETH(q *qp, w *sendWQE, p *wire.Packet) {
 		r.fail(q, w, emu.WCRemOpErr)
 	default:
 		// Reserved syndrome kinds: rxe leaves the status unset; the
-		// emulator reports IB_WC_BAD_RESP_ERR (§6.4 note, §7 item 22).
+		// emulator reports IB_WC_BAD_RESP_ERR (rxe_completer's error path
+		// does not set wqe->status for them).
 		r.fail(q, w, emu.WCBadRespErr)
 	}
 }

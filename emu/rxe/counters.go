@@ -2,7 +2,7 @@ package rxe
 
 import "github.com/softroce/softroce/emu"
 
-// Counter indexes (enum rxe_counters, spec §4.12) followed by softroce's
+// Counter indexes (enum rxe_counters) followed by softroce's
 // extras.
 const (
 	cntSentPkts = iota

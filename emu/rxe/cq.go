@@ -12,7 +12,7 @@ type cq struct {
 	cap    int
 	wcs    []emu.WC
 	notify emu.CQNotifyFlags
-	ring   func(*emu.WC) bool // a userspace CQ's ring (emu.CQInitAttr.Ring), else nil
+	ring   func(emu.WC) bool // a userspace CQ's ring (emu.CQInitAttr.Ring), else nil
 }
 
 func cqOf(c *emu.CQ) *cq { return c.Priv.(*cq) }
@@ -72,7 +72,7 @@ func (r *Dev) post(q *cq, wc emu.WC, solicited bool) bool {
 	if q.ring != nil {
 		// A userspace CQ: the completion goes to the ring the consumer
 		// maps, which is what overflows (rxe_cq_post on a user queue).
-		if !q.ring(&wc) {
+		if !q.ring(wc) {
 			r.event(emu.Event{Type: emu.EventCQErr, CQ: q.core})
 			return false
 		}

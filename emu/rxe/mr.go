@@ -16,7 +16,7 @@ const (
 	memValid                   // RXE_MR_STATE_VALID
 )
 
-// Access sets (spec §1.11).
+// Access sets.
 const (
 	accessMR = qpstate.AccessRemote | qpstate.AccessLocalWrite | qpstate.AccessMWBind |
 		qpstate.AccessOnDemand | qpstate.AccessFlushGlobal | qpstate.AccessFlushPersistent | qpstate.AccessOptional
@@ -301,7 +301,7 @@ func (r *Dev) invalidate(key uint32) error {
 	return nil
 }
 
-// bindMW executes a BIND_MW work request (rxe_bind_mw, spec §4.9).
+// bindMW executes a BIND_MW work request (rxe_bind_mw).
 func (r *Dev) bindMW(q *qp, wr *emu.SendWR) error {
 	if wr.MW == nil {
 		return errorf(unix.EINVAL, "BIND_MW without an MW")
@@ -370,7 +370,7 @@ func (r *Dev) bindMW(q *qp, wr *emu.SendWR) error {
 }
 
 // lookupRKey resolves an rkey for a remote access of length bytes at va by
-// q (the responder's check_rkey, spec §4.8/§4.9): MR or MW by index, exact
+// q (the responder's check_rkey): MR or MW by index, exact
 // key, same PD, type-2 MW bound to q, access granted, VALID, range inside.
 // A failure is what the responder answers with NAK 0x62 (remote access
 // error); r.mu held. It returns the memory address of va.

@@ -11,14 +11,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestVerbsObjects holds the verbs-object cases of spec §8.2 that need a
-// device.
+// TestVerbsObjects holds the edge cases of verbs objects (CQ, QP, MR, MW,
+// SRQ, multicast, AH, destroy order, post_send checks) that need a device.
 func TestVerbsObjects(t *testing.T) {
 	tests := []struct {
 		name string
 		run  func(t *testing.T, e *env)
 	}{
-		{"O1_CQ_sizes", func(t *testing.T, e *env) {
+		{"CQ_sizes", func(t *testing.T, e *env) {
 			for _, c := range []struct {
 				cqe, want int
 				errno     unix.Errno
@@ -33,7 +33,7 @@ func TestVerbsObjects(t *testing.T) {
 			_, err := e.dev.CreateCQ(emu.CQInitAttr{CQE: 4, Flags: 1})
 			wantErrno(t, "create flags", err, unix.EOPNOTSUPP)
 		}},
-		{"O2_QP_create_errors", func(t *testing.T, e *env) {
+		{"QP_create_errors", func(t *testing.T, e *env) {
 			base := func() *emu.QPInitAttr {
 				return &emu.QPInitAttr{SendCQ: e.scq, RecvCQ: e.rcq, QPType: qpstate.TypeRC,
 					Cap: qpstate.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
@@ -60,7 +60,7 @@ func TestVerbsObjects(t *testing.T) {
 				wantErrno(t, c.name, err, c.errno)
 			}
 		}},
-		{"O3_QP_capacity_rounding", func(t *testing.T, e *env) {
+		{"QP_capacity_rounding", func(t *testing.T, e *env) {
 			for _, c := range []struct{ in, want qpstate.Cap }{
 				{qpstate.Cap{MaxSendWR: 100, MaxSendSGE: 1, MaxRecvWR: 100, MaxRecvSGE: 3},
 					qpstate.Cap{MaxSendWR: 127, MaxSendSGE: 1, MaxInlineData: 16, MaxRecvWR: 127, MaxRecvSGE: 3}},
@@ -76,7 +76,7 @@ func TestVerbsObjects(t *testing.T) {
 				}
 			}
 		}},
-		{"O4_reg_mr_access", func(t *testing.T, e *env) {
+		{"reg_mr_access", func(t *testing.T, e *env) {
 			addr, _ := e.dev.Memory().Alloc(4096)
 			for _, c := range []struct {
 				access qpstate.AccessFlags
@@ -96,7 +96,7 @@ func TestVerbsObjects(t *testing.T) {
 			_, err := e.pd.RegUserMR(addr, 8192, addr, qpstate.AccessLocalWrite)
 			wantErrno(t, "reg_mr beyond memory", err, unix.EFAULT)
 		}},
-		{"O5_dereg_MR_with_bound_MW", func(t *testing.T, e *env) {
+		{"dereg_MR_with_bound_MW", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			bind, mw, mr, _ := e.bindType2(1, emu.SendSignaled, 1024, qpstate.AccessRemoteWrite)
@@ -112,7 +112,7 @@ func TestVerbsObjects(t *testing.T) {
 			}
 			wantErrno(t, "dereg after dealloc", mr.Dereg(), 0)
 		}},
-		{"O5_dereg_after_invalidate", func(t *testing.T, e *env) {
+		{"dereg_after_invalidate", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			bind, _, mr, _ := e.bindType2(1, 0, 64, qpstate.AccessRemoteRead)
@@ -125,7 +125,7 @@ func TestVerbsObjects(t *testing.T) {
 			}
 			wantErrno(t, "dereg after invalidate", mr.Dereg(), 0)
 		}},
-		{"O6_LOCAL_INV_user_MR", func(t *testing.T, e *env) {
+		{"LOCAL_INV_user_MR", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			sge, mr := e.buf(64)
@@ -137,7 +137,7 @@ func TestVerbsObjects(t *testing.T) {
 				t.Fatalf("state %v", s)
 			}
 		}},
-		{"O7_REG_MR_key_changes_index", func(t *testing.T, e *env) {
+		{"REG_MR_key_changes_index", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			mr, err := e.pd.AllocMR(emu.MRTypeMemReg, 4)
@@ -149,7 +149,7 @@ func TestVerbsObjects(t *testing.T) {
 				t.Fatalf("completions %v", got)
 			}
 		}},
-		{"O8_REG_MR_on_valid_MR", func(t *testing.T, e *env) {
+		{"REG_MR_on_valid_MR", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			mr, _ := e.pd.AllocMR(emu.MRTypeMemReg, 4)
@@ -172,7 +172,7 @@ func TestVerbsObjects(t *testing.T) {
 				t.Fatalf("MR after REG_MR: %v access %v iova %#x", mr, mr.Access, mr.IOVA)
 			}
 		}},
-		{"O9_bind_type2_twice", func(t *testing.T, e *env) {
+		{"bind_type2_twice", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			b, _, _, _ := e.bindType2(1, emu.SendSignaled, 64, qpstate.AccessRemoteWrite)
@@ -186,7 +186,7 @@ func TestVerbsObjects(t *testing.T) {
 				t.Fatalf("state %v", s)
 			}
 		}},
-		{"O10_LOCAL_INV_type1_MW", func(t *testing.T, e *env) {
+		{"LOCAL_INV_type1_MW", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			mw, _ := e.pd.AllocMW(emu.MWType1)
@@ -195,7 +195,7 @@ func TestVerbsObjects(t *testing.T) {
 				t.Fatalf("completions %v", got)
 			}
 		}},
-		{"O11_type2_MW_bound_by_another_QP", func(t *testing.T, e *env) {
+		{"type2_MW_bound_by_another_QP", func(t *testing.T, e *env) {
 			a, b := e.qp(qpstate.TypeRC, nil), e.qp(qpstate.TypeRC, nil)
 			e.toRTS(a)
 			e.toRTS(b)
@@ -217,7 +217,7 @@ func TestVerbsObjects(t *testing.T) {
 				t.Fatal("REMOTE_READ through a write-only window accepted")
 			}
 		}},
-		{"O12_SRQ_errors", func(t *testing.T, e *env) {
+		{"SRQ_errors", func(t *testing.T, e *env) {
 			for _, c := range []struct {
 				attr  emu.SRQAttr
 				typ   emu.SRQType
@@ -247,7 +247,7 @@ func TestVerbsObjects(t *testing.T) {
 			_, err = srq.PostRecv([]emu.RecvWR{{SGList: []emu.SGE{sge, sge}}})
 			wantErrno(t, "post 2 SGEs on max_sge 1", err, unix.EINVAL)
 		}},
-		{"O13_SRQ_limit_event", func(t *testing.T, e *env) {
+		{"SRQ_limit_event", func(t *testing.T, e *env) {
 			var events []emu.EventType
 			srq, _ := e.pd.CreateSRQ(&emu.SRQInitAttr{Attr: emu.SRQAttr{MaxWR: 8, MaxSGE: 1, SRQLimit: 4},
 				EventHandler: func(ev emu.Event) { events = append(events, ev.Type) }})
@@ -278,7 +278,7 @@ func TestVerbsObjects(t *testing.T) {
 				t.Fatalf("events %v after disarm", events)
 			}
 		}},
-		{"O14_multicast_rules", func(t *testing.T, e *env) {
+		{"multicast_rules", func(t *testing.T, e *env) {
 			mgid := emu.GIDFromAddr(netip.MustParseAddr("ff0e::1"))
 			rc := e.qp(qpstate.TypeRC, nil)
 			wantErrno(t, "attach RC", rc.AttachMcast(mgid, 0), unix.EINVAL)
@@ -307,7 +307,7 @@ func TestVerbsObjects(t *testing.T) {
 				t.Fatalf("%d members", n)
 			}
 		}},
-		{"O15_destroy_busy", func(t *testing.T, e *env) {
+		{"destroy_busy", func(t *testing.T, e *env) {
 			ud := e.qp(qpstate.TypeUD, nil)
 			mgid := emu.GIDFromAddr(netip.MustParseAddr("ff0e::2"))
 			ud.AttachMcast(mgid, 0)
@@ -327,13 +327,13 @@ func TestVerbsObjects(t *testing.T) {
 			wantErrno(t, "dereg MR", mr.Dereg(), 0)
 			wantErrno(t, "dealloc PD", e.pd.DeallocUser(&emu.UData{}), 0)
 		}},
-		{"O16_AH_without_GRH", func(t *testing.T, e *env) {
+		{"AH_without_GRH", func(t *testing.T, e *env) {
 			a := av()
 			a.AHFlags = 0
 			_, err := e.pd.CreateAH(&a)
 			wantErrno(t, "create AH without GRH", err, unix.EINVAL)
 		}},
-		{"O17_post_send_errors", func(t *testing.T, e *env) {
+		{"post_send_errors", func(t *testing.T, e *env) {
 			rc := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(rc)
 			sge, _ := e.buf(1024)
@@ -377,7 +377,7 @@ func TestVerbsObjects(t *testing.T) {
 				t.Fatalf("bad %d, %d queued; want 25 and a full queue of 31", bad, len(qpOf(rc).sq))
 			}
 		}},
-		{"O20_rxe_active_mtu", func(t *testing.T, e *env) {
+		{"rxe_active_mtu", func(t *testing.T, e *env) {
 			for _, c := range []struct {
 				mtu  int
 				want qpstate.MTU
@@ -392,7 +392,7 @@ func TestVerbsObjects(t *testing.T) {
 				}
 			}
 		}},
-		{"O23_query_pkey", func(t *testing.T, e *env) {
+		{"query_pkey", func(t *testing.T, e *env) {
 			p, err := e.dev.QueryPKey(1, 0)
 			if err != nil || p != 0xFFFF {
 				t.Fatalf("pkey[0] = %#x, %v", p, err)
@@ -402,7 +402,7 @@ func TestVerbsObjects(t *testing.T) {
 			_, err = e.dev.QueryPKey(2, 0)
 			wantErrno(t, "port 2", err, unix.EINVAL)
 		}},
-		{"O24_check_mr_status", func(t *testing.T, e *env) {
+		{"check_mr_status", func(t *testing.T, e *env) {
 			_, mr := e.buf(64)
 			_, err := mr.CheckStatus(emu.MRCheckSigStatus)
 			wantErrno(t, "ib_check_mr_status", err, unix.EOPNOTSUPP)
@@ -435,8 +435,8 @@ func BenchmarkPostSendAckPoll(b *testing.B) {
 	}
 }
 
-// TestTunedAttributes checks Config.Tune: an older kernel's limits (spec
-// §7: max_qp_wr 0x4000, max_ah 100) change what the device reports and
+// TestTunedAttributes checks Config.Tune: an older kernel's limits (before
+// about 5.15: max_qp_wr 0x4000, max_ah 100) change what the device reports and
 // what it accepts.
 func TestTunedAttributes(t *testing.T) {
 	cfg := testConfig()

@@ -77,7 +77,7 @@ type qp struct {
 func qpOf(c *emu.QP) *qp { return c.Priv.(*qp) }
 
 // CreateQP checks and creates a QP (rxe_create_qp, rxe_qp_chk_init,
-// rxe_qp_from_init; spec §4.6), rounding capacities as rxe does and
+// rxe_qp_from_init), rounding capacities as rxe does and
 // writing them back into init.Cap.
 func (r *Dev) CreateQP(c *emu.QP, init *emu.QPInitAttr, udata *emu.UData) error {
 	if init.CreateFlags != 0 {
@@ -174,13 +174,12 @@ func callerOf(u *emu.UData) qpstate.Caller {
 	return qpstate.Caller{User: true, Extended: u.Extended, Unprivileged: !u.Privileged}
 }
 
-// ModifyQP validates with the configured qpstate.Policy and applies the
-// modify (rxe_modify_qp): attributes in rxe_qp_from_attr's order with
-// their effects (spec §3.5), then the state and its side effect (§3.6).
-// Everything is checked before anything changes, so a failure leaves the
-// QP exactly as it was — unlike rxe, which can fail reallocating the
-// responder resources after the state changed; the emulator cannot fail
-// there.
+// ModifyQP validates with the configured qpstate.Policy and applies the modify
+// (rxe_modify_qp): attributes in rxe_qp_from_attr's order with their effects,
+// then the state and its side effect (rxe_qp_reset, rxe_qp_error, rxe_qp_drain).
+// Everything is checked before anything changes, so a failure leaves the QP
+// exactly as it was — unlike rxe, which can fail reallocating the responder
+// resources after the state changed; the emulator cannot fail there.
 func (r *Dev) ModifyQP(c *emu.QP, attr *qpstate.Attr, mask qpstate.AttrMask, udata *emu.UData) (uint32, error) {
 	r.lock()
 	defer r.unlock()
@@ -226,7 +225,7 @@ func (q *qp) apply(a *qpstate.Attr, mask qpstate.AttrMask) {
 		q.res, q.resNext = nil, 0
 	}
 	if mask&qpstate.AttrCurState != 0 {
-		s.CurQPState = a.QPState // rxe stores qp_state here (harmless kernel typo, spec §3.4)
+		s.CurQPState = a.QPState // rxe stores qp_state here (harmless kernel typo)
 	}
 	if mask&qpstate.AttrEnSQDAsyncNotify != 0 {
 		s.EnSQDAsyncNotify = a.EnSQDAsyncNotify
@@ -281,13 +280,13 @@ func (q *qp) apply(a *qpstate.Attr, mask qpstate.AttrMask) {
 		s.DestQPNum = a.DestQPNum
 	}
 	// A new primary path with a GRH recomputes the UDP source port from
-	// the flow label, or from the QPN pair when it is 0 (spec §5.1).
+	// the flow label, or from the QPN pair when it is 0.
 	if mask&qpstate.AttrAV != 0 && a.AHAttr.AHFlags&qpstate.AHGRH != 0 {
 		q.sport = wire.GetUDPSport(a.AHAttr.GRH.FlowLabel, q.qpn, s.DestQPNum&qpstate.QPNMask)
 	}
 }
 
-// enter moves q to next and performs the side effect (spec §3.6); r.mu
+// enter moves q to next and performs the side effect; r.mu
 // held.
 func (r *Dev) enter(q *qp, next qpstate.State) {
 	q.state = next
@@ -310,7 +309,8 @@ func (r *Dev) enter(q *qp, next qpstate.State) {
 		r.flush(q)
 	case qpstate.StateRTS, qpstate.StateSQE:
 		// WQEs held in SQD go out now. rxe does not kick its send task on
-		// SQD->RTS (spec §3.6, UNSURE): they leave at its next run (a post,
+		// SQD->RTS (as read in rxe_qp_from_attr; not confirmed on a
+		// capture): they leave at its next run (a post,
 		// an ACK, a timer); starting them here is the observable superset.
 		r.runSQ(q)
 	}
@@ -439,7 +439,7 @@ func inlineOK(op emu.WROpcode) bool {
 }
 
 // opAllowed reports whether op may be posted on a QP of type t (the
-// qpt mask of rxe_wr_opcode_info, spec §1.10).
+// qpt mask of rxe_wr_opcode_info).
 func opAllowed(op emu.WROpcode, t qpstate.Type) bool {
 	rc, uc := t == qpstate.TypeRC, t == qpstate.TypeUC
 	ud := t == qpstate.TypeUD || t == qpstate.TypeGSI
@@ -457,8 +457,8 @@ func opAllowed(op emu.WROpcode, t qpstate.Type) bool {
 	return false
 }
 
-// checkSend validates one send WR (validate_send_wr, init_send_wr; spec
-// §4.14) and returns its length.
+// checkSend validates one send WR (validate_send_wr, init_send_wr) and
+// returns its length.
 func (q *qp) checkSend(wr *emu.SendWR) (uint64, error) {
 	op := wr.Opcode
 	if !opAllowed(op, q.typ) {

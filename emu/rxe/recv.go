@@ -12,7 +12,7 @@ import (
 const multicastQPN = 0xFFFFFF
 
 // receive runs one frame through rxe's receive pipeline (rxe_udp_encap_recv,
-// rxe_rcv, hdr_check, rxe_icrc_check; spec §5.7): any failed check drops
+// rxe_rcv, hdr_check, rxe_icrc_check): any failed check drops
 // the frame silently, counting what rxe counts; a frame that passes goes to
 // the responder (requests) or the completer (responses). r.mu held.
 func (r *Dev) receive(frame []byte) {

@@ -187,7 +187,7 @@ func (r *Dev) runSQ(q *qp) {
 		q.reqPSN = wire.PSNAdd(q.reqPSN, n)
 		w.state = wqePending
 		if q.isUD() && w.length > mtu {
-			// IBA C10-93.1.1 as rxe: no packet, success (spec P19).
+			// IBA C10-93.1.1 as rxe: no packet, success.
 			w.next = n
 			w.state, w.status = wqeDone, emu.WCSuccess
 			if r.cfg.Quirks.UDOversizeError {

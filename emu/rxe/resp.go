@@ -25,8 +25,7 @@ var atomicMu sync.Mutex
 // grhArea is the room a UD receive buffer gives the network header.
 const grhArea = 40
 
-// responder processes one request packet for q (rxe_responder, spec
-// §6.3). r.mu held.
+// responder processes one request packet for q (rxe_responder). r.mu held.
 func (r *Dev) responder(q *qp, p *wire.Packet) {
 	bth := p.BTH()
 	op := p.Opcode()
@@ -72,7 +71,7 @@ func (r *Dev) responder(q *qp, p *wire.Packet) {
 			inMsg := q.respOp != 0
 			r.ucAbandon(q)
 			if !inMsg || !op.IsFirst() || !r.cfg.Quirks.UCResyncIBTA {
-				q.ucDrop = inMsg // rxe: the message start only resets the sequence state (P27)
+				q.ucDrop = inMsg // rxe: the message start only resets the sequence state and is dropped
 				return
 			}
 		}
@@ -197,7 +196,7 @@ func (r *Dev) responder(q *qp, p *wire.Packet) {
 		r.sendAck(q, synACK, psn)
 	}
 	if invErr {
-		r.toErr(q) // rxe: ACKed normally, then the QP is in error (§7 item 16)
+		r.toErr(q) // rxe: ACKed normally, then the QP is in error
 	}
 }
 
@@ -261,7 +260,7 @@ func (r *Dev) execSend(q *qp, p *wire.Packet) bool {
 	}
 	if err := r.scatterAt(q, q.cur.sgl, q.curOff, pay); err != nil {
 		// rxe treats overflow and bad receive SGEs as a malformed WQE
-		// (class A): LOC_QP_OP_ERR and NAK 0x63 (§7 item 15).
+		// (class A): LOC_QP_OP_ERR and NAK 0x63.
 		st, syn := emu.WCLocQPOpErr, nakRemOpErr
 		if r.cfg.Quirks.RecvOverflowIBTA {
 			st, syn = emu.WCLocLenErr, nakInvalidReq
@@ -604,7 +603,7 @@ func (r *Dev) peekRecv(q *qp) (recvWQE, bool) {
 	return q.rq[0], true
 }
 
-// recvWC posts a receive completion (spec §6.5); p is the packet that
+// recvWC posts a receive completion; p is the packet that
 // ends the message (nil for an error without one). A full CQ moves the QP
 // to ERR.
 func (r *Dev) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n uint32, p *wire.Packet) {

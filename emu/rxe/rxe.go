@@ -1,8 +1,9 @@
 // Package rxe is the emulated RDMA device: an implementation of
 // emu.DeviceOps that behaves like the Linux kernel's rxe driver
-// (drivers/infiniband/sw/rxe, Linux 6.12) — its defaults (spec §4.1), its
-// capacity rounding (§4.6), its key and QP-number generation, its QP
-// context and the state side effects of a modify (§3.5, §3.6), its SRQ,
+// (drivers/infiniband/sw/rxe, Linux 6.12) — its defaults (rxe_param.h),
+// its capacity rounding (rxe_qp_chk_init, rxe_cq_chk_attr), its key and
+// QP-number generation, its QP context and the state side effects of a
+// modify (rxe_qp_from_attr), its SRQ,
 // MR, MW, AH and multicast rules and its hardware counters.
 //
 // The transport moves real RoCEv2 frames (built and parsed by package wire)
@@ -101,7 +102,7 @@ const (
 	gsiQPN           = 1
 )
 
-// deviceCapFlags is rxe's device_cap_flags on a 64-bit build (spec §4.1).
+// deviceCapFlags is rxe's device_cap_flags on a 64-bit build.
 const deviceCapFlags = 0x1C001223C76
 
 // Dev is the rxe driver state behind an emu.Device; reach it with
@@ -328,8 +329,8 @@ func (r *Dev) keyByte(old uint8) uint8 {
 	}
 }
 
-// defaultAttr returns rxe 6.12's device attributes (rxe_init_device_param,
-// spec §4.1) without the MAC-derived GUIDs.
+// defaultAttr returns rxe 6.12's device attributes (rxe_init_device_param)
+// without the MAC-derived GUIDs.
 func defaultAttr() emu.DeviceAttr {
 	return emu.DeviceAttr{
 		MaxMRSize: ^uint64(0), PageSizeCap: 0xFFFFF000,

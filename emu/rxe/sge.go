@@ -7,7 +7,7 @@ import (
 )
 
 // lookupLKey resolves the MR of a local SGE (lookup_mr with
-// RXE_LOOKUP_LOCAL, spec §4.8): the index must exist, the lkey match
+// RXE_LOOKUP_LOCAL): the index must exist, the lkey match
 // exactly, the MR be in q's PD, grant every bit of access and be VALID, and
 // the SGE lie inside it. r.mu held.
 func (r *Dev) lookupLKey(q *qp, s emu.SGE, access qpstate.AccessFlags) (*mr, error) {

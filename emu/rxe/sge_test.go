@@ -11,7 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestLocalKeys checks the local key lookup rules of spec §4.8 that the
+// TestLocalKeys checks the local key lookup rules (rxe lookup_mr with
+// RXE_LOOKUP_LOCAL) that the
 // transport relies on.
 func TestLocalKeys(t *testing.T) {
 	e := newEnv(t)

@@ -10,13 +10,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestStateSideEffects holds the state side-effect cases of spec §8.1.
+// TestStateSideEffects holds the side effects of state transitions
+// (rxe_qp_reset, rxe_qp_error, rxe_qp_drain): what is flushed, discarded,
+// drained and which async events fire.
 func TestStateSideEffects(t *testing.T) {
 	tests := []struct {
 		name string
 		run  func(t *testing.T, e *env)
 	}{
-		{"T16_RTS_to_RESET_discards_without_completions", func(t *testing.T, e *env) {
+		{"RTS_to_RESET_discards_without_completions", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			sge, _ := e.buf(64)
@@ -45,7 +47,7 @@ func TestStateSideEffects(t *testing.T) {
 				t.Fatalf("%d completions from discarded WQEs", n)
 			}
 		}},
-		{"T17_ERR_to_ERR_then_INIT", func(t *testing.T, e *env) {
+		{"ERR_to_ERR_then_INIT", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			e.modify(qp, qpstate.Attr{QPState: qpstate.StateErr}, qpstate.AttrState)
@@ -62,7 +64,7 @@ func TestStateSideEffects(t *testing.T) {
 				t.Fatalf("recv completions %v", got)
 			}
 		}},
-		{"T27_SQD_while_draining_only_ERR", func(t *testing.T, e *env) {
+		{"SQD_while_draining_only_ERR", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			sge, _ := e.buf(3000)
@@ -100,7 +102,7 @@ func TestStateSideEffects(t *testing.T) {
 				t.Fatalf("held WQE after SQD->RTS: state %d psn %d", w.state, w.firstPSN)
 			}
 		}},
-		{"T27_SQD_draining_to_ERR_allowed", func(t *testing.T, e *env) {
+		{"SQD_draining_to_ERR_allowed", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			sge, _ := e.buf(8)
@@ -111,7 +113,7 @@ func TestStateSideEffects(t *testing.T) {
 				t.Fatalf("completions %v", got)
 			}
 		}},
-		{"T28_SQD_on_empty_SQ_drains_without_SQDN", func(t *testing.T, e *env) {
+		{"SQD_on_empty_SQ_drains_without_SQDN", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			e.modify(qp, qpstate.Attr{QPState: qpstate.StateSQD}, qpstate.AttrState)
@@ -122,7 +124,7 @@ func TestStateSideEffects(t *testing.T) {
 				t.Fatal("still draining")
 			}
 		}},
-		{"T29_SQD_to_SQD_drains_again", func(t *testing.T, e *env) {
+		{"SQD_to_SQD_drains_again", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			e.modify(qp, qpstate.Attr{QPState: qpstate.StateSQD}, qpstate.AttrState)
@@ -135,7 +137,7 @@ func TestStateSideEffects(t *testing.T) {
 				t.Fatalf("timeout %d", a.Timeout)
 			}
 		}},
-		{"T38_ERR_flushes_unsignaled_in_order", func(t *testing.T, e *env) {
+		{"ERR_flushes_unsignaled_in_order", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			sge, _ := e.buf(64)
@@ -159,7 +161,7 @@ func TestStateSideEffects(t *testing.T) {
 				t.Fatalf("async events %v: rxe raises none on ERR", ev)
 			}
 		}},
-		{"T39_post_in_states_below_RTS", func(t *testing.T, e *env) {
+		{"post_in_states_below_RTS", func(t *testing.T, e *env) {
 			sge, _ := e.buf(8)
 			qp := e.qp(qpstate.TypeRC, nil)
 			bad, err := qp.PostRecv([]emu.RecvWR{recv(1, sge)})
@@ -175,7 +177,7 @@ func TestStateSideEffects(t *testing.T) {
 				t.Fatalf("bad %d, %d queued", bad, len(qpOf(qp).sq))
 			}
 		}},
-		{"T40_post_send_in_ERR_flushes", func(t *testing.T, e *env) {
+		{"post_send_in_ERR_flushes", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
 			e.modify(qp, qpstate.Attr{QPState: qpstate.StateErr}, qpstate.AttrState)
@@ -186,7 +188,7 @@ func TestStateSideEffects(t *testing.T) {
 				t.Fatalf("completions %v", got)
 			}
 		}},
-		{"T41_SRQ_QP_to_ERR_raises_LAST_WQE_REACHED", func(t *testing.T, e *env) {
+		{"SRQ_QP_to_ERR_raises_LAST_WQE_REACHED", func(t *testing.T, e *env) {
 			srq, err := e.pd.CreateSRQ(&emu.SRQInitAttr{Attr: emu.SRQAttr{MaxWR: 8, MaxSGE: 1}})
 			if err != nil {
 				t.Fatal(err)
@@ -233,11 +235,11 @@ func TestModifyAtomic(t *testing.T) {
 		mask qpstate.AttrMask
 		want unix.Errno
 	}{
-		{"T22_timeout_32", qpstate.Attr{QPState: qpstate.StateRTS, SQPSN: 5, Timeout: 32, MaxRdAtomic: 1},
+		{"timeout_32", qpstate.Attr{QPState: qpstate.StateRTS, SQPSN: 5, Timeout: 32, MaxRdAtomic: 1},
 			qpstate.AttrState | qpstate.AttrSQPSN | qpstate.AttrTimeout | qpstate.AttrRetryCnt | qpstate.AttrRNRRetry | qpstate.AttrMaxQPRdAtomic, unix.EINVAL},
 		{"missing_required", qpstate.Attr{QPState: qpstate.StateRTS, SQPSN: 5}, qpstate.AttrState | qpstate.AttrSQPSN, unix.EINVAL},
-		{"T21_reserved_bit", qpstate.Attr{QPState: qpstate.StateRTS}, qpstate.AttrState | qpstate.AttrReserved1, unix.EOPNOTSUPP},
-		{"T35_empty_sgid", qpstate.Attr{AHAttr: func() qpstate.AHAttr { a := av(); a.GRH.SGIDIndex = 200; return a }()},
+		{"reserved_bit", qpstate.Attr{QPState: qpstate.StateRTS}, qpstate.AttrState | qpstate.AttrReserved1, unix.EOPNOTSUPP},
+		{"empty_sgid", qpstate.Attr{AHAttr: func() qpstate.AHAttr { a := av(); a.GRH.SGIDIndex = 200; return a }()},
 			qpstate.AttrAV, unix.ENODATA},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,7 +253,7 @@ func TestModifyAtomic(t *testing.T) {
 	}
 }
 
-// TestQueryQP checks rxe's query overrides (spec §3.5): rounded rd_atomic
+// TestQueryQP checks rxe's query overrides (rxe_qp_to_attr): rounded rd_atomic
 // values, masked PSNs, real capacities, RoCE AV with GRH, PSNs advancing
 // with traffic.
 func TestQueryQP(t *testing.T) {
@@ -268,9 +270,9 @@ func TestQueryQP(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"T23_max_rd_atomic_rounded", a.MaxRdAtomic, uint8(4)},
+		{"max_rd_atomic_rounded", a.MaxRdAtomic, uint8(4)},
 		{"max_dest_rd_atomic_rounded", a.MaxDestRdAtomic, uint8(4)},
-		{"T26_sq_psn_masked", a.SQPSN, uint32(1)},
+		{"sq_psn_masked", a.SQPSN, uint32(1)},
 		{"rq_psn", a.RQPSN, uint32(100)},
 		{"cur_qp_state", a.CurQPState, qpstate.StateRTS},
 		{"ah type", a.AHAttr.Type, qpstate.AHAttrTypeRoCE},
@@ -295,7 +297,7 @@ func TestQueryQP(t *testing.T) {
 
 // TestModifyPolicies checks the policy knob reaches the device: an
 // attribute-only modify in RTR is accepted by rxe >= 6.4 and refused by
-// the pre-6.4 and hardware policies (T18).
+// the pre-6.4 and hardware policies.
 func TestModifyPolicies(t *testing.T) {
 	for _, tc := range []struct {
 		policy qpstate.Policy
@@ -305,7 +307,7 @@ func TestModifyPolicies(t *testing.T) {
 		{qpstate.PolicyRxePre64, unix.EINVAL},
 		{qpstate.PolicyHardware, unix.EINVAL},
 	} {
-		t.Run("T18_"+tc.policy.String(), func(t *testing.T) {
+		t.Run(""+tc.policy.String(), func(t *testing.T) {
 			e := newEnv(t)
 			e.r.cfg.Policy = tc.policy
 			qp := e.qp(qpstate.TypeRC, nil)
@@ -320,9 +322,9 @@ func TestModifyPolicies(t *testing.T) {
 	}
 }
 
-// TestModifyUDPSport checks the UDP source port a QP sends from (spec
-// §5.1): hash of the QPN at creation, flow label of the QPN pair after an
-// AV with GRH.
+// TestModifyUDPSport checks the UDP source port a QP sends from
+// (rdma_get_udp_sport, rxe_qp_init_req): hash of the QPN at creation, flow label
+// of the QPN pair after an AV with GRH.
 func TestModifyUDPSport(t *testing.T) {
 	e := newEnv(t)
 	qp := e.qp(qpstate.TypeRC, nil)
@@ -343,7 +345,7 @@ func TestModifyUDPSport(t *testing.T) {
 // TestModifyQPWithUdata checks the userspace path: the MAC of the AV is
 // resolved and the route's hop limit replaces the caller's; without a
 // resolver the modify fails with EHOSTUNREACH and nothing changes; a
-// privileged Q_Key is EPERM (T36).
+// privileged Q_Key is EPERM.
 func TestModifyQPWithUdata(t *testing.T) {
 	e := newEnv(t)
 	qp := e.qp(qpstate.TypeRC, nil)
@@ -370,7 +372,7 @@ func TestModifyQPWithUdata(t *testing.T) {
 	ud := e2.qp(qpstate.TypeUD, nil)
 	err := ud.ModifyWithUdata(&qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QKey: 0x80000001},
 		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrQKey, &emu.UData{})
-	wantErrno(t, "T36 privileged qkey", err, unix.EPERM)
+	wantErrno(t, "privileged qkey", err, unix.EPERM)
 	err = ud.ModifyWithUdata(&qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QKey: 0x80000001},
 		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrQKey, &emu.UData{Privileged: true})
 	wantErrno(t, "privileged caller", err, 0)

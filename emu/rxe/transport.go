@@ -15,42 +15,41 @@ import (
 )
 
 // Quirks selects, for each rxe deviation from the IBTA specification that
-// touches the transport (spec §7), the IBTA behaviour instead. The zero
+// touches the transport, the IBTA behaviour instead. The zero
 // value is Linux 6.12 rxe in every respect.
 type Quirks struct {
 	// RetryCnt7Finite makes retry_cnt 7 count down like any other value
-	// (IBTA). rxe treats 7 as infinite, like rnr_retry (§7 item 5).
+	// (IBTA). rxe treats 7 as infinite, like rnr_retry.
 	RetryCnt7Finite bool
 	// RNRCode25IBTA makes RNR timer code 25 wait 61.44 ms (IBTA) instead of
-	// rxe's 61.41 ms table typo (§7 item 6).
+	// rxe's 61.41 ms table typo.
 	RNRCode25IBTA bool
 	// NoGSIAckReq leaves the AckReq bit clear on GSI (QP1) packets, as on
-	// every other datagram (IBTA); rxe sets it on the last packet (§7 item
-	// 13).
+	// every other datagram (IBTA); rxe sets it on the last packet.
 	NoGSIAckReq bool
 	// AckReqInterval is the number of consecutive RC packets without AckReq
 	// after which a middle packet gets it; 0 means rxe's 65 (the 66th
-	// packet carries A=1, spec §6.2).
+	// packet carries A=1).
 	AckReqInterval int
 	// UDOversizeError completes a UD send larger than the port MTU with
 	// IB_WC_LOC_LEN_ERR (QP to ERR) instead of rxe's silent success without
-	// a packet (§7 item 14).
+	// a packet.
 	UDOversizeError bool
 	// RecvOverflowIBTA answers an RC/UC message that does not fit its
 	// receive WQE with a receive IB_WC_LOC_LEN_ERR and NAK 0x61 (invalid
-	// request) instead of rxe's IB_WC_LOC_QP_OP_ERR and NAK 0x63 (§7 item
-	// 15).
+	// request) instead of rxe's IB_WC_LOC_QP_OP_ERR and NAK 0x63.
 	RecvOverflowIBTA bool
 	// InvalidateNAK answers a SEND_WITH_INVALIDATE whose R_Key cannot be
-	// invalidated with NAK 0x61 instead of rxe's normal ACK (§7 item 16);
+	// invalidated with NAK 0x61 instead of rxe's normal ACK;
 	// the receive completion is IB_WC_REM_INV_REQ_ERR either way.
 	InvalidateNAK bool
 	// AccessNAK62 answers a request the QP's access flags do not allow
 	// (REMOTE_READ/WRITE/ATOMIC missing) with NAK 0x62 (remote access
-	// error) instead of rxe's 0x61 (§7 item 17).
+	// error) instead of rxe's 0x61.
 	AccessNAK62 bool
-	// UCResyncIBTA accepts the first message after a UC sequence break
-	// (IBTA); rxe drops it as well (spec P27).
+	// UCResyncIBTA accepts the first message after a UC sequence break (IBTA);
+	// rxe drops it as well: the first packet of the next message only resets the
+	// sequence state.
 	UCResyncIBTA bool
 	// Tick rounds the retransmission and RNR timers up to a multiple of it,
 	// at least one tick, as rxe's conversion to jiffies does (4 ms at
@@ -69,7 +68,7 @@ var rnrTimerUS = [32]uint32{655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 
 	1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61410, 81920, 122880, 163840,
 	245760, 327680, 491520}
 
-// RNRDelay returns the wait coded by an RNR NAK timer field (spec §1.14)
+// RNRDelay returns the wait coded by an RNR NAK timer field
 // under these quirks.
 func (k Quirks) RNRDelay(code uint8) time.Duration {
 	us := rnrTimerUS[code&0x1F]

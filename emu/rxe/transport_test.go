@@ -8,8 +8,9 @@ import (
 	"github.com/softroce/softroce/wire"
 )
 
-// TestP1SendOnly: RC SEND of 5 bytes (spec P1).
-func TestP1SendOnly(t *testing.T) {
+// TestSendOnlyACK: RC SEND of 5 bytes: one SEND_ONLY with PadCnt
+// 3 and AckReq, one ACK with MSN 1 at the request's PSN, both completions.
+func TestSendOnlyACK(t *testing.T) {
 	p := newPair(t, pairOpts{})
 	c := p.connect(qpOpts{sqpsnA: 100, sqpsnB: 500})
 	src, data, mra := p.a.buf(5, 1)

@@ -14,7 +14,7 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/softroce/softroce/emu"
-	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/internal/testutil"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 )
@@ -23,8 +23,7 @@ import (
 // UD and checks that Wireshark's InfiniBand dissector decodes each frame as
 // RoCEv2 without a malformed packet or an error-level expert item.
 func TestFramesDecodeInTshark(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	testenv.Require(t, err == nil, "tshark is not installed (apt-get install tshark)")
+	tshark := testutil.Tshark(t)
 	p := newPair(t, pairOpts{})
 	c := p.connect(qpOpts{})
 	p.sendN(c, 3000, 4096, emu.SendSolicited)

@@ -39,9 +39,9 @@ func TestUCSendWrite(t *testing.T) {
 	wantWC(t, "recv", poll(p.b.rcq), emu.WCSuccess)
 }
 
-// TestP27UCLostMiddle: a UC message loses its MIDDLE; rxe also loses the
+// TestUCLostMiddle: a UC message loses its MIDDLE; rxe also loses the
 // next message, IBTA (UCResyncIBTA) accepts it.
-func TestP27UCLostMiddle(t *testing.T) {
+func TestUCLostMiddle(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		q    Quirks
@@ -79,8 +79,10 @@ func TestP27UCLostMiddle(t *testing.T) {
 	}
 }
 
-// TestUD covers UD sends: P22 (GRH area), P19 (oversize, both settings),
-// P20 (Q_Key) and P21 (too small a buffer, with and without SRQ).
+// TestUD covers UD sends: the 40-byte GRH area of the receive buffer, a
+// send larger than the MTU (rxe's silent success, or LOC_LEN_ERR with
+// Quirks.UDOversizeError), a wrong Q_Key (dropped and counted) and too small
+// a receive buffer (dropped, or REM_INV_REQ_ERR with an SRQ).
 func TestUD(t *testing.T) {
 	setup := func(t *testing.T, q Quirks, srq bool) (*pair, *emu.QP, *emu.QP, *emu.AH, *emu.SRQ) {
 		p := newPair(t, pairOpts{quirksA: q, mtu: 1500})
@@ -103,7 +105,7 @@ func TestUD(t *testing.T) {
 		p.settle()
 		return data
 	}
-	t.Run("P22-grh-area", func(t *testing.T) {
+	t.Run("grh-area", func(t *testing.T) {
 		p, qa, qb, ah, _ := setup(t, Quirks{}, false)
 		dst, got, mrb := p.b.buf(200, 0)
 		p.b.postRecv(qb, emu.RecvWR{WRID: 5, SGList: []emu.SGE{{Addr: dst, Length: 200, LKey: mrb.LKey}}})
@@ -127,7 +129,7 @@ func TestUD(t *testing.T) {
 		name string
 		q    Quirks
 		st   emu.WCStatus
-	}{{"P19-oversize-rxe", Quirks{}, emu.WCSuccess}, {"P19-oversize-ibta", Quirks{UDOversizeError: true}, emu.WCLocLenErr}} {
+	}{{"oversize-rxe", Quirks{}, emu.WCSuccess}, {"oversize-ibta", Quirks{UDOversizeError: true}, emu.WCLocLenErr}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, qa, qb, ah, _ := setup(t, tc.q, false)
 			send(p, qa, qb, ah, 2000, 0x11111111)
@@ -137,7 +139,7 @@ func TestUD(t *testing.T) {
 			wantWC(t, "send", poll(p.a.scq), tc.st)
 		})
 	}
-	t.Run("P20-qkey", func(t *testing.T) {
+	t.Run("qkey", func(t *testing.T) {
 		p, qa, qb, ah, _ := setup(t, Quirks{}, false)
 		dst, _, mrb := p.b.buf(200, 0)
 		p.b.postRecv(qb, emu.RecvWR{WRID: 5, SGList: []emu.SGE{{Addr: dst, Length: 200, LKey: mrb.LKey}}})
@@ -149,7 +151,7 @@ func TestUD(t *testing.T) {
 		}
 	})
 	for _, srq := range []bool{false, true} {
-		t.Run("P21-small-buffer-srq="+map[bool]string{false: "no", true: "yes"}[srq], func(t *testing.T) {
+		t.Run("small-buffer-srq="+map[bool]string{false: "no", true: "yes"}[srq], func(t *testing.T) {
 			p, qa, qb, ah, s := setup(t, Quirks{}, srq)
 			dst, _, mrb := p.b.buf(100, 0)
 			wr := emu.RecvWR{WRID: 5, SGList: []emu.SGE{{Addr: dst, Length: 100, LKey: mrb.LKey}}}
@@ -172,9 +174,10 @@ func TestUD(t *testing.T) {
 	}
 }
 
-// TestP33UDPSport: RC QPs use GetUDPSport of their QPN pair on both sides,
-// UD QPs their creation port; P34 IPv4 header fields.
-func TestP33UDPSport(t *testing.T) {
+// TestUDPSourcePort: RC QPs use GetUDPSport of their QPN pair on both sides,
+// UD QPs their creation port; the IPv4 header has DF,
+// TTL from the AV's hop limit, TOS from its traffic class, UDP checksum 0.
+func TestUDPSourcePort(t *testing.T) {
 	p := newPair(t, pairOpts{})
 	c := p.connect(qpOpts{})
 	p.sendN(c, 8, 8, 0)
@@ -199,9 +202,9 @@ func TestP33UDPSport(t *testing.T) {
 	}
 }
 
-// TestP40Multicast: a UD send to a group reaches every member with the
+// TestUDMulticast: a UD send to a group reaches every member with the
 // right Q_Key.
-func TestP40Multicast(t *testing.T) {
+func TestUDMulticast(t *testing.T) {
 	p := newPair(t, pairOpts{mtu: 1500})
 	qa := p.a.udQP(qpstate.TypeUD, nil)
 	group := netip.MustParseAddr("239.1.2.3")
@@ -239,9 +242,9 @@ func TestP40Multicast(t *testing.T) {
 	}
 }
 
-// TestP41GSI: QP1 sends with Q_Key 0x80010000, SrcQP 1 and A=1 (rxe) or
+// TestGSIHeaders: QP1 sends with Q_Key 0x80010000, SrcQP 1 and A=1 (rxe) or
 // A=0 (NoGSIAckReq).
-func TestP41GSI(t *testing.T) {
+func TestGSIHeaders(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		q    Quirks
@@ -268,10 +271,10 @@ func TestP41GSI(t *testing.T) {
 	}
 }
 
-// TestP35IPv6: over IPv6 the flow label on the wire is 0 whatever the AV
+// TestIPv6Headers: over IPv6 the flow label on the wire is 0 whatever the AV
 // says, the traffic class is the AV's, the UDP checksum 0, and the source
 // port comes from the AV's flow label.
-func TestP35IPv6(t *testing.T) {
+func TestIPv6Headers(t *testing.T) {
 	p := newPair(t, pairOpts{ipv6: true, flowLabel: 0x12345, trafficClass: 0x28})
 	c := p.connect(qpOpts{})
 	data, got := p.sendN(c, 100, 128, 0)
@@ -328,7 +331,7 @@ func TestSRQ(t *testing.T) {
 }
 
 // TestSolicitedNotify: a CQ armed for solicited completions calls its
-// handler only for a SEND with the SE bit (P4's receive side).
+// handler only for a SEND with the SE bit (the receive side of a solicited SEND).
 func TestSolicitedNotify(t *testing.T) {
 	p := newPair(t, pairOpts{})
 	calls := 0

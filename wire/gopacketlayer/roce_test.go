@@ -3,49 +3,24 @@ package gopacketlayer
 import (
 	"bytes"
 	"errors"
-	"io"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 
+	"github.com/softroce/softroce/internal/testutil"
 	"github.com/softroce/softroce/wire"
 )
 
-// captures returns every frame of wire's testdata captures; it fails when
-// the glob matches nothing.
+// captures returns every frame of the stored captures; it fails when the
+// glob matches nothing.
 func captures(t testing.TB) [][]byte {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join("..", "testdata", "*.pcap"))
-	if len(files) == 0 {
-		t.Fatal("no captures in ../testdata")
-	}
 	var frames [][]byte
-	for _, path := range files {
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := pcapgo.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			data, _, err := r.ReadPacketData()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			frames = append(frames, data)
-		}
-		f.Close()
+	for _, path := range testutil.Captures(t, "*.pcap") {
+		frames = append(frames, testutil.ReadPcapFile(t, path)...)
 	}
 	return frames
 }

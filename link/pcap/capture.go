@@ -1,4 +1,8 @@
-package link
+// Package pcap records the frames a link carries to a pcap stream
+// (LINKTYPE_ETHERNET), readable by tcpdump, tshark and Wireshark. It is a
+// package of its own so that the data path (package link and the emulator
+// above it) does not import the pcap libraries.
+package pcap
 
 import (
 	"fmt"
@@ -10,13 +14,14 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/softroce/softroce/clock"
+	"github.com/softroce/softroce/link"
 )
 
-// CaptureSnaplen is the snapshot length written in the pcap file header:
+// Snaplen is the snapshot length written in the pcap file header:
 // frames are captured whole.
-const CaptureSnaplen = 262144
+const Snaplen = 262144
 
-// Capture is a Link that records every frame it reads or writes to a pcap
+// Capture is a link.Link that records every frame it reads or writes to a pcap
 // stream (LINKTYPE_ETHERNET) while passing them to and from an inner Link,
 // after gVisor's link/sniffer. Unlike tcpdump on an rxe netdev it sees
 // emulator-internal traffic too, whatever link is underneath. Frames are
@@ -28,7 +33,7 @@ const CaptureSnaplen = 262144
 // interleave. A failed pcap write stops the capture (see Err) but not
 // the link.
 type Capture struct {
-	inner Link
+	inner link.Link
 	clk   clock.Clock
 
 	mu     sync.Mutex
@@ -37,18 +42,18 @@ type Capture struct {
 	frames uint64
 }
 
-var _ Link = (*Capture)(nil)
+var _ link.Link = (*Capture)(nil)
 
-// NewCapture writes a pcap file header to w and returns a Capture over
-// inner. clk timestamps the records; nil means clock.Real. The caller
-// owns w: Close does not close or flush it.
-func NewCapture(inner Link, w io.Writer, clk clock.Clock) (*Capture, error) {
+// New writes a pcap file header to w and returns a Capture over inner. clk
+// timestamps the records; nil means clock.Real. The caller owns w: Close does
+// not close or flush it.
+func New(inner link.Link, w io.Writer, clk clock.Clock) (*Capture, error) {
 	if clk == nil {
 		clk = clock.Real{}
 	}
 	pw := pcapgo.NewWriter(w)
-	if err := pw.WriteFileHeader(CaptureSnaplen, layers.LinkTypeEthernet); err != nil {
-		return nil, fmt.Errorf("link: capture: writing pcap header: %w", err)
+	if err := pw.WriteFileHeader(Snaplen, layers.LinkTypeEthernet); err != nil {
+		return nil, fmt.Errorf("pcap: writing pcap header: %w", err)
 	}
 	return &Capture{inner: inner, clk: clk, w: pw}, nil
 }
@@ -66,7 +71,7 @@ func (c *Capture) record(frames [][]byte, sizes []int) {
 		}
 		ci := gopacket.CaptureInfo{Timestamp: now, CaptureLength: len(f), Length: len(f)}
 		if err := c.w.WritePacket(ci, f); err != nil {
-			c.err = fmt.Errorf("link: capture: writing frame %d: %w", c.frames, err)
+			c.err = fmt.Errorf("pcap: writing frame %d: %w", c.frames, err)
 			return
 		}
 		c.frames++

@@ -1,9 +1,11 @@
-package link
+package pcap
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +17,8 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/softroce/softroce/clock"
-	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/internal/testutil"
+	"github.com/softroce/softroce/link"
 )
 
 type capturedFrame struct {
@@ -29,8 +32,8 @@ func readPcap(t *testing.T, r io.Reader) []capturedFrame {
 	if err != nil {
 		t.Fatalf("pcapgo.NewReader: %v", err)
 	}
-	if pr.LinkType() != layers.LinkTypeEthernet || pr.Snaplen() != CaptureSnaplen {
-		t.Errorf("pcap header: link type %v, snaplen %d; want Ethernet, %d", pr.LinkType(), pr.Snaplen(), CaptureSnaplen)
+	if pr.LinkType() != layers.LinkTypeEthernet || pr.Snaplen() != Snaplen {
+		t.Errorf("pcap header: link type %v, snaplen %d; want Ethernet, %d", pr.LinkType(), pr.Snaplen(), Snaplen)
 	}
 	var out []capturedFrame
 	for {
@@ -49,10 +52,10 @@ func readPcap(t *testing.T, r io.Reader) []capturedFrame {
 }
 
 func TestCaptureBothDirections(t *testing.T) {
-	a, b := Pipe()
+	a, b := link.Pipe()
 	clk := clock.NewManual(epoch)
 	var pcap bytes.Buffer
-	c, err := NewCapture(a, &pcap, clk)
+	c, err := New(a, &pcap, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,9 +96,9 @@ func TestCaptureBothDirections(t *testing.T) {
 // TestCaptureConcurrent writes and reads from several goroutines; every
 // frame is recorded once and the file stays well-formed.
 func TestCaptureConcurrent(t *testing.T) {
-	a, b := Pipe()
+	a, b := link.Pipe()
 	var pcap bytes.Buffer
-	ca, err := NewCapture(a, &pcap, nil)
+	ca, err := New(a, &pcap, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,11 +157,11 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 }
 
 func TestCaptureWriteError(t *testing.T) {
-	if _, err := NewCapture(&recorder{}, &failingWriter{}, nil); err == nil {
+	if _, err := New(&recorder{}, &failingWriter{}, nil); err == nil {
 		t.Error("NewCapture on a failing writer: no error")
 	}
 	rec := &recorder{}
-	c, err := NewCapture(rec, &failingWriter{after: 24 + 16 + 64}, nil)
+	c, err := New(rec, &failingWriter{after: 24 + 16 + 64}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,15 +177,14 @@ func TestCaptureWriteError(t *testing.T) {
 
 // TestCaptureTshark checks that Wireshark's reader accepts the file.
 func TestCaptureTshark(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	testenv.Require(t, err == nil, "tshark is not installed (apt-get install tshark)")
+	tshark := testutil.Tshark(t)
 	path := filepath.Join(t.TempDir(), "c.pcap")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := Pipe()
-	c, err := NewCapture(a, f, clock.NewManual(epoch))
+	a, b := link.Pipe()
+	c, err := New(a, f, clock.NewManual(epoch))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,3 +211,55 @@ func TestCaptureTshark(t *testing.T) {
 		t.Errorf("tshark frame lengths:\n%s\nwant\n%s", got, want)
 	}
 }
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// testFrame returns an n-byte IPv4-typed Ethernet frame whose payload
+// starts with seq (big-endian) and is filled with seq's low byte.
+func testFrame(n int, seq uint32) []byte {
+	f := make([]byte, n)
+	copy(f, []byte{0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00})
+	for i := 14; i < n; i++ {
+		f[i] = byte(seq)
+	}
+	if n >= 18 {
+		binary.BigEndian.PutUint32(f[14:], seq)
+	}
+	return f
+}
+
+// vlanFrame returns an n-byte 802.1Q-typed frame.
+func vlanFrame(n int) []byte {
+	f := testFrame(n, 0)
+	f[12], f[13] = 0x81, 0x00
+	return f
+}
+
+func readBufs(n, size int) ([][]byte, []int) {
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, size)
+	}
+	return bufs, make([]int, n)
+}
+
+// recorder is a link.Link that keeps copies of the frames written to it.
+type recorder struct {
+	mu     sync.Mutex
+	frames [][]byte
+}
+
+func (r *recorder) ReadPackets([][]byte, []int) (int, error) {
+	return 0, &net.OpError{Op: "read", Err: net.ErrClosed}
+}
+func (r *recorder) WritePackets(bufs [][]byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range bufs {
+		r.frames = append(r.frames, bytes.Clone(b))
+	}
+	return len(bufs), nil
+}
+func (r *recorder) BatchSize() int { return 8 }
+func (r *recorder) MTU() int       { return 1500 }
+func (r *recorder) Close() error   { return nil }
