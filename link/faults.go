@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/clock"
+	"golang.org/x/sys/unix"
 )
 
 // Action is the set of faults applied to one written frame. The zero
@@ -153,6 +154,21 @@ func NewFaults(inner Link, cfg FaultConfig) *Faults {
 		rng:    rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x6a09e667f3bcc909)),
 		timers: make(map[clock.Timer]struct{}),
 	}
+}
+
+// Validate reports a rate that is not a probability: below 0, above 1,
+// NaN or infinite (a NaN passes both "< 0" and "> 1" and would inject
+// nothing). The error wraps EINVAL.
+func (c FaultConfig) Validate() error {
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"Drop", c.Drop}, {"Duplicate", c.Duplicate}, {"Reorder", c.Reorder}, {"Delay", c.Delay}, {"Corrupt", c.Corrupt}} {
+		if !(r.v >= 0 && r.v <= 1) {
+			return fmt.Errorf("link: fault rate %s %v: not a probability in [0, 1]: %w", r.name, r.v, unix.EINVAL)
+		}
+	}
+	return nil
 }
 
 // choose returns frame's Action. Called with f.mu held.

@@ -3,7 +3,9 @@ package link
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"net"
 	"slices"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // recorder is a Link that keeps copies of the frames written to it.
@@ -241,5 +244,19 @@ func TestNewFaultsRejectsBadConfig(t *testing.T) {
 			}()
 			NewFaults(&recorder{}, cfg)
 		}()
+	}
+}
+
+// TestFaultConfigValidate: a rate that is not a probability (NaN, which
+// passes "< 0 || > 1", infinities, outside [0, 1]) is EINVAL.
+func TestFaultConfigValidate(t *testing.T) {
+	if err := (FaultConfig{Drop: 0, Duplicate: 1, Corrupt: 0.5}).Validate(); err != nil {
+		t.Errorf("valid config: %v", err)
+	}
+	for _, c := range []FaultConfig{{Drop: math.NaN()}, {Duplicate: math.Inf(1)}, {Reorder: math.Inf(-1)},
+		{Delay: -0.01}, {Corrupt: 1.01}} {
+		if err := c.Validate(); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("%+v: Validate() = %v, want EINVAL", c, err)
+		}
 	}
 }

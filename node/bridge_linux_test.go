@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -44,11 +45,22 @@ func bridgeNS(t *testing.T) *testenv.NetNS {
 	return ns
 }
 
+// newOnTAP starts a node on a new TAP tapName attached to br0, with MTU
+// mtu unless 0 (call it inside the namespace).
+func newOnTAP(cfg Config, tapName string, mtu int) (*Node, error) {
+	l, err := OpenTAP(tapName, "br0", mtu)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Link = l
+	return New(context.Background(), cfg)
+}
+
 // bridgeNode starts a node on a new TAP attached to br0 in ns, capturing
 // to a pcap file in dir.
 func bridgeNode(t *testing.T, ns *testenv.NetNS, name, tapName string, mac net.HardwareAddr, ips []netip.Addr, pcap string) *Node {
 	t.Helper()
-	cfg := Config{Name: name, TAP: tapName, Bridge: "br0", MTU: 1500, MAC: mac, PcapPath: pcap, NoDAD: true}
+	cfg := Config{Name: name, MAC: mac, PcapPath: pcap, NoDAD: true}
 	for _, ip := range ips {
 		bits := 24
 		if ip.Is6() {
@@ -57,7 +69,7 @@ func bridgeNode(t *testing.T, ns *testenv.NetNS, name, tapName string, mac net.H
 		cfg.Addrs = append(cfg.Addrs, netip.PrefixFrom(ip, bits))
 	}
 	var n *Node
-	if err := ns.Do(func() (err error) { n, err = New(cfg); return err }); err != nil {
+	if err := ns.Do(func() (err error) { n, err = newOnTAP(cfg, tapName, 1500); return err }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
@@ -361,7 +373,11 @@ func TestNodeOnIface(t *testing.T) {
 	a := bridgeNode(t, ns, "softroce0", "srn0", macA, []netip.Addr{brA}, "")
 	var b *Node
 	if err := ns.Do(func() (err error) {
-		b, err = New(Config{Name: "softroce1", Iface: "srvb", NoDAD: true, MAC: macB, Addrs: []netip.Prefix{netip.PrefixFrom(brB, 24)}})
+		l, err := OpenPacket("srvb", "", 0)
+		if err != nil {
+			return err
+		}
+		b, err = New(context.Background(), Config{Name: "softroce1", Link: l, NoDAD: true, MAC: macB, Addrs: []netip.Prefix{netip.PrefixFrom(brB, 24)}})
 		return err
 	}); err != nil {
 		t.Fatal(err)

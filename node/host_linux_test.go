@@ -67,9 +67,9 @@ func TestDADAgainstKernel(t *testing.T) {
 	ns := bridgeNS(t)
 	dup := netip.MustParsePrefix("fd78::1/64")
 	t.Run("New", func(t *testing.T) {
-		cfg := Config{Name: "softroce0", TAP: "srn0", Bridge: "br0", MAC: macA, Addrs: []netip.Prefix{dup}}
+		cfg := Config{Name: "softroce0", MAC: macA, Addrs: []netip.Prefix{dup}}
 		err := ns.Do(func() error {
-			n, err := New(cfg)
+			n, err := newOnTAP(cfg, "srn0", 0)
 			if err == nil {
 				n.Close()
 			}
@@ -82,10 +82,10 @@ func TestDADAgainstKernel(t *testing.T) {
 	t.Run("AddAddr", func(t *testing.T) {
 		var failed []netip.Prefix
 		var mu sync.Mutex
-		cfg := Config{Name: "softroce1", TAP: "srn1", Bridge: "br0", MAC: macB, Addrs: []netip.Prefix{netip.PrefixFrom(brB6, 64)},
+		cfg := Config{Name: "softroce1", MAC: macB, Addrs: []netip.Prefix{netip.PrefixFrom(brB6, 64)},
 			OnDADFailure: func(p netip.Prefix, _ error) { mu.Lock(); failed = append(failed, p); mu.Unlock() }}
 		var n *Node
-		if err := ns.Do(func() (err error) { n, err = New(cfg); return err }); err != nil {
+		if err := ns.Do(func() (err error) { n, err = newOnTAP(cfg, "srn1", 0); return err }); err != nil {
 			t.Fatal(err)
 		}
 		defer n.Close()
@@ -165,11 +165,11 @@ func TestMLDSnoopingBridge(t *testing.T) {
 // default GID from the MAC, exists from the start, as in the kernel.)
 func TestLinkLocalDADInBackground(t *testing.T) {
 	ns := bridgeNS(t)
-	cfg := Config{Name: "softroce2", TAP: "srn2", Bridge: "br0", MAC: macA,
+	cfg := Config{Name: "softroce2", MAC: macA,
 		Addrs: []netip.Prefix{netip.MustParsePrefix("10.78.0.42/24")}}
 	var n *Node
 	start := time.Now()
-	if err := ns.Do(func() (err error) { n, err = New(cfg); return err }); err != nil {
+	if err := ns.Do(func() (err error) { n, err = newOnTAP(cfg, "srn2", 0); return err }); err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()

@@ -69,23 +69,18 @@ const ResolveTimeout = time.Second
 // the GRH hop limit of a user AV.
 const routeHopLimit = 64
 
-// Config configures New. Exactly one of Link, TAP and Iface may be set;
-// none gives the in-memory default: one end of a link.Pipe with nobody on
-// the other end (enough for devinfo and stats).
+// Config configures New. The node sits on Link; nil gives the in-memory
+// default: one end of a link.Pipe with nobody on the other end (enough
+// for devinfo and stats).
 type Config struct {
 	// Name is the device name; "" means DefaultName.
 	Name string
 
-	// Link is a link the caller made, for example one end of a
-	// link.Pipe. The Node owns it from New on and closes it.
+	// Link is the link the node sits on: one end of a link.Pipe, or a
+	// TAP or AF_PACKET link from OpenTAP or OpenPacket. The Node owns it
+	// from New on and closes it, also when New fails. The device's
+	// netdev takes the link's name when it has one (a Name method).
 	Link link.Link
-	// TAP names a TAP device to create or attach to (tap.Open).
-	TAP string
-	// Iface names an existing interface to use through an AF_PACKET
-	// socket (tap.OpenPacket).
-	Iface string
-	// Bridge, with TAP or Iface, attaches that interface to this bridge.
-	Bridge string
 
 	// MAC is the node's own Ethernet address (the netdev MAC: node GUID and
 	// GID 0 derive from it); nil means a random locally administered MAC
@@ -107,9 +102,8 @@ type Config struct {
 	// OnDADFailure, if set, is told of each address added later (with
 	// Host().AddAddr) that turned out to be a duplicate and was dropped.
 	OnDADFailure func(p netip.Prefix, err error)
-	// MTU is the link's MTU for TAP and Iface (0 leaves the interface's);
-	// for the default pipe it is the pipe's MTU (0 means 1500). It must
-	// be 0 with Link, whose MTU is its own.
+	// MTU is the default pipe's MTU (0 means 1500). It must be 0 with
+	// Link, whose MTU is its own.
 	MTU int
 
 	// PcapPath, if set, names a pcap file written with every frame the
@@ -150,11 +144,35 @@ type Node struct {
 	created bool // the device exists: address changes reach it
 }
 
-// New opens the link, starts the host on it and creates the device. It
-// fails with EINVAL for a configuration that names two links or a bad
-// MAC or address, and with the link's error (EPERM without CAP_NET_ADMIN,
-// ENODEV for a missing interface or bridge).
-func New(cfg Config) (*Node, error) {
+// OpenTAP creates (or attaches to) the TAP device name for Config.Link,
+// attached to bridge when it is not "", with MTU mtu when it is not 0
+// (tap.Open). It fails with EPERM without CAP_NET_ADMIN and ENODEV for a
+// missing bridge.
+func OpenTAP(name, bridge string, mtu int) (link.Link, error) {
+	d, err := tap.Open(name, &tap.Config{MTU: mtu, Bridge: bridge})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	return d, nil
+}
+
+// OpenPacket opens the existing interface iface through an AF_PACKET
+// socket for Config.Link, attached to bridge when it is not "", with MTU
+// mtu when it is not 0 (tap.OpenPacket). It fails with ENODEV for a
+// missing interface or bridge.
+func OpenPacket(iface, bridge string, mtu int) (link.Link, error) {
+	d, err := tap.OpenPacket(iface, &tap.Config{MTU: mtu, Bridge: bridge})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	return d, nil
+}
+
+// New starts the host on the configured link and creates the device. It
+// waits, within ctx, for the duplicate address detection of the IPv6
+// addresses of cfg.Addrs (unless NoDAD); a ctx that ends first fails New
+// with its error. It fails with EINVAL for a bad MAC, address or MTU.
+func New(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{name: cfg.Name, clk: cfg.Clock, runErr: make(chan error, 1)}
 	if n.name == "" {
 		n.name = DefaultName
@@ -244,7 +262,7 @@ func New(cfg Config) (*Node, error) {
 		if !slices.ContainsFunc(cfg.Addrs, func(a netip.Prefix) bool { return a.Addr() == p.Addr() }) {
 			continue
 		}
-		if err := h.WaitDAD(context.Background(), p.Addr()); err != nil {
+		if err := h.WaitDAD(ctx, p.Addr()); err != nil {
 			n.Close()
 			return nil, fmt.Errorf("node %s: %w", n.name, err)
 		}
@@ -263,40 +281,18 @@ func (n *Node) AddAddr(ctx context.Context, p netip.Prefix) error {
 	return nil
 }
 
-// openLink opens the configured link and returns it with the name the
-// device's netdev gets.
+// openLink returns the configured link (or the default pipe) with the
+// name the device's netdev gets.
 func (n *Node) openLink(cfg *Config) (link.Link, string, error) {
-	set := 0
-	for _, b := range []bool{cfg.Link != nil, cfg.TAP != "", cfg.Iface != ""} {
-		if b {
-			set++
-		}
-	}
-	if set > 1 {
-		return nil, "", fmt.Errorf("node: more than one of Link, TAP and Iface set: %w", unix.EINVAL)
-	}
-	if cfg.Bridge != "" && cfg.TAP == "" && cfg.Iface == "" {
-		return nil, "", fmt.Errorf("node: Bridge %q needs TAP or Iface: %w", cfg.Bridge, unix.EINVAL)
-	}
-	tc := &tap.Config{MTU: cfg.MTU, Bridge: cfg.Bridge}
-	switch {
-	case cfg.Link != nil:
+	if cfg.Link != nil {
 		if cfg.MTU != 0 && cfg.MTU != cfg.Link.MTU() {
+			cfg.Link.Close()
 			return nil, "", fmt.Errorf("node: MTU %d given with a link of MTU %d: %w", cfg.MTU, cfg.Link.MTU(), unix.EINVAL)
 		}
+		if nl, ok := cfg.Link.(interface{ Name() string }); ok && nl.Name() != "" {
+			return cfg.Link, nl.Name(), nil
+		}
 		return cfg.Link, "link0", nil
-	case cfg.TAP != "":
-		d, err := tap.Open(cfg.TAP, tc)
-		if err != nil {
-			return nil, "", fmt.Errorf("node: %w", err)
-		}
-		return d, d.Name(), nil
-	case cfg.Iface != "":
-		d, err := tap.OpenPacket(cfg.Iface, tc)
-		if err != nil {
-			return nil, "", fmt.Errorf("node: %w", err)
-		}
-		return d, d.Name(), nil
 	}
 	if cfg.MTU != 0 && (cfg.MTU < link.MinMTU || cfg.MTU > link.MaxMTU) {
 		return nil, "", fmt.Errorf("node: MTU %d outside [%d, %d]: %w", cfg.MTU, link.MinMTU, link.MaxMTU, unix.EINVAL)

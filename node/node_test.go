@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/host"
 	"github.com/softroce/softroce/link"
@@ -35,13 +36,13 @@ func pipePair(t *testing.T) (a, b *Node, pa, pb *bytes.Buffer) {
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: 1500, QueueLen: 4096})
 	pa, pb = new(bytes.Buffer), new(bytes.Buffer)
 	var err error
-	a, err = New(Config{Name: "softroce0", Link: ea, NoDAD: true, MAC: macA, Seed: 1, Pcap: pa,
+	a, err = New(context.Background(), Config{Name: "softroce0", Link: ea, NoDAD: true, MAC: macA, Seed: 1, Pcap: pa,
 		Addrs: []netip.Prefix{netip.PrefixFrom(ipA, 24), netip.PrefixFrom(ip6A, 64)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	b, err = New(Config{Name: "softroce1", Link: eb, NoDAD: true, MAC: macB, Seed: 2, Pcap: pb,
+	b, err = New(context.Background(), Config{Name: "softroce1", Link: eb, NoDAD: true, MAC: macB, Seed: 2, Pcap: pb,
 		Addrs: []netip.Prefix{netip.PrefixFrom(ipB, 24), netip.PrefixFrom(ip6B, 64)}})
 	if err != nil {
 		t.Fatal(err)
@@ -264,8 +265,6 @@ func TestConfigErrors(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"two links", Config{Link: e1, TAP: "tap9"}},
-		{"bridge without interface", Config{Bridge: "br0"}},
 		{"multicast MAC", Config{MAC: net.HardwareAddr{1, 0, 0, 0, 0, 1}}},
 		{"bad MTU", Config{MTU: 10}},
 		{"MTU with link", Config{Link: e1, MTU: 9000}},
@@ -273,7 +272,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad address", Config{Addrs: []netip.Prefix{netip.MustParsePrefix("224.0.0.1/4")}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n, err := New(tc.cfg)
+			n, err := New(context.Background(), tc.cfg)
 			if err == nil {
 				n.Close()
 				t.Fatal("New succeeded")
@@ -286,7 +285,7 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestDefaultNode(t *testing.T) {
-	n, err := New(Config{Seed: 7})
+	n, err := New(context.Background(), Config{Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +307,7 @@ func TestDefaultNode(t *testing.T) {
 		t.Fatalf("second Close: %v, want net.ErrClosed", err)
 	}
 	// The same seed gives the same MAC.
-	m, err := New(Config{Seed: 7})
+	m, err := New(context.Background(), Config{Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +323,7 @@ func TestDefaultNode(t *testing.T) {
 func TestLoopback(t *testing.T) {
 	for _, ip := range []netip.Addr{ipA, ip6A} {
 		t.Run(ip.String(), func(t *testing.T) {
-			n, err := New(Config{MAC: macA, Addrs: []netip.Prefix{netip.PrefixFrom(ipA, 24), netip.PrefixFrom(ip6A, 64)}})
+			n, err := New(context.Background(), Config{MAC: macA, Addrs: []netip.Prefix{netip.PrefixFrom(ipA, 24), netip.PrefixFrom(ip6A, 64)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -335,5 +334,32 @@ func TestLoopback(t *testing.T) {
 				write(t, e2, e1, size, 0, byte(size+1))
 			}
 		})
+	}
+}
+
+// TestNewContext: New waits for duplicate address detection within its
+// context. On a manual clock that nobody advances the detection never
+// ends, so New returns the context's error instead of blocking.
+func TestNewContext(t *testing.T) {
+	ea, eb := link.Pipe()
+	defer eb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		n, err := New(ctx, Config{Link: ea, Clock: clock.NewManual(time.Unix(0, 0)),
+			Addrs: []netip.Prefix{netip.MustParsePrefix("fd00::5/64")}})
+		if err == nil {
+			n.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("New: %v; want the context's deadline", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("New blocked past its context")
 	}
 }

@@ -305,3 +305,43 @@ func TestBWFromRun(t *testing.T) {
 		t.Fatal(z)
 	}
 }
+
+// TestFormatPerftestResult: which row each side of each kind of run
+// prints at its end, and the closing line.
+func TestFormatPerftestResult(t *testing.T) {
+	own := BWReport{Size: 65536, Iters: 1000, BWPeak: 1, BWAvg: 1, MsgRateAvg: 0.1}
+	rem := BWReport{Size: 65536, Iters: 1000, BWPeak: 2, BWAvg: 2, MsgRateAvg: 0.2}
+	lat := LatReport{Size: 2, Iters: 1000, TMin: 1}
+	dur := LatDurationReport{Size: 2, Iters: 10, TAvg: 3, TPS: 4}
+	for _, tc := range []struct {
+		name string
+		run  PerftestRun
+		want string
+	}{
+		{"write_bw client", PerftestRun{Test: PerftestWriteBW, Client: true, Measured: true}, FormatPerftestBWReport(own)},
+		{"write_bw server prints the client's row", PerftestRun{Test: PerftestWriteBW}, FormatPerftestBWReport(rem)},
+		{"send_bw server measured its own", PerftestRun{Test: PerftestSendBW, Measured: true}, FormatPerftestBWReport(own)},
+		{"write_bw -a client printed its rows", PerftestRun{Test: PerftestWriteBW, Client: true, AllSizes: true, Measured: true}, ""},
+		{"write_bw -b sums both rates", PerftestRun{Test: PerftestWriteBW, Client: true, Bidirectional: true, Measured: true}, FormatPerftestBWReport(own.Plus(rem))},
+		{"send_bw -b -D its own", PerftestRun{Test: PerftestSendBW, Bidirectional: true, Duration: true, Measured: true}, FormatPerftestBWReport(own)},
+		{"send_lat", PerftestRun{Test: PerftestSendLat, Measured: true}, FormatPerftestLatReport(lat)},
+		{"write_lat -D", PerftestRun{Test: PerftestWriteLat, Client: true, Duration: true, Measured: true}, FormatPerftestLatDurationReport(dur)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.run.BW, tc.run.Remote, tc.run.Lat, tc.run.LatDuration = own, rem, lat, dur
+			if got := FormatPerftestResult(tc.run); got != tc.want+PerftestResultLine {
+				t.Errorf("got %q, want %q", got, tc.want+PerftestResultLine)
+			}
+		})
+	}
+	for _, test := range []PerftestTest{PerftestReadLat, PerftestAtomicLat} {
+		r := PerftestRun{Test: test}
+		if h, got := FormatPerftestResultHeader(r, false), FormatPerftestResult(r); h != "" || got != "" {
+			t.Errorf("%v server: header %q, result %q; want nothing (it only serves)", test, h, got)
+		}
+		r.Client, r.Measured, r.Lat = true, true, lat
+		if got := FormatPerftestResult(r); got != FormatPerftestLatReport(lat)+PerftestResultLine {
+			t.Errorf("%v client: %q", test, got)
+		}
+	}
+}

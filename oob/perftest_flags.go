@@ -2,6 +2,7 @@ package oob
 
 import (
 	"fmt"
+	"github.com/softroce/softroce/internal/getopt"
 	"strings"
 
 	"github.com/softroce/softroce/qpstate"
@@ -189,59 +190,59 @@ func perftestConnections(p PerftestTest) []string {
 }
 
 // perftestOptions builds test p's option table from its --help.
-func perftestOptions(p PerftestTest) []option {
-	o := []option{
-		{'p', "port", true, "port"},
-		{'d', "ib-dev", true, "ib-dev"},
-		{'i', "ib-port", true, "ib-port"},
-		{'x', "gid-index", true, "gid-index"},
-		{'n', "iters", true, "iters"},
-		{'D', "duration", true, "duration"},
-		{'f', "margin", true, "margin"},
-		{'b', "bidirectional", false, "bidirectional"}, // in every tool's getopt table; refused by the latency tests
-		{'c', "connection", true, "connection"},
-		{'m', "mtu", true, "mtu"},
-		{'S', "sl", true, "sl"},
-		{'u', "qp-timeout", true, "qp-timeout"},
-		{'F', "CPU-freq", false, "CPU-freq"},
-		{'R', "rdma_cm", false, "rdma_cm"},
-		{'z', "com_rdma_cm", false, "com_rdma_cm"},
-		{0, "ipv6", false, "ipv6"},
-		{0, "dont_xchg_versions", false, "dont_xchg_versions"},
-		{0, "perform_warm_up", false, "perform_warm_up"},
+func perftestOptions(p PerftestTest) []getopt.Option {
+	o := []getopt.Option{
+		{Short: 'p', Long: "port", HasArg: true, Key: "port"},
+		{Short: 'd', Long: "ib-dev", HasArg: true, Key: "ib-dev"},
+		{Short: 'i', Long: "ib-port", HasArg: true, Key: "ib-port"},
+		{Short: 'x', Long: "gid-index", HasArg: true, Key: "gid-index"},
+		{Short: 'n', Long: "iters", HasArg: true, Key: "iters"},
+		{Short: 'D', Long: "duration", HasArg: true, Key: "duration"},
+		{Short: 'f', Long: "margin", HasArg: true, Key: "margin"},
+		{Short: 'b', Long: "bidirectional", HasArg: false, Key: "bidirectional"}, // in every tool's getopt table; refused by the latency tests
+		{Short: 'c', Long: "connection", HasArg: true, Key: "connection"},
+		{Short: 'm', Long: "mtu", HasArg: true, Key: "mtu"},
+		{Short: 'S', Long: "sl", HasArg: true, Key: "sl"},
+		{Short: 'u', Long: "qp-timeout", HasArg: true, Key: "qp-timeout"},
+		{Short: 'F', Long: "CPU-freq", HasArg: false, Key: "CPU-freq"},
+		{Short: 'R', Long: "rdma_cm", HasArg: false, Key: "rdma_cm"},
+		{Short: 'z', Long: "com_rdma_cm", HasArg: false, Key: "com_rdma_cm"},
+		{Short: 0, Long: "ipv6", HasArg: false, Key: "ipv6"},
+		{Short: 0, Long: "dont_xchg_versions", HasArg: false, Key: "dont_xchg_versions"},
+		{Short: 0, Long: "perform_warm_up", HasArg: false, Key: "perform_warm_up"},
 	}
 	v := p.Verb()
 	if v != VerbAtomic {
-		o = append(o, option{'s', "size", true, "size"}, option{'a', "all", false, "all"})
+		o = append(o, getopt.Option{Short: 's', Long: "size", HasArg: true, Key: "size"}, getopt.Option{Short: 'a', Long: "all", HasArg: false, Key: "all"})
 	} else {
-		o = append(o, option{'A', "atomic_type", true, "atomic_type"})
+		o = append(o, getopt.Option{Short: 'A', Long: "atomic_type", HasArg: true, Key: "atomic_type"})
 	}
 	if v == VerbRead || v == VerbAtomic {
-		o = append(o, option{'o', "outs", true, "outs"})
+		o = append(o, getopt.Option{Short: 'o', Long: "outs", HasArg: true, Key: "outs"})
 	} else {
-		o = append(o, option{'I', "inline_size", true, "inline_size"})
+		o = append(o, getopt.Option{Short: 'I', Long: "inline_size", HasArg: true, Key: "inline_size"})
 	}
 	if v != VerbWrite {
-		o = append(o, option{'e', "events", false, "events"})
+		o = append(o, getopt.Option{Short: 'e', Long: "events", HasArg: false, Key: "events"})
 	}
 	if v == VerbSend {
-		o = append(o, option{'r', "rx-depth", true, "rx-depth"}, option{0, "use-srq", false, "use-srq"})
+		o = append(o, getopt.Option{Short: 'r', Long: "rx-depth", HasArg: true, Key: "rx-depth"}, getopt.Option{Short: 0, Long: "use-srq", HasArg: false, Key: "use-srq"})
 	}
 	if p.IsBW() {
 		o = append(o,
-			option{'t', "tx-depth", true, "tx-depth"},
-			option{'q', "qp", true, "qp"},
-			option{'l', "post_list", true, "post_list"},
-			option{'Q', "cq-mod", true, "cq-mod"},
-			option{'N', "noPeak", false, "noPeak"},
-			option{0, "report_gbits", false, "report_gbits"},
-			option{0, "report-both", false, "report-both"},
-			option{0, "report-per-port", false, "report-per-port"})
+			getopt.Option{Short: 't', Long: "tx-depth", HasArg: true, Key: "tx-depth"},
+			getopt.Option{Short: 'q', Long: "qp", HasArg: true, Key: "qp"},
+			getopt.Option{Short: 'l', Long: "post_list", HasArg: true, Key: "post_list"},
+			getopt.Option{Short: 'Q', Long: "cq-mod", HasArg: true, Key: "cq-mod"},
+			getopt.Option{Short: 'N', Long: "noPeak", HasArg: false, Key: "noPeak"},
+			getopt.Option{Short: 0, Long: "report_gbits", HasArg: false, Key: "report_gbits"},
+			getopt.Option{Short: 0, Long: "report-both", HasArg: false, Key: "report-both"},
+			getopt.Option{Short: 0, Long: "report-per-port", HasArg: false, Key: "report-per-port"})
 	} else {
 		o = append(o,
-			option{'C', "report-cycles", false, "report-cycles"},
-			option{'H', "report-histogram", false, "report-histogram"},
-			option{'U', "report-unsorted", false, "report-unsorted"})
+			getopt.Option{Short: 'C', Long: "report-cycles", HasArg: false, Key: "report-cycles"},
+			getopt.Option{Short: 'H', Long: "report-histogram", HasArg: false, Key: "report-histogram"},
+			getopt.Option{Short: 'U', Long: "report-unsorted", HasArg: false, Key: "report-unsorted"})
 	}
 	return o
 }
@@ -263,20 +264,20 @@ func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
 	}
 	tool := p.Tool()
 	c := PerftestDefaults(p)
-	opts, operands, err := getoptLong(tool, perftestOptions(p), args)
+	opts, operands, err := getopt.Parse(tool, perftestOptions(p), args)
 	if err != nil {
 		return PerftestConfig{}, err
 	}
 	rangeErr := func(name string, v int64, lo, hi int64) error {
 		return fmt.Errorf("%s: %s %d should be between %d and %d: %w", tool, name, v, lo, hi, unix.EINVAL)
 	}
-	intArg := func(o parsedOpt, lo, hi int64) (int64, error) {
-		v, err := parseCInt(tool, "--"+o.key, o.arg, 64)
+	intArg := func(o getopt.Opt, lo, hi int64) (int64, error) {
+		v, err := parseCInt(tool, "--"+o.Key, o.Arg, 64)
 		if err != nil {
 			return 0, err
 		}
 		if v < lo || v > hi {
-			return 0, rangeErr("--"+o.key, v, lo, hi)
+			return 0, rangeErr("--"+o.Key, v, lo, hi)
 		}
 		return v, nil
 	}
@@ -284,12 +285,12 @@ func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
 	for _, o := range opts {
 		var v int64
 		var err error
-		switch o.key {
+		switch o.Key {
 		case "port":
 			v, err = intArg(o, 0, 65535)
 			c.Port = int(v)
 		case "ib-dev":
-			c.IBDev = o.arg
+			c.IBDev = o.Arg
 		case "ib-port":
 			v, err = intArg(o, 1, 255)
 			c.IBPort = int(v)
@@ -301,18 +302,18 @@ func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
 			c.Iters = uint64(v)
 		case "duration":
 			// CHECK_VALUE_POSITIVE(duration, int, "Duration period")
-			if v, err = parseCInt(tool, "--"+o.key, o.arg, 64); err == nil && v <= 0 {
+			if v, err = parseCInt(tool, "--"+o.Key, o.Arg, 64); err == nil && v <= 0 {
 				err = perftestParserError(tool, " Duration period must be positive")
 			} else if err == nil && v > maxInt {
-				err = rangeErr("--"+o.key, v, 1, maxInt)
+				err = rangeErr("--"+o.Key, v, 1, maxInt)
 			}
 			c.Duration = int(v)
 		case "margin":
 			// CHECK_VALUE_NON_NEGATIVE(margin, int, "Margin")
-			if v, err = parseCInt(tool, "--"+o.key, o.arg, 64); err == nil && v < 0 {
+			if v, err = parseCInt(tool, "--"+o.Key, o.Arg, 64); err == nil && v < 0 {
 				err = perftestParserError(tool, " Margin must be non-negative")
 			} else if err == nil && v > maxInt {
-				err = rangeErr("--"+o.key, v, 0, maxInt)
+				err = rangeErr("--"+o.Key, v, 0, maxInt)
 			}
 			c.Margin = int(v)
 		case "size":
@@ -321,16 +322,16 @@ func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
 		case "all":
 			c.All = true
 		case "connection":
-			c.Connection = strings.ToUpper(o.arg)
+			c.Connection = strings.ToUpper(o.Arg)
 			ok := false
 			for _, s := range perftestConnections(p) {
 				ok = ok || s == c.Connection
 			}
 			if !ok {
-				return PerftestConfig{}, fmt.Errorf("%s: connection type %q: want one of %v: %w", tool, o.arg, perftestConnections(p), unix.EINVAL)
+				return PerftestConfig{}, fmt.Errorf("%s: connection type %q: want one of %v: %w", tool, o.Arg, perftestConnections(p), unix.EINVAL)
 			}
 		case "mtu":
-			if v, err = parseCInt(tool, "--mtu", o.arg, 64); err == nil {
+			if v, err = parseCInt(tool, "--mtu", o.Arg, 64); err == nil {
 				c.MTU, err = PingpongMTUFromBytes(v)
 				if err != nil {
 					err = fmt.Errorf("%s: Invalid MTU - %d: %w", tool, v, unix.EINVAL)
@@ -355,10 +356,10 @@ func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
 		case "perform_warm_up":
 			c.PerformWarmUp = true
 		case "atomic_type":
-			if o.arg != "CMP_AND_SWAP" && o.arg != "FETCH_AND_ADD" {
-				return PerftestConfig{}, fmt.Errorf("%s: Invalid Atomic type %q! please choose from {CMP_AND_SWAP,FETCH_AND_ADD}: %w", tool, o.arg, unix.EINVAL)
+			if o.Arg != "CMP_AND_SWAP" && o.Arg != "FETCH_AND_ADD" {
+				return PerftestConfig{}, fmt.Errorf("%s: Invalid Atomic type %q! please choose from {CMP_AND_SWAP,FETCH_AND_ADD}: %w", tool, o.Arg, unix.EINVAL)
 			}
-			c.AtomicType = o.arg
+			c.AtomicType = o.Arg
 		case "outs":
 			v, err = intArg(o, 1, 65535)
 			c.OutReads = int(v)
@@ -597,3 +598,7 @@ func (c *PerftestConfig) FitUDSize(mtuBytes int) (string, error) {
 	c.Size = uint64(mtuBytes)
 	return fmt.Sprintf(" Max msg size in UD is MTU %d\n Changing to this MTU\n", mtuBytes), nil
 }
+
+// PerftestSynopsis returns the synopsis of test p's options, one bracketed
+// entry per option of its getopt_long table ("[-s|--size SIZE]").
+func PerftestSynopsis(p PerftestTest) []string { return getopt.Synopsis(perftestOptions(p)) }

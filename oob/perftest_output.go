@@ -268,3 +268,76 @@ func BWFromRun(size, iters uint64, seconds float64, gbits bool) BWReport {
 	r.MsgRateAvg = float64(iters) / seconds / 1e6
 	return r
 }
+
+// PerftestRun is what one side of a perftest run knows when it ends, for
+// FormatPerftestResultHeader and FormatPerftestResult to choose what the
+// tool prints.
+type PerftestRun struct {
+	Test          PerftestTest
+	Client        bool // the side given a server name
+	Bidirectional bool // -b
+	Duration      bool // -D
+	AllSizes      bool // -a: the client printed a row per size as it ran
+	// Measured says whether this side measured anything itself (the
+	// server of a unidirectional write, read or atomic BW test does not).
+	Measured    bool
+	BW          BWReport // this side's row (BW tests)
+	Remote      BWReport // the peer's row from the report exchange
+	Lat         LatReport
+	LatDuration LatDurationReport
+}
+
+// idle reports whether r's side only serves and prints no results: the
+// read_lat and atomic_lat servers close the connection after the
+// addresses.
+func (r PerftestRun) idle() bool {
+	return !r.Client && (r.Test == PerftestReadLat || r.Test == PerftestAtomicLat)
+}
+
+// FormatPerftestResultHeader returns the header of the result rows test
+// r.Test prints after the addresses: the BW header (gbits: in Gb/sec), the
+// latency header of an iterations or a duration run, or nothing on an idle
+// latency server.
+func FormatPerftestResultHeader(r PerftestRun, gbits bool) string {
+	switch {
+	case r.Test.IsBW():
+		return FormatPerftestBWHeader(gbits)
+	case r.idle():
+		return ""
+	case r.Duration:
+		return FormatPerftestLatDurationHeader()
+	}
+	return FormatPerftestLatHeader()
+}
+
+// FormatPerftestResult returns what one side prints when its run has
+// ended, after the report exchange: the result row perftest's tools choose
+// for that side, then the closing dashed line (none on an idle latency
+// server). The choice: send_bw -b -D prints its own sends and receives;
+// another -b test this side's size and count with both sides' rates
+// summed (BWReport.Plus); a BW client its own row (unless -a printed the
+// rows already) and so does a send_bw server, which measures its
+// receives; the idle server of the other BW tests the client's row it
+// received; a latency side that measured its row.
+func FormatPerftestResult(r PerftestRun) string {
+	var s string
+	bw := r.Test.IsBW()
+	switch {
+	case bw && r.Bidirectional && r.Test.Verb() == VerbSend && r.Duration:
+		s = FormatPerftestBWReport(r.BW)
+	case bw && r.Bidirectional:
+		s = FormatPerftestBWReport(r.BW.Plus(r.Remote))
+	case bw && r.Client && !r.AllSizes, bw && r.Measured && !r.Client:
+		s = FormatPerftestBWReport(r.BW)
+	case bw && !r.Client:
+		s = FormatPerftestBWReport(r.Remote)
+	case !bw && r.Measured && r.Duration:
+		s = FormatPerftestLatDurationReport(r.LatDuration)
+	case !bw && r.Measured:
+		s = FormatPerftestLatReport(r.Lat)
+	}
+	if !r.idle() {
+		s += PerftestResultLine
+	}
+	return s
+}

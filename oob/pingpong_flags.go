@@ -2,6 +2,7 @@ package oob
 
 import (
 	"fmt"
+	"github.com/softroce/softroce/internal/getopt"
 
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -59,35 +60,35 @@ func PingpongDefaults(m PingpongMode) PingpongConfig {
 // pingpongOptions returns the getopt_long table of mode m's tool:
 // rc "p:d:i:s:m:r:n:l:eg:oOPtcjN", uc "p:d:i:s:m:r:n:l:eg:c",
 // ud "p:d:i:s:r:n:l:eg:c", srq "p:d:i:s:m:q:r:n:l:eog:c".
-func pingpongOptions(m PingpongMode) []option {
-	o := []option{
-		{'p', "port", true, "p"},
-		{'d', "ib-dev", true, "d"},
-		{'i', "ib-port", true, "i"},
-		{'s', "size", true, "s"},
-		{'r', "rx-depth", true, "r"},
-		{'n', "iters", true, "n"},
-		{'l', "sl", true, "l"},
-		{'e', "events", false, "e"},
-		{'g', "gid-idx", true, "g"},
-		{'c', "chk", false, "c"},
+func pingpongOptions(m PingpongMode) []getopt.Option {
+	o := []getopt.Option{
+		{Short: 'p', Long: "port", HasArg: true, Key: "p"},
+		{Short: 'd', Long: "ib-dev", HasArg: true, Key: "d"},
+		{Short: 'i', Long: "ib-port", HasArg: true, Key: "i"},
+		{Short: 's', Long: "size", HasArg: true, Key: "s"},
+		{Short: 'r', Long: "rx-depth", HasArg: true, Key: "r"},
+		{Short: 'n', Long: "iters", HasArg: true, Key: "n"},
+		{Short: 'l', Long: "sl", HasArg: true, Key: "l"},
+		{Short: 'e', Long: "events", HasArg: false, Key: "e"},
+		{Short: 'g', Long: "gid-idx", HasArg: true, Key: "g"},
+		{Short: 'c', Long: "chk", HasArg: false, Key: "c"},
 	}
 	if m != PingpongUD {
-		o = append(o, option{'m', "mtu", true, "m"})
+		o = append(o, getopt.Option{Short: 'm', Long: "mtu", HasArg: true, Key: "m"})
 	}
 	switch m {
 	case PingpongRC:
 		o = append(o,
-			option{'o', "odp", false, "o"},
-			option{'O', "iodp", false, "O"},
-			option{'P', "prefetch", false, "P"},
-			option{'t', "ts", false, "t"},
-			option{'j', "dm", false, "j"},
-			option{'N', "new_send", false, "N"})
+			getopt.Option{Short: 'o', Long: "odp", HasArg: false, Key: "o"},
+			getopt.Option{Short: 'O', Long: "iodp", HasArg: false, Key: "O"},
+			getopt.Option{Short: 'P', Long: "prefetch", HasArg: false, Key: "P"},
+			getopt.Option{Short: 't', Long: "ts", HasArg: false, Key: "t"},
+			getopt.Option{Short: 'j', Long: "dm", HasArg: false, Key: "j"},
+			getopt.Option{Short: 'N', Long: "new_send", HasArg: false, Key: "N"})
 	case PingpongSRQ:
 		o = append(o,
-			option{'q', "num-qp", true, "q"},
-			option{'o', "odp", false, "o"})
+			getopt.Option{Short: 'q', Long: "num-qp", HasArg: true, Key: "q"},
+			getopt.Option{Short: 'o', Long: "odp", HasArg: false, Key: "o"})
 	}
 	return o
 }
@@ -124,15 +125,15 @@ func ParsePingpongFlags(m PingpongMode, args []string) (PingpongConfig, error) {
 	}
 	tool := m.Tool()
 	c := PingpongDefaults(m)
-	opts, operands, err := getoptLong(tool, pingpongOptions(m), args)
+	opts, operands, err := getopt.Parse(tool, pingpongOptions(m), args)
 	if err != nil {
 		return PingpongConfig{}, err
 	}
 	for _, o := range opts {
-		flag := "-" + o.key
-		switch o.key {
+		flag := "-" + o.Key
+		switch o.Key {
 		case "p":
-			v, err := parseCUint(tool, flag, o.arg, 32)
+			v, err := parseCUint(tool, flag, o.Arg, 32)
 			if err != nil {
 				return PingpongConfig{}, err
 			}
@@ -141,9 +142,9 @@ func ParsePingpongFlags(m PingpongMode, args []string) (PingpongConfig, error) {
 			}
 			c.Port = int(v)
 		case "d":
-			c.IBDev = o.arg
+			c.IBDev = o.Arg
 		case "i":
-			v, err := parseCInt(tool, flag, o.arg, 32)
+			v, err := parseCInt(tool, flag, o.Arg, 32)
 			if err != nil {
 				return PingpongConfig{}, err
 			}
@@ -152,7 +153,7 @@ func ParsePingpongFlags(m PingpongMode, args []string) (PingpongConfig, error) {
 			}
 			c.IBPort = int(v)
 		case "s":
-			v, err := parseCUint(tool, flag, o.arg, 32)
+			v, err := parseCUint(tool, flag, o.Arg, 32)
 			if err != nil {
 				return PingpongConfig{}, err
 			}
@@ -161,7 +162,7 @@ func ParsePingpongFlags(m PingpongMode, args []string) (PingpongConfig, error) {
 			}
 			c.Size = uint32(v)
 		case "m":
-			v, err := parseCInt(tool, flag, o.arg, 64)
+			v, err := parseCInt(tool, flag, o.Arg, 64)
 			if err != nil {
 				return PingpongConfig{}, err
 			}
@@ -171,11 +172,11 @@ func ParsePingpongFlags(m PingpongMode, args []string) (PingpongConfig, error) {
 			}
 			c.MTU = mtu
 		case "r", "n", "q":
-			v, err := parseCUint(tool, flag, o.arg, 32)
+			v, err := parseCUint(tool, flag, o.Arg, 32)
 			if err != nil {
 				return PingpongConfig{}, err
 			}
-			switch o.key {
+			switch o.Key {
 			case "r":
 				c.RxDepth = uint32(v)
 			case "n":
@@ -184,11 +185,11 @@ func ParsePingpongFlags(m PingpongMode, args []string) (PingpongConfig, error) {
 				c.NumQP = uint32(v)
 			}
 		case "l", "g":
-			v, err := parseCInt(tool, flag, o.arg, 32)
+			v, err := parseCInt(tool, flag, o.Arg, 32)
 			if err != nil {
 				return PingpongConfig{}, err
 			}
-			if o.key == "l" {
+			if o.Key == "l" {
 				c.SL = int(v)
 			} else {
 				c.GIDIndex = int(v)
@@ -236,3 +237,8 @@ func ParsePingpongFlags(m PingpongMode, args []string) (PingpongConfig, error) {
 	}
 	return c, nil
 }
+
+// PingpongSynopsis returns the synopsis of mode m's options, one bracketed
+// entry per option of its getopt_long table ("[-p|--port PORT]"), so that a
+// command's usage follows the table it parses with.
+func PingpongSynopsis(m PingpongMode) []string { return getopt.Synopsis(pingpongOptions(m)) }

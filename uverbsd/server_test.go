@@ -3,6 +3,7 @@ package uverbsd_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -169,7 +170,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	n, err := node.New(node.Config{Name: "rxe0", Seed: 1, MAC: []byte{2, 0, 0, 0, 0, 9}})
+	n, err := node.New(context.Background(), node.Config{Name: "rxe0", Seed: 1, MAC: []byte{2, 0, 0, 0, 0, 9}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +329,7 @@ func exchange(t *testing.T, c *net.UnixConn, pkt []byte, oob []byte) preload.Hea
 }
 
 func TestStaleSocketIsReplaced(t *testing.T) {
-	n, err := node.New(node.Config{Name: "rxe0", Seed: 1})
+	n, err := node.New(context.Background(), node.Config{Name: "rxe0", Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

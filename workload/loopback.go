@@ -1,6 +1,8 @@
 package workload
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +14,8 @@ import (
 	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/link/pcap"
+	"github.com/softroce/softroce/oob"
+	"golang.org/x/sys/unix"
 )
 
 // LoopbackConfig configures a Loopback. The zero value is two devices on a
@@ -29,6 +33,9 @@ type LoopbackConfig struct {
 	Capture io.Writer
 	// Seed seeds each device's key generator (the second gets Seed+1).
 	Seed uint64
+	// Wrap, if set, wraps the link of device i (0 or 1) outermost, after
+	// the faults and the capture: a test's own injector.
+	Wrap func(i int, l link.Link) link.Link
 }
 
 // LoopbackSide is one emulated HCA of a Loopback.
@@ -57,6 +64,11 @@ const LoopbackGIDIndex = 1
 
 // NewLoopback builds the two devices.
 func NewLoopback(cfg LoopbackConfig) (*Loopback, error) {
+	if cfg.Faults != nil {
+		if err := cfg.Faults.Validate(); err != nil {
+			return nil, fmt.Errorf("loopback: %w", err)
+		}
+	}
 	mtu := orDefault(cfg.MTU, 4200)
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: mtu, QueueLen: 1024})
 	lb := &Loopback{
@@ -81,6 +93,9 @@ func NewLoopback(cfg LoopbackConfig) (*Loopback, error) {
 			fc.Seed += uint64(i)
 			s.Flt = link.NewFaults(l, fc)
 			l = s.Flt
+		}
+		if cfg.Wrap != nil {
+			l = cfg.Wrap(i, l)
 		}
 		s.link = l
 		dev, err := rxe.New(rxe.Config{Seed: cfg.Seed + uint64(i), Link: l,
@@ -166,16 +181,38 @@ func (lb *Loopback) Pingpong(cfg PingpongConfig) (client, server *Pingpong, err 
 }
 
 // Perf creates a perftest client on A and a server on B (the server's seed
-// is cfg.Seed+1) and connects them. cfg.Client is ignored.
+// is cfg.Seed+1) and connects them. cfg.Client is ignored. In a send test
+// without an SRQ or a post list, each receiving side checks every message
+// it receives against the one its peer sent (PerfConfig.CheckRecv), when
+// the receive ring fits in MaxCheckRing; VerifyPerf then checks the
+// count. Otherwise VerifyPerf can only see the last message.
 func (lb *Loopback) Perf(cfg PerfConfig) (client, server *Perf, err error) {
+	var sides [2]*Perf // client, server
+	each := cfg.Test.Verb() == oob.VerbSend && !cfg.UseSRQ && cfg.PostList <= 1 && cfg.CheckRecv == nil &&
+		alignUp(int(cfg.MaxSize)+cacheLineSize, cacheLineSize)*cmp.Or(cfg.RxDepth, 512)*max(cfg.NumQP, 1) <= MaxCheckRing
 	return connectPair(func(isClient bool) (*Perf, error) {
 		c := cfg
 		c.Client = isClient
+		me, peer := 0, 1
 		if !isClient {
+			me, peer = 1, 0
 			c.Seed++
-			return NewPerf(lb.B.Dev, c)
 		}
-		return NewPerf(lb.A.Dev, c)
+		if each {
+			c.CheckRecv = func(qp int, n uint64, msg []byte) error {
+				if want := sides[peer].SentMessage(qp, n, uint64(len(msg))); !bytes.Equal(msg, want) {
+					return fmt.Errorf("%s: QP %d: message %d received differs from the one sent: %w", c.Test, qp, n, unix.EIO)
+				}
+				return nil
+			}
+		}
+		dev := lb.A.Dev
+		if !isClient {
+			dev = lb.B.Dev
+		}
+		p, err := NewPerf(dev, c)
+		sides[me] = p
+		return p, err
 	})
 }
 

@@ -123,7 +123,18 @@ type PerfConfig struct {
 	// Resolve fills the destination MAC of the address vector; nil
 	// leaves it to the device's neighbour table.
 	Resolve Resolver
+	// CheckRecv, if set, is called on a receiving side of a send test for
+	// every message received, with the QP index, the message's number on
+	// that QP in the current Run (from 0) and its bytes; an error ends the
+	// run. The receives then rotate over RxDepth buffers per QP instead
+	// of sharing one (perftest's), so that each message stays intact until
+	// it is checked. Not with UseSRQ; the ring must fit in MaxCheckRing.
+	CheckRecv func(qp int, n uint64, msg []byte) error
 }
+
+// MaxCheckRing bounds the receive ring of PerfConfig.CheckRecv: NumQP ×
+// RxDepth × MaxSize bytes (rounded up to the cache line).
+const MaxCheckRing = 256 << 20
 
 // Perf is one side of a perftest run: PD, send and receive CQs, NumQP RC
 // QPs and one registered buffer. Each QP owns two halves of
@@ -144,6 +155,11 @@ type Perf struct {
 	rposted  []int
 	ahs      []*emu.AH // UD: one per QP, towards the peer's QP of the same index
 	srq      *emu.SRQ  // UseSRQ on a receiving side
+	ring     *buffer   // CheckRecv: RxDepth receive buffers per QP
+	slot     int       // bytes per ring buffer
+	rposts   []uint64  // CheckRecv: receives posted per QP, ever
+	rdone    []uint64  // CheckRecv: receives completed per QP, ever
+	rcount   []uint64  // CheckRecv: receives completed per QP in this Run
 
 	// What the client did, for VerifyPerf.
 	lastSize  uint64
@@ -292,6 +308,20 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 		return nil, err
 	}
 	p.rposted = make([]int, cfg.NumQP)
+	if cfg.CheckRecv != nil && p.receives() {
+		if cfg.UseSRQ {
+			return nil, fmt.Errorf("perf: CheckRecv with UseSRQ: %w", unix.EINVAL)
+		}
+		p.slot = alignUp(int(cfg.MaxSize)+p.recvOff(), cacheLineSize)
+		n := max(cfg.RxDepth, 1) * cfg.NumQP
+		if p.slot*n > MaxCheckRing {
+			return nil, fmt.Errorf("perf: CheckRecv: %d receive buffers of %d bytes exceed %d: %w", n, p.slot, MaxCheckRing, unix.ENOMEM)
+		}
+		if p.ring, err = newBuffer(dev, p.pd, p.slot*n, qpstate.AccessLocalWrite); err != nil {
+			return nil, err
+		}
+		p.rposts, p.rdone, p.rcount = make([]uint64, cfg.NumQP), make([]uint64, cfg.NumQP), make([]uint64, cfg.NumQP)
+	}
 	if cfg.UseSRQ && p.receives() {
 		sa := &emu.SRQInitAttr{Attr: emu.SRQAttr{MaxWR: uint32(cfg.RxDepth), MaxSGE: 1}}
 		if p.srq, err = p.pd.CreateSRQ(sa); err != nil {
@@ -307,7 +337,7 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 			return nil, fmt.Errorf("Couldn't create QP: %w", err)
 		}
 		p.qps = append(p.qps, qp)
-		if err := toInit(qp, p.qpAccess(), perftestQKey); err != nil {
+		if err := toInit(qp, 1, p.qpAccess(), perftestQKey); err != nil {
 			return nil, err
 		}
 		p.local = append(p.local, oob.PerftestDest{OutReads: uint16(cfg.OutReads), QPN: qp.QPNum,
@@ -398,6 +428,10 @@ func (p *Perf) postRecv(i, n int) error {
 	sge := p.buf.sge(p.remoteOff(i)+p.recvOff()-p.recvExtra(), int(p.cfg.MaxSize)+p.recvExtra())
 	wr := []emu.RecvWR{{WRID: uint64(i), SGList: []emu.SGE{sge}}}
 	for range n {
+		if p.ring != nil {
+			wr[0].SGList[0] = p.ring.sge(p.ringOff(i, p.rposts[i])+p.recvOff()-p.recvExtra(), int(p.cfg.MaxSize)+p.recvExtra())
+			p.rposts[i]++
+		}
 		var err error
 		if p.srq != nil {
 			_, err = p.srq.PostRecv(wr)
@@ -410,6 +444,52 @@ func (p *Perf) postRecv(i, n int) error {
 		p.rposted[i]++
 	}
 	return nil
+}
+
+// ringOff is where receive k of QP i lands in the CheckRecv ring: QP i's
+// RxDepth buffers in turn. Receives complete in the order they were
+// posted and at most RxDepth are posted, so buffer k%RxDepth is reposted
+// only after receive k was checked.
+func (p *Perf) ringOff(i int, k uint64) int {
+	depth := max(p.cfg.RxDepth, 1)
+	return (i*depth + int(k%uint64(depth))) * p.slot
+}
+
+// received accounts for a receive completion of wc on QP i of size bytes
+// and, with CheckRecv, checks the message.
+func (p *Perf) received(i int, size uint64) error {
+	if p.ring == nil {
+		return nil
+	}
+	off := p.ringOff(i, p.rdone[i]) + p.recvOff()
+	n := p.rcount[i]
+	p.rdone[i]++
+	p.rcount[i]++
+	return p.cfg.CheckRecv(i, n, p.ring.b[off:off+int(size)])
+}
+
+// ChecksEachMessage reports whether this side checks every message it
+// receives (PerfConfig.CheckRecv on a receiving side).
+func (p *Perf) ChecksEachMessage() bool { return p.ring != nil }
+
+// SentMessage returns the bytes message n of a Run at size on QP i is
+// sent from: the slot of the cycle buffer sendWR uses for it (chain
+// position with a post list), or nil for a closed Perf. With CheckRecv on
+// the peer, an in-process pair compares each message received with it.
+func (p *Perf) SentMessage(i int, n, size uint64) []byte {
+	if p.buf == nil || i >= p.cfg.NumQP || size > p.cfg.MaxSize {
+		return nil
+	}
+	slot := 0
+	inc := alignUp(int(size), cacheLineSize)
+	if p.cfg.Test.IsBW() && size <= cycleBuffer/2 {
+		slot = int(n % uint64(cycleBuffer/inc))
+	}
+	if pl := uint64(p.cfg.PostList); pl > 1 {
+		slot = int(n % pl)
+	}
+	off := slot * inc
+	return p.half(i, false)[off : off+int(size)]
 }
 
 // Local returns the addresses to send to the peer (one per QP).
@@ -511,6 +591,9 @@ func (p *Perf) Run(size uint64) (PerfResult, error) {
 	}
 	p.lastSize = size
 	p.sent = make([]uint64, len(p.qps))
+	if p.ring != nil {
+		clear(p.rcount)
+	}
 	t := p.cfg.Test
 	switch {
 	case t.IsBW() && t.Verb() == oob.VerbSend && p.cfg.Bidirectional:
@@ -577,6 +660,10 @@ func (p *Perf) Close() error {
 		}
 	}
 	p.scq, p.rcq = nil, nil
+	if p.ring != nil {
+		p.ring.free(p.dev)
+		p.ring = nil
+	}
 	if p.buf != nil {
 		p.buf.free(p.dev)
 		p.buf = nil

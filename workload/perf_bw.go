@@ -238,6 +238,9 @@ func (p *Perf) recvDone(wc []emu.WC, size uint64, rcnt []uint64) (int, error) {
 		i := int(w.WRID)
 		p.rposted[i]--
 		rcnt[i]++
+		if err := p.received(i, size); err != nil { // before its buffer is reposted
+			return 0, err
+		}
 		if err := p.postRecv(i, 1); err != nil {
 			return 0, err
 		}

@@ -133,6 +133,9 @@ func (p *Perf) runPingLat(size uint64) (PerfResult, error) {
 					samples++
 				}
 				p.rposted[0]--
+				if err := p.received(0, size); err != nil {
+					return PerfResult{}, err
+				}
 				if err := p.postRecv(0, 1); err != nil {
 					return PerfResult{}, err
 				}

@@ -77,6 +77,9 @@ func (p *Perf) keepReceiving(stop <-chan struct{}) error {
 			}
 			i := int(wc[j].WRID)
 			p.rposted[i]--
+			if err := p.received(i, p.lastSize); err != nil {
+				return err
+			}
 			if err := p.postRecv(i, 1); err != nil {
 				return err
 			}
@@ -170,6 +173,14 @@ func verifyOneWay(from, to *Perf) error {
 				}
 			}
 		case oob.VerbSend:
+			if to.ChecksEachMessage() {
+				// Every message was checked as it arrived; over RC
+				// none may be missing.
+				if got := to.rcount[i]; cfg.QPType == qpstate.TypeRC && got != from.sent[i] {
+					return fmt.Errorf("%s: QP %d: %d messages received, %d sent: %w", cfg.Test, i, got, from.sent[i], unix.EIO)
+				}
+				break
+			}
 			o, r := int((sent-1)%cycle)*inc, to.recvOff()
 			if to.srq != nil {
 				// Any QP's message may land in the receive buffer of

@@ -43,6 +43,11 @@ type PingpongConfig struct {
 	MTU qpstate.MTU
 	// SL is the service level (-l).
 	SL uint8
+	// Port is the device's port (-i); 0 means 1. A port the device does
+	// not have fails as in the tools: ud's port query ("Unable to query
+	// port info for port N"), the others' modify to INIT (the kernel's
+	// ib_modify_qp refuses IB_QP_PORT with EINVAL).
+	Port uint32
 	// GIDIndex is the local GID index (-g). RoCE needs a GRH, so it must
 	// name a GID of the device.
 	GIDIndex int
@@ -115,6 +120,7 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 	cfg.MTU = orDefault(cfg.MTU, qpstate.MTU1024)
 	cfg.Timeout = orDefault(cfg.Timeout, DefaultTimeout)
 	cfg.QPTimeout = orDefault(cfg.QPTimeout, 14)
+	cfg.Port = orDefault(cfg.Port, 1)
 	nqp := 1
 	if cfg.Mode == oob.PingpongSRQ {
 		nqp = orDefault(cfg.NumQP, int(def.NumQP))
@@ -131,9 +137,9 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 		}
 	}()
 	if cfg.Mode == oob.PingpongUD {
-		pa, err := dev.QueryPort(1)
+		pa, err := dev.QueryPort(cfg.Port)
 		if err != nil {
-			return nil, fmt.Errorf("Couldn't get port info: %w", err)
+			return nil, fmt.Errorf("Unable to query port info for port %d: %w", cfg.Port, err)
 		}
 		if int(cfg.Size) > pa.ActiveMTU.Bytes() {
 			return nil, fmt.Errorf("Requested size larger than port MTU (%d): %w", pa.ActiveMTU.Bytes(), unix.EINVAL)
@@ -196,7 +202,7 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 			return nil, fmt.Errorf("Couldn't create QP: %w", err)
 		}
 		p.qps = append(p.qps, qp)
-		if err := toInit(qp, 0, pingpongQKey); err != nil {
+		if err := toInit(qp, cfg.Port, 0, pingpongQKey); err != nil {
 			return nil, err
 		}
 		p.local = append(p.local, oob.PingpongDest{QPN: qp.QPNum, PSN: rng.Uint32() & 0xffffff, GID: gid})

@@ -163,6 +163,8 @@ func TestNewPingpongErrors(t *testing.T) {
 		{"ud_larger_than_mtu", PingpongConfig{Mode: oob.PingpongUD, Size: 5000, GIDIndex: LoopbackGIDIndex}},
 		{"srq_rx_depth_below_qps", PingpongConfig{Mode: oob.PingpongSRQ, NumQP: 8, RxDepth: 4, GIDIndex: LoopbackGIDIndex}},
 		{"no_such_gid", PingpongConfig{Mode: oob.PingpongRC, GIDIndex: 100}},
+		{"no_such_port", PingpongConfig{Mode: oob.PingpongRC, Port: 9, GIDIndex: LoopbackGIDIndex}},
+		{"ud_no_such_port", PingpongConfig{Mode: oob.PingpongUD, Port: 2, GIDIndex: LoopbackGIDIndex}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := NewPingpong(lb.A.Dev, tc.cfg)

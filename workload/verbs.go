@@ -183,9 +183,9 @@ type path struct {
 
 // toInit moves a new QP from RESET to INIT with the masks ib_modify_qp
 // requires for its type: PKEY_INDEX|PORT plus ACCESS_FLAGS (RC, UC) or
-// QKEY (UD).
-func toInit(qp *emu.QP, access qpstate.AccessFlags, qkey uint32) error {
-	a := qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: access, QKey: qkey}
+// QKEY (UD), on the device's port.
+func toInit(qp *emu.QP, port uint32, access qpstate.AccessFlags, qkey uint32) error {
+	a := qpstate.Attr{QPState: qpstate.StateInit, PortNum: port, QPAccessFlags: access, QKey: qkey}
 	m := qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrPort
 	if qp.QPType == qpstate.TypeUD {
 		m |= qpstate.AttrQKey

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -15,7 +14,6 @@ func init() {
 	register(command{
 		name:    "bench",
 		summary: "measure softroce against baselines taken in the same run (perftest-style ratios)",
-		usage:   "[--quick] [--json] [--group NAME,...] [-v] [--cpuprofile FILE] [--memprofile FILE]",
 		run:     runBench,
 	})
 }
@@ -23,18 +21,20 @@ func init() {
 // runBench runs package bench's measurements and prints their rows; missed
 // targets are reported, not failures. The TAP rows need root (they create
 // a network namespace) and say "skipped: needs root" without it.
-func runBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", stderr)
+func runBench(e *env) error {
+	args, stdout, stderr := e.args, e.stdout, e.stderr
+	fs := newFlagSet(e, "bench")
 	quick := fs.Bool("quick", false, "run every measurement briefly (a smoke run: numbers are noisy)")
 	asJSON := fs.Bool("json", false, "print the rows as JSON")
-	groups := fs.String("group", "", "comma-separated groups to run (wire, inproc, scale, tap); empty runs all")
+	groups := fs.String("group", "", "comma-separated `GROUPS` to run (wire, inproc, scale, tap); empty runs all")
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the run to `file`")
 	memProfile := fs.String("memprofile", "", "write a pprof allocation profile of the run to `file`")
-	if err := parseFlags(fs, args); err != nil {
+	operands, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 0 {
+	if len(operands) != 0 {
 		fs.Usage()
 		return errUsage
 	}

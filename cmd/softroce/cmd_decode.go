@@ -22,10 +22,10 @@ import (
 
 func init() {
 	register(command{
-		name:    "decode",
-		summary: "decode the RoCEv2 frames of a pcap or pcapng capture, checking every ICRC",
-		usage:   "[--json] FILE.pcap",
-		run:     runDecode,
+		name:     "decode",
+		summary:  "decode the RoCEv2 frames of a pcap or pcapng capture, checking every ICRC",
+		operands: "FILE.pcap",
+		run:      runDecode,
 	})
 }
 
@@ -85,21 +85,13 @@ type decodedFrame struct {
 
 func intp(v int) *int { return &v }
 
-func runDecode(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("decode", stderr)
+func runDecode(e *env) error {
+	args, stdout, stderr := e.args, e.stdout, e.stderr
+	fs := newFlagSet(e, "decode")
 	asJSON := fs.Bool("json", false, "print one JSON object per frame")
-	// Accept flags after the file name too ("decode F.pcap --json").
-	var files []string
-	rest := args
-	for {
-		if err := parseFlags(fs, rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files = append(files, fs.Arg(0))
-		rest = fs.Args()[1:]
+	files, err := parseFlags(fs, args)
+	if err != nil {
+		return err
 	}
 	if len(files) != 1 {
 		fs.Usage()
@@ -384,7 +376,7 @@ func b01(v bool) string {
 
 // writeText prints d as one line:
 //
-//	INDEX REL_TIME SRC:SPORT > DST OPCODE qp=0xQPN psn=N a=A se=S m=M pkey=0xPKEY [headers] payload=N pad=N icrc=ok|BAD
+//	INDEX REL_TIME SRC:SPORT > DST OPCODE qp=0xQPN psn=0xPSN a=A se=S m=M pkey=0xPKEY [headers] payload=N pad=N icrc=ok|BAD
 //	INDEX REL_TIME not-roce SUMMARY
 func writeText(w io.Writer, d *decodedFrame) {
 	var s strings.Builder
@@ -400,7 +392,7 @@ func writeText(w io.Writer, d *decodedFrame) {
 		if d.VLAN != nil {
 			fmt.Fprintf(&s, " vlan=%d", *d.VLAN)
 		}
-		fmt.Fprintf(&s, " %s qp=%#06x psn=%d a=%s se=%s m=%s pkey=%#04x", d.OpcodeName, *d.DestQP, *d.PSN,
+		fmt.Fprintf(&s, " %s qp=%#06x psn=0x%06x a=%s se=%s m=%s pkey=%#04x", d.OpcodeName, *d.DestQP, *d.PSN,
 			b01(d.AckReq), b01(d.SE), b01(d.MigReq), *d.PKey)
 		if d.FECN || d.BECN {
 			fmt.Fprintf(&s, " fecn=%s becn=%s", b01(d.FECN), b01(d.BECN))

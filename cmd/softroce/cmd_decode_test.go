@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,6 +93,11 @@ func TestDecodeCaptures(t *testing.T) {
 			for i, l := range lines {
 				if frames[i].RoCE != strings.HasSuffix(l, " icrc=ok") {
 					t.Fatalf("line %q", l)
+				}
+				// PSNs in hex, six digits, as the tools print them
+				// ("PSN 0x%06x").
+				if frames[i].RoCE && !strings.Contains(l, fmt.Sprintf(" psn=0x%06x ", *frames[i].PSN)) {
+					t.Fatalf("line %q: want psn=0x%06x", l, *frames[i].PSN)
 				}
 			}
 		})

@@ -12,7 +12,6 @@ func init() {
 	register(command{
 		name:    "dot",
 		summary: "print the kernel's QP state machine as a Graphviz DOT graph",
-		usage:   "[-type RC|all]",
 		run:     runDot,
 	})
 }
@@ -21,13 +20,15 @@ func init() {
 // one edge per valid transition labelled with the attributes it requires
 // besides IB_QP_STATE (optional ones in the edge tooltip). With -type all,
 // each QP type is a cluster. Render with: softroce dot -type RC | dot -Tsvg.
-func runDot(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("dot", stderr)
-	typeName := fs.String("type", "RC", "QP type to draw (RC, UC, UD, ...), or all for every type")
-	if err := parseFlags(fs, args); err != nil {
+func runDot(e *env) error {
+	args, stdout, stderr := e.args, e.stdout, e.stderr
+	fs := newFlagSet(e, "dot")
+	typeName := fs.String("type", "RC", "the QP type `TYPE` to draw (RC, UC, UD, ...), or all for every type")
+	operands, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 0 {
+	if len(operands) != 0 {
 		fs.Usage()
 		return errUsage
 	}
@@ -42,7 +43,7 @@ func runDot(args []string, stdout, stderr io.Writer) error {
 		}
 		types = []qpstate.Type{t}
 	}
-	_, err := io.WriteString(stdout, dotGraph(types))
+	_, err = io.WriteString(stdout, dotGraph(types))
 	return err
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/softroce/softroce/preload"
 	"github.com/softroce/softroce/uverbsd"
@@ -12,19 +11,20 @@ func init() {
 	register(command{
 		name:    "env",
 		summary: "print the export lines that put programs on a served device (LD_PRELOAD, SYSFS_PATH, SOFTROCE_SOCK)",
-		usage:   "[-d rxe0]",
 		run:     runEnv,
 	})
 }
 
-func runEnv(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("env", stderr)
+func runEnv(e *env) error {
+	stdout, stderr := e.stdout, e.stderr
+	fs := newFlagSet(e, "env")
 	name := fs.String("d", defaultServeName, "the device `NAME`")
-	if err := parseFlags(fs, args); err != nil {
+	operands, err := parseFlags(fs, e.args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 0 {
-		fs.Usage()
+	if len(operands) != 0 {
+		fmt.Fprintf(stderr, "softroce env: unexpected argument %q\n", operands[0])
 		return errUsage
 	}
 	dir, err := uverbsd.DeviceDir(*name)

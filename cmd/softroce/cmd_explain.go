@@ -11,10 +11,10 @@ import (
 
 func init() {
 	register(command{
-		name:    "explain",
-		summary: "explain whether a QP transition passes the kernel's ib_modify_qp_is_ok, and how to fix it",
-		usage:   "[-type RC] CUR NEXT [MASK...]",
-		run:     runExplain,
+		name:     "explain",
+		summary:  "explain whether a QP transition passes the kernel's ib_modify_qp_is_ok, and how to fix it",
+		operands: "CUR NEXT [MASK...]",
+		run:      runExplain,
 	})
 }
 
@@ -22,27 +22,28 @@ func init() {
 // and prints the verdict, the transition's required and optional
 // attributes, and on refusal the bits to add or remove. It exits 1 when the
 // kernel would answer EINVAL.
-func runExplain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("explain", stderr)
-	typeName := fs.String("type", "RC", "QP type: RC, UC, UD, GSI, SMI, RAW_PACKET, XRC_INI, XRC_TGT, ... (kernel names too)")
+func runExplain(e *env) error {
+	args, stdout, stderr := e.args, e.stdout, e.stderr
+	fs := newFlagSet(e, "explain")
+	typeName := fs.String("type", "RC", "the QP type `TYPE`: RC, UC, UD, GSI, SMI, RAW_PACKET, XRC_INI, XRC_TGT, ... (kernel names too)")
+	flagUsage := fs.Usage
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `usage: softroce explain [-type RC] CUR NEXT [MASK...]
-
-Explain a QP modify the way the kernel's ib_modify_qp_is_ok judges it.
+		flagUsage()
+		fmt.Fprint(stderr, `
 CUR and NEXT are states (RESET, INIT, RTR, RTS, SQD, SQE, ERR or IB_QPS_*).
 MASK lists attributes: kernel names (IB_QP_STATE|IB_QP_TIMEOUT), short names
 (STATE,TIMEOUT,SQ_PSN; also MTU, MQRA, MDRA, MINRNR, DQPN, ...) or hex
-(0x12e01), separated by "|", "," or spaces. Exit status 1 means EINVAL.
+(0x12e01), separated by "|", "," or spaces; flags may follow them.
+Exit status 1 means EINVAL.
 
 example: softroce explain -type RC RTR RTS STATE,TIMEOUT,SQ_PSN
-
 `)
-		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	operands, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() < 2 {
+	if len(operands) < 2 {
 		fs.Usage()
 		return errUsage
 	}
@@ -50,15 +51,15 @@ example: softroce explain -type RC RTR RTS STATE,TIMEOUT,SQ_PSN
 	if err != nil {
 		return usageErr(stderr, err)
 	}
-	cur, err := qpstate.ParseState(fs.Arg(0))
+	cur, err := qpstate.ParseState(operands[0])
 	if err != nil {
 		return usageErr(stderr, err)
 	}
-	next, err := qpstate.ParseState(fs.Arg(1))
+	next, err := qpstate.ParseState(operands[1])
 	if err != nil {
 		return usageErr(stderr, err)
 	}
-	mask, err := qpstate.ParseAttrMask(strings.Join(fs.Args()[2:], ","))
+	mask, err := qpstate.ParseAttrMask(strings.Join(operands[2:], ","))
 	if err != nil {
 		return usageErr(stderr, err)
 	}
@@ -112,14 +113,21 @@ func explain(w io.Writer, cur, next qpstate.State, typ qpstate.Type, mask qpstat
 		}
 		fmt.Fprintf(w, "  fix: from %s the valid next states are %s\n", cur.Name(), strings.Join(to, ", "))
 	case qpstate.ReasonMask:
+		// A modify that changes the state needs IB_QP_STATE too: the
+		// table's required masks leave it out, but without it the QP
+		// does not move.
+		add := te.Missing
+		if cur != next {
+			add |= qpstate.AttrState &^ mask
+		}
 		var fix []string
-		if te.Missing != 0 {
-			fix = append(fix, "add "+te.Missing.String())
+		if add != 0 {
+			fix = append(fix, "add "+add.String())
 		}
 		if te.Forbidden != 0 {
 			fix = append(fix, "remove "+te.Forbidden.String())
 		}
-		fixed := (mask | te.Missing) &^ te.Forbidden
+		fixed := (mask | add) &^ te.Forbidden
 		fmt.Fprintf(w, "  fix: %s\n", strings.Join(fix, ", "))
 		fmt.Fprintf(w, "  try: softroce explain -type %s %s %s %s\n", typ.Name(), cur.Name(), next.Name(),
 			strings.ReplaceAll(fixed.ShortString(), "|", ","))

@@ -41,6 +41,11 @@ func TestExplain(t *testing.T) {
 		{"unknown_type", []string{"explain", "-type", "RD", "RTR", "RTS"}, 2, nil, "unknown QP type"},
 		{"unknown_state", []string{"explain", "RTR", "DONE"}, 2, nil, "unknown QP state"},
 		{"unknown_attr", []string{"explain", "RTR", "RTS", "STATE,BOGUS"}, 2, nil, "unknown QP attribute"},
+		{"flags_after_operands", []string{"explain", "RTR", "RTS", "STATE", "-type", "UD"}, 1, []string{
+			"modify QP: RTR->RTS (UD): missing IB_QP_SQ_PSN"}, ""},
+		{"mask_0_fix_adds_state", []string{"explain", "RESET", "INIT"}, 1, []string{
+			"fix: add IB_QP_STATE|IB_QP_ACCESS_FLAGS|IB_QP_PKEY_INDEX|IB_QP_PORT",
+			"try: softroce explain -type RC RESET INIT STATE,ACCESS_FLAGS,PKEY_INDEX,PORT"}, ""},
 		{"too_few_args", []string{"explain", "RTR"}, 2, nil, "usage: softroce explain"},
 	}
 	for _, tt := range tests {
@@ -63,23 +68,35 @@ func TestExplain(t *testing.T) {
 }
 
 // TestExplainTryLinePasses follows the "try:" suggestion of a refused
-// modify and checks that it is accepted.
+// modify and checks that it is accepted and, when the states differ,
+// moves the QP (IB_QP_STATE in the mask, even when the mask was empty).
 func TestExplainTryLinePasses(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := run([]string{"explain", "-type", "XRC_TGT", "SQD", "SQD", "STATE,RETRY_CNT,TIMEOUT,CAP"}, &out, &errb); code != 1 {
-		t.Fatalf("exit %d, want 1: %s", code, out.String())
-	}
-	var try string
-	for _, line := range strings.Split(out.String(), "\n") {
-		if s, ok := strings.CutPrefix(strings.TrimSpace(line), "try: softroce "); ok {
-			try = s
-		}
-	}
-	if try == "" {
-		t.Fatalf("no try line in:\n%s", out.String())
-	}
-	out.Reset()
-	if code := run(strings.Fields(try), &out, &errb); code != 0 {
-		t.Fatalf("suggested %q exits %d:\n%s", try, code, out.String())
+	for _, args := range [][]string{
+		{"explain", "-type", "XRC_TGT", "SQD", "SQD", "STATE,RETRY_CNT,TIMEOUT,CAP"},
+		{"explain", "RESET", "INIT"},
+		{"explain", "RTR", "RTS", "TIMEOUT"},
+	} {
+		t.Run(strings.Join(args[1:], "_"), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run(args, &out, &errb); code != 1 {
+				t.Fatalf("exit %d, want 1: %s", code, out.String())
+			}
+			var try string
+			for _, line := range strings.Split(out.String(), "\n") {
+				if s, ok := strings.CutPrefix(strings.TrimSpace(line), "try: softroce "); ok {
+					try = s
+				}
+			}
+			if try == "" {
+				t.Fatalf("no try line in:\n%s", out.String())
+			}
+			out.Reset()
+			if code := run(strings.Fields(try), &out, &errb); code != 0 {
+				t.Fatalf("suggested %q exits %d:\n%s", try, code, out.String())
+			}
+			if strings.Contains(out.String(), "IB_QP_STATE is not in the mask") {
+				t.Errorf("suggested %q would not move the QP:\n%s", try, out.String())
+			}
+		})
 	}
 }

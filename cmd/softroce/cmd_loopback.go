@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,10 +23,7 @@ func init() {
 	register(command{
 		name:    "loopback",
 		summary: "run a pingpong or perftest workload between two emulated HCAs in this process, data verified",
-		usage: "[--test rc|uc|ud|srq|write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat]\n" +
-			"\t[-s SIZE | -a] [-n ITERS | -D SECS] [-b] [-m MTU] [-q QPS] [-t TXDEPTH] [-r RXDEPTH] [-c]\n" +
-			"\t[--loss F] [--dup F] [--reorder F] [--corrupt F] [--seed N] [--pcap FILE] [--timeout D]",
-		run: runLoopback,
+		run:     runLoopback,
 	})
 }
 
@@ -33,6 +31,7 @@ func init() {
 type loopbackOpts struct {
 	test                        string
 	size                        uint64
+	sizeSet                     bool // -s given (0 is refused, not the default)
 	all                         bool
 	iters                       uint64
 	duration                    int
@@ -44,6 +43,7 @@ type loopbackOpts struct {
 	gbits                       bool
 	loss, dup, reorder, corrupt float64
 	seed                        uint64
+	seedSet                     bool
 	pcap                        string
 	timeout                     time.Duration
 	qpTimeout                   uint
@@ -62,34 +62,48 @@ type loopbackOpts struct {
 // just as the real tool would: the stall is reported after --timeout
 // (default 1s for them when faults are on) and the command exits 1,
 // saying so.
-func runLoopback(args []string, stdout, stderr io.Writer) error {
+func runLoopback(e *env) error {
+	args, stdout, stderr := e.args, e.stdout, e.stderr
 	var o loopbackOpts
-	fs := newFlagSet("loopback", stderr)
-	fs.StringVar(&o.test, "test", "write_bw", "workload: rc, uc, ud, srq (pingpong) or a perftest test (write_bw, ..., atomic_lat)")
-	fs.Uint64Var(&o.size, "s", 0, "message size in bytes (default: the tool's: pingpong 4096 (ud 1024), BW 65536, latency 2, atomics 8)")
+	fs := newFlagSet(e, "loopback")
+	fs.StringVar(&o.test, "test", "write_bw", "the `WORKLOAD`: rc, uc, ud, srq (pingpong) or a perftest test (write_bw, ..., atomic_lat)")
+	fs.Func("s", "message `SIZE` in bytes, at least 1 (default: the tool's: pingpong 4096 (ud 1024), BW 65536, latency 2, atomics 8)",
+		func(v string) error {
+			n, err := strconv.ParseUint(v, 0, 64)
+			o.size, o.sizeSet = n, true
+			return err
+		})
 	fs.BoolVar(&o.all, "a", false, "perftest: run every size 2..2^23 (powers of two; with the default -n that moves ~16 GB, try -n 20)")
-	fs.Uint64Var(&o.iters, "n", 1000, "iterations (pingpong exchanges, perftest messages per QP)")
-	fs.IntVar(&o.duration, "D", 0, "perftest: run for this many seconds instead of -n (duration mode; the margin is D/4)")
+	fs.Uint64Var(&o.iters, "n", 1000, "`ITERS`: pingpong exchanges, perftest messages per QP")
+	fs.IntVar(&o.duration, "D", 0, "perftest: run for `SECS` seconds instead of -n (duration mode; the margin is D/4)")
 	fs.BoolVar(&o.bidirectional, "b", false, "perftest BW tests: run both ways at once")
-	fs.IntVar(&o.mtu, "m", 1024, "path MTU in bytes: 256, 512, 1024, 2048 or 4096")
-	fs.IntVar(&o.qps, "q", 0, "QPs: perftest BW tests (default 1), srq pingpong (default 16)")
-	fs.IntVar(&o.txDepth, "t", 0, "perftest TX depth (default 128 BW, 1 latency)")
-	fs.IntVar(&o.rxDepth, "r", 0, "receive depth (default pingpong 500, perftest 512)")
+	fs.IntVar(&o.mtu, "m", 1024, "path `MTU` in bytes: 256, 512, 1024, 2048 or 4096")
+	fs.IntVar(&o.qps, "q", 0, "`QPS`: perftest BW tests (default 1), srq pingpong (default 16)")
+	fs.IntVar(&o.txDepth, "t", 0, "perftest `TXDEPTH` (default 128 BW, 1 latency)")
+	fs.IntVar(&o.rxDepth, "r", 0, "receive depth `RXDEPTH` (default pingpong 500, perftest 512)")
 	fs.BoolVar(&o.check, "c", false, "pingpong: fill and validate the -c pattern of the tools")
 	fs.BoolVar(&o.gbits, "report_gbits", false, "perftest: report bandwidth in Gb/sec")
-	fs.Float64Var(&o.loss, "loss", 0, "fraction of frames dropped, each direction (e.g. 0.05)")
-	fs.Float64Var(&o.dup, "dup", 0, "fraction of frames duplicated")
-	fs.Float64Var(&o.reorder, "reorder", 0, "fraction of frames held back behind the next one")
-	fs.Float64Var(&o.corrupt, "corrupt", 0, "fraction of frames with one bit flipped (dropped by the ICRC check)")
-	fs.Uint64Var(&o.seed, "seed", 1, "seed of the fault injectors, PSNs, keys and buffer contents")
-	fs.StringVar(&o.pcap, "pcap", "", "write every frame (both directions) to this pcap file")
-	fs.DurationVar(&o.timeout, "timeout", 0, "give up when a wait for a completion lasts this long (default 10s; 1s for uc and ud with faults)")
-	fs.UintVar(&o.qpTimeout, "qp-timeout", 0, "RC local ACK timeout exponent, 4.096µs·2^N (default 14, 10 with faults)")
-	if err := parseFlags(fs, args); err != nil {
+	fs.Float64Var(&o.loss, "loss", 0, "fraction `F` of frames dropped, each direction (e.g. 0.05)")
+	fs.Float64Var(&o.dup, "dup", 0, "fraction `F` of frames duplicated")
+	fs.Float64Var(&o.reorder, "reorder", 0, "fraction `F` of frames held back behind the next one")
+	fs.Float64Var(&o.corrupt, "corrupt", 0, "fraction `F` of frames with one bit flipped (dropped by the ICRC check)")
+	fs.Func("seed", "`SEED` of the fault injectors, PSNs, keys and buffer contents (default: random; the run prints it). "+
+		"It replays the identities and the data exactly, and the fault decision for the n-th frame; "+
+		"retransmissions follow the real clock, so which frames there are, and the fault counts, vary from run to run",
+		func(v string) error {
+			n, err := strconv.ParseUint(v, 0, 64)
+			o.seed, o.seedSet = n, true
+			return err
+		})
+	fs.StringVar(&o.pcap, "pcap", "", "write every frame (both directions) to the pcap `FILE`")
+	fs.DurationVar(&o.timeout, "timeout", 0, "give up when a wait for a completion lasts `DURATION` (default 10s; 1s for uc and ud with faults)")
+	fs.UintVar(&o.qpTimeout, "qp-timeout", 0, "RC local ACK timeout exponent `N`: 4.096µs·2^N (default 14, 10 with faults)")
+	operands, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "softroce loopback: unexpected argument %q\n", fs.Arg(0))
+	if len(operands) != 0 {
+		fmt.Fprintf(stderr, "softroce loopback: unexpected argument %q\n", operands[0])
 		return errUsage
 	}
 	return o.run(stdout)
@@ -102,9 +116,14 @@ func (o *loopbackOpts) run(stdout io.Writer) (err error) {
 		name string
 		v    float64
 	}{{"loss", o.loss}, {"dup", o.dup}, {"reorder", o.reorder}, {"corrupt", o.corrupt}} {
-		if f.v < 0 || f.v > 1 {
-			return fmt.Errorf("--%s %v: a fraction in [0, 1]: %w", f.name, f.v, unix.EINVAL)
+		if !(f.v >= 0 && f.v <= 1) { // NaN fails both comparisons
+			return fmt.Errorf("--%s %v: not a fraction in [0, 1]: %w", f.name, f.v, unix.EINVAL)
 		}
+	}
+	if o.sizeSet && o.size == 0 {
+		// As perftest (and ibv_srq_pingpong) refuse -s 0 rather than
+		// run their default size.
+		return fmt.Errorf("-s 0: the message size should be between 1 and 8388608: %w", unix.EINVAL)
 	}
 	mtu := qpstate.MTUFromBytes(o.mtu)
 	if !mtu.IsValid() || mtu.Bytes() != o.mtu {
@@ -121,6 +140,9 @@ func (o *loopbackOpts) run(stdout io.Writer) (err error) {
 		if o.faulty() {
 			o.qpTimeout = 10 // 4 ms: retries without waiting 67 ms per loss
 		}
+	}
+	if !o.seedSet {
+		o.seed = randomSeed()
 	}
 	cfg := workload.LoopbackConfig{Seed: o.seed}
 	if o.faulty() {
@@ -167,6 +189,10 @@ func (o *loopbackOpts) run(stdout io.Writer) (err error) {
 	return o.perf(w, lb, t, mtu)
 }
 
+// faultLegend says what the fault counts mean, after them.
+const faultLegend = "faults: counts of frames each side wrote (both directions inject); " +
+	"lost: frames held back to be reordered that never went out because the link closed first (not drops)"
+
 // report prints the counters of both devices (nonzero ones, as `rdma
 // statistic show` names them), the injectors' stats and the capture size.
 func (o *loopbackOpts) report(w io.Writer, lb *workload.Loopback, counters [2][]workload.Counter) {
@@ -184,7 +210,11 @@ func (o *loopbackOpts) report(w io.Writer, lb *workload.Loopback, counters [2][]
 		st := s.Flt.Stats()
 		fmt.Fprintf(w, "rxe%d faults: frames %d dropped %d duplicated %d reordered %d corrupted %d lost %d\n",
 			i, st.Frames, st.Dropped, st.Duplicated, st.Reordered, st.Corrupted, st.Lost)
+		if i == 1 {
+			fmt.Fprintln(w, faultLegend)
+		}
 	}
+	fmt.Fprintf(w, "seed %#x (--seed %#x replays the PSNs, keys, data and fault decisions)\n", o.seed, o.seed)
 	if o.pcap != "" {
 		n, err := lb.Captured()
 		if err != nil {
@@ -360,17 +390,20 @@ func (o *loopbackOpts) perf(w *bufio.Writer, lb *workload.Loopback, t oob.Perfte
 		w.Flush()
 	}
 	w.WriteString(oob.PerftestResultLine)
-	fmt.Fprintf(w, "data check: ok (%s)\n", verifiedWhat(t))
+	fmt.Fprintf(w, "data check: ok (%s)\n", verifiedWhat(t, sv.ChecksEachMessage()))
 	return nil
 }
 
-func verifiedWhat(t oob.PerftestTest) string {
+func verifiedWhat(t oob.PerftestTest, each bool) string {
 	switch t.Verb() {
 	case oob.VerbWrite:
 		return "the server's memory holds the client's data in every slot written"
 	case oob.VerbRead:
 		return "the client's memory holds the server's data in every slot read"
 	case oob.VerbSend:
+		if each {
+			return "every message received equals the one sent, none missing"
+		}
 		return "the receive buffer holds the last message sent"
 	default:
 		return "every counter of the server moved by exactly the fetch-and-adds posted to it"

@@ -83,6 +83,9 @@ func TestLoopback(t *testing.T) {
 			if !strings.Contains(out, "data check: ok") {
 				t.Errorf("no data check line in\n%s", out)
 			}
+			if strings.Contains(strings.Join(tc.args, " "), "send_") && !strings.Contains(out, "data check: ok (every message received equals the one sent") {
+				t.Errorf("a send test checked less than every message:\n%s", out)
+			}
 			var rows int
 			switch {
 			case ppRes.MatchString(out):
@@ -142,8 +145,8 @@ func TestLoopbackLossyUnreliable(t *testing.T) {
 			if code != 1 || !strings.Contains(errs, "does not retransmit") || !strings.Contains(errs, "connection timed out") {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 			}
-			if !strings.Contains(out, "faults: frames") {
-				t.Errorf("no fault stats in\n%s", out)
+			if !strings.Contains(out, "faults: frames") || !strings.Contains(out, "lost: frames held back to be reordered") {
+				t.Errorf("no fault stats, or no word on what they mean, in\n%s", out)
 			}
 		})
 	}
@@ -164,6 +167,33 @@ func TestLoopbackBadFlags(t *testing.T) {
 			code, out, errs := runCmd(t, append([]string{"loopback"}, args...)...)
 			if code == 0 || errs == "" {
 				t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+			}
+		})
+	}
+}
+
+// TestLoopbackRefusals: a fault fraction that is not a number in [0, 1]
+// (NaN passes "< 0 || > 1") and a zero message size are refused before
+// anything runs, with the reason; perf refuses -s 0 the same way.
+func TestLoopbackRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"loopback", "--loss", "NaN"}, "--loss NaN: not a fraction in [0, 1]"},
+		{[]string{"loopback", "--dup", "nan"}, "--dup NaN: not a fraction in [0, 1]"},
+		{[]string{"loopback", "--reorder", "+Inf"}, "--reorder +Inf: not a fraction in [0, 1]"},
+		{[]string{"loopback", "--corrupt", "-Inf"}, "--corrupt -Inf: not a fraction in [0, 1]"},
+		{[]string{"loopback", "--test", "rc", "--loss", "-0.1"}, "--loss -0.1: not a fraction in [0, 1]"},
+		{[]string{"loopback", "-s", "0"}, "-s 0: the message size should be between 1 and 8388608"},
+		{[]string{"loopback", "--test", "send_lat", "-s", "0"}, "-s 0: the message size should be between 1 and 8388608"},
+		{[]string{"loopback", "--test", "rc", "-s", "0"}, "-s 0: the message size should be between 1 and 8388608"},
+		{[]string{"perf", "write_bw", "-s", "0"}, "--size 0 should be between 1 and 8388608"},
+	} {
+		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
+			code, out, errs := runCmd(t, tc.args...)
+			if code == 0 || !strings.Contains(errs, tc.want) || strings.Contains(out, "data check") {
+				t.Errorf("exit %d, stdout %q, stderr %q; want a refusal saying %q", code, out, errs, tc.want)
 			}
 		})
 	}

@@ -16,14 +16,11 @@ import (
 
 func init() {
 	register(command{
-		name:    "perf",
-		summary: "perftest's ib_{write,read,send,atomic}_{bw,lat} from an emulated HCA on a real segment",
-		usage: "write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat\n" +
-			"\t[--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE] [--nodad]\n" +
-			"\t[the tool's options: -p PORT -d DEV -i PORT -x GIDX -s SIZE | -a -n ITERS | -D SECS [-f MARGIN] -b -m MTU -q QPS\n" +
-			"\t -c RC|UC|UD --use-srq -l LIST -e -t TX -r RX -o OUTS -Q CQMOD -I INLINE -A ATOMIC_TYPE -S SL -u TIMEOUT\n" +
-			"\t -N -F --report_gbits --perform_warm_up ...] [SERVER]",
-		run: runPerf,
+		name:     "perf",
+		summary:  "perftest's ib_{write,read,send,atomic}_{bw,lat} from an emulated HCA on a real segment",
+		operands: "TEST",
+		help:     perfHelp,
+		run:      runPerf,
 	})
 }
 
@@ -63,14 +60,37 @@ func init() {
 // supported (refused with a message): -a with the other tests or with -b,
 // -R, -z, -c XRC, DC and SRD, --report-per-port, -C, -H, -U. Without -x
 // the GID of the first --ip address is used.
-func runPerf(args []string, stdout, stderr io.Writer) error {
+// perfTests is the synopsis of perf's first operand.
+const perfTests = "write_bw|read_bw|send_bw|atomic_bw|write_lat|read_lat|send_lat|atomic_lat"
+
+// perfHelp prints the usage of every test (its options from its option
+// table), the link flags and what differs from perftest.
+func perfHelp(e *env) {
+	w := e.stdout
+	for t := oob.PerftestWriteBW; t.IsValid(); t++ {
+		words := append([]string{"usage:", "softroce", "perf", t.String()}, linkSynopsis(true)...)
+		words = append(words, oob.PerftestSynopsis(t)...)
+		fmt.Fprintf(w, "%s\n\n", wrapWords(append(words, "[SERVER]"), 80, "\t"))
+	}
+	fmt.Fprintf(w, "%s\n\nlink flags:\n", commands["perf"].summary)
+	printLinkFlags(w)
+	fmt.Fprint(w, `
+The tool's options are perftest's (see ib_write_bw --help), with its
+defaults; without -x the GID of the first --ip address is used. With SERVER
+this side is the client. Refused: -a with other tests than write_bw and
+read_bw or with -b, -R, -z, -c XRC|DC|SRD, --report-per-port, -C, -H, -U.
+`)
+}
+
+func runPerf(e *env) error {
+	args, stdout, stderr := e.args, e.stdout, e.stderr
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, "usage: softroce perf %s\n", commands["perf"].usage)
+		fmt.Fprintf(stderr, "usage: softroce perf %s\n", perfTests)
 		return errUsage
 	}
 	test, err := oob.ParsePerftestTest(args[0])
 	if err != nil {
-		fmt.Fprintf(stderr, "softroce perf: %v\nusage: softroce perf %s\n", err, commands["perf"].usage)
+		fmt.Fprintf(stderr, "softroce perf: %v\nusage: softroce perf %s ...\n", err, perfTests)
 		return errUsage
 	}
 	linkArgs, toolArgs, err := splitLinkArgs(args[1:])
@@ -106,7 +126,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s is not supported by softroce perf: %w", u.what, unix.EOPNOTSUPP)
 		}
 	}
-	n, err := toolNode("perf", linkArgs, pc.IBDev, stderr)
+	n, seed, err := e.toolNode("perf", linkArgs, pc.IBDev)
 	if err != nil {
 		return err
 	}
@@ -134,7 +154,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 		Iters: pc.Iters, TxDepth: pc.TxDepth, RxDepth: pc.RxDepth, NumQP: pc.NumQP, OutReads: pc.OutReads,
 		CQMod: pc.CQMod, MTU: pc.MTU, GIDIndex: gidx, SL: uint8(pc.SL), QPTimeout: uint8(pc.QPTimeout),
 		InlineSize: max(pc.InlineSize, 0), CompareSwap: pc.AtomicType == "CMP_AND_SWAP", NoPeak: pc.NoPeak,
-		Gbits: pc.ReportGbits, Resolve: resolver(n), Seed: uint64(n.MAC()[5]) << 32,
+		Gbits: pc.ReportGbits, Resolve: resolver(n), Seed: seedFor(seed, "perf"),
 		Duration: time.Duration(pc.Duration) * time.Second, Margin: time.Duration(max(pc.Margin, 0)) * time.Second,
 		Bidirectional: pc.Bidirectional, PerformWarmUp: pc.PerformWarmUp, UseSRQ: pc.UseSRQ,
 		PostList: pc.PostList, Events: pc.Events})
@@ -144,7 +164,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	defer p.Close()
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
-	conn, err := oobConn(pc.Server, pc.Port, serverReady)
+	conn, err := e.oobConn(pc.Server, pc.Port)
 	if err != nil {
 		return err
 	}
@@ -196,16 +216,9 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	w.WriteString(oob.PerftestResultLine)
 	// The read_lat and atomic_lat servers only serve: after the addresses
 	// they close the connection and print nothing more (no header, no row).
-	idle := !client && (test == oob.PerftestReadLat || test == oob.PerftestAtomicLat)
-	switch {
-	case test.IsBW():
-		w.WriteString(oob.FormatPerftestBWHeader(pc.ReportGbits))
-	case idle:
-	case pc.Duration > 0:
-		w.WriteString(oob.FormatPerftestLatDurationHeader())
-	default:
-		w.WriteString(oob.FormatPerftestLatHeader())
-	}
+	run := oob.PerftestRun{Test: test, Client: client, Bidirectional: pc.Bidirectional, Duration: pc.Duration > 0,
+		AllSizes: len(sizes) > 1}
+	w.WriteString(oob.FormatPerftestResultHeader(run, pc.ReportGbits))
 	w.Flush()
 	var res workload.PerfResult
 	for _, size := range sizes {
@@ -224,28 +237,8 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	if !oob.PerftestFlowFor(params).Close {
 		awaitPeerExit(conn, fc.Timeout)
 	}
-	switch {
-	case test.IsBW() && pc.Bidirectional && test.Verb() == oob.VerbSend && pc.Duration > 0:
-		// send_bw -b -D: no report exchange, the row of this side's
-		// sends and receives.
-		w.WriteString(oob.FormatPerftestBWReport(res.BW))
-	case test.IsBW() && pc.Bidirectional:
-		// This side's size and count, both sides' rates.
-		w.WriteString(oob.FormatPerftestBWReport(res.BW.Plus(rem)))
-	case test.IsBW() && client && len(sizes) == 1, test.IsBW() && res.Measured && !client:
-		// The client's own row; the send_bw server measured its own.
-		w.WriteString(oob.FormatPerftestBWReport(res.BW))
-	case test.IsBW() && !client:
-		// The idle server prints the client's report.
-		w.WriteString(oob.FormatPerftestBWReport(rem))
-	case !test.IsBW() && res.Measured && pc.Duration > 0:
-		w.WriteString(oob.FormatPerftestLatDurationReport(res.LatDuration))
-	case !test.IsBW() && res.Measured:
-		w.WriteString(oob.FormatPerftestLatReport(res.Lat))
-	}
-	if !idle {
-		w.WriteString(oob.PerftestResultLine)
-	}
+	run.Measured, run.BW, run.Remote, run.Lat, run.LatDuration = res.Measured, res.BW, rem, res.Lat, res.LatDuration
+	w.WriteString(oob.FormatPerftestResult(run))
 	return nil
 }
 

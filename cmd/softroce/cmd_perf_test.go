@@ -69,7 +69,7 @@ func TestPerfCommand(t *testing.T) {
 			if tc.test == "write_lat" && raceEnabled {
 				t.Skip("write_lat polls memory the device writes")
 			}
-			pipeNodes(t)
+			h := pipeNodes(t)
 			joined := " " + strings.Join(tc.args, " ") + " "
 			dur, bidi := strings.Contains(joined, " -D "), strings.Contains(joined, " -b ")
 			iters := 0
@@ -79,7 +79,7 @@ func TestPerfCommand(t *testing.T) {
 				}
 			}
 			common := append([]string{"perf", tc.test, "-p", port}, tc.args...)
-			sv, cl := runPair(t,
+			sv, cl := runPair(t, h,
 				append(append([]string{}, common...), "-d", "b", "--ip", "10.9.0.2/24"),
 				append(append([]string{}, common...), "-d", "a", "--ip", "10.9.0.1/24", "localhost"))
 			for _, r := range []struct {
@@ -201,9 +201,9 @@ func TestPerfCommandRefuses(t *testing.T) {
 // report 1024 bytes; an -s above the MTU ends both sides, the softroce
 // one with the tool's message and status 1.
 func TestPerfCommandUD(t *testing.T) {
-	pipeNodes(t)
+	h := pipeNodes(t)
 	common := []string{"perf", "send_bw", "-p", port, "-c", "UD", "-n", "50", "-m", "1024"}
-	sv, cl := runPair(t,
+	sv, cl := runPair(t, h,
 		append(append([]string{}, common...), "-d", "b", "--ip", "10.9.0.2/24"),
 		append(append([]string{}, common...), "-d", "a", "--ip", "10.9.0.1/24", "localhost"))
 	for _, r := range []cmdResult{sv, cl} {
@@ -214,7 +214,7 @@ func TestPerfCommandUD(t *testing.T) {
 		}
 	}
 	big := append(append([]string{}, common...), "-s", "2048")
-	sv, cl = runPair(t,
+	sv, cl = runPair(t, h,
 		append(append([]string{}, big...), "-d", "b", "--ip", "10.9.0.2/24"),
 		append(append([]string{}, big...), "-d", "a", "--ip", "10.9.0.1/24", "localhost"))
 	for _, r := range []cmdResult{sv, cl} {

@@ -3,7 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"io"
+	"strings"
 
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/workload"
@@ -14,9 +14,8 @@ func init() {
 	register(command{
 		name:    "pingpong",
 		summary: "ibv_{rc,uc,ud,srq}_pingpong from an emulated HCA on a real segment: same flags, exchange and output",
-		usage: "--mode rc|uc|ud|srq [--tap NAME|--iface NAME] [--bridge BR] --ip CIDR [--mac MAC] [--mtu N] [--pcap FILE] [--nodad]\n" +
-			"\t[the tool's options: -p PORT -d DEV -i PORT -s SIZE -m MTU -r RX -n ITERS -l SL -e -g GIDX -c -q NQP] [SERVER]",
-		run: runPingpong,
+		help:    pingpongHelp,
+		run:     runPingpong,
 	})
 }
 
@@ -35,26 +34,55 @@ func init() {
 // -o -O -P -t -j -N (ODP, timestamps, device memory, new send API) are
 // refused.
 
-func runPingpong(args []string, stdout, stderr io.Writer) error {
+// modeFlag is pingpong's own long flag, taken out of the command line as
+// the link flags are.
+var modeFlag = linkFlag{name: "mode", arg: "MODE", help: "the tool: rc, uc, ud or srq (ibv_MODE_pingpong; default rc)", tool: true}
+
+// pingpongSynopsis is the synopsis of "softroce pingpong --mode m",
+// derived from the link flags' definitions and the tool's option table.
+func pingpongSynopsis(m oob.PingpongMode) []string {
+	words := append([]string{"--mode", m.String()}, linkSynopsis(true)...)
+	words = append(words, oob.PingpongSynopsis(m)...)
+	return append(words, "[SERVER]")
+}
+
+// pingpongHelp prints the usage of each mode, the link flags and what the
+// tool's options mean.
+func pingpongHelp(e *env) {
+	w := e.stdout
+	for m := oob.PingpongRC; m <= oob.PingpongSRQ; m++ {
+		fmt.Fprintf(w, "%s\n\n", wrapWords(append([]string{"usage:", "softroce", "pingpong"}, pingpongSynopsis(m)...), 80, "\t"))
+	}
+	fmt.Fprintf(w, "%s\n\n  --%s %s\n    \t%s\n\nlink flags:\n", commands["pingpong"].summary, modeFlag.name, modeFlag.arg, modeFlag.help)
+	printLinkFlags(w)
+	fmt.Fprint(w, `
+The tool's options are those of rdma-core's ibv_*_pingpong (see its man
+page), with its defaults; without -g the GID of the first --ip address is
+used. With SERVER this side is the client. -o -O -P -t -j -N are refused.
+`)
+}
+
+func runPingpong(e *env) error {
+	args, stdout, stderr := e.args, e.stdout, e.stderr
 	mode := oob.PingpongRC
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--mode" && i+1 < len(args):
-			i++
-			a = "--mode=" + args[i]
-			fallthrough
-		case len(a) > 7 && a[:7] == "--mode=":
-			m, err := oob.ParsePingpongMode(a[7:])
-			if err != nil {
-				fmt.Fprintf(stderr, "softroce pingpong: --mode %q: rc, uc, ud or srq\n", a[7:])
-				return errUsage
-			}
-			mode = m
-		default:
-			rest = append(rest, a)
+	modeArgs, rest, err := splitLongFlags(args, func(name string) *linkFlag {
+		if name == "mode" {
+			return &modeFlag
 		}
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "softroce pingpong:", err)
+		return errUsage
+	}
+	for _, a := range modeArgs {
+		v := strings.TrimPrefix(a, "--mode=")
+		m, err := oob.ParsePingpongMode(v)
+		if err != nil {
+			fmt.Fprintf(stderr, "softroce pingpong: --mode %q: rc, uc, ud or srq\n", v)
+			return errUsage
+		}
+		mode = m
 	}
 	linkArgs, toolArgs, err := splitLinkArgs(rest)
 	if err != nil {
@@ -63,13 +91,13 @@ func runPingpong(args []string, stdout, stderr io.Writer) error {
 	}
 	pc, err := oob.ParsePingpongFlags(mode, toolArgs)
 	if err != nil {
-		fmt.Fprintf(stderr, "softroce pingpong: %v\nusage: softroce pingpong %s\n", err, commands["pingpong"].usage)
+		fmt.Fprintf(stderr, "softroce pingpong: %v\n%s\n", err, wrapWords(append([]string{"usage:", "softroce", "pingpong"}, pingpongSynopsis(mode)...), 80, "\t"))
 		return errUsage
 	}
 	if pc.ODP || pc.ImplicitOD || pc.Prefetch || pc.Timestamps || pc.DM || pc.NewSend {
 		return fmt.Errorf("-o -O -P -t -j -N are not supported by softroce: %w", unix.EOPNOTSUPP)
 	}
-	n, err := toolNode("pingpong", linkArgs, pc.IBDev, stderr)
+	n, seed, err := e.toolNode("pingpong", linkArgs, pc.IBDev)
 	if err != nil {
 		return err
 	}
@@ -81,8 +109,8 @@ func runPingpong(args []string, stdout, stderr io.Writer) error {
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	pp, err := workload.NewPingpong(n.Device(), workload.PingpongConfig{Mode: mode, Client: pc.Server != "",
-		Size: pc.Size, Iters: pc.Iters, RxDepth: pc.RxDepth, NumQP: int(pc.NumQP), MTU: pc.MTU, SL: uint8(pc.SL),
-		GIDIndex: gidx, Check: pc.Check, Resolve: resolver(n), Seed: uint64(n.MAC()[5]) << 32})
+		Size: pc.Size, Iters: pc.Iters, RxDepth: pc.RxDepth, NumQP: int(pc.NumQP), MTU: pc.MTU, SL: uint8(pc.SL), Port: uint32(pc.IBPort),
+		GIDIndex: gidx, Check: pc.Check, Resolve: resolver(n), Seed: seedFor(seed, "pingpong")})
 	if err != nil {
 		return err
 	}
@@ -91,7 +119,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) error {
 		w.WriteString(oob.FormatPingpongAddress(mode, false, d))
 	}
 	w.Flush()
-	conn, err := oobConn(pc.Server, pc.Port, serverReady)
+	conn, err := e.oobConn(pc.Server, pc.Port)
 	if err != nil {
 		return err
 	}

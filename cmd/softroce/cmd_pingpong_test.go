@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -15,15 +16,16 @@ import (
 	"github.com/softroce/softroce/node"
 )
 
-// pipeNodes makes "softroce pingpong/perf" build their node on one end of
-// an in-memory link: device -d a on one end, -d b on the other, so that two
-// commands in this process talk RoCE over the pipe and TCP over 127.0.0.1.
-func pipeNodes(t *testing.T) {
+// pipeNodes returns hooks that make "softroce pingpong/perf/rping" build
+// their node on one end of an in-memory link: device -d a on one end, -d b
+// on the other, so that two commands in this process talk RoCE over the
+// pipe and TCP over 127.0.0.1.
+func pipeNodes(t *testing.T) hooks {
 	t.Helper()
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: 1500, QueueLen: 1024})
 	ends := map[string]link.Link{"a": ea, "b": eb}
-	old := openNode
-	openNode = func(lf *linkFlags, stderr io.Writer) (*node.Node, error) {
+	t.Cleanup(func() { ea.Close(); eb.Close() })
+	return hooks{openNode: func(lf *linkFlags, stderr io.Writer) (*node.Node, error) {
 		cfg, err := lf.config()
 		if err != nil {
 			return nil, err
@@ -34,9 +36,8 @@ func pipeNodes(t *testing.T) {
 		}
 		cfg.Link = l
 		cfg.MTU = 0
-		return node.New(cfg)
-	}
-	t.Cleanup(func() { openNode = old; ea.Close(); eb.Close() })
+		return node.New(context.Background(), cfg)
+	}}
 }
 
 // port is what tests pass to -p: the server listens on port 0 (the kernel
@@ -60,28 +61,28 @@ type cmdResult struct {
 	out, errout string
 }
 
-// runPair runs a server command and, once it listens, a client command.
-func runPair(t *testing.T, server, client []string) (sv, cl cmdResult) {
+// runPair runs a server command and, once it listens, a client command,
+// both with the hooks h.
+func runPair(t *testing.T, h hooks, server, client []string) (sv, cl cmdResult) {
 	t.Helper()
 	listening := make(chan struct{})
 	var once sync.Once
 	var lport string
-	serverReady = func(a net.Addr) {
+	h.serverReady = func(a net.Addr) {
 		once.Do(func() { lport = strconv.Itoa(a.(*net.TCPAddr).Port); close(listening) })
 	}
-	t.Cleanup(func() { serverReady = nil })
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer once.Do(func() { close(listening) })
 		var o, e bytes.Buffer
-		sv.code = run(withPort(server, "0"), &o, &e)
+		sv.code = runWith(h, withPort(server, "0"), &o, &e)
 		sv.out, sv.errout = o.String(), e.String()
 	}()
 	<-listening
 	var o, e bytes.Buffer
-	cl.code = run(withPort(client, lport), &o, &e)
+	cl.code = runWith(h, withPort(client, lport), &o, &e)
 	cl.out, cl.errout = o.String(), e.String()
 	wg.Wait()
 	return sv, cl
@@ -106,9 +107,9 @@ func TestPingpongCommand(t *testing.T) {
 		{"srq", []string{"-n", "64", "-q", "4", "-c", "-s", "3000"}, 4},
 	} {
 		t.Run(tc.mode+"/"+strings.Join(tc.args, "_"), func(t *testing.T) {
-			pipeNodes(t)
+			h := pipeNodes(t)
 			common := append([]string{"pingpong", "--mode", tc.mode, "-p", port}, tc.args...)
-			sv, cl := runPair(t,
+			sv, cl := runPair(t, h,
 				append(append([]string{}, common...), "-d", "b", "--ip", "10.9.0.2/24"),
 				append(append([]string{}, common...), "-d", "a", "--ip=10.9.0.1/24", "127.0.0.1"))
 			for _, r := range []struct {
@@ -146,5 +147,64 @@ func TestPingpongCommandBadFlags(t *testing.T) {
 				t.Errorf("exit %d, stderr %q", code, errs)
 			}
 		})
+	}
+}
+
+// TestPingpongNoSuchPort: -i names a port the device does not have (rxe
+// has one): the tools fail before the address exchange, ud_pingpong at its
+// port query, the others when ib_modify_qp refuses IB_QP_PORT in the move
+// to INIT; exit 1 and no server listening.
+func TestPingpongNoSuchPort(t *testing.T) {
+	for _, tc := range []struct{ mode, port, want string }{
+		{"rc", "9", "Failed to modify QP to INIT"},
+		{"uc", "2", "Failed to modify QP to INIT"},
+		{"srq", "9", "Failed to modify QP to INIT"},
+		{"ud", "9", "Unable to query port info for port 9"},
+	} {
+		t.Run(tc.mode+"/"+tc.port, func(t *testing.T) {
+			h := pipeNodes(t)
+			h.serverReady = func(net.Addr) { t.Error("the server listened") }
+			var o, e bytes.Buffer
+			code := runWith(h, []string{"pingpong", "--mode", tc.mode, "-i", tc.port, "-p", "0", "-d", "a", "--ip", "10.9.0.1/24"}, &o, &e)
+			if code != 1 || !strings.Contains(e.String(), tc.want) || !strings.Contains(e.String(), "invalid argument") {
+				t.Errorf("exit %d, stderr %q; want 1 and %q", code, e.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestPingpongSeed: without --seed each run draws its PSNs at random, as
+// the tools do (srand48(getpid() * time(NULL))), so two runs differ; with
+// --seed a run replays exactly, and --print-seed says the seed on stderr.
+func TestPingpongSeed(t *testing.T) {
+	psns := func(extra ...string) (server, client string, sv, cl cmdResult) {
+		t.Helper()
+		h := pipeNodes(t)
+		common := append([]string{"pingpong", "--mode", "rc", "-p", port, "-n", "5"}, extra...)
+		sv, cl = runPair(t, h,
+			append(append([]string{}, common...), "-d", "b", "--ip", "10.9.0.2/24"),
+			append(append([]string{}, common...), "-d", "a", "--ip=10.9.0.1/24", "127.0.0.1"))
+		if sv.code != 0 || cl.code != 0 {
+			t.Fatalf("exit %d %d\n%s%s\n%s%s", sv.code, cl.code, sv.out, sv.errout, cl.out, cl.errout)
+		}
+		psn := regexp.MustCompile(`local address:  LID 0x0000, QPN 0x[0-9a-f]{6}, PSN (0x[0-9a-f]{6})`)
+		ms, mc := psn.FindStringSubmatch(sv.out), psn.FindStringSubmatch(cl.out)
+		if ms == nil || mc == nil {
+			t.Fatalf("no PSN in\n%s\n%s", sv.out, cl.out)
+		}
+		return ms[1], mc[1], sv, cl
+	}
+	s1, c1, _, _ := psns()
+	s2, c2, _, _ := psns()
+	if s1 == s2 || c1 == c2 {
+		t.Errorf("two runs without --seed: server PSNs %s %s, client PSNs %s %s; want them to differ", s1, s2, c1, c2)
+	}
+	s1, c1, sv, _ := psns("--seed", "7", "--print-seed")
+	s2, c2, _, _ = psns("--seed=7")
+	if s1 != s2 || c1 != c2 {
+		t.Errorf("two runs with --seed 7: server PSNs %s %s, client PSNs %s %s; want them equal", s1, s2, c1, c2)
+	}
+	if sv.errout != "softroce: seed 0x7\n" {
+		t.Errorf("--print-seed: stderr %q", sv.errout)
 	}
 }

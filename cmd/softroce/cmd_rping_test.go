@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -48,8 +49,8 @@ func TestRpingCommand(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			pipeNodes(t)
-			sv, cl := runPair(t,
+			h := pipeNodes(t)
+			sv, cl := runPair(t, h,
 				append([]string{"rping", "-s", "-a", "0.0.0.0", "-p", port, "--dev", "b", "--ip", "10.9.0.2/24"}, c.srv...),
 				append([]string{"rping", "-c", "-a", "10.9.0.2", "-p", port, "--dev=a", "--ip=10.9.0.1/24"}, c.cli...))
 			if sv.code != 0 || cl.code != 0 {
@@ -78,17 +79,15 @@ func TestRpingCommand(t *testing.T) {
 func TestRpingReject(t *testing.T) {
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: 1500, QueueLen: 1024})
 	defer ea.Close()
-	old := openNode
-	openNode = func(lf *linkFlags, stderr io.Writer) (*node.Node, error) {
+	h := hooks{openNode: func(lf *linkFlags, stderr io.Writer) (*node.Node, error) {
 		cfg, err := lf.config()
 		if err != nil {
 			return nil, err
 		}
 		cfg.Link, cfg.MTU = ea, 0
-		return node.New(cfg)
-	}
-	defer func() { openNode = old }()
-	peer, err := node.New(node.Config{Link: eb, MAC: net.HardwareAddr{2, 0, 0, 0, 0x99, 0x99}, Addrs: []netip.Prefix{netip.MustParsePrefix("10.9.0.2/24")}})
+		return node.New(context.Background(), cfg)
+	}}
+	peer, err := node.New(context.Background(), node.Config{Link: eb, MAC: net.HardwareAddr{2, 0, 0, 0, 0x99, 0x99}, Addrs: []netip.Prefix{netip.MustParsePrefix("10.9.0.2/24")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +98,7 @@ func TestRpingReject(t *testing.T) {
 	}
 	defer cm.Close()
 	var o, e strings.Builder
-	code := run([]string{"rping", "-c", "-a", "10.9.0.2", "-p", "9999", "--ip", "10.9.0.1/24"}, &o, &e)
+	code := runWith(h, []string{"rping", "-c", "-a", "10.9.0.2", "-p", "9999", "--ip", "10.9.0.1/24"}, &o, &e)
 	want := "cma event RDMA_CM_EVENT_REJECTED, error 8\nwait for CONNECTED state 4\nconnect error -1\n"
 	if code != 255 || e.String() != want {
 		t.Errorf("exit %d, stderr %q, want 255 %q", code, e.String(), want)

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -19,10 +18,10 @@ import (
 
 func init() {
 	register(command{
-		name:    "run",
-		summary: "run an unmodified libibverbs program on softroce (exit status: the program's)",
-		usage:   "[-d rxe0] [link flags] -- PROGRAM [ARGS...]",
-		run:     runRun,
+		name:     "run",
+		summary:  "run an unmodified libibverbs program on softroce (exit status: the program's)",
+		operands: "-- PROGRAM [ARGS...]",
+		run:      runRun,
 	})
 }
 
@@ -31,13 +30,15 @@ func init() {
 // lifetime (and as long as other programs that found it keep the device
 // open), on the link the flags describe (default: the in-memory link,
 // where the device reaches its own GIDs).
-func runRun(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", stderr)
+func runRun(e *env) error {
+	stdout, stderr := e.stdout, e.stderr
+	fs := newFlagSet(e, "run")
 	lf := serveLinkFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	prog, err := parseFlags(fs, e.args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
+	if len(prog) == 0 {
 		fs.Usage()
 		return errUsage
 	}
@@ -50,7 +51,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if !uverbsd.Serving(dir) {
-		d, err := startDaemon(lf, dir, stderr)
+		d, err := startDaemon(e, lf, dir)
 		switch {
 		case errors.Is(err, unix.EADDRINUSE):
 			// Another softroce started serving the name meanwhile.
@@ -70,7 +71,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 			}()
 		}
 	}
-	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
+	cmd := exec.Command(prog[0], prog[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	cmd.Env = programEnv(os.Environ(), uverbsd.Env(dir, so))
 	// The terminal's signals reach the program (same process group); the

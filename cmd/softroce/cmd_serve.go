@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -23,7 +22,6 @@ func init() {
 	register(command{
 		name:    "serve",
 		summary: "serve the emulated device to unmodified libibverbs programs (LD_PRELOAD, SYSFS_PATH)",
-		usage:   "[-d rxe0] [link flags]",
 		run:     runServe,
 	})
 }
@@ -33,6 +31,7 @@ func serveLinkFlags(fs *flag.FlagSet) *linkFlags {
 	lf := addLinkFlags(fs)
 	lf.dev = defaultServeName
 	fs.Lookup("d").DefValue = defaultServeName
+	fs.Lookup("d").Usage = "the device `NAME` (the rxe provider serves only names starting with rxe)"
 	return lf
 }
 
@@ -45,8 +44,8 @@ type daemon struct {
 
 // startDaemon builds the node the flags describe and serves it in the
 // device's directory.
-func startDaemon(lf *linkFlags, dir string, stderr io.Writer) (*daemon, error) {
-	n, err := lf.open(stderr)
+func startDaemon(e *env, lf *linkFlags, dir string) (*daemon, error) {
+	n, err := e.openNode(lf)
 	if err != nil {
 		return nil, err
 	}
@@ -85,14 +84,16 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-func runServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("serve", stderr)
+func runServe(e *env) error {
+	stdout := e.stdout
+	fs := newFlagSet(e, "serve")
 	lf := serveLinkFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	operands, err := parseFlags(fs, e.args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 0 {
-		fs.Usage()
+	if len(operands) != 0 {
+		fmt.Fprintf(e.stderr, "softroce serve: unexpected argument %q\n", operands[0])
 		return errUsage
 	}
 	dir, err := uverbsd.DeviceDir(lf.dev)
@@ -103,7 +104,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	d, err := startDaemon(lf, dir, stderr)
+	d, err := startDaemon(e, lf, dir)
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func TestRunUsesTheServingDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := startDaemon(lf, dir, &errb)
+	d, err := startDaemon(&env{stdout: &errb, stderr: &errb}, lf, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

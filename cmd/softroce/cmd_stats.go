@@ -14,7 +14,6 @@ func init() {
 	register(command{
 		name:    "stats",
 		summary: "print the device's counters as `rdma statistic show` does",
-		usage:   "[--json] [--for DURATION] [link flags]",
 		run:     runStats,
 	})
 }
@@ -63,19 +62,25 @@ func nodeStats(n *node.Node) ([]stat, error) {
 // (answering ARP and ping, counting what arrives), and prints its counters.
 // Equivalent to: `rdma statistic show link softroce0/1` (with --json,
 // `rdma -j statistic show link softroce0/1`).
-func runStats(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("stats", stderr)
+func runStats(e *env) error {
+	args, stdout, stderr := e.args, e.stdout, e.stderr
+	fs := newFlagSet(e, "stats")
 	asJSON := fs.Bool("json", false, "print JSON as `rdma -j statistic show` does")
 	dur := fs.Duration("for", 0, "stay on the link for `DURATION` before printing")
 	lf := addLinkFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	operands, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 || *dur < 0 {
-		fs.Usage()
+	if len(operands) > 0 {
+		fmt.Fprintf(stderr, "softroce stats: unexpected argument %q\n", operands[0])
 		return errUsage
 	}
-	n, err := lf.open(stderr)
+	if *dur < 0 {
+		fmt.Fprintf(stderr, "softroce stats: --for %v: a duration to stay on the link cannot be negative\n", *dur)
+		return errUsage
+	}
+	n, err := e.openNode(lf)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"net/netip"
@@ -124,7 +125,7 @@ func TestStatsCountDrops(t *testing.T) {
 	mine, peer := link.Pipe()
 	defer peer.Close()
 	ip := netip.MustParseAddr("10.0.0.1")
-	n, err := node.New(node.Config{Name: "softroce0", Link: mine, NoDAD: true, Addrs: []netip.Prefix{netip.PrefixFrom(ip, 24)}})
+	n, err := node.New(context.Background(), node.Config{Name: "softroce0", Link: mine, NoDAD: true, Addrs: []netip.Prefix{netip.PrefixFrom(ip, 24)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,5 +170,13 @@ func TestStatsCountDrops(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s = %d, want %d", k, got[k], v)
 		}
+	}
+}
+
+// TestStatsNegativeFor: a negative --for is a usage error that says why.
+func TestStatsNegativeFor(t *testing.T) {
+	code, _, errs := runCmd(t, "stats", "--for", "-1s")
+	if code != 2 || !strings.Contains(errs, "--for -1s: a duration to stay on the link cannot be negative") {
+		t.Errorf("exit %d, stderr %q", code, errs)
 	}
 }

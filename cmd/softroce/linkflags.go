@@ -1,17 +1,25 @@
 package main
 
 import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/host"
 	"github.com/softroce/softroce/node"
 )
 
@@ -27,29 +35,141 @@ type linkFlags struct {
 	dev                string
 	pcap               string
 	nodad              bool
+	seed               uint64
+	seedSet            bool // --seed given: replay
+	printSeed          bool
 }
+
+// linkFlag defines one link flag. It is the one definition of the link
+// flags: addLinkFlags registers them, splitLinkArgs finds them in a tool's
+// command line and linkSynopsis writes their synopsis from it.
+type linkFlag struct {
+	name string // without dashes
+	arg  string // the argument's placeholder; "" for a flag with no value
+	help string
+	// tool is false for the flags the tool commands do not take from
+	// softroce: -d, which is the tools' own option there.
+	tool bool
+	set  func(f *linkFlags, v string) error
+}
+
+var linkFlagDefs = []linkFlag{
+	{"tap", "NAME", "create (or attach to) the TAP device NAME and put softroce on it", true,
+		func(f *linkFlags, v string) error { f.tap = v; return nil }},
+	{"iface", "NAME", "put softroce on the existing interface NAME (AF_PACKET)", true,
+		func(f *linkFlags, v string) error { f.iface = v; return nil }},
+	{"bridge", "BR", "attach the TAP (or --iface) to the bridge BR", true,
+		func(f *linkFlags, v string) error { f.bridge = v; return nil }},
+	{"ip", "CIDR", "softroce's own address CIDR (IPv4 or IPv6, with or without the prefix length; repeatable); each is a RoCEv2 GID", true,
+		func(f *linkFlags, v string) error {
+			p, err := parsePrefix(v)
+			if err != nil {
+				return err
+			}
+			f.ips = append(f.ips, p)
+			return nil
+		}},
+	{"mac", "MAC", "softroce's own MAC address (default: derived from -d, the link and the addresses)", true,
+		func(f *linkFlags, v string) error { f.mac = v; return nil }},
+	{"mtu", "N", "the link's MTU of N bytes (default: the interface's, 1500 in memory)", true,
+		func(f *linkFlags, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return fmt.Errorf("not a size: %q", v)
+			}
+			f.mtu = n
+			return nil
+		}},
+	{"pcap", "FILE", "write every frame softroce sends or receives to the pcap FILE", true,
+		func(f *linkFlags, v string) error { f.pcap = v; return nil }},
+	{"nodad", "", "skip IPv6 duplicate address detection of the --ip addresses (as ip addr add ... nodad)", true,
+		func(f *linkFlags, v string) error {
+			b, err := strconv.ParseBool(v)
+			f.nodad = b
+			return err
+		}},
+	{"seed", "N", "replay a run: N seeds the starting PSNs, the key bytes, the CM's IDs and the host's nonces " +
+		"(default: a random seed, as the real stack draws these at random; --print-seed shows it)", true,
+		func(f *linkFlags, v string) error {
+			n, err := strconv.ParseUint(v, 0, 64)
+			f.seed, f.seedSet = n, true
+			return err
+		}},
+	{"print-seed", "", "print the run's seed on stderr (softroce: seed N), to replay it with --seed", true,
+		func(f *linkFlags, v string) error {
+			b, err := strconv.ParseBool(v)
+			f.printSeed = b
+			return err
+		}},
+	{"d", "NAME", "the device NAME (default " + node.DefaultName + ")", false,
+		func(f *linkFlags, v string) error { f.dev = v; return nil }},
+}
+
+// linkValue is the flag.Value of a link flag: it sets the field through
+// the definition.
+type linkValue struct {
+	f   *linkFlags
+	def *linkFlag
+	s   string
+}
+
+func (v *linkValue) String() string     { return v.s }
+func (v *linkValue) Set(s string) error { v.s = s; return v.def.set(v.f, s) }
+func (v *linkValue) IsBoolFlag() bool   { return v.def.arg == "" }
 
 // addLinkFlags registers the link flags on fs and returns where they land.
 // Go's flag package accepts both -tap and --tap.
 func addLinkFlags(fs *flag.FlagSet) *linkFlags {
-	f := &linkFlags{}
-	fs.StringVar(&f.tap, "tap", "", "create (or attach to) the TAP device `NAME` and put softroce on it")
-	fs.StringVar(&f.bridge, "bridge", "", "attach the TAP (or --iface) to the bridge `NAME`")
-	fs.StringVar(&f.iface, "iface", "", "put softroce on the existing interface `NAME` (AF_PACKET)")
-	fs.Func("ip", "softroce's own address `CIDR` (IPv4 or IPv6; repeatable); each is a RoCEv2 GID", func(s string) error {
-		p, err := parsePrefix(s)
-		if err != nil {
-			return err
+	f := &linkFlags{dev: node.DefaultName}
+	for i := range linkFlagDefs {
+		d := &linkFlagDefs[i]
+		usage := d.help
+		if d.arg != "" {
+			// Every help text names its argument (a test checks).
+			usage = strings.Replace(usage, d.arg, "`"+d.arg+"`", 1)
 		}
-		f.ips = append(f.ips, p)
-		return nil
-	})
-	fs.StringVar(&f.mac, "mac", "", "softroce's own `MAC` address (default: derived from -d, the link and the addresses)")
-	fs.IntVar(&f.mtu, "mtu", 0, "the link's `MTU` (default: the interface's, 1500 in memory)")
-	fs.StringVar(&f.dev, "d", node.DefaultName, "the device `NAME`")
-	fs.BoolVar(&f.nodad, "nodad", false, "skip IPv6 duplicate address detection of the --ip addresses (as `ip addr add ... nodad`)")
-	fs.StringVar(&f.pcap, "pcap", "", "write every frame softroce sends or receives to the pcap `FILE`")
+		fs.Var(&linkValue{f: f, def: d}, d.name, usage)
+	}
 	return f
+}
+
+// linkSynopsis returns the synopsis of the link flags: those of the tool
+// commands when tool is set (without -d), all of them otherwise. --tap and
+// --iface, which exclude each other, share one bracket.
+func linkSynopsis(tool bool) []string {
+	var out []string
+	for _, d := range linkFlagDefs {
+		if tool && !d.tool {
+			continue
+		}
+		s := "--" + d.name
+		if len(d.name) == 1 {
+			s = "-" + d.name
+		}
+		if d.arg != "" {
+			s += " " + d.arg
+		}
+		if d.name == "iface" && len(out) > 0 && strings.HasPrefix(out[len(out)-1], "[--tap") {
+			out[len(out)-1] = strings.TrimSuffix(out[len(out)-1], "]") + "|" + s + "]"
+			continue
+		}
+		out = append(out, "["+s+"]")
+	}
+	return out
+}
+
+// printLinkFlags writes the tool commands' link flags, one entry each.
+func printLinkFlags(w io.Writer) {
+	for _, d := range linkFlagDefs {
+		if !d.tool {
+			continue
+		}
+		s := "  --" + d.name
+		if d.arg != "" {
+			s += " " + d.arg
+		}
+		fmt.Fprintf(w, "%s\n    \t%s\n", s, d.help)
+	}
 }
 
 // parsePrefix accepts an address with a prefix length, or a bare address
@@ -70,10 +190,13 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// config turns the flags into a node.Config. Without --mac the MAC is
+// config turns the flags into a node.Config, without the link (open opens
+// it). Without --mac the MAC is
 // derived from the device name, the link and the addresses, so that one
 // command line always gives the same MAC (and GUID) and two softroce
 // processes on one bridge with different addresses get different ones.
+// The seed of everything a peer should not predict (PSNs, keys, IDs,
+// nonces) is --seed, or else drawn at random (and kept in f.seed).
 func (f *linkFlags) config() (node.Config, error) {
 	if f.tap != "" && f.iface != "" {
 		return node.Config{}, fmt.Errorf("--tap and --iface are exclusive")
@@ -81,11 +204,17 @@ func (f *linkFlags) config() (node.Config, error) {
 	if f.bridge != "" && f.tap == "" && f.iface == "" {
 		return node.Config{}, fmt.Errorf("--bridge needs --tap or --iface")
 	}
-	cfg := node.Config{Name: f.dev, TAP: f.tap, Iface: f.iface, Bridge: f.bridge, Addrs: f.ips,
-		MTU: f.mtu, PcapPath: f.pcap, NoDAD: f.nodad}
+	cfg := node.Config{Name: f.dev, Addrs: f.ips, PcapPath: f.pcap, NoDAD: f.nodad}
+	if f.tap == "" && f.iface == "" {
+		cfg.MTU = f.mtu // the in-memory link's; a TAP's is set when open opens it
+	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s|%s|%s|%v", f.dev, f.tap, f.iface, f.ips)
-	cfg.Seed = h.Sum64()
+	cfg.MAC = host.RandomMAC(rand.New(rand.NewPCG(h.Sum64(), 0x736f6674726f6365)))
+	if !f.seedSet {
+		f.seed, f.seedSet = randomSeed(), true
+	}
+	cfg.Seed = f.seed
 	if f.mac != "" {
 		mac, err := net.ParseMAC(f.mac)
 		if err != nil || len(mac) != 6 {
@@ -102,7 +231,7 @@ func (f *linkFlags) config() (node.Config, error) {
 //
 //	lf := addLinkFlags(fs)
 //	... parseFlags(fs, args) ...
-//	n, err := lf.open(stderr)
+//	n, err := lf.open(ctx, stderr)
 //	defer n.Close()
 //	dev := n.Device()
 //
@@ -111,17 +240,44 @@ func (f *linkFlags) config() (node.Config, error) {
 //
 // A flag combination that makes no sense is reported on stderr and returns
 // errUsage (exit status 2).
-func (f *linkFlags) open(stderr io.Writer) (*node.Node, error) {
+func (f *linkFlags) open(ctx context.Context, stderr io.Writer) (*node.Node, error) {
 	cfg, err := f.config()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, errUsage
 	}
-	n, err := node.New(cfg)
+	switch {
+	case f.tap != "":
+		cfg.Link, err = node.OpenTAP(f.tap, f.bridge, f.mtu)
+	case f.iface != "":
+		cfg.Link, err = node.OpenPacket(f.iface, f.bridge, f.mtu)
+	}
+	if err != nil {
+		return nil, err
+	}
+	n, err := node.New(ctx, cfg)
 	if errors.Is(err, unix.EADDRINUSE) {
 		// The address is someone else's: say so plainly, as the kernel
 		// logs "IPv6 duplicate address ... detected!".
 		fmt.Fprintln(stderr, "softroce: duplicate address detection failed: another node on the link holds the address; pick another --ip (or --nodad to skip the check)")
 	}
 	return n, err
+}
+
+// randomSeed returns a seed no peer can predict, as the tools seed lrand48
+// from the pid and the time and rxe draws its key bytes at random.
+func randomSeed() uint64 {
+	var b [8]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return uint64(time.Now().UnixNano()) ^ uint64(os.Getpid())<<32
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// seedFor derives the seed of one use (PSNs of a workload, the CM) from
+// the run's seed, so that the uses draw different streams.
+func seedFor(seed uint64, use string) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d|%s", seed, use)
+	return h.Sum64()
 }

@@ -14,11 +14,11 @@ import (
 )
 
 func TestRunDispatch(t *testing.T) {
-	register(command{name: "testecho", summary: "echo for tests", run: func(args []string, stdout, _ io.Writer) error {
-		if len(args) > 0 && args[0] == "fail" {
+	register(command{name: "testecho", summary: "echo for tests", run: func(e *env) error {
+		if len(e.args) > 0 && e.args[0] == "fail" {
 			return &exitError{code: 3}
 		}
-		_, err := io.WriteString(stdout, strings.Join(args, " "))
+		_, err := io.WriteString(e.stdout, strings.Join(e.args, " "))
 		return err
 	}})
 	defer delete(commands, "testecho")
@@ -69,7 +69,7 @@ func TestRunWCError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.err
-			register(command{name: tc.name, run: func([]string, io.Writer, io.Writer) error { return err }})
+			register(command{name: tc.name, run: func(*env) error { return err }})
 			defer delete(commands, tc.name)
 			code, out, errs := runCmd(t, tc.name)
 			if code != 1 || out != "" || errs != tc.want {

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,20 +13,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The link flags of "softroce pingpong" and "softroce perf" are taken out of
-// the command line before the rest goes to the real tool's getopt_long
-// parser (package oob). They are long options only (--tap NAME or
-// --tap=NAME), so that no short-option cluster of the tools is mistaken for
-// one. --mtu is the link's MTU, as in every softroce command; the path MTU
-// is the tools' -m. -d names the device for both.
-var toolLinkFlags = []string{"tap", "bridge", "iface", "ip", "mac", "mtu", "pcap", "nodad"}
-
-// toolLinkBools are the link flags that take no value.
-var toolLinkBools = []string{"nodad"}
+// The link flags of "softroce pingpong", "perf" and "rping" are taken out
+// of the command line before the rest goes to the real tool's getopt_long
+// parser. They are long options only (--tap NAME or --tap=NAME), so that no
+// short-option cluster of the tools is mistaken for one. --mtu is the
+// link's MTU, as in every softroce command; the path MTU is the tools' -m.
+// The tool's -d (rping: --dev) names the device.
 
 // splitLinkArgs separates the link flags (returned in Go flag syntax) from
 // the tool's arguments. Everything after "--" belongs to the tool.
 func splitLinkArgs(args []string) (linkArgs, rest []string, err error) {
+	return splitLongFlags(args, toolLinkFlag)
+}
+
+// splitLongFlags separates the long flags that find knows (returned as
+// --name=value) from the other arguments; everything after "--" is left
+// to the tool.
+func splitLongFlags(args []string, find func(name string) *linkFlag) (flags, rest []string, err error) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -36,55 +37,66 @@ func splitLinkArgs(args []string) (linkArgs, rest []string, err error) {
 			break
 		}
 		name, val, hasVal := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if !strings.HasPrefix(a, "--") || !isToolLinkFlag(name) {
+		d := find(name)
+		if !strings.HasPrefix(a, "--") || d == nil {
 			rest = append(rest, a)
 			continue
 		}
-		if slices.Contains(toolLinkBools, name) {
-			if !hasVal {
-				val = "true"
-			}
-			linkArgs = append(linkArgs, "--"+name+"="+val)
-			continue
-		}
-		if !hasVal {
+		switch {
+		case d.arg == "" && !hasVal:
+			val = "true"
+		case d.arg != "" && !hasVal:
 			if i+1 >= len(args) {
 				return nil, nil, fmt.Errorf("option --%s requires an argument: %w", name, unix.EINVAL)
 			}
 			i++
 			val = args[i]
 		}
-		linkArgs = append(linkArgs, "--"+name+"="+val)
+		flags = append(flags, "--"+name+"="+val)
 	}
-	return linkArgs, rest, nil
+	return flags, rest, nil
 }
 
-func isToolLinkFlag(name string) bool {
-	for _, f := range toolLinkFlags {
-		if f == name {
-			return true
+// toolLinkFlag returns the definition of the tool commands' link flag
+// name, or nil.
+func toolLinkFlag(name string) *linkFlag {
+	for i, d := range linkFlagDefs {
+		if d.tool && d.name == name {
+			return &linkFlagDefs[i]
 		}
 	}
-	return false
+	return nil
 }
 
-// openNode builds the softroce host of a pingpong or perf command. Tests
-// replace it to put two in-process commands on the two ends of a
-// link.Pipe.
-var openNode = func(lf *linkFlags, stderr io.Writer) (*node.Node, error) { return lf.open(stderr) }
+// openNode builds the softroce host from the parsed link flags, through
+// the test hook when one is set.
+func (e *env) openNode(lf *linkFlags) (*node.Node, error) {
+	if e.hooks.openNode != nil {
+		return e.hooks.openNode(lf, e.stderr)
+	}
+	return lf.open(e.context(), e.stderr)
+}
 
 // toolNode parses the link flags for tool command c and opens the node;
-// dev (the tool's -d) names the device when set.
-func toolNode(c string, linkArgs []string, dev string, stderr io.Writer) (*node.Node, error) {
-	fs := newFlagSet(c, stderr)
+// dev (the tool's -d) names the device when set. It returns the run's
+// seed (--seed, or a random one), printed on stderr with --print-seed.
+func (e *env) toolNode(c string, linkArgs []string, dev string) (*node.Node, uint64, error) {
+	fs := newFlagSet(e, c)
 	lf := addLinkFlags(fs)
-	if err := parseFlags(fs, linkArgs); err != nil {
-		return nil, err
+	if _, err := parseFlags(fs, linkArgs); err != nil {
+		return nil, 0, err
 	}
 	if dev != "" {
 		lf.dev = dev
 	}
-	return openNode(lf, stderr)
+	if !lf.seedSet {
+		lf.seed, lf.seedSet = randomSeed(), true
+	}
+	if lf.printSeed {
+		fmt.Fprintf(e.stderr, "softroce: seed %#x\n", lf.seed)
+	}
+	n, err := e.openNode(lf)
+	return n, lf.seed, err
 }
 
 // gidIndex returns the GID index a tool uses: the one given (-g, -x), or,
@@ -119,18 +131,18 @@ func resolver(n *node.Node) func(emu.GID) ([6]byte, error) {
 	}
 }
 
-// dialTimeout bounds how long a client keeps trying to reach a server that
-// is not listening yet (the C tools try once; retrying for a moment lets a
-// script start both sides at once).
-var dialTimeout = 5 * time.Second
-
-// oobConn opens the out-of-band TCP connection: a client dials server:port,
-// a server listens on port and accepts one connection. ready, if not nil,
-// is called once the server listens.
-func oobConn(server string, port int, ready func(addr net.Addr)) (net.Conn, error) {
+// oobConn opens the out-of-band TCP connection: a client dials server:port
+// (retrying for e.dialTimeout, as the C tools do not: a script may start
+// both sides at once), a server listens on port and accepts one
+// connection, calling the serverReady hook once it listens.
+func (e *env) oobConn(server string, port int) (net.Conn, error) {
 	if server != "" {
 		addr := net.JoinHostPort(server, strconv.Itoa(port))
-		deadline := time.Now().Add(dialTimeout)
+		timeout := e.dialTimeout
+		if timeout == 0 {
+			timeout = 5 * time.Second
+		}
+		deadline := time.Now().Add(timeout)
 		for {
 			c, err := net.DialTimeout("tcp", addr, time.Second)
 			if err == nil {
@@ -147,8 +159,8 @@ func oobConn(server string, port int, ready func(addr net.Addr)) (net.Conn, erro
 		return nil, fmt.Errorf("Couldn't listen to port %d: %w", port, err)
 	}
 	defer l.Close()
-	if ready != nil {
-		ready(l.Addr())
+	if e.serverReady != nil {
+		e.serverReady(l.Addr())
 	}
 	c, err := l.Accept()
 	if err != nil {
@@ -156,7 +168,3 @@ func oobConn(server string, port int, ready func(addr net.Addr)) (net.Conn, erro
 	}
 	return c, nil
 }
-
-// serverReady is a test hook called when a pingpong or perf server
-// listens.
-var serverReady func(addr net.Addr)

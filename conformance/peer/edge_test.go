@@ -634,12 +634,12 @@ func pipeNodes(t *testing.T, wrap func(link.Link) link.Link) (drv, peer *node.No
 	if wrap != nil {
 		l = wrap(a)
 	}
-	drv, err := node.New(node.Config{Link: l, NoDAD: true, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.2/24")}, Seed: 7})
+	drv, err := node.New(context.Background(), node.Config{Link: l, NoDAD: true, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.2/24")}, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { drv.Close() })
-	peer, err = node.New(node.Config{Link: b, NoDAD: true, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.11/24")}, Seed: 11})
+	peer, err = node.New(context.Background(), node.Config{Link: b, NoDAD: true, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.11/24")}, Seed: 11})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -687,7 +687,7 @@ func labNode(t *testing.T, lab *Lab, wrap func(link.Link) link.Link, sockets fun
 		if wrap != nil {
 			l = wrap(td)
 		}
-		if n, err = node.New(node.Config{Link: l, NoDAD: true, Addrs: []netip.Prefix{ip4, ip6}, Seed: 7}); err != nil {
+		if n, err = node.New(context.Background(), node.Config{Link: l, NoDAD: true, Addrs: []netip.Prefix{ip4, ip6}, Seed: 7}); err != nil {
 			td.Close()
 			return err
 		}
