@@ -42,7 +42,9 @@ func (c *call) getContext() error {
 	}
 	f.context = true
 	f.async.Store(ev)
+	ev.at, ev.fd = c.resp, fdPending
 	f.reply.Files = append(f.reply.Files, PassFile{File: ev.theirs, At: c.resp})
+	f.passing = append(f.passing, ev)
 	watchPorts(f)
 	return nil
 }
@@ -281,6 +283,7 @@ func (c *call) createCompChannel() error {
 	ev.at, ev.fd = c.resp, fdPending
 	c.f.channels = append(c.f.channels, ev)
 	c.f.reply.Files = append(c.f.reply.Files, PassFile{File: ev.theirs, At: c.resp})
+	c.f.passing = append(c.f.passing, ev)
 	return nil
 }
 
@@ -301,10 +304,28 @@ func (f *File) channelOf(fd int32) (*eventFile, error) {
 	return nil, errorf(unix.EINVAL, "completion channel fd %d: not a channel of this file", fd)
 }
 
-// resolveFds reads back the fd numbers the client stored for the event
-// files handed out by the previous command (the client writes them before
-// its write() returns, so before its next command); f.mu held.
+// FilesStored tells the File the numbers the client received for the
+// files the last Write passed (Reply.Files, in that order), before the
+// client's write() returns: a completion channel is then known by the fd
+// CREATE_CQ names. A client that lies about its numbers only misdirects its
+// own channel lookups.
+func (f *File) FilesStored(fds []uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, ev := range f.handed {
+		if i < len(fds) && ev.fd == fdPending {
+			ev.fd = int32(fds[i])
+		}
+	}
+	f.handed = nil
+}
+
+// resolveFds is the fallback for a daemon that does not call FilesStored:
+// it reads back the fd numbers the client stored in the responses of the
+// previous command, which holds only while the client has not reused that
+// memory; f.mu held.
 func (f *File) resolveFds() {
+	f.handed = nil
 	for _, ev := range f.channels {
 		if ev.fd != fdPending {
 			continue

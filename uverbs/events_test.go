@@ -37,12 +37,12 @@ func TestCompletionChannelDeliversArmedEvents(t *testing.T) {
 		t.Fatalf("CREATE_COMP_CHANNEL files %+v", r.Files)
 	}
 	ch := r.Files[0]
-	// The preload stores the fd number the client received where the
-	// response's fd field is.
+	// The daemon reports the fd number the client received before the
+	// client's write() returns; libibverbs keeps the response on its stack,
+	// so what is at At later is another command's (here: garbage).
 	const clientFd = 42
-	var fd [4]byte
-	binary.NativeEndian.PutUint32(fd[:], clientFd)
-	b.mem.WriteAt(fd[:], ch.At)
+	b.f.FilesStored([]uint32{clientFd})
+	b.mem.WriteAt([]byte{7, 7, 7, 7}, ch.At)
 
 	// A CQ on an fd that is no channel of the file: EINVAL.
 	_, _, err := do(b.client, CmdCreateCq, &CreateCq{Cqe: 8, Comp_channel: 7}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
@@ -262,4 +262,18 @@ func TestSRQReceivesFromItsRing(t *testing.T) {
 	// The SRQ is busy while the QP uses it.
 	_, _, err := do(b.client, CmdDestroySrq, &DestroySrq{Handle: sr.Srq_handle}, sizeOf[DestroySrqResp]())
 	errnoIs(t, err, unix.EBUSY)
+}
+
+func TestChannelFdReadBackWithoutFilesStored(t *testing.T) {
+	dev := newDevice(t)
+	c := newClient(t, dev)
+	must(c, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+	_, r := must(c, CmdCreateCompChannel, &CreateCompChannel{}, sizeOf[CreateCompChannelResp]())
+	var fd [4]byte
+	binary.NativeEndian.PutUint32(fd[:], 9)
+	c.mem.WriteAt(fd[:], r.Files[0].At)
+	// The next command reads the number back from the response.
+	if _, _, err := do(c, CmdCreateCq, &CreateCq{Cqe: 2, Comp_channel: 9}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]()); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -56,6 +56,8 @@ type File struct {
 	stalled  atomic.Bool               // a QP's doorbell waits for room in the device's send queue
 	retrying atomic.Bool               // a retry of the stalled doorbells is scheduled
 	reply    Reply                     // files gathered by the command in progress
+	handed   []*eventFile              // the event files of the last reply's Files, in order
+	passing  []*eventFile              // the event files the command in progress hands out
 }
 
 // objKind is the type of a uobject (UVERBS_OBJECT_*).

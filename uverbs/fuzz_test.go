@@ -7,6 +7,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
@@ -85,6 +86,46 @@ func FuzzWrite(f *testing.F) {
 		file.Close()
 		if len(file.objects) != 0 || len(file.mmaps) != 0 {
 			t.Fatalf("after close: %d objects, %d queues", len(file.objects), len(file.mmaps))
+		}
+	})
+}
+
+// FuzzRingWQE decodes arbitrary bytes as the send and receive WQEs a
+// client writes into its rings: the decoder never reads outside the slot
+// and never yields more SGEs than the queue takes, whatever num_sge,
+// length and opcode say.
+func FuzzRingWQE(f *testing.F) {
+	w := RxeSendWqe{Wr: RxeSendWr{Wr_id: 1, Opcode: 2}, Dma: RxeDmaInfo{Length: 8, Num_sge: 1}}
+	sge := RxeSge{Addr: clientBase, Length: 8, Lkey: 0x100}
+	f.Add(append(bytesOf(&w), bytesOf(&sge)...))
+	w.Wr.Send_flags, w.Dma.Num_sge, w.Dma.Length = sendInline, 0, 0xFFFFFFFF
+	f.Add(bytesOf(&w))
+	r := RxeRecvWqe{Id: 3, Dma: RxeDmaInfo{Num_sge: 0xFFFFFFFF}}
+	f.Add(append(bytesOf(&r), bytesOf(&sge)...))
+
+	dev := newDeviceFor(f)
+	k := setup(f, newClient(f, dev))
+	o := k.f.objects[k.qp]
+	u := o.qp
+	f.Fuzz(func(t *testing.T, in []byte) {
+		slot := make([]byte, 1<<u.sq.log2Elem)
+		copy(slot, in)
+		var wr emu.SendWR
+		k.f.mu.Lock()
+		err := u.sendWR(slot, &wr)
+		k.f.mu.Unlock()
+		if err == nil && uint32(len(wr.SGList)) > max(u.sqMaxSGE, 1) {
+			t.Fatalf("%d SGEs from a queue of %d", len(wr.SGList), u.sqMaxSGE)
+		}
+		if wr.SendFlags&sendInline != 0 && len(wr.SGList) == 1 && wr.SGList[0].Length > u.sqInline {
+			t.Fatalf("inline of %d bytes, queue takes %d", wr.SGList[0].Length, u.sqInline)
+		}
+		rslot := make([]byte, 1<<u.rq.log2Elem)
+		copy(rslot, in)
+		var rwr emu.RecvWR
+		recvWR(rslot, u.rqMaxSGE, &rwr)
+		if uint32(len(rwr.SGList)) > u.rqMaxSGE {
+			t.Fatalf("%d receive SGEs from a queue of %d", len(rwr.SGList), u.rqMaxSGE)
 		}
 	})
 }

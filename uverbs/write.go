@@ -236,16 +236,13 @@ func (f *File) Write(buf []byte) (Reply, error) {
 		return Reply{}, errorf(unix.EINVAL, "%s: no context (GET_CONTEXT first)", m.name)
 	}
 	f.resolveFds()
-	f.reply = Reply{}
+	f.reply, f.passing = Reply{}, nil
 	if err := m.fn(c); err != nil {
-		for _, p := range f.reply.Files {
-			p.File.Close()
-		}
-		f.reply = Reply{}
+		f.reply, f.passing = Reply{}, nil
 		return Reply{}, err
 	}
 	r := f.reply
-	f.reply = Reply{}
+	f.reply, f.handed, f.passing = Reply{}, f.passing, nil
 	r.N = len(buf)
 	return r, nil
 }

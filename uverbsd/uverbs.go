@@ -30,10 +30,5 @@ func (u uverbsFile) Mmap(offset, length uint64) (*os.File, int64, error) {
 
 func (u uverbsFile) Close() error { return u.f.Close() }
 
-// FilesStored forwards the client's descriptor numbers when uverbs.File
-// takes them.
-func (u uverbsFile) FilesStored(fds []uint32) {
-	if fs, ok := any(u.f).(FilesStorer); ok {
-		fs.FilesStored(fds)
-	}
-}
+// FilesStored forwards the client's descriptor numbers.
+func (u uverbsFile) FilesStored(fds []uint32) { u.f.FilesStored(fds) }

@@ -123,6 +123,12 @@ type PerfConfig struct {
 	// Resolve fills the destination MAC of the address vector; nil
 	// leaves it to the device's neighbour table.
 	Resolve Resolver
+	// MaxMemory caps the bytes NewPerf may allocate for the buffer (2
+	// halves per QP) and for the timestamps of an iterations run (16
+	// bytes per message); 0 means DefaultMaxMemory. A configuration over
+	// it, or over the device's limits (max_qp, max_qp_wr, max_cqe,
+	// max_mr_size, max_msg_sz), fails before anything is allocated.
+	MaxMemory uint64
 	// CheckRecv, if set, is called on a receiving side of a send test for
 	// every message received, with the QP index, the message's number on
 	// that QP in the current Run (from 0) and its bytes; an error ends the
@@ -260,7 +266,7 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 	if c.Test.Verb() == oob.VerbAtomic {
 		c.MaxSize = 8
 	}
-	return nil
+	return c.checkLimits(dev)
 }
 
 // NewPerf creates one side's objects on dev, moves the QPs to INIT and, for

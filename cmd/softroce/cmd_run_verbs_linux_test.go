@@ -8,9 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/softroce/softroce/uverbs"
-	"github.com/softroce/softroce/uverbsd"
 )
 
 // TestIbvDevinfoPrintsTheDevice: Debian's ibv_devinfo -v, run through
@@ -70,11 +67,6 @@ func TestPingpongsOnOneDaemon(t *testing.T) {
 		{"ibv_srq_pingpong", []string{"-e"}, "1638400 bytes in"},
 	} {
 		t.Run(strings.Join(append([]string{tc.tool}, tc.extra...), " "), func(t *testing.T) {
-			if _, ok := any(&uverbs.File{}).(uverbsd.FilesStorer); !ok && len(tc.extra) > 0 {
-				// A completion channel is named by the number the
-				// client received; package uverbs must take it.
-				t.Skip("uverbs.File does not implement uverbsd.FilesStorer yet")
-			}
 			tool := distroTool(t, tc.tool, "ibverbs-utils")
 			args := append([]string{"-d", "rxe6", "-g", "1", "-n", "200", "-c", "-p", strconv.Itoa(18780 + i)}, tc.extra...)
 			pingpongs(t, home, env, tool, args, tc.bytes, tc.bytes)
