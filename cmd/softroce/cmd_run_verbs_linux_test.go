@@ -76,21 +76,44 @@ func TestPingpongsOnOneDaemon(t *testing.T) {
 
 // TestPerftestOnOneDaemon: the eight perftest tools of Debian, unprivileged,
 // server and client on one "softroce serve", with their defaults (the
-// post-send API of ibv_wr_*) and 200 iterations: both exit 0 and print
-// their result line.
+// post-send API of ibv_wr_*) and 200 iterations, then in their modes
+// (-D, -b, -q 4, --use-srq, -c UC, -c UD): both exit 0 and print their
+// result line.
 func TestPerftestOnOneDaemon(t *testing.T) {
 	needCC(t)
 	home := userHome(t)
 	env := serveAsUser(t, home, "rxe8", "--ip", "10.78.0.1/24")
-	for i, tool := range []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw",
+	type tc struct {
+		tool  string
+		extra []string
+	}
+	var cases []tc
+	for _, tool := range []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw",
 		"ib_write_lat", "ib_read_lat", "ib_send_lat", "ib_atomic_lat"} {
-		t.Run(tool, func(t *testing.T) {
-			path := distroTool(t, tool, "perftest")
-			args := []string{"-d", "rxe8", "-x", "1", "-n", "200", "-p", strconv.Itoa(18790 + i)}
+		cases = append(cases, tc{tool, []string{"-n", "200"}})
+	}
+	// The modes: a timed run (SIGALRM in the middle of the verbs), both
+	// directions, several QPs, SRQ, UC and UD.
+	cases = append(cases,
+		tc{"ib_write_bw", []string{"-D", "2"}},
+		tc{"ib_atomic_bw", []string{"-D", "2"}},
+		tc{"ib_send_bw", []string{"-b", "-n", "200"}},
+		tc{"ib_write_bw", []string{"-q", "4", "-n", "200"}},
+		tc{"ib_read_bw", []string{"-q", "4", "-n", "200"}},
+		tc{"ib_send_bw", []string{"--use-srq", "-n", "200"}},
+		tc{"ib_send_bw", []string{"-c", "UC", "-n", "200"}},
+		tc{"ib_write_bw", []string{"-c", "UC", "-n", "200"}},
+		tc{"ib_send_bw", []string{"-c", "UD", "-n", "200"}},
+		tc{"ib_send_lat", []string{"-c", "UD", "-n", "200"}},
+	)
+	for i, c := range cases {
+		t.Run(strings.Join(append([]string{c.tool}, c.extra...), " "), func(t *testing.T) {
+			path := distroTool(t, c.tool, "perftest")
+			args := append([]string{"-d", "rxe8", "-x", "1", "-p", strconv.Itoa(18790 + i)}, c.extra...)
 			// The passive side of READ and atomic latency tests
 			// prints no result, as with the kernel's rxe.
 			serverWant := "#bytes"
-			if tool == "ib_read_lat" || tool == "ib_atomic_lat" {
+			if c.tool == "ib_read_lat" || c.tool == "ib_atomic_lat" {
 				serverWant = ""
 			}
 			pingpongs(t, home, env, path, args, serverWant, "#bytes")
