@@ -105,6 +105,18 @@ func (d *Device) AllocPD(flags PDFlags) (*PD, error) {
 	return pd, nil
 }
 
+// AllocUserPD allocates a protection domain for a userspace caller
+// (ib_uverbs_alloc_pd): the driver's alloc_pd alone, with no internal DMA
+// MR (a user has no local DMA lkey; one would reach the device's own
+// memory). Its user MRs lie in space (PD.Space).
+func (d *Device) AllocUserPD(space dma.Space) (*PD, error) {
+	pd := &PD{Device: d, Space: space}
+	if err := d.ops.AllocPD(pd); err != nil {
+		return nil, err
+	}
+	return pd, nil
+}
+
 // Dealloc frees the PD (ib_dealloc_pd). Objects still created on it make
 // it fail with EBUSY: the kernel only warns for a kernel caller, the
 // emulator refuses rather than leave dangling objects.

@@ -186,11 +186,10 @@ func (c *call) allocPD() error {
 	if _, err := request[AllocPd](c); err != nil {
 		return err
 	}
-	pd, err := c.f.dev.AllocPD(0)
+	pd, err := c.f.dev.AllocUserPD(c.f.mem)
 	if err != nil {
 		return wrap("ALLOC_PD", err)
 	}
-	pd.Space = c.f.mem
 	o := &object{kind: kindPD, pd: pd}
 	h := c.f.newObject(o)
 	resp := AllocPdResp{Handle: h}
@@ -271,6 +270,9 @@ func (c *call) createCompChannel() error {
 	if _, err := request[CreateCompChannel](c); err != nil {
 		return err
 	}
+	if len(c.f.channels) >= maxChannels {
+		return errorf(unix.EMFILE, "CREATE_COMP_CHANNEL: %d channels open", len(c.f.channels))
+	}
 	ev, err := newEventFile(false)
 	if err != nil {
 		return err
@@ -286,6 +288,11 @@ func (c *call) createCompChannel() error {
 	c.f.passing = append(c.f.passing, ev)
 	return nil
 }
+
+// maxChannels bounds the completion channels of one File: each holds
+// descriptors of the daemon, which serves every client. The kernel's bound
+// is the client's RLIMIT_NOFILE (EMFILE), 1024 by default.
+const maxChannels = 1024
 
 // channelOf finds the completion channel a CQ command names by the fd
 // number the client holds (ib_uverbs_lookup_comp_file; -1: none). The

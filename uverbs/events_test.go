@@ -5,6 +5,7 @@ package uverbs
 import (
 	"bytes"
 	"encoding/binary"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -185,6 +186,11 @@ func TestUDSendThroughAHNumber(t *testing.T) {
 	if st := load[QueryQpResp](out).Qp_state; st != uint8(qpstate.StateErr) {
 		t.Fatalf("QP state %d after a WQE with a foreign AH, want ERR", st)
 	}
+	// The refused WQE still completes, in error: the client never waits
+	// for it.
+	if wc := u[0].cqRing.poll(t); wc.Wr_id != 9 || wc.Status == uint32(emu.WCSuccess) {
+		t.Fatalf("refused WQE completion %+v", wc)
+	}
 }
 
 func TestCQOverflowRaisesAsyncEvent(t *testing.T) {
@@ -275,5 +281,64 @@ func TestChannelFdReadBackWithoutFilesStored(t *testing.T) {
 	// The next command reads the number back from the response.
 	if _, _, err := do(c, CmdCreateCq, &CreateCq{Cqe: 2, Comp_channel: 9}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestPortEventsReachEveryContext(t *testing.T) {
+	dev := newDevice(t)
+	a, b := newClient(t, dev), newClient(t, dev)
+	_, ra := must(a, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+	_, rb := must(b, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+	dev.SetNetDevAddrs([]netip.Addr{testIP, netip.MustParseAddr("10.0.0.9")})
+	for _, r := range []Reply{ra, rb} {
+		d := load[AsyncEventDesc](readEvent(t, r.Files[0], sizeOf[AsyncEventDesc]()))
+		if d.Element != 1 || d.Type != uint32(emu.EventGIDChange) {
+			t.Fatalf("async event %+v, want IB_EVENT_GID_CHANGE on port 1", d)
+		}
+	}
+	// A closed file gets nothing more, the other one still does.
+	a.f.Close()
+	dev.SetNetDevAddrs([]netip.Addr{testIP})
+	d := load[AsyncEventDesc](readEvent(t, rb.Files[0], sizeOf[AsyncEventDesc]()))
+	if d.Type != uint32(emu.EventGIDChange) {
+		t.Fatalf("async event %+v", d)
+	}
+}
+
+func TestSRQLimitCountsTheRing(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	const cookie = 0x5A5A
+	out, _ := must(b.client, CmdCreateSrq, &CreateSrq{User_handle: cookie, Pd_handle: b.pd, Max_wr: 8, Max_sge: 1},
+		sizeOf[CreateSrqResp]()+sizeOf[RxeCreateSrqResp]())
+	sr := load[CreateSrqResp](out)
+	srqRing := ring(b.client.mapQueue(load[RxeCreateSrqResp](out[sizeOf[CreateSrqResp]():]).Mi))
+	must(b.client, CmdModifySrq, &ModifySrq{Srq_handle: sr.Srq_handle, Attr_mask: uint32(emu.SRQLimit), Srq_limit: 2}, 0)
+	out, _ = must(b.client, CmdCreateQp, &CreateQp{Pd_handle: b.pd, Send_cq_handle: b.cq, Recv_cq_handle: b.cq,
+		Srq_handle: sr.Srq_handle, Is_srq: 1, Max_send_wr: 4, Max_send_sge: 1, Qp_type: uint8(qpstate.TypeRC)},
+		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+	qr := load[CreateQpResp](out)
+	b2 := &conn{client: b.client, qp: qr.Qp_handle, qpn: qr.Qpn}
+	a.connect(t, b2.qpn)
+	b2.connect(t, a.qpn)
+	for i := range 4 {
+		w := RxeRecvWqe{Id: uint64(i), Dma: RxeDmaInfo{Length: 64, Num_sge: 1}}
+		sge := RxeSge{Addr: b.buf, Length: 64, Lkey: b.lkey}
+		srqRing.produce(append(bytesOf(&w), bytesOf(&sge)...))
+	}
+	fds := []unix.PollFd{{Fd: int32(b.asyncFd.File.Fd()), Events: unix.POLLIN}}
+	for i := range 3 {
+		a.postSend(t, uint64(i), emu.WRSend, RxeSge{Addr: a.buf, Length: 4, Lkey: a.lkey}, 0, 0)
+		a.cqRing.poll(t)
+		b.cqRing.poll(t)
+		time.Sleep(10 * time.Millisecond)
+		k, _ := unix.Poll(fds, 0)
+		if i < 2 && k != 0 {
+			t.Fatalf("SRQ limit event with %d WRs left (limit 2)", 3-i)
+		}
+	}
+	d := load[AsyncEventDesc](readEvent(t, b.asyncFd, sizeOf[AsyncEventDesc]()))
+	if d.Element != cookie || d.Type != uint32(emu.EventSRQLimitReached) {
+		t.Fatalf("async event %+v, want IB_EVENT_SRQ_LIMIT_REACHED for %#x", d, cookie)
 	}
 }

@@ -5,6 +5,7 @@ package uverbs
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
@@ -414,5 +415,69 @@ func TestWriteWithImmediateKeepsTheWireBytes(t *testing.T) {
 	wc := b.cqRing.poll(t)
 	if wc.Opcode != uint32(emu.WCRecvRDMAWithImm) || wc.Wc_flags != uint32(emu.WCGRH|emu.WCWithImm) || wc.Ex != w.Wr.Ex {
 		t.Fatalf("completion %+v, want RECV_RDMA_WITH_IMM, GRH|WITH_IMM and imm bytes %x", wc, w.Wr.Ex)
+	}
+}
+
+func TestModifyQPAttrMaskBeyondTheABI(t *testing.T) {
+	dev := newDevice(t)
+	k := setup(t, newClient(t, dev))
+	// IB_QP_RATE_LIMIT is for the extended command only.
+	_, _, err := do(k.client, CmdModifyQp, &ModifyQp{Qp_handle: k.qp, Attr_mask: uint32(qpstate.AttrRateLimit)}, 0)
+	errnoIs(t, err, unix.EOPNOTSUPP)
+	// An illegal transition is the state machine's EINVAL.
+	_, _, err = do(k.client, CmdModifyQp, &ModifyQp{Qp_handle: k.qp, Qp_state: uint8(qpstate.StateRTS),
+		Attr_mask: uint32(qpstate.AttrState)}, 0)
+	errnoIs(t, err, unix.EINVAL)
+	// The reserved bits are refused by the extended command too.
+	h := CmdHdr{Command: CmdFlagExtended | ExCmdModifyQp, In_words: uint16(sizeOf[ExModifyQp]() / 8),
+		Out_words: uint16(sizeOf[ExModifyQpResp]() / 8)}
+	e := ExCmdHdr{Response: k.resp}
+	cmd := ExModifyQp{Base: ModifyQp{Qp_handle: k.qp, Attr_mask: uint32(qpstate.AttrReserved1)}}
+	_, err = k.f.Write(append(append(append([]byte(nil), bytesOf(&h)...), bytesOf(&e)...), bytesOf(&cmd)...))
+	errnoIs(t, err, unix.EOPNOTSUPP)
+	// A proper extended modify to INIT answers with its response length.
+	cmd.Base = ModifyQp{Qp_handle: k.qp, Qp_state: uint8(qpstate.StateInit), Port_num: 1,
+		Attr_mask: uint32(qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrPort | qpstate.AttrAccessFlags)}
+	if _, err := k.f.Write(append(append(append([]byte(nil), bytesOf(&h)...), bytesOf(&e)...), bytesOf(&cmd)...)); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, sizeOf[ExModifyQpResp]())
+	k.mem.ReadAt(out, k.resp)
+	if r := load[ExModifyQpResp](out); r.Response_length != uint32(sizeOf[ExModifyQpResp]()) {
+		t.Fatalf("EX_MODIFY_QP response %+v", r)
+	}
+	out, _ = must(k.client, CmdQueryQp, &QueryQp{Qp_handle: k.qp, Attr_mask: uint32(qpstate.AttrState)}, sizeOf[QueryQpResp]())
+	if st := load[QueryQpResp](out).Qp_state; st != uint8(qpstate.StateInit) {
+		t.Fatalf("state %d after EX_MODIFY_QP to INIT", st)
+	}
+}
+
+func TestCreateQPTypesOfUsers(t *testing.T) {
+	dev := newDevice(t)
+	k := setup(t, newClient(t, dev))
+	for _, tc := range []struct {
+		typ  qpstate.Type
+		want unix.Errno
+	}{
+		{qpstate.TypeGSI, unix.EINVAL},
+		{qpstate.TypeSMI, unix.EINVAL},
+		{qpstate.TypeRawPacket, unix.EPERM},
+		{qpstate.TypeXRCIni, unix.EOPNOTSUPP}, // passes the core, rxe refuses the type
+	} {
+		_, _, err := do(k.client, CmdCreateQp, &CreateQp{Pd_handle: k.pd, Send_cq_handle: k.cq, Recv_cq_handle: k.cq,
+			Max_send_wr: 1, Max_recv_wr: 1, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(tc.typ)},
+			sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+		if !errors.Is(err, tc.want) {
+			t.Errorf("create %v QP: %v, want %v", tc.typ, err, tc.want)
+		}
+	}
+}
+
+func TestUserPDHasNoDMAKey(t *testing.T) {
+	dev := newDevice(t)
+	k := setup(t, newClient(t, dev))
+	pd := k.f.objects[k.pd].pd
+	if pd.LocalDMALKey != 0 || pd.UnsafeGlobalRKey != 0 {
+		t.Fatalf("a user PD has DMA keys %#x/%#x: they would reach the device's memory", pd.LocalDMALKey, pd.UnsafeGlobalRKey)
 	}
 }

@@ -98,6 +98,16 @@ func (c *call) exCreateQP() error {
 func (c *call) makeQP(cmd *ExCreateQp) (*object, CreateQpResp, error) {
 	f := c.f
 	var none CreateQpResp
+	// The types a user may create (create_qp): a raw packet QP needs
+	// CAP_NET_RAW, which a client of the daemon does not have; QP0 and QP1
+	// belong to the kernel.
+	switch qpstate.Type(cmd.Qp_type) {
+	case qpstate.TypeRawPacket:
+		return nil, none, errorf(unix.EPERM, "create QP: a raw packet QP needs CAP_NET_RAW")
+	case qpstate.TypeRC, qpstate.TypeUC, qpstate.TypeUD, qpstate.TypeXRCIni, qpstate.TypeXRCTgt, qptDriver:
+	default:
+		return nil, none, errorf(unix.EINVAL, "create QP: type %d", cmd.Qp_type)
+	}
 	pdo, err := f.get(kindPD, cmd.Pd_handle)
 	if err != nil {
 		return nil, none, err
@@ -197,6 +207,9 @@ func (u *uqp) takeRecv(wr *emu.RecvWR) bool {
 	return true
 }
 
+// qptDriver is IB_QPT_DRIVER, a driver-specific QP type (rxe has none).
+const qptDriver = 0xFF
+
 // Send flags of rxe_send_wr (IBV_SEND_*).
 const sendInline = 1 << 3
 
@@ -267,7 +280,7 @@ func (u *uqp) doorbell() {
 		}
 		if err := u.sendWR(slot, &wrs[0]); err != nil {
 			u.sq.advance()
-			u.toErr()
+			u.refuse(wrs[0].WRID)
 			continue
 		}
 		if _, err := u.qp.PostSend(wrs[:]); err != nil {
@@ -279,17 +292,30 @@ func (u *uqp) doorbell() {
 				return
 			}
 			u.sq.advance()
-			u.toErr()
+			u.refuse(wrs[0].WRID)
 			continue
 		}
 		u.sq.advance()
 	}
 }
 
-// toErr moves the QP to ERR, as rxe's requester does on a WQE it cannot
-// execute.
-func (u *uqp) toErr() {
+// refuse handles a WQE the device cannot take (an AH that is not the QP's,
+// an opcode or SGE count it refuses): as rxe's requester does, the QP goes
+// to ERR and the WQE completes in error, so the client never waits for it.
+// rxe reports IB_WC_LOC_QP_OP_ERR for it; here it is flushed with the rest
+// of the send queue (IB_WC_WR_FLUSH_ERR).
+func (u *uqp) refuse(wrID uint64) {
 	_ = u.qp.ModifyWithUdata(&qpstate.Attr{QPState: qpstate.StateErr}, qpstate.AttrState, &emu.UData{})
+	wr := [1]emu.SendWR{{WRID: wrID, Opcode: emu.WRSend, SendFlags: emu.SendSignaled}}
+	if u.qp.QPType == qpstate.TypeUD || u.qp.QPType == qpstate.TypeGSI {
+		for _, o := range u.f.objects {
+			if o.kind == kindAH && o.ah.PD == u.qp.PD {
+				wr[0].AH = o.ah // any AH of the PD: the WR is only flushed
+				break
+			}
+		}
+	}
+	_, _ = u.qp.PostSend(wr[:])
 }
 
 // postSend is ib_uverbs_post_send. For rxe's user QPs the WRs in the
@@ -318,8 +344,8 @@ func (c *call) modifyQP() error {
 	if err != nil {
 		return err
 	}
-	// Legacy modify knows the attributes up to IB_QP_DEST_QPN.
-	if qpstate.AttrMask(cmd.Attr_mask)&^(qpstate.AttrDestQPN<<1-1) != 0 {
+	// Legacy modify knows IB_QP_ATTR_STANDARD_BITS.
+	if qpstate.AttrMask(cmd.Attr_mask)&^qpstate.AttrStandardBits != 0 {
 		return errorf(unix.EOPNOTSUPP, "MODIFY_QP: attr_mask %#x", cmd.Attr_mask)
 	}
 	return c.modify(&cmd, 0)
@@ -331,7 +357,7 @@ func (c *call) exModifyQP() error {
 	if err != nil {
 		return err
 	}
-	if qpstate.AttrMask(cmd.Base.Attr_mask)&^(qpstate.AttrRateLimit<<1-1) != 0 {
+	if qpstate.AttrMask(cmd.Base.Attr_mask)&^(qpstate.AttrStandardBits|qpstate.AttrRateLimit) != 0 {
 		return errorf(unix.EOPNOTSUPP, "EX_MODIFY_QP: attr_mask %#x", cmd.Base.Attr_mask)
 	}
 	if err := c.modify(&cmd.Base, cmd.Limit); err != nil {

@@ -592,7 +592,7 @@ func (r *Dev) nakErr(q *qp, psn uint32, syn wire.Syndrome) {
 // peekRecv returns the receive WQE the next message would take.
 func (r *Dev) peekRecv(q *qp) (recvWQE, bool) {
 	if q.srq != nil {
-		if len(q.srq.wqes) == 0 && !q.srq.refill() {
+		if !q.srq.refill() {
 			return recvWQE{}, false
 		}
 		return q.srq.wqes[0], true

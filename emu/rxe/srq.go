@@ -144,18 +144,21 @@ func (r *Dev) PostSRQRecv(s *emu.SRQ, wrs []emu.RecvWR) (int, error) {
 	return 0, nil
 }
 
-// refill moves one WR from a userspace SRQ onto wqes and reports whether
-// there was one; r.mu held.
+// refill moves the WRs a userspace SRQ holds onto wqes (up to the SRQ's
+// capacity) and reports whether wqes holds any, so that the limit event
+// counts every posted WR; r.mu held.
 func (q *srq) refill() bool {
 	if q.recvRing == nil {
-		return false
+		return len(q.wqes) > 0
 	}
-	var wr emu.RecvWR
-	if !q.recvRing(&wr) {
-		return false
+	for uint32(len(q.wqes)) < q.cap {
+		var wr emu.RecvWR
+		if !q.recvRing(&wr) {
+			break
+		}
+		q.wqes = append(q.wqes, takeRingWQE(&wr, q.maxSGE))
 	}
-	q.wqes = append(q.wqes, takeRingWQE(&wr, q.maxSGE))
-	return true
+	return len(q.wqes) > 0
 }
 
 // takeSRQ removes the oldest SRQ WQE for the responder (get_srq_wqe) and
@@ -163,7 +166,7 @@ func (q *srq) refill() bool {
 // the limit is disarmed (0) and the event goes to the SRQ's handler;
 // r.mu held.
 func (r *Dev) takeSRQ(q *srq) (recvWQE, bool) {
-	if len(q.wqes) == 0 && !q.refill() {
+	if !q.refill() {
 		return recvWQE{}, false
 	}
 	w := q.wqes[0]
