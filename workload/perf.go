@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/softroce/softroce/clock"
@@ -150,6 +151,7 @@ const MaxCheckRing = 256 << 20
 // WRITEs, READs and atomics and where its SENDs are received).
 type Perf struct {
 	cfg      PerfConfig
+	sampler  atomic.Pointer[sampler] // the duration alarm of the current run
 	dev      *emu.Device
 	pd       *emu.PD
 	scq, rcq *cqWaiter
@@ -643,7 +645,9 @@ func (p *Perf) newSampler() *sampler {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return newSampler(clk, p.cfg.Duration, p.cfg.Margin)
+	s := newSampler(clk, p.cfg.Duration, p.cfg.Margin)
+	p.sampler.Store(s)
+	return s
 }
 
 // Close destroys the side's objects.
