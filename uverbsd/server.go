@@ -248,11 +248,12 @@ func (s *Server) Clients() int {
 
 // conn is one client connection: one open of the device node.
 type conn struct {
-	s    *Server
-	c    *net.UnixConn
-	raw  syscall.RawConn
-	pid  int
-	file File
+	s     *Server
+	c     *net.UnixConn
+	raw   syscall.RawConn
+	pid   int
+	pidfd *pidFD // the client process while it lives (nil: no pidfd)
+	file  File
 	// passed is how many files the last reply passed: the client's
 	// OpFds must come next and carry that many numbers.
 	passed int
@@ -278,7 +279,8 @@ func (s *Server) serveConn(c *net.UnixConn) {
 		s.logf("client without credentials: %v %v", err, cerr)
 		return
 	}
-	cn := &conn{s: s, c: c, raw: raw, pid: int(cred.Pid)}
+	cn := &conn{s: s, c: c, raw: raw, pid: int(cred.Pid), pidfd: openPidFD(int(cred.Pid))}
+	defer cn.pidfd.close()
 	defer func() {
 		if cn.file != nil {
 			defer func() {
@@ -419,7 +421,7 @@ func (cn *conn) handle(frame []byte) bool {
 		case string(p) != UverbsNode:
 			ret = -int32(unix.ENODEV)
 		default:
-			cn.file = cn.s.cfg.Open(cn.s.cfg.Device, procMemory{pid: cn.pid})
+			cn.file = cn.s.cfg.Open(cn.s.cfg.Device, procMemory{pid: cn.pid, pidfd: cn.pidfd})
 			cn.s.mu.Lock()
 			cn.s.opened++
 			cn.s.mu.Unlock()
