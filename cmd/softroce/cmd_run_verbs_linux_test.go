@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/softroce/softroce/uverbsd"
 )
 
 // TestIbvDevinfoPrintsTheDevice: Debian's ibv_devinfo -v, run through
@@ -199,4 +202,57 @@ func TestKilledProgramsLeaveTheDaemonServing(t *testing.T) {
 	}
 	pingpongs(t, home, env, tool, []string{"-d", "rxe9", "-g", "1", "-n", "200", "-c", "-p", "18812"},
 		"1638400 bytes in", "1638400 bytes in")
+}
+
+// TestTwoRunsShareADaemon: "softroce run" of an ibv_rc_pingpong server
+// serves the device; "softroce run" of the client finds it serving and
+// uses it. The server's run keeps the daemon until the client is done,
+// and both exit 0 with the programs' status.
+func TestTwoRunsShareADaemon(t *testing.T) {
+	tool := distroTool(t, "ibv_rc_pingpong", "ibverbs-utils")
+	needCC(t)
+	home := userHome(t)
+	args := []string{"-d", "rxe7", "-g", "1", "-n", "200", "-c", "-p", "18831"}
+	server := userCommand(t, home, nil, "softroce", append([]string{"run", "-d", "rxe7", "--ip", "10.78.0.1/24", "--", tool}, args...)...)
+	var sout bytes.Buffer
+	server.Stdout, server.Stderr = &sout, &sout
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serverDone := make(chan error, 1)
+	go func() { serverDone <- server.Wait() }()
+	defer server.Process.Kill()
+	// The client's run must find the server's daemon (with its --ip),
+	// not serve one of its own.
+	dir := filepath.Join(home, "run", "softroce", "rxe7")
+	for deadline := time.Now().Add(15 * time.Second); !uverbsd.Serving(dir); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's run does not serve rxe7:\n%s", sout.String())
+		}
+	}
+	var cout []byte
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		cout, err = userCommand(t, home, nil, "softroce", append([]string{"run", "-d", "rxe7", "--", tool}, append(args, "127.0.0.1")...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(cout), "Couldn't connect") || time.Now().After(deadline) {
+			break
+		}
+		// Until the server listens, the client cannot connect.
+	}
+	if err != nil {
+		t.Fatalf("client run: %v\n%s\nserver:\n%s", err, cout, sout.String())
+	}
+	select {
+	case err := <-serverDone:
+		if err != nil {
+			t.Fatalf("server run: %v\n%s", err, sout.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("server run did not finish:\n%s", sout.String())
+	}
+	for who, out := range map[string]string{"client": string(cout), "server": sout.String()} {
+		if !strings.Contains(out, "1638400 bytes in") || !gidRE.MatchString(out) {
+			t.Errorf("%s output:\n%s", who, out)
+		}
+	}
 }
