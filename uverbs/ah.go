@@ -4,9 +4,10 @@ package uverbs
 
 import (
 	"encoding/binary"
+	"github.com/softroce/softroce/emu/kverbs"
+	"github.com/softroce/softroce/ib"
 
 	"github.com/softroce/softroce/emu"
-	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,11 +28,11 @@ func (c *call) createAH() error {
 	if err != nil {
 		return err
 	}
-	attr := qpstate.AHAttr{Type: f.dev.AHFindType(uint32(a.Port_num)), SL: a.Sl, StaticRate: a.Static_rate,
+	attr := ib.AHAttr{Type: kverbs.AHFindType(f.dev, uint32(a.Port_num)), SL: a.Sl, StaticRate: a.Static_rate,
 		PortNum: uint32(a.Port_num)}
 	if a.Is_global != 0 {
-		attr.AHFlags = qpstate.AHGRH
-		attr.GRH = qpstate.GlobalRoute{DGID: a.Grh.Dgid, FlowLabel: a.Grh.Flow_label, SGIDIndex: a.Grh.Sgid_index,
+		attr.AHFlags = ib.AHGRH
+		attr.GRH = ib.GlobalRoute{DGID: a.Grh.Dgid, FlowLabel: a.Grh.Flow_label, SGIDIndex: a.Grh.Sgid_index,
 			HopLimit: a.Grh.Hop_limit, TrafficClass: a.Grh.Traffic_class}
 	}
 	u := c.udata()

@@ -4,10 +4,11 @@ package uverbs
 
 import (
 	"encoding/binary"
+	"github.com/softroce/softroce/emu/kverbs"
+	"github.com/softroce/softroce/ib"
 	"sync"
 
 	"github.com/softroce/softroce/emu"
-	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
 
@@ -91,7 +92,7 @@ func (ws *watchers) event(e emu.Event) {
 	defer ws.mu.Unlock()
 	for f := range ws.files {
 		if async := f.async.Load(); async != nil {
-			async.sendAsync(uint64(e.Port), uint32(e.Type))
+			async.sendAsync(uint64(e.Port), uint32(e.Type), nil)
 		}
 	}
 }
@@ -165,7 +166,7 @@ func (c *call) queryPort() error {
 	resp := QueryPortResp{
 		Port_cap_flags: a.PortCapFlags &^ pcfIPBasedGIDs, Max_msg_sz: a.MaxMsgSz,
 		Bad_pkey_cntr: a.BadPKeyCntr, Qkey_viol_cntr: a.QKeyViolCntr, Gid_tbl_len: uint32(a.GIDTblLen),
-		Pkey_tbl_len: a.PKeyTblLen, Lid: emu.LIDCPU16(a.LID), Sm_lid: emu.LIDCPU16(a.SMLID),
+		Pkey_tbl_len: a.PKeyTblLen, Lid: kverbs.LIDCPU16(a.LID), Sm_lid: kverbs.LIDCPU16(a.SMLID),
 		State: uint8(a.State), Max_mtu: uint8(a.MaxMTU), Active_mtu: uint8(a.ActiveMTU), Lmc: a.LMC,
 		Max_vl_num: a.MaxVLNum, Sm_sl: a.SMSL, Subnet_timeout: a.SubnetTimeout, Init_type_reply: a.InitTypeReply,
 		Active_width: uint8(a.ActiveWidth), Active_speed: uint8(a.ActiveSpeed), Phys_state: uint8(a.PhysState),
@@ -232,13 +233,13 @@ func (c *call) regMR() error {
 	if err != nil {
 		return err
 	}
-	mr, err := pdo.pd.RegUserMR(cmd.Start, cmd.Length, cmd.Hca_va, qpstate.AccessFlags(cmd.Access_flags))
+	mr, err := pdo.pd.RegUserMR(cmd.Start, cmd.Length, cmd.Hca_va, ib.AccessFlags(cmd.Access_flags))
 	if err != nil {
 		return wrap("REG_MR", err)
 	}
 	o := &object{kind: kindMR, mr: mr}
 	h := c.f.newObject(o)
-	resp := RegMrResp{Handle: h, Lkey: mr.LKey, Rkey: mr.RKey}
+	resp := RegMrResp{Handle: h, Lkey: mr.LKey(), Rkey: mr.RKey()}
 	if err := c.respond(bytesOf(&resp)); err != nil {
 		delete(c.f.objects, h)
 		mr.Dereg()

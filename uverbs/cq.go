@@ -4,7 +4,6 @@ package uverbs
 
 import (
 	"encoding/binary"
-	"sync/atomic"
 
 	"github.com/softroce/softroce/emu"
 	"golang.org/x/sys/unix"
@@ -23,9 +22,9 @@ type ucq struct {
 	cq       *emu.CQ
 	ring     *queue
 	channel  *eventFile
-	cookie   uint64        // user_handle: cq_context in events
-	compSent atomic.Uint32 // completion events written to the channel
-	async    atomic.Uint32 // async events reported
+	cookie   uint64    // user_handle: cq_context in events
+	compSent evCounter // completion events written to the channel
+	async    evCounter // async events reported
 }
 
 // post writes a completion into the ring (the device calls it under its
@@ -44,7 +43,7 @@ func (u *ucq) post(wc emu.WC) bool {
 		Byte_len: wc.ByteLen, Src_qp: wc.SrcQP, Wc_flags: uint32(flags), Pkey_index: wc.PKeyIndex,
 		Slid: uint16(wc.SLID), Sl: wc.SL, Dlid_path_bits: wc.DLIDPathBits, Port_num: uint8(wc.PortNum)}
 	if wc.QP != nil {
-		w.Qp_num = wc.QP.QPNum
+		w.Qp_num = wc.QP.QPNum()
 	}
 	// ex.imm_data is a __be32 (the wire's bytes), ex.invalidate_rkey a
 	// host-order __u32.
@@ -164,8 +163,8 @@ func (c *call) makeCQ(cookie uint64, cqe, vector uint32, channel int32, flags ui
 // Event handlers run wherever the device completes work, possibly inside a
 // command of this file: they take no lock of the file.
 func (u *ucq) notify() {
-	if u.channel != nil && u.channel.sendComp(u.cookie) {
-		u.compSent.Add(1)
+	if u.channel != nil {
+		u.channel.sendComp(u.cookie, &u.compSent)
 	}
 }
 
@@ -175,9 +174,9 @@ func (u *ucq) event(e emu.Event) {
 }
 
 // asyncEvent queues an object's event on the async event file.
-func (f *File) asyncEvent(cookie uint64, t emu.EventType, counter *atomic.Uint32) {
-	if async := f.async.Load(); async != nil && async.sendAsync(cookie, uint32(t)) {
-		counter.Add(1)
+func (f *File) asyncEvent(cookie uint64, t emu.EventType, counter *evCounter) {
+	if async := f.async.Load(); async != nil {
+		async.sendAsync(cookie, uint32(t), counter)
 	}
 }
 
@@ -214,7 +213,7 @@ func (c *call) destroyCQ() error {
 	if err := c.f.destroyCQ(o); err != nil {
 		return err
 	}
-	resp := DestroyCqResp{Comp_events_reported: u.compSent.Load(), Async_events_reported: u.async.Load()}
+	resp := DestroyCqResp{Comp_events_reported: u.compSent.n.Load(), Async_events_reported: u.async.n.Load()}
 	return c.respond(bytesOf(&resp))
 }
 
@@ -226,8 +225,9 @@ func (f *File) destroyCQ(o *object) error {
 		return wrap("destroy CQ", err)
 	}
 	if u.channel != nil {
-		u.compSent.Add(-uint32(u.channel.unread(func(rec []byte) bool { return cookieOf(rec) == u.cookie })))
+		u.channel.unread(func(rec []byte) bool { return cookieOf(rec) == u.cookie }, &u.compSent)
 	}
+	f.takeBackAsync(&u.async, u.cookie, cqEvents...)
 	f.dropQueue(u.ring)
 	delete(f.objects, o.handle)
 	return nil

@@ -5,6 +5,7 @@ package uverbs
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/softroce/softroce/ib"
 	"net/netip"
 	"testing"
 	"time"
@@ -110,7 +111,7 @@ func TestUDSendThroughAHNumber(t *testing.T) {
 		out, _ := must(c, CmdAllocPd, &AllocPd{}, sizeOf[AllocPdResp]())
 		k.pd = load[AllocPdResp](out).Handle
 		out, _ = must(c, CmdRegMr, &RegMr{Start: k.buf, Length: 0x10000, Hca_va: k.buf, Pd_handle: k.pd,
-			Access_flags: uint32(qpstate.AccessLocalWrite)}, sizeOf[RegMrResp]())
+			Access_flags: uint32(ib.AccessLocalWrite)}, sizeOf[RegMrResp]())
 		k.lkey = load[RegMrResp](out).Lkey
 		out, _ = must(c, CmdCreateCq, &CreateCq{Cqe: 8, Comp_channel: -1}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
 		k.cq = load[CreateCqResp](out).Handle
@@ -221,6 +222,47 @@ func TestCQOverflowRaisesAsyncEvent(t *testing.T) {
 	d := load[AsyncEventDesc](ev)
 	if d.Element != cookie || d.Type != uint32(emu.EventCQErr) {
 		t.Fatalf("async event %+v, want IB_EVENT_CQ_ERR for %#x", d, cookie)
+	}
+	must(a.client, CmdDestroyQp, &DestroyQp{Handle: a2.qp}, sizeOf[DestroyQpResp]())
+	out, _ = must(a.client, CmdDestroyCq, &DestroyCq{Handle: small.Handle}, sizeOf[DestroyCqResp]())
+	if n := load[DestroyCqResp](out).Async_events_reported; n != 1 {
+		t.Fatalf("async_events_reported %d, want the 1 the client read", n)
+	}
+}
+
+func TestDestroyCountsOnlyEventsTheClientRead(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	const cookie = 0xDEAD
+	out, _ := must(a.client, CmdCreateCq, &CreateCq{User_handle: cookie, Cqe: 1, Comp_channel: -1},
+		sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+	small := load[CreateCqResp](out)
+	out, _ = must(a.client, CmdCreateQp, &CreateQp{Pd_handle: a.pd, Send_cq_handle: small.Handle, Recv_cq_handle: a.cq,
+		Max_send_wr: 4, Max_recv_wr: 4, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeRC)},
+		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+	qr := load[CreateQpResp](out)
+	mi := load[RxeCreateQpResp](out[sizeOf[CreateQpResp]():])
+	a2 := &conn{client: a.client, pd: a.pd, lkey: a.lkey, buf: a.buf, qp: qr.Qp_handle, qpn: qr.Qpn,
+		rq: a.client.mapQueue(mi.Rq_mi), sq: a.client.mapQueue(mi.Sq_mi)}
+	a2.connect(t, b.qpn)
+	b.connect(t, a2.qpn)
+	for i := range 2 {
+		a2.postSend(t, uint64(i), emu.WRRDMAWrite, RxeSge{Addr: a.buf, Length: 8, Lkey: a.lkey}, b.buf, b.rkey)
+	}
+	fds := []unix.PollFd{{Fd: int32(a.asyncFd.File.Fd()), Events: unix.POLLIN}}
+	if k, _ := unix.Poll(fds, 5000); k != 1 {
+		t.Fatal("no async event")
+	}
+	// The client never reads it: libibverbs' ibv_destroy_cq waits until
+	// it has acknowledged async_events_reported events, so the count must
+	// not include it, and the event goes with the CQ.
+	must(a.client, CmdDestroyQp, &DestroyQp{Handle: a2.qp}, sizeOf[DestroyQpResp]())
+	out, _ = must(a.client, CmdDestroyCq, &DestroyCq{Handle: small.Handle}, sizeOf[DestroyCqResp]())
+	if n := load[DestroyCqResp](out).Async_events_reported; n != 0 {
+		t.Fatalf("async_events_reported %d for an event the client never read", n)
+	}
+	if k, _ := unix.Poll(fds, 0); k != 0 {
+		t.Fatal("the destroyed CQ's event is still on the async fd")
 	}
 }
 

@@ -6,6 +6,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"github.com/softroce/softroce/ib"
+	"os"
+	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
@@ -42,7 +47,7 @@ func setup(t testing.TB, c *client) *conn {
 	out, _ = must(c, CmdAllocPd, &AllocPd{}, sizeOf[AllocPdResp]())
 	k.pd = load[AllocPdResp](out).Handle
 	out, _ = must(c, CmdRegMr, &RegMr{Start: k.buf, Length: 0x10000, Hca_va: k.buf, Pd_handle: k.pd,
-		Access_flags: uint32(qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteAtomic)}, sizeOf[RegMrResp]())
+		Access_flags: uint32(ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRead | ib.AccessRemoteAtomic)}, sizeOf[RegMrResp]())
 	mr := load[RegMrResp](out)
 	k.mr, k.lkey, k.rkey = mr.Handle, mr.Lkey, mr.Rkey
 	out, _ = must(c, CmdCreateCq, &CreateCq{Cqe: 16, Comp_channel: -1}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
@@ -68,10 +73,10 @@ func (k *conn) connect(t testing.TB, peer uint32) {
 func (k *conn) connectWith(t testing.TB, peer uint32, timeout, retry uint8) {
 	t.Helper()
 	m := ModifyQp{Qp_handle: k.qp, Qp_state: uint8(qpstate.StateInit), Port_num: 1,
-		Qp_access_flags: uint32(qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteAtomic),
+		Qp_access_flags: uint32(ib.AccessRemoteWrite | ib.AccessRemoteRead | ib.AccessRemoteAtomic),
 		Attr_mask:       uint32(qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrPort | qpstate.AttrAccessFlags)}
 	must(k.client, CmdModifyQp, &m, 0)
-	m = ModifyQp{Qp_handle: k.qp, Qp_state: uint8(qpstate.StateRTR), Path_mtu: uint8(qpstate.MTU1024),
+	m = ModifyQp{Qp_handle: k.qp, Qp_state: uint8(qpstate.StateRTR), Path_mtu: uint8(ib.MTU1024),
 		Dest_qp_num: peer, Max_dest_rd_atomic: 1, Min_rnr_timer: 12,
 		Dest: QpDest{Dgid: emu.GIDFromAddr(testIP), Sgid_index: 1, Hop_limit: 64, Is_global: 1, Port_num: 1},
 		Attr_mask: uint32(qpstate.AttrState | qpstate.AttrAV | qpstate.AttrPathMTU | qpstate.AttrDestQPN |
@@ -479,5 +484,190 @@ func TestUserPDHasNoDMAKey(t *testing.T) {
 	pd := k.f.objects[k.pd].pd
 	if pd.LocalDMALKey != 0 || pd.UnsafeGlobalRKey != 0 {
 		t.Fatalf("a user PD has DMA keys %#x/%#x: they would reach the device's memory", pd.LocalDMALKey, pd.UnsafeGlobalRKey)
+	}
+}
+
+func TestCloseReleasesDescriptors(t *testing.T) {
+	dev := newDevice(t)
+	count := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd")
+		}
+		return len(ents)
+	}
+	before := count()
+	for range 20 {
+		c := newClient(t, dev)
+		k := setup(t, c)
+		must(c, CmdCreateCompChannel, &CreateCompChannel{}, sizeOf[CreateCompChannelResp]())
+		k.connect(t, k.qpn)
+		c.f.Close()
+	}
+	// The client-side mappings the test made stay until its cleanup; the
+	// File's memfds, sockets and mappings are gone.
+	if after := count(); after > before {
+		t.Fatalf("%d descriptors open after 20 clients came and went, %d before", after, before)
+	}
+}
+
+func TestHostileRingIndicesStayInTheRing(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	a.connect(t, b.qpn)
+	b.connect(t, a.qpn)
+	// Indices far outside the ring: the device masks them, as rxe does.
+	atomic.StoreUint32(a.sq.word(qbProducer), 0xFFFFFFF3)
+	atomic.StoreUint32(a.cqRing.word(qbConsumer), 0x7FFFFFFF)
+	atomic.StoreUint32(a.rq.word(qbProducer), 0xFFFFFFFF)
+	must(a.client, CmdPostSend, &PostSend{Qp_handle: a.qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+	// Another pair on the device, well behaved, still gets its transfer
+	// through with its data intact.
+	c, d := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	c.connect(t, d.qpn)
+	d.connect(t, c.qpn)
+	c.mem.WriteAt([]byte("intact"), c.buf)
+	c.postSend(t, 2, emu.WRRDMAWrite, RxeSge{Addr: c.buf, Length: 6, Lkey: c.lkey}, d.buf+0x200, d.rkey)
+	if wc := c.cqRing.poll(t); wc.Status != uint32(emu.WCSuccess) {
+		t.Fatalf("the well-behaved client's WRITE: %+v", wc)
+	}
+	got := make([]byte, 6)
+	d.mem.ReadAt(got, d.buf+0x200)
+	if string(got) != "intact" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestOneDoorbellPostsEveryWaitingWQE(t *testing.T) {
+	dev := newDevice(t)
+	cs := []*client{newClient(t, dev), newClient(t, dev)}
+	var k [2]*conn
+	for i, c := range cs {
+		k[i] = &conn{client: c, buf: clientBase + bufOff}
+		must(c, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+		out, _ := must(c, CmdAllocPd, &AllocPd{}, sizeOf[AllocPdResp]())
+		k[i].pd = load[AllocPdResp](out).Handle
+		out, _ = must(c, CmdRegMr, &RegMr{Start: k[i].buf, Length: 0x10000, Hca_va: k[i].buf, Pd_handle: k[i].pd,
+			Access_flags: uint32(ib.AccessLocalWrite)}, sizeOf[RegMrResp]())
+		k[i].lkey = load[RegMrResp](out).Lkey
+		out, _ = must(c, CmdCreateCq, &CreateCq{Cqe: 64, Comp_channel: -1}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+		k[i].cq = load[CreateCqResp](out).Handle
+		k[i].cqRing = c.mapQueue(load[RxeCreateCqResp](out[sizeOf[CreateCqResp]():]).Mi)
+		out, _ = must(c, CmdCreateQp, &CreateQp{Pd_handle: k[i].pd, Send_cq_handle: k[i].cq, Recv_cq_handle: k[i].cq,
+			Max_send_wr: 32, Max_recv_wr: 32, Max_send_sge: 1, Max_recv_sge: 1, Max_inline_data: 32, Qp_type: uint8(qpstate.TypeRC)},
+			sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+		qr := load[CreateQpResp](out)
+		k[i].qp, k[i].qpn = qr.Qp_handle, qr.Qpn
+		mi := load[RxeCreateQpResp](out[sizeOf[CreateQpResp]():])
+		k[i].rq, k[i].sq = c.mapQueue(mi.Rq_mi), c.mapQueue(mi.Sq_mi)
+	}
+	k[0].connect(t, k[1].qpn)
+	k[1].connect(t, k[0].qpn)
+	const n = 20 // more than one doorbell batch
+	for i := range n {
+		k[1].postRecv(t, uint64(i), k[1].buf+uint64(i)*64, 64)
+	}
+	// n inline SENDs with different data on the ring, then one doorbell.
+	for i := range n {
+		msg := fmt.Appendf(nil, "message %02d", i)
+		w := RxeSendWqe{Wr: RxeSendWr{Wr_id: uint64(i), Opcode: uint32(emu.WRSend), Send_flags: uint32(emu.SendSignaled | emu.SendInline)},
+			Dma: RxeDmaInfo{Length: uint32(len(msg)), Resid: uint32(len(msg))}}
+		if !k[0].sq.produce(append(bytesOf(&w), msg...)) {
+			t.Fatal("SQ full")
+		}
+	}
+	must(cs[0], CmdPostSend, &PostSend{Qp_handle: k[0].qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+	for i := range n {
+		if wc := k[1].cqRing.poll(t); wc.Status != uint32(emu.WCSuccess) || wc.Wr_id != uint64(i) {
+			t.Fatalf("receive %d: %+v", i, wc)
+		}
+		got := make([]byte, 10)
+		cs[1].mem.ReadAt(got, k[1].buf+uint64(i)*64)
+		if want := fmt.Sprintf("message %02d", i); string(got) != want {
+			t.Fatalf("receive %d holds %q, want %q", i, got, want)
+		}
+	}
+	for range n {
+		if wc := k[0].cqRing.poll(t); wc.Status != uint32(emu.WCSuccess) {
+			t.Fatalf("send completion %+v", wc)
+		}
+	}
+}
+
+func TestDoorbellWaitsForRoomInTheDevice(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	a.connect(t, b.qpn)
+	b.connect(t, a.qpn)
+	// The client keeps its ring full, as perftest does: the device's send
+	// queue is as deep as the ring, so WQEs wait on the ring until
+	// completions make room, and the doorbell after a completion takes
+	// them.
+	depth := int(a.sq.mask())
+	total, sent, done := 3*depth, 0, 0
+	for done < total {
+		for sent < total && sent-done < int(a.cqRing.mask()) {
+			w := RxeSendWqe{Wr: RxeSendWr{Wr_id: uint64(sent), Opcode: uint32(emu.WRRDMAWrite), Send_flags: uint32(emu.SendSignaled)},
+				Dma: RxeDmaInfo{Length: 8, Resid: 8, Num_sge: 1}}
+			rd := RxeSendWrRdma{Addr: b.buf, Rkey: b.rkey}
+			copy(w.Wr.Wr[:], bytesOf(&rd))
+			sge := RxeSge{Addr: a.buf, Length: 8, Lkey: a.lkey}
+			if !a.sq.produce(append(bytesOf(&w), bytesOf(&sge)...)) {
+				break
+			}
+			sent++
+		}
+		must(a.client, CmdPostSend, &PostSend{Qp_handle: a.qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+		if wc := a.cqRing.poll(t); wc.Status != uint32(emu.WCSuccess) || wc.Wr_id != uint64(done) {
+			t.Fatalf("completion %d: %+v", done, wc)
+		}
+		done++
+	}
+}
+
+func TestStalledDoorbellResumesOnCompletions(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	// a second QP of a's with a CQ deep enough for two rings' worth.
+	out, _ := must(a.client, CmdCreateCq, &CreateCq{Cqe: 256, Comp_channel: -1}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+	big := load[CreateCqResp](out).Handle
+	bigRing := ring(a.client.mapQueue(load[RxeCreateCqResp](out[sizeOf[CreateCqResp]():]).Mi))
+	out, _ = must(a.client, CmdCreateQp, &CreateQp{Pd_handle: a.pd, Send_cq_handle: big, Recv_cq_handle: big,
+		Max_send_wr: 16, Max_recv_wr: 1, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeRC)},
+		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+	qr := load[CreateQpResp](out)
+	mi := load[RxeCreateQpResp](out[sizeOf[CreateQpResp]():])
+	a2 := &conn{client: a.client, pd: a.pd, lkey: a.lkey, buf: a.buf, qp: qr.Qp_handle, qpn: qr.Qpn,
+		rq: a.client.mapQueue(mi.Rq_mi), sq: a.client.mapQueue(mi.Sq_mi), cqRing: bigRing}
+	a2.connectWith(t, b.qpn, 8, 7) // 1 ms local ACK timeout
+	depth := int(a2.sq.mask())
+	post := func(from int) {
+		for i := from; i < from+depth; i++ {
+			w := RxeSendWqe{Wr: RxeSendWr{Wr_id: uint64(i), Opcode: uint32(emu.WRRDMAWrite), Send_flags: uint32(emu.SendSignaled)},
+				Dma: RxeDmaInfo{Length: 8, Resid: 8, Num_sge: 1}}
+			rd := RxeSendWrRdma{Addr: b.buf, Rkey: b.rkey}
+			copy(w.Wr.Wr[:], bytesOf(&rd))
+			sge := RxeSge{Addr: a.buf, Length: 8, Lkey: a.lkey}
+			for !a2.sq.produce(append(bytesOf(&w), bytesOf(&sge)...)) {
+				runtime.Gosched()
+			}
+		}
+		must(a.client, CmdPostSend, &PostSend{Qp_handle: a2.qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+	}
+	// Two rings' worth with one doorbell each: whatever the device cannot
+	// hold at the second doorbell waits on the ring, and no doorbell comes
+	// after it; the completions of the first ones must move it.
+	// b is not connected yet: the first ring's worth stays in flight in the
+	// device, so the second waits on the ring.
+	post(0)
+	post(depth)
+	if a2.sq.empty() {
+		t.Fatal("the device took more WQEs than its send queue holds")
+	}
+	b.connect(t, a2.qpn)
+	for i := range 2 * depth {
+		if wc := bigRing.poll(t); wc.Status != uint32(emu.WCSuccess) || wc.Wr_id != uint64(i) {
+			t.Fatalf("completion %d: %+v", i, wc)
+		}
 	}
 }

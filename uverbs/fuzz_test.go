@@ -5,6 +5,7 @@ package uverbs
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/softroce/softroce/ib"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
@@ -40,7 +41,7 @@ func FuzzWrite(f *testing.F) {
 	ctx := seedWrite(CmdGetContext, GetContext{}, sizeOf[GetContextResp]())
 	pd := seedWrite(CmdAllocPd, AllocPd{}, sizeOf[AllocPdResp]())
 	mr := seedWrite(CmdRegMr, RegMr{Start: clientBase + 0x1000, Length: 4096, Hca_va: clientBase + 0x1000,
-		Access_flags: uint32(qpstate.AccessLocalWrite)}, sizeOf[RegMrResp]())
+		Access_flags: uint32(ib.AccessLocalWrite)}, sizeOf[RegMrResp]())
 	cq := seedWrite(CmdCreateCq, CreateCq{Cqe: 8, Comp_channel: -1}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
 	qp := seedWrite(CmdCreateQp, CreateQp{Pd_handle: 0, Send_cq_handle: 2, Recv_cq_handle: 2, Max_send_wr: 4,
 		Max_recv_wr: 4, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeRC)},
@@ -112,7 +113,7 @@ func FuzzRingWQE(f *testing.F) {
 		copy(slot, in)
 		var wr emu.SendWR
 		k.f.mu.Lock()
-		err := u.sendWR(slot, &wr)
+		err := u.sendWR(slot, 0, &wr)
 		k.f.mu.Unlock()
 		if err == nil && uint32(len(wr.SGList)) > max(u.sqMaxSGE, 1) {
 			t.Fatalf("%d SGEs from a queue of %d", len(wr.SGList), u.sqMaxSGE)

@@ -3,6 +3,7 @@
 package uverbs
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -100,7 +101,7 @@ func (l *loopLink) Close() error {
 // selfResolver resolves every GID to the device's own MAC.
 type selfResolver [6]byte
 
-func (r selfResolver) ResolveDMAC(_, _ emu.GID) ([6]byte, uint8, error) { return r, 64, nil }
+func (r selfResolver) Resolve(context.Context, netip.Addr) ([6]byte, error) { return r, nil }
 
 var testMAC = [6]byte{2, 0, 0, 0, 0, 1}
 var testIP = netip.AddrFrom4([4]byte{10, 0, 0, 1})
@@ -118,7 +119,7 @@ func newDeviceFor(t testing.TB) *emu.Device {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	return dev
+	return dev.Device
 }
 
 // client is a test client: a File and its memory, driven with the bytes

@@ -102,6 +102,41 @@ var cTypes = []struct {
 	{reflect.TypeFor[RxeCreateSrqResp](), "struct rxe_create_srq_resp"},
 	{reflect.TypeFor[RxeModifySrqCmd](), "struct rxe_modify_srq_cmd"},
 	{reflect.TypeFor[RxeQueueBuf](), "struct rxe_queue_buf"},
+	{reflect.TypeFor[In6Addr](), "struct in6_addr"},
+	{reflect.TypeFor[SockaddrIn6](), "struct sockaddr_in6"},
+	{reflect.TypeFor[KernelSockaddrStorage](), "struct __kernel_sockaddr_storage"},
+	{reflect.TypeFor[UserPathRec](), "struct ib_user_path_rec"},
+	{reflect.TypeFor[UcmCmdHdr](), "struct rdma_ucm_cmd_hdr"},
+	{reflect.TypeFor[UcmCreateID](), "struct rdma_ucm_create_id"},
+	{reflect.TypeFor[UcmCreateIDResp](), "struct rdma_ucm_create_id_resp"},
+	{reflect.TypeFor[UcmDestroyID](), "struct rdma_ucm_destroy_id"},
+	{reflect.TypeFor[UcmDestroyIDResp](), "struct rdma_ucm_destroy_id_resp"},
+	{reflect.TypeFor[UcmBindIP](), "struct rdma_ucm_bind_ip"},
+	{reflect.TypeFor[UcmBind](), "struct rdma_ucm_bind"},
+	{reflect.TypeFor[UcmResolveIP](), "struct rdma_ucm_resolve_ip"},
+	{reflect.TypeFor[UcmResolveAddr](), "struct rdma_ucm_resolve_addr"},
+	{reflect.TypeFor[UcmResolveRoute](), "struct rdma_ucm_resolve_route"},
+	{reflect.TypeFor[UcmQuery](), "struct rdma_ucm_query"},
+	{reflect.TypeFor[UcmQueryRouteResp](), "struct rdma_ucm_query_route_resp"},
+	{reflect.TypeFor[UcmQueryAddrResp](), "struct rdma_ucm_query_addr_resp"},
+	{reflect.TypeFor[UcmQueryPathResp](), "struct rdma_ucm_query_path_resp"},
+	{reflect.TypeFor[UcmConnParam](), "struct rdma_ucm_conn_param"},
+	{reflect.TypeFor[UcmUDParam](), "struct rdma_ucm_ud_param"},
+	{reflect.TypeFor[UcmECE](), "struct rdma_ucm_ece"},
+	{reflect.TypeFor[UcmConnect](), "struct rdma_ucm_connect"},
+	{reflect.TypeFor[UcmListen](), "struct rdma_ucm_listen"},
+	{reflect.TypeFor[UcmAccept](), "struct rdma_ucm_accept"},
+	{reflect.TypeFor[UcmReject](), "struct rdma_ucm_reject"},
+	{reflect.TypeFor[UcmDisconnect](), "struct rdma_ucm_disconnect"},
+	{reflect.TypeFor[UcmInitQPAttr](), "struct rdma_ucm_init_qp_attr"},
+	{reflect.TypeFor[UcmNotify](), "struct rdma_ucm_notify"},
+	{reflect.TypeFor[UcmJoinIPMcast](), "struct rdma_ucm_join_ip_mcast"},
+	{reflect.TypeFor[UcmJoinMcast](), "struct rdma_ucm_join_mcast"},
+	{reflect.TypeFor[UcmGetEvent](), "struct rdma_ucm_get_event"},
+	{reflect.TypeFor[UcmEventResp](), "struct rdma_ucm_event_resp"},
+	{reflect.TypeFor[UcmSetOption](), "struct rdma_ucm_set_option"},
+	{reflect.TypeFor[UcmMigrateID](), "struct rdma_ucm_migrate_id"},
+	{reflect.TypeFor[UcmMigrateResp](), "struct rdma_ucm_migrate_resp"},
 }
 
 // TestLayoutsMatchCCompiler compiles a C file holding one variable of every
@@ -200,7 +235,9 @@ func TestLayoutsMatchCCompiler(t *testing.T) {
 				g := goFields[j]
 				// cgo -godefs drops a prefix common to the members' names
 				// (max_rndv_hdr_size becomes Rndv_hdr_size).
-				if !strings.HasSuffix(m.Name, strings.ToLower(g.Name[:1])+g.Name[1:]) {
+				// An anonymous member (a union) is AnonN.
+				anon := m.Name == "" && strings.HasPrefix(g.Name, "Anon")
+				if !anon && !strings.HasSuffix(m.Name, strings.ToLower(g.Name[:1])+g.Name[1:]) {
 					t.Errorf("%s member %d is %q, Go field %q", ct.c, j, m.Name, g.Name)
 				}
 				if uintptr(m.ByteOffset) != g.Offset {

@@ -5,7 +5,8 @@ package uverbs
 import (
 	"encoding/binary"
 	"errors"
-	"sync/atomic"
+	"github.com/softroce/softroce/emu/kverbs"
+	"github.com/softroce/softroce/ib"
 	"unsafe"
 
 	"github.com/softroce/softroce/emu"
@@ -33,9 +34,13 @@ type uqp struct {
 	rqMaxSGE   uint32
 	staging    uint64 // device memory the inline data of a WQE is copied to
 	cookie     uint64
-	events     atomic.Uint32
+	events     evCounter
 	sqCapacity uint32
 	stalled    bool // WQEs wait on the ring for room in the device's queue; f.mu
+	// The doorbell's WRs and their SGE arrays, reused (the device copies
+	// them when posted).
+	wrs  [doorbellBatch]emu.SendWR
+	sges [doorbellBatch][]emu.SGE
 }
 
 var (
@@ -173,12 +178,12 @@ func (c *call) makeQP(cmd *ExCreateQp) (*object, CreateQpResp, error) {
 		dresp.Rq_mi = f.addQueue(u.rq)
 	}
 	if cp.MaxInlineData > 0 {
-		u.staging, _ = f.dev.Memory().Alloc(int(cp.MaxInlineData))
+		u.staging, _ = f.dev.Memory().Alloc(int(cp.MaxInlineData) * doorbellBatch)
 	}
 	if err := c.driverRespond(bytesOf(&dresp)); err != nil {
 		return fail(err)
 	}
-	return o, CreateQpResp{Qp_handle: o.handle, Qpn: qp.QPNum, Max_send_wr: cp.MaxSendWR, Max_recv_wr: cp.MaxRecvWR,
+	return o, CreateQpResp{Qp_handle: o.handle, Qpn: qp.QPNum(), Max_send_wr: cp.MaxSendWR, Max_recv_wr: cp.MaxRecvWR,
 		Max_send_sge: cp.MaxSendSGE, Max_recv_sge: cp.MaxRecvSGE, Max_inline_data: cp.MaxInlineData}, nil
 }
 
@@ -213,10 +218,11 @@ const qptDriver = 0xFF
 // Send flags of rxe_send_wr (IBV_SEND_*).
 const sendInline = 1 << 3
 
-// sendWR decodes the rxe_send_wqe in slot into wr; inline data goes to the
-// QP's staging buffer in device memory. It fails for a WQE the device
-// cannot take (an unknown AH).
-func (u *uqp) sendWR(slot []byte, wr *emu.SendWR) error {
+// sendWR decodes the rxe_send_wqe in slot, the i'th of a doorbell batch,
+// into wr; inline data goes to the i'th part of the QP's staging buffer in
+// device memory (the device copies it when the WR is posted). It fails for
+// a WQE the device cannot take (an unknown AH).
+func (u *uqp) sendWR(slot []byte, i int, wr *emu.SendWR) error {
 	w := load[RxeSendWqe](slot)
 	*wr = emu.SendWR{WRID: w.Wr.Wr_id, Opcode: emu.WROpcode(w.Wr.Opcode), SendFlags: emu.SendFlags(w.Wr.Send_flags)}
 	// ex.imm_data is a __be32 (the wire's bytes), ex.invalidate_rkey a
@@ -243,19 +249,22 @@ func (u *uqp) sendWR(slot []byte, wr *emu.SendWR) error {
 	if wr.SendFlags&sendInline != 0 {
 		n := min(w.Dma.Length, u.sqInline, uint32(len(data)))
 		if n > 0 {
-			if _, err := u.f.dev.Memory().WriteAt(data[:n], u.staging); err != nil {
+			at := u.staging + uint64(i)*uint64(u.sqInline)
+			if _, err := u.f.dev.Memory().WriteAt(data[:n], at); err != nil {
 				return err
 			}
-			wr.SGList = []emu.SGE{{Addr: u.staging, Length: n}}
+			wr.SGList = append(u.sges[i][:0], emu.SGE{Addr: at, Length: n})
+			u.sges[i] = wr.SGList
 		}
 		return nil
 	}
 	n := min(w.Dma.Num_sge, u.sqMaxSGE, uint32(len(data)/sgeSize))
-	wr.SGList = make([]emu.SGE, n)
-	for i := range wr.SGList {
-		s := load[RxeSge](data[i*sgeSize:])
-		wr.SGList[i] = emu.SGE{Addr: s.Addr, Length: s.Length, LKey: s.Lkey}
+	sgl := u.sges[i][:0]
+	for k := range int(n) {
+		s := load[RxeSge](data[k*sgeSize:])
+		sgl = append(sgl, emu.SGE{Addr: s.Addr, Length: s.Length, LKey: s.Lkey})
 	}
+	wr.SGList, u.sges[i] = sgl, sgl
 	return nil
 }
 
@@ -272,18 +281,37 @@ func (u *uqp) doorbell() {
 		return
 	}
 	u.stalled = false
-	var wrs [1]emu.SendWR
 	for {
-		slot := u.sq.consume()
-		if slot == nil {
-			return
+		// Up to doorbellBatch WQEs in one post; a WQE that does not decode
+		// ends the batch, and is refused on its own.
+		n := 0
+		var bad error
+		for n < doorbellBatch {
+			slot := u.sq.peek(uint32(n))
+			if slot == nil {
+				break
+			}
+			if bad = u.sendWR(slot, n, &u.wrs[n]); bad != nil {
+				break
+			}
+			n++
 		}
-		if err := u.sendWR(slot, &wrs[0]); err != nil {
+		if n == 0 {
+			if bad == nil {
+				return
+			}
 			u.sq.advance()
-			u.refuse(wrs[0].WRID)
+			u.refuse(u.wrs[0].WRID)
 			continue
 		}
-		if _, err := u.qp.PostSend(wrs[:]); err != nil {
+		posted, err := u.qp.PostSend(u.wrs[:n])
+		if err == nil {
+			posted = n
+		}
+		for range posted {
+			u.sq.advance()
+		}
+		if err != nil {
 			if errors.Is(err, unix.ENOMEM) {
 				// The device's queue is full: the next completion on
 				// this file rings the doorbell again.
@@ -292,12 +320,14 @@ func (u *uqp) doorbell() {
 				return
 			}
 			u.sq.advance()
-			u.refuse(wrs[0].WRID)
-			continue
+			u.refuse(u.wrs[posted].WRID)
 		}
-		u.sq.advance()
 	}
 }
+
+// doorbellBatch is how many WQEs one doorbell posts to the device at a
+// time.
+const doorbellBatch = 16
 
 // refuse handles a WQE the device cannot take (an AH that is not the QP's,
 // an opcode or SGE count it refuses): as rxe's requester does, the QP goes
@@ -369,12 +399,12 @@ func (c *call) exModifyQP() error {
 }
 
 // ahFromDest converts struct ib_uverbs_qp_dest (copy_ah_attr_from_uverbs).
-func (f *File) ahFromDest(d *QpDest) qpstate.AHAttr {
-	a := qpstate.AHAttr{Type: f.dev.AHFindType(uint32(d.Port_num)), SL: d.Sl, StaticRate: d.Static_rate,
+func (f *File) ahFromDest(d *QpDest) ib.AHAttr {
+	a := ib.AHAttr{Type: kverbs.AHFindType(f.dev, uint32(d.Port_num)), SL: d.Sl, StaticRate: d.Static_rate,
 		PortNum: uint32(d.Port_num)}
 	if d.Is_global != 0 {
-		a.AHFlags = qpstate.AHGRH
-		a.GRH = qpstate.GlobalRoute{DGID: d.Dgid, FlowLabel: d.Flow_label, SGIDIndex: d.Sgid_index,
+		a.AHFlags = ib.AHGRH
+		a.GRH = ib.GlobalRoute{DGID: d.Dgid, FlowLabel: d.Flow_label, SGIDIndex: d.Sgid_index,
 			HopLimit: d.Hop_limit, TrafficClass: d.Traffic_class}
 	}
 	return a
@@ -402,8 +432,8 @@ func (c *call) modify(cmd *ModifyQp, rateLimit uint32) error {
 		return errorf(unix.EINVAL, "MODIFY_QP: cur_qp_state %d", cmd.Cur_qp_state)
 	}
 	attr := qpstate.Attr{QPState: qpstate.State(cmd.Qp_state), CurQPState: qpstate.State(cmd.Cur_qp_state),
-		PathMTU: qpstate.MTU(cmd.Path_mtu), PathMigState: qpstate.MigState(cmd.Path_mig_state), QKey: cmd.Qkey,
-		RQPSN: cmd.Rq_psn, SQPSN: cmd.Sq_psn, DestQPNum: cmd.Dest_qp_num, QPAccessFlags: qpstate.AccessFlags(cmd.Qp_access_flags),
+		PathMTU: ib.MTU(cmd.Path_mtu), PathMigState: qpstate.MigState(cmd.Path_mig_state), QKey: cmd.Qkey,
+		RQPSN: cmd.Rq_psn, SQPSN: cmd.Sq_psn, DestQPNum: cmd.Dest_qp_num, QPAccessFlags: ib.AccessFlags(cmd.Qp_access_flags),
 		PKeyIndex: cmd.Pkey_index, AltPKeyIndex: cmd.Alt_pkey_index, EnSQDAsyncNotify: cmd.En_sqd_async_notify,
 		MaxRdAtomic: cmd.Max_rd_atomic, MaxDestRdAtomic: cmd.Max_dest_rd_atomic, MinRNRTimer: cmd.Min_rnr_timer,
 		PortNum: uint32(cmd.Port_num), Timeout: cmd.Timeout, RetryCnt: cmd.Retry_cnt, RNRRetry: cmd.Rnr_retry,
@@ -423,9 +453,9 @@ func (c *call) modify(cmd *ModifyQp, rateLimit uint32) error {
 }
 
 // destFromAH converts back to struct ib_uverbs_qp_dest (copy_ah_attr_to_uverbs).
-func destFromAH(a *qpstate.AHAttr) QpDest {
+func destFromAH(a *ib.AHAttr) QpDest {
 	d := QpDest{Sl: a.SL, Static_rate: a.StaticRate, Port_num: uint8(a.PortNum)}
-	if a.AHFlags&qpstate.AHGRH != 0 {
+	if a.AHFlags&ib.AHGRH != 0 {
 		d.Is_global = 1
 		d.Dgid, d.Flow_label, d.Sgid_index = a.GRH.DGID, a.GRH.FlowLabel, a.GRH.SGIDIndex
 		d.Hop_limit, d.Traffic_class = a.GRH.HopLimit, a.GRH.TrafficClass
@@ -472,11 +502,10 @@ func (c *call) destroyQP() error {
 	if err != nil {
 		return err
 	}
-	events := o.qp.events.Load()
 	if err := c.f.destroyQP(o); err != nil {
 		return err
 	}
-	resp := DestroyQpResp{Reported: events}
+	resp := DestroyQpResp{Reported: o.qp.events.n.Load()}
 	return c.respond(bytesOf(&resp))
 }
 
@@ -486,6 +515,7 @@ func (f *File) destroyQP(o *object) error {
 	if err := u.qp.DestroyUser(&emu.UData{}); err != nil {
 		return wrap("destroy QP", err)
 	}
+	f.takeBackAsync(&u.events, u.cookie, qpEvents...)
 	f.dropQueue(u.sq)
 	f.dropQueue(u.rq)
 	if u.staging != 0 {

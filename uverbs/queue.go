@@ -100,6 +100,16 @@ func (q *queue) consume() []byte {
 	return q.slot(q.index)
 }
 
+// peek returns the k'th slot after the next one to consume, nil when the
+// client has not produced that many.
+func (q *queue) peek(k uint32) []byte {
+	prod := q.load(qbProducer) & q.mask
+	if (prod-q.index)&q.mask <= k {
+		return nil
+	}
+	return q.slot(q.index + k)
+}
+
 // advance moves the device's consumer index past the slot consume
 // returned and publishes it.
 func (q *queue) advance() {

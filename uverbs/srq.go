@@ -3,8 +3,6 @@
 package uverbs
 
 import (
-	"sync/atomic"
-
 	"github.com/softroce/softroce/emu"
 	"golang.org/x/sys/unix"
 )
@@ -15,7 +13,7 @@ type usrq struct {
 	rq     *queue
 	maxSGE uint32
 	num    uint32 // srq_num of rxe's response
-	events atomic.Uint32
+	events evCounter
 }
 
 // takeRecv moves the oldest receive WQE of the ring into wr (the
@@ -126,11 +124,10 @@ func (c *call) destroySRQ() error {
 	if err != nil {
 		return err
 	}
-	events := o.srq.events.Load()
 	if err := c.f.destroySRQ(o); err != nil {
 		return err
 	}
-	resp := DestroySrqResp{Reported: events}
+	resp := DestroySrqResp{Reported: o.srq.events.n.Load()}
 	return c.respond(bytesOf(&resp))
 }
 
@@ -139,6 +136,7 @@ func (f *File) destroySRQ(o *object) error {
 	if err := o.srq.srq.DestroyUser(&emu.UData{}); err != nil {
 		return wrap("destroy SRQ", err)
 	}
+	f.takeBackAsync(&o.srq.events, o.userHandle, srqEvents...)
 	f.dropQueue(o.srq.rq)
 	delete(f.objects, o.handle)
 	return nil

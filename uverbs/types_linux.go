@@ -11,6 +11,7 @@ package uverbs
 /*
 #include <rdma/ib_user_verbs.h>
 #include <rdma/rdma_user_rxe.h>
+#include <rdma/rdma_user_cm.h>
 
 // Members of unions, named so that cgo can lay them out.
 typedef typeof(((struct rxe_send_wr *)0)->wr.rdma) rxe_send_wr_rdma;
@@ -118,6 +119,46 @@ type (
 	RxeQueueBuf      C.struct_rxe_queue_buf
 )
 
+// The rdma_ucm ABI of /dev/infiniband/rdma_cm (<rdma/rdma_user_cm.h>) and
+// the structures it embeds.
+type (
+	In6Addr               C.struct_in6_addr
+	SockaddrIn6           C.struct_sockaddr_in6
+	KernelSockaddrStorage C.struct___kernel_sockaddr_storage
+	UserPathRec           C.struct_ib_user_path_rec
+	UcmCmdHdr             C.struct_rdma_ucm_cmd_hdr
+	UcmCreateID           C.struct_rdma_ucm_create_id
+	UcmCreateIDResp       C.struct_rdma_ucm_create_id_resp
+	UcmDestroyID          C.struct_rdma_ucm_destroy_id
+	UcmDestroyIDResp      C.struct_rdma_ucm_destroy_id_resp
+	UcmBindIP             C.struct_rdma_ucm_bind_ip
+	UcmBind               C.struct_rdma_ucm_bind
+	UcmResolveIP          C.struct_rdma_ucm_resolve_ip
+	UcmResolveAddr        C.struct_rdma_ucm_resolve_addr
+	UcmResolveRoute       C.struct_rdma_ucm_resolve_route
+	UcmQuery              C.struct_rdma_ucm_query
+	UcmQueryRouteResp     C.struct_rdma_ucm_query_route_resp
+	UcmQueryAddrResp      C.struct_rdma_ucm_query_addr_resp
+	UcmQueryPathResp      C.struct_rdma_ucm_query_path_resp
+	UcmConnParam          C.struct_rdma_ucm_conn_param
+	UcmUDParam            C.struct_rdma_ucm_ud_param
+	UcmECE                C.struct_rdma_ucm_ece
+	UcmConnect            C.struct_rdma_ucm_connect
+	UcmListen             C.struct_rdma_ucm_listen
+	UcmAccept             C.struct_rdma_ucm_accept
+	UcmReject             C.struct_rdma_ucm_reject
+	UcmDisconnect         C.struct_rdma_ucm_disconnect
+	UcmInitQPAttr         C.struct_rdma_ucm_init_qp_attr
+	UcmNotify             C.struct_rdma_ucm_notify
+	UcmJoinIPMcast        C.struct_rdma_ucm_join_ip_mcast
+	UcmJoinMcast          C.struct_rdma_ucm_join_mcast
+	UcmGetEvent           C.struct_rdma_ucm_get_event
+	UcmEventResp          C.struct_rdma_ucm_event_resp
+	UcmSetOption          C.struct_rdma_ucm_set_option
+	UcmMigrateID          C.struct_rdma_ucm_migrate_id
+	UcmMigrateResp        C.struct_rdma_ucm_migrate_resp
+)
+
 // Command numbers (enum ib_uverbs_write_cmds) and header flags.
 const (
 	CmdGetContext        = C.IB_USER_VERBS_CMD_GET_CONTEXT
@@ -180,6 +221,30 @@ const (
 	ABIVersion      = C.IB_USER_VERBS_ABI_VERSION
 	CmdThreshold    = C.IB_USER_VERBS_CMD_THRESHOLD
 
+	UcmABIVersion      = C.RDMA_USER_CM_ABI_VERSION
+	UcmCmdCreateID     = C.RDMA_USER_CM_CMD_CREATE_ID
+	UcmCmdDestroyID    = C.RDMA_USER_CM_CMD_DESTROY_ID
+	UcmCmdBindIP       = C.RDMA_USER_CM_CMD_BIND_IP
+	UcmCmdResolveIP    = C.RDMA_USER_CM_CMD_RESOLVE_IP
+	UcmCmdResolveRoute = C.RDMA_USER_CM_CMD_RESOLVE_ROUTE
+	UcmCmdQueryRoute   = C.RDMA_USER_CM_CMD_QUERY_ROUTE
+	UcmCmdConnect      = C.RDMA_USER_CM_CMD_CONNECT
+	UcmCmdListen       = C.RDMA_USER_CM_CMD_LISTEN
+	UcmCmdAccept       = C.RDMA_USER_CM_CMD_ACCEPT
+	UcmCmdReject       = C.RDMA_USER_CM_CMD_REJECT
+	UcmCmdDisconnect   = C.RDMA_USER_CM_CMD_DISCONNECT
+	UcmCmdInitQPAttr   = C.RDMA_USER_CM_CMD_INIT_QP_ATTR
+	UcmCmdGetEvent     = C.RDMA_USER_CM_CMD_GET_EVENT
+	UcmCmdGetOption    = C.RDMA_USER_CM_CMD_GET_OPTION
+	UcmCmdSetOption    = C.RDMA_USER_CM_CMD_SET_OPTION
+	UcmCmdNotify       = C.RDMA_USER_CM_CMD_NOTIFY
+	UcmCmdJoinIPMcast  = C.RDMA_USER_CM_CMD_JOIN_IP_MCAST
+	UcmCmdLeaveMcast   = C.RDMA_USER_CM_CMD_LEAVE_MCAST
+	UcmCmdMigrateID    = C.RDMA_USER_CM_CMD_MIGRATE_ID
+	UcmCmdQuery        = C.RDMA_USER_CM_CMD_QUERY
+	UcmCmdBind         = C.RDMA_USER_CM_CMD_BIND
+	UcmCmdResolveAddr  = C.RDMA_USER_CM_CMD_RESOLVE_ADDR
+	UcmCmdJoinMcast    = C.RDMA_USER_CM_CMD_JOIN_MCAST
 	RxeNetworkTypeIPv4 = C.RXE_NETWORK_TYPE_IPV4
 	RxeNetworkTypeIPv6 = C.RXE_NETWORK_TYPE_IPV6
 )

@@ -628,6 +628,230 @@ type (
 	}
 )
 
+type (
+	In6Addr struct {
+		U [16]byte
+	}
+	SockaddrIn6 struct {
+		Family   uint16
+		Port     uint16
+		Flowinfo uint32
+		Addr     In6Addr
+		Scope_id uint32
+	}
+	KernelSockaddrStorage struct {
+		Anon0 [128]byte
+	}
+	UserPathRec struct {
+		Dgid                      [16]uint8
+		Sgid                      [16]uint8
+		Dlid                      uint16
+		Slid                      uint16
+		Raw_traffic               uint32
+		Flow_label                uint32
+		Reversible                uint32
+		Mtu                       uint32
+		Pkey                      uint16
+		Hop_limit                 uint8
+		Traffic_class             uint8
+		Numb_path                 uint8
+		Sl                        uint8
+		Mtu_selector              uint8
+		Rate_selector             uint8
+		Rate                      uint8
+		Packet_life_time_selector uint8
+		Packet_life_time          uint8
+		Preference                uint8
+	}
+	UcmCmdHdr struct {
+		Cmd uint32
+		In  uint16
+		Out uint16
+	}
+	UcmCreateID struct {
+		Uid      uint64
+		Response uint64
+		Ps       uint16
+		Type     uint8
+		Reserved [5]uint8
+	}
+	UcmCreateIDResp struct {
+		Id uint32
+	}
+	UcmDestroyID struct {
+		Response uint64
+		Id       uint32
+		Reserved uint32
+	}
+	UcmDestroyIDResp struct {
+		Reported uint32
+	}
+	UcmBindIP struct {
+		Response uint64
+		Addr     SockaddrIn6
+		Id       uint32
+	}
+	UcmBind struct {
+		Id       uint32
+		Size     uint16
+		Reserved uint16
+		Addr     KernelSockaddrStorage
+	}
+	UcmResolveIP struct {
+		Src_addr   SockaddrIn6
+		Dst_addr   SockaddrIn6
+		Id         uint32
+		Timeout_ms uint32
+	}
+	UcmResolveAddr struct {
+		Id         uint32
+		Timeout_ms uint32
+		Src_size   uint16
+		Dst_size   uint16
+		Reserved   uint32
+		Src_addr   KernelSockaddrStorage
+		Dst_addr   KernelSockaddrStorage
+	}
+	UcmResolveRoute struct {
+		Id uint32
+		Ms uint32
+	}
+	UcmQuery struct {
+		Response uint64
+		Id       uint32
+		Option   uint32
+	}
+	UcmQueryRouteResp struct {
+		Node_guid   uint64
+		Ib_route    [2]UserPathRec
+		Src_addr    SockaddrIn6
+		Dst_addr    SockaddrIn6
+		Num_paths   uint32
+		Port_num    uint8
+		Reserved    [3]uint8
+		Ibdev_index uint32
+		Reserved1   uint32
+	}
+	UcmQueryAddrResp struct {
+		Node_guid   uint64
+		Port_num    uint8
+		Reserved    uint8
+		Pkey        uint16
+		Src_size    uint16
+		Dst_size    uint16
+		Src_addr    KernelSockaddrStorage
+		Dst_addr    KernelSockaddrStorage
+		Ibdev_index uint32
+		Reserved1   uint32
+	}
+	UcmQueryPathResp struct {
+		Paths    uint32
+		Reserved uint32
+	}
+	UcmConnParam struct {
+		Qp_num              uint32
+		Qkey                uint32
+		Private_data        [256]uint8
+		Private_data_len    uint8
+		Srq                 uint8
+		Responder_resources uint8
+		Initiator_depth     uint8
+		Flow_control        uint8
+		Retry_count         uint8
+		Rnr_retry_count     uint8
+		Valid               uint8
+	}
+	UcmUDParam struct {
+		Qp_num           uint32
+		Qkey             uint32
+		Ah_attr          AhAttr
+		Private_data     [256]uint8
+		Private_data_len uint8
+		Reserved         [7]uint8
+	}
+	UcmECE struct {
+		Vendor_id uint32
+		Attr_mod  uint32
+	}
+	UcmConnect struct {
+		Param    UcmConnParam
+		Id       uint32
+		Reserved uint32
+		Ece      UcmECE
+	}
+	UcmListen struct {
+		Id      uint32
+		Backlog uint32
+	}
+	UcmAccept struct {
+		Uid      uint64
+		Param    UcmConnParam
+		Id       uint32
+		Reserved uint32
+		Ece      UcmECE
+	}
+	UcmReject struct {
+		Id       uint32
+		Data_len uint8
+		Reason   uint8
+		Reserved [2]uint8
+		Data     [256]uint8
+	}
+	UcmDisconnect struct {
+		Id uint32
+	}
+	UcmInitQPAttr struct {
+		Response uint64
+		Id       uint32
+		State    uint32
+	}
+	UcmNotify struct {
+		Id    uint32
+		Event uint32
+	}
+	UcmJoinIPMcast struct {
+		Response uint64
+		Uid      uint64
+		Addr     SockaddrIn6
+		Id       uint32
+	}
+	UcmJoinMcast struct {
+		Response   uint64
+		Uid        uint64
+		Id         uint32
+		Addr_size  uint16
+		Join_flags uint16
+		Addr       KernelSockaddrStorage
+	}
+	UcmGetEvent struct {
+		Response uint64
+	}
+	UcmEventResp struct {
+		Uid      uint64
+		Id       uint32
+		Event    uint32
+		Status   uint32
+		Param    [304]byte
+		Reserved uint32
+		Ece      UcmECE
+	}
+	UcmSetOption struct {
+		Optval  uint64
+		Id      uint32
+		Level   uint32
+		Optname uint32
+		Optlen  uint32
+	}
+	UcmMigrateID struct {
+		Response uint64
+		Id       uint32
+		Fd       uint32
+	}
+	UcmMigrateResp struct {
+		Reported uint32
+	}
+)
+
 const (
 	CmdGetContext        = 0x0
 	CmdQueryDevice       = 0x1
@@ -689,6 +913,30 @@ const (
 	ABIVersion      = 0x6
 	CmdThreshold    = 0x32
 
+	UcmABIVersion      = 0x4
+	UcmCmdCreateID     = 0x0
+	UcmCmdDestroyID    = 0x1
+	UcmCmdBindIP       = 0x2
+	UcmCmdResolveIP    = 0x3
+	UcmCmdResolveRoute = 0x4
+	UcmCmdQueryRoute   = 0x5
+	UcmCmdConnect      = 0x6
+	UcmCmdListen       = 0x7
+	UcmCmdAccept       = 0x8
+	UcmCmdReject       = 0x9
+	UcmCmdDisconnect   = 0xa
+	UcmCmdInitQPAttr   = 0xb
+	UcmCmdGetEvent     = 0xc
+	UcmCmdGetOption    = 0xd
+	UcmCmdSetOption    = 0xe
+	UcmCmdNotify       = 0xf
+	UcmCmdJoinIPMcast  = 0x10
+	UcmCmdLeaveMcast   = 0x11
+	UcmCmdMigrateID    = 0x12
+	UcmCmdQuery        = 0x13
+	UcmCmdBind         = 0x14
+	UcmCmdResolveAddr  = 0x15
+	UcmCmdJoinMcast    = 0x16
 	RxeNetworkTypeIPv4 = 0x1
 	RxeNetworkTypeIPv6 = 0x2
 )

@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/softroce/softroce/emu"
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 )
 
 // The sysfs tree libibverbs reads through SYSFS_PATH when the RDMA netlink
@@ -105,11 +105,11 @@ func rateString(a emu.PortAttr) string {
 }
 
 // gidTypeString is ib_cache_gid_type_str: the gid_attrs/types file.
-func gidTypeString(t qpstate.GIDType) string {
+func gidTypeString(t ib.GIDType) string {
 	switch t {
-	case qpstate.GIDTypeRoCEv2:
+	case ib.GIDTypeRoCEv2:
 		return "RoCE v2\n"
-	case qpstate.GIDTypeIB, qpstate.GIDTypeRoCE:
+	case ib.GIDTypeIB, ib.GIDTypeRoCE:
 		return "IB/RoCE v1\n"
 	}
 	return "\n"
