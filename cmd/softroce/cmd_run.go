@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/preload"
+	"github.com/softroce/softroce/uverbsd"
+)
+
+func init() {
+	register(command{
+		name:     "run",
+		summary:  "run an unmodified libibverbs program on softroce (exit status: the program's)",
+		operands: "-- PROGRAM [ARGS...]",
+		run:      runRun,
+	})
+}
+
+// runRun runs the program with the device's environment. A daemon already
+// serving the name is used; otherwise one is served for the program's
+// lifetime (and as long as other programs that found it keep the device
+// open), on the link the flags describe (default: the in-memory link,
+// where the device reaches its own GIDs).
+func runRun(e *env) error {
+	stdout, stderr := e.stdout, e.stderr
+	fs := newFlagSet(e, "run")
+	lf := serveLinkFlags(fs)
+	prog, err := parseFlags(fs, e.args)
+	if err != nil {
+		return err
+	}
+	if len(prog) == 0 {
+		fs.Usage()
+		return errUsage
+	}
+	dir, err := uverbsd.DeviceDir(lf.dev)
+	if err != nil {
+		return err
+	}
+	so, err := preload.Path(preload.Config{})
+	if err != nil {
+		return err
+	}
+	if !uverbsd.Serving(dir) {
+		d, err := startDaemon(e, lf, dir)
+		switch {
+		case errors.Is(err, unix.EADDRINUSE):
+			// Another softroce started serving the name meanwhile.
+		case err != nil:
+			return err
+		default:
+			defer func() {
+				// Programs that found this daemon serving keep it
+				// until they are done, as a device outlives the
+				// process that set it up.
+				for d.srv.Clients() > 0 {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if err := d.stop(); err != nil {
+					fmt.Fprintf(stderr, "softroce run: %v\n", err)
+				}
+			}()
+		}
+	}
+	cmd := exec.Command(prog[0], prog[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Env = programEnv(os.Environ(), uverbsd.Env(dir, so))
+	// The terminal's signals reach the program (same process group); the
+	// ones sent to softroce alone are passed on. Either way softroce
+	// waits for the program and then stops its daemon.
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sig)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	for {
+		select {
+		case s := <-sig:
+			cmd.Process.Signal(s)
+			continue
+		case err := <-waited:
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					return &exitError{code: 128 + int(ws.Signal())}
+				}
+				return &exitError{code: ee.ExitCode()}
+			}
+			return err
+		}
+	}
+}
+
+// programEnv is base with the device's variables set; LD_PRELOAD keeps
+// libraries already listed after the preload library.
+func programEnv(base, dev []string) []string {
+	set := map[string]string{}
+	for _, kv := range dev {
+		k, v, _ := strings.Cut(kv, "=")
+		set[k] = v
+	}
+	var out []string
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		if nv, ok := set[k]; ok {
+			if k == "LD_PRELOAD" && v != "" {
+				nv += ":" + v
+			}
+			out = append(out, k+"="+nv)
+			delete(set, k)
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, kv := range dev {
+		k, _, _ := strings.Cut(kv, "=")
+		if v, ok := set[k]; ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softroce/softroce/uverbsd"
+)
+
+// TestIbvDevinfoPrintsTheDevice: Debian's ibv_devinfo -v, run through
+// "softroce run" by an unprivileged user, opens the device (GET_CONTEXT,
+// QUERY_DEVICE, QUERY_PORT through the preload library and the daemon) and
+// prints it as on kernel rxe: an Ethernet port, active, with the GID
+// table of the link's addresses (the link-local GID, then --ip's).
+func TestIbvDevinfoPrintsTheDevice(t *testing.T) {
+	tool := distroTool(t, "ibv_devinfo", "ibverbs-utils")
+	needCC(t)
+	out, errOut, code := asUser(t, "run", "-d", "rxe3", "--ip", "10.77.0.1/24", "--", tool, "-v")
+	if code != 0 {
+		t.Fatalf("softroce run -- ibv_devinfo -v: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		`(?m)^hca_id:\trxe3$`,
+		`(?m)^\ttransport:\t+InfiniBand \(0\)$`,
+		`(?m)^\tnode_guid:\t+[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}$`,
+		`(?m)^\tvendor_id:\t+0xffffff$`,
+		`(?m)^\tphys_port_cnt:\t+1$`,
+		`(?m)^\t\t\tstate:\t+PORT_ACTIVE \(4\)$`,
+		`(?m)^\t\t\tlink_layer:\t+Ethernet$`,
+		`(?m)^\t\t\tGID\[  0\]:\t+fe80::[0-9a-f:]+, RoCE v2$`,
+		`(?m)^\t\t\tGID\[  1\]:\t+::ffff:10\.77\.0\.1, RoCE v2$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("ibv_devinfo -v output does not match %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("ibv_devinfo -v:\n%s", out)
+	}
+}
+
+// TestPingpongsOnOneDaemon: Debian's ibv_*_pingpong as server and as
+// client, both unprivileged, on one "softroce serve" on the default
+// in-memory link: the client reaches the server's GID (the device loops a
+// packet to its own address back, as rxe does), the receivers check the
+// data (-c) and both exit 0. The -e runs wait for completions on a
+// completion channel (ibv_get_cq_event).
+func TestPingpongsOnOneDaemon(t *testing.T) {
+	needCC(t)
+	home := userHome(t)
+	env := serveAsUser(t, home, "rxe6", "--ip", "10.78.0.1/24")
+	for i, tc := range []struct {
+		tool  string
+		extra []string
+		bytes string
+	}{
+		{"ibv_rc_pingpong", nil, "1638400 bytes in"},
+		{"ibv_rc_pingpong", []string{"-e"}, "1638400 bytes in"},
+		{"ibv_uc_pingpong", nil, "1638400 bytes in"},
+		{"ibv_uc_pingpong", []string{"-e"}, "1638400 bytes in"},
+		{"ibv_ud_pingpong", nil, "409600 bytes in"},
+		{"ibv_ud_pingpong", []string{"-e"}, "409600 bytes in"},
+		{"ibv_srq_pingpong", nil, "1638400 bytes in"},
+		{"ibv_srq_pingpong", []string{"-e"}, "1638400 bytes in"},
+	} {
+		t.Run(strings.Join(append([]string{tc.tool}, tc.extra...), " "), func(t *testing.T) {
+			tool := distroTool(t, tc.tool, "ibverbs-utils")
+			args := append([]string{"-d", "rxe6", "-g", "1", "-n", "200", "-c", "-p", strconv.Itoa(18780 + i)}, tc.extra...)
+			pingpongs(t, home, env, tool, args, tc.bytes, tc.bytes)
+		})
+	}
+}
+
+// TestPerftestOnOneDaemon: the eight perftest tools of Debian, unprivileged,
+// server and client on one "softroce serve", with their defaults (the
+// post-send API of ibv_wr_*) and 200 iterations, then in their modes
+// (-D, -b, -q 4, --use-srq, -c UC, -c UD): both exit 0 and print their
+// result line.
+func TestPerftestOnOneDaemon(t *testing.T) {
+	needCC(t)
+	home := userHome(t)
+	env := serveAsUser(t, home, "rxe8", "--ip", "10.78.0.1/24")
+	type tc struct {
+		tool  string
+		extra []string
+	}
+	var cases []tc
+	for _, tool := range []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw",
+		"ib_write_lat", "ib_read_lat", "ib_send_lat", "ib_atomic_lat"} {
+		cases = append(cases, tc{tool, []string{"-n", "200"}})
+	}
+	// The modes: a timed run (SIGALRM in the middle of the verbs), both
+	// directions, several QPs, SRQ, UC and UD.
+	cases = append(cases,
+		tc{"ib_write_bw", []string{"-D", "2"}},
+		tc{"ib_atomic_bw", []string{"-D", "2"}},
+		tc{"ib_send_bw", []string{"-b", "-n", "200"}},
+		tc{"ib_write_bw", []string{"-q", "4", "-n", "200"}},
+		tc{"ib_read_bw", []string{"-q", "4", "-n", "200"}},
+		tc{"ib_send_bw", []string{"--use-srq", "-n", "200"}},
+		tc{"ib_send_bw", []string{"-c", "UC", "-n", "200"}},
+		tc{"ib_write_bw", []string{"-c", "UC", "-n", "200"}},
+		tc{"ib_send_bw", []string{"-c", "UD", "-n", "200"}},
+		tc{"ib_send_lat", []string{"-c", "UD", "-n", "200"}},
+	)
+	for i, c := range cases {
+		t.Run(strings.Join(append([]string{c.tool}, c.extra...), " "), func(t *testing.T) {
+			path := distroTool(t, c.tool, "perftest")
+			args := append([]string{"-d", "rxe8", "-x", "1", "-p", strconv.Itoa(18790 + i)}, c.extra...)
+			// The passive side of READ and atomic latency tests
+			// prints no result, as with the kernel's rxe.
+			serverWant := "#bytes"
+			if c.tool == "ib_read_lat" || c.tool == "ib_atomic_lat" {
+				serverWant = ""
+			}
+			pingpongs(t, home, env, path, args, serverWant, "#bytes")
+		})
+	}
+}
+
+// gidRE matches the GID of 10.78.0.1 as the pingpongs and perftest print
+// it.
+var gidRE = regexp.MustCompile(`GID ::ffff:10\.78\.0\.1|GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:78:00:01`)
+
+// pingpongs runs tool as server, then as client of 127.0.0.1, with env,
+// and checks that both exit 0, name the GID of 10.78.0.1 and print
+// serverWant and clientWant.
+func pingpongs(t *testing.T, home string, env []string, tool string, args []string, serverWant, clientWant string) {
+	t.Helper()
+	server := userCommand(t, home, env, tool, args...)
+	var sout bytes.Buffer
+	server.Stdout, server.Stderr = &sout, &sout
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serverDone := make(chan error, 1)
+	go func() { serverDone <- server.Wait() }()
+	defer server.Process.Kill()
+	var cout []byte
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		// The server listens once it has its QP; until then the
+		// client cannot connect and says so.
+		cout, err = userCommand(t, home, env, tool, append(args, "127.0.0.1")...).CombinedOutput()
+		if err == nil || !strings.Contains(string(cout), "Couldn't connect") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("client: %v\n%s\nserver:\n%s", err, cout, sout.String())
+	}
+	select {
+	case err := <-serverDone:
+		if err != nil {
+			t.Fatalf("server: %v\n%s", err, sout.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("server did not finish:\n%s", sout.String())
+	}
+	for _, c := range []struct{ who, out, want string }{
+		{"client", string(cout), clientWant}, {"server", sout.String(), serverWant}} {
+		if !strings.Contains(c.out, c.want) || !gidRE.MatchString(c.out) {
+			t.Errorf("%s output lacks %q or the GID of 10.78.0.1:\n%s", c.who, c.want, c.out)
+		}
+	}
+}
+
+// TestKilledProgramsLeaveTheDaemonServing: a pingpong server and client
+// killed (SIGKILL) in the middle of a long transfer have their objects torn
+// down by the daemon (each connection's end closes its File, as
+// ib_uverbs_close), and the daemon goes on serving: a new pair on the same
+// device completes with its data checked.
+func TestKilledProgramsLeaveTheDaemonServing(t *testing.T) {
+	tool := distroTool(t, "ibv_rc_pingpong", "ibverbs-utils")
+	needCC(t)
+	home := userHome(t)
+	env := serveAsUser(t, home, "rxe9", "--ip", "10.78.0.1/24")
+	long := []string{"-d", "rxe9", "-g", "1", "-n", "100000000", "-p", "18811"}
+	server := userCommand(t, home, env, tool, long...)
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer server.Wait()
+	defer server.Process.Kill()
+	time.Sleep(500 * time.Millisecond)
+	client := userCommand(t, home, env, tool, append(long, "127.0.0.1")...)
+	if err := client.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	for _, c := range []*exec.Cmd{client, server} {
+		c.Process.Kill()
+	}
+	if err := client.Wait(); err == nil {
+		t.Fatal("the long client finished before it was killed")
+	}
+	pingpongs(t, home, env, tool, []string{"-d", "rxe9", "-g", "1", "-n", "200", "-c", "-p", "18812"},
+		"1638400 bytes in", "1638400 bytes in")
+}
+
+// TestTwoRunsShareADaemon: "softroce run" of an ibv_rc_pingpong server
+// serves the device; "softroce run" of the client finds it serving and
+// uses it. The server's run keeps the daemon until the client is done,
+// and both exit 0 with the programs' status.
+func TestTwoRunsShareADaemon(t *testing.T) {
+	tool := distroTool(t, "ibv_rc_pingpong", "ibverbs-utils")
+	needCC(t)
+	home := userHome(t)
+	args := []string{"-d", "rxe7", "-g", "1", "-n", "200", "-c", "-p", "18831"}
+	server := userCommand(t, home, nil, "softroce", append([]string{"run", "-d", "rxe7", "--ip", "10.78.0.1/24", "--", tool}, args...)...)
+	var sout bytes.Buffer
+	server.Stdout, server.Stderr = &sout, &sout
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serverDone := make(chan error, 1)
+	go func() { serverDone <- server.Wait() }()
+	defer server.Process.Kill()
+	// The client's run must find the server's daemon (with its --ip),
+	// not serve one of its own.
+	dir := filepath.Join(home, "run", "softroce", "rxe7")
+	for deadline := time.Now().Add(15 * time.Second); !uverbsd.Serving(dir); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's run does not serve rxe7:\n%s", sout.String())
+		}
+	}
+	var cout []byte
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		cout, err = userCommand(t, home, nil, "softroce", append([]string{"run", "-d", "rxe7", "--", tool}, append(args, "127.0.0.1")...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(cout), "Couldn't connect") || time.Now().After(deadline) {
+			break
+		}
+		// Until the server listens, the client cannot connect.
+	}
+	if err != nil {
+		t.Fatalf("client run: %v\n%s\nserver:\n%s", err, cout, sout.String())
+	}
+	select {
+	case err := <-serverDone:
+		if err != nil {
+			t.Fatalf("server run: %v\n%s", err, sout.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("server run did not finish:\n%s", sout.String())
+	}
+	for who, out := range map[string]string{"client": string(cout), "server": sout.String()} {
+		if !strings.Contains(out, "1638400 bytes in") || !gidRE.MatchString(out) {
+			t.Errorf("%s output:\n%s", who, out)
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/softroce/softroce/node"
+	"github.com/softroce/softroce/preload"
+	"github.com/softroce/softroce/uverbsd"
+)
+
+// defaultServeName is the device name of serve, run and env: librxe binds
+// only to names starting with "rxe".
+const defaultServeName = "rxe0"
+
+func init() {
+	register(command{
+		name:    "serve",
+		summary: "serve the emulated device to unmodified libibverbs programs (LD_PRELOAD, SYSFS_PATH)",
+		run:     runServe,
+	})
+}
+
+// serveLinkFlags registers the link flags with serve's default device name.
+func serveLinkFlags(fs *flag.FlagSet) *linkFlags {
+	lf := addLinkFlags(fs)
+	lf.dev = defaultServeName
+	fs.Lookup("d").DefValue = defaultServeName
+	fs.Lookup("d").Usage = "the device `NAME` (the rxe provider serves only names starting with rxe)"
+	return lf
+}
+
+// daemon is a running uverbsd.Server with its node.
+type daemon struct {
+	n      *node.Node
+	srv    *uverbsd.Server
+	served chan error
+}
+
+// startDaemon builds the node the flags describe and serves it in the
+// device's directory.
+func startDaemon(e *env, lf *linkFlags, dir string) (*daemon, error) {
+	n, err := e.openNode(lf)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir})
+	if err != nil {
+		n.Close()
+		return nil, err
+	}
+	d := &daemon{n: n, srv: srv, served: make(chan error, 1)}
+	go func() { d.served <- srv.Serve() }()
+	return d, nil
+}
+
+// stop closes the server (every client's File), then the node.
+func (d *daemon) stop() error {
+	err := d.srv.Close()
+	err = errors.Join(err, <-d.served)
+	return errors.Join(err, d.n.Close())
+}
+
+// exportLines formats env as shell export lines.
+func exportLines(env []string) string {
+	var b strings.Builder
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(v))
+	}
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:,=@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func runServe(e *env) error {
+	stdout := e.stdout
+	fs := newFlagSet(e, "serve")
+	lf := serveLinkFlags(fs)
+	operands, err := parseFlags(fs, e.args)
+	if err != nil {
+		return err
+	}
+	if len(operands) != 0 {
+		fmt.Fprintf(e.stderr, "softroce serve: unexpected argument %q\n", operands[0])
+		return errUsage
+	}
+	dir, err := uverbsd.DeviceDir(lf.dev)
+	if err != nil {
+		return err
+	}
+	so, err := preload.Path(preload.Config{})
+	if err != nil {
+		return err
+	}
+	d, err := startDaemon(e, lf, dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "# softroce serves %s; run programs with `softroce run -d %s -- PROGRAM`, or in this environment:\n",
+		lf.dev, lf.dev)
+	fmt.Fprint(stdout, exportLines(d.srv.Env(so)))
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	select {
+	case <-sig:
+	case err := <-d.served:
+		d.served <- err
+	}
+	return d.stop()
+}

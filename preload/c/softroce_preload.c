@@ -1,0 +1,772 @@
+/*
+ * softroce_preload.c: the LD_PRELOAD library that presents softroce's
+ * emulated device to an unmodified libibverbs program.
+ *
+ * The program's libibverbs and its rxe provider (librxe) stay the
+ * distribution's. They find the device in the sysfs tree the daemon writes
+ * ($SYSFS_PATH) and talk to the kernel through /dev/infiniband/uverbsN.
+ * This library wraps the libc calls that reach that device node, for those
+ * paths and the descriptors they return only; every other call goes to the
+ * next definition (the real libc function, found with dlsym(RTLD_NEXT)):
+ *
+ *   open/open64/openat/openat64/__open_2/__open64_2/__openat_2/__openat64_2
+ *       of /dev/infiniband/NAME: a SOCK_SEQPACKET connection to the daemon
+ *       ($SOFTROCE_SOCK), close-on-exec if asked, then an OPEN exchange;
+ *   stat/stat64/lstat/lstat64/fstat/fstat64/fstatat/fstatat64/statx and the
+ *       __xstat family: a character device with the dev_t the sysfs tree
+ *       names (libibverbs checks S_ISCHR and st_rdev);
+ *   ioctl on such a descriptor: ENOTTY, so libibverbs uses the write()
+ *       command ABI (no RDMA_VERBS_IOCTL);
+ *   write: one request/reply exchange; the daemon writes the command's
+ *       response into this process's memory itself (as copy_to_user), and
+ *       files it hands over arrive with SCM_RIGHTS: their numbers are stored
+ *       as 32-bit values at the addresses the reply names and reported
+ *       back to the daemon before write() returns;
+ *   read: EINVAL (the kernel's uverbs command file has no read);
+ *   mmap/mmap64 of such a descriptor: the daemon sends the memfd behind the
+ *       offset and it is mapped in its place;
+ *   close, and dup2/dup3 onto such a descriptor: forget it, then close it
+ *       (the daemon sees the end of the connection when the last reference
+ *       goes, as ib_uverbs_close);
+ *   socket(AF_NETLINK, ..., NETLINK_RDMA): EPROTONOSUPPORT, so libibverbs
+ *       and librdmacm read the sysfs tree instead of asking the kernel.
+ *
+ * munmap needs no wrapper: the mappings are ordinary shared mappings of the
+ * memfds.
+ *
+ * The frame layout (struct frame_hdr, the operations, the limits) is
+ * defined once, in package preload's proto.go; this file follows it.
+ *
+ * No threads, no signal handlers. Each fake descriptor has a mutex so that
+ * threads sharing a context get their own replies; EINTR never breaks an
+ * exchange in the middle.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#ifndef NETLINK_RDMA
+#define NETLINK_RDMA 20
+#endif
+#ifndef PR_SET_PTRACER
+#define PR_SET_PTRACER 0x59616d61
+#endif
+
+/* Frame layout: package preload, proto.go. */
+#define PROTO_VERSION 1
+#define OP_OPEN 1
+#define OP_WRITE 2
+#define OP_MMAP 3
+#define OP_FDS 4
+#define MAX_PAYLOAD (1u << 16)
+#define MAX_FDS 8
+#define NAME_MAX_LEN 64
+
+struct frame_hdr {
+	uint32_t op;
+	uint32_t len;
+	int32_t ret;
+	uint32_t aux;
+};
+
+#define DEV_PREFIX "/dev/infiniband/"
+
+/* The table of fake descriptors: slot_of[fd] is the slot + 1. */
+#define MAX_FAKE 64
+#define MAX_FD 65536
+
+struct fake {
+	pthread_mutex_t mu;
+	dev_t rdev;
+};
+
+static struct fake fakes[MAX_FAKE] = {[0 ... MAX_FAKE - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER}};
+static unsigned char slot_of[MAX_FD];
+static unsigned char slot_used[MAX_FAKE];
+static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
+
+#define REAL(ret, name, args)                                                \
+	static ret(*real_##name) args;                                       \
+	static ret(*get_##name(void)) args                                   \
+	{                                                                    \
+		if (!__atomic_load_n(&real_##name, __ATOMIC_ACQUIRE))        \
+			__atomic_store_n(&real_##name, dlsym(RTLD_NEXT, #name), \
+					 __ATOMIC_RELEASE);                  \
+		return __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);      \
+	}
+
+REAL(int, open, (const char *, int, ...))
+REAL(int, open64, (const char *, int, ...))
+REAL(int, openat, (int, const char *, int, ...))
+REAL(int, openat64, (int, const char *, int, ...))
+REAL(int, __open_2, (const char *, int))
+REAL(int, __open64_2, (const char *, int))
+REAL(int, __openat_2, (int, const char *, int))
+REAL(int, __openat64_2, (int, const char *, int))
+REAL(int, stat, (const char *, struct stat *))
+REAL(int, stat64, (const char *, struct stat64 *))
+REAL(int, lstat, (const char *, struct stat *))
+REAL(int, lstat64, (const char *, struct stat64 *))
+REAL(int, fstat, (int, struct stat *))
+REAL(int, fstat64, (int, struct stat64 *))
+REAL(int, fstatat, (int, const char *, struct stat *, int))
+REAL(int, fstatat64, (int, const char *, struct stat64 *, int))
+REAL(int, statx, (int, const char *, int, unsigned int, struct statx *))
+REAL(int, __xstat, (int, const char *, struct stat *))
+REAL(int, __xstat64, (int, const char *, struct stat64 *))
+REAL(int, __lxstat, (int, const char *, struct stat *))
+REAL(int, __lxstat64, (int, const char *, struct stat64 *))
+REAL(int, __fxstat, (int, int, struct stat *))
+REAL(int, __fxstat64, (int, int, struct stat64 *))
+REAL(int, __fxstatat, (int, int, const char *, struct stat *, int))
+REAL(int, __fxstatat64, (int, int, const char *, struct stat64 *, int))
+REAL(int, ioctl, (int, unsigned long, ...))
+REAL(ssize_t, write, (int, const void *, size_t))
+REAL(ssize_t, read, (int, void *, size_t))
+REAL(void *, mmap, (void *, size_t, int, int, int, off_t))
+REAL(void *, mmap64, (void *, size_t, int, int, int, off64_t))
+REAL(int, close, (int))
+REAL(int, socket, (int, int, int))
+REAL(int, dup2, (int, int))
+REAL(int, dup3, (int, int, int))
+
+static int fake_slot(int fd)
+{
+	if (fd < 0 || fd >= MAX_FD)
+		return -1;
+	return (int)__atomic_load_n(&slot_of[fd], __ATOMIC_ACQUIRE) - 1;
+}
+
+/* dev_name returns the NAME of /dev/infiniband/NAME, or NULL. */
+static const char *dev_name(const char *path)
+{
+	size_t n = sizeof(DEV_PREFIX) - 1;
+	if (!path || strncmp(path, DEV_PREFIX, n) != 0)
+		return NULL;
+	path += n;
+	if (!*path || strlen(path) >= NAME_MAX_LEN || strchr(path, '/'))
+		return NULL;
+	return path;
+}
+
+/* sysfs_rdev reads the dev_t of NAME from the sysfs tree, as udev would
+ * have made the node: class/infiniband_verbs/NAME/dev, class/misc/NAME/dev. */
+static int sysfs_rdev(const char *name, dev_t *out)
+{
+	const char *root = getenv("SYSFS_PATH");
+	char path[4096], buf[64];
+	unsigned int maj, min;
+	const char *cls = strncmp(name, "uverbs", 6) == 0 ? "infiniband_verbs" : "misc";
+	int fd;
+	ssize_t n;
+
+	if (!root || getuid() != geteuid())
+		root = "/sys";
+	if (snprintf(path, sizeof(path), "%s/class/%s/%s/dev", root, cls, name) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = get_openat()(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -ENOENT;
+	n = get_read()(fd, buf, sizeof(buf) - 1);
+	get_close()(fd);
+	if (n <= 0)
+		return -ENOENT;
+	buf[n] = 0;
+	if (sscanf(buf, "%u:%u", &maj, &min) != 2)
+		return -ENOENT;
+	*out = makedev(maj, min);
+	return 0;
+}
+
+static void fill_stat(struct stat *st, dev_t rdev)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_mode = S_IFCHR | 0666;
+	st->st_nlink = 1;
+	st->st_rdev = rdev;
+	st->st_blksize = 4096;
+}
+
+static void fill_statx(struct statx *st, dev_t rdev)
+{
+	memset(st, 0, sizeof(*st));
+	st->stx_mask = STATX_TYPE | STATX_MODE | STATX_NLINK;
+	st->stx_mode = S_IFCHR | 0666;
+	st->stx_nlink = 1;
+	st->stx_rdev_major = major(rdev);
+	st->stx_rdev_minor = minor(rdev);
+	st->stx_blksize = 4096;
+}
+
+/* stat_path answers a stat of /dev/infiniband/NAME: 1 done (0 or -1 with
+ * errno), 0 not ours. */
+static int stat_path(const char *path, struct stat *st, int *rc)
+{
+	const char *name = dev_name(path);
+	dev_t rdev;
+	int err;
+
+	if (!name)
+		return 0;
+	err = sysfs_rdev(name, &rdev);
+	if (err < 0) {
+		errno = -err;
+		*rc = -1;
+		return 1;
+	}
+	fill_stat(st, rdev);
+	*rc = 0;
+	return 1;
+}
+
+static int stat_fd(int fd, struct stat *st, int *rc)
+{
+	int s = fake_slot(fd);
+	if (s < 0)
+		return 0;
+	fill_stat(st, fakes[s].rdev);
+	*rc = 0;
+	return 1;
+}
+
+/* xfer sends one frame and receives the reply; the slot's mutex is held.
+ * Returns 0 or -errno of the transport; the command's result is in *rh. */
+static int xfer(int fd, struct frame_hdr *h, const void *payload, void *rbuf, uint32_t rcap,
+		struct frame_hdr *rh, int *fds, int *nfds)
+{
+	struct iovec iov[2];
+	struct msghdr msg;
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+		struct cmsghdr align;
+	} ctl;
+	struct cmsghdr *c;
+	ssize_t n;
+
+	iov[0].iov_base = h;
+	iov[0].iov_len = sizeof(*h);
+	iov[1].iov_base = (void *)payload;
+	iov[1].iov_len = h->len;
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = h->len ? 2 : 1;
+	do
+		n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+
+	iov[0].iov_base = rh;
+	iov[0].iov_len = sizeof(*rh);
+	iov[1].iov_base = rbuf;
+	iov[1].iov_len = rcap;
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = 2;
+	msg.msg_control = ctl.buf;
+	msg.msg_controllen = sizeof(ctl.buf);
+	do
+		n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	*nfds = 0;
+	for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (int i = 0; i < k; i++) {
+			int f;
+			memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*nfds < MAX_FDS)
+				fds[(*nfds)++] = f;
+			else
+				get_close()(f);
+		}
+	}
+	if (n == 0)
+		return -EIO; /* the daemon is gone */
+	if ((size_t)n < sizeof(*rh) || rh->len != (size_t)n - sizeof(*rh) ||
+	    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || rh->op != h->op) {
+		for (int i = 0; i < *nfds; i++)
+			get_close()(fds[i]);
+		*nfds = 0;
+		return -EIO;
+	}
+	return 0;
+}
+
+static int fake_open(const char *name, int flags)
+{
+	const char *sock = getenv("SOFTROCE_SOCK");
+	struct sockaddr_un sa;
+	struct frame_hdr h, rh;
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	int fd, s, err, nfds, fds[MAX_FDS];
+	dev_t rdev;
+	char rbuf[16];
+
+	if ((flags & O_ACCMODE) != O_RDWR && (flags & O_ACCMODE) != O_WRONLY) {
+		/* uverbs needs write access for its commands; the kernel
+		 * opens read-only too, but nothing could be done with it. */
+	}
+	if (!sock || strlen(sock) >= sizeof(sa.sun_path)) {
+		errno = ENOENT;
+		return -1;
+	}
+	err = sysfs_rdev(name, &rdev);
+	if (err < 0) {
+		errno = -err;
+		return -1;
+	}
+	fd = get_socket()(AF_UNIX, SOCK_SEQPACKET | ((flags & O_CLOEXEC) ? SOCK_CLOEXEC : 0), 0);
+	if (fd < 0)
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	strcpy(sa.sun_path, sock);
+	do
+		err = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	while (err < 0 && errno == EINTR);
+	if (err < 0) {
+		get_close()(fd);
+		errno = ENXIO; /* no driver behind the node */
+		return -1;
+	}
+	/* Let the daemon reach this process's memory with process_vm_readv
+	 * under Yama's ptrace_scope 1 (EINVAL: no Yama, nothing to do). */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
+		prctl(PR_SET_PTRACER, (unsigned long)cred.pid, 0, 0, 0);
+	if (fd >= MAX_FD) {
+		get_close()(fd);
+		errno = EMFILE;
+		return -1;
+	}
+	h.op = OP_OPEN;
+	h.len = strlen(name);
+	h.ret = 0;
+	h.aux = PROTO_VERSION;
+	err = xfer(fd, &h, name, rbuf, sizeof(rbuf), &rh, fds, &nfds);
+	for (int i = 0; i < nfds; i++)
+		get_close()(fds[i]);
+	if (err == 0 && rh.ret < 0)
+		err = rh.ret;
+	if (err < 0) {
+		get_close()(fd);
+		errno = -err;
+		return -1;
+	}
+	pthread_mutex_lock(&table_mu);
+	for (s = 0; s < MAX_FAKE && slot_used[s]; s++)
+		;
+	if (s == MAX_FAKE) {
+		pthread_mutex_unlock(&table_mu);
+		get_close()(fd);
+		errno = EMFILE;
+		return -1;
+	}
+	slot_used[s] = 1;
+	fakes[s].rdev = rdev;
+	__atomic_store_n(&slot_of[fd], (unsigned char)(s + 1), __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&table_mu);
+	return fd;
+}
+
+static void forget(int fd)
+{
+	int s = fake_slot(fd);
+	if (s < 0)
+		return;
+	pthread_mutex_lock(&table_mu);
+	__atomic_store_n(&slot_of[fd], 0, __ATOMIC_RELEASE);
+	slot_used[s] = 0;
+	pthread_mutex_unlock(&table_mu);
+}
+
+static mode_t open_mode(int flags, va_list ap)
+{
+	if (flags & (O_CREAT | __O_TMPFILE))
+		return va_arg(ap, mode_t);
+	return 0;
+}
+
+#define OPEN_WRAPPER(name)                                                   \
+	int name(const char *path, int flags, ...)                           \
+	{                                                                    \
+		va_list ap;                                                  \
+		mode_t mode;                                                 \
+		const char *dev = dev_name(path);                            \
+		va_start(ap, flags);                                         \
+		mode = open_mode(flags, ap);                                 \
+		va_end(ap);                                                  \
+		if (dev)                                                     \
+			return fake_open(dev, flags);                        \
+		return get_##name()(path, flags, mode);                      \
+	}
+OPEN_WRAPPER(open)
+OPEN_WRAPPER(open64)
+
+#define OPENAT_WRAPPER(name)                                                 \
+	int name(int dirfd, const char *path, int flags, ...)                \
+	{                                                                    \
+		va_list ap;                                                  \
+		mode_t mode;                                                 \
+		const char *dev = dev_name(path);                            \
+		va_start(ap, flags);                                         \
+		mode = open_mode(flags, ap);                                 \
+		va_end(ap);                                                  \
+		if (dev)                                                     \
+			return fake_open(dev, flags);                        \
+		return get_##name()(dirfd, path, flags, mode);               \
+	}
+OPENAT_WRAPPER(openat)
+OPENAT_WRAPPER(openat64)
+
+int __open_2(const char *path, int flags)
+{
+	const char *dev = dev_name(path);
+	return dev ? fake_open(dev, flags) : get___open_2()(path, flags);
+}
+
+int __open64_2(const char *path, int flags)
+{
+	const char *dev = dev_name(path);
+	return dev ? fake_open(dev, flags) : get___open64_2()(path, flags);
+}
+
+int __openat_2(int dirfd, const char *path, int flags)
+{
+	const char *dev = dev_name(path);
+	return dev ? fake_open(dev, flags) : get___openat_2()(dirfd, path, flags);
+}
+
+int __openat64_2(int dirfd, const char *path, int flags)
+{
+	const char *dev = dev_name(path);
+	return dev ? fake_open(dev, flags) : get___openat64_2()(dirfd, path, flags);
+}
+
+/* On x86_64 and arm64 struct stat64 and struct stat have one layout. */
+_Static_assert(sizeof(struct stat) == sizeof(struct stat64), "struct stat64 differs from struct stat");
+
+int stat(const char *path, struct stat *st)
+{
+	int rc;
+	return stat_path(path, st, &rc) ? rc : get_stat()(path, st);
+}
+
+int stat64(const char *path, struct stat64 *st)
+{
+	int rc;
+	return stat_path(path, (struct stat *)st, &rc) ? rc : get_stat64()(path, st);
+}
+
+int lstat(const char *path, struct stat *st)
+{
+	int rc;
+	return stat_path(path, st, &rc) ? rc : get_lstat()(path, st);
+}
+
+int lstat64(const char *path, struct stat64 *st)
+{
+	int rc;
+	return stat_path(path, (struct stat *)st, &rc) ? rc : get_lstat64()(path, st);
+}
+
+int fstat(int fd, struct stat *st)
+{
+	int rc;
+	return stat_fd(fd, st, &rc) ? rc : get_fstat()(fd, st);
+}
+
+int fstat64(int fd, struct stat64 *st)
+{
+	int rc;
+	return stat_fd(fd, (struct stat *)st, &rc) ? rc : get_fstat64()(fd, st);
+}
+
+static int statat(int dirfd, const char *path, struct stat *st, int flags, int *rc)
+{
+	if (path && !*path && (flags & AT_EMPTY_PATH))
+		return stat_fd(dirfd, st, rc);
+	return stat_path(path, st, rc);
+}
+
+int fstatat(int dirfd, const char *path, struct stat *st, int flags)
+{
+	int rc;
+	return statat(dirfd, path, st, flags, &rc) ? rc : get_fstatat()(dirfd, path, st, flags);
+}
+
+int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
+{
+	int rc;
+	return statat(dirfd, path, (struct stat *)st, flags, &rc) ? rc
+								   : get_fstatat64()(dirfd, path, st, flags);
+}
+
+int statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *stx)
+{
+	struct stat st;
+	int rc;
+	if (statat(dirfd, path, &st, flags, &rc)) {
+		if (rc == 0)
+			fill_statx(stx, st.st_rdev);
+		return rc;
+	}
+	return get_statx()(dirfd, path, flags, mask, stx);
+}
+
+/* The __xstat family: what binaries built against glibc before 2.33 call.
+ * glibc 2.33 and later keep them only as compat symbols, which dlsym does
+ * not find; then the stat functions above stand in (the version argument
+ * is _STAT_VER_LINUX, the layout of struct stat). */
+int __xstat(int ver, const char *path, struct stat *st)
+{
+	int rc;
+	if (stat_path(path, st, &rc))
+		return rc;
+	return get___xstat() ? get___xstat()(ver, path, st) : get_stat()(path, st);
+}
+
+int __xstat64(int ver, const char *path, struct stat64 *st)
+{
+	int rc;
+	if (stat_path(path, (struct stat *)st, &rc))
+		return rc;
+	return get___xstat64() ? get___xstat64()(ver, path, st) : get_stat64()(path, st);
+}
+
+int __lxstat(int ver, const char *path, struct stat *st)
+{
+	int rc;
+	if (stat_path(path, st, &rc))
+		return rc;
+	return get___lxstat() ? get___lxstat()(ver, path, st) : get_lstat()(path, st);
+}
+
+int __lxstat64(int ver, const char *path, struct stat64 *st)
+{
+	int rc;
+	if (stat_path(path, (struct stat *)st, &rc))
+		return rc;
+	return get___lxstat64() ? get___lxstat64()(ver, path, st) : get_lstat64()(path, st);
+}
+
+int __fxstat(int ver, int fd, struct stat *st)
+{
+	int rc;
+	if (stat_fd(fd, st, &rc))
+		return rc;
+	return get___fxstat() ? get___fxstat()(ver, fd, st) : get_fstat()(fd, st);
+}
+
+int __fxstat64(int ver, int fd, struct stat64 *st)
+{
+	int rc;
+	if (stat_fd(fd, (struct stat *)st, &rc))
+		return rc;
+	return get___fxstat64() ? get___fxstat64()(ver, fd, st) : get_fstat64()(fd, st);
+}
+
+int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags)
+{
+	int rc;
+	if (statat(dirfd, path, st, flags, &rc))
+		return rc;
+	return get___fxstatat() ? get___fxstatat()(ver, dirfd, path, st, flags)
+				: get_fstatat()(dirfd, path, st, flags);
+}
+
+int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags)
+{
+	int rc;
+	if (statat(dirfd, path, (struct stat *)st, flags, &rc))
+		return rc;
+	return get___fxstatat64() ? get___fxstatat64()(ver, dirfd, path, st, flags)
+				  : get_fstatat64()(dirfd, path, st, flags);
+}
+
+int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (fake_slot(fd) >= 0) {
+		/* No ioctl framework: libibverbs falls back to write(). */
+		errno = ENOTTY;
+		return -1;
+	}
+	return get_ioctl()(fd, req, arg);
+}
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+	struct frame_hdr h, rh;
+	uint64_t at[MAX_FDS];
+	int s = fake_slot(fd), err, nfds = 0, fds[MAX_FDS];
+
+	if (s < 0)
+		return get_write()(fd, buf, n);
+	if (n > MAX_PAYLOAD) {
+		errno = EINVAL;
+		return -1;
+	}
+	h.op = OP_WRITE;
+	h.len = n;
+	h.ret = 0;
+	h.aux = 0;
+	pthread_mutex_lock(&fakes[s].mu);
+	err = xfer(fd, &h, buf, at, sizeof(at), &rh, fds, &nfds);
+	if (err < 0) {
+		pthread_mutex_unlock(&fakes[s].mu);
+		errno = -err;
+		return -1;
+	}
+	/* Each file handed over: its number goes where the reply says (the
+	 * fd field of the response the daemon wrote), and the daemon is told
+	 * the numbers before write() returns (later commands name a
+	 * completion channel by its number). */
+	if (nfds > 0 && rh.ret >= 0 && (size_t)nfds == rh.len / sizeof(uint64_t)) {
+		uint32_t nums[MAX_FDS];
+		struct frame_hdr ah, arh;
+		int anfds = 0, afds[MAX_FDS];
+		for (int i = 0; i < nfds; i++) {
+			nums[i] = (uint32_t)fds[i];
+			memcpy((void *)(uintptr_t)at[i], &nums[i], sizeof(nums[i]));
+		}
+		ah.op = OP_FDS;
+		ah.len = nfds * sizeof(uint32_t);
+		ah.ret = 0;
+		ah.aux = 0;
+		err = xfer(fd, &ah, nums, NULL, 0, &arh, afds, &anfds);
+		for (int i = 0; i < anfds; i++)
+			get_close()(afds[i]);
+		pthread_mutex_unlock(&fakes[s].mu);
+		if (err == 0 && arh.ret < 0)
+			err = arh.ret;
+		if (err < 0) {
+			for (int i = 0; i < nfds; i++)
+				get_close()(fds[i]);
+			errno = -err;
+			return -1;
+		}
+	} else {
+		pthread_mutex_unlock(&fakes[s].mu);
+		for (int i = 0; i < nfds; i++)
+			get_close()(fds[i]);
+	}
+	if (rh.ret < 0) {
+		errno = -rh.ret;
+		return -1;
+	}
+	return rh.ret;
+}
+
+ssize_t read(int fd, void *buf, size_t n)
+{
+	if (fake_slot(fd) >= 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return get_read()(fd, buf, n);
+}
+
+static void *fake_mmap(int s, void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	struct frame_hdr h, rh;
+	uint64_t req[2] = {(uint64_t)off, (uint64_t)len};
+	int64_t foff = 0;
+	int err, nfds = 0, fds[MAX_FDS];
+	void *p;
+
+	h.op = OP_MMAP;
+	h.len = sizeof(req);
+	h.ret = 0;
+	h.aux = 0;
+	pthread_mutex_lock(&fakes[s].mu);
+	err = xfer(fd, &h, req, &foff, sizeof(foff), &rh, fds, &nfds);
+	pthread_mutex_unlock(&fakes[s].mu);
+	if (err == 0 && rh.ret < 0)
+		err = rh.ret;
+	if (err == 0 && (nfds != 1 || rh.len != sizeof(foff)))
+		err = -EIO;
+	if (err < 0) {
+		for (int i = 0; i < nfds; i++)
+			get_close()(fds[i]);
+		errno = -err;
+		return MAP_FAILED;
+	}
+	p = get_mmap()(addr, len, prot, flags, fds[0], (off_t)foff);
+	err = errno;
+	get_close()(fds[0]);
+	errno = err;
+	return p;
+}
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	int s = fake_slot(fd);
+	if (s >= 0 && !(flags & MAP_ANONYMOUS))
+		return fake_mmap(s, addr, len, prot, flags, fd, off);
+	return get_mmap()(addr, len, prot, flags, fd, off);
+}
+
+void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
+{
+	int s = fake_slot(fd);
+	if (s >= 0 && !(flags & MAP_ANONYMOUS))
+		return fake_mmap(s, addr, len, prot, flags, fd, (off_t)off);
+	return get_mmap64()(addr, len, prot, flags, fd, off);
+}
+
+int close(int fd)
+{
+	forget(fd);
+	return get_close()(fd);
+}
+
+/* dup2 and dup3 over a fake descriptor close it: forget it first. */
+int dup2(int oldfd, int newfd)
+{
+	if (oldfd != newfd)
+		forget(newfd);
+	return get_dup2()(oldfd, newfd);
+}
+
+int dup3(int oldfd, int newfd, int flags)
+{
+	if (oldfd != newfd)
+		forget(newfd);
+	return get_dup3()(oldfd, newfd, flags);
+}
+
+int socket(int domain, int type, int protocol)
+{
+	if (domain == AF_NETLINK && protocol == NETLINK_RDMA) {
+		/* As a kernel without ib_core: the RDMA netlink family is
+		 * absent, so the libraries read the sysfs tree. */
+		errno = EPROTONOSUPPORT;
+		return -1;
+	}
+	return get_socket()(domain, type, protocol);
+}

@@ -1,0 +1,136 @@
+package preload
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// The RPC between the preload library and the daemon: this file is its one
+// definition; softroce_preload.c follows it (its struct frame_hdr and OP_*
+// constants).
+//
+// Each open of /dev/infiniband/NAME is one SOCK_SEQPACKET connection to the
+// daemon's socket. Every message, both ways, is one packet: a 16-byte
+// header in host byte order, then Len bytes of payload.
+//
+//	offset 0  u32 Op   the operation (a reply repeats the request's)
+//	offset 4  u32 Len  payload bytes after the header
+//	offset 8  i32 Ret  reply: the result (>= 0) or a negative errno; request: 0
+//	offset 12 u32 Aux  OpOpen request: Version; otherwise 0
+//
+// Operations (request payload → reply payload, descriptors with SCM_RIGHTS):
+//
+//   - OpOpen: the first request on a connection; payload the device node's
+//     name ("uverbs0"). Reply: Ret 0, or -ENODEV for a name the daemon does
+//     not serve, -EPROTO for another Version. Nothing else is accepted
+//     before it succeeds.
+//   - OpWrite: write(cmd_fd, buf): payload buf (at most MaxPayload). Reply:
+//     Ret is write()'s result or -errno. The daemon has already written the
+//     command's response into the client's memory. The payload is one u64
+//     client address per descriptor passed with the reply, in order: the
+//     client stores the number it received as a u32 there.
+//   - OpFds: sent by the client right after an OpWrite reply that passed
+//     descriptors, once it stored their numbers (and before its write()
+//     returns): payload one u32 per descriptor, the numbers it received, in
+//     order. Reply: Ret 0, or -EINVAL when the previous exchange passed no
+//     descriptors or another count. Should it fail, the client closes the
+//     descriptors and write() fails with that errno.
+//   - OpMmap: mmap(cmd_fd, offset): payload u64 offset, u64 length. Reply:
+//     Ret 0 or -errno; payload i64, the offset inside the one descriptor
+//     passed (a memfd) that the client maps instead.
+//
+// A request the daemon cannot parse (short header, Len not the payload's
+// length, an unknown Op, a payload over MaxPayload, descriptors sent to the
+// daemon) gets a reply with Ret -EINVAL (or -E2BIG) and the same Op, and
+// the connection stays usable.
+
+// HeaderSize is the size of a frame header.
+const HeaderSize = 16
+
+// Version is the protocol version an OpOpen request carries in Aux.
+const Version = 1
+
+// MaxPayload bounds a request's payload. uverbs commands are a few hundred
+// bytes; a packet must also fit a unix socket's default send buffer
+// (net.core.wmem_default, 208 KiB), so a larger write() gets EINVAL from
+// the preload library without reaching the daemon.
+const MaxPayload = 1 << 16
+
+// MaxFiles bounds the descriptors passed with one reply.
+const MaxFiles = 8
+
+// MaxNameLen bounds an OpOpen device name (exclusive).
+const MaxNameLen = 64
+
+// Op is a frame's operation.
+type Op uint32
+
+// The operations.
+const (
+	OpOpen  Op = 1
+	OpWrite Op = 2
+	OpMmap  Op = 3
+	OpFds   Op = 4
+)
+
+// String names the operation.
+func (o Op) String() string {
+	switch o {
+	case OpOpen:
+		return "OPEN"
+	case OpWrite:
+		return "WRITE"
+	case OpMmap:
+		return "MMAP"
+	case OpFds:
+		return "FDS"
+	}
+	return fmt.Sprintf("Op(%d)", uint32(o))
+}
+
+// Header is a frame header.
+type Header struct {
+	Op  Op
+	Len uint32
+	Ret int32
+	Aux uint32
+}
+
+// Put writes h into b[:HeaderSize].
+func (h Header) Put(b []byte) {
+	e := binary.NativeEndian
+	e.PutUint32(b[0:], uint32(h.Op))
+	e.PutUint32(b[4:], h.Len)
+	e.PutUint32(b[8:], uint32(h.Ret))
+	e.PutUint32(b[12:], h.Aux)
+}
+
+// ParseFrame splits one received packet into its header and payload. It
+// fails with EINVAL when the packet is shorter than a header or its Len is
+// not the payload's length, and E2BIG for a payload over MaxPayload.
+func ParseFrame(b []byte) (Header, []byte, error) {
+	if len(b) < HeaderSize {
+		return Header{}, nil, fmt.Errorf("frame of %d bytes, header is %d: %w", len(b), HeaderSize, unix.EINVAL)
+	}
+	e := binary.NativeEndian
+	h := Header{Op: Op(e.Uint32(b[0:])), Len: e.Uint32(b[4:]), Ret: int32(e.Uint32(b[8:])), Aux: e.Uint32(b[12:])}
+	p := b[HeaderSize:]
+	if len(p) > MaxPayload {
+		return h, nil, fmt.Errorf("%v frame payload %d bytes, limit %d: %w", h.Op, len(p), MaxPayload, unix.E2BIG)
+	}
+	if uint64(h.Len) != uint64(len(p)) {
+		return h, nil, fmt.Errorf("%v frame says %d payload bytes, carries %d: %w", h.Op, h.Len, len(p), unix.EINVAL)
+	}
+	return h, p, nil
+}
+
+// Frame returns a packet of h (its Len set from payload) and payload.
+func Frame(h Header, payload []byte) []byte {
+	b := make([]byte, HeaderSize+len(payload))
+	h.Len = uint32(len(payload))
+	h.Put(b)
+	copy(b[HeaderSize:], payload)
+	return b
+}

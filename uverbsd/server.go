@@ -1,0 +1,507 @@
+package uverbsd
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/preload"
+)
+
+// Config configures New.
+type Config struct {
+	// Device is the device served. The Server does not own it: the caller
+	// closes it after the Server.
+	Device *emu.Device
+	// Dir is the daemon's private directory: it holds the socket ("sock")
+	// and the sysfs tree ("sysfs"). New creates it with mode 0700 and
+	// refuses one that exists with another owner or wider permissions.
+	Dir string
+	// Open opens the File behind each open of the device node; nil
+	// means OpenUverbs.
+	Open Opener
+	// Logf, if set, is told of clients coming and going and of their
+	// protocol errors.
+	Logf func(format string, args ...any)
+}
+
+// Server serves one device on a unix socket. It is safe for concurrent use.
+type Server struct {
+	cfg  Config
+	ln   *net.UnixListener
+	sys  *sysfs
+	gids chan struct{} // a GID change to write to the sysfs tree
+
+	lock *os.File // flock of the directory's lock file, held while serving
+
+	mu     sync.Mutex
+	conns  map[*net.UnixConn]struct{}
+	opened int // connections with an open File
+	closed bool
+	wg     sync.WaitGroup
+	done   chan struct{}
+}
+
+// SocketName and SysfsName are the names of the socket and the sysfs tree
+// in the Server's directory.
+const (
+	SocketName = "sock"
+	SysfsName  = "sysfs"
+	lockName   = "lock"
+)
+
+// PrivateDir creates dir (and its parents) and checks that it belongs to
+// the caller's effective user with mode 0700: no other user may reach the
+// socket or change the tree. A directory that exists with another owner,
+// with wider permissions or as a symbolic link is refused (EPERM).
+func PrivateDir(dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return &os.PathError{Op: "lstat", Path: dir, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%s is not a directory: %w", dir, unix.EPERM)
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s belongs to uid %d, not %d: %w", dir, st.Uid, os.Geteuid(), unix.EPERM)
+	}
+	if st.Mode&0o777 != 0o700 {
+		return fmt.Errorf("%s has mode %#o, want 0700: %w", dir, st.Mode&0o777, unix.EPERM)
+	}
+	return nil
+}
+
+// New prepares the directory, writes the sysfs tree and listens on the
+// socket; Serve then accepts clients. A socket another daemon still serves
+// is EADDRINUSE; a stale one (nobody listening) is replaced.
+func New(cfg Config) (*Server, error) {
+	if cfg.Device == nil || cfg.Dir == "" {
+		return nil, fmt.Errorf("uverbsd: Device and Dir are required: %w", unix.EINVAL)
+	}
+	if err := PrivateDir(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("uverbsd: %w", err)
+	}
+	sock := filepath.Join(cfg.Dir, SocketName)
+	// The lock is held for the daemon's lifetime: whoever holds it owns
+	// the socket, so a stale socket (its daemon gone) is replaced and a
+	// live one never is.
+	lock, err := os.OpenFile(filepath.Join(cfg.Dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("uverbsd: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("uverbsd: %s: another daemon serves it: %w", sock, unix.EADDRINUSE)
+		}
+		return nil, fmt.Errorf("uverbsd: lock %s: %w", cfg.Dir, err)
+	}
+	fail := func(err error) (*Server, error) {
+		lock.Close()
+		return nil, fmt.Errorf("uverbsd: %w", err)
+	}
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fail(err)
+	}
+	root := filepath.Join(cfg.Dir, SysfsName)
+	if err := os.RemoveAll(root); err != nil {
+		return fail(err)
+	}
+	s := &Server{cfg: cfg, sys: &sysfs{root: root, dev: cfg.Device}, gids: make(chan struct{}, 1),
+		conns: map[*net.UnixConn]struct{}{}, done: make(chan struct{}), lock: lock}
+	if s.cfg.Open == nil {
+		s.cfg.Open = OpenUverbs
+	}
+	if err := s.sys.write(); err != nil {
+		return fail(err)
+	}
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		return fail(err)
+	}
+	ln.SetUnlinkOnClose(true)
+	s.ln = ln
+	cfg.Device.RegisterEventHandler(func(ev emu.Event) {
+		if ev.Type == emu.EventGIDChange {
+			select {
+			case s.gids <- struct{}{}:
+			default:
+			}
+		}
+	})
+	s.wg.Add(1)
+	go s.refreshLoop()
+	return s, nil
+}
+
+// refreshLoop rewrites the GID files after each GID change of the device,
+// as the kernel's sysfs shows the GID cache.
+func (s *Server) refreshLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.gids:
+			if err := s.sys.refreshGIDs(); err != nil {
+				s.logf("sysfs: %v", err)
+			}
+		}
+	}
+}
+
+// SocketPath is the socket's path ($SOFTROCE_SOCK).
+func (s *Server) SocketPath() string { return filepath.Join(s.cfg.Dir, SocketName) }
+
+// SysfsPath is the sysfs tree's root ($SYSFS_PATH).
+func (s *Server) SysfsPath() string { return filepath.Join(s.cfg.Dir, SysfsName) }
+
+// Env returns the environment a program needs to use the device, with the
+// preload library at preloadPath: LD_PRELOAD, SYSFS_PATH, SOFTROCE_SOCK.
+func (s *Server) Env(preloadPath string) []string {
+	return Env(s.cfg.Dir, preloadPath)
+}
+
+// Env returns the environment for a daemon whose directory is dir.
+func Env(dir, preloadPath string) []string {
+	return []string{"LD_PRELOAD=" + preloadPath, "SYSFS_PATH=" + filepath.Join(dir, SysfsName),
+		"SOFTROCE_SOCK=" + filepath.Join(dir, SocketName)}
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+// Serve accepts clients until Close; it returns nil after Close.
+func (s *Server) Serve() error {
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("uverbsd: accept: %w", err)
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(c)
+	}
+}
+
+// Close stops accepting, ends every connection (closing its File), waits
+// for them and removes the socket and the sysfs tree.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	err := s.ln.Close()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	err = errors.Join(err, os.RemoveAll(s.SysfsPath()))
+	return errors.Join(err, s.lock.Close())
+}
+
+// Clients returns how many connections have the device open.
+func (s *Server) Clients() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opened
+}
+
+// conn is one client connection: one open of the device node.
+type conn struct {
+	s     *Server
+	c     *net.UnixConn
+	raw   syscall.RawConn
+	pid   int
+	pidfd *pidFD // the client process while it lives (nil: no pidfd)
+	file  File
+	// passed is how many files the last reply passed: the client's
+	// OpFds must come next and carry that many numbers.
+	passed int
+}
+
+func (s *Server) serveConn(c *net.UnixConn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil || cerr != nil || cred.Pid <= 0 {
+		s.logf("client without credentials: %v %v", err, cerr)
+		return
+	}
+	cn := &conn{s: s, c: c, raw: raw, pid: int(cred.Pid), pidfd: openPidFD(int(cred.Pid))}
+	defer cn.pidfd.close()
+	defer func() {
+		if cn.file != nil {
+			defer func() {
+				s.mu.Lock()
+				s.opened--
+				s.mu.Unlock()
+			}()
+			if err := cn.file.Close(); err != nil {
+				s.logf("pid %d: close: %v", cn.pid, err)
+			}
+			s.logf("pid %d: closed", cn.pid)
+		}
+	}()
+	cn.loop()
+}
+
+// recv receives into buf with flags (plus MSG_DONTWAIT, waiting in the
+// netpoller).
+func (cn *conn) recv(buf, oob []byte, flags int) (n, oobn, rflags int, err error) {
+	rerr := cn.raw.Read(func(fd uintptr) bool {
+		n, oobn, rflags, _, err = unix.Recvmsg(int(fd), buf, oob, flags|unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+		return err != unix.EAGAIN
+	})
+	if rerr != nil {
+		err = rerr
+	}
+	return
+}
+
+// closeRights closes every descriptor a client sent: the daemon takes none.
+func closeRights(oob []byte) int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			unix.Close(fd)
+			n++
+		}
+	}
+	return n
+}
+
+// loop reads frames until the client goes away. A zero-length packet reads
+// as the end of the connection.
+func (cn *conn) loop() {
+	var peek [preload.HeaderSize]byte
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(4*16))
+	for {
+		size, _, _, err := cn.recv(peek[:], nil, unix.MSG_PEEK|unix.MSG_TRUNC)
+		if err != nil || size == 0 {
+			return
+		}
+		if size > preload.HeaderSize+preload.MaxPayload {
+			// Consume the packet without taking it in, then refuse it.
+			n, oobn, _, err := cn.recv(peek[:], oob, 0)
+			if err != nil || n == 0 {
+				return
+			}
+			closeRights(oob[:oobn])
+			h, _, _ := preload.ParseFrame(peek[:])
+			if !cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.E2BIG)}, nil, nil) {
+				return
+			}
+			cn.s.logf("pid %d: frame of %d bytes refused", cn.pid, size)
+			continue
+		}
+		if size > len(buf) {
+			buf = make([]byte, size)
+		}
+		n, oobn, rflags, err := cn.recv(buf[:size], oob, 0)
+		if err != nil || n == 0 {
+			return
+		}
+		if closeRights(oob[:oobn]) > 0 || rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+			h, _, _ := preload.ParseFrame(buf[:n])
+			cn.s.logf("pid %d: descriptors sent to the daemon", cn.pid)
+			if !cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil) {
+				return
+			}
+			continue
+		}
+		if !cn.handle(buf[:n]) {
+			return
+		}
+	}
+}
+
+// errno is the errno an error carries, EIO for one that carries none.
+func errno(err error) int32 {
+	var e unix.Errno
+	if errors.As(err, &e) && e != 0 {
+		return -int32(e)
+	}
+	return -int32(unix.EIO)
+}
+
+// handle serves one frame; false ends the connection.
+func (cn *conn) handle(frame []byte) bool {
+	h, p, err := preload.ParseFrame(frame)
+	if err != nil {
+		cn.s.logf("pid %d: %v", cn.pid, err)
+		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+	}
+	if h.Op != preload.OpOpen && cn.file == nil {
+		cn.s.logf("pid %d: %v before OPEN", cn.pid, h.Op)
+		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+	}
+	passed := cn.passed
+	cn.passed = 0
+	switch h.Op {
+	case preload.OpFds:
+		if passed == 0 || len(p) != 4*passed {
+			return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+		}
+		fds := make([]uint32, passed)
+		for i := range fds {
+			fds[i] = binary.NativeEndian.Uint32(p[4*i:])
+		}
+		if fs, ok := cn.file.(FilesStorer); ok {
+			fs.FilesStored(fds)
+		}
+		return cn.reply(preload.Header{Op: h.Op}, nil, nil)
+	case preload.OpOpen:
+		ret := int32(0)
+		switch {
+		case cn.file != nil:
+			ret = -int32(unix.EINVAL)
+		case h.Aux != preload.Version:
+			ret = -int32(unix.EPROTO)
+		case string(p) != UverbsNode:
+			ret = -int32(unix.ENODEV)
+		default:
+			cn.file = cn.s.cfg.Open(cn.s.cfg.Device, procMemory{pid: cn.pid, pidfd: cn.pidfd})
+			cn.s.mu.Lock()
+			cn.s.opened++
+			cn.s.mu.Unlock()
+			cn.s.logf("pid %d: opened %s", cn.pid, UverbsNode)
+		}
+		return cn.reply(preload.Header{Op: h.Op, Ret: ret}, nil, nil)
+	case preload.OpWrite:
+		r, err := cn.file.Write(p)
+		if err != nil {
+			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+		}
+		if len(r.Files) > preload.MaxFiles || r.N < 0 || r.N > math.MaxInt32 {
+			cn.s.logf("pid %d: write returned %d and %d files", cn.pid, r.N, len(r.Files))
+			return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EIO)}, nil, nil)
+		}
+		at := make([]byte, 8*len(r.Files))
+		fds := make([]int, 0, len(r.Files))
+		defer closeAll(&fds)
+		for i, pf := range r.Files {
+			binary.NativeEndian.PutUint64(at[8*i:], pf.At)
+			fd, err := dupFile(pf.File)
+			if err != nil {
+				cn.s.logf("pid %d: pass a file: %v", cn.pid, err)
+				return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+			}
+			fds = append(fds, fd)
+		}
+		cn.passed = len(fds)
+		return cn.reply(preload.Header{Op: h.Op, Ret: int32(r.N)}, at, fds)
+	case preload.OpMmap:
+		if len(p) != 16 {
+			return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+		}
+		off, length := binary.NativeEndian.Uint64(p), binary.NativeEndian.Uint64(p[8:])
+		f, foff, err := cn.file.Mmap(off, length)
+		if err != nil {
+			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+		}
+		fd, err := dupFile(f)
+		if err != nil {
+			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+		}
+		defer unix.Close(fd)
+		var b [8]byte
+		binary.NativeEndian.PutUint64(b[:], uint64(foff))
+		return cn.reply(preload.Header{Op: h.Op}, b[:], []int{fd})
+	}
+	cn.s.logf("pid %d: unknown %v", cn.pid, h.Op)
+	return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+}
+
+// reply sends one frame; false when the client is gone.
+func (cn *conn) reply(h preload.Header, payload []byte, fds []int) bool {
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	_, _, err := cn.c.WriteMsgUnix(preload.Frame(h, payload), oob, nil)
+	return err == nil
+}
+
+// dupFile duplicates f's descriptor (close-on-exec) without changing f's
+// blocking mode, as os.File.Fd would; the caller closes the duplicate.
+func dupFile(f *os.File) (int, error) {
+	if f == nil {
+		return -1, unix.EBADF
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd, derr := -1, error(nil)
+	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return -1, err
+	}
+	return fd, derr
+}
+
+func closeAll(fds *[]int) {
+	for _, fd := range *fds {
+		unix.Close(fd)
+	}
+}

@@ -1,0 +1,478 @@
+package uverbsd_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/node"
+	"github.com/softroce/softroce/preload"
+	"github.com/softroce/softroce/uverbsd"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	soPath    string
+	probePath string
+	buildErr  error
+)
+
+// tools builds the preload library and the probe program once per test
+// binary.
+func tools(t *testing.T) (so, probe string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "uverbsd-test-")
+		if buildErr != nil {
+			return
+		}
+		soPath, buildErr = preload.Path(preload.Config{CacheDir: buildDir})
+		if buildErr != nil {
+			return
+		}
+		probePath = filepath.Join(buildDir, "probe")
+		out, err := exec.Command("cc", "-O1", "-Wall", "-pthread", "-o", probePath, "testdata/probe.c").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New("cc probe.c: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		if errors.Is(buildErr, exec.ErrNotFound) && os.Getenv("CI") == "" {
+			t.Skip(buildErr)
+		}
+		t.Fatal(buildErr)
+	}
+	return soPath, probePath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// fakeFile is a File whose commands are the probe's: it reverses the
+// command's data into the response address, hands over a pipe holding
+// "event", and maps a memfd holding "ring" at offset 8192.
+type fakeFile struct {
+	mem    uverbsd.Memory
+	closed chan struct{}
+	writes chan struct{}
+	mu     sync.Mutex
+	keep   []*os.File
+	at     []uint64 // where the passed files' numbers go
+	stored []string // per FilesStored: "ok" when each number is the one at its address
+}
+
+func (f *fakeFile) FilesStored(fds []uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := "ok"
+	if len(fds) != len(f.at) {
+		res = "count"
+	}
+	for i, fd := range fds {
+		var b [4]byte
+		if i < len(f.at) {
+			if _, err := f.mem.ReadAt(b[:], f.at[i]); err != nil || binary.NativeEndian.Uint32(b[:]) != fd {
+				res = "mismatch"
+			}
+		}
+	}
+	f.stored = append(f.stored, res)
+}
+
+func (f *fakeFile) Write(buf []byte) (uverbsd.Reply, error) {
+	select {
+	case f.writes <- struct{}{}:
+	default:
+	}
+	if len(buf) != 24 {
+		return uverbsd.Reply{}, unix.EINVAL
+	}
+	resp := binary.NativeEndian.Uint64(buf)
+	n := binary.NativeEndian.Uint32(buf[8:])
+	if n == 0xffff {
+		return uverbsd.Reply{}, unix.ENOSPC
+	}
+	data := slices.Clone(buf[12:24])
+	slices.Reverse(data)
+	if _, err := f.mem.WriteAt(data, resp); err != nil {
+		return uverbsd.Reply{}, err
+	}
+	if string(buf[12:17]) != "hello" {
+		return uverbsd.Reply{N: len(buf)}, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return uverbsd.Reply{}, err
+	}
+	w.WriteString("event")
+	w.Close()
+	f.mu.Lock()
+	f.keep = append(f.keep, r)
+	f.at = []uint64{resp + 16}
+	f.mu.Unlock()
+	return uverbsd.Reply{N: len(buf), Files: []uverbsd.PassFile{{File: r, At: resp + 16}}}, nil
+}
+
+func (f *fakeFile) Mmap(off, length uint64) (*os.File, int64, error) {
+	if off != 8192 || length != 4096 {
+		return nil, 0, unix.EINVAL
+	}
+	fd, err := unix.MemfdCreate("ring", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, 0, err
+	}
+	mf := os.NewFile(uintptr(fd), "ring")
+	mf.Truncate(8192)
+	mf.WriteAt([]byte("ring"), 4096)
+	f.mu.Lock()
+	f.keep = append(f.keep, mf)
+	f.mu.Unlock()
+	return mf, 4096, nil
+}
+
+func (f *fakeFile) Close() error {
+	f.mu.Lock()
+	for _, k := range f.keep {
+		k.Close()
+	}
+	f.mu.Unlock()
+	close(f.closed)
+	return nil
+}
+
+type harness struct {
+	srv   *uverbsd.Server
+	node  *node.Node
+	dir   string
+	files chan *fakeFile
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	n, err := node.New(context.Background(), node.Config{Name: "rxe0", Seed: 1, MAC: []byte{2, 0, 0, 0, 0, 9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	h := &harness{node: n, dir: filepath.Join(t.TempDir(), "rxe0"), files: make(chan *fakeFile, 16)}
+	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: h.dir, Logf: t.Logf,
+		Open: func(dev *emu.Device, mem uverbsd.Memory) uverbsd.File {
+			f := &fakeFile{mem: mem, closed: make(chan struct{}), writes: make(chan struct{}, 1)}
+			h.files <- f
+			return f
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv = srv
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return h
+}
+
+func (h *harness) command(so, prog string, args ...string) *exec.Cmd {
+	cmd := exec.Command(prog, args...)
+	cmd.Env = append(os.Environ(), h.srv.Env(so)...)
+	return cmd
+}
+
+func TestPreloadPresentsTheDeviceNode(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t)
+	out, err := h.command(so, probe).CombinedOutput()
+	t.Logf("probe:\n%s", out)
+	if err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	select {
+	case f := <-h.files:
+		select {
+		case <-f.closed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the File was not closed after the probe closed its descriptor")
+		}
+		if !slices.Equal(f.stored, []string{"ok"}) {
+			t.Errorf("FilesStored calls: %q, want one with the number the client stored", f.stored)
+		}
+	default:
+		t.Fatal("no File opened")
+	}
+}
+
+func TestThreadsSharingADescriptorGetTheirOwnReplies(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t)
+	out, err := h.command(so, probe, "threads").CombinedOutput()
+	if err != nil {
+		t.Fatalf("probe threads: %v\n%s", err, out)
+	}
+}
+
+func TestKilledClientClosesItsFile(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t)
+	cmd := h.command(so, probe, "hang")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(stdout)
+	line, err := br.ReadString('\n')
+	if line == "ok open\n" {
+		line, err = br.ReadString('\n')
+	}
+	if err != nil || !strings.HasPrefix(line, "wrote 24") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("probe said %q (%v)", line, err)
+	}
+	f := <-h.files
+	select {
+	case <-f.closed:
+		t.Fatal("File closed while the client lives")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := h.srv.Clients(); n != 1 {
+		t.Errorf("Clients() = %d with one client, want 1", n)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	select {
+	case <-f.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the File was not closed after the client was killed")
+	}
+	for deadline := time.Now().Add(5 * time.Second); h.srv.Clients() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Clients() = %d after the client was killed", h.srv.Clients())
+		}
+	}
+}
+
+func TestSocketDirectoryIsPrivate(t *testing.T) {
+	h := newHarness(t)
+	st, err := os.Stat(h.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o700 || !st.IsDir() {
+		t.Fatalf("%s: mode %v, want drwx------", h.dir, st.Mode())
+	}
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := uverbsd.PrivateDir(open); !errors.Is(err, unix.EPERM) {
+		t.Fatalf("PrivateDir of a 0755 directory: %v, want EPERM", err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(h.dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := uverbsd.PrivateDir(link); !errors.Is(err, unix.EPERM) {
+		t.Fatalf("PrivateDir of a symbolic link: %v, want EPERM", err)
+	}
+	// A second daemon on the same directory is refused while the first
+	// serves.
+	if _, err := uverbsd.New(uverbsd.Config{Device: h.node.Device(), Dir: h.dir}); !errors.Is(err, unix.EADDRINUSE) {
+		t.Fatalf("second daemon: %v, want EADDRINUSE", err)
+	}
+}
+
+// exchange sends one raw packet and returns the reply's header.
+func exchange(t *testing.T, c *net.UnixConn, pkt []byte, oob []byte) preload.Header {
+	t.Helper()
+	if _, _, err := c.WriteMsgUnix(pkt, oob, nil); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 256)
+	n, _, _, _, err := c.ReadMsgUnix(buf, make([]byte, 64))
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	h, _, err := preload.ParseFrame(buf[:n])
+	if err != nil {
+		t.Fatalf("reply: %v", err)
+	}
+	return h
+}
+
+func TestStaleSocketIsReplaced(t *testing.T) {
+	n, err := node.New(context.Background(), node.Config{Name: "rxe0", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	dir := filepath.Join(t.TempDir(), "rxe0")
+	if err := uverbsd.PrivateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	// A socket left by a daemon that died: bound, nobody listening.
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: filepath.Join(dir, uverbsd.SocketName)}); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	if uverbsd.Serving(dir) {
+		t.Fatal("a stale socket reads as serving")
+	}
+	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir})
+	if err != nil {
+		t.Fatalf("New over a stale socket: %v", err)
+	}
+	go srv.Serve()
+	defer srv.Close()
+	if !uverbsd.Serving(dir) {
+		t.Fatal("the new daemon does not answer")
+	}
+}
+
+func TestMalformedFramesGetErrorsAndTheDaemonLivesOn(t *testing.T) {
+	h := newHarness(t)
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: h.srv.SocketPath(), Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	open := preload.Header{Op: preload.OpOpen, Aux: preload.Version}
+	write := preload.Header{Op: preload.OpWrite}
+	lenLie := preload.Frame(write, []byte("abcd"))
+	binary.NativeEndian.PutUint32(lenLie[4:], 100)
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	defer w.Close()
+	cases := []struct {
+		name string
+		pkt  []byte
+		oob  []byte
+		want unix.Errno
+	}{
+		{"short header", []byte{1, 2, 3}, nil, unix.EINVAL},
+		{"write before open", preload.Frame(write, []byte("x")), nil, unix.EINVAL},
+		{"wrong version", preload.Frame(preload.Header{Op: preload.OpOpen, Aux: 99}, []byte(uverbsd.UverbsNode)), nil, unix.EPROTO},
+		{"unknown node", preload.Frame(open, []byte("uverbs1")), nil, unix.ENODEV},
+		{"oversized frame", preload.Frame(write, make([]byte, preload.MaxPayload+1)), nil, unix.E2BIG},
+		{"descriptors sent", preload.Frame(open, []byte(uverbsd.UverbsNode)), unix.UnixRights(int(r.Fd())), unix.EINVAL},
+		{"open", preload.Frame(open, []byte(uverbsd.UverbsNode)), nil, 0},
+		{"fds unasked", preload.Frame(preload.Header{Op: preload.OpFds}, make([]byte, 4)), nil, unix.EINVAL},
+		{"open twice", preload.Frame(open, []byte(uverbsd.UverbsNode)), nil, unix.EINVAL},
+		{"length lie", lenLie, nil, unix.EINVAL},
+		{"unknown op", preload.Frame(preload.Header{Op: 77}, nil), nil, unix.EINVAL},
+		{"mmap short", preload.Frame(preload.Header{Op: preload.OpMmap}, []byte{1}), nil, unix.EINVAL},
+		{"mmap unknown offset", preload.Frame(preload.Header{Op: preload.OpMmap}, make([]byte, 16)), nil, unix.EINVAL},
+		{"command the File refuses", preload.Frame(write, []byte("x")), nil, unix.EINVAL},
+	}
+	for _, tc := range cases {
+		rh := exchange(t, c, tc.pkt, tc.oob)
+		if rh.Ret != -int32(tc.want) {
+			t.Errorf("%s: reply Ret %d, want %d (%v)", tc.name, rh.Ret, -int32(tc.want), tc.want)
+		}
+	}
+	// The daemon still serves a well-behaved client.
+	so, probe := tools(t)
+	if out, err := h.command(so, probe).CombinedOutput(); err != nil {
+		t.Fatalf("probe after the abuse: %v\n%s", err, out)
+	}
+}
+
+func TestSysfsTree(t *testing.T) {
+	h := newHarness(t)
+	root := h.srv.SysfsPath()
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	want := map[string]string{
+		"class/infiniband_verbs/abi_version":              "6\n",
+		"class/infiniband_verbs/uverbs0/ibdev":            "rxe0\n",
+		"class/infiniband_verbs/uverbs0/dev":              "231:192\n",
+		"class/infiniband_verbs/uverbs0/abi_version":      "2\n",
+		"class/misc/rdma_cm/abi_version":                  "4\n",
+		"class/infiniband/rxe0/node_type":                 "1: CA\n",
+		"class/infiniband/rxe0/node_guid":                 "0000:00ff:fe00:0009\n",
+		"class/infiniband/rxe0/ports/1/state":             "4: ACTIVE\n",
+		"class/infiniband/rxe0/ports/1/phys_state":        "5: LinkUp\n",
+		"class/infiniband/rxe0/ports/1/link_layer":        "Ethernet\n",
+		"class/infiniband/rxe0/ports/1/lid":               "0x0\n",
+		"class/infiniband/rxe0/ports/1/gids/0":            "fe80:0000:0000:0000:0000:00ff:fe00:0009\n",
+		"class/infiniband/rxe0/ports/1/gids/1":            "0000:0000:0000:0000:0000:0000:0000:0000\n",
+		"class/infiniband/rxe0/ports/1/gid_attrs/types/0": "RoCE v2\n",
+		"class/infiniband/rxe0/ports/1/pkeys/0":           "0xffff\n",
+	}
+	for p, w := range want {
+		if got := read(p); got != w {
+			t.Errorf("%s = %q, want %q", p, got, w)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "class/infiniband/rxe0/ports/1/gid_attrs/types/1")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("types/1 of an empty slot: %v, want no file", err)
+	}
+	// The GID files follow the table: an address added to the host
+	// becomes GID 1.
+	if err := h.node.Host().AddAddr(mustPrefix(t, "10.9.0.1/24")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := read("class/infiniband/rxe0/ports/1/gids/1")
+		if got == "0000:0000:0000:0000:0000:ffff:0a09:0001\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gids/1 = %q after adding 10.9.0.1", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := read("class/infiniband/rxe0/ports/1/gid_attrs/types/1"); got != "RoCE v2\n" {
+		t.Errorf("types/1 = %q", got)
+	}
+	if !bytes.Contains([]byte(read("class/infiniband/rxe0/ports/1/rate")), []byte("Gb/sec")) {
+		t.Errorf("rate %q", read("class/infiniband/rxe0/ports/1/rate"))
+	}
+}
+
+func mustPrefix(t *testing.T, s string) netip.Prefix {
+	t.Helper()
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,234 @@
+package uverbsd
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
+)
+
+// The sysfs tree libibverbs reads through SYSFS_PATH when the RDMA netlink
+// family is absent (libibverbs find_sysfs_devs, ibv_read_ibdev_sysfs_file),
+// in the kernel's file names and formats (drivers/infiniband/core/sysfs.c,
+// uverbs_main.c, ucma.c).
+const (
+	// UverbsABIVersion is class/infiniband_verbs/abi_version
+	// (IB_USER_VERBS_ABI_VERSION).
+	UverbsABIVersion = 6
+	// UverbsMajor and UverbsBaseMinor are the char device numbers of
+	// uverbs0 (IB_UVERBS_MAJOR, IB_UVERBS_BASE_MINOR).
+	UverbsMajor, UverbsBaseMinor = 231, 192
+	// UcmaABIVersion is class/misc/rdma_cm/abi_version
+	// (RDMA_USER_CM_ABI_VERSION).
+	UcmaABIVersion = 4
+	// UverbsNode is the one device node a daemon serves.
+	UverbsNode = "uverbs0"
+)
+
+// sysfs writes and refreshes the tree of one device under root.
+type sysfs struct {
+	root string
+	dev  *emu.Device
+
+	mu sync.Mutex // serialises refreshes of the GID files
+}
+
+// writeFile replaces path's content atomically (a reader sees the old file
+// or the new one, never a partial one), creating the directories above it.
+func writeFile(path, content string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// guid formats a GUID as the kernel's node_guid_show: four big-endian
+// 16-bit groups.
+func guid(g uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], g)
+	return fmt.Sprintf("%04x:%04x:%04x:%04x\n", binary.BigEndian.Uint16(b[0:]), binary.BigEndian.Uint16(b[2:]),
+		binary.BigEndian.Uint16(b[4:]), binary.BigEndian.Uint16(b[6:]))
+}
+
+// gidString formats a GID as the kernel's "%pI6": eight groups of four hex
+// digits, no compression.
+func gidString(g emu.GID) string {
+	s := ""
+	for i := 0; i < 16; i += 2 {
+		if i > 0 {
+			s += ":"
+		}
+		s += fmt.Sprintf("%02x%02x", g[i], g[i+1])
+	}
+	return s + "\n"
+}
+
+// rateString is rate_show: the port's data rate from its speed and width.
+func rateString(a emu.PortAttr) string {
+	speed, rate := "", 25 // deci-Gb/s per lane; SDR for anything unknown
+	switch a.ActiveSpeed {
+	case emu.SpeedDDR:
+		speed, rate = " DDR", 50
+	case emu.SpeedQDR:
+		speed, rate = " QDR", 100
+	case emu.SpeedFDR10:
+		speed, rate = " FDR10", 100
+	case emu.SpeedFDR:
+		speed, rate = " FDR", 140
+	case emu.SpeedHDR:
+		speed, rate = " HDR", 500
+	case emu.SpeedNDR:
+		speed, rate = " NDR", 1000
+	case emu.SpeedXDR:
+		speed, rate = " XDR", 2000
+	case emu.SpeedEDR:
+		speed, rate = " EDR", 250
+	}
+	lanes := a.ActiveWidth.Lanes()
+	rate *= lanes
+	half := ""
+	if rate%10 != 0 {
+		half = ".5"
+	}
+	return fmt.Sprintf("%d%s Gb/sec (%dX%s)\n", rate/10, half, lanes, speed)
+}
+
+// gidTypeString is ib_cache_gid_type_str: the gid_attrs/types file.
+func gidTypeString(t ib.GIDType) string {
+	switch t {
+	case ib.GIDTypeRoCEv2:
+		return "RoCE v2\n"
+	case ib.GIDTypeIB, ib.GIDTypeRoCE:
+		return "IB/RoCE v1\n"
+	}
+	return "\n"
+}
+
+var stateNames = [...]string{"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"}
+
+var physNames = map[emu.PhysState]string{
+	emu.PhysSleep: "Sleep", emu.PhysPolling: "Polling", emu.PhysDisabled: "Disabled",
+	emu.PhysTraining: "PortConfigurationTraining", emu.PhysLinkUp: "LinkUp",
+	emu.PhysLinkErr: "LinkErrorRecovery", emu.PhysPHYTest: "Phy Test",
+}
+
+func (s *sysfs) ibdevDir() string {
+	return filepath.Join(s.root, "class", "infiniband", s.dev.Name())
+}
+
+// write creates the whole tree.
+func (s *sysfs) write() error {
+	a := s.dev.Query()
+	files := map[string]string{
+		"class/infiniband_verbs/abi_version":                    fmt.Sprintf("%d\n", UverbsABIVersion),
+		"class/infiniband_verbs/" + UverbsNode + "/ibdev":       s.dev.Name() + "\n",
+		"class/infiniband_verbs/" + UverbsNode + "/dev":         fmt.Sprintf("%d:%d\n", UverbsMajor, UverbsBaseMinor),
+		"class/infiniband_verbs/" + UverbsNode + "/abi_version": fmt.Sprintf("%d\n", a.UverbsABIVer),
+		"class/misc/rdma_cm/abi_version":                        fmt.Sprintf("%d\n", UcmaABIVersion),
+	}
+	ib := filepath.Join("class", "infiniband", s.dev.Name())
+	files[filepath.Join(ib, "node_type")] = fmt.Sprintf("%d: CA\n", a.NodeType)
+	files[filepath.Join(ib, "node_guid")] = guid(a.NodeGUID)
+	files[filepath.Join(ib, "sys_image_guid")] = guid(a.SysImageGUID)
+	files[filepath.Join(ib, "node_desc")] = a.NodeDesc + "\n"
+	files[filepath.Join(ib, "fw_ver")] = "\n" // rxe has no get_dev_fw_str
+	for port := range s.dev.Ports() {
+		pa, err := s.dev.QueryPort(port)
+		if err != nil {
+			return err
+		}
+		pd := filepath.Join(ib, "ports", strconv.Itoa(int(port)))
+		state := "UNKNOWN"
+		if pa.State >= 0 && int(pa.State) < len(stateNames) {
+			state = stateNames[pa.State]
+		}
+		phys, ok := physNames[pa.PhysState]
+		if !ok {
+			phys = "<unknown>"
+		}
+		ll := "Unknown"
+		switch s.dev.LinkLayer(port) {
+		case emu.LinkLayerInfiniBand:
+			ll = "InfiniBand"
+		case emu.LinkLayerEthernet:
+			ll = "Ethernet"
+		}
+		files[filepath.Join(pd, "state")] = fmt.Sprintf("%d: %s\n", pa.State, state)
+		files[filepath.Join(pd, "phys_state")] = fmt.Sprintf("%d: %s\n", pa.PhysState, phys)
+		files[filepath.Join(pd, "rate")] = rateString(pa)
+		files[filepath.Join(pd, "lid")] = fmt.Sprintf("0x%x\n", pa.LID)
+		files[filepath.Join(pd, "lid_mask_count")] = fmt.Sprintf("%d\n", pa.LMC)
+		files[filepath.Join(pd, "sm_lid")] = fmt.Sprintf("0x%x\n", pa.SMLID)
+		files[filepath.Join(pd, "sm_sl")] = fmt.Sprintf("%d\n", pa.SMSL)
+		files[filepath.Join(pd, "cap_mask")] = fmt.Sprintf("0x%08x\n", pa.PortCapFlags)
+		files[filepath.Join(pd, "link_layer")] = ll + "\n"
+		for i := 0; i < int(pa.PKeyTblLen); i++ {
+			if pk, err := s.dev.QueryPKey(port, uint16(i)); err == nil {
+				files[filepath.Join(pd, "pkeys", strconv.Itoa(i))] = fmt.Sprintf("0x%04x\n", pk)
+			}
+		}
+	}
+	for name, content := range files {
+		if err := writeFile(filepath.Join(s.root, name), content); err != nil {
+			return fmt.Errorf("sysfs: %w", err)
+		}
+	}
+	return s.refreshGIDs()
+}
+
+// refreshGIDs rewrites ports/N/gids/I, gid_attrs/types/I and
+// gid_attrs/ndevs/I from the device's GID table: an empty slot reads as
+// the zero GID and has no type or netdev (the kernel's read fails there).
+func (s *sysfs) refreshGIDs() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for port := range s.dev.Ports() {
+		pa, err := s.dev.QueryPort(port)
+		if err != nil {
+			return err
+		}
+		pd := filepath.Join(s.ibdevDir(), "ports", strconv.Itoa(int(port)))
+		for i := 0; i < pa.GIDTblLen; i++ {
+			idx := strconv.Itoa(i)
+			typ := filepath.Join(pd, "gid_attrs", "types", idx)
+			ndev := filepath.Join(pd, "gid_attrs", "ndevs", idx)
+			e, err := s.dev.QueryGID(port, i)
+			if err != nil {
+				if err := writeFile(filepath.Join(pd, "gids", idx), gidString(emu.GID{})); err != nil {
+					return fmt.Errorf("sysfs: %w", err)
+				}
+				for _, p := range []string{typ, ndev} {
+					if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+						return fmt.Errorf("sysfs: %w", err)
+					}
+				}
+				continue
+			}
+			// Type first, GID last: a reader that sees the new GID
+			// also sees its type.
+			if err := writeFile(typ, gidTypeString(e.Type)); err != nil {
+				return fmt.Errorf("sysfs: %w", err)
+			}
+			if e.NetDev != "" {
+				if err := writeFile(ndev, e.NetDev+"\n"); err != nil {
+					return fmt.Errorf("sysfs: %w", err)
+				}
+			}
+			if err := writeFile(filepath.Join(pd, "gids", idx), gidString(e.GID)); err != nil {
+				return fmt.Errorf("sysfs: %w", err)
+			}
+		}
+	}
+	return nil
+}

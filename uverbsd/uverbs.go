@@ -1,0 +1,34 @@
+package uverbsd
+
+import (
+	"os"
+
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/uverbs"
+)
+
+// OpenUverbs is the Opener of a real daemon (Config.Open's default):
+// package uverbs's File, the kernel's uverbs command ABI and rxe's queues
+// on dev.
+func OpenUverbs(dev *emu.Device, mem Memory) File { return uverbsFile{uverbs.Open(dev, mem)} }
+
+// uverbsFile adapts *uverbs.File to File.
+type uverbsFile struct{ f *uverbs.File }
+
+func (u uverbsFile) Write(buf []byte) (Reply, error) {
+	r, err := u.f.Write(buf)
+	out := Reply{N: r.N}
+	for _, pf := range r.Files {
+		out.Files = append(out.Files, PassFile{File: pf.File, At: pf.At})
+	}
+	return out, err
+}
+
+func (u uverbsFile) Mmap(offset, length uint64) (*os.File, int64, error) {
+	return u.f.Mmap(offset, length)
+}
+
+func (u uverbsFile) Close() error { return u.f.Close() }
+
+// FilesStored forwards the client's descriptor numbers.
+func (u uverbsFile) FilesStored(fds []uint32) { u.f.FilesStored(fds) }
