@@ -73,6 +73,9 @@ func (r *Dev) post(q *cq, wc emu.WC, solicited bool) bool {
 		return false
 	}
 	q.wcs = append(q.wcs, wc)
+	if rec := q.core.Device.Recorder(); rec != nil {
+		rec.Completion(wc.Opcode, wc.Status)
+	}
 	if q.notify&emu.CQNextComp != 0 || q.notify&emu.CQSolicited != 0 && solicited {
 		q.notify = 0
 		if q.core.CompHandler != nil {
