@@ -149,7 +149,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(b.Bytes())
 	f.Add([]byte(`{"version":1}`))
 	f.Add([]byte(`{"version":1,"modify":[{"type":"UD","cur":"RTS","next":"SQD","mask":"0x4000000","errno":"EINVAL","count":18446744073709551615}]}`))
-	if golden, err := os.ReadFile(filepath.Join("testdata", "pingpong.json")); err == nil {
+	if golden, err := os.ReadFile(filepath.Join("testdata", "sample.json")); err == nil {
 		f.Add(golden)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

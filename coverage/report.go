@@ -320,3 +320,6 @@ func orNone(s string) string {
 	}
 	return s
 }
+
+// QPType returns the QP type the entry is about.
+func (tr *TypeReport) QPType() qpstate.Type { return tr.t }
