@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/softroce/softroce/clock"
@@ -123,6 +124,12 @@ type PerfConfig struct {
 	// Resolve fills the destination MAC of the address vector; nil
 	// leaves it to the device's neighbour table.
 	Resolve Resolver
+	// MaxMemory caps the bytes NewPerf may allocate for the buffer (2
+	// halves per QP) and for the timestamps of an iterations run (16
+	// bytes per message); 0 means DefaultMaxMemory. A configuration over
+	// it, or over the device's limits (max_qp, max_qp_wr, max_cqe,
+	// max_mr_size, max_msg_sz), fails before anything is allocated.
+	MaxMemory uint64
 	// CheckRecv, if set, is called on a receiving side of a send test for
 	// every message received, with the QP index, the message's number on
 	// that QP in the current Run (from 0) and its bytes; an error ends the
@@ -144,6 +151,7 @@ const MaxCheckRing = 256 << 20
 // WRITEs, READs and atomics and where its SENDs are received).
 type Perf struct {
 	cfg      PerfConfig
+	sampler  atomic.Pointer[sampler] // the duration alarm of the current run
 	dev      *emu.Device
 	pd       *emu.PD
 	scq, rcq *cqWaiter
@@ -260,7 +268,7 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 	if c.Test.Verb() == oob.VerbAtomic {
 		c.MaxSize = 8
 	}
-	return nil
+	return c.checkLimits(dev)
 }
 
 // NewPerf creates one side's objects on dev, moves the QPs to INIT and, for
@@ -637,7 +645,9 @@ func (p *Perf) newSampler() *sampler {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return newSampler(clk, p.cfg.Duration, p.cfg.Margin)
+	s := newSampler(clk, p.cfg.Duration, p.cfg.Margin)
+	p.sampler.Store(s)
+	return s
 }
 
 // Close destroys the side's objects.

@@ -142,7 +142,12 @@ func testPerfDuration(t *testing.T, tests []oob.PerftestTest) {
 				waitPending(t, clk, len(sides))
 				time.Sleep(5 * time.Millisecond) // uncounted traffic
 				clk.Advance(margin)              // SAMPLE
-				time.Sleep(20 * time.Millisecond)
+				// Each side counts completions in the window before it
+				// closes (a fixed sleep counted nothing on a loaded machine).
+				for _, p := range sides {
+					waitSampled(t, p)
+				}
+				time.Sleep(5 * time.Millisecond)
 				clk.Advance(window) // STOP_SAMPLE
 				time.Sleep(5 * time.Millisecond)
 				clk.Advance(margin) // END
@@ -176,6 +181,19 @@ func waitPending(t *testing.T, clk *clock.Manual, n int) {
 	for clk.Pending() < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d alarms armed, want %d", clk.Pending(), n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// waitSampled waits until p's run has counted a completion in its sample
+// window.
+func waitSampled(t *testing.T, p *Perf) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s := p.sampler.Load(); s == nil || s.hits.Load() == 0; s = p.sampler.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("client %v counted no completion in the sample window in 10 s", p.cfg.Client)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -348,7 +366,10 @@ func TestPerfWarmUp(t *testing.T) {
 				}
 				defer lb.Close()
 				cfg := PerfConfig{Test: test, Iters: 100, NumQP: 2, TxDepth: 16, CQMod: 4, MaxSize: size,
-					GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second, PerformWarmUp: warm}
+					GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second, PerformWarmUp: warm,
+					// A retransmission would change the packet count: an ACK
+					// timeout of about 69 s leaves none on a loaded machine.
+					QPTimeout: 24}
 				rc := runPerfPair(t, lb, cfg, size)[0]
 				if rc.BW.Iters != 2*100 {
 					t.Errorf("warm-up %v: report counts %d iterations, want 200 (100 on each of 2 QPs)", warm, rc.BW.Iters)

@@ -67,6 +67,11 @@ type PingpongConfig struct {
 	// Resolve fills the destination MAC of the address vector; nil
 	// leaves it to the device's neighbour table.
 	Resolve Resolver
+	// MaxMemory caps the buffer NewPingpong allocates (Size, plus the GRH
+	// room of ud); 0 means DefaultMaxMemory. A configuration over it, or
+	// over the device's limits (max_qp_wr, max_srq_wr, max_cqe,
+	// max_msg_sz), fails before anything is allocated.
+	MaxMemory uint64
 }
 
 // Pingpong is one side of a pingpong run: its PD, CQ, QPs (one, or NumQP
@@ -130,6 +135,9 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 		}
 	}
 	cfg.NumQP = nqp
+	if err := cfg.checkLimits(dev, nqp); err != nil {
+		return nil, err
+	}
 	p := &Pingpong{cfg: cfg, dev: dev}
 	defer func() {
 		if err != nil {
