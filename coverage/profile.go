@@ -71,9 +71,9 @@ var TransportCounters = []TransportCounter{
 	{"send_rnr_err", "RNR NAKs sent (responder had no receive WQE)"},
 	{"retry_rnr_exceeded_err", "RNR retries exhausted (IB_WC_RNR_RETRY_EXC_ERR)"},
 	{"rcvd_seq_err", "PSN sequence error NAKs received"},
-	{"out_of_seq_request", "out of sequence requests received (answered with a sequence error NAK)"},
+	{"out_of_seq_request", "sequence error NAKs sent (a request arrived out of sequence)"},
 	{"duplicate_request", "duplicate requests received (a peer's retransmission)"},
-	{"completer_retry_err", "retransmissions (ACK timeout or sequence error NAK)"},
+	{"completer_retry_err", "transport retries started (ACK timeout or sequence error NAK)"},
 	{"retry_exceeded_err", "transport retries exhausted (IB_WC_RETRY_EXC_ERR)"},
 	{"link_downed", "link down events"},
 }

@@ -217,3 +217,46 @@ func TestIllegalTransitionsRecordedWithErrno(t *testing.T) {
 		t.Errorf("failed post_send EINVAL: %d, want 1", n)
 	}
 }
+
+// An async event is recorded as it is dispatched: a CQ too small for the
+// receives a move to ERR flushes overflows and raises IB_EVENT_CQ_ERR
+// (rxe_cq_post).
+func TestEventRecorded(t *testing.T) {
+	lb, recs := newLoopback(t)
+	d := lb.A.Dev
+	pd, err := d.AllocPD(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan emu.EventType, 4)
+	cq, err := d.CreateCQ(emu.CQInitAttr{CQE: 1, EventHandler: func(ev emu.Event) { events <- ev.Type }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := pd.CreateQP(&emu.QPInitAttr{SendCQ: cq, RecvCQ: cq, QPType: qpstate.TypeRC,
+		Cap: qpstate.Cap{MaxSendWR: 4, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1}
+	if err := qp.Modify(&init, mustMask(t, "STATE|PKEY_INDEX|PORT|ACCESS_FLAGS")); err != nil {
+		t.Fatal(err)
+	}
+	wrs := make([]emu.RecvWR, 8)
+	if _, err := qp.PostRecv(wrs); err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.Modify(&qpstate.Attr{QPState: qpstate.StateErr}, qpstate.AttrState); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-events; ev != emu.EventCQErr {
+		t.Fatalf("event %v, want IB_EVENT_CQ_ERR", ev)
+	}
+	p := recs[0].Profile()
+	if p.Events[emu.EventCQErr] == 0 {
+		t.Errorf("events %v, want IB_EVENT_CQ_ERR", p.Events)
+	}
+	if n := p.Completions[coverage.CompletionKey{Opcode: emu.WCRecv, Status: emu.WCWRFlushErr}]; n != uint64(cq.CQE) {
+		t.Errorf("%d flushed receives recorded, want the CQ's %d entries (the rest overflowed)", n, cq.CQE)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -181,5 +182,43 @@ func TestCoverageUsage(t *testing.T) {
 	code, _, errs := runCmd(t, "coverage", filepath.Join(t.TempDir(), "missing.json"))
 	if code != 1 || !strings.Contains(errs, "missing.json") {
 		t.Errorf("missing file: exit %d, stderr %q", code, errs)
+	}
+}
+
+// The profile's transport counters are the devices' NAK, RNR and retry
+// counters summed: under loss, RC retries, and the profile says how often
+// exactly as the counters loopback prints do.
+func TestCoverageTransportCountersUnderLoss(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loss.json")
+	code, out, errs := runCmd(t, "loopback", "--seed", "5", "--coverage", path, "-test", "rc", "-n", "30", "--loss", "0.2")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	printed := map[string]uint64{}
+	for _, line := range strings.Split(out, "\n") {
+		_, rest, ok := strings.Cut(line, " counters: ")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		for i := 0; i+1 < len(f); i += 2 {
+			var v uint64
+			if _, err := fmt.Sscan(f[i+1], &v); err != nil {
+				t.Fatalf("counter line %q: %v", line, err)
+			}
+			printed[f[i]] += v
+		}
+	}
+	p, err := coverage.ReadFiles(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if printed["completer_retry_err"] == 0 {
+		t.Fatalf("no retry under 20%% loss:\n%s", out)
+	}
+	for _, c := range coverage.TransportCounters {
+		if p.Transport[c.Name] != printed[c.Name] {
+			t.Errorf("%s: profile %d, loopback printed %d in all", c.Name, p.Transport[c.Name], printed[c.Name])
+		}
 	}
 }
