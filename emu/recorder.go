@@ -25,7 +25,10 @@ type Recorder interface {
 	// Event records an async event as it is dispatched (ib_dispatch_event).
 	Event(t EventType)
 	// VerbFailed records a verb (its kernel name without the ib_ prefix:
-	// "create_qp", "post_send", ...) that returned errno.
+	// "create_qp", "post_send", ...) that returned errno. The core calls
+	// it for create_qp, modify_qp, post_send, post_recv and destroy_qp;
+	// a layer above (the uverbs commands) records the other verbs it
+	// serves through Device.Recorder.
 	VerbFailed(verb string, errno unix.Errno)
 }
 
