@@ -8,7 +8,9 @@
 // NAK, RNR, retry and timeout counters.
 //
 // A Recorder is an emu.Recorder: set it in emu.Config.Recorder and it sees
-// one device. Its Profile is the data; profiles of several devices and
+// one device; a Collector holds the recorders of one run's devices (a
+// daemon's, loopback's two) and makes one profile of them. Its Profile is
+// the data; profiles of several devices and
 // several runs merge like Go's coverage profiles (go tool covdata merge):
 // the counts add and the cells are the union.
 //

@@ -169,11 +169,11 @@ func (o *loopbackOpts) run(stdout io.Writer) (err error) {
 		}()
 		cfg.Capture = bw
 	}
-	var recs [2]*coverage.Recorder
+	var cov *coverage.Collector
 	if o.coverage != "" {
-		for i := range recs {
-			recs[i] = coverage.NewRecorder(fmt.Sprintf("rxe%d", i))
-			cfg.Recorders[i] = recs[i]
+		cov = coverage.NewCollector()
+		for i := range cfg.Recorders {
+			cfg.Recorders[i] = cov.Recorder(fmt.Sprintf("rxe%d", i))
 		}
 	}
 	lb, err := workload.NewLoopback(cfg)
@@ -187,17 +187,14 @@ func (o *loopbackOpts) run(stdout io.Writer) (err error) {
 		var cs [2][]workload.Counter
 		cs[0], _ = workload.Counters(lb.A.Dev)
 		cs[1], _ = workload.Counters(lb.B.Dev)
-		if o.coverage != "" {
-			recs[0].ReadCounters(lb.A.Dev)
-			recs[1].ReadCounters(lb.B.Dev)
+		if cov != nil {
+			cov.ReadCounters(lb.A.Dev)
+			cov.ReadCounters(lb.B.Dev)
 		}
 		lb.Close()
 		o.report(w, lb, cs)
-		if o.coverage != "" {
-			p := recs[0].Profile()
-			p.Merge(recs[1].Profile())
-			p.Runs = 1 // one run of two devices
-			if cerr := coverage.WriteFile(o.coverage, p); err == nil && cerr != nil {
+		if cov != nil {
+			if cerr := coverage.WriteFile(o.coverage, cov.Profile()); err == nil && cerr != nil {
 				err = cerr
 			}
 		}
