@@ -9,10 +9,10 @@
 //
 // A Recorder is an emu.Recorder: set it in emu.Config.Recorder and it sees
 // one device; a Collector holds the recorders of one run's devices (a
-// daemon's, loopback's two) and makes one profile of them. Its Profile is
-// the data; profiles of several devices and
-// several runs merge like Go's coverage profiles (go tool covdata merge):
-// the counts add and the cells are the union.
+// daemon's, loopback's two) and makes one profile of them. A Profile is
+// the data; profiles of several devices and several runs merge like Go's
+// coverage profiles (go tool covdata merge): the counts add and the cells
+// are the union.
 //
 // # File format
 //
