@@ -25,7 +25,7 @@
 //	  "devices": ["rxe0", "rxe1"],        // devices recorded (sorted, distinct)
 //	  "modify": [                         // one cell per distinct modify QP
 //	    {"type": "RC", "cur": "RESET", "next": "INIT",
-//	     "mask": "STATE|PKEY_INDEX|PORT|ACCESS_FLAGS", "errno": "", "count": 1}
+//	     "mask": "STATE|ACCESS_FLAGS|PKEY_INDEX|PORT", "errno": "", "count": 1}
 //	  ],
 //	  "completions": [{"opcode": "IB_WC_SEND", "status": "IB_WC_SUCCESS", "count": 9}],
 //	  "events": [{"event": "IB_EVENT_COMM_EST", "count": 1}],
