@@ -7,6 +7,10 @@
 //	             └─ RoCEv2 frames (UDP 4791 to its addresses)
 //	                  └─ emu/rxe device (the emulated HCA)
 //
+// On a UDP link (OpenUDP, package link/udp) the kernel is the IP host: the
+// device sits on the link directly, without a host.Host, and its GIDs
+// follow the addresses the link binds (see OpenUDP).
+//
 // It mirrors `rdma link add softroce0 type rxe netdev DEV` on a machine
 // whose netdev DEV holds the node's MAC and addresses: the Host plays the
 // kernel's IP stack and netdev, the device is rxe on top of it. As with rxe,
@@ -52,6 +56,7 @@ import (
 	"github.com/softroce/softroce/host"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/link/pcap"
+	"github.com/softroce/softroce/link/udp"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/tap"
 )
@@ -136,6 +141,7 @@ type Node struct {
 	peer    *link.PipeEnd // the far end of the default pipe
 	host    *host.Host
 	roce    *roceLink
+	udp     *udpNode // on a UDP link: no host, the kernel routes
 	dev     *emu.Device
 	clk     clock.Clock
 	runErr  chan error
@@ -185,6 +191,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if u, ok := l.(*udp.Link); ok {
+		n.udp = &udpNode{link: u}
+	}
 	fail := func(err error) (*Node, error) {
 		if n.host != nil {
 			n.host.Close()
@@ -224,6 +233,12 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if len(mac) != 6 {
 		return fail(fmt.Errorf("node: MAC %v is not an Ethernet address: %w", mac, unix.EINVAL))
+	}
+	if n.udp != nil {
+		if _, err := n.startUDP(&cfg, l, mac); err != nil {
+			return fail(err)
+		}
+		return n, nil
 	}
 	n.roce = newRoCELink(l, [6]byte(mac))
 	noDAD := cfg.NoDAD || n.peer != nil
@@ -276,6 +291,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 // returns once the address and its GID exist, or with the duplicate's
 // error (wrapping EADDRINUSE), in which case no GID was created.
 func (n *Node) AddAddr(ctx context.Context, p netip.Prefix) error {
+	if n.host == nil {
+		return fmt.Errorf("node %s: add %v: the kernel owns the addresses of a UDP link (ip addr add): %w", n.name, p, unix.EOPNOTSUPP)
+	}
 	if err := n.host.AddAddrWait(ctx, p); err != nil {
 		return fmt.Errorf("node %s: %w", n.name, err)
 	}
@@ -305,6 +323,9 @@ func (n *Node) openLink(cfg *Config) (link.Link, string, error) {
 
 // addrs returns the host's addresses as the netdev's.
 func (n *Node) addrs() []netip.Addr {
+	if n.udp != nil {
+		return n.udp.current()
+	}
 	ps := n.host.Addrs()
 	as := make([]netip.Addr, len(ps))
 	for i, p := range ps {
@@ -374,8 +395,16 @@ func (r resolver) ResolveDMAC(sgid, dgid emu.GID) ([6]byte, uint8, error) {
 // put the result in the AV's DMAC; afterwards every packet follows the
 // neighbour cache.
 func (n *Node) Resolve(ctx context.Context, ip netip.Addr) (net.HardwareAddr, error) {
+	if n.udp != nil {
+		return n.resolveUDP(ctx, ip)
+	}
 	return n.host.Resolve(ctx, ip.Unmap())
 }
+
+// Addrs returns the node's addresses in the order its GIDs follow them
+// (the host's on TAP and AF_PACKET links, the bound or the host's ones on
+// a UDP link).
+func (n *Node) Addrs() []netip.Addr { return n.addrs() }
 
 // Name returns the device name.
 func (n *Node) Name() string { return n.name }
@@ -384,7 +413,8 @@ func (n *Node) Name() string { return n.name }
 func (n *Node) Device() *emu.Device { return n.dev }
 
 // Host returns the IP host: its addresses (AddAddr, RemoveAddr, which the
-// GID table follows), neighbours and counters.
+// GID table follows), neighbours and counters. It is nil on a UDP link,
+// where the kernel is the IP host.
 func (n *Node) Host() *host.Host { return n.host }
 
 // Link returns the link the node reads and writes (the Capture when one is
@@ -392,7 +422,12 @@ func (n *Node) Host() *host.Host { return n.host }
 func (n *Node) Link() link.Link { return n.link }
 
 // MAC returns the node's Ethernet address.
-func (n *Node) MAC() net.HardwareAddr { return n.host.MAC() }
+func (n *Node) MAC() net.HardwareAddr {
+	if n.udp != nil {
+		return n.udp.mac
+	}
+	return n.host.MAC()
+}
 
 // GID returns the GID table index holding ip (IPv4-mapped or not), as a
 // user looks it up for ibv_rc_pingpong -g or perftest -x; ENOENT if the
@@ -414,11 +449,18 @@ type Stats struct {
 	RoCEQueueDrops uint64
 	// CaptureFrames is how many frames the pcap capture recorded.
 	CaptureFrames uint64
+	// UDP is the UDP link's counters (zero on other links).
+	UDP udp.Stats
 }
 
 // Stats returns the node's counters (the device's are its hw counters).
 func (n *Node) Stats() Stats {
-	s := Stats{Host: n.host.Stats(), RoCEQueueDrops: n.roce.dropped.Load()}
+	var s Stats
+	if n.udp != nil {
+		s.UDP = n.udp.link.Stats()
+	} else {
+		s.Host, s.RoCEQueueDrops = n.host.Stats(), n.roce.dropped.Load()
+	}
 	if n.capture != nil {
 		s.CaptureFrames = n.capture.Frames()
 	}
@@ -435,11 +477,21 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
-	rxe.Of(n.dev).Close() // closes the RoCE adapter, waits for the device's readers
+	// Closes the RoCE adapter (on a UDP link, the link itself) and waits
+	// for the device's readers.
+	cerr := rxe.Of(n.dev).Close()
 	n.dev.Unregister()
-	err := n.host.Close()
-	if rerr := <-n.runErr; err == nil {
-		err = rerr
+	var err error
+	if n.udp != nil {
+		if n.udp.stop != nil {
+			n.udp.stop()
+		}
+		err = cerr
+	} else {
+		err = n.host.Close()
+		if rerr := <-n.runErr; err == nil {
+			err = rerr
+		}
 	}
 	if n.peer != nil {
 		n.peer.Close()

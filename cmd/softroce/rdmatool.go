@@ -107,8 +107,8 @@ func gidIndex(n *node.Node, idx int) (int, error) {
 	if idx >= 0 {
 		return idx, nil
 	}
-	for _, p := range n.Host().Addrs() {
-		if a := p.Addr(); !a.IsLinkLocalUnicast() {
+	for _, a := range n.Addrs() {
+		if !a.IsLinkLocalUnicast() {
 			return n.GID(a)
 		}
 	}
