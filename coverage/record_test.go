@@ -6,6 +6,7 @@ import (
 
 	"github.com/softroce/softroce/coverage"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/workload"
@@ -146,7 +147,7 @@ func TestIllegalTransitionsRecordedWithErrno(t *testing.T) {
 		t.Fatal(err)
 	}
 	modify := func(next qpstate.State, mask string) error {
-		return qp.Modify(&qpstate.Attr{QPState: next, PortNum: 1, QPAccessFlags: qpstate.AccessLocalWrite},
+		return qp.Modify(&qpstate.Attr{QPState: next, PortNum: 1, QPAccessFlags: ib.AccessLocalWrite},
 			mustMask(t, mask))
 	}
 	steps := []struct {

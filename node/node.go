@@ -54,10 +54,10 @@ import (
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/host"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/link/pcap"
 	"github.com/softroce/softroce/link/udp"
-	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/tap"
 )
 
@@ -68,11 +68,6 @@ const DefaultName = "softroce0"
 // the kernel's ib_resolve_eth_dmac (rdma_addr_find_l2_eth_by_grh) waits at
 // most 1000 ms.
 const ResolveTimeout = time.Second
-
-// routeHopLimit is the hop limit a resolved unicast route gives (the
-// kernel's ip4_dst_hoplimit / ip6_dst_hoplimit default, 64), which replaces
-// the GRH hop limit of a user AV.
-const routeHopLimit = 64
 
 // Config configures New. The node sits on Link; nil gives the in-memory
 // default: one end of a link.Pipe with nobody on the other end (enough
@@ -142,7 +137,7 @@ type Node struct {
 	host    *host.Host
 	roce    *roceLink
 	udp     *udpNode // on a UDP link: no host, the kernel routes
-	dev     *emu.Device
+	dev     *rxe.Device
 	clk     clock.Clock
 	runErr  chan error
 
@@ -255,8 +250,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	rc.Seed = cfg.Seed
 	rc.Link = n.roce
-	rc.Neighbor = n.neighbor
-	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: resolver{n}, Recorder: rc.Device.Recorder,
+	rc.Neighbor = n
+	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveBounded), Recorder: rc.Device.Recorder,
 		NetDev: emu.NetDev{Name: netdevName, MAC: mac, MTU: l.MTU(), Addrs: n.addrs()}}
 	n.mu.Lock()
 	dev, err := rxe.New(rc)
@@ -345,60 +340,43 @@ func (n *Node) addrChanged(host.AddrChange) {
 	n.dev.SetNetDevAddrs(n.addrs())
 }
 
-// neighbor is the device's per-packet Ethernet destination lookup: a
-// valid cached entry, or nothing — in which case a resolution starts in
-// the background, as neigh_event_send does for a packet to an unresolved
-// neighbour (that packet goes to the AV's DMAC; rxe's retries recover).
-func (n *Node) neighbor(ip netip.Addr) ([6]byte, bool) {
-	var m [6]byte
-	mac, err := n.host.Resolve(doneCtx, ip)
-	if err != nil || len(mac) != 6 {
-		return m, false
-	}
-	copy(m[:], mac)
-	return m, true
-}
-
-// doneCtx is a cancelled context: Resolve with it answers from the cache
-// only (and starts a resolution on a miss).
-var doneCtx = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}()
-
-// resolver is the device's emu.Resolver (ib_resolve_eth_dmac): it resolves
-// the destination GID's IP through the host's neighbour layer, waiting up
-// to ResolveTimeout, and gives the route's hop limit.
-type resolver struct{ n *Node }
-
-func (r resolver) ResolveDMAC(sgid, dgid emu.GID) ([6]byte, uint8, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
+// resolveBounded is the device's resolver (ib_resolve_eth_dmac): Resolve
+// waiting up to ResolveTimeout, a timeout reported as EHOSTUNREACH.
+func (n *Node) resolveBounded(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
 	defer cancel()
-	var m [6]byte
-	mac, err := r.n.host.Resolve(ctx, dgid.Addr())
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("%w: %w", err, unix.EHOSTUNREACH)
-		}
-		return m, 0, err
+	mac, err := n.Resolve(ctx, ip)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w: %w", err, unix.EHOSTUNREACH)
 	}
-	copy(m[:], mac)
-	return m, routeHopLimit, nil
+	return mac, err
 }
 
 // Resolve returns the Ethernet address of ip (a peer GID's address,
 // IPv4-mapped or not), sending ARP requests or neighbour solicitations
 // until it answers, ctx ends, or host.DefaultSolicitations tries went
-// unanswered (EHOSTUNREACH). Call it for the remote GID before moving a QP
-// to RTR (the kernel resolves at that point, in modify_qp or rdma_cm) and
-// put the result in the AV's DMAC; afterwards every packet follows the
-// neighbour cache.
-func (n *Node) Resolve(ctx context.Context, ip netip.Addr) (net.HardwareAddr, error) {
+// unanswered (EHOSTUNREACH). With a cancelled ctx it answers from the
+// neighbour cache only, starting a resolution in the background on a miss
+// as neigh_event_send does for a packet to an unresolved neighbour (the
+// driver asks so for each packet: a miss goes to the AV's DMAC and rxe's
+// retries recover). Call it for the remote GID before moving a QP to RTR
+// (the kernel resolves at that point, in modify_qp or rdma_cm) and put the
+// result in the AV's DMAC; afterwards every packet follows the neighbour
+// cache. A Node is the emu.Resolver of its device's driver.
+func (n *Node) Resolve(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+	var m [6]byte
 	if n.udp != nil {
 		return n.resolveUDP(ctx, ip)
 	}
-	return n.host.Resolve(ctx, ip.Unmap())
+	mac, err := n.host.Resolve(ctx, ip.Unmap())
+	if err != nil {
+		return m, err
+	}
+	if len(mac) != 6 {
+		return m, fmt.Errorf("resolve %v: %v is not an Ethernet address: %w", ip, mac, unix.EHOSTUNREACH)
+	}
+	copy(m[:], mac)
+	return m, nil
 }
 
 // Addrs returns the node's addresses in the order its GIDs follow them
@@ -410,7 +388,7 @@ func (n *Node) Addrs() []netip.Addr { return n.addrs() }
 func (n *Node) Name() string { return n.name }
 
 // Device returns the emulated rxe device.
-func (n *Node) Device() *emu.Device { return n.dev }
+func (n *Node) Device() *emu.Device { return n.dev.Device }
 
 // Host returns the IP host: its addresses (AddAddr, RemoveAddr, which the
 // GID table follows), neighbours and counters. It is nil on a UDP link,
@@ -433,7 +411,7 @@ func (n *Node) MAC() net.HardwareAddr {
 // user looks it up for ibv_rc_pingpong -g or perftest -x; ENOENT if the
 // device has no such GID.
 func (n *Node) GID(ip netip.Addr) (int, error) {
-	e, err := n.dev.FindGID(emu.GIDFromAddr(ip), qpstate.GIDTypeRoCEv2, 1)
+	e, err := n.dev.FindGID(emu.GIDFromAddr(ip), ib.GIDTypeRoCEv2, 1)
 	if err != nil {
 		return 0, err
 	}
@@ -477,10 +455,9 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
-	// Closes the RoCE adapter (on a UDP link, the link itself) and waits
-	// for the device's readers.
-	cerr := rxe.Of(n.dev).Close()
-	n.dev.Unregister()
+	// Closes the RoCE adapter (on a UDP link, the link itself), waits for
+	// the device's readers and unregisters the device.
+	cerr := n.dev.Close()
 	var err error
 	if n.udp != nil {
 		if n.udp.stop != nil {

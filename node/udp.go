@@ -103,8 +103,11 @@ func (n *Node) startUDP(cfg *Config, l link.Link, mac net.HardwareAddr) (*Node, 
 	}
 	rc.Seed = cfg.Seed
 	rc.Link = l
-	rc.Neighbor = func(netip.Addr) ([6]byte, bool) { return udp.PeerMAC, true }
-	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: udpResolver{},
+	// Every packet goes to the placeholder MAC; AHs and modifies check
+	// that the kernel has a route (rdma_addr_find_l2_eth_by_grh fails with
+	// ENETUNREACH without one).
+	rc.Neighbor = emu.ResolverFunc(func(context.Context, netip.Addr) ([6]byte, error) { return udp.PeerMAC, nil })
+	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveUDP),
 		NetDev: emu.NetDev{Name: "udp", MAC: mac, MTU: l.MTU(), Addrs: u.current()}}
 	n.mu.Lock()
 	dev, err := rxe.New(rc)
@@ -131,23 +134,10 @@ func (n *Node) rescan() {
 	n.dev.SetNetDevAddrs(n.udp.current())
 }
 
-// udpResolver is the device's emu.Resolver on a UDP link: the kernel
-// routes, so any destination the host has a route to resolves to the
-// placeholder MAC, and one without a route fails as
-// rdma_addr_find_l2_eth_by_grh does (ENETUNREACH).
-type udpResolver struct{}
-
-func (udpResolver) ResolveDMAC(sgid, dgid emu.GID) ([6]byte, uint8, error) {
-	if err := routeTo(dgid.Addr()); err != nil {
-		return [6]byte{}, 0, err
-	}
-	return udp.PeerMAC, routeHopLimit, nil
-}
-
 // resolveUDP is Node.Resolve on a UDP link.
-func (n *Node) resolveUDP(_ context.Context, ip netip.Addr) (net.HardwareAddr, error) {
+func (n *Node) resolveUDP(_ context.Context, ip netip.Addr) ([6]byte, error) {
 	if err := routeTo(ip.Unmap()); err != nil {
-		return nil, fmt.Errorf("node %s: %w", n.name, err)
+		return [6]byte{}, fmt.Errorf("node %s: %w", n.name, err)
 	}
-	return net.HardwareAddr(udp.PeerMAC[:]), nil
+	return udp.PeerMAC, nil
 }

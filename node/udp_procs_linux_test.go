@@ -84,14 +84,14 @@ func TestEightUDPHostsHelper(t *testing.T) {
 		if j != idx {
 			e := newEnd(t, n, procIP(idx))
 			ends[j] = e
-			info.QPN[j], info.RKey[j], info.Addr[j] = e.qp.QPNum, e.mr.RKey, e.addr
+			info.QPN[j], info.RKey[j], info.Addr[j] = e.qp.QPNum(), e.mr.RKey(), e.addr
 		}
 	}
 	say(info)
 	var peers procInfo // peers' ends towards this host
 	next(&peers)
 	for j, e := range ends {
-		peer := &end{n: n, ip: procIP(j), qp: &emu.QP{QPNum: peers.QPN[j]}}
+		peer := &end{n: n, ip: procIP(j), qpn: peers.QPN[j]}
 		e.connect(t, peer)
 	}
 	say("ready")
@@ -100,7 +100,7 @@ func TestEightUDPHostsHelper(t *testing.T) {
 		for j, e := range ends {
 			fill(e.buf[:procHalf], procSeed(idx, j, r))
 			if _, err := e.qp.PostSend([]emu.SendWR{{WRID: uint64(r), Opcode: emu.WRRDMAWrite,
-				SGList:     []emu.SGE{{Addr: e.addr, Length: procHalf, LKey: e.mr.LKey}},
+				SGList:     []emu.SGE{{Addr: e.addr, Length: procHalf, LKey: e.mr.LKey()}},
 				RemoteAddr: peers.Addr[j] + procHalf, RKey: peers.RKey[j]}}); err != nil {
 				fail(err)
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/clock"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
@@ -33,7 +34,7 @@ func TestPerfBidirectional(t *testing.T) {
 				if test.Verb() == oob.VerbAtomic {
 					size = 8
 				}
-				cfg := PerfConfig{Test: test, Iters: 300, NumQP: nqp, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: 4,
+				cfg := PerfConfig{Test: test, Iters: 300, NumQP: nqp, MTU: ib.MTU1024, TxDepth: 16, CQMod: 4,
 					RxDepth: 32, MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second,
 					Bidirectional: true}
 				rc, rs := runBoth(t, lb, cfg, size)
@@ -110,7 +111,7 @@ func testPerfDuration(t *testing.T, tests []oob.PerftestTest) {
 					size = 8
 				}
 				clk := clock.NewManual(time.Unix(1e9, 0))
-				cfg := PerfConfig{Test: test, Iters: 5, NumQP: 2, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: 4,
+				cfg := PerfConfig{Test: test, Iters: 5, NumQP: 2, MTU: ib.MTU1024, TxDepth: 16, CQMod: 4,
 					RxDepth: 64, MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second,
 					Duration: duration, Margin: margin, Clock: clk, Bidirectional: bidi}
 				cl, sv, err := lb.Perf(cfg)
@@ -435,7 +436,7 @@ func TestPerfTransports(t *testing.T) {
 			case !tc.test.IsBW():
 				size = 64
 			}
-			cfg := PerfConfig{Test: tc.test, QPType: tc.typ, Iters: 200, NumQP: tc.nqp, MTU: qpstate.MTU1024,
+			cfg := PerfConfig{Test: tc.test, QPType: tc.typ, Iters: 200, NumQP: tc.nqp, MTU: ib.MTU1024,
 				TxDepth: 16, CQMod: 4, MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second,
 				Bidirectional: tc.bidi, UseSRQ: tc.srq}
 			switch {
@@ -498,7 +499,7 @@ func TestPerfRxDepthUnreliable(t *testing.T) {
 		{qpstate.TypeUD, 1000, 0, 1000},
 		{qpstate.TypeUD, 300, 0, 300},
 	} {
-		c := PerfConfig{Test: oob.PerftestSendBW, QPType: tc.typ, Iters: tc.iters, RxDepth: tc.rx, MTU: qpstate.MTU1024, OutReads: 1}
+		c := PerfConfig{Test: oob.PerftestSendBW, QPType: tc.typ, Iters: tc.iters, RxDepth: tc.rx, MTU: ib.MTU1024, OutReads: 1}
 		if err := c.fill(lb.A.Dev); err != nil {
 			t.Fatal(err)
 		}
@@ -580,7 +581,7 @@ func TestPerfPostList(t *testing.T) {
 			if tc.test.Verb() == oob.VerbAtomic {
 				size = 8
 			}
-			cfg := PerfConfig{Test: tc.test, Iters: 200, NumQP: tc.nqp, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: tc.cqMod,
+			cfg := PerfConfig{Test: tc.test, Iters: 200, NumQP: tc.nqp, MTU: ib.MTU1024, TxDepth: 16, CQMod: tc.cqMod,
 				PostList: tc.pl, RxDepth: 64, MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second,
 				Bidirectional: tc.bidi, PerformWarmUp: tc.warm}
 			rc, rs := runBoth(t, lb, cfg, size)
@@ -633,7 +634,7 @@ func TestPerfEvents(t *testing.T) {
 			if tc.test.Verb() == oob.VerbAtomic {
 				size = 8
 			}
-			cfg := PerfConfig{Test: tc.test, Iters: 100, NumQP: 1, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: 4, RxDepth: 32,
+			cfg := PerfConfig{Test: tc.test, Iters: 100, NumQP: 1, MTU: ib.MTU1024, TxDepth: 16, CQMod: 4, RxDepth: 32,
 				MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second, Bidirectional: tc.bidi, Events: true}
 			cl, sv, err := lb.Perf(cfg)
 			if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/wire"
 )
 
@@ -211,7 +212,7 @@ func decodeFrame(data []byte, lt layers.LinkType) *decodedFrame {
 // looksRoCE reports whether gopacket sees a UDP datagram to port 4791.
 func looksRoCE(pkt gopacket.Packet) bool {
 	if u, ok := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP); ok {
-		return u.DstPort == wire.UDPPort
+		return u.DstPort == ib.RoCEv2UDPPort
 	}
 	return false
 }

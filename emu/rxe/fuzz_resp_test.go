@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testutil"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
@@ -89,7 +90,7 @@ func newRespFixture(t testing.TB) *respFixture {
 	var ro []byte
 	fx.roAddr, ro, _ = b.buf(4096, 0x22)
 	var err error
-	fx.roMR, err = b.pd.RegUserMR(fx.roAddr, 4096, fx.roAddr, qpstate.AccessRemoteRead)
+	fx.roMR, err = b.pd.RegUserMR(fx.roAddr, 4096, fx.roAddr, ib.AccessRemoteRead)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,9 +116,9 @@ func newRespFixture(t testing.TB) *respFixture {
 		}
 	}
 	// a's RC and UC QPs talk to b's RTS QPs of their type.
-	p.a.connect(fx.peerRC, b, rcPeer.QPNum, 0, 0, qpOpts{mtu: qpstate.MTU1024, timeout: 14, retry: 7, rnr: 7,
+	p.a.connect(fx.peerRC, b, rcPeer.QPNum(), 0, 0, qpOpts{mtu: ib.MTU1024, timeout: 14, retry: 7, rnr: 7,
 		minRNR: 1, rdAtomic: 16, destAtom: 16}, allAccess)
-	p.a.connect(fx.peerUC, b, ucPeer.QPNum, 0, 0, qpOpts{mtu: qpstate.MTU1024}, allAccess)
+	p.a.connect(fx.peerUC, b, ucPeer.QPNum(), 0, 0, qpOpts{mtu: ib.MTU1024}, allAccess)
 	for _, q := range fx.qps {
 		fx.replenish(q)
 	}
@@ -137,7 +138,7 @@ func (fx *respFixture) walk(q *emu.QP, st qpstate.State) {
 	if q.QPType == qpstate.TypeUC {
 		peer = fx.peerUC
 	}
-	o := qpOpts{mtu: qpstate.MTU1024, timeout: 14, retry: 7, rnr: 7, minRNR: 1, rdAtomic: 16, destAtom: 16}
+	o := qpOpts{mtu: ib.MTU1024, timeout: 14, retry: 7, rnr: 7, minRNR: 1, rdAtomic: 16, destAtom: 16}
 	steps := []qpstate.State{qpstate.StateInit, qpstate.StateRTR, qpstate.StateRTS}
 	upto := map[qpstate.State]int{qpstate.StateInit: 1, qpstate.StateRTR: 2}[st]
 	if upto == 0 {
@@ -156,10 +157,10 @@ func (fx *respFixture) walk(q *emu.QP, st qpstate.State) {
 				m |= qpstate.AttrAccessFlags
 			}
 		case qpstate.StateRTR:
-			attr = qpstate.Attr{QPState: s, PathMTU: o.mtu, DestQPNum: peer.QPNum, RQPSN: 0x100,
+			attr = qpstate.Attr{QPState: s, PathMTU: o.mtu, DestQPNum: peer.QPNum(), RQPSN: 0x100,
 				MaxDestRdAtomic: o.destAtom, MinRNRTimer: o.minRNR,
-				AHAttr: qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: a.mac,
-					GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(a.ip), SGIDIndex: 1, HopLimit: 64}}}
+				AHAttr: ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH, DMAC: a.mac,
+					GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(a.ip), SGIDIndex: 1, HopLimit: 64}}}
 			m = qpstate.AttrState
 			switch q.QPType {
 			case qpstate.TypeRC:
@@ -199,7 +200,7 @@ func (fx *respFixture) replenish(q *emu.QP) {
 		id := fx.nextWR
 		slot := uint64(id % 8)
 		wr := emu.RecvWR{WRID: id, SGList: []emu.SGE{{Addr: fx.recvAddr + slot*fuzzRecvLen, Length: fuzzRecvLen,
-			LKey: fx.recvMR.LKey}}}
+			LKey: fx.recvMR.LKey()}}}
 		if _, err := q.PostRecv([]emu.RecvWR{wr}); err != nil {
 			return
 		}
@@ -233,7 +234,7 @@ func (fx *respFixture) build(q *emu.QP, ff fuzzFrame) []byte {
 	b.r.unlock()
 	f := wire.Frame{SrcMAC: a.mac, DstMAC: b.mac, Src: a.ip, Dst: b.ip, HopLimit: 64,
 		BTH: wire.BTHFields{Opcode: op, SE: ff.flags&1 != 0, MigReq: ff.flags&2 != 0, AckReq: ff.flags&4 != 0,
-			PKey: 0xFFFF, DestQP: q.QPNum, PSN: wire.PSNAdd(psn, uint32(int32(ff.psnOff)))}}
+			PKey: 0xFFFF, DestQP: q.QPNum(), PSN: ib.PSNAdd(psn, uint32(int32(ff.psnOff)))}}
 	if ff.flags&8 != 0 {
 		f.BTH.PKey = 0x1234
 	}
@@ -241,10 +242,10 @@ func (fx *respFixture) build(q *emu.QP, ff fuzzFrame) []byte {
 		f.BTH.TVer = 1
 	}
 	f.BTH.FECN, f.BTH.BECN = ff.flags&32 != 0, ff.flags&64 != 0
-	base, key := fx.wAddr, fx.wMR.RKey
+	base, key := fx.wAddr, fx.wMR.RKey()
 	switch ff.keySel & 3 {
 	case 1:
-		base, key = fx.roAddr, fx.roMR.RKey
+		base, key = fx.roAddr, fx.roMR.RKey()
 	case 2:
 		base = fx.guardAddr
 	case 3:
@@ -253,12 +254,12 @@ func (fx *respFixture) build(q *emu.QP, ff fuzzFrame) []byte {
 	va := base + uint64(int64(ff.va)-256)
 	f.RETH = wire.RETHFields{VA: va, RKey: key, DMALen: ff.dmaLen}
 	f.AtomicETH = wire.AtomicETHFields{VA: va, RKey: key, SwapAdd: uint64(ff.dmaLen), Compare: uint64(ff.imm)}
-	f.DETH = wire.DETHFields{QKey: fuzzQKey, SrcQP: fx.peerUD.QPNum}
+	f.DETH = wire.DETHFields{QKey: fuzzQKey, SrcQP: fx.peerUD.QPNum()}
 	if ff.keySel&4 != 0 {
 		f.DETH.QKey = ff.imm
 	}
 	f.ImmDt.Imm = ff.imm
-	f.IETH.RKey = fx.wMR.RKey
+	f.IETH.RKey = fx.wMR.RKey()
 	if ff.keySel&8 != 0 {
 		f.IETH.RKey = ff.imm
 	}
@@ -354,7 +355,7 @@ func seedOf(p wire.Packet, firstPSN uint32) (fuzzFrame, int) {
 	if bth.AckReq() {
 		ff.flags |= 4
 	}
-	ff.psnOff = int16(wire.PSNAdd(bth.PSN(), -firstPSN) & 0x7FFF)
+	ff.psnOff = int16(ib.PSNAdd(bth.PSN(), -firstPSN) & 0x7FFF)
 	if reth := p.RETH(); reth != nil {
 		ff.va += uint16(reth.VA() & 0xFFF)
 		ff.dmaLen = reth.DMALen()

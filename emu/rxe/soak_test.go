@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
@@ -61,7 +62,7 @@ func TestSoak(t *testing.T) {
 func soakScenario(t *testing.T, seed uint64) bool {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	fc := &link.FaultConfig{Seed: seed, Drop: 0.05, Duplicate: 0.05, Reorder: 0.05, Corrupt: 0.05}
-	mtus := []qpstate.MTU{qpstate.MTU256, qpstate.MTU512, qpstate.MTU1024, qpstate.MTU2048, qpstate.MTU4096}
+	mtus := []ib.MTU{ib.MTU256, ib.MTU512, ib.MTU1024, ib.MTU2048, ib.MTU4096}
 	p := newPair(t, pairOpts{faults: fc})
 	pmtu := mtus[rng.IntN(len(mtus))]
 	c := p.connect(qpOpts{mtu: pmtu, timeout: 8, retry: 7, rnr: 7, minRNR: 1,
@@ -128,19 +129,19 @@ func soakScenario(t *testing.T, seed uint64) bool {
 		case emu.WRSend, emu.WRSendWithImm:
 			a, data, mr := p.a.buf(o.size, byte(rng.Uint32()))
 			o.src = data
-			wr.SGList = split(a, o.size, mr.LKey)
+			wr.SGList = split(a, o.size, mr.LKey())
 			ra, rb, rmr := p.b.buf(o.size+rng.IntN(64), 0)
 			o.dst = rb
 			o.recvIdx = len(recvs)
 			recvs = append(recvs, o)
-			p.b.postRecv(c.qb, emu.RecvWR{WRID: uint64(i), SGList: split(ra, len(rb), rmr.LKey)})
+			p.b.postRecv(c.qb, emu.RecvWR{WRID: uint64(i), SGList: split(ra, len(rb), rmr.LKey())})
 		case emu.WRRDMAWrite, emu.WRRDMAWriteWithImm:
 			a, data, mr := p.a.buf(o.size, byte(rng.Uint32()))
 			o.src = data
-			wr.SGList = split(a, o.size, mr.LKey)
+			wr.SGList = split(a, o.size, mr.LKey())
 			ra, rb, rmr := p.b.buf(o.size, 0)
 			o.dst = rb
-			wr.RemoteAddr, wr.RKey = ra, rmr.RKey
+			wr.RemoteAddr, wr.RKey = ra, rmr.RKey()
 			if o.op == emu.WRRDMAWriteWithImm {
 				o.recvIdx = len(recvs)
 				recvs = append(recvs, o)
@@ -151,15 +152,15 @@ func soakScenario(t *testing.T, seed uint64) bool {
 			o.src = rdata
 			a, b, mr := p.a.buf(o.size, 0)
 			o.dst = b
-			wr.SGList = split(a, o.size, mr.LKey)
-			wr.RemoteAddr, wr.RKey = ra, rmr.RKey
+			wr.SGList = split(a, o.size, mr.LKey())
+			wr.RemoteAddr, wr.RKey = ra, rmr.RKey()
 		case emu.WRAtomicFetchAndAdd:
 			a, b, mr := p.a.buf(8, 0)
 			o.dst = b
 			o.add = uint64(rng.IntN(1000) + 1)
 			sum += o.add
-			wr.SGList = []emu.SGE{{Addr: a, Length: 8, LKey: mr.LKey}}
-			wr.RemoteAddr, wr.RKey, wr.CompareAdd = ctr, ctrMR.RKey, o.add
+			wr.SGList = []emu.SGE{{Addr: a, Length: 8, LKey: mr.LKey()}}
+			wr.RemoteAddr, wr.RKey, wr.CompareAdd = ctr, ctrMR.RKey(), o.add
 			o.want = sum - o.add // RC executes in order: the sum of the adds before
 		case emu.WRAtomicCmpAndSwp:
 			// A cell of its own holding cmp: the swap succeeds once; run
@@ -170,8 +171,8 @@ func soakScenario(t *testing.T, seed uint64) bool {
 			o.cmp, o.add = rng.Uint64(), rng.Uint64()
 			binary.LittleEndian.PutUint64(rb, o.cmp)
 			o.src, o.want = rb, o.cmp
-			wr.SGList = []emu.SGE{{Addr: a, Length: 8, LKey: mr.LKey}}
-			wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap = ra, rmr.RKey, o.cmp, o.add
+			wr.SGList = []emu.SGE{{Addr: a, Length: 8, LKey: mr.LKey()}}
+			wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap = ra, rmr.RKey(), o.cmp, o.add
 		}
 		o.sgl = wr.SGList
 		sops = append(sops, o)
@@ -292,9 +293,9 @@ func soakUnreliable(t *testing.T, seed uint64, typ qpstate.Type) bool {
 	if typ == qpstate.TypeUD {
 		qa, qb = p.a.udQP(typ, nil), p.b.udQP(typ, nil)
 		ah = p.a.ah(p.b.ip, p.b.mac)
-		hdr, maxSize = grhArea, 1024
+		hdr, maxSize = emu.GRHSize, 1024
 	} else {
-		c := p.connect(qpOpts{typ: typ, mtu: qpstate.MTU1024})
+		c := p.connect(qpOpts{typ: typ, mtu: ib.MTU1024})
 		qa, qb = c.qa, c.qb
 	}
 	nmsg := 1 + rng.IntN(40)
@@ -306,13 +307,13 @@ func soakUnreliable(t *testing.T, seed uint64, typ qpstate.Type) bool {
 		binary.BigEndian.PutUint64(data, uint64(i))
 		msgs[i] = data
 		wrs = append(wrs, emu.SendWR{WRID: uint64(i), Opcode: emu.WRSend, SendFlags: emu.SendSignaled, AH: ah,
-			RemoteQPN: qb.QPNum, RemoteQKey: 0x11111111, SGList: []emu.SGE{{Addr: a, Length: uint32(size), LKey: mr.LKey}}})
+			RemoteQPN: qb.QPNum(), RemoteQKey: 0x11111111, SGList: []emu.SGE{{Addr: a, Length: uint32(size), LKey: mr.LKey()}}})
 	}
 	bufs := map[uint64][]byte{}
 	for i := range 2 * nmsg {
 		a, b, mr := p.b.buf(maxSize+hdr, 0)
 		bufs[uint64(i)] = b
-		p.b.postRecv(qb, emu.RecvWR{WRID: uint64(i), SGList: []emu.SGE{{Addr: a, Length: uint32(len(b)), LKey: mr.LKey}}})
+		p.b.postRecv(qb, emu.RecvWR{WRID: uint64(i), SGList: []emu.SGE{{Addr: a, Length: uint32(len(b)), LKey: mr.LKey()}}})
 	}
 	for _, wr := range wrs {
 		p.a.postSend(qa, wr)

@@ -83,13 +83,13 @@
 package udp
 
 import (
+	"github.com/softroce/softroce/ib"
 	"net/netip"
 
-	"github.com/softroce/softroce/wire"
 )
 
 // Port is the UDP port the link binds: RoCEv2's.
-const Port = wire.UDPPort
+const Port = ib.RoCEv2UDPPort
 
 // LocalMAC is the Ethernet destination of every frame the link hands up and
 // PeerMAC their source: placeholders, as a UDP link has no Ethernet.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"github.com/softroce/softroce/ib"
 	"net/netip"
 	"testing"
 
@@ -43,13 +44,13 @@ func TestPrepareThenSynthesizeRoundTrips(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.src != tc.src || m.dst != tc.dst || m.dport != wire.UDPPort || m.tos != 0x2e || m.ttl != 17 {
+			if m.src != tc.src || m.dst != tc.dst || m.dport != ib.RoCEv2UDPPort || m.tos != 0x2e || m.ttl != 17 {
 				t.Errorf("meta %+v", m)
 			}
 			buf := make([]byte, headroom+len(pay))
 			copy(buf[headroom:], pay)
 			start := synthesize(buf, len(pay), &rxMeta{src: netip.AddrPortFrom(tc.src, Port),
-				dst: netip.AddrPortFrom(tc.dst, wire.UDPPort), tos: 0x2e, ttl: 17})
+				dst: netip.AddrPortFrom(tc.dst, ib.RoCEv2UDPPort), tos: 0x2e, ttl: 17})
 			got := buf[start:]
 			if checkRx(got) {
 				t.Error("a frame prepared by the link is unverifiable")
