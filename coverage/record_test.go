@@ -261,3 +261,32 @@ func TestEventRecorded(t *testing.T) {
 		t.Errorf("%d flushed receives recorded, want the CQ's %d entries (the rest overflowed)", n, cq.CQE)
 	}
 }
+
+// A userspace caller's modify (the uverbs path, with udata) is recorded
+// like a kernel caller's.
+func TestUserModifyRecorded(t *testing.T) {
+	lb, recs := newLoopback(t)
+	d := lb.B.Dev
+	pd, err := d.AllocPD(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := d.CreateCQ(emu.CQInitAttr{CQE: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := pd.CreateUserQP(&emu.QPInitAttr{SendCQ: cq, RecvCQ: cq, QPType: qpstate.TypeUD,
+		Cap: qpstate.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}, &emu.UData{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = qp.ModifyWithUdata(&qpstate.Attr{QPState: qpstate.StateRTR}, qpstate.AttrState, &emu.UData{})
+	if !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("user modify RESET->RTR: %v, want EINVAL", err)
+	}
+	k := coverage.ModifyKey{Type: qpstate.TypeUD, Cur: qpstate.StateReset, Next: qpstate.StateRTR,
+		Mask: qpstate.AttrState, Errno: unix.EINVAL}
+	if p := recs[1].Profile(); p.Modify[k] != 1 || len(p.Modify) != 1 {
+		t.Errorf("modify cells %v, want %+v once", p.Modify, k)
+	}
+}
