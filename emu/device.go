@@ -71,6 +71,9 @@ type Config struct {
 	// (the IP stack's ARP/ND); nil means unicast resolution fails with
 	// EHOSTUNREACH. The host/tap layer provides the real one.
 	Resolver Resolver
+	// Recorder, if set, sees every modify QP, completion, async event and
+	// failed verb of the device (a coverage profile); nil records nothing.
+	Recorder Recorder
 }
 
 // Resolver answers which MAC has an IP address: the neighbour layer (ARP,
@@ -302,6 +305,9 @@ func (d *Device) RegisterEventHandler(h func(Event)) {
 // outside their locks.
 func (d *Device) dispatch(ev Event) {
 	ev.Device = d
+	if d.cfg.Recorder != nil {
+		d.cfg.Recorder.Event(ev.Type)
+	}
 	switch {
 	case ev.QP != nil:
 		if h := ev.QP.EventHandler; h != nil {

@@ -64,7 +64,7 @@ func (pd *PD) createQP(init *QPInitAttr, udata *UData) (*QP, error) {
 		QPType: init.QPType, EventHandler: init.EventHandler, mcast: map[mcastKey]bool{}}
 	qp.real = qp
 	if err := d.ops.CreateQP(qp, init, udata); err != nil {
-		return nil, err
+		return nil, d.recordFailure("create_qp", err)
 	}
 	pd.use.inc()
 	for _, cq := range []*CQ{qp.SendCQ, qp.RecvCQ} {
@@ -124,12 +124,19 @@ func (qp *QP) Modify(attr *qpstate.Attr, mask qpstate.AttrMask) error {
 // (uverbs, core, driver) is package qpstate's Policy.Validate, run by the
 // driver with its limits; the core adds only the MAC resolution. On
 // failure nothing changes, attr included.
-func (qp *QP) ModifyWithUdata(attr *qpstate.Attr, mask qpstate.AttrMask, udata *UData) error {
+func (qp *QP) ModifyWithUdata(attr *qpstate.Attr, mask qpstate.AttrMask, udata *UData) (err error) {
 	q, err := qp.target("modify")
 	if err != nil {
 		return err
 	}
 	d := q.Device
+	if rec := d.cfg.Recorder; rec != nil {
+		var cur qpstate.State
+		if cattr, _, qerr := d.ops.QueryQP(q, qpstate.AttrState); qerr == nil {
+			cur = cattr.QPState
+		}
+		defer func() { recordModify(rec, q, cur, attr, mask, err) }()
+	}
 	a := *attr
 	if udata != nil && mask&qpstate.AttrAV != 0 && isConnected(q.QPType) &&
 		d.protocolRoCE(a.AHAttr.PortNum) && d.checkAHAttr(&a.AHAttr) == nil {
@@ -181,7 +188,11 @@ func (qp *QP) PostSend(wrs []SendWR) (bad int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	return q.Device.ops.PostSend(q, wrs)
+	bad, err = q.Device.ops.PostSend(q, wrs)
+	if err != nil {
+		q.Device.recordFailure("post_send", err)
+	}
+	return bad, err
 }
 
 // PostRecv posts receive WRs (ib_post_recv), with PostSend's failure rule.
@@ -190,7 +201,11 @@ func (qp *QP) PostRecv(wrs []RecvWR) (bad int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	return q.Device.ops.PostRecv(q, wrs)
+	bad, err = q.Device.ops.PostRecv(q, wrs)
+	if err != nil {
+		q.Device.recordFailure("post_recv", err)
+	}
+	return bad, err
 }
 
 // Destroy destroys the QP (ib_destroy_qp): EBUSY while it is attached to a
@@ -204,10 +219,10 @@ func (qp *QP) DestroyUser(udata *UData) error {
 		return qp.Close()
 	}
 	if qp.use.busy() {
-		return errorf(unix.EBUSY, "destroy QP %#x: %d multicast attachments or open handles", qp.qpn, qp.use.n.Load())
+		return qp.Device.recordFailure("destroy_qp", errorf(unix.EBUSY, "destroy QP %#x: %d multicast attachments or open handles", qp.qpn, qp.use.n.Load()))
 	}
 	if err := qp.Device.ops.DestroyQP(qp); err != nil {
-		return err
+		return qp.Device.recordFailure("destroy_qp", err)
 	}
 	qp.PD.use.dec()
 	for _, cq := range []*CQ{qp.SendCQ, qp.RecvCQ} {

@@ -37,6 +37,9 @@ type LoopbackConfig struct {
 	// Wrap, if set, wraps the link of device i (0 or 1) outermost, after
 	// the faults and the capture: a test's own injector.
 	Wrap func(i int, l link.Link) link.Link
+	// Recorders, if set, are the devices' recorders (emu.Config.Recorder):
+	// Recorders[i] sees device i (a coverage profile).
+	Recorders [2]emu.Recorder
 }
 
 // LoopbackSide is one emulated HCA of a Loopback.
@@ -108,7 +111,8 @@ func NewLoopback(cfg LoopbackConfig) (*Loopback, error) {
 				return [6]byte{}, unix.EHOSTUNREACH
 			}),
 			Device: emu.Config{Name: fmt.Sprintf("rxe%d", i), NetDev: emu.NetDev{Name: fmt.Sprintf("veth%d", i),
-				MAC: net.HardwareAddr(s.MAC[:]), MTU: mtu, Addrs: []netip.Addr{s.IP}}}})
+				MAC: net.HardwareAddr(s.MAC[:]), MTU: mtu, Addrs: []netip.Addr{s.IP}},
+				Recorder: cfg.Recorders[i]}})
 		if err != nil {
 			lb.Close()
 			return nil, fmt.Errorf("loopback: %w", err)

@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"math/bits"
 	"strings"
 
+	"github.com/softroce/softroce/coverage"
 	"github.com/softroce/softroce/qpstate"
 )
 
@@ -43,12 +45,16 @@ func runDot(e *env) error {
 		}
 		types = []qpstate.Type{t}
 	}
-	_, err = io.WriteString(stdout, dotGraph(types))
+	_, err = io.WriteString(stdout, dotGraph(types, nil))
 	return err
 }
 
-// dotGraph renders the state machine of the given QP types.
-func dotGraph(types []qpstate.Type) string {
+// dotGraph renders the state machine of the given QP types. With a
+// coverage report cov, each valid transition is labelled with the times
+// it was taken and drawn with a width growing with that count, an untaken
+// one is dashed, and the attempts at pairs outside the table are red
+// dotted edges labelled with their result (softroce coverage --dot).
+func dotGraph(types []qpstate.Type, cov *coverage.Report) string {
 	var b strings.Builder
 	name := "qp_states_all"
 	if len(types) == 1 {
@@ -58,10 +64,18 @@ func dotGraph(types []qpstate.Type) string {
 	b.WriteString("\trankdir=LR;\n\tnewrank=true;\n")
 	b.WriteString("\tlabelloc=t;\n")
 	title := "QP state machine (ib_modify_qp_is_ok)"
+	if cov != nil {
+		title = "QP transition coverage (ib_modify_qp_is_ok)"
+	}
 	if len(types) == 1 {
 		title += " for " + types[0].String()
 	}
-	fmt.Fprintf(&b, "\tlabel=%s;\n", dotQuote(title+"\nedge labels: attributes required besides IB_QP_STATE; hover for optional ones"))
+	legend := "edge labels: attributes required besides IB_QP_STATE; hover for optional ones"
+	if cov != nil {
+		legend = "edge labels: times taken, then the attributes required besides IB_QP_STATE;\n" +
+			"dashed: never taken; red dotted: attempts outside the table and their result"
+	}
+	fmt.Fprintf(&b, "\tlabel=%s;\n", dotQuote(title+"\n"+legend))
 	b.WriteString("\tnode [shape=ellipse, fontname=\"Helvetica\"];\n\tedge [fontname=\"Helvetica\", fontsize=10];\n")
 	for _, t := range types {
 		indent := "\t"
@@ -88,8 +102,29 @@ func dotGraph(types []qpstate.Type) string {
 				if opt != 0 {
 					tooltip = "optional: " + opt.ShortString()
 				}
-				fmt.Fprintf(&b, "%s%s%s -> %s%s [label=%s, tooltip=%s];\n", indent,
-					prefix, cur.Name(), prefix, next.Name(), dotQuote(label), dotQuote(tooltip))
+				style := ""
+				if cov != nil {
+					n, _ := cov.Taken(t, cur, next)
+					label = fmt.Sprintf("%d×\n%s", n, label)
+					if n == 0 {
+						style = ", style=dashed, color=gray50"
+					} else {
+						style = fmt.Sprintf(", penwidth=%d", 1+bits.Len64(n))
+					}
+				}
+				fmt.Fprintf(&b, "%s%s%s -> %s%s [label=%s, tooltip=%s%s];\n", indent,
+					prefix, cur.Name(), prefix, next.Name(), dotQuote(strings.TrimSuffix(label, "\n")), dotQuote(tooltip), style)
+			}
+		}
+		if cov != nil {
+			for _, a := range cov.Attempts(t) {
+				res := a.Errno
+				if res == "" {
+					res = "ok"
+				}
+				fmt.Fprintf(&b, "%s%s%s -> %s%s [label=%s, tooltip=%s, style=dotted, color=red, fontcolor=red, constraint=false];\n",
+					indent, prefix, a.Cur, prefix, a.Next, dotQuote(fmt.Sprintf("%d× %s", a.Count, res)),
+					dotQuote("outside the transition table"))
 			}
 		}
 		if len(types) > 1 {

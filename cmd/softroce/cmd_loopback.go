@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softroce/softroce/coverage"
 	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/oob"
@@ -47,6 +48,7 @@ type loopbackOpts struct {
 	pcap                        string
 	timeout                     time.Duration
 	qpTimeout                   uint
+	coverage                    string
 }
 
 // runLoopback is "softroce loopback": rxe0 (10.0.0.1) and rxe1 (10.0.0.2)
@@ -97,6 +99,7 @@ func runLoopback(e *env) error {
 		})
 	fs.StringVar(&o.pcap, "pcap", "", "write every frame (both directions) to the pcap `FILE`")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up when a wait for a completion lasts `DURATION` (default 10s; 1s for uc and ud with faults)")
+	fs.StringVar(&o.coverage, "coverage", "", "write the run's coverage profile (both devices) to `FILE` (read it with softroce coverage)")
 	fs.UintVar(&o.qpTimeout, "qp-timeout", 0, "RC local ACK timeout exponent `N`: 4.096µs·2^N (default 14, 10 with faults)")
 	operands, err := parseFlags(fs, args)
 	if err != nil {
@@ -166,18 +169,35 @@ func (o *loopbackOpts) run(stdout io.Writer) (err error) {
 		}()
 		cfg.Capture = bw
 	}
+	var cov *coverage.Collector
+	if o.coverage != "" {
+		cov = coverage.NewCollector()
+		for i := range cfg.Recorders {
+			cfg.Recorders[i] = cov.Recorder(fmt.Sprintf("rxe%d", i))
+		}
+	}
 	lb, err := workload.NewLoopback(cfg)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		// Counters are read before the devices go away; the report
-		// follows whatever the run printed, error or not.
+		// follows whatever the run printed, error or not, and so does
+		// the coverage profile.
 		var cs [2][]workload.Counter
 		cs[0], _ = workload.Counters(lb.A.Dev)
 		cs[1], _ = workload.Counters(lb.B.Dev)
+		if cov != nil {
+			cov.ReadCounters(lb.A.Dev)
+			cov.ReadCounters(lb.B.Dev)
+		}
 		lb.Close()
 		o.report(w, lb, cs)
+		if cov != nil {
+			if cerr := coverage.WriteFile(o.coverage, cov.Profile()); err == nil && cerr != nil {
+				err = cerr
+			}
+		}
 	}()
 	if m, perr := oob.ParsePingpongMode(o.test); perr == nil {
 		return o.pingpong(w, lb, m, mtu)

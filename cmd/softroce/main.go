@@ -2,8 +2,8 @@
 // around it: the real tools' workloads from an emulated HCA on a real
 // segment (pingpong, perf, rping), in-process runs with injected faults
 // (loopback), the device's attributes and counters (devinfo, stats), the
-// QP state machine (explain, dot), a RoCEv2 capture decoder (decode) and
-// a benchmark (bench).
+// QP state machine (explain, dot), what runs exercised of it (coverage), a
+// RoCEv2 capture decoder (decode) and a benchmark (bench).
 //
 // Each subcommand lives in its own file (cmd_NAME.go) and registers itself
 // with register, so the list printed by "softroce help" is the list of files.

@@ -88,6 +88,9 @@ func (r *device) post(q *cq, wc emu.WC, solicited bool) bool {
 		}
 		q.wcs = append(q.wcs, wc)
 	}
+	if rec := q.core.Device.Recorder(); rec != nil {
+		rec.Completion(wc.Opcode, wc.Status)
+	}
 	if q.notify&emu.CQNextComp != 0 || q.notify&emu.CQSolicited != 0 && solicited {
 		q.notify = 0
 		if q.core.CompHandler != nil {
