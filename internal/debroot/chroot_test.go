@@ -1,0 +1,152 @@
+package debroot
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softroce/softroce/internal/testenv"
+)
+
+var (
+	trixieOnce sync.Once
+	trixieTree *Tree
+	trixieErr  error
+)
+
+// trixie builds (or finds in the cache) the Debian 13 RDMA tree once per
+// test binary.
+func trixie(t *testing.T) *Tree {
+	t.Helper()
+	testenv.RequireRoot(t)
+	for _, tool := range []string{"apt-get", "apt-cache", "dpkg-deb", "dpkg-query", "unshare", "chroot"} {
+		_, err := exec.LookPath(tool)
+		testenv.Require(t, err == nil, tool+" is not installed")
+	}
+	trixieOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		trixieTree, trixieErr = Build(ctx, TrixieRDMA())
+	})
+	if trixieErr != nil {
+		t.Fatal(trixieErr)
+	}
+	return trixieTree
+}
+
+// emptySysfs returns a directory laid out as sysfs is on a host with
+// ib_uverbs loaded and no RDMA device: the uverbs class and its ABI
+// version, nothing else. mode is the directory's permission.
+func emptySysfs(t *testing.T, mode os.FileMode) string {
+	t.Helper()
+	dir := t.TempDir()
+	verbs := filepath.Join(dir, "class", "infiniband_verbs")
+	if err := os.MkdirAll(verbs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(verbs, "abi_version"), []byte("6\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestTrixieTreeHoldsDebian13Packages checks the tree is Debian 13's
+// userspace: the tree's dpkg database, read by the host's dpkg-query and
+// dpkg, gives rdma-core 56 and perftest 25 and says which package
+// installed each tool, and every recorded version is the one Build
+// reports.
+func TestTrixieTreeHoldsDebian13Packages(t *testing.T) {
+	tr := trixie(t)
+	for _, c := range []struct{ pkg, prefix string }{
+		{"ibverbs-utils", "56."},
+		{"ibverbs-providers", "56."},
+		{"libibverbs1", "56."},
+		{"librdmacm1t64", "56."},
+		{"rdmacm-utils", "56."},
+		{"perftest", "25."},
+		{"libc6", "2.41"},
+	} {
+		out, err := exec.Command("dpkg-query", "--root="+tr.Dir, "-W", "-f=${Version}", c.pkg).Output()
+		if err != nil {
+			t.Errorf("dpkg-query %s: %v", c.pkg, err)
+			continue
+		}
+		if v := string(out); !strings.HasPrefix(v, c.prefix) || v != tr.Versions[c.pkg] {
+			t.Errorf("%s is %q in the tree, Build reports %q; want %s*", c.pkg, v, tr.Versions[c.pkg], c.prefix)
+		}
+	}
+	for _, c := range []struct{ path, pkg string }{
+		{"/usr/bin/ibv_devices", "ibverbs-utils"},
+		{"/usr/bin/ib_write_bw", "perftest"},
+		{"/usr/bin/rping", "rdmacm-utils"},
+		{"/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "ibverbs-providers"},
+	} {
+		out, err := exec.Command("dpkg", "--root="+tr.Dir, "-S", c.path).Output()
+		if err != nil {
+			t.Errorf("dpkg -S %s: %v", c.path, err)
+			continue
+		}
+		// Multi-Arch: same packages are named with their architecture.
+		if want := regexp.MustCompile(`^` + regexp.QuoteMeta(c.pkg) + `(:amd64)?: ` + regexp.QuoteMeta(c.path) + "\n$"); !want.Match(out) {
+			t.Errorf("dpkg -S %s = %q, want %s", c.path, out, want)
+		}
+		if _, err := os.Stat(filepath.Join(tr.Dir, c.path)); err != nil {
+			t.Errorf("%s: %v", c.path, err)
+		}
+	}
+}
+
+// TestTrixieIbvDevicesRunsAsNobodyInChroot runs Debian 13's ibv_devices
+// chrooted into the tree as nobody, with a sysfs tree that has the uverbs
+// class and no device (what the daemon's tree looks like before a device
+// exists) bound in and named by SYSFS_PATH: it must start, load the
+// tree's libibverbs and print its header and no device. With the sysfs
+// directory closed to other users it must fail to find the uverbs class,
+// which shows it does not run as root.
+func TestTrixieIbvDevicesRunsAsNobodyInChroot(t *testing.T) {
+	tr := trixie(t)
+	header := regexp.MustCompile(`^\s+device\s+node GUID\n\s+------\s+----------------\n$`)
+	for _, c := range []struct {
+		name   string
+		mode   os.FileMode
+		wantOK bool
+	}{
+		{"readable sysfs", 0o755, true},
+		{"sysfs closed to nobody", 0o700, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd, err := tr.Command(ctx, []Bind{{Host: emptySysfs(t, c.mode), Path: "/run/sysfs"}}, "/usr/bin/ibv_devices")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Env = []string{"PATH=/usr/bin", "SYSFS_PATH=/run/sysfs"}
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err = cmd.Run()
+			t.Logf("stdout:\n%sstderr:\n%s", stdout.String(), stderr.String())
+			if c.wantOK {
+				if err != nil {
+					t.Fatalf("ibv_devices: %v", err)
+				}
+				if !header.MatchString(stdout.String()) {
+					t.Errorf("ibv_devices printed %q, want its header and no device", stdout.String())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(stderr.String(), "Failed to get IB devices list") {
+				t.Errorf("ibv_devices with an unreadable sysfs: %v, stderr %q; want it to fail to list devices", err, stderr.String())
+			}
+		})
+	}
+}
