@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +26,7 @@ var (
 func trixie(t *testing.T) *Tree {
 	t.Helper()
 	testenv.RequireRoot(t)
-	for _, tool := range []string{"apt-get", "apt-cache", "dpkg-deb", "dpkg-query", "unshare", "chroot"} {
+	for _, tool := range []string{"apt-get", "apt-cache", "dpkg-deb", "dpkg-query", "unshare", "chroot", "busybox"} {
 		_, err := exec.LookPath(tool)
 		testenv.Require(t, err == nil, tool+" is not installed")
 	}
@@ -126,11 +127,11 @@ func TestTrixieIbvDevicesRunsAsNobodyInChroot(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			cmd, err := tr.Command(ctx, []Bind{{Host: emptySysfs(t, c.mode), Path: "/run/sysfs"}}, "/usr/bin/ibv_devices")
+			cmd, err := tr.Command(ctx, []Bind{{Host: emptySysfs(t, c.mode), Path: "/run/sysfs"}},
+				[]string{"PATH=/usr/bin", "SYSFS_PATH=/run/sysfs"}, "/usr/bin/ibv_devices")
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd.Env = []string{"PATH=/usr/bin", "SYSFS_PATH=/run/sysfs"}
 			var stdout, stderr strings.Builder
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err = cmd.Run()
@@ -148,5 +149,97 @@ func TestTrixieIbvDevicesRunsAsNobodyInChroot(t *testing.T) {
 				t.Errorf("ibv_devices with an unreadable sysfs: %v, stderr %q; want it to fail to list devices", err, stderr.String())
 			}
 		})
+	}
+}
+
+// TestTrixieProgramsLoadHostPreloadAndSysfs checks the path a daemon on
+// the host will use to reach programs in the tree: a preload library
+// built on the host with the host's C compiler, and a sysfs tree, named
+// by host paths in LD_PRELOAD and SYSFS_PATH and mapped by HostPaths. The
+// library's constructor reports the uid it runs as, and trixie's
+// ibv_devices, as nobody in the chroot, must have loaded it and read the
+// sysfs tree (its header and no device).
+func TestTrixieProgramsLoadHostPreloadAndSysfs(t *testing.T) {
+	tr := trixie(t)
+	cc, err := exec.LookPath("gcc")
+	testenv.Require(t, err == nil, "gcc is not installed")
+	host := t.TempDir()
+	if err := os.Chmod(host, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(host, "probe.c")
+	const code = `#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void probe(void) {
+	fprintf(stderr, "preloaded uid=%d\n", (int)getuid());
+}
+`
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	so := filepath.Join(host, "libprobe.so")
+	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", so, src).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cc, err, out)
+	}
+	sysfs := emptySysfs(t, 0o755)
+	if err := os.Chmod(filepath.Dir(sysfs), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env, binds := HostPaths([]string{"PATH=/usr/bin", "LD_PRELOAD=" + so, "SYSFS_PATH=" + sysfs, "TERM=dumb"}, "LD_PRELOAD", "SYSFS_PATH")
+	if len(binds) != 2 || slices.Contains(env, "LD_PRELOAD="+so) || !slices.Contains(env, "TERM=dumb") {
+		t.Fatalf("HostPaths = %v, %v: want both paths mapped, the rest kept", env, binds)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd, err := tr.Command(ctx, binds, env, "/usr/bin/ibv_devices")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("ibv_devices: %v\nstderr: %s", err, stderr.String())
+	}
+	if want := "preloaded uid=65534\n"; stderr.String() != want {
+		t.Errorf("stderr %q, want the probe's %q", stderr.String(), want)
+	}
+	if !strings.Contains(stdout.String(), "node GUID") {
+		t.Errorf("stdout %q, want ibv_devices' header", stdout.String())
+	}
+}
+
+func TestHostPathsBindsEachDirectoryOnce(t *testing.T) {
+	env, binds := HostPaths([]string{
+		"LD_PRELOAD=/cache/softroce/lib.so",
+		"SYSFS_PATH=/run/user/1/softroce/rxe0/sysfs",
+		"SOFTROCE_SOCK=/run/user/1/softroce/rxe0/sock",
+		"HOME=/root",
+		"OTHER=relative/path",
+	}, "LD_PRELOAD", "SYSFS_PATH", "SOFTROCE_SOCK", "OTHER")
+	wantEnv := []string{
+		"LD_PRELOAD=/run/host/0/lib.so",
+		"SYSFS_PATH=/run/host/1/sysfs",
+		"SOFTROCE_SOCK=/run/host/1/sock",
+		"HOME=/root",
+		"OTHER=relative/path",
+	}
+	wantBinds := []Bind{{"/cache/softroce", "/run/host/0"}, {"/run/user/1/softroce/rxe0", "/run/host/1"}}
+	if !slices.Equal(env, wantEnv) || !slices.Equal(binds, wantBinds) {
+		t.Errorf("HostPaths = %v, %v; want %v, %v", env, binds, wantEnv, wantBinds)
+	}
+}
+
+func TestCommandRefusesBindsOutsideRun(t *testing.T) {
+	tr := &Tree{Dir: t.TempDir()}
+	for _, p := range []string{"/etc", "/run/../etc", "/runx/a", "relative", "/run/.softroce/busybox"} {
+		if _, err := tr.Command(context.Background(), []Bind{{Host: "/tmp", Path: p}}, nil, "/bin/true"); err == nil || !strings.Contains(err.Error(), "bind target") {
+			t.Errorf("Command with a bind at %s: %v, want a bind target error", p, err)
+		}
+	}
+	if _, err := tr.Command(context.Background(), nil, []string{"NOEQUALS"}, "/bin/true"); err == nil {
+		t.Error("Command accepted an environment entry without '='")
+	}
+	if _, err := tr.Command(context.Background(), nil, nil, "true"); err == nil {
+		t.Error("Command accepted a relative program path")
 	}
 }
