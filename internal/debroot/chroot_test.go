@@ -8,37 +8,19 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/softroce/softroce/internal/testenv"
 )
 
-var (
-	trixieOnce sync.Once
-	trixieTree *Tree
-	trixieErr  error
-)
-
-// trixie builds (or finds in the cache) the Debian 13 RDMA tree once per
-// test binary.
+// trixie returns the Debian 13 RDMA tree, built once per test binary.
 func trixie(t *testing.T) *Tree {
 	t.Helper()
-	testenv.RequireRoot(t)
-	for _, tool := range []string{"apt-get", "apt-cache", "dpkg-deb", "dpkg-query", "unshare", "chroot", "busybox"} {
-		_, err := exec.LookPath(tool)
-		testenv.Require(t, err == nil, tool+" is not installed")
-	}
-	trixieOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		trixieTree, trixieErr = Build(ctx, TrixieRDMA())
-	})
-	if trixieErr != nil {
-		t.Fatal(trixieErr)
-	}
-	return trixieTree
+	tr := ForTest(t, TrixieRDMA())
+	_, err := exec.LookPath("dpkg-query")
+	testenv.Require(t, err == nil, "dpkg-query is not installed")
+	return tr
 }
 
 // emptySysfs returns a directory laid out as sysfs is on a host with
