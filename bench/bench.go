@@ -36,7 +36,7 @@ import (
 
 // Row is one measurement next to its baseline.
 type Row struct {
-	// Group is the section: "wire", "inproc", "tap", "latency", "scale".
+	// Group is the section: "wire", "inproc", "tap", "latency", "scale", "udp".
 	Group string `json:"group"`
 	// Name says what was measured, e.g. "RC WRITE mtu=4096 msg=1MiB".
 	Name string `json:"name"`
@@ -116,6 +116,7 @@ var groups = []group{
 	{"inproc", runInproc},
 	{"scale", runScale},
 	{"tap", runTAP}, // also produces the "latency" rows
+	{"udp", runUDP},
 }
 
 // Run runs the selected measurements in order and returns their rows. A
@@ -123,7 +124,7 @@ var groups = []group{
 func Run(ctx context.Context, o Options) ([]Row, error) {
 	for _, name := range o.Groups {
 		if !slices.ContainsFunc(groups, func(g group) bool { return g.name == name }) {
-			return nil, fmt.Errorf("unknown group %q (want wire, inproc, scale or tap)", name)
+			return nil, fmt.Errorf("unknown group %q (want wire, inproc, scale, tap or udp)", name)
 		}
 	}
 	var rows []Row

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
-	"github.com/softroce/softroce/qpstate"
 )
 
 // benchWrite runs RC WRITEs of c over a fresh in-process pair for b.N
@@ -52,7 +52,7 @@ func BenchmarkRCWrite(b *testing.B) {
 // BenchmarkPingpong is the RC SEND 64 B round trip on a link.Pipe.
 func BenchmarkPingpong(b *testing.B) {
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU})
-	p, err := newPair(ea, eb, pipeMTU, qpstate.MTU1024)
+	p, err := newPair(ea, eb, pipeMTU, ib.MTU1024)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestUnknownGroup(t *testing.T) {
 // room for the runtime's own occasional allocations.
 func TestRCWriteAllocs(t *testing.T) {
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU, QueueLen: 1024})
-	p, err := newPair(ea, eb, pipeMTU, qpstate.MTU4096)
+	p, err := newPair(ea, eb, pipeMTU, ib.MTU4096)
 	if err != nil {
 		t.Fatal(err)
 	}

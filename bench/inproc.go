@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
-	"github.com/softroce/softroce/qpstate"
 )
 
 // pipeMTU is the netdev MTU of the in-process devices: room for a 4096-byte
@@ -16,16 +16,16 @@ const pipeMTU = 4200
 
 // writeCase is one RC WRITE configuration.
 type writeCase struct {
-	mtu   qpstate.MTU
+	mtu   ib.MTU
 	msg   int
 	depth int // messages outstanding
 }
 
 var writeCases = []writeCase{
-	{qpstate.MTU1024, 64 << 10, 16},
-	{qpstate.MTU1024, 1 << 20, 4},
-	{qpstate.MTU4096, 64 << 10, 16},
-	{qpstate.MTU4096, 1 << 20, 4},
+	{ib.MTU1024, 64 << 10, 16},
+	{ib.MTU1024, 1 << 20, 4},
+	{ib.MTU4096, 64 << 10, 16},
+	{ib.MTU4096, 1 << 20, 4},
 }
 
 func sizeName(n int) string {
@@ -123,7 +123,7 @@ func runInproc(ctx context.Context, o *Options) ([]Row, error) {
 		name := fmt.Sprintf("RC WRITE mtu=%d msg=%s", c.mtu.Bytes(), sizeName(c.msg))
 		r := Row{Group: "inproc", Name: name, Value: w, Unit: "Gb/s",
 			Baseline: "copy", BaseValue: b, BaseUnit: "Gb/s", Ratio: ratio(w, b)}
-		if c.mtu == qpstate.MTU4096 {
+		if c.mtu == ib.MTU4096 {
 			r = r.atLeast(0.25)
 			r.Target += ", >= 8 Gb/s"
 			r.Detail = "8 Gb/s: MISS"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 )
@@ -18,7 +19,7 @@ import (
 // peer is one emulated rxe device with a PD, a CQ and one RC QP.
 type peer struct {
 	dev   *emu.Device
-	r     *rxe.Dev
+	r     *rxe.Device
 	pd    *emu.PD
 	cq    *emu.CQ
 	qp    *emu.QP
@@ -39,7 +40,7 @@ func newPeer(i byte, l link.Link, mtu int) (*peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.dev, p.r = dev, rxe.Of(dev)
+	p.dev, p.r = dev.Device, dev
 	if p.pd, err = dev.AllocPD(0); err != nil {
 		return nil, errors.Join(err, p.close())
 	}
@@ -64,19 +65,19 @@ func newPeer(i byte, l link.Link, mtu int) (*peer, error) {
 func (p *peer) close() error { return p.r.Close() }
 
 // rcAccess is what the benchmark QPs allow their peer.
-const rcAccess = qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead
+const rcAccess = ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRead
 
 // connect walks p's QP RESET→INIT→RTR→RTS towards the QP dqpn of the
 // device at ip/mac, with path MTU mtu.
-func connectQP(qp *emu.QP, mtu qpstate.MTU, ip netip.Addr, mac [6]byte, dqpn uint32) error {
+func connectQP(qp *emu.QP, mtu ib.MTU, ip netip.Addr, mac [6]byte, dqpn uint32) error {
 	a := qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: rcAccess}
 	if err := qp.Modify(&a, qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags); err != nil {
 		return err
 	}
 	a = qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: mtu, DestQPNum: dqpn, RQPSN: 0,
 		MaxDestRdAtomic: 1, MinRNRTimer: 1,
-		AHAttr: qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: mac,
-			GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(ip), SGIDIndex: 1, HopLimit: 64}}}
+		AHAttr: ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH, DMAC: mac,
+			GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(ip), SGIDIndex: 1, HopLimit: 64}}}
 	if err := qp.Modify(&a, qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|
 		qpstate.AttrRQPSN|qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer); err != nil {
 		return err
@@ -92,7 +93,7 @@ type pair struct{ a, b *peer }
 
 // newPair makes two devices on la and lb (the two ends of one wire) and
 // connects their RC QPs with path MTU mtu; devMTU is the netdev MTU.
-func newPair(la, lb link.Link, devMTU int, mtu qpstate.MTU) (*pair, error) {
+func newPair(la, lb link.Link, devMTU int, mtu ib.MTU) (*pair, error) {
 	a, err := newPeer(1, la, devMTU)
 	if err != nil {
 		return nil, err
@@ -102,10 +103,10 @@ func newPair(la, lb link.Link, devMTU int, mtu qpstate.MTU) (*pair, error) {
 		return nil, errors.Join(err, a.close())
 	}
 	p := &pair{a, b}
-	if err := connectQP(a.qp, mtu, b.ip, b.mac, b.qp.QPNum); err != nil {
+	if err := connectQP(a.qp, mtu, b.ip, b.mac, b.qp.QPNum()); err != nil {
 		return nil, errors.Join(err, p.close())
 	}
-	if err := connectQP(b.qp, mtu, a.ip, a.mac, a.qp.QPNum); err != nil {
+	if err := connectQP(b.qp, mtu, a.ip, a.mac, a.qp.QPNum()); err != nil {
 		return nil, errors.Join(err, p.close())
 	}
 	return p, nil
@@ -179,7 +180,7 @@ func (p *pair) newWriter(msg int) (*writer, error) {
 		return nil, errors.Join(err, smr.Dereg())
 	}
 	return &writer{smr: smr, dmr: dmr, wr: []emu.SendWR{{Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: saddr, Length: uint32(msg), LKey: smr.LKey}}, RemoteAddr: daddr, RKey: dmr.RKey}}}, nil
+		SGList: []emu.SGE{{Addr: saddr, Length: uint32(msg), LKey: smr.LKey()}}, RemoteAddr: daddr, RKey: dmr.RKey()}}}, nil
 }
 
 func (w *writer) close() error { return errors.Join(w.smr.Dereg(), w.dmr.Dereg()) }
@@ -266,7 +267,7 @@ func (p *pair) pingpong(size, iters int) ([]time.Duration, error) {
 		if err != nil {
 			return side{}, err
 		}
-		sge := emu.SGE{Addr: addr, Length: uint32(size), LKey: mr.LKey}
+		sge := emu.SGE{Addr: addr, Length: uint32(size), LKey: mr.LKey()}
 		return side{x, sge, []emu.RecvWR{{SGList: []emu.SGE{sge}}}, make([]emu.WC, 4)}, nil
 	}
 	a, err := mk(p.a)

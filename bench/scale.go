@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 )
@@ -50,7 +51,7 @@ func runScale(ctx context.Context, o *Options) ([]Row, error) {
 	peerMAC := [6]byte{2, 0, 0, 0, 0, 2}
 	peerIP := p.ip.Next()
 	for i, q := range qps {
-		if err := connectQP(q, qpstate.MTU1024, peerIP, peerMAC, uint32(0x100+i)); err != nil {
+		if err := connectQP(q, ib.MTU1024, peerIP, peerMAC, uint32(0x100+i)); err != nil {
 			return nil, errors.Join(fmt.Errorf("connect QP %d: %w", i, err), destroyAll(qps))
 		}
 	}

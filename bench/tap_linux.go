@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
-	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/tap"
 	"github.com/vishvananda/netns"
 )
@@ -161,11 +161,11 @@ func runTAP(ctx context.Context, o *Options) ([]Row, error) {
 
 func tapMeasure(ctx context.Context, o *Options, ns *benchNS) ([]Row, error) {
 	rc := make([]float64, len(writeCases))
-	raw := map[qpstate.MTU]float64{}
+	raw := map[ib.MTU]float64{}
 	var mallocs, frames uint64
 	var ms runtime.MemStats
 	for range o.rounds() {
-		for _, mtu := range []qpstate.MTU{qpstate.MTU1024, qpstate.MTU4096} {
+		for _, mtu := range []ib.MTU{ib.MTU1024, ib.MTU4096} {
 			ta, tb, err := ns.openTAPs()
 			if err != nil {
 				return nil, err
@@ -321,7 +321,7 @@ func tapLatency(o *Options, ns *benchNS) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := newPair(ta, tb, tapMTU, qpstate.MTU1024)
+	p, err := newPair(ta, tb, tapMTU, ib.MTU1024)
 	if err != nil {
 		ta.Close()
 		tb.Close()

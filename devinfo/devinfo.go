@@ -11,7 +11,7 @@ import (
 	"net/netip"
 
 	"github.com/softroce/softroce/emu"
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 )
 
 // Strings of ibv_devinfo for the enums it prints.
@@ -50,7 +50,7 @@ func atomicCapStr(c int) string {
 	return "invalid atomic capability"
 }
 
-func mtuStr(m qpstate.MTU) string {
+func mtuStr(m ib.MTU) string {
 	if m.IsValid() {
 		return fmt.Sprint(m.Bytes())
 	}
@@ -161,7 +161,7 @@ func fwVerStr(v uint64) string {
 // other as eight groups of four hex digits; on Ethernet the type follows.
 func gidLine(e emu.GIDEntry, ll emu.LinkLayer) string {
 	var s, typ string
-	if e.Type == qpstate.GIDTypeRoCEv2 {
+	if e.Type == ib.GIDTypeRoCEv2 {
 		a := netip.AddrFrom16(e.GID)
 		if a.Is4In6() {
 			s = "::ffff:" + a.Unmap().String()

@@ -1,21 +1,23 @@
 package emu
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
 // AH is struct ib_ah, an address handle for UD sends.
 type AH struct {
-	Device *Device            // the device the AH was created on (ib_ah.device)
-	PD     *PD                // the protection domain the AH belongs to (ib_ah.pd)
-	Type   qpstate.AHAttrType // address type, RDMA_AH_ATTR_TYPE_* (ib_ah.type)
+	Device *Device       // the device the AH was created on (ib_ah.device)
+	PD     *PD           // the protection domain the AH belongs to (ib_ah.pd)
+	Type   ib.AHAttrType // address type, RDMA_AH_ATTR_TYPE_* (ib_ah.type)
 	// SGID is the source GID entry the AH was validated against.
 	SGID GIDEntry
-	Priv any // the driver's state
+
+	priv any // the driver's state
 }
 
 // unwrapErrno returns the errno err wraps, EINVAL if none.
@@ -30,14 +32,14 @@ func unwrapErrno(err error) unix.Errno {
 // checkAHAttr applies rdma_check_ah_attr and the SGID lookup: the port
 // must exist, a RoCE-type AH or a GRH-required port needs IB_AH_GRH, and
 // the SGID slot must exist (EINVAL) and be filled (ENODATA).
-func (d *Device) checkAHAttr(a *qpstate.AHAttr) error {
+func (d *Device) checkAHAttr(a *ib.AHAttr) error {
 	if !d.IsPortValid(a.PortNum) {
 		return errorf(unix.EINVAL, "address: port %d does not exist", a.PortNum)
 	}
-	if (a.Type == qpstate.AHAttrTypeRoCE || d.IsGRHRequired(a.PortNum)) && a.AHFlags&qpstate.AHGRH == 0 {
+	if (a.Type == ib.AHAttrTypeRoCE || d.IsGRHRequired(a.PortNum)) && a.AHFlags&ib.AHGRH == 0 {
 		return errorf(unix.EINVAL, "address on port %d: IB_AH_GRH is required", a.PortNum)
 	}
-	if a.AHFlags&qpstate.AHGRH != 0 {
+	if a.AHFlags&ib.AHGRH != 0 {
 		if _, err := d.QueryGID(a.PortNum, int(a.GRH.SGIDIndex)); err != nil {
 			return err
 		}
@@ -48,7 +50,7 @@ func (d *Device) checkAHAttr(a *qpstate.AHAttr) error {
 // resolveDMAC fills a.DMAC for a RoCE address like a userspace AH
 // (ib_resolve_eth_dmac): multicast DGIDs map arithmetically, unicast ones
 // go through the Resolver, whose hop limit replaces the GRH's.
-func (d *Device) resolveDMAC(a *qpstate.AHAttr) error {
+func (d *Device) resolveDMAC(a *ib.AHAttr) error {
 	dgid := GID(a.GRH.DGID)
 	if dgid.IsMulticast() {
 		a.DMAC = MulticastMAC(dgid)
@@ -57,15 +59,14 @@ func (d *Device) resolveDMAC(a *qpstate.AHAttr) error {
 	if d.cfg.Resolver == nil {
 		return errorf(unix.EHOSTUNREACH, "resolve %v: no address resolver configured", dgid)
 	}
-	sg, err := d.QueryGID(a.PortNum, int(a.GRH.SGIDIndex))
-	if err != nil {
+	if _, err := d.QueryGID(a.PortNum, int(a.GRH.SGIDIndex)); err != nil {
 		return err
 	}
-	mac, hop, err := d.cfg.Resolver.ResolveDMAC(sg.GID, dgid)
+	mac, err := d.cfg.Resolver.Resolve(context.Background(), dgid.Addr())
 	if err != nil {
 		return errorf(unwrapErrno(err), "resolve %v: %v", dgid, err)
 	}
-	a.DMAC, a.GRH.HopLimit = mac, hop
+	a.DMAC, a.GRH.HopLimit = mac, routeHopLimit
 	return nil
 }
 
@@ -82,7 +83,7 @@ func MulticastMAC(g GID) [6]byte {
 // CreateAH creates an address handle for a kernel caller (rdma_create_ah):
 // the attribute is validated; the destination MAC must already be
 // resolved.
-func (pd *PD) CreateAH(attr *qpstate.AHAttr) (*AH, error) {
+func (pd *PD) CreateAH(attr *ib.AHAttr) (*AH, error) {
 	return pd.createAH(attr, nil)
 }
 
@@ -90,25 +91,25 @@ func (pd *PD) CreateAH(attr *qpstate.AHAttr) (*AH, error) {
 // (rdma_create_user_ah): like CreateAH, and for RoCE the destination MAC
 // is resolved (multicast arithmetically, unicast through the Resolver,
 // whose route hop limit replaces attr's).
-func (pd *PD) CreateUserAH(attr *qpstate.AHAttr, udata *UData) (*AH, error) {
+func (pd *PD) CreateUserAH(attr *ib.AHAttr, udata *UData) (*AH, error) {
 	if udata == nil {
 		udata = &UData{}
 	}
 	return pd.createAH(attr, udata)
 }
 
-func (pd *PD) createAH(attr *qpstate.AHAttr, udata *UData) (*AH, error) {
+func (pd *PD) createAH(attr *ib.AHAttr, udata *UData) (*AH, error) {
 	d := pd.Device
 	if err := d.checkAHAttr(attr); err != nil {
 		return nil, errorf(unwrapErrno(err), "create AH: %v", err)
 	}
-	if udata != nil && d.ProtocolRoCE(attr.PortNum) {
+	if udata != nil && d.protocolRoCE(attr.PortNum) {
 		if err := d.resolveDMAC(attr); err != nil {
 			return nil, err
 		}
 	}
 	ah := &AH{Device: d, PD: pd, Type: attr.Type}
-	if attr.AHFlags&qpstate.AHGRH != 0 {
+	if attr.AHFlags&ib.AHGRH != 0 {
 		ah.SGID, _ = d.QueryGID(attr.PortNum, int(attr.GRH.SGIDIndex))
 	}
 	if err := d.ops.CreateAH(ah, attr, udata); err != nil {
@@ -120,7 +121,7 @@ func (pd *PD) createAH(attr *qpstate.AHAttr, udata *UData) (*AH, error) {
 
 // Modify changes the AH's address (rdma_modify_ah): the type must not
 // change (EINVAL); a driver without modify_ah gives EOPNOTSUPP.
-func (ah *AH) Modify(attr *qpstate.AHAttr) error {
+func (ah *AH) Modify(attr *ib.AHAttr) error {
 	if attr.Type != ah.Type {
 		return errorf(unix.EINVAL, "modify AH: type %v cannot become %v", ah.Type, attr.Type)
 	}
@@ -135,10 +136,10 @@ func (ah *AH) Modify(attr *qpstate.AHAttr) error {
 }
 
 // Query returns the AH's address (rdma_query_ah).
-func (ah *AH) Query() (qpstate.AHAttr, error) {
+func (ah *AH) Query() (ib.AHAttr, error) {
 	m, ok := ah.Device.ops.(AHModifier)
 	if !ok {
-		return qpstate.AHAttr{}, errorf(unix.EOPNOTSUPP, "query AH: driver has no query_ah")
+		return ib.AHAttr{}, errorf(unix.EOPNOTSUPP, "query AH: driver has no query_ah")
 	}
 	return m.QueryAH(ah)
 }
@@ -238,15 +239,15 @@ func netTypeOf(hdr *[GRHSize]byte) NetworkType {
 // packet was sent to must be in the table; the reply GRH takes the
 // received source GID, flow label and traffic class, hop limit 0xFF, and
 // the MAC is resolved as for a user AH.
-func (d *Device) InitAHAttrFromWC(port uint32, wc *WC, grh *[GRHSize]byte) (qpstate.AHAttr, error) {
-	var a qpstate.AHAttr
+func (d *Device) InitAHAttrFromWC(port uint32, wc *WC, grh *[GRHSize]byte) (ib.AHAttr, error) {
+	var a ib.AHAttr
 	if !d.IsPortValid(port) {
 		return a, errorf(unix.EINVAL, "AH from WC: port %d does not exist", port)
 	}
-	a.Type = d.AHFindType(port)
+	a.Type = d.ahFindType(port)
 	a.SL = wc.SL
 	a.PortNum = port
-	if !d.ProtocolRoCE(port) {
+	if !d.protocolRoCE(port) {
 		a.AHFlags = 0
 		if wc.WCFlags&WCGRH != 0 {
 			return a, errorf(unix.EOPNOTSUPP, "AH from WC: InfiniBand ports are not emulated")
@@ -264,17 +265,17 @@ func (d *Device) InitAHAttrFromWC(port uint32, wc *WC, grh *[GRHSize]byte) (qpst
 	if err != nil {
 		return a, err
 	}
-	gt := qpstate.GIDTypeRoCEv2
+	gt := ib.GIDTypeRoCEv2
 	if nt == NetworkRoCEv1 {
-		gt = qpstate.GIDTypeRoCE
+		gt = ib.GIDTypeRoCE
 	}
 	local, err := d.FindGID(dgid, gt, port)
 	if err != nil {
 		return a, err
 	}
 	flow := binary.BigEndian.Uint32(grh[0:4])
-	a.AHFlags = qpstate.AHGRH
-	a.GRH = qpstate.GlobalRoute{DGID: sgid, FlowLabel: flow & 0xFFFFF, SGIDIndex: uint8(local.Index),
+	a.AHFlags = ib.AHGRH
+	a.GRH = ib.GlobalRoute{DGID: sgid, FlowLabel: flow & 0xFFFFF, SGIDIndex: uint8(local.Index),
 		HopLimit: 0xFF, TrafficClass: uint8(flow >> 20)}
 	if err := d.resolveDMAC(&a); err != nil {
 		return a, err

@@ -5,7 +5,12 @@
 // machine), reference counts and destroy rules, the GID table and events,
 // and it calls a DeviceOps implementation (struct ib_device_ops) for
 // everything a driver does. Package emu/rxe is that driver: an emulated
-// device behaving like the kernel's rxe.
+// device behaving like the kernel's rxe; rxe.New returns the device and
+// its Close removes it. Drivers reach the core through package
+// emu/internal/driver, users never need to; the kernel's helpers that only
+// mirror ib_verbs.h one to one are in package emu/kverbs, the vocabulary
+// shared with the QP state machine (access flags, MTU, AH attributes) in
+// package ib.
 //
 // Every error wraps the kernel's errno (errors.Is(err, unix.EBUSY)) with
 // the call and the reason in its message. Nothing here reads the wall
@@ -14,6 +19,7 @@
 package emu
 
 import (
+	"context"
 	"iter"
 	"net"
 	"net/netip"
@@ -67,25 +73,40 @@ type Config struct {
 	Resolver Resolver
 }
 
-// Resolver resolves the Ethernet address for a destination GID from a
-// source GID, as the kernel's rdma_addr_find_l2_eth_by_grh does through the
-// routing table and neighbour cache. It returns the MAC and the route's hop
-// limit.
+// Resolver answers which MAC has an IP address: the neighbour layer (ARP,
+// ND) of the host a device is bound to, as the kernel's
+// rdma_addr_find_l2_eth_by_grh asks it. It is the one shape every layer
+// takes: the device resolves user AHs and user modifies with it, the driver
+// its per-packet destinations, workload and rdmacm their address vectors.
 type Resolver interface {
-	// ResolveDMAC returns the MAC and hop limit for dgid, seen from sgid.
-	ResolveDMAC(sgid, dgid GID) (mac [6]byte, hopLimit uint8, err error)
+	// Resolve returns the Ethernet address of ip (IPv4 unmapped). It may
+	// send requests and wait until ctx ends; with an already cancelled
+	// ctx it answers from its cache only (a miss may start a resolution
+	// in the background and fails).
+	Resolve(ctx context.Context, ip netip.Addr) ([6]byte, error)
 }
 
-// Device is an RDMA device: the Go counterpart of struct ib_device. It is
-// created by a driver (emu/rxe.New) through NewDevice and used through its
-// methods and the objects they create. It is safe for concurrent use.
+// ResolverFunc adapts a function to a Resolver.
+type ResolverFunc func(ctx context.Context, ip netip.Addr) ([6]byte, error)
+
+// Resolve calls f(ctx, ip).
+func (f ResolverFunc) Resolve(ctx context.Context, ip netip.Addr) ([6]byte, error) { return f(ctx, ip) }
+
+// routeHopLimit is the hop limit of a resolved unicast route: the default
+// IPv4 TTL and IPv6 hop limit (64) that rdma_addr_find_l2_eth_by_grh
+// reports for a route without its own.
+const routeHopLimit = 64
+
+// Device is an RDMA device: the Go counterpart of struct ib_device. A
+// driver creates it (emu/rxe.New, whose rxe.Device embeds it and removes
+// it with Close); it is used through its methods and the objects they
+// create. It is safe for concurrent use.
 type Device struct {
 	name   string
 	ops    DeviceOps
 	cfg    Config
 	clock  clock.Clock
 	mapper *dma.Mapper
-	node   *DevNode
 
 	mu        sync.Mutex
 	cond      *sync.Cond
@@ -98,11 +119,12 @@ type Device struct {
 	clientDat map[*Client]any
 }
 
-// NewDevice registers a device driven by ops (ib_alloc_device +
+// newDevice registers a device driven by ops (ib_alloc_device +
 // ib_register_device): it reads the port's immutable data, builds the GID
 // table from the netdev's addresses and returns the device with one
-// reference held by its registration.
-func NewDevice(ops DeviceOps, cfg Config) (*Device, error) {
+// reference held by its registration. Drivers reach it through package
+// emu/internal/driver.
+func newDevice(ops DeviceOps, cfg Config) (*Device, error) {
 	if cfg.Name == "" {
 		cfg.Name = "rxe0"
 	}
@@ -124,7 +146,6 @@ func NewDevice(ops DeviceOps, cfg Config) (*Device, error) {
 	d := &Device{name: cfg.Name, ops: ops, cfg: cfg, clock: cfg.Clock, netdev: cfg.NetDev,
 		mapper: dma.NewMapper(cfg.Memory, cfg.DMA), refs: 1, clientDat: map[*Client]any{}}
 	d.cond = sync.NewCond(&d.mu)
-	d.node = &DevNode{Name: cfg.Name, ibdev: d}
 	imm, err := ops.PortImmutable(1)
 	if err != nil {
 		return nil, err
@@ -137,9 +158,6 @@ func NewDevice(ops DeviceOps, cfg Config) (*Device, error) {
 // Name returns the device name (ib_device.name).
 func (d *Device) Name() string { return d.name }
 
-// Ops returns the driver's operations (ib_device.ops).
-func (d *Device) Ops() DeviceOps { return d.ops }
-
 // Clock returns the device's clock.
 func (d *Device) Clock() clock.Clock { return d.clock }
 
@@ -147,7 +165,9 @@ func (d *Device) Clock() clock.Clock { return d.clock }
 // device (package emu/dma).
 func (d *Device) DMA() *dma.Mapper { return d.mapper }
 
-// Memory returns the address space SGE addresses refer to.
+// Memory returns the device's address space: every buffer an MR registers
+// (PD.RegUserMR's start) is allocated there, and the data of completed
+// receives, READs and WRITEs is read back from there.
 func (d *Device) Memory() *dma.Memory { return d.cfg.Memory }
 
 // NetDev returns a copy of the bound interface's current state.
@@ -161,6 +181,22 @@ func (d *Device) NetDev() NetDev {
 
 // Resolver returns the configured MAC resolver (nil if none).
 func (d *Device) Resolver() Resolver { return d.cfg.Resolver }
+
+// TakeMADLayer makes the caller the device's MAD layer, as ib_mad's
+// ib_mad_port_open is on a running kernel: the next GSI QP created (by a
+// kernel consumer, QP.Modify without udata) takes the QP the device
+// reserved for that layer and receives what arrives for QPN 1. Package
+// rdmacm's CM uses it to run the Communication Manager on the device. On
+// rxe it fails with EINVAL on a device made with Config.NoMADLayer (create
+// the GSI QP directly there) and with EBUSY once taken; a driver without a
+// MAD layer of its own gives EOPNOTSUPP.
+func (d *Device) TakeMADLayer() error {
+	t, ok := d.ops.(MADLayerTaker)
+	if !ok {
+		return errorf(unix.EOPNOTSUPP, "take MAD layer: the driver keeps no GSI QP for a MAD layer")
+	}
+	return t.TakeMADLayer()
+}
 
 // TryGet takes a reference on the device unless it is being unregistered
 // and reports whether it did (ib_device_try_get). Each successful TryGet is
@@ -183,10 +219,10 @@ func (d *Device) Put() {
 	d.mu.Unlock()
 }
 
-// Unregister removes the device (ib_unregister_device): TryGet fails from
+// unregister removes the device (ib_unregister_device): TryGet fails from
 // now on, clients are removed, and it waits until every reference taken by
-// TryGet has been put.
-func (d *Device) Unregister() {
+// TryGet has been put. The driver calls it when the device goes away.
+func (d *Device) unregister() {
 	d.mu.Lock()
 	if d.gone {
 		d.mu.Unlock()
@@ -261,10 +297,10 @@ func (d *Device) RegisterEventHandler(h func(Event)) {
 	d.mu.Unlock()
 }
 
-// Dispatch delivers ev to its object's handler, or, for device and port
+// dispatch delivers ev to its object's handler, or, for device and port
 // events, to every registered handler (ib_dispatch_event). Drivers call it
 // outside their locks.
-func (d *Device) Dispatch(ev Event) {
+func (d *Device) dispatch(ev Event) {
 	ev.Device = d
 	switch {
 	case ev.QP != nil:
@@ -339,38 +375,6 @@ func (d *Device) SetClientData(c *Client, data any) {
 	d.clientDat[c] = data
 }
 
-// DevNode is the Go stand-in for the struct device embedded in an
-// ib_device (what sysfs and the driver core see). RDMADeviceToIBDev and
-// RDMADeviceToDrvDevice turn it back into the device, as the kernel's
-// container_of helpers do.
-type DevNode struct {
-	Name  string // the device name, e.g. "rxe0" (dev_name of ib_device.dev)
-	ibdev *Device
-}
-
-// Node returns the device's struct device stand-in.
-func (d *Device) Node() *DevNode { return d.node }
-
-// RDMADeviceToIBDev returns the Device a DevNode belongs to
-// (rdma_device_to_ibdev).
-func RDMADeviceToIBDev(n *DevNode) *Device { return n.ibdev }
-
-// RDMADeviceToDrvDevice returns the driver's own device structure behind a
-// DevNode when the driver is of type T (rdma_device_to_drv_device, which is
-// container_of to the driver's struct): the DeviceOps value, asserted to T.
-func RDMADeviceToDrvDevice[T any](n *DevNode) (T, bool) {
-	t, ok := n.ibdev.ops.(T)
-	return t, ok
-}
-
-// NUMANoNode is NUMA_NO_NODE.
-const NUMANoNode = -1
-
-// IBDevToNode returns the NUMA node of the device's parent device
-// (ibdev_to_node). A software device has no parent bus device, so it is
-// NUMANoNode.
-func IBDevToNode(d *Device) int { return NUMANoNode }
-
 // RDMANetdev is the Go stand-in for struct rdma_netdev: the offload hooks
 // an upper-layer netdev (IPoIB) gets from a device that accelerates it.
 type RDMANetdev struct {
@@ -402,7 +406,7 @@ func (d *Device) AllocRDMANetdev(port uint32) (*RDMANetdev, error) {
 // StartPort returns the first port number (rdma_start_port): 0 for a
 // switch, else 1.
 func (d *Device) StartPort() uint32 {
-	if d.CapIBSwitch() {
+	if d.ops.QueryDevice().IsSwitch {
 		return 0
 	}
 	return 1
@@ -411,7 +415,7 @@ func (d *Device) StartPort() uint32 {
 // EndPort returns the last port number (rdma_end_port): 0 for a switch,
 // else the physical port count.
 func (d *Device) EndPort() uint32 {
-	if d.CapIBSwitch() {
+	if d.ops.QueryDevice().IsSwitch {
 		return 0
 	}
 	return uint32(d.ops.QueryDevice().PhysPortCnt)
@@ -437,9 +441,9 @@ func (d *Device) IsPortValid(port uint32) bool {
 // qpstate re-exports used in signatures.
 var _ = qpstate.StateReset
 
-// SetNetDevLink records the bound interface going up (with carrier) or
-// down; drivers call it from their link notifier.
-func (d *Device) SetNetDevLink(up bool) {
+// setNetDevLink records the bound interface going up (with carrier) or
+// down; drivers call it from their link notifier (rxe.Device.SetLink).
+func (d *Device) setNetDevLink(up bool) {
 	d.mu.Lock()
 	d.netdev.Down, d.netdev.NoCarrier = !up, false
 	d.mu.Unlock()

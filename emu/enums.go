@@ -1,7 +1,6 @@
 package emu
 
 import (
-	"fmt"
 	"strconv"
 )
 
@@ -423,13 +422,6 @@ const (
 	DefaultPKey      = 0xFFFF     // default (full) P_Key
 	GSIQKey          = 0x80010000 // IB_QP1_QKEY
 	MgmtMADSize      = 256        // IB_MGMT_MAD_SIZE
-	RoCEv2UDPDport   = 4791       // ROCE_V2_UDP_DPORT
 	PermissiveLID    = 0xFFFF     // IB_LID_PERMISSIVE
 	MulticastLIDBase = 0xC000     // IB_MULTICAST_LID_BASE
 )
-
-// errorf builds an error whose message carries context and which unwraps
-// to errno.
-func errorf(errno error, format string, args ...any) error {
-	return fmt.Errorf(format+": %w", append(args, errno)...)
-}

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softroce/softroce/emu/dma"
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
@@ -69,11 +69,9 @@ type PD struct {
 	LocalDMALKey uint32
 	// UnsafeGlobalRKey is that MR's rkey with PDUnsafeGlobalRKey, else 0.
 	UnsafeGlobalRKey uint32
-	// Priv is the driver's state.
-	Priv any
-
-	use      usecnt
-	internal *MR
+	priv             any // the driver's state
+	use              usecnt
+	internal         *MR
 }
 
 // AllocPD allocates a protection domain (ib_alloc_pd) and, because the
@@ -84,9 +82,9 @@ func (d *Device) AllocPD(flags PDFlags) (*PD, error) {
 	if err := d.ops.AllocPD(pd); err != nil {
 		return nil, err
 	}
-	access := qpstate.AccessLocalWrite
+	access := ib.AccessLocalWrite
 	if flags&PDUnsafeGlobalRKey != 0 {
-		access |= qpstate.AccessRemoteRead | qpstate.AccessRemoteWrite
+		access |= ib.AccessRemoteRead | ib.AccessRemoteWrite
 	}
 	mr := &MR{Device: d, PD: pd, Type: MRTypeDMA, Access: access}
 	if err := d.ops.GetDMAMR(mr, access); err != nil {
@@ -94,9 +92,9 @@ func (d *Device) AllocPD(flags PDFlags) (*PD, error) {
 		return nil, err
 	}
 	pd.internal = mr
-	pd.LocalDMALKey = mr.LKey
+	pd.LocalDMALKey = mr.lkey
 	if flags&PDUnsafeGlobalRKey != 0 {
-		pd.UnsafeGlobalRKey = mr.RKey
+		pd.UnsafeGlobalRKey = mr.rkey
 	}
 	return pd, nil
 }
@@ -150,9 +148,9 @@ type SendWR struct {
 	RemoteQKey uint32 // Q_Key sent in the DETH (ud_wr.remote_qkey)
 
 	// REG_MR (struct ib_reg_wr): MR, the new Key and Access.
-	MR     *MR                 // MR to register (ib_reg_wr.mr)
-	Key    uint32              // new lkey/rkey of the MR (ib_reg_wr.key), or new rkey of the MW
-	Access qpstate.AccessFlags // IB_ACCESS_* rights of the registration (ib_reg_wr.access)
+	MR     *MR            // MR to register (ib_reg_wr.mr)
+	Key    uint32         // new lkey/rkey of the MR (ib_reg_wr.key), or new rkey of the MW
+	Access ib.AccessFlags // IB_ACCESS_* rights of the registration (ib_reg_wr.access)
 
 	// BIND_MW (struct ib_bind_mw_wr): MW, its new RKey in Key, and Bind.
 	MW   *MW    // MW to bind
@@ -161,10 +159,10 @@ type SendWR struct {
 
 // MWBind is struct ib_mw_bind_info.
 type MWBind struct {
-	MR     *MR                 // MR the window is bound into (mr)
-	Addr   uint64              // start of the window, in the MR's address space (addr)
-	Length uint64              // window length in bytes (length)
-	Access qpstate.AccessFlags // IB_ACCESS_REMOTE_* rights of the window (mw_access_flags)
+	MR     *MR            // MR the window is bound into (mr)
+	Addr   uint64         // start of the window, in the MR's address space (addr)
+	Length uint64         // window length in bytes (length)
+	Access ib.AccessFlags // IB_ACCESS_REMOTE_* rights of the window (mw_access_flags)
 }
 
 // RecvWR is struct ib_recv_wr.
@@ -225,7 +223,7 @@ type CQ struct {
 	CQE          int
 	CompHandler  func(*CQ)   // called when a completion arrives on an armed CQ (comp_handler)
 	EventHandler func(Event) // receives IB_EVENT_CQ_ERR (event_handler)
-	Priv         any         // the driver's state
+	priv         any         // the driver's state
 	use          usecnt
 }
 
@@ -298,7 +296,7 @@ type SRQ struct {
 	PD           *PD         // the SRQ's protection domain
 	Type         SRQType     // IB_SRQT_* (srq_type)
 	EventHandler func(Event) // receives IB_EVENT_SRQ_LIMIT_REACHED and IB_EVENT_SRQ_ERR (event_handler)
-	Priv         any         // the driver's state
+	priv         any         // the driver's state
 	use          usecnt
 }
 
@@ -356,22 +354,29 @@ func (s *SRQ) DestroyUser(udata *UData) error {
 
 // MR is struct ib_mr, a memory region.
 type MR struct {
-	Device *Device             // the device that owns the MR
-	PD     *PD                 // the MR's protection domain
-	Type   MRType              // IB_MR_TYPE_* (type)
-	LKey   uint32              // local key, used in SGEs (lkey)
-	RKey   uint32              // remote key, used by peers in RETH/AtomicETH (rkey)
-	IOVA   uint64              // first I/O virtual address of the region (iova)
-	Length uint64              // region length in bytes (length)
-	Access qpstate.AccessFlags // IB_ACCESS_* rights granted at registration
+	Device *Device        // the device that owns the MR
+	PD     *PD            // the MR's protection domain
+	Type   MRType         // IB_MR_TYPE_* (type)
+	IOVA   uint64         // first I/O virtual address of the region (iova)
+	Length uint64         // region length in bytes (length)
+	Access ib.AccessFlags // IB_ACCESS_* rights granted at registration
 	// PageSize is set by MapSG for fast-registration MRs.
 	PageSize int
-	Priv     any // the driver's state
+
+	lkey, rkey uint32 // set by the driver
+	priv       any    // the driver's state
 }
+
+// LKey returns the MR's local key, the one SGEs name (ib_mr.lkey).
+func (mr *MR) LKey() uint32 { return mr.lkey }
+
+// RKey returns the MR's remote key, the one a peer names in a RETH or
+// AtomicETH (ib_mr.rkey).
+func (mr *MR) RKey() uint32 { return mr.rkey }
 
 // GetDMAMR returns an MR covering all memory (ib_get_dma_mr; the core's
 // internal MR of each PD).
-func (pd *PD) GetDMAMR(access qpstate.AccessFlags) (*MR, error) {
+func (pd *PD) GetDMAMR(access ib.AccessFlags) (*MR, error) {
 	mr := &MR{Device: pd.Device, PD: pd, Type: MRTypeDMA, Access: access}
 	if err := pd.Device.ops.GetDMAMR(mr, access); err != nil {
 		return nil, err
@@ -384,19 +389,19 @@ func (pd *PD) GetDMAMR(access qpstate.AccessFlags) (*MR, error) {
 // REMOTE_WRITE or REMOTE_ATOMIC need LOCAL_WRITE (EINVAL); unknown bits
 // EINVAL; ON_DEMAND without ODP and FLUSH_* without the device cap
 // EOPNOTSUPP.
-func (d *Device) CheckMRAccess(access qpstate.AccessFlags) error {
-	if access&(qpstate.AccessRemoteWrite|qpstate.AccessRemoteAtomic) != 0 && access&qpstate.AccessLocalWrite == 0 {
+func (d *Device) CheckMRAccess(access ib.AccessFlags) error {
+	if access&(ib.AccessRemoteWrite|ib.AccessRemoteAtomic) != 0 && access&ib.AccessLocalWrite == 0 {
 		return errorf(unix.EINVAL, "MR access %v: remote write/atomic needs IB_ACCESS_LOCAL_WRITE", access)
 	}
 	if !access.IsValid() {
 		return errorf(unix.EINVAL, "MR access %v: unknown bits", access)
 	}
 	a := d.ops.QueryDevice()
-	if access&qpstate.AccessOnDemand != 0 && a.KernelCapFlags&KernelCapOnDemandPaging == 0 {
+	if access&ib.AccessOnDemand != 0 && a.KernelCapFlags&KernelCapOnDemandPaging == 0 {
 		return errorf(unix.EOPNOTSUPP, "MR access %v: device has no on-demand paging", access)
 	}
-	if access&qpstate.AccessFlushGlobal != 0 && a.DeviceCapFlags&DeviceCapFlushGlobal == 0 ||
-		access&qpstate.AccessFlushPersistent != 0 && a.DeviceCapFlags&DeviceCapFlushPersistent == 0 {
+	if access&ib.AccessFlushGlobal != 0 && a.DeviceCapFlags&DeviceCapFlushGlobal == 0 ||
+		access&ib.AccessFlushPersistent != 0 && a.DeviceCapFlags&DeviceCapFlushPersistent == 0 {
 		return errorf(unix.EOPNOTSUPP, "MR access %v: device cannot flush", access)
 	}
 	return nil
@@ -404,7 +409,15 @@ func (d *Device) CheckMRAccess(access qpstate.AccessFlags) error {
 
 // RegUserMR registers [start, start+length) of memory with address iova
 // (the uverbs reg_mr path: ib_check_mr_access, then the driver).
-func (pd *PD) RegUserMR(start, length, iova uint64, access qpstate.AccessFlags) (*MR, error) {
+//
+// start is an address in the device's memory, Device.Memory() (the
+// Config.Memory the device was created with, or the one it made): the
+// emulator's stand-in for a process's address space. Get the address from
+// there: Memory().Alloc(n) for a new buffer, Memory().Add(buf) for a slice
+// of your own; an address the Memory does not hold fails. SGEs on the MR
+// then give addresses from iova on (iova == start for the usual
+// ibv_reg_mr), and a peer's RDMA addresses the same way through the rkey.
+func (pd *PD) RegUserMR(start, length, iova uint64, access ib.AccessFlags) (*MR, error) {
 	if err := pd.Device.CheckMRAccess(access); err != nil {
 		return nil, err
 	}
@@ -460,25 +473,19 @@ func (mr *MR) CheckStatus(check uint32) (MRStatus, error) {
 	return c.CheckMRStatus(mr, check)
 }
 
-// UpdateFastRegKey replaces the low byte of the MR's lkey and rkey with
-// newKey (ib_update_fast_reg_key), before posting a REG_MR with the new key.
-func UpdateFastRegKey(mr *MR, newKey uint8) {
-	mr.LKey = mr.LKey&0xFFFFFF00 | uint32(newKey)
-	mr.RKey = mr.RKey&0xFFFFFF00 | uint32(newKey)
-}
-
-// IncRKey returns rkey with its low byte incremented, wrapping 0xFF to 0
-// without carry (ib_inc_rkey).
-func IncRKey(rkey uint32) uint32 { return rkey&0xFFFFFF00 | (rkey+1)&0xFF }
-
 // MW is struct ib_mw, a memory window.
 type MW struct {
 	Device *Device // the device that owns the MW
 	PD     *PD     // the MW's protection domain
 	Type   MWType  // IB_MW_TYPE_1 or IB_MW_TYPE_2 (type)
-	RKey   uint32  // remote key of the window (rkey)
-	Priv   any     // the driver's state
+
+	rkey uint32 // set by the driver
+	priv any    // the driver's state
 }
+
+// RKey returns the window's remote key (ib_mw.rkey); a bind changes its
+// low byte.
+func (mw *MW) RKey() uint32 { return mw.rkey }
 
 // AllocMW allocates a memory window of type t (uverbs alloc_mw).
 func (pd *PD) AllocMW(t MWType) (*MW, error) {
@@ -517,7 +524,7 @@ const (
 
 // String formats an MR for messages.
 func (mr *MR) String() string {
-	return fmt.Sprintf("MR %v lkey %#x rkey %#x", mr.Type, mr.LKey, mr.RKey)
+	return fmt.Sprintf("MR %v lkey %#x rkey %#x", mr.Type, mr.lkey, mr.rkey)
 }
 
 var _ sync.Locker = (*sync.Mutex)(nil)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
@@ -19,7 +20,7 @@ func TestAH(t *testing.T) {
 	pd := must[*emu.PD](t)(d.AllocPD(0))
 	for _, c := range []struct {
 		name  string
-		attr  qpstate.AHAttr
+		attr  ib.AHAttr
 		user  bool
 		errno unix.Errno
 		dmac  [6]byte
@@ -30,9 +31,9 @@ func TestAH(t *testing.T) {
 		{"user AH multicast IPv4", roceAV("239.1.2.3"), true, 0, [6]byte{1, 0, 0x5e, 1, 2, 3}, 1},
 		{"user AH multicast IPv6", roceAV("ff0e::1:2:3:4"), true, 0, [6]byte{0x33, 0x33, 0, 3, 0, 4}, 1},
 		{"user AH unreachable", roceAV("10.0.0.99"), true, unix.EHOSTUNREACH, [6]byte{}, 0},
-		{"no_GRH", func() qpstate.AHAttr { a := roceAV("10.0.0.2"); a.AHFlags = 0; return a }(), false, unix.EINVAL, [6]byte{}, 0},
-		{"port 2", func() qpstate.AHAttr { a := roceAV("10.0.0.2"); a.PortNum = 2; return a }(), false, unix.EINVAL, [6]byte{}, 0},
-		{"empty SGID slot", func() qpstate.AHAttr { a := roceAV("10.0.0.2"); a.GRH.SGIDIndex = 9; return a }(), false, unix.ENODATA, [6]byte{}, 0},
+		{"no_GRH", func() ib.AHAttr { a := roceAV("10.0.0.2"); a.AHFlags = 0; return a }(), false, unix.EINVAL, [6]byte{}, 0},
+		{"port 2", func() ib.AHAttr { a := roceAV("10.0.0.2"); a.PortNum = 2; return a }(), false, unix.EINVAL, [6]byte{}, 0},
+		{"empty SGID slot", func() ib.AHAttr { a := roceAV("10.0.0.2"); a.GRH.SGIDIndex = 9; return a }(), false, unix.ENODATA, [6]byte{}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := c.attr
@@ -47,8 +48,8 @@ func TestAH(t *testing.T) {
 			if err != nil {
 				return
 			}
-			q := must[qpstate.AHAttr](t)(ah.Query())
-			if q.Type != qpstate.AHAttrTypeRoCE || q.AHFlags != qpstate.AHGRH || q.DMAC != c.dmac || q.GRH.HopLimit != c.hop {
+			q := must[ib.AHAttr](t)(ah.Query())
+			if q.Type != ib.AHAttrTypeRoCE || q.AHFlags != ib.AHGRH || q.DMAC != c.dmac || q.GRH.HopLimit != c.hop {
 				t.Fatalf("query %+v", q)
 			}
 			if n := rxe.AHNum(ah); n == 0 || n > 32767 {
@@ -62,16 +63,16 @@ func TestAH(t *testing.T) {
 	b := roceAV("fd00::9")
 	b.GRH.SGIDIndex = 2
 	wantErrno(t, "modify", ah.Modify(&b), 0)
-	if q := must[qpstate.AHAttr](t)(ah.Query()); q.GRH.DGID != b.GRH.DGID || q.GRH.SGIDIndex != 2 {
+	if q := must[ib.AHAttr](t)(ah.Query()); q.GRH.DGID != b.GRH.DGID || q.GRH.SGIDIndex != 2 {
 		t.Fatalf("after modify %+v", q)
 	}
-	b.Type = qpstate.AHAttrTypeIB
+	b.Type = ib.AHAttrTypeIB
 	wantErrno(t, "modify type", ah.Modify(&b), unix.EINVAL)
 	wantErrno(t, "destroy", ah.Destroy(), 0)
 	wantErrno(t, "dealloc PD after the AHs", pd.Dealloc(), 0)
 }
 
-func withMAC(a qpstate.AHAttr, mac [6]byte) qpstate.AHAttr { a.DMAC = mac; return a }
+func withMAC(a ib.AHAttr, mac [6]byte) ib.AHAttr { a.DMAC = mac; return a }
 
 // ipv4Hdr builds a UD receive's 40-byte header area for IPv4: 20 zero
 // bytes, then the IPv4 header with a correct checksum.
@@ -157,7 +158,7 @@ func TestAHFromWC(t *testing.T) {
 		t.Fatal(err)
 	}
 	if a.GRH.DGID != emu.GIDFromAddr(netip.MustParseAddr("10.0.0.2")) || a.GRH.SGIDIndex != 1 ||
-		a.GRH.HopLimit != 64 || a.DMAC != peerMAC || a.Type != qpstate.AHAttrTypeRoCE || a.AHFlags != qpstate.AHGRH {
+		a.GRH.HopLimit != 64 || a.DMAC != peerMAC || a.Type != ib.AHAttrTypeRoCE || a.AHFlags != ib.AHGRH {
 		t.Fatalf("IPv4 reply AH %+v", a)
 	}
 	wc6 := &emu.WC{WCFlags: emu.WCGRH | emu.WCWithNetworkHdrType, NetworkHdrType: emu.NetworkIPv6}
@@ -180,7 +181,7 @@ func TestAHFromWC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := must[qpstate.AHAttr](t)(ah.Query()); q.DMAC != peerMAC {
+	if q := must[ib.AHAttr](t)(ah.Query()); q.DMAC != peerMAC {
 		t.Fatalf("AH from WC %+v", q)
 	}
 	_, err = pd.CreateAHFromWC(&emu.WC{}, ipv4Hdr("10.0.0.2", "10.0.0.1"), 1)
@@ -197,7 +198,7 @@ func rcInRTS(t *testing.T, d *emu.Device, pd *emu.PD, scq, rcq *emu.CQ) *emu.QP 
 		m qpstate.AttrMask
 	}{
 		{qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1}, 0x39},
-		{qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, AHAttr: roceAV("10.0.0.2"), DestQPNum: 9}, 0x129181},
+		{qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, AHAttr: roceAV("10.0.0.2"), DestQPNum: 9}, 0x129181},
 		{qpstate.Attr{QPState: qpstate.StateRTS, Timeout: 14}, 0x12E01},
 	} {
 		a := s.a
@@ -228,10 +229,10 @@ func TestCQ(t *testing.T) {
 	if n := scq.ReqNotify(emu.CQNextComp | emu.CQReportMissedEvents); n != 0 {
 		t.Fatalf("report missed events on an empty CQ = %d", n)
 	}
-	qp := rcInRTS(t, d, pd, scq, rcq)
+	qp := rcInRTS(t, d.Device, pd, scq, rcq)
 	addr, _ := d.Memory().Alloc(64)
-	mr := must[*emu.MR](t)(pd.RegUserMR(addr, 64, addr, qpstate.AccessLocalWrite))
-	sge := emu.SGE{Addr: addr, Length: 8, LKey: mr.LKey}
+	mr := must[*emu.MR](t)(pd.RegUserMR(addr, 64, addr, ib.AccessLocalWrite))
+	sge := emu.SGE{Addr: addr, Length: 8, LKey: mr.LKey()}
 	var wrs []emu.SendWR
 	for i := range 5 {
 		wrs = append(wrs, emu.SendWR{WRID: uint64(i), Opcode: emu.WRSend, SGList: []emu.SGE{sge}})
@@ -324,7 +325,7 @@ func TestPostVerbs(t *testing.T) {
 	d := newDevice(t)
 	pd := must[*emu.PD](t)(d.AllocPD(0))
 	cq := must[*emu.CQ](t)(d.AllocCQAny(32, emu.PollDirect))
-	qp := rcInRTS(t, d, pd, cq, cq)
+	qp := rcInRTS(t, d.Device, pd, cq, cq)
 	addr, _ := d.Memory().Alloc(64)
 	sge := emu.SGE{Addr: addr, Length: 8}
 	bad, err := qp.PostSend([]emu.SendWR{{WRID: 1, Opcode: emu.WRSend, SGList: []emu.SGE{sge}},

@@ -2,18 +2,24 @@ package emu
 
 import (
 	"github.com/softroce/softroce/emu/dma"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 )
 
 // DeviceOps is the Go counterpart of struct ib_device_ops: what a driver
 // implements. The core (this package) validates arguments, keeps reference
 // counts and calls these; each method sees objects the core has already
-// checked. A driver stores its own state in each object's Priv field.
+// checked. A driver registers itself, stores its own state in each object
+// and sets the objects' numbers and keys through package
+// emu/internal/driver, which only packages under emu can import: users
+// never call these methods, they call the objects' (PD.CreateQP, QP.Modify
+// ...), which check their arguments first.
 //
 // Ops the kernel lets a driver leave NULL are separate optional interfaces
 // (SRQModifier, CQModerator, MRStatusChecker, AHModifier, McastAttacher,
-// GIDAdder, XRCDAllocator, RDMANetdevAllocator, HWStatsProvider): the core
-// answers EOPNOTSUPP where the kernel does for a NULL op.
+// GIDAdder, XRCDAllocator, RDMANetdevAllocator, HWStatsProvider,
+// MADLayerTaker): the core answers EOPNOTSUPP where the kernel does for a
+// NULL op.
 type DeviceOps interface {
 	// QueryDevice returns the device's attributes (query_device).
 	QueryDevice() DeviceAttr
@@ -63,14 +69,14 @@ type DeviceOps interface {
 	PostRecv(qp *QP, wrs []RecvWR) (bad int, err error)
 
 	// CreateAH sets up an address handle (create_ah).
-	CreateAH(ah *AH, attr *qpstate.AHAttr, udata *UData) error
+	CreateAH(ah *AH, attr *ib.AHAttr, udata *UData) error
 	// DestroyAH releases an address handle (destroy_ah).
 	DestroyAH(ah *AH) error
 
 	// GetDMAMR sets up an MR over all of memory (get_dma_mr).
-	GetDMAMR(mr *MR, access qpstate.AccessFlags) error
+	GetDMAMR(mr *MR, access ib.AccessFlags) error
 	// RegUserMR registers a user memory region (reg_user_mr).
-	RegUserMR(mr *MR, start, length, iova uint64, access qpstate.AccessFlags) error
+	RegUserMR(mr *MR, start, length, iova uint64, access ib.AccessFlags) error
 	// AllocMR sets up an MR of type t for up to maxNumSG pages (alloc_mr).
 	AllocMR(mr *MR, t MRType, maxNumSG int) error
 	// MapMRSG maps a scatterlist into a fast-registration MR and returns how
@@ -108,9 +114,9 @@ type MRStatusChecker interface {
 // AHModifier is the optional modify_ah/query_ah pair.
 type AHModifier interface {
 	// ModifyAH changes an address handle (modify_ah).
-	ModifyAH(ah *AH, attr *qpstate.AHAttr) error
+	ModifyAH(ah *AH, attr *ib.AHAttr) error
 	// QueryAH returns an address handle's attributes (query_ah).
-	QueryAH(ah *AH) (qpstate.AHAttr, error)
+	QueryAH(ah *AH) (ib.AHAttr, error)
 }
 
 // McastAttacher is the optional attach_mcast/detach_mcast pair.
@@ -134,4 +140,13 @@ type HWStatsProvider interface {
 	// HWStats fills values (one per descriptor) and returns how many it
 	// filled.
 	HWStats(port uint32, values []uint64) int
+}
+
+// MADLayerTaker is the optional op of a driver that keeps its GSI QP for
+// the kernel's MAD layer (rxe reserves QP number 1 for it, as ib_mad holds
+// it on a running kernel) and can hand it to a consumer that plays that
+// layer (Device.TakeMADLayer).
+type MADLayerTaker interface {
+	// TakeMADLayer hands the reserved GSI QP to the next GSI QP created.
+	TakeMADLayer() error
 }

@@ -3,7 +3,7 @@ package emu
 import (
 	"net/netip"
 
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,29 +50,29 @@ type PortImmutable struct {
 
 // PortAttr is struct ib_port_attr (ib_query_port).
 type PortAttr struct {
-	SubnetPrefix  uint64      // GID prefix (subnet_prefix); the core fills it from GID 0 on IB ports only
-	State         PortState   // IB_PORT_* logical state (state)
-	MaxMTU        qpstate.MTU // largest path MTU the port supports (max_mtu)
-	ActiveMTU     qpstate.MTU // current path MTU; rxe derives it from the netdev MTU (active_mtu)
-	PhysMTU       int         // physical MTU in bytes (phys_mtu); used on OPA ports
-	GIDTblLen     int         // GID table entries (gid_tbl_len)
-	IPGids        bool        // GIDs derived from IP addresses (ip_gids)
-	PortCapFlags  uint32      // IB_PORT_* bits of PortInfo CapabilityMask (port_cap_flags)
-	MaxMsgSz      uint32      // largest message in bytes (max_msg_sz)
-	BadPKeyCntr   uint32      // P_Key violations counted (bad_pkey_cntr)
-	QKeyViolCntr  uint32      // Q_Key violations counted (qkey_viol_cntr)
-	PKeyTblLen    uint16      // P_Key table entries (pkey_tbl_len)
-	SMLID         uint32      // subnet manager's LID (sm_lid); IB only
-	LID           uint32      // port's base LID (lid); IB only
-	LMC           uint8       // LID mask control (lmc); IB only
-	MaxVLNum      uint8       // data VLs, PortInfo VLCap encoding (max_vl_num)
-	SMSL          uint8       // subnet manager's service level (sm_sl)
-	SubnetTimeout uint8       // subnet timeout exponent: 4.096 µs × 2^n (subnet_timeout)
-	InitTypeReply uint8       // PortInfo InitTypeReply (init_type_reply)
-	ActiveWidth   Width       // IB_WIDTH_* link width (active_width)
-	ActiveSpeed   Speed       // IB_SPEED_* per-lane speed (active_speed)
-	PhysState     PhysState   // IB_PORT_PHYS_STATE_* (phys_state)
-	PortCapFlags2 uint16      // IB_PORT_*2 bits of PortInfo CapabilityMask2 (port_cap_flags2)
+	SubnetPrefix  uint64    // GID prefix (subnet_prefix); the core fills it from GID 0 on IB ports only
+	State         PortState // IB_PORT_* logical state (state)
+	MaxMTU        ib.MTU    // largest path MTU the port supports (max_mtu)
+	ActiveMTU     ib.MTU    // current path MTU; rxe derives it from the netdev MTU (active_mtu)
+	PhysMTU       int       // physical MTU in bytes (phys_mtu); used on OPA ports
+	GIDTblLen     int       // GID table entries (gid_tbl_len)
+	IPGids        bool      // GIDs derived from IP addresses (ip_gids)
+	PortCapFlags  uint32    // IB_PORT_* bits of PortInfo CapabilityMask (port_cap_flags)
+	MaxMsgSz      uint32    // largest message in bytes (max_msg_sz)
+	BadPKeyCntr   uint32    // P_Key violations counted (bad_pkey_cntr)
+	QKeyViolCntr  uint32    // Q_Key violations counted (qkey_viol_cntr)
+	PKeyTblLen    uint16    // P_Key table entries (pkey_tbl_len)
+	SMLID         uint32    // subnet manager's LID (sm_lid); IB only
+	LID           uint32    // port's base LID (lid); IB only
+	LMC           uint8     // LID mask control (lmc); IB only
+	MaxVLNum      uint8     // data VLs, PortInfo VLCap encoding (max_vl_num)
+	SMSL          uint8     // subnet manager's service level (sm_sl)
+	SubnetTimeout uint8     // subnet timeout exponent: 4.096 µs × 2^n (subnet_timeout)
+	InitTypeReply uint8     // PortInfo InitTypeReply (init_type_reply)
+	ActiveWidth   Width     // IB_WIDTH_* link width (active_width)
+	ActiveSpeed   Speed     // IB_SPEED_* per-lane speed (active_speed)
+	PhysState     PhysState // IB_PORT_PHYS_STATE_* (phys_state)
+	PortCapFlags2 uint16    // IB_PORT_*2 bits of PortInfo CapabilityMask2 (port_cap_flags2)
 }
 
 // DeviceAttr is struct ib_device_attr (ib_query_device) plus the node
@@ -128,9 +128,19 @@ type DeviceAttr struct {
 	IsSwitch              bool   // a switch numbers its ports from 0
 }
 
-// Port capability helpers. Each takes the port number and reads the port's
-// immutable core capability flags, as the kernel's inline helpers do.
+// PortImmutable returns a port's fixed properties (the port's
+// ib_port_immutable: table lengths, core capability flags, MAD size), what
+// the kernel's rdma_cap_* and rdma_protocol_* helpers read; package
+// emu/kverbs has those helpers under their kernel names. An invalid port
+// is EINVAL.
+func (d *Device) PortImmutable(port uint32) (PortImmutable, error) {
+	if !d.IsPortValid(port) {
+		return PortImmutable{}, errorf(unix.EINVAL, "port immutable: port %d of %s: no such port", port, d.name)
+	}
+	return d.immutable(port), nil
+}
 
+// coreCap returns a valid port's core capability flags, 0 for another.
 func (d *Device) coreCap(port uint32) CoreCap {
 	if !d.IsPortValid(port) {
 		return 0
@@ -138,73 +148,29 @@ func (d *Device) coreCap(port uint32) CoreCap {
 	return d.immutable(port).CoreCapFlags
 }
 
-// CapIBSwitch reports whether the device is a switch (rdma_cap_ib_switch).
-func (d *Device) CapIBSwitch() bool { return d.ops.QueryDevice().IsSwitch }
-
-// ProtocolIB reports a native InfiniBand port (rdma_protocol_ib).
-func (d *Device) ProtocolIB(port uint32) bool { return d.coreCap(port)&CoreCapProtIB != 0 }
-
-// ProtocolRoCE reports a RoCE (v1 or v2) port (rdma_protocol_roce).
-func (d *Device) ProtocolRoCE(port uint32) bool {
+// protocolRoCE reports a RoCE (v1 or v2) port (rdma_protocol_roce).
+func (d *Device) protocolRoCE(port uint32) bool {
 	return d.coreCap(port)&(CoreCapProtRoCE|CoreCapProtRoCEUDPEncap) != 0
 }
 
-// ProtocolRoCEUDPEncap reports a RoCEv2 port (rdma_protocol_roce_udp_encap).
-func (d *Device) ProtocolRoCEUDPEncap(port uint32) bool {
-	return d.coreCap(port)&CoreCapProtRoCEUDPEncap != 0
+// ahFindType returns the address handle type for port
+// (rdma_ah_find_type): RoCE on a RoCE port, OPA on an OPA port with OPA
+// AHs, IB otherwise.
+func (d *Device) ahFindType(port uint32) ib.AHAttrType {
+	switch {
+	case d.protocolRoCE(port):
+		return ib.AHAttrTypeRoCE
+	case d.coreCap(port)&CoreCapProtIB != 0 && d.coreCap(port)&CoreCapOPAAH == CoreCapOPAAH:
+		return ib.AHAttrTypeOPA
+	}
+	return ib.AHAttrTypeIB
 }
-
-// ProtocolIWARP reports an iWARP port (rdma_protocol_iwarp).
-func (d *Device) ProtocolIWARP(port uint32) bool { return d.coreCap(port)&CoreCapProtIWARP != 0 }
 
 // IsGRHRequired reports whether every address on port needs a GRH
 // (rdma_is_grh_required): true for every RoCE port.
 func (d *Device) IsGRHRequired(port uint32) bool {
 	return d.coreCap(port)&(CoreCapIBGRHRequired|CoreCapProtRoCE|CoreCapProtRoCEUDPEncap) != 0
 }
-
-// CapIBMAD reports MAD support (rdma_cap_ib_mad).
-func (d *Device) CapIBMAD(port uint32) bool { return d.coreCap(port)&CoreCapIBMAD != 0 }
-
-// CapOPAMAD reports OPA MAD support (rdma_cap_opa_mad).
-func (d *Device) CapOPAMAD(port uint32) bool { return d.coreCap(port)&CoreCapOPAMAD != 0 }
-
-// CapIBSMI reports a QP0/SMI (rdma_cap_ib_smi).
-func (d *Device) CapIBSMI(port uint32) bool { return d.coreCap(port)&CoreCapIBSMI != 0 }
-
-// CapIBCM reports IB connection manager support (rdma_cap_ib_cm).
-func (d *Device) CapIBCM(port uint32) bool { return d.coreCap(port)&CoreCapIBCM != 0 }
-
-// CapIWCM reports iWARP connection manager support (rdma_cap_iw_cm).
-func (d *Device) CapIWCM(port uint32) bool { return d.coreCap(port)&CoreCapIWCM != 0 }
-
-// CapIBSA reports subnet administration support (rdma_cap_ib_sa).
-func (d *Device) CapIBSA(port uint32) bool { return d.coreCap(port)&CoreCapIBSA != 0 }
-
-// CapIBMcast reports IB multicast (SA-managed) support (rdma_cap_ib_mcast,
-// the same as CapIBSA).
-func (d *Device) CapIBMcast(port uint32) bool { return d.CapIBSA(port) }
-
-// CapAFIB reports AF_IB addressing support (rdma_cap_af_ib).
-func (d *Device) CapAFIB(port uint32) bool { return d.coreCap(port)&CoreCapAFIB != 0 }
-
-// CapEthAH reports Ethernet address handles (rdma_cap_eth_ah).
-func (d *Device) CapEthAH(port uint32) bool { return d.coreCap(port)&CoreCapEthAH != 0 }
-
-// CapOPAAH reports OPA address handles (rdma_cap_opa_ah: every OPA_AH bit).
-func (d *Device) CapOPAAH(port uint32) bool {
-	return d.coreCap(port)&CoreCapOPAAH == CoreCapOPAAH
-}
-
-// CoreCapOPAPort reports an Intel OPA port (rdma_core_cap_opa_port: every
-// RDMA_CORE_PORT_INTEL_OPA bit).
-func (d *Device) CoreCapOPAPort(port uint32) bool {
-	return d.coreCap(port)&CorePortIntelOPA == CorePortIntelOPA
-}
-
-// CapReadInv reports READ with invalidate support (rdma_cap_read_inv:
-// iWARP only).
-func (d *Device) CapReadInv(port uint32) bool { return d.ProtocolIWARP(port) }
 
 // GIDAdder is the optional driver op pair add_gid/del_gid: a device whose
 // hardware holds a GID table implements it.
@@ -215,87 +181,33 @@ type GIDAdder interface {
 	DelGID(e GIDEntry) error
 }
 
-// CapRoCEGIDTable reports a RoCE port whose driver programs GIDs into
-// hardware (rdma_cap_roce_gid_table: RoCE and add_gid and del_gid). False
-// for rxe, which has neither op.
-func (d *Device) CapRoCEGIDTable(port uint32) bool {
-	_, ok := d.ops.(GIDAdder)
-	return d.ProtocolRoCE(port) && ok
-}
-
-// MaxMADSize returns the largest MAD the port handles
-// (rdma_max_mad_size): 2048 for OPA MADs, 256 otherwise, 0 without MADs.
-func (d *Device) MaxMADSize(port uint32) int {
-	if !d.IsPortValid(port) {
-		return 0
-	}
-	return d.immutable(port).MaxMADSize
-}
-
 // LinkLayer returns the port's link layer (rdma_port_get_link_layer).
 func (d *Device) LinkLayer(port uint32) LinkLayer {
 	switch {
-	case d.ProtocolIB(port):
+	case d.coreCap(port)&CoreCapProtIB != 0:
 		return LinkLayerInfiniBand
-	case d.ProtocolRoCE(port):
+	case d.protocolRoCE(port):
 		return LinkLayerEthernet
 	}
 	return LinkLayerUnspecified
 }
 
-// AHFindType returns the address handle type for port
-// (rdma_ah_find_type): RoCE on a RoCE port, OPA on an OPA port with OPA
-// AHs, IB otherwise.
-func (d *Device) AHFindType(port uint32) qpstate.AHAttrType {
-	switch {
-	case d.ProtocolRoCE(port):
-		return qpstate.AHAttrTypeRoCE
-	case d.ProtocolIB(port) && d.CapOPAAH(port):
-		return qpstate.AHAttrTypeOPA
-	}
-	return qpstate.AHAttrTypeIB
-}
-
-// MTUEnumToInt converts an MTU code to bytes for port
-// (rdma_mtu_enum_to_int): OPA ports also know 8192 and 10240; -1 for an
-// unknown code.
-func (d *Device) MTUEnumToInt(port uint32, mtu qpstate.MTU) int {
-	if d.CoreCapOPAPort(port) {
-		switch mtu {
-		case qpstate.OPAMTU8192:
-			return 8192
-		case qpstate.OPAMTU10240:
-			return 10240
-		}
-	}
-	return mtu.Bytes()
-}
-
-// MTUFromAttr returns the port's MTU in bytes (rdma_mtu_from_attr): the
-// physical MTU on OPA, else the byte value of MaxMTU.
-func (d *Device) MTUFromAttr(port uint32, a *PortAttr) int {
-	if d.CoreCapOPAPort(port) {
-		return a.PhysMTU
-	}
-	return a.MaxMTU.Bytes()
-}
-
 // RxeMTU converts a netdev MTU to the IB MTU rxe reports as active_mtu:
 // subtract the 80 bytes of RoCE headers, then floor to an IB MTU; below
 // 256 gives MTU256 (rxe_mtu_int_to_enum).
-func RxeMTU(netdevMTU int) qpstate.MTU {
+func RxeMTU(netdevMTU int) ib.MTU {
 	n := netdevMTU - 80
 	switch {
 	case n < 512:
-		return qpstate.MTU256
+		return ib.MTU256
 	case n < 1024:
-		return qpstate.MTU512
+		return ib.MTU512
 	case n < 2048:
-		return qpstate.MTU1024
+		return ib.MTU1024
 	case n < 4096:
-		return qpstate.MTU2048
+		return ib.MTU2048
 	}
-	return qpstate.MTU4096
+	return ib.MTU4096
 }
 
 // GID is union ib_gid: 16 bytes, an IPv6 address or IPv4-mapped IPv4
@@ -323,11 +235,11 @@ func (g GID) String() string { return netip.AddrFrom16(g).String() }
 
 // GIDEntry is struct ib_gid_attr: one slot of a port's GID table.
 type GIDEntry struct {
-	GID    GID             // the GID (ib_gid_attr.gid)
-	Type   qpstate.GIDType // IB, RoCE v1 or RoCE v2 (gid_type)
-	Index  int             // index in the port's GID table (index)
-	Port   uint32          // port number (port_num)
-	NetDev string          // name of the netdev the GID belongs to (ndev), "" for none
+	GID    GID        // the GID (ib_gid_attr.gid)
+	Type   ib.GIDType // IB, RoCE v1 or RoCE v2 (gid_type)
+	Index  int        // index in the port's GID table (index)
+	Port   uint32     // port number (port_num)
+	NetDev string     // name of the netdev the GID belongs to (ndev), "" for none
 }
 
 // eui64GID returns the default GID fe80::EUI-64(MAC).
@@ -393,7 +305,7 @@ func (d *Device) fillGIDs() []int {
 		}
 		for i := range d.gids {
 			if d.gids[i].GID.IsZero() {
-				d.gids[i] = GIDEntry{GID: w, Type: qpstate.GIDTypeRoCEv2, Index: i, Port: 1, NetDev: d.netdev.Name}
+				d.gids[i] = GIDEntry{GID: w, Type: ib.GIDTypeRoCEv2, Index: i, Port: 1, NetDev: d.netdev.Name}
 				changed = append(changed, i)
 				break
 			}
@@ -423,7 +335,7 @@ func (d *Device) QueryGID(port uint32, index int) (GIDEntry, error) {
 
 // FindGID returns the entry holding gid with type t on port
 // (rdma_find_gid_by_port); none is ENOENT.
-func (d *Device) FindGID(gid GID, t qpstate.GIDType, port uint32) (GIDEntry, error) {
+func (d *Device) FindGID(gid GID, t ib.GIDType, port uint32) (GIDEntry, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, e := range d.gids {
@@ -452,6 +364,6 @@ func (d *Device) RoCERescanDevice() {
 	changed := d.fillGIDs()
 	d.mu.Unlock()
 	if len(changed) > 0 {
-		d.Dispatch(Event{Type: EventGIDChange, Port: 1})
+		d.dispatch(Event{Type: EventGIDChange, Port: 1})
 	}
 }

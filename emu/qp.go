@@ -27,19 +27,23 @@ type QP struct {
 	SendCQ       *CQ          // CQ for send completions (send_cq)
 	RecvCQ       *CQ          // CQ for receive completions (recv_cq)
 	SRQ          *SRQ         // shared receive queue, or nil (srq)
-	QPNum        uint32       // the 24-bit QP number (qp_num)
 	QPType       qpstate.Type // IB_QPT_* (qp_type)
 	EventHandler func(Event)  // receives the QP's async events (event_handler)
 	// Port is the port recorded by the last modify carrying IB_QP_PORT
 	// (or AV), as the core tracks it.
 	Port uint32
-	Priv any // the driver's state
 
-	real  *QP // self for a real QP, the target for an open handle
+	qpn   uint32 // the 24-bit QP number (qp_num), set by the driver
+	priv  any    // the driver's state
+	real  *QP    // self for a real QP, the target for an open handle
 	xrcd  *XRCD
 	use   usecnt
 	mcast map[mcastKey]bool
 }
+
+// QPNum returns the QP's 24-bit number (ib_qp.qp_num): 0 for the SMI QP,
+// 1 for the GSI QP, from 17 (0x11) on for the others on rxe.
+func (qp *QP) QPNum() uint32 { return qp.qpn }
 
 type mcastKey struct {
 	gid GID
@@ -81,6 +85,30 @@ func (pd *PD) CreateUserQP(init *QPInitAttr, udata *UData) (*QP, error) {
 // Modify changes the QP's attributes and state (ib_modify_qp): the core
 // checks of _ib_modify_qp, then the driver's modify_qp, which validates
 // with package qpstate and applies everything or nothing.
+//
+// Every error unwraps to the kernel's errno (errors.Is(err, unix.EINVAL));
+// errors.As tells which check refused, and the first failing check is the
+// one reported. With rxe's default policy (qpstate.PolicyRxe) they run in
+// this order:
+//
+//  1. the handle: a closed XRC handle is an *Error (EINVAL);
+//  2. for a userspace caller (ModifyWithUdata) with an AV on a connected
+//     RoCE QP, the MAC resolution: an *Error with the Resolver's errno
+//     (EHOSTUNREACH when none answers);
+//  3. the uverbs checks (userspace callers only), then the core's AV and
+//     alternate path checks (port, IB_AH_GRH, source GID index): a
+//     *qpstate.ModifyError (EINVAL, EPERM, EOPNOTSUPP, ENODATA);
+//  4. rxe's value checks (mask bits, port, capacities, access flags, the
+//     AV's values, alternate path, path MTU, rd_atomic, timeout): a
+//     *qpstate.ModifyError;
+//  5. last, and only when IB_QP_STATE is in mask, the transition table and
+//     the SQD drain rule: a *qpstate.TransitionError (EINVAL), or a
+//     *qpstate.ModifyError for the drain.
+//
+// So a value check wins over the table: RTS->RTS with IB_QP_AV and a zero
+// AV reports the AV's port, not that RTS->RTS does not take IB_QP_AV. The
+// older rxe policy (qpstate.PolicyRxePre64) and qpstate.PolicyHardware
+// consult the table right after step 3.
 func (qp *QP) Modify(attr *qpstate.Attr, mask qpstate.AttrMask) error {
 	return qp.ModifyWithUdata(attr, mask, nil)
 }
@@ -102,9 +130,9 @@ func (qp *QP) ModifyWithUdata(attr *qpstate.Attr, mask qpstate.AttrMask, udata *
 	d := q.Device
 	a := *attr
 	if udata != nil && mask&qpstate.AttrAV != 0 && isConnected(q.QPType) &&
-		d.ProtocolRoCE(a.AHAttr.PortNum) && d.checkAHAttr(&a.AHAttr) == nil {
+		d.protocolRoCE(a.AHAttr.PortNum) && d.checkAHAttr(&a.AHAttr) == nil {
 		if err := d.resolveDMAC(&a.AHAttr); err != nil {
-			return errorf(unwrapErrno(err), "modify QP %#x: %v", q.QPNum, err)
+			return errorf(unwrapErrno(err), "modify QP %#x: %v", q.qpn, err)
 		}
 	}
 	port, err := d.ops.ModifyQP(q, &a, mask, udata)
@@ -139,7 +167,7 @@ func (qp *QP) Query(mask qpstate.AttrMask) (qpstate.Attr, QPInitAttr, error) {
 // open handle); a closed handle is EINVAL.
 func (qp *QP) target(op string) (*QP, error) {
 	if qp.real == nil {
-		return nil, errorf(unix.EINVAL, "%s QP %#x: handle closed", op, qp.QPNum)
+		return nil, errorf(unix.EINVAL, "%s QP %#x: handle closed", op, qp.qpn)
 	}
 	return qp.real, nil
 }
@@ -174,7 +202,7 @@ func (qp *QP) DestroyUser(udata *UData) error {
 		return qp.Close()
 	}
 	if qp.use.busy() {
-		return errorf(unix.EBUSY, "destroy QP %#x: %d multicast attachments or open handles", qp.QPNum, qp.use.n.Load())
+		return errorf(unix.EBUSY, "destroy QP %#x: %d multicast attachments or open handles", qp.qpn, qp.use.n.Load())
 	}
 	if err := qp.Device.ops.DestroyQP(qp); err != nil {
 		return err
@@ -194,7 +222,7 @@ func (qp *QP) DestroyUser(udata *UData) error {
 // XRCD is struct ib_xrcd, an XRC domain grouping XRC target QPs.
 type XRCD struct {
 	Device *Device // the device that owns the domain
-	Priv   any     // the driver's state
+	priv   any     // the driver's state
 	tgts   map[uint32]*QP
 }
 
@@ -216,7 +244,7 @@ func (d *Device) AllocXRCD() (*XRCD, error) {
 // XRC_TGT QP with this xrcd does); drivers with XRC call it.
 func (x *XRCD) AddTarget(qp *QP) {
 	qp.xrcd = x
-	x.tgts[qp.QPNum] = qp
+	x.tgts[qp.qpn] = qp
 }
 
 // QPOpenAttr is struct ib_qp_open_attr.
@@ -242,7 +270,7 @@ func OpenQP(xrcd *XRCD, attr QPOpenAttr) (*QP, error) {
 		return nil, errorf(unix.EINVAL, "open QP %#x: no such XRC target in the domain", attr.QPNum)
 	}
 	real.use.inc()
-	return &QP{Device: real.Device, PD: real.PD, QPNum: real.QPNum, QPType: real.QPType,
+	return &QP{Device: real.Device, PD: real.PD, qpn: real.qpn, QPType: real.QPType,
 		EventHandler: attr.EventHandler, real: real, xrcd: xrcd}, nil
 }
 
@@ -250,10 +278,10 @@ func OpenQP(xrcd *XRCD, attr QPOpenAttr) (*QP, error) {
 // (non-shared) QP is EINVAL.
 func (qp *QP) Close() error {
 	if qp.real == qp {
-		return errorf(unix.EINVAL, "close QP %#x: not an open XRC handle", qp.QPNum)
+		return errorf(unix.EINVAL, "close QP %#x: not an open XRC handle", qp.qpn)
 	}
 	if qp.real == nil {
-		return errorf(unix.EINVAL, "close QP %#x: already closed", qp.QPNum)
+		return errorf(unix.EINVAL, "close QP %#x: already closed", qp.qpn)
 	}
 	qp.real.use.dec()
 	qp.real = nil
@@ -301,13 +329,13 @@ func (qp *QP) checkMcast(gid GID, lid uint16, op string) error {
 		return errorf(unix.EOPNOTSUPP, "%s mcast: driver has no %s_mcast", op, op)
 	}
 	if !gid.IsMulticast() {
-		return errorf(unix.EINVAL, "%s mcast QP %#x: %v is not a multicast GID", op, qp.QPNum, gid)
+		return errorf(unix.EINVAL, "%s mcast QP %#x: %v is not a multicast GID", op, qp.qpn, gid)
 	}
 	if qp.QPType != qpstate.TypeUD {
-		return errorf(unix.EINVAL, "%s mcast QP %#x: type %v, only UD QPs join groups", op, qp.QPNum, qp.QPType)
+		return errorf(unix.EINVAL, "%s mcast QP %#x: type %v, only UD QPs join groups", op, qp.qpn, qp.QPType)
 	}
-	if qp.Device.ProtocolIB(1) && (lid < MulticastLIDBase || lid == PermissiveLID) {
-		return errorf(unix.EINVAL, "%s mcast QP %#x: LID %#x is not a multicast LID", op, qp.QPNum, lid)
+	if qp.Device.coreCap(1)&CoreCapProtIB != 0 && (lid < MulticastLIDBase || lid == PermissiveLID) {
+		return errorf(unix.EINVAL, "%s mcast QP %#x: LID %#x is not a multicast LID", op, qp.qpn, lid)
 	}
 	return nil
 }

@@ -1,11 +1,6 @@
 package emu
 
-import (
-	"encoding/binary"
-	"fmt"
-
-	"golang.org/x/sys/unix"
-)
+import ()
 
 // Rate is enum ib_rate, a static rate.
 type Rate int32
@@ -37,48 +32,6 @@ const (
 	Rate800Gbps     Rate = 23 // IB_RATE_800_GBPS
 	Rate1600Gbps    Rate = 25 // IB_RATE_1600_GBPS (rdma-next late 2025)
 )
-
-// rateTable maps each rate to its multiple of 2.5 Gb/s and its Mb/s
-// (as ib_rate_to_mult and ib_rate_to_mbps in verbs.c, line-coding overhead
-// included).
-var rateTable = map[Rate]struct{ mult, mbps int }{
-	Rate2_5Gbps: {1, 2500}, Rate5Gbps: {2, 5000}, Rate10Gbps: {4, 10000}, Rate20Gbps: {8, 20000},
-	Rate30Gbps: {12, 30000}, Rate40Gbps: {16, 40000}, Rate60Gbps: {24, 60000}, Rate80Gbps: {32, 80000},
-	Rate120Gbps: {48, 120000}, Rate14Gbps: {6, 14062}, Rate56Gbps: {22, 56250},
-	Rate112Gbps: {45, 112500}, Rate168Gbps: {67, 168750}, Rate25Gbps: {10, 25781},
-	Rate100Gbps: {40, 103125}, Rate200Gbps: {80, 206250}, Rate300Gbps: {120, 309375},
-	Rate28Gbps: {11, 28125}, Rate50Gbps: {20, 53125}, Rate400Gbps: {160, 425000},
-	Rate600Gbps: {240, 637500}, Rate800Gbps: {320, 850000}, Rate1600Gbps: {640, 1700000},
-}
-
-// RateToMult returns r as a multiple of 2.5 Gb/s, -1 for an unknown rate
-// or PORT_CURRENT. Mirrors ib_rate_to_mult.
-func RateToMult(r Rate) int {
-	if e, ok := rateTable[r]; ok {
-		return e.mult
-	}
-	return -1
-}
-
-// MultToRate returns the rate that is mult × 2.5 Gb/s, RatePortCurrent for
-// a multiple no rate has. Mirrors mult_to_ib_rate.
-func MultToRate(mult int) Rate {
-	for r, e := range rateTable {
-		if e.mult == mult {
-			return r
-		}
-	}
-	return RatePortCurrent
-}
-
-// RateToMbps returns r in Mb/s, -1 for an unknown rate or PORT_CURRENT.
-// Mirrors ib_rate_to_mbps.
-func RateToMbps(r Rate) int {
-	if e, ok := rateTable[r]; ok {
-		return e.mbps
-	}
-	return -1
-}
 
 // Speed is enum ib_port_speed, the per-lane speed of a port.
 type Speed uint16
@@ -126,45 +79,6 @@ func (w Width) Lanes() int {
 	return -1
 }
 
-// SpeedInfo is what ib_port_attr_to_speed_info reports: a display string
-// and the rate in units of 100 Mb/s.
-type SpeedInfo struct {
-	Str  string // display string as sysfs rate shows it, e.g. "100.0 Gb/sec (4X EDR)"
-	Rate int    // deci-Gb/s
-}
-
-// PortAttrToSpeedInfo converts a port's active speed and width into a
-// display string and a rate in units of 100 Mb/s: per-lane SDR 25, DDR 50,
-// QDR 100, FDR10 100, FDR 140, EDR 250, HDR 500, NDR 1000, XDR 2000 times
-// the lane count; an unknown speed counts as SDR, an unknown width fails
-// with EINVAL. Mirrors ib_port_attr_to_speed_info (rdma-next, Dec 2025).
-func PortAttrToSpeedInfo(a *PortAttr) (SpeedInfo, error) {
-	perLane, name := 25, "SDR"
-	switch a.ActiveSpeed {
-	case SpeedDDR:
-		perLane, name = 50, "DDR"
-	case SpeedQDR:
-		perLane, name = 100, "QDR"
-	case SpeedFDR10:
-		perLane, name = 100, "FDR10"
-	case SpeedFDR:
-		perLane, name = 140, "FDR"
-	case SpeedEDR:
-		perLane, name = 250, "EDR"
-	case SpeedHDR:
-		perLane, name = 500, "HDR"
-	case SpeedNDR:
-		perLane, name = 1000, "NDR"
-	case SpeedXDR:
-		perLane, name = 2000, "XDR"
-	}
-	rate := perLane * a.ActiveWidth.Lanes()
-	if rate < 0 {
-		return SpeedInfo{}, errorf(unix.EINVAL, "port speed info: width %d", a.ActiveWidth)
-	}
-	return SpeedInfo{Str: fmt.Sprintf("%d.%d Gb/sec (%dX %s)", rate/10, rate%10, a.ActiveWidth.Lanes(), name), Rate: rate}, nil
-}
-
 // EthSpeedToIB converts a netdev speed in Mb/s (no lane information) into
 // the width and speed rxe reports, as ib_get_eth_speed does; 0
 // or a negative speed counts as 1000 Mb/s.
@@ -191,16 +105,4 @@ func EthSpeedToIB(mbps int) (Width, Speed) {
 		return Width4X, SpeedHDR
 	}
 	return Width4X, SpeedNDR
-}
-
-// LIDCPU16 returns the low 16 bits of a 32-bit LID (ib_lid_cpu16; the
-// kernel warns when upper bits are set).
-func LIDCPU16(lid uint32) uint16 { return uint16(lid) }
-
-// LIDBE16 returns the low 16 bits of lid in network byte order, as the two
-// bytes a __be16 holds in memory (ib_lid_be16).
-func LIDBE16(lid uint32) [2]byte {
-	var b [2]byte
-	binary.BigEndian.PutUint16(b[:], uint16(lid))
-	return b
 }

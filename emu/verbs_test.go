@@ -1,6 +1,7 @@
 package emu_test
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/kverbs"
 	"github.com/softroce/softroce/emu/rxe"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
@@ -28,27 +31,18 @@ type stopped struct{}
 
 func (stopped) Stop() bool { return false }
 
-// Compile-time: rxe implements the device ops and the optional ops it has.
-var (
-	_ emu.DeviceOps       = (*rxe.Dev)(nil)
-	_ emu.SRQModifier     = (*rxe.Dev)(nil)
-	_ emu.AHModifier      = (*rxe.Dev)(nil)
-	_ emu.McastAttacher   = (*rxe.Dev)(nil)
-	_ emu.HWStatsProvider = (*rxe.Dev)(nil)
-)
-
 type resolver struct{ mac [6]byte }
 
-func (r resolver) ResolveDMAC(sgid, dgid emu.GID) ([6]byte, uint8, error) {
-	if dgid.Addr() == netip.MustParseAddr("10.0.0.99") {
-		return [6]byte{}, 0, unix.EHOSTUNREACH
+func (r resolver) Resolve(_ context.Context, ip netip.Addr) ([6]byte, error) {
+	if ip == netip.MustParseAddr("10.0.0.99") {
+		return [6]byte{}, unix.EHOSTUNREACH
 	}
-	return r.mac, 64, nil
+	return r.mac, nil
 }
 
 var peerMAC = [6]byte{2, 0, 0, 0, 0, 2}
 
-func newDevice(t *testing.T, mod ...func(*rxe.Config)) *emu.Device {
+func newDevice(t *testing.T, mod ...func(*rxe.Config)) *rxe.Device {
 	t.Helper()
 	cfg := rxe.Config{Device: emu.Config{Resolver: resolver{peerMAC}, NetDev: emu.NetDev{Name: "tap0",
 		Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1")}}}}
@@ -79,9 +73,9 @@ func wantErrno(t *testing.T, what string, err error, want unix.Errno) {
 	}
 }
 
-func roceAV(dst string) qpstate.AHAttr {
-	return qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH,
-		GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(netip.MustParseAddr(dst)), SGIDIndex: 1, HopLimit: 1}}
+func roceAV(dst string) ib.AHAttr {
+	return ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH,
+		GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(netip.MustParseAddr(dst)), SGIDIndex: 1, HopLimit: 1}}
 }
 
 // TestModifyQP walks an RC QP through RESET->INIT->RTR->RTS->ERR->RESET
@@ -102,12 +96,12 @@ func TestModifyQP(t *testing.T) {
 		{"port_2", qpstate.Attr{QPState: qpstate.StateInit, PortNum: 2}, 0x39, unix.EINVAL},
 		{"INIT", qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1}, 0x39, 0},
 		{"INIT_to_RTS", qpstate.Attr{QPState: qpstate.StateRTS}, 0x12E01, unix.EINVAL},
-		{"AV_without_GRH", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024,
-			AHAttr: qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1}}, 0x129181, unix.EINVAL},
+		{"AV_without_GRH", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024,
+			AHAttr: ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1}}, 0x129181, unix.EINVAL},
 		{"MTU_6", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: 6, AHAttr: roceAV("10.0.0.2")}, 0x129181, unix.EINVAL},
-		{"ALT_on_RoCE", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, AHAttr: roceAV("10.0.0.2"),
+		{"ALT_on_RoCE", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, AHAttr: roceAV("10.0.0.2"),
 			AltAHAttr: roceAV("10.0.0.2"), AltPortNum: 1}, 0x129181 | qpstate.AttrAltPath, unix.EINVAL},
-		{"RTR", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, AHAttr: roceAV("10.0.0.2"), DestQPNum: 9}, 0x129181, 0},
+		{"RTR", qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, AHAttr: roceAV("10.0.0.2"), DestQPNum: 9}, 0x129181, 0},
 		{"RTR_to_RTR", qpstate.Attr{QPState: qpstate.StateRTR}, 1, unix.EINVAL},
 		{"RTS_with_CUR", qpstate.Attr{QPState: qpstate.StateRTS, CurQPState: qpstate.StateRTR, Timeout: 14}, 0x12E03, 0},
 		{"RTS_to_SQE", qpstate.Attr{QPState: qpstate.StateSQE}, 1, unix.EINVAL},
@@ -137,15 +131,15 @@ func TestRates(t *testing.T) {
 		name      string
 		got, want int
 	}{
-		{"rate_to_mbps_16", emu.RateToMbps(16), 103125},
-		{"rate_to_mult_24", emu.RateToMult(24), -1},
-		{"mult_to_rate_7", int(emu.MultToRate(7)), int(emu.RatePortCurrent)},
-		{"rate_to_mult_25", emu.RateToMult(25), 640},
-		{"port_current_mult", emu.RateToMult(emu.RatePortCurrent), -1},
-		{"port_current_mbps", emu.RateToMbps(emu.RatePortCurrent), -1},
-		{"14G_mbps", emu.RateToMbps(emu.Rate14Gbps), 14062},
-		{"800G_mult", emu.RateToMult(emu.Rate800Gbps), 320},
-		{"mult_4", int(emu.MultToRate(4)), int(emu.Rate10Gbps)},
+		{"rate_to_mbps_16", kverbs.RateToMbps(16), 103125},
+		{"rate_to_mult_24", kverbs.RateToMult(24), -1},
+		{"mult_to_rate_7", int(kverbs.MultToRate(7)), int(emu.RatePortCurrent)},
+		{"rate_to_mult_25", kverbs.RateToMult(25), 640},
+		{"port_current_mult", kverbs.RateToMult(emu.RatePortCurrent), -1},
+		{"port_current_mbps", kverbs.RateToMbps(emu.RatePortCurrent), -1},
+		{"14G_mbps", kverbs.RateToMbps(emu.Rate14Gbps), 14062},
+		{"800G_mult", kverbs.RateToMult(emu.Rate800Gbps), 320},
+		{"mult_4", int(kverbs.MultToRate(4)), int(emu.Rate10Gbps)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.got != c.want {
@@ -154,8 +148,8 @@ func TestRates(t *testing.T) {
 		})
 	}
 	for r := emu.Rate(0); r < 30; r++ {
-		if m := emu.RateToMult(r); m > 0 && emu.MultToRate(m) != r {
-			t.Errorf("mult_to_ib_rate(ib_rate_to_mult(%d)) = %d", r, emu.MultToRate(m))
+		if m := kverbs.RateToMult(r); m > 0 && kverbs.MultToRate(m) != r {
+			t.Errorf("mult_to_ib_rate(ib_rate_to_mult(%d)) = %d", r, kverbs.MultToRate(m))
 		}
 	}
 }
@@ -177,7 +171,7 @@ func TestPortAttrToSpeedInfo(t *testing.T) {
 		{3, emu.Width1X, 25, "2.5 Gb/sec (1X SDR)", 0},
 		{emu.SpeedSDR, 3, 0, "", unix.EINVAL},
 	} {
-		si, err := emu.PortAttrToSpeedInfo(&emu.PortAttr{ActiveSpeed: c.speed, ActiveWidth: c.width})
+		si, err := kverbs.PortAttrToSpeedInfo(&emu.PortAttr{ActiveSpeed: c.speed, ActiveWidth: c.width})
 		wantErrno(t, "speed info", err, c.errno)
 		if si.Rate != c.rate || si.Str != c.str {
 			t.Errorf("%d/%d: %+v, want %d %q", c.speed, c.width, si, c.rate, c.str)
@@ -200,8 +194,8 @@ func TestPortAttrToSpeedInfo(t *testing.T) {
 // TestLIDHelpers covers ib_lid_cpu16 and ib_lid_be16.
 func TestLIDHelpers(t *testing.T) {
 	for _, lid := range []uint32{0, 1, 0xC001, 0xFFFF, 0x1ABCD} {
-		be := emu.LIDBE16(lid)
-		if got := emu.LIDCPU16(lid); got != uint16(lid&0xFFFF) || binary.BigEndian.Uint16(be[:]) != got {
+		be := kverbs.LIDBE16(lid)
+		if got := kverbs.LIDCPU16(lid); got != uint16(lid&0xFFFF) || binary.BigEndian.Uint16(be[:]) != got {
 			t.Errorf("lid %#x: cpu16 %#x be16 % x", lid, got, be)
 		}
 	}
@@ -212,16 +206,18 @@ func TestLIDHelpers(t *testing.T) {
 func TestKeyHelpers(t *testing.T) {
 	for _, c := range []struct{ in, want uint32 }{{0x123456FF, 0x12345600}, {0x12345600, 0x12345601}, {0, 1}} {
 		t.Run(fmt.Sprintf("ib_inc_rkey_%#x", c.in), func(t *testing.T) {
-			if got := emu.IncRKey(c.in); got != c.want {
+			if got := kverbs.IncRKey(c.in); got != c.want {
 				t.Errorf("ib_inc_rkey(%#x) = %#x, want %#x", c.in, got, c.want)
 			}
 		})
 	}
 	t.Run("ib_update_fast_reg_key", func(t *testing.T) {
-		mr := &emu.MR{LKey: 0x00001234, RKey: 0x00001299}
-		emu.UpdateFastRegKey(mr, 0xAB)
-		if mr.LKey != 0x000012AB || mr.RKey != 0x000012AB {
-			t.Errorf("lkey %#x rkey %#x", mr.LKey, mr.RKey)
+		pd := must[*emu.PD](t)(newDevice(t).AllocPD(0))
+		mr := must[*emu.MR](t)(pd.AllocMR(emu.MRTypeMemReg, 1))
+		lkey, rkey := mr.LKey(), mr.RKey()
+		kverbs.UpdateFastRegKey(mr, 0xAB)
+		if mr.LKey() != lkey&^0xFF|0xAB || mr.RKey() != rkey&^0xFF|0xAB {
+			t.Errorf("lkey %#x rkey %#x from %#x %#x", mr.LKey(), mr.RKey(), lkey, rkey)
 		}
 	})
 }
@@ -266,7 +262,7 @@ func TestMRTypes(t *testing.T) {
 		}
 		wantErrno(t, "alloc_mr "+typ.String(), err, want)
 		if err == nil {
-			if mr.Type != typ || mr.LKey>>8 == 0 || mr.LKey != mr.RKey || mr.Access != qpstate.AccessRemote {
+			if mr.Type != typ || mr.LKey()>>8 == 0 || mr.LKey() != mr.RKey() || mr.Access != ib.AccessRemote {
 				t.Errorf("MR %v access %v", mr, mr.Access)
 			}
 			wantErrno(t, "dereg_mr_user", mr.DeregUser(&emu.UData{}), 0)
@@ -284,7 +280,7 @@ func TestMRTypes(t *testing.T) {
 func TestCheckMRStatus(t *testing.T) {
 	d := newDevice(t)
 	pd := must[*emu.PD](t)(d.AllocPD(0))
-	mr := must[*emu.MR](t)(pd.GetDMAMR(qpstate.AccessLocalWrite))
+	mr := must[*emu.MR](t)(pd.GetDMAMR(ib.AccessLocalWrite))
 	st, err := mr.CheckStatus(emu.MRCheckSigStatus)
 	wantErrno(t, "check_mr_status", err, unix.EOPNOTSUPP)
 	if st != (emu.MRStatus{}) {
@@ -312,8 +308,8 @@ func TestUData(t *testing.T) {
 	wantErrno(t, "create QP with driver input", err, unix.EINVAL)
 	out := &emu.UData{Out: make([]byte, 8)}
 	qp := must[*emu.QP](t)(pd.CreateUserQP(init, out))
-	if out.OutLen != 4 || uint32(out.Out[0]) != qp.QPNum {
-		t.Fatalf("create QP response %+v for QPN %d", out, qp.QPNum)
+	if out.OutLen != 4 || uint32(out.Out[0]) != qp.QPNum() {
+		t.Fatalf("create QP response %+v for QPN %d", out, qp.QPNum())
 	}
 }
 
@@ -327,34 +323,6 @@ func TestRDMANetdev(t *testing.T) {
 		t.Fatal("netdev returned with an error")
 	}
 }
-
-// TestDeviceOps checks which optional ib_device_ops rxe has: the core
-// answers EOPNOTSUPP exactly for the missing ones.
-func TestDeviceOps(t *testing.T) {
-	d := newDevice(t)
-	ops := d.Ops()
-	for _, c := range []struct {
-		name string
-		has  bool
-		want bool
-	}{
-		{"modify_srq", implements[emu.SRQModifier](ops), true},
-		{"modify_ah", implements[emu.AHModifier](ops), true},
-		{"attach_mcast", implements[emu.McastAttacher](ops), true},
-		{"get_hw_stats", implements[emu.HWStatsProvider](ops), true},
-		{"modify_cq", implements[emu.CQModerator](ops), false},
-		{"check_mr_status", implements[emu.MRStatusChecker](ops), false},
-		{"alloc_xrcd", implements[emu.XRCDAllocator](ops), false},
-		{"add_gid", implements[emu.GIDAdder](ops), false},
-		{"rdma_netdev_get_params", implements[emu.RDMANetdevAllocator](ops), false},
-	} {
-		if c.has != c.want {
-			t.Errorf("%s: implemented %v, want %v", c.name, c.has, c.want)
-		}
-	}
-}
-
-func implements[T any](v any) bool { _, ok := v.(T); return ok }
 
 // TestClientData covers ib_get_client_data / ib_set_client_data and the
 // client removal on unregister.
@@ -377,7 +345,7 @@ func TestClientData(t *testing.T) {
 	}
 	failing := &emu.Client{Name: "bad", Add: func(*emu.Device) (any, error) { return nil, unix.ENOMEM }}
 	wantErrno(t, "failing add", d.AddClient(failing), unix.ENOMEM)
-	d.Unregister()
+	d.Close()
 	if removed != 42 || d.ClientData(c) != nil {
 		t.Fatalf("remove saw %v, data now %v", removed, d.ClientData(c))
 	}
@@ -392,40 +360,20 @@ func TestDeviceTryGet(t *testing.T) {
 		t.Fatal("TryGet on a registered device failed")
 	}
 	done := make(chan struct{})
-	go func() { d.Unregister(); close(done) }()
-	// Unregister must wait for our reference; TryGet soon fails.
+	go func() { d.Close(); close(done) }()
+	// Close (the unregistration) must wait for our reference; TryGet soon fails.
 	for d.TryGet() {
 		d.Put()
 	}
 	select {
 	case <-done:
-		t.Fatal("Unregister returned while a reference was held")
+		t.Fatal("Close returned while a reference was held")
 	default:
 	}
 	d.Put()
 	<-done
 	if d.TryGet() {
 		t.Fatal("TryGet succeeded after unregister")
-	}
-}
-
-// TestDevNode covers rdma_device_to_ibdev, rdma_device_to_drv_device and
-// ibdev_to_node.
-func TestDevNode(t *testing.T) {
-	d := newDevice(t)
-	n := d.Node()
-	if emu.RDMADeviceToIBDev(n) != d || n.Name != "rxe0" {
-		t.Fatal("rdma_device_to_ibdev")
-	}
-	r, ok := emu.RDMADeviceToDrvDevice[*rxe.Dev](n)
-	if !ok || r.Device() != d {
-		t.Fatal("rdma_device_to_drv_device")
-	}
-	if _, ok := emu.RDMADeviceToDrvDevice[*emu.PD](n); ok {
-		t.Fatal("rdma_device_to_drv_device accepted the wrong driver type")
-	}
-	if emu.IBDevToNode(d) != emu.NUMANoNode {
-		t.Fatal("ibdev_to_node")
 	}
 }
 
@@ -447,30 +395,30 @@ func TestPortCapabilities(t *testing.T) {
 		{"rdma_for_each_port", ports, []uint32{1}},
 		{"rdma_is_port_valid(1)", d.IsPortValid(1), true},
 		{"rdma_is_port_valid(0)", d.IsPortValid(0), false},
-		{"rdma_cap_ib_switch", d.CapIBSwitch(), false},
-		{"rdma_protocol_ib", d.ProtocolIB(1), false},
-		{"rdma_protocol_roce", d.ProtocolRoCE(1), true},
-		{"rdma_protocol_roce_udp_encap", d.ProtocolRoCEUDPEncap(1), true},
-		{"rdma_protocol_iwarp", d.ProtocolIWARP(1), false},
+		{"rdma_cap_ib_switch", kverbs.CapIBSwitch(d.Device), false},
+		{"rdma_protocol_ib", kverbs.ProtocolIB(d.Device, 1), false},
+		{"rdma_protocol_roce", kverbs.ProtocolRoCE(d.Device, 1), true},
+		{"rdma_protocol_roce_udp_encap", kverbs.ProtocolRoCEUDPEncap(d.Device, 1), true},
+		{"rdma_protocol_iwarp", kverbs.ProtocolIWARP(d.Device, 1), false},
 		{"rdma_is_grh_required", d.IsGRHRequired(1), true},
-		{"rdma_cap_ib_mad", d.CapIBMAD(1), true},
-		{"rdma_cap_opa_mad", d.CapOPAMAD(1), false},
-		{"rdma_cap_ib_smi", d.CapIBSMI(1), false},
-		{"rdma_cap_ib_cm", d.CapIBCM(1), true},
-		{"rdma_cap_iw_cm", d.CapIWCM(1), false},
-		{"rdma_cap_ib_sa", d.CapIBSA(1), false},
-		{"rdma_cap_ib_mcast", d.CapIBMcast(1), false},
-		{"rdma_cap_af_ib", d.CapAFIB(1), true},
-		{"rdma_cap_eth_ah", d.CapEthAH(1), true},
-		{"rdma_cap_opa_ah", d.CapOPAAH(1), false},
-		{"rdma_cap_read_inv", d.CapReadInv(1), false},
-		{"rdma_max_mad_size", d.MaxMADSize(1), 256},
-		{"rdma_max_mad_size(port 2)", d.MaxMADSize(2), 0},
-		{"rdma_cap_roce_gid_table", d.CapRoCEGIDTable(1), false},
-		{"rdma_core_cap_opa_port", d.CoreCapOPAPort(1), false},
-		{"rdma_ah_find_type", d.AHFindType(1), qpstate.AHAttrTypeRoCE},
+		{"rdma_cap_ib_mad", kverbs.CapIBMAD(d.Device, 1), true},
+		{"rdma_cap_opa_mad", kverbs.CapOPAMAD(d.Device, 1), false},
+		{"rdma_cap_ib_smi", kverbs.CapIBSMI(d.Device, 1), false},
+		{"rdma_cap_ib_cm", kverbs.CapIBCM(d.Device, 1), true},
+		{"rdma_cap_iw_cm", kverbs.CapIWCM(d.Device, 1), false},
+		{"rdma_cap_ib_sa", kverbs.CapIBSA(d.Device, 1), false},
+		{"rdma_cap_ib_mcast", kverbs.CapIBMcast(d.Device, 1), false},
+		{"rdma_cap_af_ib", kverbs.CapAFIB(d.Device, 1), true},
+		{"rdma_cap_eth_ah", kverbs.CapEthAH(d.Device, 1), true},
+		{"rdma_cap_opa_ah", kverbs.CapOPAAH(d.Device, 1), false},
+		{"rdma_cap_read_inv", kverbs.CapReadInv(d.Device, 1), false},
+		{"rdma_max_mad_size", kverbs.MaxMADSize(d.Device, 1), 256},
+		{"rdma_max_mad_size(port 2)", kverbs.MaxMADSize(d.Device, 2), 0},
+		{"rdma_cap_roce_gid_table", kverbs.CapRoCEGIDTable(d.Device, 1), false},
+		{"rdma_core_cap_opa_port", kverbs.CoreCapOPAPort(d.Device, 1), false},
+		{"rdma_ah_find_type", kverbs.AHFindType(d.Device, 1), ib.AHAttrTypeRoCE},
 		{"rdma_port_get_link_layer", d.LinkLayer(1), emu.LinkLayerEthernet},
-		{"core caps invalid port", d.CapIBCM(2), false},
+		{"core caps invalid port", kverbs.CapIBCM(d.Device, 2), false},
 		{"vendor_id", d.Query().VendorID, uint32(0xFFFFFF)},
 		{"device_cap_flags", d.Query().DeviceCapFlags, uint64(0x1C001223C76)},
 		{"node_guid", d.Query().NodeGUID, uint64(0x505400fffe123456)},
@@ -484,7 +432,7 @@ func TestPortCapabilities(t *testing.T) {
 	}
 	pa := must[emu.PortAttr](t)(d.QueryPort(1))
 	if pa.State != emu.PortActive || pa.PhysState != emu.PhysLinkUp || pa.GIDTblLen != 1024 ||
-		pa.PortCapFlags != 0x10000 || pa.MaxMsgSz != 1<<31 || pa.PKeyTblLen != 1 || pa.MaxMTU != qpstate.MTU4096 {
+		pa.PortCapFlags != 0x10000 || pa.MaxMsgSz != 1<<31 || pa.PKeyTblLen != 1 || pa.MaxMTU != ib.MTU4096 {
 		t.Errorf("port attr %+v", pa)
 	}
 	_, err := d.QueryPort(2)
@@ -508,14 +456,14 @@ func TestMTUHelpers(t *testing.T) {
 		name      string
 		got, want int
 	}{
-		{"int_to_enum_1500", int(qpstate.MTUFromBytes(1500)), 3},
-		{"int_to_enum_4096", int(qpstate.MTUFromBytes(4096)), 5},
-		{"int_to_enum_0", int(qpstate.MTUFromBytes(0)), 1},
-		{"enum_to_int_6", qpstate.MTU(6).Bytes(), -1},
+		{"int_to_enum_1500", int(ib.MTUFromBytes(1500)), 3},
+		{"int_to_enum_4096", int(ib.MTUFromBytes(4096)), 5},
+		{"int_to_enum_0", int(ib.MTUFromBytes(0)), 1},
+		{"enum_to_int_6", ib.MTU(6).Bytes(), -1},
 		{"active_mtu_1500", int(pa.ActiveMTU), 3},
-		{"rdma_mtu_enum_to_int_1024", d.MTUEnumToInt(1, qpstate.MTU1024), 1024},
-		{"rdma_mtu_enum_to_int_OPA8192_on_RoCE", d.MTUEnumToInt(1, qpstate.OPAMTU8192), -1},
-		{"rdma_mtu_from_attr", d.MTUFromAttr(1, &pa), 4096},
+		{"rdma_mtu_enum_to_int_1024", kverbs.MTUEnumToInt(d.Device, 1, ib.MTU1024), 1024},
+		{"rdma_mtu_enum_to_int_OPA8192_on_RoCE", kverbs.MTUEnumToInt(d.Device, 1, ib.OPAMTU8192), -1},
+		{"rdma_mtu_from_attr", kverbs.MTUFromAttr(d.Device, 1, &pa), 4096},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.got != c.want {
@@ -555,7 +503,7 @@ func TestGIDTable(t *testing.T) {
 	want := []string{"fe80::5054:ff:fe12:3456", "::ffff:10.0.0.1", "fd00::1"}
 	for i, w := range want {
 		e := must[emu.GIDEntry](t)(d.QueryGID(1, i))
-		if e.GID.String() != w || e.Type != qpstate.GIDTypeRoCEv2 || e.Index != i || e.NetDev != "tap0" {
+		if e.GID.String() != w || e.Type != ib.GIDTypeRoCEv2 || e.Index != i || e.NetDev != "tap0" {
 			t.Errorf("GID %d = %+v (%v), want %s RoCEv2", i, e, e.GID, w)
 		}
 	}
@@ -578,25 +526,24 @@ func TestGIDTable(t *testing.T) {
 	if e := must[emu.GIDEntry](t)(d.QueryGID(1, 1)); e.GID.String() != "::ffff:192.168.1.5" {
 		t.Errorf("slot 1 = %v", e.GID)
 	}
-	e, err := d.FindGID(emu.GIDFromAddr(netip.MustParseAddr("192.168.1.5")), qpstate.GIDTypeRoCEv2, 1)
+	e, err := d.FindGID(emu.GIDFromAddr(netip.MustParseAddr("192.168.1.5")), ib.GIDTypeRoCEv2, 1)
 	if err != nil || e.Index != 1 {
 		t.Errorf("FindGID = %+v, %v", e, err)
 	}
-	_, err = d.FindGID(emu.GIDFromAddr(netip.MustParseAddr("10.0.0.1")), qpstate.GIDTypeRoCEv2, 1)
+	_, err = d.FindGID(emu.GIDFromAddr(netip.MustParseAddr("10.0.0.1")), ib.GIDTypeRoCEv2, 1)
 	wantErrno(t, "removed address", err, unix.ENOENT)
 }
 
 // TestPortEvents covers PORT_ERR / PORT_ACTIVE and link_downed.
 func TestPortEvents(t *testing.T) {
 	d := newDevice(t)
-	r, _ := emu.RDMADeviceToDrvDevice[*rxe.Dev](d.Node())
 	var got []emu.EventType
 	d.RegisterEventHandler(func(ev emu.Event) { got = append(got, ev.Type) })
-	r.SetLink(false)
+	d.SetLink(false)
 	if pa, _ := d.QueryPort(1); pa.State != emu.PortDown || pa.PhysState != emu.PhysDisabled {
 		t.Fatalf("down port %v %v", pa.State, pa.PhysState)
 	}
-	r.SetLink(true)
+	d.SetLink(true)
 	if !slices.Equal(got, []emu.EventType{emu.EventPortErr, emu.EventPortActive}) {
 		t.Fatalf("events %v", got)
 	}
@@ -613,7 +560,6 @@ func TestPortEvents(t *testing.T) {
 func TestHWStats(t *testing.T) {
 	clk := &manualClock{now: time.Unix(1000, 0)}
 	d := newDevice(t, func(c *rxe.Config) { c.Device.Clock = clk })
-	r, _ := emu.RDMADeviceToDrvDevice[*rxe.Dev](d.Node())
 	s := must[*emu.HWStats](t)(d.AllocHWPortStats(1))
 	rxeNames := []string{"sent_pkts", "rcvd_pkts", "duplicate_request", "out_of_seq_request", "rcvd_rnr_err",
 		"send_rnr_err", "rcvd_seq_err", "ack_deferred", "retry_exceeded_err", "retry_rnr_exceeded_err",
@@ -632,7 +578,7 @@ func TestHWStats(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 	d.GetHWStats(s, 1)
-	r.SetLink(false)
+	d.SetLink(false)
 	d.GetHWStats(s, 1)
 	if v, _ := s.Counter("link_downed"); v != 0 {
 		t.Fatalf("cached read within 10 ms saw %d", v)

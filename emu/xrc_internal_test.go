@@ -14,7 +14,7 @@ import (
 // be destroyed while handles are open; closing twice or closing the real
 // QP is EINVAL.
 func TestOpenQPHandles(t *testing.T) {
-	real := &QP{QPNum: 0x42, QPType: qpstate.TypeXRCTgt}
+	real := &QP{qpn: 0x42, QPType: qpstate.TypeXRCTgt}
 	real.real = real
 	x := &XRCD{tgts: map[uint32]*QP{}}
 	x.AddTarget(real)
@@ -35,8 +35,8 @@ func TestOpenQPHandles(t *testing.T) {
 		t.Fatal(err)
 	}
 	h2, _ := OpenQP(x, QPOpenAttr{QPNum: 0x42, QPType: qpstate.TypeXRCTgt})
-	if h1.QPNum != 0x42 || real.use.n.Load() != 2 {
-		t.Fatalf("handle QPN %#x, use count %d", h1.QPNum, real.use.n.Load())
+	if h1.qpn != 0x42 || real.use.n.Load() != 2 {
+		t.Fatalf("handle QPN %#x, use count %d", h1.qpn, real.use.n.Load())
 	}
 	if err := real.Destroy(); !errors.Is(err, unix.EBUSY) {
 		t.Fatalf("destroy with open handles: %v", err)

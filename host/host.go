@@ -74,9 +74,6 @@ import (
 	"github.com/softroce/softroce/link"
 )
 
-// RoCEv2Port is the IANA UDP destination port of RoCEv2.
-const RoCEv2Port = 4791
-
 // Defaults of the neighbour cache, the kernel's (net.ipv4.neigh.default.*).
 const (
 	// DefaultRetransTime is the time between solicitations (retrans_time_ms).

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	"github.com/softroce/softroce/ib"
 )
 
 // Input processes one received frame: it answers ARP, neighbour
@@ -194,7 +195,7 @@ func (h *Host) inputIPv6(frame []byte) {
 // port unreachable, as __udp4_lib_rcv and __udp6_lib_rcv answer when no
 // socket is bound; ipPayload is the IP packet's payload.
 func (h *Host) inputUDP(frame []byte, src, dst netip.Addr, ipPayload []byte) {
-	if h.udp.DstPort != RoCEv2Port {
+	if h.udp.DstPort != ib.RoCEv2UDPPort {
 		h.stats.unhandled.Add(1)
 		n := int(h.udp.Length)
 		if n < 8 || n > len(ipPayload) || !l4ChecksumOK(src, dst, layers.IPProtocolUDP, ipPayload[:n]) ||

@@ -297,7 +297,7 @@ func junkFrames(t *testing.T, e *end) []junk {
 	dst := e.n.MAC()
 	build := func(mut func(*wire.Frame)) []byte {
 		f := &wire.Frame{Src: brA, Dst: brB, HopLimit: 64, SrcPort: 0xc123,
-			BTH:     wire.BTHFields{Opcode: wire.RCSendOnly, PKey: 0xffff, DestQP: e.qp.QPNum, PSN: 0x800000, AckReq: true},
+			BTH:     wire.BTHFields{Opcode: wire.RCSendOnly, PKey: 0xffff, DestQP: e.qp.QPNum(), PSN: 0x800000, AckReq: true},
 			Payload: []byte("junk from the injector")}
 		copy(f.DstMAC[:], dst)
 		copy(f.SrcMAC[:], injMA)

@@ -7,6 +7,10 @@
 //	             └─ RoCEv2 frames (UDP 4791 to its addresses)
 //	                  └─ emu/rxe device (the emulated HCA)
 //
+// On a UDP link (OpenUDP, package link/udp) the kernel is the IP host: the
+// device sits on the link directly, without a host.Host, and its GIDs
+// follow the addresses the link binds (see OpenUDP).
+//
 // It mirrors `rdma link add softroce0 type rxe netdev DEV` on a machine
 // whose netdev DEV holds the node's MAC and addresses: the Host plays the
 // kernel's IP stack and netdev, the device is rxe on top of it. As with rxe,
@@ -50,9 +54,10 @@ import (
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/host"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/link/pcap"
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/link/udp"
 	"github.com/softroce/softroce/tap"
 )
 
@@ -63,11 +68,6 @@ const DefaultName = "softroce0"
 // the kernel's ib_resolve_eth_dmac (rdma_addr_find_l2_eth_by_grh) waits at
 // most 1000 ms.
 const ResolveTimeout = time.Second
-
-// routeHopLimit is the hop limit a resolved unicast route gives (the
-// kernel's ip4_dst_hoplimit / ip6_dst_hoplimit default, 64), which replaces
-// the GRH hop limit of a user AV.
-const routeHopLimit = 64
 
 // Config configures New. The node sits on Link; nil gives the in-memory
 // default: one end of a link.Pipe with nobody on the other end (enough
@@ -135,7 +135,8 @@ type Node struct {
 	peer    *link.PipeEnd // the far end of the default pipe
 	host    *host.Host
 	roce    *roceLink
-	dev     *emu.Device
+	udp     *udpNode // on a UDP link: no host, the kernel routes
+	dev     *rxe.Device
 	clk     clock.Clock
 	runErr  chan error
 
@@ -184,6 +185,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if u, ok := l.(*udp.Link); ok {
+		n.udp = &udpNode{link: u}
+	}
 	fail := func(err error) (*Node, error) {
 		if n.host != nil {
 			n.host.Close()
@@ -224,6 +228,12 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if len(mac) != 6 {
 		return fail(fmt.Errorf("node: MAC %v is not an Ethernet address: %w", mac, unix.EINVAL))
 	}
+	if n.udp != nil {
+		if _, err := n.startUDP(&cfg, l, mac); err != nil {
+			return fail(err)
+		}
+		return n, nil
+	}
 	n.roce = newRoCELink(l, [6]byte(mac))
 	noDAD := cfg.NoDAD || n.peer != nil
 	h, err := host.New(l, host.Config{MAC: mac, Addrs: cfg.Addrs, Clock: n.clk, Seed: cfg.Seed,
@@ -239,8 +249,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	rc.Seed = cfg.Seed
 	rc.Link = n.roce
-	rc.Neighbor = n.neighbor
-	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: resolver{n},
+	rc.Neighbor = n
+	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveBounded),
 		NetDev: emu.NetDev{Name: netdevName, MAC: mac, MTU: l.MTU(), Addrs: n.addrs()}}
 	n.mu.Lock()
 	dev, err := rxe.New(rc)
@@ -275,6 +285,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 // returns once the address and its GID exist, or with the duplicate's
 // error (wrapping EADDRINUSE), in which case no GID was created.
 func (n *Node) AddAddr(ctx context.Context, p netip.Prefix) error {
+	if n.host == nil {
+		return fmt.Errorf("node %s: add %v: the kernel owns the addresses of a UDP link (ip addr add): %w", n.name, p, unix.EOPNOTSUPP)
+	}
 	if err := n.host.AddAddrWait(ctx, p); err != nil {
 		return fmt.Errorf("node %s: %w", n.name, err)
 	}
@@ -304,6 +317,9 @@ func (n *Node) openLink(cfg *Config) (link.Link, string, error) {
 
 // addrs returns the host's addresses as the netdev's.
 func (n *Node) addrs() []netip.Addr {
+	if n.udp != nil {
+		return n.udp.current()
+	}
 	ps := n.host.Addrs()
 	as := make([]netip.Addr, len(ps))
 	for i, p := range ps {
@@ -323,67 +339,59 @@ func (n *Node) addrChanged(host.AddrChange) {
 	n.dev.SetNetDevAddrs(n.addrs())
 }
 
-// neighbor is the device's per-packet Ethernet destination lookup: a
-// valid cached entry, or nothing — in which case a resolution starts in
-// the background, as neigh_event_send does for a packet to an unresolved
-// neighbour (that packet goes to the AV's DMAC; rxe's retries recover).
-func (n *Node) neighbor(ip netip.Addr) ([6]byte, bool) {
-	var m [6]byte
-	mac, err := n.host.Resolve(doneCtx, ip)
-	if err != nil || len(mac) != 6 {
-		return m, false
-	}
-	copy(m[:], mac)
-	return m, true
-}
-
-// doneCtx is a cancelled context: Resolve with it answers from the cache
-// only (and starts a resolution on a miss).
-var doneCtx = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}()
-
-// resolver is the device's emu.Resolver (ib_resolve_eth_dmac): it resolves
-// the destination GID's IP through the host's neighbour layer, waiting up
-// to ResolveTimeout, and gives the route's hop limit.
-type resolver struct{ n *Node }
-
-func (r resolver) ResolveDMAC(sgid, dgid emu.GID) ([6]byte, uint8, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
+// resolveBounded is the device's resolver (ib_resolve_eth_dmac): Resolve
+// waiting up to ResolveTimeout, a timeout reported as EHOSTUNREACH.
+func (n *Node) resolveBounded(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
 	defer cancel()
-	var m [6]byte
-	mac, err := r.n.host.Resolve(ctx, dgid.Addr())
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("%w: %w", err, unix.EHOSTUNREACH)
-		}
-		return m, 0, err
+	mac, err := n.Resolve(ctx, ip)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w: %w", err, unix.EHOSTUNREACH)
 	}
-	copy(m[:], mac)
-	return m, routeHopLimit, nil
+	return mac, err
 }
 
 // Resolve returns the Ethernet address of ip (a peer GID's address,
 // IPv4-mapped or not), sending ARP requests or neighbour solicitations
 // until it answers, ctx ends, or host.DefaultSolicitations tries went
-// unanswered (EHOSTUNREACH). Call it for the remote GID before moving a QP
-// to RTR (the kernel resolves at that point, in modify_qp or rdma_cm) and
-// put the result in the AV's DMAC; afterwards every packet follows the
-// neighbour cache.
-func (n *Node) Resolve(ctx context.Context, ip netip.Addr) (net.HardwareAddr, error) {
-	return n.host.Resolve(ctx, ip.Unmap())
+// unanswered (EHOSTUNREACH). With a cancelled ctx it answers from the
+// neighbour cache only, starting a resolution in the background on a miss
+// as neigh_event_send does for a packet to an unresolved neighbour (the
+// driver asks so for each packet: a miss goes to the AV's DMAC and rxe's
+// retries recover). Call it for the remote GID before moving a QP to RTR
+// (the kernel resolves at that point, in modify_qp or rdma_cm) and put the
+// result in the AV's DMAC; afterwards every packet follows the neighbour
+// cache. A Node is the emu.Resolver of its device's driver.
+func (n *Node) Resolve(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+	var m [6]byte
+	if n.udp != nil {
+		return n.resolveUDP(ctx, ip)
+	}
+	mac, err := n.host.Resolve(ctx, ip.Unmap())
+	if err != nil {
+		return m, err
+	}
+	if len(mac) != 6 {
+		return m, fmt.Errorf("resolve %v: %v is not an Ethernet address: %w", ip, mac, unix.EHOSTUNREACH)
+	}
+	copy(m[:], mac)
+	return m, nil
 }
+
+// Addrs returns the node's addresses in the order its GIDs follow them
+// (the host's on TAP and AF_PACKET links, the bound or the host's ones on
+// a UDP link).
+func (n *Node) Addrs() []netip.Addr { return n.addrs() }
 
 // Name returns the device name.
 func (n *Node) Name() string { return n.name }
 
 // Device returns the emulated rxe device.
-func (n *Node) Device() *emu.Device { return n.dev }
+func (n *Node) Device() *emu.Device { return n.dev.Device }
 
 // Host returns the IP host: its addresses (AddAddr, RemoveAddr, which the
-// GID table follows), neighbours and counters.
+// GID table follows), neighbours and counters. It is nil on a UDP link,
+// where the kernel is the IP host.
 func (n *Node) Host() *host.Host { return n.host }
 
 // Link returns the link the node reads and writes (the Capture when one is
@@ -391,13 +399,18 @@ func (n *Node) Host() *host.Host { return n.host }
 func (n *Node) Link() link.Link { return n.link }
 
 // MAC returns the node's Ethernet address.
-func (n *Node) MAC() net.HardwareAddr { return n.host.MAC() }
+func (n *Node) MAC() net.HardwareAddr {
+	if n.udp != nil {
+		return n.udp.mac
+	}
+	return n.host.MAC()
+}
 
 // GID returns the GID table index holding ip (IPv4-mapped or not), as a
 // user looks it up for ibv_rc_pingpong -g or perftest -x; ENOENT if the
 // device has no such GID.
 func (n *Node) GID(ip netip.Addr) (int, error) {
-	e, err := n.dev.FindGID(emu.GIDFromAddr(ip), qpstate.GIDTypeRoCEv2, 1)
+	e, err := n.dev.FindGID(emu.GIDFromAddr(ip), ib.GIDTypeRoCEv2, 1)
 	if err != nil {
 		return 0, err
 	}
@@ -413,11 +426,18 @@ type Stats struct {
 	RoCEQueueDrops uint64
 	// CaptureFrames is how many frames the pcap capture recorded.
 	CaptureFrames uint64
+	// UDP is the UDP link's counters (zero on other links).
+	UDP udp.Stats
 }
 
 // Stats returns the node's counters (the device's are its hw counters).
 func (n *Node) Stats() Stats {
-	s := Stats{Host: n.host.Stats(), RoCEQueueDrops: n.roce.dropped.Load()}
+	var s Stats
+	if n.udp != nil {
+		s.UDP = n.udp.link.Stats()
+	} else {
+		s.Host, s.RoCEQueueDrops = n.host.Stats(), n.roce.dropped.Load()
+	}
 	if n.capture != nil {
 		s.CaptureFrames = n.capture.Frames()
 	}
@@ -434,11 +454,20 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
-	rxe.Of(n.dev).Close() // closes the RoCE adapter, waits for the device's readers
-	n.dev.Unregister()
-	err := n.host.Close()
-	if rerr := <-n.runErr; err == nil {
-		err = rerr
+	// Closes the RoCE adapter (on a UDP link, the link itself), waits for
+	// the device's readers and unregisters the device.
+	cerr := n.dev.Close()
+	var err error
+	if n.udp != nil {
+		if n.udp.stop != nil {
+			n.udp.stop()
+		}
+		err = cerr
+	} else {
+		err = n.host.Close()
+		if rerr := <-n.runErr; err == nil {
+			err = rerr
+		}
 	}
 	if n.peer != nil {
 		n.peer.Close()

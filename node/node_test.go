@@ -15,6 +15,7 @@ import (
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/host"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
@@ -72,7 +73,7 @@ func TestResolveByARPAndND(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(got, tc.want) {
+			if !bytes.Equal(got[:], tc.want) {
 				t.Fatalf("Resolve(%v) = %v, want %v", tc.ip, got, tc.want)
 			}
 		})
@@ -163,10 +164,10 @@ func TestUserModifyResolves(t *testing.T) {
 		t.Fatal(err)
 	}
 	rtr := func(dst netip.Addr) (qpstate.Attr, error) {
-		attr := qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, DestQPNum: eb.qp.QPNum,
+		attr := qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: eb.qp.QPNum(),
 			MaxDestRdAtomic: 1, MinRNRTimer: 12,
-			AHAttr: qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH,
-				GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(dst), SGIDIndex: 1, HopLimit: 1}}}
+			AHAttr: ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH,
+				GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(dst), SGIDIndex: 1, HopLimit: 1}}}
 		err := ea.qp.ModifyWithUdata(&attr, qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|
 			qpstate.AttrDestQPN|qpstate.AttrRQPSN|qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer, &emu.UData{})
 		return attr, err
@@ -180,8 +181,8 @@ func TestUserModifyResolves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(attr.AHAttr.DMAC[:], macB) || attr.AHAttr.GRH.HopLimit != routeHopLimit {
-		t.Fatalf("resolved DMAC %x hop limit %d, want %v and %d", attr.AHAttr.DMAC, attr.AHAttr.GRH.HopLimit, macB, routeHopLimit)
+	if !bytes.Equal(attr.AHAttr.DMAC[:], macB) || attr.AHAttr.GRH.HopLimit != 64 {
+		t.Fatalf("resolved DMAC %x hop limit %d, want %v and 64", attr.AHAttr.DMAC, attr.AHAttr.GRH.HopLimit, macB)
 	}
 }
 
@@ -235,7 +236,7 @@ func TestGIDTableFollowsAddresses(t *testing.T) {
 					}
 					continue
 				}
-				if err != nil || e.GID != emu.GIDFromAddr(want) || e.Type != qpstate.GIDTypeRoCEv2 {
+				if err != nil || e.GID != emu.GIDFromAddr(want) || e.Type != ib.GIDTypeRoCEv2 {
 					t.Errorf("GID[%d] = %v %v %v, want %v RoCEv2", i, e.GID, e.Type, err, want)
 				}
 			}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
+	"github.com/softroce/softroce/link/udp"
 	"github.com/softroce/softroce/qpstate"
 )
 
@@ -19,6 +21,7 @@ type end struct {
 	pd   *emu.PD
 	cq   *emu.CQ
 	qp   *emu.QP
+	qpn  uint32 // the QP's number (a remote end has only this)
 	addr uint64 // buffer address (also its IOVA)
 	buf  []byte
 	mr   *emu.MR
@@ -26,8 +29,8 @@ type end struct {
 
 const bufSize = 64 << 10
 
-const allAccess = qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead |
-	qpstate.AccessRemoteAtomic
+const allAccess = ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRead |
+	ib.AccessRemoteAtomic
 
 func newEnd(t testing.TB, n *Node, ip netip.Addr) *end {
 	t.Helper()
@@ -46,6 +49,7 @@ func newEnd(t testing.TB, n *Node, ip netip.Addr) *end {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.qpn = e.qp.QPNum()
 	e.addr, e.buf = d.Memory().Alloc(bufSize)
 	if e.mr, err = e.pd.RegUserMR(e.addr, bufSize, e.addr, allAccess); err != nil {
 		t.Fatal(err)
@@ -63,8 +67,12 @@ func (e *end) connect(t testing.TB, peer *end) {
 	if err != nil {
 		t.Fatalf("resolve %v: %v", peer.ip, err)
 	}
-	if !bytes.Equal(mac, peer.n.MAC()) {
-		t.Fatalf("resolve %v = %v, want %v", peer.ip, mac, peer.n.MAC())
+	want := peer.n.MAC()
+	if e.n.udp != nil {
+		want = udp.PeerMAC[:] // the kernel routes; the MAC is a placeholder
+	}
+	if !bytes.Equal(mac[:], want) {
+		t.Fatalf("resolve %v = %v, want %v", peer.ip, mac, want)
 	}
 	sgid, err := e.n.GID(e.ip)
 	if err != nil {
@@ -78,10 +86,10 @@ func (e *end) connect(t testing.TB, peer *end) {
 	}
 	modify(qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: allAccess},
 		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags)
-	av := qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH,
-		GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: uint8(sgid), HopLimit: 64}}
-	copy(av.DMAC[:], mac)
-	modify(qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, DestQPNum: peer.qp.QPNum,
+	av := ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH,
+		GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: uint8(sgid), HopLimit: 64}}
+	av.DMAC = mac
+	modify(qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: peer.qpn,
 		RQPSN: 0x100, MaxDestRdAtomic: 16, MinRNRTimer: 12, AHAttr: av},
 		qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|
 			qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer)
@@ -135,11 +143,11 @@ func sendRecv(t testing.TB, a, b *end, size int, seed byte) {
 	t.Helper()
 	fill(a.buf[:size], seed)
 	clear(b.buf[:size])
-	if _, err := b.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: b.addr, Length: bufSize, LKey: b.mr.LKey}}}}); err != nil {
+	if _, err := b.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: b.addr, Length: bufSize, LKey: b.mr.LKey()}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.qp.PostSend([]emu.SendWR{{WRID: 2, Opcode: emu.WRSend,
-		SGList: []emu.SGE{{Addr: a.addr, Length: uint32(size), LKey: a.mr.LKey}}}}); err != nil {
+		SGList: []emu.SGE{{Addr: a.addr, Length: uint32(size), LKey: a.mr.LKey()}}}}); err != nil {
 		t.Fatal(err)
 	}
 	a.wait(t, 1)
@@ -159,8 +167,8 @@ func write(t testing.TB, a, b *end, size, off int, seed byte) {
 	fill(a.buf[:size], seed)
 	clear(b.buf)
 	if _, err := a.qp.PostSend([]emu.SendWR{{WRID: 3, Opcode: emu.WRRDMAWrite,
-		SGList:     []emu.SGE{{Addr: a.addr, Length: uint32(size), LKey: a.mr.LKey}},
-		RemoteAddr: b.addr + uint64(off), RKey: b.mr.RKey}}); err != nil {
+		SGList:     []emu.SGE{{Addr: a.addr, Length: uint32(size), LKey: a.mr.LKey()}},
+		RemoteAddr: b.addr + uint64(off), RKey: b.mr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	a.wait(t, 1)

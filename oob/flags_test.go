@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,13 +16,13 @@ func TestPingpongDefaults(t *testing.T) {
 	tests := []struct {
 		mode  PingpongMode
 		size  uint32
-		mtu   qpstate.MTU
+		mtu   ib.MTU
 		numQP uint32
 	}{
-		{PingpongRC, 4096, qpstate.MTU1024, 0},
-		{PingpongUC, 4096, qpstate.MTU1024, 0},
+		{PingpongRC, 4096, ib.MTU1024, 0},
+		{PingpongUC, 4096, ib.MTU1024, 0},
 		{PingpongUD, 1024, 0, 0},
-		{PingpongSRQ, 4096, qpstate.MTU1024, 16},
+		{PingpongSRQ, 4096, ib.MTU1024, 16},
 	}
 	for _, tc := range tests {
 		t.Run(tc.mode.String(), func(t *testing.T) {
@@ -54,7 +54,7 @@ func TestParsePingpongFlags(t *testing.T) {
 		{"long forms", PingpongUC, []string{"--port=1234", "--ib-dev", "rxe0", "--ib-port=2", "--size=64", "--mtu=4096", "--rx-depth=10", "--iters=7", "--sl=3", "--events", "--gid-idx=0", "--chk"},
 			func(c *PingpongConfig) {
 				c.Port, c.IBDev, c.IBPort, c.Size, c.MTU, c.RxDepth, c.Iters, c.SL, c.Events, c.GIDIndex, c.Check =
-					1234, "rxe0", 2, 64, qpstate.MTU4096, 10, 7, 3, true, 0, true
+					1234, "rxe0", 2, 64, ib.MTU4096, 10, 7, 3, true, 0, true
 			}},
 		{"abbreviated long", PingpongRC, []string{"--it=9", "--gid=2"}, func(c *PingpongConfig) { c.Iters, c.GIDIndex = 9, 2 }},
 		{"clustered", PingpongRC, []string{"-ecp0x10"}, func(c *PingpongConfig) { c.Events, c.Check, c.Port = true, true, 16 }},
@@ -62,7 +62,7 @@ func TestParsePingpongFlags(t *testing.T) {
 		{"rc extras", PingpongRC, []string{"-o", "-P", "-t", "-N"}, func(c *PingpongConfig) { c.ODP, c.Prefetch, c.Timestamps, c.NewSend = true, true, true, true }},
 		{"rc iodp", PingpongRC, []string{"-O", "-P"}, func(c *PingpongConfig) { c.ODP, c.ImplicitOD, c.Prefetch = true, true, true }},
 		{"rc dm", PingpongRC, []string{"-j"}, func(c *PingpongConfig) { c.DM = true }},
-		{"srq", PingpongSRQ, []string{"-q", "4", "-o", "-m", "256"}, func(c *PingpongConfig) { c.NumQP, c.ODP, c.MTU = 4, true, qpstate.MTU256 }},
+		{"srq", PingpongSRQ, []string{"-q", "4", "-o", "-m", "256"}, func(c *PingpongConfig) { c.NumQP, c.ODP, c.MTU = 4, true, ib.MTU256 }},
 		{"srq 255 QPs", PingpongSRQ, []string{"-q", "255"}, func(c *PingpongConfig) { c.NumQP = 255 }},
 		{"ud", PingpongUD, []string{"-s", "2048", "-l", "1"}, func(c *PingpongConfig) { c.Size, c.SL = 2048, 1 }},
 		{"double dash", PingpongRC, []string{"--", "-host"}, func(c *PingpongConfig) { c.Server = "-host" }},
@@ -172,7 +172,7 @@ func TestParsePerftestFlags(t *testing.T) {
 		{"bw options", PerftestSendBW, []string{"-d", "rxe0", "-i", "1", "-q", "4", "-m", "2048", "--report_gbits", "-a", "-c", "UD", "-t", "64", "-I", "128", "-r", "256", "-b", "--use-srq", "-e"},
 			func(c *PerftestConfig) {
 				c.IBDev, c.NumQP, c.MTU, c.ReportGbits, c.All, c.Connection, c.TxDepth, c.InlineSize, c.RxDepth, c.Bidirectional, c.UseSRQ, c.Events =
-					"rxe0", 4, qpstate.MTU2048, true, true, "UD", 64, 128, 256, true, true, true
+					"rxe0", 4, ib.MTU2048, true, true, "UD", 64, 128, 256, true, true, true
 			}},
 		{"read outs", PerftestReadBW, []string{"-o", "16", "--outs=8"}, func(c *PerftestConfig) { c.OutReads, c.CQMod = 8, 1 }},
 		{"atomic cas", PerftestAtomicLat, []string{"-A", "CMP_AND_SWAP", "-C", "-U"}, func(c *PerftestConfig) {

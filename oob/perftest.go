@@ -7,7 +7,7 @@ import (
 	"io"
 	"math"
 
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
@@ -76,7 +76,7 @@ type PerftestDest struct {
 // KEY_PRINT_FMT_GID form if withGID, else the 59-byte KEY_PRINT_FMT form,
 // NUL included. A QPN or PSN wider than 24 bits is EINVAL.
 func (d PerftestDest) Marshal(withGID bool) ([]byte, error) {
-	if d.QPN > 0xffffff || d.PSN > 0xffffff {
+	if d.QPN > ib.QPNMask || d.PSN > ib.PSNMask {
 		return nil, fmt.Errorf("oob: perftest dest QPN %#x PSN %#x: wider than 24 bits: %w", d.QPN, d.PSN, unix.EINVAL)
 	}
 	n := PerftestDestSize
@@ -259,7 +259,7 @@ func (c *PerftestConn) ExchangeSysData(cycleBuffer, cacheLineSize int32) (int32,
 // bytes (the same text, NUL padded) for 5.1 up to 5.31, nothing for older
 // peers. It returns the MTU both sides use: the peer's if it is a valid
 // code smaller than the local one, else the local one.
-func (c *PerftestConn) ExchangeMTU(local qpstate.MTU) (qpstate.MTU, error) {
+func (c *PerftestConn) ExchangeMTU(local ib.MTU) (ib.MTU, error) {
 	if !c.remoteAtLeast(5.1) {
 		return local, nil
 	}
@@ -277,7 +277,7 @@ func (c *PerftestConn) ExchangeMTU(local qpstate.MTU) (qpstate.MTU, error) {
 	if err != nil {
 		return 0, fmt.Errorf("oob: exchange MTU: %w", err)
 	}
-	r := qpstate.MTU(cAtoi(printable(rem)))
+	r := ib.MTU(cAtoi(printable(rem)))
 	if r.IsValid() && local > r {
 		return r, nil
 	}
@@ -504,7 +504,7 @@ type PerftestParams struct {
 	DontXchgVersions bool         // --dont_xchg_versions: skip versions, sys data and MTU
 	CycleBuffer      int32        // page size (sysconf(_SC_PAGESIZE)); 0 means 4096
 	CacheLineSize    int32        // cache line size; 0 means 64
-	MTU              qpstate.MTU  // local path MTU code (the port's, or -m)
+	MTU              ib.MTU       // local path MTU code (the port's, or -m)
 	WithGID          bool         // GID index is not -1 (always on RoCE)
 	ReportPerPort    bool         // --report-per-port
 	Duplex           bool         // -b --bidirectional (BW tests)
@@ -516,7 +516,7 @@ type PerftestSetup struct {
 	RemoteVersion string
 	CycleBuffer   int32
 	CacheLineSize int32
-	MTU           qpstate.MTU
+	MTU           ib.MTU
 	Remote        []PerftestDest // the peer's address for each local QP
 }
 

@@ -6,7 +6,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 )
 
 // perftestCapture is one perftest run: ib_write_bw, ib_read_bw or
@@ -107,7 +107,7 @@ func TestPerftestCaptures(t *testing.T) {
 
 			// Play both sides with the same inputs over net.Pipe.
 			ce, se, log := recordedPipe()
-			params := PerftestParams{MTU: qpstate.MTU1024, WithGID: true}
+			params := PerftestParams{MTU: ib.MTU1024, WithGID: true}
 			type result struct {
 				s   *PerftestSetup
 				rep BWReport
@@ -132,7 +132,7 @@ func TestPerftestCaptures(t *testing.T) {
 			if cr.err != nil || sr.err != nil {
 				t.Fatalf("client %v, server %v", cr.err, sr.err)
 			}
-			if cr.s.Remote[0] != srv || sr.s.Remote[0] != cli || cr.s.MTU != qpstate.MTU1024 ||
+			if cr.s.Remote[0] != srv || sr.s.Remote[0] != cli || cr.s.MTU != ib.MTU1024 ||
 				cr.s.CycleBuffer != 4096 || cr.s.CacheLineSize != 64 || cr.s.RemoteVersion != PerftestVersion {
 				t.Errorf("setup client %+v server %+v", cr.s, sr.s)
 			}

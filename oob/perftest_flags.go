@@ -5,7 +5,7 @@ import (
 	"github.com/softroce/softroce/internal/getopt"
 	"strings"
 
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
@@ -105,46 +105,46 @@ func (v PerftestVerb) String() string {
 // defaults of Debian 12's perftest 4.5-0.17 (its --help).
 type PerftestConfig struct {
 	Test             PerftestTest
-	Server           string      // operand: connect to it (client); "" is the server
-	Port             int         // -p --port (18515)
-	IBDev            string      // -d --ib-dev ("" = first found)
-	IBPort           int         // -i --ib-port (1)
-	GIDIndex         int         // -x --gid-index (-1: default, which is 0 or the best GID on Ethernet)
-	Size             uint64      // -s --size (65536 BW, 2 latency, 8 atomic and fixed)
-	SizeRequested    bool        // -s was given (perftest's req_size)
-	Iters            uint64      // -n --iters (5000 write_bw, 1000 the others; at least 5)
-	Duration         int         // -D --duration seconds (0: iterations mode)
-	Margin           int         // -f --margin seconds (-1: not given; with -D it becomes Duration/4)
-	All              bool        // -a --all: sizes 2..2^23
-	Connection       string      // -c --connection (RC)
-	TxDepth          int         // -t --tx-depth (128; BW tests)
-	RxDepth          int         // -r --rx-depth (512; send tests)
-	NumQP            int         // -q --qp (1; BW tests)
-	MTU              qpstate.MTU // -m --mtu (0: the port's active MTU)
-	InlineSize       int         // -I --inline_size (-1: the tool's default)
-	OutReads         int         // -o --outs (0: the device maximum; read and atomic)
-	AtomicType       string      // -A --atomic_type (FETCH_AND_ADD; atomic tests)
-	SL               int         // -S --sl (0)
-	QPTimeout        int         // -u --qp-timeout (14)
-	PostList         int         // -l --post_list (1; BW tests)
-	CQMod            int         // -Q --cq-mod (0: the tool's default, 100 or the TX depth; 1 for large messages, see ParsePerftestFlags)
-	CQModRequested   bool        // -Q was given (perftest's req_cq_mod)
-	Bidirectional    bool        // -b --bidirectional (BW tests)
-	Events           bool        // -e --events (read, atomic, send)
-	CPUFreq          bool        // -F --CPU-freq
-	NoPeak           bool        // -N --noPeak (BW tests); forced on by -D
-	ReportGbits      bool        // --report_gbits (BW tests)
-	ReportBoth       bool        // --report-both (BW tests)
-	ReportPerPort    bool        // --report-per-port (BW tests)
-	ReportCycles     bool        // -C --report-cycles (latency tests)
-	ReportHistogram  bool        // -H --report-histogram (latency tests)
-	ReportUnsorted   bool        // -U --report-unsorted (latency tests)
-	IPv6             bool        // --ipv6
-	DontXchgVersions bool        // --dont_xchg_versions
-	RDMACM           bool        // -R --rdma_cm (not supported by package oob)
-	ComRDMACM        bool        // -z --com_rdma_cm (not supported by package oob)
-	UseSRQ           bool        // --use-srq (send tests)
-	PerformWarmUp    bool        // --perform_warm_up
+	Server           string // operand: connect to it (client); "" is the server
+	Port             int    // -p --port (18515)
+	IBDev            string // -d --ib-dev ("" = first found)
+	IBPort           int    // -i --ib-port (1)
+	GIDIndex         int    // -x --gid-index (-1: default, which is 0 or the best GID on Ethernet)
+	Size             uint64 // -s --size (65536 BW, 2 latency, 8 atomic and fixed)
+	SizeRequested    bool   // -s was given (perftest's req_size)
+	Iters            uint64 // -n --iters (5000 write_bw, 1000 the others; at least 5)
+	Duration         int    // -D --duration seconds (0: iterations mode)
+	Margin           int    // -f --margin seconds (-1: not given; with -D it becomes Duration/4)
+	All              bool   // -a --all: sizes 2..2^23
+	Connection       string // -c --connection (RC)
+	TxDepth          int    // -t --tx-depth (128; BW tests)
+	RxDepth          int    // -r --rx-depth (512; send tests)
+	NumQP            int    // -q --qp (1; BW tests)
+	MTU              ib.MTU // -m --mtu (0: the port's active MTU)
+	InlineSize       int    // -I --inline_size (-1: the tool's default)
+	OutReads         int    // -o --outs (0: the device maximum; read and atomic)
+	AtomicType       string // -A --atomic_type (FETCH_AND_ADD; atomic tests)
+	SL               int    // -S --sl (0)
+	QPTimeout        int    // -u --qp-timeout (14)
+	PostList         int    // -l --post_list (1; BW tests)
+	CQMod            int    // -Q --cq-mod (0: the tool's default, 100 or the TX depth; 1 for large messages, see ParsePerftestFlags)
+	CQModRequested   bool   // -Q was given (perftest's req_cq_mod)
+	Bidirectional    bool   // -b --bidirectional (BW tests)
+	Events           bool   // -e --events (read, atomic, send)
+	CPUFreq          bool   // -F --CPU-freq
+	NoPeak           bool   // -N --noPeak (BW tests); forced on by -D
+	ReportGbits      bool   // --report_gbits (BW tests)
+	ReportBoth       bool   // --report-both (BW tests)
+	ReportPerPort    bool   // --report-per-port (BW tests)
+	ReportCycles     bool   // -C --report-cycles (latency tests)
+	ReportHistogram  bool   // -H --report-histogram (latency tests)
+	ReportUnsorted   bool   // -U --report-unsorted (latency tests)
+	IPv6             bool   // --ipv6
+	DontXchgVersions bool   // --dont_xchg_versions
+	RDMACM           bool   // -R --rdma_cm (not supported by package oob)
+	ComRDMACM        bool   // -z --com_rdma_cm (not supported by package oob)
+	UseSRQ           bool   // --use-srq (send tests)
+	PerformWarmUp    bool   // --perform_warm_up
 	// Warnings are the lines (without newline) perftest's
 	// force_dependecies prints on stdout, after a PerftestResultLine,
 	// for this command line; nil if none. See PerftestConfig.WarningText.

@@ -9,8 +9,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
-	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
 
@@ -162,7 +162,7 @@ func TestPerftestVersionDependence(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.version, func(t *testing.T) {
-			p := PerftestParams{Version: tc.version, MTU: qpstate.MTU1024, WithGID: true}
+			p := PerftestParams{Version: tc.version, MTU: ib.MTU1024, WithGID: true}
 			cs, ss, log, cerr, serr := runPerftestPair(t, p, p, 1)
 			if cerr != nil || serr != nil {
 				t.Fatalf("client %v server %v", cerr, serr)
@@ -184,14 +184,14 @@ func TestPerftestVersionDependence(t *testing.T) {
 }
 
 func TestPerftestSetupNegotiation(t *testing.T) {
-	cp := PerftestParams{MTU: qpstate.MTU4096, CycleBuffer: 65536, CacheLineSize: 128}
-	sp := PerftestParams{MTU: qpstate.MTU1024}
+	cp := PerftestParams{MTU: ib.MTU4096, CycleBuffer: 65536, CacheLineSize: 128}
+	sp := PerftestParams{MTU: ib.MTU1024}
 	cs, ss, log, cerr, serr := runPerftestPair(t, cp, sp, 3)
 	if cerr != nil || serr != nil {
 		t.Fatalf("client %v server %v", cerr, serr)
 	}
 	for _, s := range []*PerftestSetup{cs, ss} {
-		if s.MTU != qpstate.MTU1024 || s.CycleBuffer != 65536 || s.CacheLineSize != 128 || len(s.Remote) != 3 {
+		if s.MTU != ib.MTU1024 || s.CycleBuffer != 65536 || s.CacheLineSize != 128 || len(s.Remote) != 3 {
 			t.Fatalf("setup %+v", s)
 		}
 	}
@@ -205,9 +205,9 @@ func TestPerftestSetupNegotiation(t *testing.T) {
 		t.Fatalf("%d exchanges: %v", len(sizes), sizes)
 	}
 	// --dont_xchg_versions: straight to the addresses.
-	p := PerftestParams{DontXchgVersions: true, MTU: qpstate.MTU2048, WithGID: true}
+	p := PerftestParams{DontXchgVersions: true, MTU: ib.MTU2048, WithGID: true}
 	cs, _, log, cerr, serr = runPerftestPair(t, p, p, 1)
-	if cerr != nil || serr != nil || len(log[0].payload) != PerftestDestGIDSize || cs.MTU != qpstate.MTU2048 || cs.RemoteVersion != "" {
+	if cerr != nil || serr != nil || len(log[0].payload) != PerftestDestGIDSize || cs.MTU != ib.MTU2048 || cs.RemoteVersion != "" {
 		t.Fatalf("dont_xchg_versions: %v %v %d %+v", cerr, serr, len(log[0].payload), cs)
 	}
 }

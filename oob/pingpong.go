@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
@@ -158,7 +159,7 @@ func (d PingpongDest) Marshal() ([]byte, error) {
 
 // AppendMarshal appends the 52-byte message for d to b.
 func (d PingpongDest) AppendMarshal(b []byte) ([]byte, error) {
-	if d.QPN > 0xffffff || d.PSN > 0xffffff {
+	if d.QPN > ib.QPNMask || d.PSN > ib.PSNMask {
 		return b, fmt.Errorf("oob: pingpong dest QPN %#x PSN %#x: wider than 24 bits: %w", d.QPN, d.PSN, unix.EINVAL)
 	}
 	b = appendHexFields(b, hexField{uint64(d.LID), 4}, hexField{uint64(d.QPN), 6}, hexField{uint64(d.PSN), 6})

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"github.com/softroce/softroce/internal/getopt"
 
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
@@ -12,25 +12,25 @@ import (
 // tool's defaults (rdma-core 44.0, libibverbs/examples/*_pingpong.c main).
 type PingpongConfig struct {
 	Mode       PingpongMode
-	Server     string      // the one operand: connect to it (client); "" is the server
-	Port       int         // -p --port: TCP port (18515)
-	IBDev      string      // -d --ib-dev: device ("" = first found)
-	IBPort     int         // -i --ib-port: port of the device (1)
-	Size       uint32      // -s --size: message size (4096; ud 1024, see PingpongDefaults)
-	MTU        qpstate.MTU // -m --mtu: path MTU code (IB_MTU_1024); not on ud
-	RxDepth    uint32      // -r --rx-depth: receives posted at a time (500)
-	Iters      uint32      // -n --iters: exchanges (1000; per QP for srq)
-	SL         int         // -l --sl: service level (0)
-	Events     bool        // -e --events: sleep on CQ events instead of polling
-	GIDIndex   int         // -g --gid-idx: local GID index (-1: none, LID only)
-	NumQP      uint32      // -q --num-qp: srq only (16)
-	Check      bool        // -c --chk: validate the received buffer (see CheckPattern)
-	ODP        bool        // -o --odp: rc, srq
-	ImplicitOD bool        // -O --iodp: rc (implies ODP)
-	Prefetch   bool        // -P --prefetch: rc (needs ODP)
-	Timestamps bool        // -t --ts: rc
-	DM         bool        // -j --dm: rc (device memory)
-	NewSend    bool        // -N --new_send: rc (ibv_wr_* API)
+	Server     string // the one operand: connect to it (client); "" is the server
+	Port       int    // -p --port: TCP port (18515)
+	IBDev      string // -d --ib-dev: device ("" = first found)
+	IBPort     int    // -i --ib-port: port of the device (1)
+	Size       uint32 // -s --size: message size (4096; ud 1024, see PingpongDefaults)
+	MTU        ib.MTU // -m --mtu: path MTU code (IB_MTU_1024); not on ud
+	RxDepth    uint32 // -r --rx-depth: receives posted at a time (500)
+	Iters      uint32 // -n --iters: exchanges (1000; per QP for srq)
+	SL         int    // -l --sl: service level (0)
+	Events     bool   // -e --events: sleep on CQ events instead of polling
+	GIDIndex   int    // -g --gid-idx: local GID index (-1: none, LID only)
+	NumQP      uint32 // -q --num-qp: srq only (16)
+	Check      bool   // -c --chk: validate the received buffer (see CheckPattern)
+	ODP        bool   // -o --odp: rc, srq
+	ImplicitOD bool   // -O --iodp: rc (implies ODP)
+	Prefetch   bool   // -P --prefetch: rc (needs ODP)
+	Timestamps bool   // -t --ts: rc
+	DM         bool   // -j --dm: rc (device memory)
+	NewSend    bool   // -N --new_send: rc (ibv_wr_* API)
 }
 
 // PingpongDefaults returns the defaults of mode m's tool. Note ud: its
@@ -42,7 +42,7 @@ func PingpongDefaults(m PingpongMode) PingpongConfig {
 		Port:     DefaultPort,
 		IBPort:   1,
 		Size:     4096,
-		MTU:      qpstate.MTU1024,
+		MTU:      ib.MTU1024,
 		RxDepth:  500,
 		Iters:    1000,
 		GIDIndex: -1,
@@ -97,18 +97,18 @@ func pingpongOptions(m PingpongMode) []getopt.Option {
 // 2048 or 4096 to its IB_MTU code, anything else EINVAL. (rdma-core 44.0
 // compares the result with 0 instead of -1, so the real tools accept a bad
 // -m and fail later in ibv_modify_qp; softroce rejects it up front.)
-func PingpongMTUFromBytes(n int64) (qpstate.MTU, error) {
+func PingpongMTUFromBytes(n int64) (ib.MTU, error) {
 	switch n {
 	case 256:
-		return qpstate.MTU256, nil
+		return ib.MTU256, nil
 	case 512:
-		return qpstate.MTU512, nil
+		return ib.MTU512, nil
 	case 1024:
-		return qpstate.MTU1024, nil
+		return ib.MTU1024, nil
 	case 2048:
-		return qpstate.MTU2048, nil
+		return ib.MTU2048, nil
 	case 4096:
-		return qpstate.MTU4096, nil
+		return ib.MTU4096, nil
 	}
 	return 0, fmt.Errorf("oob: path MTU %d: want 256, 512, 1024, 2048 or 4096: %w", n, unix.EINVAL)
 }

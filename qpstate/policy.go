@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
@@ -89,7 +90,7 @@ type QPContext struct {
 type Limits struct {
 	PhysPortCnt     uint32 // ports are numbered 1..PhysPortCnt (rdma_is_port_valid)
 	IB              bool   // the ports are native InfiniBand; false: RoCE (Ethernet), like rxe
-	MaxMTU          MTU    // the port's max_mtu
+	MaxMTU          ib.MTU // the port's max_mtu
 	MaxQPRdAtom     uint32 // device max_qp_rd_atom (responder resources per QP)
 	MaxQPInitRdAtom uint32 // device max_qp_init_rd_atom (initiator depth per QP)
 	PKeyTableLen    uint32 // port pkey_tbl_len
@@ -97,7 +98,7 @@ type Limits struct {
 	// GID reports the type of the GID in slot index of port, and false for
 	// an empty slot. It is called only with index < GIDTableLen. Nil means
 	// every slot is empty.
-	GID           func(port, index uint32) (GIDType, bool)
+	GID           func(port, index uint32) (ib.GIDType, bool)
 	MaxQPWR       uint32 // device max_qp_wr
 	MaxSendSGE    uint32 // device max_send_sge
 	MaxRecvSGE    uint32 // device max_recv_sge
@@ -112,7 +113,7 @@ type Limits struct {
 func RxeLimits() Limits {
 	return Limits{
 		PhysPortCnt:     1,
-		MaxMTU:          MTU4096,
+		MaxMTU:          ib.MTU4096,
 		MaxQPRdAtom:     128,
 		MaxQPInitRdAtom: 128,
 		PKeyTableLen:    1,
@@ -286,11 +287,11 @@ func uverbsChecks(qp QPContext, attr *Attr, mask AttrMask, lim *Limits) (AttrMas
 	return mask, nil
 }
 
-func (l *Limits) ahType() AHAttrType {
+func (l *Limits) ahType() ib.AHAttrType {
 	if l.IB {
-		return AHAttrTypeIB
+		return ib.AHAttrTypeIB
 	}
-	return AHAttrTypeRoCE
+	return ib.AHAttrTypeRoCE
 }
 
 // coreChecks mirrors _ib_modify_qp (drivers/infiniband/core/verbs.c): the AV
@@ -311,22 +312,22 @@ func coreChecks(qp QPContext, attr *Attr, mask AttrMask, lim *Limits) error {
 		}
 	}
 	if mask&AttrRQPSN != 0 {
-		attr.RQPSN &= PSNMask
+		attr.RQPSN &= ib.PSNMask
 	}
 	if mask&AttrSQPSN != 0 {
-		attr.SQPSN &= PSNMask
+		attr.SQPSN &= ib.PSNMask
 	}
 	return nil
 }
 
 // checkAH mirrors rdma_check_ah_attr and the GID lookup of
 // rdma_fill_sgid_attr.
-func checkAH(which AttrMask, ah *AHAttr, lim *Limits) error {
+func checkAH(which AttrMask, ah *ib.AHAttr, lim *Limits) error {
 	if !lim.portValid(ah.PortNum) {
 		return merr(which, unix.EINVAL, "ah_attr port %d not in 1..%d", ah.PortNum, lim.PhysPortCnt)
 	}
-	grh := ah.AHFlags&AHGRH != 0
-	if (!lim.IB || ah.Type == AHAttrTypeRoCE) && !grh {
+	grh := ah.AHFlags&ib.AHGRH != 0
+	if (!lim.IB || ah.Type == ib.AHAttrTypeRoCE) && !grh {
 		return merr(which, unix.EINVAL, "ah_attr without IB_AH_GRH on a RoCE port")
 	}
 	if !grh {
@@ -388,7 +389,7 @@ func rxeChecks(p Policy, qp QPContext, attr *Attr, mask AttrMask, lim *Limits, v
 		if qp.Type != TypeRC && qp.Type != TypeUC {
 			return merr(AttrAccessFlags, unix.EINVAL, "access flags on a %s QP (rxe allows them on RC and UC only)", qp.Type.Name())
 		}
-		if bad := attr.QPAccessFlags &^ AccessRxeQP; bad != 0 {
+		if bad := attr.QPAccessFlags &^ ib.AccessRxeQP; bad != 0 {
 			return merr(AttrAccessFlags, unix.EINVAL, "access flags %v not supported by rxe", bad)
 		}
 	}
@@ -444,20 +445,20 @@ func checkCap(c *Cap, hasSRQ bool, lim *Limits) error {
 
 // rxeCheckAV mirrors rxe_av_chk_attr: with a GRH, the source GID must be a
 // RoCEv2 (IPv4 or IPv6 network type) entry.
-func rxeCheckAV(which AttrMask, ah *AHAttr, lim *Limits) error {
-	if ah.AHFlags&AHGRH == 0 {
+func rxeCheckAV(which AttrMask, ah *ib.AHAttr, lim *Limits) error {
+	if ah.AHFlags&ib.AHGRH == 0 {
 		return nil
 	}
 	idx := uint32(ah.GRH.SGIDIndex)
 	if idx > lim.GIDTableLen {
 		return merr(which, unix.EINVAL, "sgid_index %d > GID table length %d", idx, lim.GIDTableLen)
 	}
-	var typ GIDType
+	var typ ib.GIDType
 	ok := false
 	if lim.GID != nil && idx < lim.GIDTableLen {
 		typ, ok = lim.GID(ah.PortNum, idx)
 	}
-	if !ok || typ != GIDTypeRoCEv2 {
+	if !ok || typ != ib.GIDTypeRoCEv2 {
 		return merr(which, unix.EINVAL, "source GID %d is not RoCEv2 (%v): rxe sends RoCEv2 only", idx, typ)
 	}
 	return nil

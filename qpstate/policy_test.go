@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
@@ -11,15 +12,15 @@ import (
 // slots 0 and 1 and a RoCEv1 entry in slot 2; every other slot is empty.
 func testLimits() *Limits {
 	l := RxeLimits()
-	l.GID = func(port, index uint32) (GIDType, bool) {
+	l.GID = func(port, index uint32) (ib.GIDType, bool) {
 		if port != 1 {
 			return 0, false
 		}
 		switch index {
 		case 0, 1:
-			return GIDTypeRoCEv2, true
+			return ib.GIDTypeRoCEv2, true
 		case 2:
-			return GIDTypeRoCE, true
+			return ib.GIDTypeRoCE, true
 		}
 		return 0, false
 	}
@@ -29,14 +30,14 @@ func testLimits() *Limits {
 // goodAttr has a valid value for every attribute.
 func goodAttr() Attr {
 	return Attr{
-		PathMTU:         MTU1024,
+		PathMTU:         ib.MTU1024,
 		QKey:            0x11111111,
 		RQPSN:           0x100,
 		SQPSN:           0x200,
 		DestQPNum:       0x12,
-		QPAccessFlags:   AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead,
-		AHAttr:          AHAttr{PortNum: 1, AHFlags: AHGRH, Type: AHAttrTypeRoCE, GRH: GlobalRoute{SGIDIndex: 1, HopLimit: 64}},
-		AltAHAttr:       AHAttr{PortNum: 1, AHFlags: AHGRH, Type: AHAttrTypeRoCE, GRH: GlobalRoute{SGIDIndex: 1}},
+		QPAccessFlags:   ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRead,
+		AHAttr:          ib.AHAttr{PortNum: 1, AHFlags: ib.AHGRH, Type: ib.AHAttrTypeRoCE, GRH: ib.GlobalRoute{SGIDIndex: 1, HopLimit: 64}},
+		AltAHAttr:       ib.AHAttr{PortNum: 1, AHFlags: ib.AHGRH, Type: ib.AHAttrTypeRoCE, GRH: ib.GlobalRoute{SGIDIndex: 1}},
 		AltPortNum:      1,
 		MaxRdAtomic:     4,
 		MaxDestRdAtomic: 4,
@@ -201,8 +202,8 @@ var policyCases = []policyCase{
 	{name: "path_mtu_0_rxe_quirk", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, mut: func(a *Attr) { a.PathMTU = 0 }, want: [3]unix.Errno{ok, ok, einval}},
 	{name: "path_mtu_negative_rxe_quirk", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, mut: func(a *Attr) { a.PathMTU = -1 }, want: [3]unix.Errno{ok, ok, einval}},
 	{name: "sgid_RoCEv1", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, mut: func(a *Attr) { a.AHAttr.GRH.SGIDIndex = 2 }, want: [3]unix.Errno{einval, einval, ok}},
-	{name: "access_zero_based", qp: qpc(StateRTS, TypeRC), to: StateRTS, mask: AttrState | AttrAccessFlags, mut: func(a *Attr) { a.QPAccessFlags |= AccessZeroBased }, want: [3]unix.Errno{einval, ok, ok}},
-	{name: "access_relaxed_ordering", qp: qpc(StateRTS, TypeRC), to: StateRTS, mask: AttrState | AttrAccessFlags, mut: func(a *Attr) { a.QPAccessFlags |= AccessRelaxedOrdering }, want: all(ok)},
+	{name: "access_zero_based", qp: qpc(StateRTS, TypeRC), to: StateRTS, mask: AttrState | AttrAccessFlags, mut: func(a *Attr) { a.QPAccessFlags |= ib.AccessZeroBased }, want: [3]unix.Errno{einval, ok, ok}},
+	{name: "access_relaxed_ordering", qp: qpc(StateRTS, TypeRC), to: StateRTS, mask: AttrState | AttrAccessFlags, mut: func(a *Attr) { a.QPAccessFlags |= ib.AccessRelaxedOrdering }, want: all(ok)},
 	{name: "access_bit_10", qp: qpc(StateRTS, TypeRC), to: StateRTS, mask: AttrState | AttrAccessFlags, mut: func(a *Attr) { a.QPAccessFlags |= 1 << 10 }, want: [3]unix.Errno{einval, ok, einval}},
 	{name: "access_on_UD_attribute_only", qp: qpc(StateRTS, TypeUD), mask: AttrAccessFlags, want: all(einval)},
 	{name: "access_on_UD_INIT_to_INIT", qp: qpc(StateInit, TypeUD), mask: AttrAccessFlags, want: all(einval)},
@@ -238,7 +239,7 @@ var policyCases = []policyCase{
 		}},
 	{name: "kernel_XRC_INI_keeps_MDRA", qp: qpc(StateInit, TypeXRCIni), to: StateRTR, mask: rcRTR, policy: []Policy{PolicyHardware}, want: all(einval), typed: true},
 	{name: "IB_port_AV_without_GRH", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR, policy: []Policy{PolicyHardware},
-		mut: func(a *Attr) { a.AHAttr.AHFlags = 0; a.AHAttr.Type = AHAttrTypeIB },
+		mut: func(a *Attr) { a.AHAttr.AHFlags = 0; a.AHAttr.Type = ib.AHAttrTypeIB },
 		lim: func() *Limits { l := testLimits(); l.IB = true; return l }(), want: all(ok)},
 	{name: "IB_port_ALT_allowed", qp: qpc(StateInit, TypeRC), to: StateRTR, mask: rcRTR | AttrAltPath, policy: []Policy{PolicyHardware},
 		lim: func() *Limits { l := testLimits(); l.IB = true; return l }(), want: all(ok)},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/mad"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -41,11 +42,11 @@ type Config struct {
 	Clock clock.Clock
 	// Seed seeds communication IDs, transaction IDs and starting PSNs.
 	Seed uint64
-	// Resolve gives the Ethernet address of a peer IP address for the
+	// Resolver gives the Ethernet address of a peer IP address for the
 	// GSI address handles and the connected QP's address vector (what
 	// the kernel's rdma_resolve_addr does with the neighbour table). Nil
 	// leaves the DMAC zero, for a device with its own neighbour table.
-	Resolve func(ctx context.Context, ip netip.Addr) ([6]byte, error)
+	Resolver emu.Resolver
 	// RetryInterval is how long a REQ, REP or DREQ waits for its answer
 	// before it is sent again; 0 means DefaultRetryInterval.
 	RetryInterval time.Duration
@@ -86,12 +87,8 @@ type CM struct {
 	closed    bool
 }
 
-// madLayerTaker is a driver that keeps QP1 for a kernel MAD layer and
-// can hand it over (*rxe.Dev).
-type madLayerTaker interface{ TakeMADLayer() error }
-
 type attrs struct {
-	activeMTU  qpstate.MTU
+	activeMTU  ib.MTU
 	maxRdAtom  int
 	maxInitAtm int
 }
@@ -145,12 +142,10 @@ func (c *CM) setup() error {
 		return err
 	}
 	// On a device that models the kernel's MAD layer holding QP1, become
-	// that layer (rxe.Dev.TakeMADLayer); a device without one lets us
+	// that layer (emu.Device.TakeMADLayer); a device without one lets us
 	// create the GSI QP directly.
-	if t, ok := c.dev.Ops().(madLayerTaker); ok {
-		if err := t.TakeMADLayer(); err != nil && !errors.Is(err, unix.EINVAL) {
-			return err
-		}
+	if err := c.dev.TakeMADLayer(); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
+		return err
 	}
 	c.gsi, err = c.pd.CreateQP(&emu.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq, QPType: qpstate.TypeGSI, PortNum: 1,
 		Cap: qpstate.Cap{MaxSendWR: numSends, MaxRecvWR: numRecvs, MaxSendSGE: 1, MaxRecvSGE: 1}})
@@ -172,7 +167,7 @@ func (c *CM) setup() error {
 	}
 	n := (numRecvs + numSends) * slotSize
 	c.addr, c.buf = c.dev.Memory().Alloc(n)
-	if c.mr, err = c.pd.RegUserMR(c.addr, uint64(n), c.addr, qpstate.AccessLocalWrite); err != nil {
+	if c.mr, err = c.pd.RegUserMR(c.addr, uint64(n), c.addr, ib.AccessLocalWrite); err != nil {
 		return err
 	}
 	for i := range numRecvs {
@@ -187,7 +182,7 @@ func (c *CM) setup() error {
 }
 
 func (c *CM) postRecv(slot int) error {
-	_, err := c.gsi.PostRecv([]emu.RecvWR{{WRID: uint64(slot), SGList: []emu.SGE{{Addr: c.addr + uint64(slot*slotSize), Length: slotSize, LKey: c.mr.LKey}}}})
+	_, err := c.gsi.PostRecv([]emu.RecvWR{{WRID: uint64(slot), SGList: []emu.SGE{{Addr: c.addr + uint64(slot*slotSize), Length: slotSize, LKey: c.mr.LKey()}}}})
 	return err
 }
 
@@ -352,20 +347,20 @@ func (c *CM) ah(dgid emu.GID) (*emu.AH, error) {
 
 // av is the RoCEv2 address vector to dgid from the local GID of the same
 // IP family.
-func (c *CM) av(ctx context.Context, dgid emu.GID) (qpstate.AHAttr, error) {
+func (c *CM) av(ctx context.Context, dgid emu.GID) (ib.AHAttr, error) {
 	sidx, err := c.localGIDIndex(dgid)
 	if err != nil {
-		return qpstate.AHAttr{}, err
+		return ib.AHAttr{}, err
 	}
 	var dmac [6]byte
-	if c.cfg.Resolve != nil {
+	if c.cfg.Resolver != nil {
 		ip := netip.AddrFrom16(dgid).Unmap()
-		if dmac, err = c.cfg.Resolve(ctx, ip); err != nil {
-			return qpstate.AHAttr{}, fmt.Errorf("resolve %v: %w", ip, err)
+		if dmac, err = c.cfg.Resolver.Resolve(ctx, ip); err != nil {
+			return ib.AHAttr{}, fmt.Errorf("resolve %v: %w", ip, err)
 		}
 	}
-	return qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: dmac,
-		GRH: qpstate.GlobalRoute{DGID: dgid, SGIDIndex: uint8(sidx), HopLimit: 64}}, nil
+	return ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH, DMAC: dmac,
+		GRH: ib.GlobalRoute{DGID: dgid, SGIDIndex: uint8(sidx), HopLimit: 64}}, nil
 }
 
 // localGIDIndex picks the RoCEv2 GID of the local port whose IP family
@@ -380,7 +375,7 @@ func (c *CM) localGIDIndex(dgid emu.GID) (int, error) {
 		if err != nil {
 			break // past the end of the table
 		}
-		if e.Type != qpstate.GIDTypeRoCEv2 {
+		if e.Type != ib.GIDTypeRoCEv2 {
 			continue
 		}
 		a := netip.AddrFrom16(e.GID)
@@ -422,7 +417,7 @@ func (c *CM) send(dgid emu.GID, m mad.MAD) error {
 	off := slot * slotSize
 	copy(c.buf[off:off+mad.Size], m)
 	_, err = c.gsi.PostSend([]emu.SendWR{{WRID: uint64(slot), Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: c.addr + uint64(off), Length: mad.Size, LKey: c.mr.LKey}},
+		SGList: []emu.SGE{{Addr: c.addr + uint64(off), Length: mad.Size, LKey: c.mr.LKey()}},
 		AH:     ah, RemoteQPN: 1, RemoteQKey: emu.GSIQKey}})
 	if err != nil {
 		c.mu.Lock()
@@ -442,4 +437,4 @@ func (c *CM) newIDLocked() uint32 {
 	}
 }
 
-func (c *CM) psnLocked() uint32 { return c.rnd.Uint32() & 0xffffff }
+func (c *CM) psnLocked() uint32 { return c.rnd.Uint32() & ib.PSNMask }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/mad"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/workload"
@@ -136,8 +137,8 @@ func TestConnect(t *testing.T) {
 			if qa.QPState != qpstate.StateRTS || qb.QPState != qpstate.StateRTS {
 				t.Fatalf("QP states %v %v", qa.QPState, qb.QPState)
 			}
-			if qa.DestQPNum != b.qp.QPNum || qb.DestQPNum != a.qp.QPNum || ca.RemoteQPN() != b.qp.QPNum {
-				t.Errorf("dest QPNs %#x %#x, QPNs %#x %#x", qa.DestQPNum, qb.DestQPNum, a.qp.QPNum, b.qp.QPNum)
+			if qa.DestQPNum != b.qp.QPNum() || qb.DestQPNum != a.qp.QPNum() || ca.RemoteQPN() != b.qp.QPNum() {
+				t.Errorf("dest QPNs %#x %#x, QPNs %#x %#x", qa.DestQPNum, qb.DestQPNum, a.qp.QPNum(), b.qp.QPNum())
 			}
 			if qa.SQPSN != qb.RQPSN || qb.SQPSN != qa.RQPSN {
 				t.Errorf("PSNs: a sq %#x rq %#x, b sq %#x rq %#x", qa.SQPSN, qa.RQPSN, qb.SQPSN, qb.RQPSN)
@@ -156,7 +157,7 @@ func TestConnect(t *testing.T) {
 			if qa.RetryCnt != c.pa.RetryCount || qb.RetryCnt != c.pa.RetryCount || qa.RNRRetry != c.pb.RNRRetryCount || qb.RNRRetry != c.pa.RNRRetryCount {
 				t.Errorf("retries: a %d/%d b %d/%d", qa.RetryCnt, qa.RNRRetry, qb.RetryCnt, qb.RNRRetry)
 			}
-			if qa.Timeout != packetLifeTime+1 || qa.PathMTU != qpstate.MTU4096 || qb.PathMTU != qpstate.MTU4096 {
+			if qa.Timeout != packetLifeTime+1 || qa.PathMTU != ib.MTU4096 || qb.PathMTU != ib.MTU4096 {
 				t.Errorf("timeout %d, MTUs %v %v", qa.Timeout, qa.PathMTU, qb.PathMTU)
 			}
 			if pd := ca.PeerParam().PrivateData; !bytes.HasPrefix(pd, c.pb.PrivateData) {
@@ -178,7 +179,7 @@ func traffic(t *testing.T, from, to *side) {
 	const n = 64
 	fa, fb := from.dev.Memory().Alloc(n)
 	ta, tb := to.dev.Memory().Alloc(n)
-	acc := qpstate.AccessLocalWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteWrite
+	acc := ib.AccessLocalWrite | ib.AccessRemoteRead | ib.AccessRemoteWrite
 	fmr, err := from.pd.RegUserMR(fa, n, fa, acc)
 	if err != nil {
 		t.Fatal(err)
@@ -190,11 +191,11 @@ func traffic(t *testing.T, from, to *side) {
 	for i := range fb {
 		fb[i] = byte(i + 1)
 	}
-	if _, err := to.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: ta, Length: n, LKey: tmr.LKey}}}}); err != nil {
+	if _, err := to.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: ta, Length: n, LKey: tmr.LKey()}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := from.qp.PostSend([]emu.SendWR{{WRID: 2, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: fa, Length: n, LKey: fmr.LKey}}}}); err != nil {
+		SGList: []emu.SGE{{Addr: fa, Length: n, LKey: fmr.LKey()}}}}); err != nil {
 		t.Fatal(err)
 	}
 	pollOne(t, to.cq, emu.WCRecv)
@@ -204,7 +205,7 @@ func traffic(t *testing.T, from, to *side) {
 	}
 	clear(tb)
 	if _, err := to.qp.PostSend([]emu.SendWR{{WRID: 3, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: ta, Length: n, LKey: tmr.LKey}}, RemoteAddr: fa, RKey: fmr.RKey}}); err != nil {
+		SGList: []emu.SGE{{Addr: ta, Length: n, LKey: tmr.LKey()}}, RemoteAddr: fa, RKey: fmr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	pollOne(t, to.cq, emu.WCRDMARead)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/mad"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -153,7 +154,7 @@ func (c *CM) Connect(ctx context.Context, qp *emu.QP, dst netip.Addr, port uint1
 	req := mad.NewCM(mad.AttrREQ, cn.tid)
 	mtu := c.ports.activeMTU
 	mad.REQ(req).Encode(&mad.REQFields{LocalCommID: cn.localID, ServiceID: mad.ServiceID(mad.PortSpaceTCP, port),
-		LocalCAGUID: c.guid, LocalQPN: qp.QPNum, ResponderResources: p.ResponderResources,
+		LocalCAGUID: c.guid, LocalQPN: qp.QPNum(), ResponderResources: p.ResponderResources,
 		InitiatorDepth: p.InitiatorDepth, RemoteCMResponseTimeout: cmResponseTimeout, TransportServiceType: mad.TransportRC,
 		StartingPSN: psn, LocalCMResponseTimeout: cmResponseTimeout, RetryCount: p.RetryCount, PartitionKey: 0xffff,
 		PathMTU: uint8(mtu), RNRRetryCount: p.RNRRetryCount, MaxCMRetries: uint8(min(c.cfg.MaxRetries, 15)),
@@ -341,7 +342,7 @@ func (cn *Conn) onREPLocked(m mad.MAD) {
 	// Each side's Starting PSN is the one it receives with: rdma_cm
 	// sets rq_psn to its own seq_num, the PSN it put in its REQ or REP
 	// (rdma_init_qp_attr), and the peer sends from it.
-	a := connAttr{mtu: qpstate.MTU(req.PathMTU()), destQPN: r.LocalQPN, rqPSN: req.StartingPSN(), sqPSN: r.StartingPSN,
+	a := connAttr{mtu: ib.MTU(req.PathMTU()), destQPN: r.LocalQPN, rqPSN: req.StartingPSN(), sqPSN: r.StartingPSN,
 		maxDestRdAtomic: min(cn.param.ResponderResources, r.InitiatorDepth), maxRdAtomic: min(cn.param.InitiatorDepth, r.ResponderResources),
 		timeout: req.PrimaryLocalACKTimeout(), retry: req.RetryCount(), rnrRetry: r.RNRRetryCount}
 	err := cn.cm.toRTR(cn.qp, cn.peerGID, cn.gidIdx, &a)
@@ -435,7 +436,7 @@ func buildDREP(tid uint64, local, remote uint32) mad.MAD {
 // connAttr is what the CM gives the QP at RTR and RTS
 // (cm_init_qp_rtr_attr, cm_init_qp_rts_attr).
 type connAttr struct {
-	mtu                          qpstate.MTU
+	mtu                          ib.MTU
 	destQPN, rqPSN, sqPSN        uint32
 	maxDestRdAtomic, maxRdAtomic uint8
 	timeout, retry, rnrRetry     uint8
@@ -454,7 +455,7 @@ func (cn *Conn) rtsAttrLocked() *connAttr {
 // resources decide whether remote reads and atomics are allowed.
 func InitQP(qp *emu.QP, p Param) error {
 	if err := toInit(qp, p.ResponderResources); err != nil {
-		return fmt.Errorf("rdmacm: init QP %#x: %w", qp.QPNum, err)
+		return fmt.Errorf("rdmacm: init QP %#x: %w", qp.QPNum(), err)
 	}
 	return nil
 }
@@ -470,9 +471,9 @@ func toInit(qp *emu.QP, responderResources uint8) error {
 	if attr.QPState != qpstate.StateReset {
 		return nil
 	}
-	acc := qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite
+	acc := ib.AccessLocalWrite | ib.AccessRemoteWrite
 	if responderResources > 0 {
-		acc |= qpstate.AccessRemoteRead | qpstate.AccessRemoteAtomic
+		acc |= ib.AccessRemoteRead | ib.AccessRemoteAtomic
 	}
 	a := qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: acc}
 	return qp.Modify(&a, qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags)

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/mad"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -172,7 +173,7 @@ func (r *Request) Accept(ctx context.Context, qp *emu.QP, p Param) (*Conn, error
 	c.mu.Unlock()
 	// We receive from the PSN our REP announces and send from the
 	// REQ's (see Connect).
-	a := connAttr{mtu: qpstate.MTU(req.PathMTU()), destQPN: req.LocalQPN(), rqPSN: psn, maxDestRdAtomic: resp}
+	a := connAttr{mtu: ib.MTU(req.PathMTU()), destQPN: req.LocalQPN(), rqPSN: psn, maxDestRdAtomic: resp}
 	if err := c.toRTR(qp, cn.peerGID, cn.gidIdx, &a); err != nil {
 		c.reject(cn.peerGID, cn.req, cn.localID, mad.RejConsumerDefined, nil)
 		cn.fail(err)
@@ -180,7 +181,7 @@ func (r *Request) Accept(ctx context.Context, qp *emu.QP, p Param) (*Conn, error
 		return nil, fmt.Errorf("rdmacm: accept: %w", err)
 	}
 	rep := mad.NewCM(mad.AttrREP, cn.tid)
-	mad.REP(rep).Encode(&mad.REPFields{LocalCommID: cn.localID, RemoteCommID: cn.remoteID, LocalQPN: qp.QPNum,
+	mad.REP(rep).Encode(&mad.REPFields{LocalCommID: cn.localID, RemoteCommID: cn.remoteID, LocalQPN: qp.QPNum(),
 		StartingPSN: psn, ResponderResources: resp, InitiatorDepth: init, TargetACKDelay: targetACKDelay,
 		RNRRetryCount: p.RNRRetryCount, LocalCAGUID: c.guid, PrivateData: p.PrivateData})
 	cn.mu.Lock()

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/getopt"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/rdmacm"
@@ -161,11 +162,11 @@ func ParseFlags(args []string) (*Options, error) {
 type Config struct {
 	Dev *emu.Device
 	CM  *rdmacm.CM // on Dev
-	// Resolve resolves the server's address to a neighbour (the client's
+	// Resolver resolves the server's address to a neighbour (the client's
 	// rdma_resolve_addr); its failure is rping's ADDR_ERROR.
-	Resolve func(ctx context.Context, ip netip.Addr) error
-	Stdout  io.Writer
-	Stderr  io.Writer
+	Resolver emu.Resolver
+	Stdout   io.Writer
+	Stderr   io.Writer
 	// Ready, if set, is called once the server listens, with its port.
 	Ready func(port int)
 }
@@ -288,17 +289,17 @@ func newSession(dev *emu.Device, o *Options) (*session, error) {
 		Cap: qpstate.Cap{MaxSendWR: sqDepth, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		return nil, err
 	}
-	rw := qpstate.AccessLocalWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteWrite
+	rw := ib.AccessLocalWrite | ib.AccessRemoteRead | ib.AccessRemoteWrite
 	bufs := []struct {
 		b      *buffer
 		n      int
-		access qpstate.AccessFlags
-	}{{&cb.recv, infoSize, qpstate.AccessLocalWrite}, {&cb.send, infoSize, 0}, {&cb.rdma, o.Size, rw}}
+		access ib.AccessFlags
+	}{{&cb.recv, infoSize, ib.AccessLocalWrite}, {&cb.send, infoSize, 0}, {&cb.rdma, o.Size, rw}}
 	if o.Client {
 		bufs = append(bufs, struct {
 			b      *buffer
 			n      int
-			access qpstate.AccessFlags
+			access ib.AccessFlags
 		}{&cb.start, o.Size, rw})
 	}
 	for _, b := range bufs {
@@ -320,7 +321,7 @@ func newSession(dev *emu.Device, o *Options) (*session, error) {
 }
 
 func (cb *session) postRecv() error {
-	_, err := cb.qp.PostRecv([]emu.RecvWR{{SGList: []emu.SGE{{Addr: cb.recv.addr, Length: infoSize, LKey: cb.recv.mr.LKey}}}})
+	_, err := cb.qp.PostRecv([]emu.RecvWR{{SGList: []emu.SGE{{Addr: cb.recv.addr, Length: infoSize, LKey: cb.recv.mr.LKey()}}}})
 	return err
 }
 
@@ -344,15 +345,15 @@ func errnoOf(err error) int {
 // sendInfo SENDs the address, rkey and length of b (rping_format_send).
 func (cb *session) sendInfo(b *buffer) error {
 	binary.BigEndian.PutUint64(cb.send.b[0:], b.addr)
-	binary.BigEndian.PutUint32(cb.send.b[8:], b.mr.RKey)
+	binary.BigEndian.PutUint32(cb.send.b[8:], b.mr.RKey())
 	binary.BigEndian.PutUint32(cb.send.b[12:], uint32(cb.o.Size))
-	cb.o.debugf("RDMA addr %x rkey %x len %d\n", b.addr, b.mr.RKey, cb.o.Size)
+	cb.o.debugf("RDMA addr %x rkey %x len %d\n", b.addr, b.mr.RKey(), cb.o.Size)
 	return cb.sendGoAhead()
 }
 
 // sendGoAhead SENDs the send buffer as it is.
 func (cb *session) sendGoAhead() error {
-	return cb.postSend(emu.SendWR{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: cb.send.addr, Length: infoSize, LKey: cb.send.mr.LKey}}})
+	return cb.postSend(emu.SendWR{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: cb.send.addr, Length: infoSize, LKey: cb.send.mr.LKey()}}})
 }
 
 // wait runs rping's completion handler until a completion that moves
@@ -502,7 +503,7 @@ func (cb *session) testServer() int {
 		// fails the READ on the local MR (local protection error).
 		n := int(cb.remote.len)
 		if cb.postSend(emu.SendWR{Opcode: emu.WRRDMARead, RemoteAddr: cb.remote.addr, RKey: cb.remote.rkey,
-			SGList: []emu.SGE{{Addr: cb.rdma.addr, Length: uint32(n), LKey: cb.rdma.mr.LKey}}}) != nil {
+			SGList: []emu.SGE{{Addr: cb.rdma.addr, Length: uint32(n), LKey: cb.rdma.mr.LKey()}}}) != nil {
 			return -1
 		}
 		o.debugf("server posted rdma read req \n")
@@ -525,9 +526,9 @@ func (cb *session) testServer() int {
 		o.debugf("server received sink adv\n")
 		wlen := len(cString(cb.rdma.b)) + 1
 		wlen = min(wlen, o.Size)
-		o.debugf("rdma write from lkey %x laddr %x len %d\n", cb.rdma.mr.LKey, cb.rdma.addr, wlen)
+		o.debugf("rdma write from lkey %x laddr %x len %d\n", cb.rdma.mr.LKey(), cb.rdma.addr, wlen)
 		if cb.postSend(emu.SendWR{Opcode: emu.WRRDMAWrite, RemoteAddr: cb.remote.addr, RKey: cb.remote.rkey,
-			SGList: []emu.SGE{{Addr: cb.rdma.addr, Length: uint32(wlen), LKey: cb.rdma.mr.LKey}}}) != nil {
+			SGList: []emu.SGE{{Addr: cb.rdma.addr, Length: uint32(wlen), LKey: cb.rdma.mr.LKey()}}}) != nil {
 			return -1
 		}
 		if state = cb.wait(state); state != stateWriteComplete {
@@ -563,7 +564,7 @@ func runClient(cfg Config, o *Options) error {
 	cm := cfg.CM
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := cfg.Resolve(ctx, o.Addr); err != nil {
+	if _, err := cfg.Resolver.Resolve(ctx, o.Addr); err != nil {
 		o.errorf("cma event RDMA_CM_EVENT_ADDR_ERROR, error %d\n", -int(unix.ETIMEDOUT))
 		o.errorf("waiting for addr/route resolution state %d\n", stateError)
 		return ErrFailed

@@ -18,6 +18,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/softroce/softroce/host"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/tap"
@@ -86,7 +87,7 @@ func startHost(t *testing.T, l link.Link, spec hostSpec, roce func([]byte)) *hos
 func roceFrame(t testing.TB, from hostSpec, dstMAC net.HardwareAddr, dst netip.Addr, payload []byte) []byte {
 	t.Helper()
 	eth := &layers.Ethernet{SrcMAC: from.mac, DstMAC: dstMAC}
-	udp := &layers.UDP{SrcPort: 0xc123, DstPort: host.RoCEv2Port}
+	udp := &layers.UDP{SrcPort: 0xc123, DstPort: ib.RoCEv2UDPPort}
 	var net gopacket.NetworkLayer
 	if dst.Is4() {
 		eth.EthernetType = layers.EthernetTypeIPv4
@@ -170,10 +171,10 @@ func TestTwoSoftrocesOnABridge(t *testing.T) {
 	db := openTAP(t, ns, "srtap1", &tap.Config{Bridge: "br0"})
 	var sock4, sock6 *net.UDPConn
 	if err := ns.Do(func() (err error) {
-		if sock4, err = net.ListenUDP("udp4", &net.UDPAddr{Port: host.RoCEv2Port}); err != nil {
+		if sock4, err = net.ListenUDP("udp4", &net.UDPAddr{Port: ib.RoCEv2UDPPort}); err != nil {
 			return err
 		}
-		sock6, err = net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6unspecified, Port: host.RoCEv2Port})
+		sock6, err = net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6unspecified, Port: ib.RoCEv2UDPPort})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,8 @@ package wire
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/softroce/softroce/ib"
 )
 
 // Frame describes a RoCEv2 frame for Build. Extended-header fields are
@@ -173,7 +175,7 @@ func Build(buf []byte, f *Frame) (int, error) {
 		sp = FlowLabelToUDPSport(f.FlowLabel)
 	}
 	binary.BigEndian.PutUint16(u[0:], sp)
-	binary.BigEndian.PutUint16(u[2:], UDPPort)
+	binary.BigEndian.PutUint16(u[2:], ib.RoCEv2UDPPort)
 	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
 	u[6], u[7] = 0, 0
 

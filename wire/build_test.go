@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	"github.com/softroce/softroce/ib"
 )
 
 var (
@@ -231,7 +232,7 @@ func TestBuildOuterHeadersGopacket(t *testing.T) {
 			t.Fatalf("frame %d: gopacket found no IP layer", i)
 		}
 		udp := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP)
-		if uint16(udp.SrcPort) != p.UDPSrcPort() || udp.DstPort != UDPPort || udp.Checksum != 0 ||
+		if uint16(udp.SrcPort) != p.UDPSrcPort() || udp.DstPort != ib.RoCEv2UDPPort || udp.Checksum != 0 ||
 			int(udp.Length) != p.Len()-p.UDPOffset() || !bytes.Equal(udp.Payload, p.UDPPayload()) {
 			t.Fatalf("frame %d: UDP differs: %+v", i, udp)
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/netip"
 	"strconv"
+
+	"github.com/softroce/softroce/ib"
 )
 
 // Ethernet, IP and UDP constants of a RoCEv2 frame.
@@ -14,7 +16,6 @@ const (
 	IPv4Size        = 20     // IPv4 header without options
 	IPv6Size        = 40     // IPv6 header without extension headers
 	UDPSize         = 8      // UDP header
-	UDPPort         = 4791   // IANA port of RoCEv2 (ROCE_V2_UDP_DPORT)
 	EtherTypeIPv4   = 0x0800 // ETH_P_IP
 	EtherTypeIPv6   = 0x86dd // ETH_P_IPV6
 	EtherTypeVLAN   = 0x8100 // ETH_P_8021Q
@@ -257,7 +258,7 @@ func (p *Packet) decodeUDP(off, ipEnd int) error {
 		return p.fail(LayerUDP, off, "IP payload shorter than a UDP header", ipEnd-off, true, ErrTruncated)
 	}
 	h := p.frame[off:]
-	if dp := binary.BigEndian.Uint16(h[2:]); dp != UDPPort {
+	if dp := binary.BigEndian.Uint16(h[2:]); dp != ib.RoCEv2UDPPort {
 		return p.fail(LayerUDP, off+2, "destination port is not 4791", int(dp), true, ErrNotRoCE)
 	}
 	ul := int(binary.BigEndian.Uint16(h[4:]))

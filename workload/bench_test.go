@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/oob"
-	"github.com/softroce/softroce/qpstate"
 )
 
 // BenchmarkLoopbackWrite measures RC WRITE throughput between the two
@@ -14,7 +14,7 @@ import (
 // Each b.N is one message; the data of the last run is verified.
 func BenchmarkLoopbackWrite(b *testing.B) {
 	for _, size := range []uint64{64 << 10, 1 << 20} {
-		for _, mtu := range []qpstate.MTU{qpstate.MTU1024, qpstate.MTU4096} {
+		for _, mtu := range []ib.MTU{ib.MTU1024, ib.MTU4096} {
 			b.Run(fmt.Sprintf("%dKiB/mtu%d", size>>10, mtu.Bytes()), func(b *testing.B) {
 				lb, err := NewLoopback(LoopbackConfig{})
 				if err != nil {

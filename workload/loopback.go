@@ -3,6 +3,7 @@ package workload
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,7 @@ type LoopbackConfig struct {
 // LoopbackSide is one emulated HCA of a Loopback.
 type LoopbackSide struct {
 	Dev  *emu.Device
+	rxe  *rxe.Device // Dev's driver side, for Close
 	IP   netip.Addr
 	MAC  [6]byte
 	Flt  *link.Faults // nil without faults
@@ -99,14 +101,19 @@ func NewLoopback(cfg LoopbackConfig) (*Loopback, error) {
 		}
 		s.link = l
 		dev, err := rxe.New(rxe.Config{Seed: cfg.Seed + uint64(i), Link: l,
-			Neighbor: func(ip netip.Addr) ([6]byte, bool) { m, ok := neigh[ip]; return m, ok },
+			Neighbor: emu.ResolverFunc(func(_ context.Context, ip netip.Addr) ([6]byte, error) {
+				if m, ok := neigh[ip]; ok {
+					return m, nil
+				}
+				return [6]byte{}, unix.EHOSTUNREACH
+			}),
 			Device: emu.Config{Name: fmt.Sprintf("rxe%d", i), NetDev: emu.NetDev{Name: fmt.Sprintf("veth%d", i),
 				MAC: net.HardwareAddr(s.MAC[:]), MTU: mtu, Addrs: []netip.Addr{s.IP}}}})
 		if err != nil {
 			lb.Close()
 			return nil, fmt.Errorf("loopback: %w", err)
 		}
-		s.Dev = dev
+		s.Dev, s.rxe = dev.Device, dev
 	}
 	return lb, nil
 }
@@ -126,11 +133,10 @@ func (lb *Loopback) Close() error {
 	var errs []error
 	for _, s := range []*LoopbackSide{lb.A, lb.B} {
 		if s.Dev != nil {
-			if err := rxe.Of(s.Dev).Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			if err := s.rxe.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 				errs = append(errs, err)
 			}
-			s.Dev.Unregister()
-			s.Dev = nil
+			s.Dev, s.rxe = nil, nil
 		} else if s.end != nil {
 			s.end.Close()
 		}

@@ -1,13 +1,16 @@
 package workload
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -25,7 +28,6 @@ const (
 	minRNRTimer    = 12
 	ucMaxRx        = 16000      // UC_MAX_RX: the UC and UD receive depth when -r is left at 512
 	perftestQKey   = 0x11111111 // DEF_QKEY: the Q_Key of perftest's UD QPs and of the WRs it sends
-	udAddition     = 40         // UD_ADDITION: the GRH in front of each UD receive
 )
 
 // PerfConfig configures one side of a perftest run. Zero values take
@@ -81,7 +83,7 @@ type PerfConfig struct {
 	// 100, capped at TxDepth. Latency tests signal every WR.
 	CQMod int
 	// MTU is the path MTU (-m); 0 means the port's active MTU.
-	MTU qpstate.MTU
+	MTU ib.MTU
 	// GIDIndex is the local GID index (-x).
 	GIDIndex int
 	// SL is the service level (-S).
@@ -120,9 +122,16 @@ type PerfConfig struct {
 	Timeout time.Duration
 	// Seed seeds the PSNs and the buffer content.
 	Seed uint64
-	// Resolve fills the destination MAC of the address vector; nil
+	// Resolver fills the destination MAC of the address vector, asked
+	// with a background context (bound the wait in the Resolver); nil
 	// leaves it to the device's neighbour table.
-	Resolve Resolver
+	Resolver emu.Resolver
+	// MaxMemory caps the bytes NewPerf may allocate for the buffer (2
+	// halves per QP) and for the timestamps of an iterations run (16
+	// bytes per message); 0 means DefaultMaxMemory. A configuration over
+	// it, or over the device's limits (max_qp, max_qp_wr, max_cqe,
+	// max_mr_size, max_msg_sz), fails before anything is allocated.
+	MaxMemory uint64
 	// CheckRecv, if set, is called on a receiving side of a send test for
 	// every message received, with the QP index, the message's number on
 	// that QP in the current Run (from 0) and its bytes; an error ends the
@@ -144,6 +153,7 @@ const MaxCheckRing = 256 << 20
 // WRITEs, READs and atomics and where its SENDs are received).
 type Perf struct {
 	cfg      PerfConfig
+	sampler  atomic.Pointer[sampler] // the duration alarm of the current run
 	dev      *emu.Device
 	pd       *emu.PD
 	scq, rcq *cqWaiter
@@ -260,7 +270,7 @@ func (c *PerfConfig) fill(dev *emu.Device) error {
 	if c.Test.Verb() == oob.VerbAtomic {
 		c.MaxSize = 8
 	}
-	return nil
+	return c.checkLimits(dev)
 }
 
 // NewPerf creates one side's objects on dev, moves the QPs to INIT and, for
@@ -280,7 +290,7 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 		return nil, fmt.Errorf("Couldn't allocate PD: %w", err)
 	}
 	p.region = max(alignUp(int(cfg.MaxSize), cacheLineSize)+p.recvOff(), cycleBuffer)
-	access := qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteAtomic
+	access := ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRead | ib.AccessRemoteAtomic
 	if p.buf, err = newBuffer(dev, p.pd, 2*p.region*cfg.NumQP, access); err != nil {
 		return nil, err
 	}
@@ -317,7 +327,7 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 		if p.slot*n > MaxCheckRing {
 			return nil, fmt.Errorf("perf: CheckRecv: %d receive buffers of %d bytes exceed %d: %w", n, p.slot, MaxCheckRing, unix.ENOMEM)
 		}
-		if p.ring, err = newBuffer(dev, p.pd, p.slot*n, qpstate.AccessLocalWrite); err != nil {
+		if p.ring, err = newBuffer(dev, p.pd, p.slot*n, ib.AccessLocalWrite); err != nil {
 			return nil, err
 		}
 		p.rposts, p.rdone, p.rcount = make([]uint64, cfg.NumQP), make([]uint64, cfg.NumQP), make([]uint64, cfg.NumQP)
@@ -340,8 +350,8 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 		if err := toInit(qp, 1, p.qpAccess(), perftestQKey); err != nil {
 			return nil, err
 		}
-		p.local = append(p.local, oob.PerftestDest{OutReads: uint16(cfg.OutReads), QPN: qp.QPNum,
-			PSN: rng.Uint32() & 0xffffff, RKey: p.buf.mr.RKey, VAddr: p.remoteAddr(i), GID: gid})
+		p.local = append(p.local, oob.PerftestDest{OutReads: uint16(cfg.OutReads), QPN: qp.QPNum(),
+			PSN: rng.Uint32() & ib.PSNMask, RKey: p.buf.mr.RKey(), VAddr: p.remoteAddr(i), GID: gid})
 		if n := cfg.RxDepth; p.receives() {
 			if p.srq != nil {
 				n /= cfg.NumQP // ctx_set_recv_wqes: the SRQ's depth split among the QPs
@@ -367,11 +377,11 @@ func alignUp(n, a int) int { return (n + a - 1) / a * a }
 
 // qpAccess is the remote access the QPs grant (ctx_modify_qp_to_init): a
 // UC QP takes only WRITEs.
-func (p *Perf) qpAccess() qpstate.AccessFlags {
+func (p *Perf) qpAccess() ib.AccessFlags {
 	if p.cfg.QPType == qpstate.TypeUC {
-		return qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite
+		return ib.AccessLocalWrite | ib.AccessRemoteWrite
 	}
-	return qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead | qpstate.AccessRemoteAtomic
+	return ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRead | ib.AccessRemoteAtomic
 }
 
 // receives reports whether this side posts receives: the send tests'
@@ -417,7 +427,7 @@ func (p *Perf) recvOff() int {
 // GRH of UD.
 func (p *Perf) recvExtra() int {
 	if p.cfg.QPType == qpstate.TypeUD {
-		return udAddition
+		return emu.GRHSize // UD_ADDITION: the GRH in front of each UD receive
 	}
 	return 0
 }
@@ -500,7 +510,7 @@ func (p *Perf) Config() PerfConfig { return p.cfg }
 
 // SetPathMTU changes the path MTU Connect will use (perftest's MTU
 // exchange settles on the smaller of both sides').
-func (p *Perf) SetPathMTU(m qpstate.MTU) { p.cfg.MTU = m }
+func (p *Perf) SetPathMTU(m ib.MTU) { p.cfg.MTU = m }
 
 // Connect moves the QPs to RTR and RTS towards the peer's addresses
 // (ctx_connect): max_dest_rd_atomic is the local out_reads, max_rd_atomic
@@ -516,8 +526,8 @@ func (p *Perf) Connect(remote []oob.PerftestDest) error {
 			localPSN: p.local[i].PSN, remotePSN: r.PSN, remoteQPN: r.QPN, timeout: p.cfg.QPTimeout, retry: 7,
 			rnrRetry: 7, minRNR: minRNRTimer, rdAtomic: uint8(max(1, min(int(r.OutReads), p.cfg.OutReads))),
 			destRdAtomic: uint8(max(1, p.cfg.OutReads))}
-		if p.cfg.Resolve != nil {
-			mac, err := p.cfg.Resolve(pa.dgid)
+		if p.cfg.Resolver != nil {
+			mac, err := p.cfg.Resolver.Resolve(context.Background(), pa.dgid.Addr())
 			if err != nil {
 				return fmt.Errorf("resolve %v: %w", pa.dgid, err)
 			}
@@ -637,7 +647,9 @@ func (p *Perf) newSampler() *sampler {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return newSampler(clk, p.cfg.Duration, p.cfg.Margin)
+	s := newSampler(clk, p.cfg.Duration, p.cfg.Margin)
+	p.sampler.Store(s)
+	return s
 }
 
 // Close destroys the side's objects.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/clock"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
@@ -33,7 +34,7 @@ func TestPerfBidirectional(t *testing.T) {
 				if test.Verb() == oob.VerbAtomic {
 					size = 8
 				}
-				cfg := PerfConfig{Test: test, Iters: 300, NumQP: nqp, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: 4,
+				cfg := PerfConfig{Test: test, Iters: 300, NumQP: nqp, MTU: ib.MTU1024, TxDepth: 16, CQMod: 4,
 					RxDepth: 32, MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second,
 					Bidirectional: true}
 				rc, rs := runBoth(t, lb, cfg, size)
@@ -110,7 +111,7 @@ func testPerfDuration(t *testing.T, tests []oob.PerftestTest) {
 					size = 8
 				}
 				clk := clock.NewManual(time.Unix(1e9, 0))
-				cfg := PerfConfig{Test: test, Iters: 5, NumQP: 2, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: 4,
+				cfg := PerfConfig{Test: test, Iters: 5, NumQP: 2, MTU: ib.MTU1024, TxDepth: 16, CQMod: 4,
 					RxDepth: 64, MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second,
 					Duration: duration, Margin: margin, Clock: clk, Bidirectional: bidi}
 				cl, sv, err := lb.Perf(cfg)
@@ -142,7 +143,12 @@ func testPerfDuration(t *testing.T, tests []oob.PerftestTest) {
 				waitPending(t, clk, len(sides))
 				time.Sleep(5 * time.Millisecond) // uncounted traffic
 				clk.Advance(margin)              // SAMPLE
-				time.Sleep(20 * time.Millisecond)
+				// Each side counts completions in the window before it
+				// closes (a fixed sleep counted nothing on a loaded machine).
+				for _, p := range sides {
+					waitSampled(t, p)
+				}
+				time.Sleep(5 * time.Millisecond)
 				clk.Advance(window) // STOP_SAMPLE
 				time.Sleep(5 * time.Millisecond)
 				clk.Advance(margin) // END
@@ -176,6 +182,19 @@ func waitPending(t *testing.T, clk *clock.Manual, n int) {
 	for clk.Pending() < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d alarms armed, want %d", clk.Pending(), n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// waitSampled waits until p's run has counted a completion in its sample
+// window.
+func waitSampled(t *testing.T, p *Perf) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s := p.sampler.Load(); s == nil || s.hits.Load() == 0; s = p.sampler.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("client %v counted no completion in the sample window in 10 s", p.cfg.Client)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -348,7 +367,10 @@ func TestPerfWarmUp(t *testing.T) {
 				}
 				defer lb.Close()
 				cfg := PerfConfig{Test: test, Iters: 100, NumQP: 2, TxDepth: 16, CQMod: 4, MaxSize: size,
-					GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second, PerformWarmUp: warm}
+					GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second, PerformWarmUp: warm,
+					// A retransmission would change the packet count: an ACK
+					// timeout of about 69 s leaves none on a loaded machine.
+					QPTimeout: 24}
 				rc := runPerfPair(t, lb, cfg, size)[0]
 				if rc.BW.Iters != 2*100 {
 					t.Errorf("warm-up %v: report counts %d iterations, want 200 (100 on each of 2 QPs)", warm, rc.BW.Iters)
@@ -414,7 +436,7 @@ func TestPerfTransports(t *testing.T) {
 			case !tc.test.IsBW():
 				size = 64
 			}
-			cfg := PerfConfig{Test: tc.test, QPType: tc.typ, Iters: 200, NumQP: tc.nqp, MTU: qpstate.MTU1024,
+			cfg := PerfConfig{Test: tc.test, QPType: tc.typ, Iters: 200, NumQP: tc.nqp, MTU: ib.MTU1024,
 				TxDepth: 16, CQMod: 4, MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second,
 				Bidirectional: tc.bidi, UseSRQ: tc.srq}
 			switch {
@@ -477,7 +499,7 @@ func TestPerfRxDepthUnreliable(t *testing.T) {
 		{qpstate.TypeUD, 1000, 0, 1000},
 		{qpstate.TypeUD, 300, 0, 300},
 	} {
-		c := PerfConfig{Test: oob.PerftestSendBW, QPType: tc.typ, Iters: tc.iters, RxDepth: tc.rx, MTU: qpstate.MTU1024, OutReads: 1}
+		c := PerfConfig{Test: oob.PerftestSendBW, QPType: tc.typ, Iters: tc.iters, RxDepth: tc.rx, MTU: ib.MTU1024, OutReads: 1}
 		if err := c.fill(lb.A.Dev); err != nil {
 			t.Fatal(err)
 		}
@@ -559,7 +581,7 @@ func TestPerfPostList(t *testing.T) {
 			if tc.test.Verb() == oob.VerbAtomic {
 				size = 8
 			}
-			cfg := PerfConfig{Test: tc.test, Iters: 200, NumQP: tc.nqp, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: tc.cqMod,
+			cfg := PerfConfig{Test: tc.test, Iters: 200, NumQP: tc.nqp, MTU: ib.MTU1024, TxDepth: 16, CQMod: tc.cqMod,
 				PostList: tc.pl, RxDepth: 64, MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second,
 				Bidirectional: tc.bidi, PerformWarmUp: tc.warm}
 			rc, rs := runBoth(t, lb, cfg, size)
@@ -612,7 +634,7 @@ func TestPerfEvents(t *testing.T) {
 			if tc.test.Verb() == oob.VerbAtomic {
 				size = 8
 			}
-			cfg := PerfConfig{Test: tc.test, Iters: 100, NumQP: 1, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: 4, RxDepth: 32,
+			cfg := PerfConfig{Test: tc.test, Iters: 100, NumQP: 1, MTU: ib.MTU1024, TxDepth: 16, CQMod: 4, RxDepth: 32,
 				MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, Timeout: 5 * time.Second, Bidirectional: tc.bidi, Events: true}
 			cl, sv, err := lb.Perf(cfg)
 			if err != nil {

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/oob"
-	"github.com/softroce/softroce/qpstate"
 )
 
 // runPerfPair connects a client on lb.A to a server on lb.B, runs each size
@@ -58,12 +58,12 @@ func TestPerf(t *testing.T) {
 		for _, tc := range []struct {
 			nqp   int
 			iters uint64
-			mtu   qpstate.MTU
+			mtu   ib.MTU
 			sizes []uint64
 		}{
-			{1, 200, qpstate.MTU1024, []uint64{2, 1000, 65536}},
-			{3, 100, qpstate.MTU4096, []uint64{64, 2048, 10000}},
-			{2, 50, qpstate.MTU256, []uint64{1, 4097}},
+			{1, 200, ib.MTU1024, []uint64{2, 1000, 65536}},
+			{3, 100, ib.MTU4096, []uint64{64, 2048, 10000}},
+			{2, 50, ib.MTU256, []uint64{1, 4097}},
 		} {
 			t.Run(fmt.Sprintf("%s/q%d/n%d/%v", test, tc.nqp, tc.iters, tc.mtu), func(t *testing.T) {
 				if test == oob.PerftestWriteLat && raceEnabled {
@@ -116,7 +116,7 @@ func TestPerfFaults(t *testing.T) {
 			if test.Verb() == oob.VerbAtomic {
 				size = 8
 			}
-			cfg := PerfConfig{Test: test, Iters: 100, NumQP: 2, MTU: qpstate.MTU1024, TxDepth: 16, CQMod: 4, RxDepth: 8,
+			cfg := PerfConfig{Test: test, Iters: 100, NumQP: 2, MTU: ib.MTU1024, TxDepth: 16, CQMod: 4, RxDepth: 8,
 				MaxSize: size, GIDIndex: LoopbackGIDIndex, Seed: seed, QPTimeout: 12, Timeout: 20 * time.Second}
 			runPerfPair(t, lb, cfg, size)
 			a, b := lb.A.Flt.Stats(), lb.B.Flt.Stats()

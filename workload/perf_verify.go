@@ -35,7 +35,11 @@ func VerifyPerf(client, server *Perf) error {
 	for _, p := range []*Perf{client, server} {
 		if p.receives() {
 			n++
-			go func() { errc <- p.keepReceiving(stop) }()
+			peer := server
+			if p == server {
+				peer = client
+			}
+			go func() { errc <- p.keepReceiving(stop, peer) }()
 		}
 	}
 	var err error
@@ -63,9 +67,24 @@ func VerifyPerf(client, server *Perf) error {
 }
 
 // keepReceiving polls the receive CQ and reposts every receive it finds
-// until stop is closed.
-func (p *Perf) keepReceiving(stop <-chan struct{}) error {
+// until stop is closed and, when it counts each message over RC, until it
+// has as many as peer sent (or Timeout passed; the check then reports the
+// shortfall): the SQD drain that closes stop waits only for the WQEs the
+// requester had started, and the rest are sent after it.
+func (p *Perf) keepReceiving(stop <-chan struct{}, peer *Perf) error {
 	wc := make([]emu.WC, max(p.cfg.RxDepth, 1)*len(p.qps))
+	var deadline time.Time
+	have := func() bool {
+		if !p.ChecksEachMessage() || p.cfg.QPType != qpstate.TypeRC || len(peer.sent) != len(p.rcount) {
+			return true
+		}
+		for i := range p.rcount {
+			if p.rcount[i] < peer.sent[i] {
+				return false
+			}
+		}
+		return true
+	}
 	for {
 		n, err := p.rcq.waitOr(wc, p.cfg.Timeout, p.what("drain receive", 0, 0), stop)
 		if err != nil {
@@ -85,7 +104,15 @@ func (p *Perf) keepReceiving(stop <-chan struct{}) error {
 			}
 		}
 		if n == 0 && closed(stop) {
-			return nil
+			if have() {
+				return nil
+			}
+			if deadline.IsZero() {
+				deadline = time.Now().Add(p.cfg.Timeout)
+			} else if time.Now().After(deadline) {
+				return nil
+			}
+			time.Sleep(50 * time.Microsecond)
 		}
 	}
 }

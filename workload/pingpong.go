@@ -1,11 +1,13 @@
 package workload
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -40,7 +42,7 @@ type PingpongConfig struct {
 	// modes.
 	NumQP int
 	// MTU is the path MTU (-m); 0 means IB_MTU_1024. ud uses none.
-	MTU qpstate.MTU
+	MTU ib.MTU
 	// SL is the service level (-l).
 	SL uint8
 	// Port is the device's port (-i); 0 means 1. A port the device does
@@ -64,9 +66,15 @@ type PingpongConfig struct {
 	QPTimeout uint8
 	// Seed seeds the PSN generator (the tools' lrand48).
 	Seed uint64
-	// Resolve fills the destination MAC of the address vector; nil
+	// Resolver fills the destination MAC of the address vector, asked
+	// with a background context (bound the wait in the Resolver); nil
 	// leaves it to the device's neighbour table.
-	Resolve Resolver
+	Resolver emu.Resolver
+	// MaxMemory caps the buffer NewPingpong allocates (Size, plus the GRH
+	// room of ud); 0 means DefaultMaxMemory. A configuration over it, or
+	// over the device's limits (max_qp_wr, max_srq_wr, max_cqe,
+	// max_msg_sz), fails before anything is allocated.
+	MaxMemory uint64
 }
 
 // Pingpong is one side of a pingpong run: its PD, CQ, QPs (one, or NumQP
@@ -117,7 +125,7 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 	cfg.Size = orDefault(cfg.Size, def.Size)
 	cfg.Iters = orDefault(cfg.Iters, def.Iters)
 	cfg.RxDepth = orDefault(cfg.RxDepth, def.RxDepth)
-	cfg.MTU = orDefault(cfg.MTU, qpstate.MTU1024)
+	cfg.MTU = orDefault(cfg.MTU, ib.MTU1024)
 	cfg.Timeout = orDefault(cfg.Timeout, DefaultTimeout)
 	cfg.QPTimeout = orDefault(cfg.QPTimeout, 14)
 	cfg.Port = orDefault(cfg.Port, 1)
@@ -130,6 +138,9 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 		}
 	}
 	cfg.NumQP = nqp
+	if err := cfg.checkLimits(dev, nqp); err != nil {
+		return nil, err
+	}
 	p := &Pingpong{cfg: cfg, dev: dev}
 	defer func() {
 		if err != nil {
@@ -152,7 +163,7 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 	if cfg.Mode == oob.PingpongUD {
 		bufLen += emu.GRHSize
 	}
-	if p.buf, err = newBuffer(dev, p.pd, bufLen, qpstate.AccessLocalWrite); err != nil {
+	if p.buf, err = newBuffer(dev, p.pd, bufLen, ib.AccessLocalWrite); err != nil {
 		return nil, err
 	}
 	p.buf.b = p.buf.b[:bufLen]
@@ -205,7 +216,7 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 		if err := toInit(qp, cfg.Port, 0, pingpongQKey); err != nil {
 			return nil, err
 		}
-		p.local = append(p.local, oob.PingpongDest{QPN: qp.QPNum, PSN: rng.Uint32() & 0xffffff, GID: gid})
+		p.local = append(p.local, oob.PingpongDest{QPN: qp.QPNum(), PSN: rng.Uint32() & ib.PSNMask, GID: gid})
 	}
 	if n := p.postRecv(int(cfg.RxDepth)); n < int(cfg.RxDepth) {
 		return nil, fmt.Errorf("Couldn't post receive (%d): %w", n, unix.ENOMEM)
@@ -246,8 +257,8 @@ func (p *Pingpong) Connect(remote []oob.PingpongDest) error {
 		pa := &path{typ: qp.QPType, mtu: p.cfg.MTU, sl: p.cfg.SL, gidIndex: p.cfg.GIDIndex, dgid: emu.GID(r.GID),
 			localPSN: p.local[i].PSN, remotePSN: r.PSN, remoteQPN: r.QPN, timeout: p.cfg.QPTimeout, retry: 7,
 			rnrRetry: 7, minRNR: 12, rdAtomic: 1, destRdAtomic: 1, hopLimit: 1}
-		if p.cfg.Resolve != nil {
-			mac, err := p.cfg.Resolve(pa.dgid)
+		if p.cfg.Resolver != nil {
+			mac, err := p.cfg.Resolver.Resolve(context.Background(), pa.dgid.Addr())
 			if err != nil {
 				return fmt.Errorf("resolve %v: %w", pa.dgid, err)
 			}
@@ -378,7 +389,7 @@ func qpNum(q *emu.QP) uint32 {
 	if q == nil {
 		return 0
 	}
-	return q.QPNum
+	return q.QPNum()
 }
 
 func (p *Pingpong) qpIndex(q *emu.QP) int {

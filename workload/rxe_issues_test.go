@@ -3,8 +3,8 @@ package workload
 import (
 	"testing"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/oob"
-	"github.com/softroce/softroce/qpstate"
 )
 
 // TestRxeIssueReadBurstRetransmits: two QPs each with five 8 MiB READs
@@ -25,7 +25,7 @@ func TestRxeIssueReadBurstRetransmits(t *testing.T) {
 	}
 	defer lb.Close()
 	runPerfPair(t, lb, PerfConfig{Test: oob.PerftestReadBW, MaxSize: 8 << 20, Iters: 5, NumQP: 2,
-		MTU: qpstate.MTU1024, GIDIndex: LoopbackGIDIndex}, 8<<20)
+		MTU: ib.MTU1024, GIDIndex: LoopbackGIDIndex}, 8<<20)
 	cs, err := Counters(lb.A.Dev)
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ type sampler struct {
 	start, stop      time.Time
 	timer            atomic.Pointer[clock.Timer]
 	end              chan struct{} // closed at END
+	hits             atomic.Uint64 // sampling() calls that said yes
 }
 
 func newSampler(clk clock.Clock, duration, margin time.Duration) *sampler {
@@ -81,7 +82,13 @@ func (s *sampler) toEnd() {
 }
 
 // sampling reports whether a completion seen now counts.
-func (s *sampler) sampling() bool { return s != nil && sampleState(s.state.Load()) == stateSample }
+func (s *sampler) sampling() bool {
+	if s == nil || sampleState(s.state.Load()) != stateSample {
+		return false
+	}
+	s.hits.Add(1)
+	return true
+}
 
 // ended reports whether the run is over.
 func (s *sampler) ended() bool { return s != nil && sampleState(s.state.Load()) == stateEnd }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -14,12 +15,6 @@ import (
 // DefaultTimeout is how long a wait for a completion (or, in write_lat, for
 // the peer's write) may last when a Config leaves Timeout zero.
 const DefaultTimeout = 10 * time.Second
-
-// Resolver gives the Ethernet address of a destination GID for the address
-// vector (a user AH or a connected QP's AV). Nil leaves the DMAC zero, which
-// is right when the device has a neighbour table of its own
-// (rxe.Config.Neighbor).
-type Resolver func(dgid emu.GID) ([6]byte, error)
 
 // cqWaiter is a CQ with the completion-notification plumbing a waiting
 // consumer needs: the handler signals a channel, and wait polls, arms,
@@ -163,7 +158,7 @@ func perfWCError(wc *emu.WC) error {
 // path is what connects a local QP to a remote one.
 type path struct {
 	typ             qpstate.Type
-	mtu             qpstate.MTU
+	mtu             ib.MTU
 	sl              uint8
 	gidIndex        int
 	dgid            emu.GID
@@ -177,14 +172,14 @@ type path struct {
 	rdAtomic        uint8
 	destRdAtomic    uint8
 	hopLimit        uint8
-	access          qpstate.AccessFlags
+	access          ib.AccessFlags
 	qkey            uint32
 }
 
 // toInit moves a new QP from RESET to INIT with the masks ib_modify_qp
 // requires for its type: PKEY_INDEX|PORT plus ACCESS_FLAGS (RC, UC) or
 // QKEY (UD), on the device's port.
-func toInit(qp *emu.QP, port uint32, access qpstate.AccessFlags, qkey uint32) error {
+func toInit(qp *emu.QP, port uint32, access ib.AccessFlags, qkey uint32) error {
 	a := qpstate.Attr{QPState: qpstate.StateInit, PortNum: port, QPAccessFlags: access, QKey: qkey}
 	m := qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrPort
 	if qp.QPType == qpstate.TypeUD {
@@ -199,13 +194,13 @@ func toInit(qp *emu.QP, port uint32, access qpstate.AccessFlags, qkey uint32) er
 }
 
 // av is the RoCEv2 address vector of p.
-func (p *path) av() qpstate.AHAttr {
+func (p *path) av() ib.AHAttr {
 	hop := p.hopLimit
 	if hop == 0 {
 		hop = 64
 	}
-	return qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, SL: p.sl, AHFlags: qpstate.AHGRH, DMAC: p.dmac,
-		GRH: qpstate.GlobalRoute{DGID: p.dgid, SGIDIndex: uint8(p.gidIndex), HopLimit: hop}}
+	return ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, SL: p.sl, AHFlags: ib.AHGRH, DMAC: p.dmac,
+		GRH: ib.GlobalRoute{DGID: p.dgid, SGIDIndex: uint8(p.gidIndex), HopLimit: hop}}
 }
 
 // toRTS moves an INIT QP to RTR and RTS as pp_connect_ctx and perftest's
@@ -255,7 +250,7 @@ type buffer struct {
 	mr   *emu.MR
 }
 
-func newBuffer(dev *emu.Device, pd *emu.PD, n int, access qpstate.AccessFlags) (*buffer, error) {
+func newBuffer(dev *emu.Device, pd *emu.PD, n int, access ib.AccessFlags) (*buffer, error) {
 	addr, b := dev.Memory().Alloc(max(n, 8))
 	mr, err := pd.RegUserMR(addr, uint64(len(b)), addr, access)
 	if err != nil {
@@ -274,7 +269,7 @@ func (b *buffer) free(dev *emu.Device) {
 }
 
 func (b *buffer) sge(off, n int) emu.SGE {
-	return emu.SGE{Addr: b.addr + uint64(off), Length: uint32(n), LKey: b.mr.LKey}
+	return emu.SGE{Addr: b.addr + uint64(off), Length: uint32(n), LKey: b.mr.LKey()}
 }
 
 func orDefault[T comparable](v, def T) T {

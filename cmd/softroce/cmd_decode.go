@@ -15,8 +15,8 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/wire"
 )
 
@@ -102,7 +102,7 @@ func runDecode(e *env) error {
 		return err
 	}
 	defer f.Close()
-	src, linkType, err := openCapture(f)
+	src, err := openCapture(f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", files[0], err)
 	}
@@ -123,7 +123,7 @@ func runDecode(e *env) error {
 		if i == 1 {
 			first = ci.Timestamp
 		}
-		d := decodeFrame(data, linkType)
+		d := decodeFrame(data, src.LinkType())
 		d.Index, d.Time, d.RelTime = i, ci.Timestamp.UTC(), ci.Timestamp.Sub(first).Seconds()
 		if ci.CaptureLength < ci.Length && d.Error == "" && !d.RoCE {
 			d.Summary += " (capture truncated)"
@@ -150,32 +150,6 @@ func runDecode(e *env) error {
 		return &exitError{1}
 	}
 	return nil
-}
-
-// packetSource is what pcapgo's pcap and pcapng readers have in common.
-type packetSource interface {
-	ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
-}
-
-// openCapture opens a pcap or pcapng stream, telling them apart by magic.
-func openCapture(f *os.File) (packetSource, layers.LinkType, error) {
-	br := bufio.NewReader(f)
-	magic, err := br.Peek(4)
-	if err != nil {
-		return nil, 0, fmt.Errorf("not a capture file: %w", err)
-	}
-	if binary.BigEndian.Uint32(magic) == 0x0a0d0d0a {
-		r, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
-		if err != nil {
-			return nil, 0, err
-		}
-		return r, r.LinkType(), nil
-	}
-	r, err := pcapgo.NewReader(br)
-	if err != nil {
-		return nil, 0, err
-	}
-	return r, r.LinkType(), nil
 }
 
 // Link types that carry IP directly (LINKTYPE_RAW, _IPV4, _IPV6) and
@@ -238,7 +212,7 @@ func decodeFrame(data []byte, lt layers.LinkType) *decodedFrame {
 // looksRoCE reports whether gopacket sees a UDP datagram to port 4791.
 func looksRoCE(pkt gopacket.Packet) bool {
 	if u, ok := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP); ok {
-		return u.DstPort == wire.UDPPort
+		return u.DstPort == ib.RoCEv2UDPPort
 	}
 	return false
 }

@@ -157,7 +157,7 @@ func writePcap(t *testing.T, frames [][]byte) string {
 }
 
 // roceFramesOf reads a capture and returns its RoCE frames.
-func roceFramesOf(t *testing.T, file string) [][]byte {
+func roceFramesOf(t testing.TB, file string) [][]byte {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/oob"
-	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/workload"
 	"golang.org/x/sys/unix"
 )
@@ -125,7 +125,7 @@ func (o *loopbackOpts) run(stdout io.Writer) (err error) {
 		// run their default size.
 		return fmt.Errorf("-s 0: the message size should be between 1 and 8388608: %w", unix.EINVAL)
 	}
-	mtu := qpstate.MTUFromBytes(o.mtu)
+	mtu := ib.MTUFromBytes(o.mtu)
 	if !mtu.IsValid() || mtu.Bytes() != o.mtu {
 		return fmt.Errorf("-m %d: the MTU is 256, 512, 1024, 2048 or 4096: %w", o.mtu, unix.EINVAL)
 	}
@@ -225,7 +225,7 @@ func (o *loopbackOpts) report(w io.Writer, lb *workload.Loopback, counters [2][]
 	}
 }
 
-func (o *loopbackOpts) pingpong(w *bufio.Writer, lb *workload.Loopback, m oob.PingpongMode, mtu qpstate.MTU) error {
+func (o *loopbackOpts) pingpong(w *bufio.Writer, lb *workload.Loopback, m oob.PingpongMode, mtu ib.MTU) error {
 	if o.all {
 		return fmt.Errorf("-a is a perftest option: %w", unix.EINVAL)
 	}
@@ -293,7 +293,7 @@ func (o *loopbackOpts) pingpong(w *bufio.Writer, lb *workload.Loopback, m oob.Pi
 	return nil
 }
 
-func (o *loopbackOpts) perf(w *bufio.Writer, lb *workload.Loopback, t oob.PerftestTest, mtu qpstate.MTU) error {
+func (o *loopbackOpts) perf(w *bufio.Writer, lb *workload.Loopback, t oob.PerftestTest, mtu ib.MTU) error {
 	sizes := []uint64{o.size}
 	maxSize := o.size
 	if t.Verb() == oob.VerbAtomic {

@@ -154,7 +154,7 @@ func runPerf(e *env) error {
 		Iters: pc.Iters, TxDepth: pc.TxDepth, RxDepth: pc.RxDepth, NumQP: pc.NumQP, OutReads: pc.OutReads,
 		CQMod: pc.CQMod, MTU: pc.MTU, GIDIndex: gidx, SL: uint8(pc.SL), QPTimeout: uint8(pc.QPTimeout),
 		InlineSize: max(pc.InlineSize, 0), CompareSwap: pc.AtomicType == "CMP_AND_SWAP", NoPeak: pc.NoPeak,
-		Gbits: pc.ReportGbits, Resolve: resolver(n), Seed: seedFor(seed, "perf"),
+		Gbits: pc.ReportGbits, Resolver: resolver(n), Seed: seedFor(seed, "perf"),
 		Duration: time.Duration(pc.Duration) * time.Second, Margin: time.Duration(max(pc.Margin, 0)) * time.Second,
 		Bidirectional: pc.Bidirectional, PerformWarmUp: pc.PerformWarmUp, UseSRQ: pc.UseSRQ,
 		PostList: pc.PostList, Events: pc.Events})

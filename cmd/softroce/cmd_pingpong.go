@@ -110,7 +110,7 @@ func runPingpong(e *env) error {
 	defer w.Flush()
 	pp, err := workload.NewPingpong(n.Device(), workload.PingpongConfig{Mode: mode, Client: pc.Server != "",
 		Size: pc.Size, Iters: pc.Iters, RxDepth: pc.RxDepth, NumQP: int(pc.NumQP), MTU: pc.MTU, SL: uint8(pc.SL), Port: uint32(pc.IBPort),
-		GIDIndex: gidx, Check: pc.Check, Resolve: resolver(n), Seed: seedFor(seed, "pingpong")})
+		GIDIndex: gidx, Check: pc.Check, Resolver: resolver(n), Seed: seedFor(seed, "pingpong")})
 	if err != nil {
 		return err
 	}

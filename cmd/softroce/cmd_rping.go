@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/node"
 	"github.com/softroce/softroce/rdmacm"
 	"github.com/softroce/softroce/rping"
@@ -62,23 +63,17 @@ func runRping(e *env) error {
 	}
 	defer n.Close()
 	cm, err := rdmacm.New(rdmacm.Config{Dev: n.Device(), Seed: seedFor(seed, "rdmacm"),
-		Resolve: func(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+		Resolver: emu.ResolverFunc(func(ctx context.Context, ip netip.Addr) ([6]byte, error) {
 			ctx, cancel := context.WithTimeout(ctx, 2*node.ResolveTimeout)
 			defer cancel()
-			mac, err := n.Resolve(ctx, ip)
-			var m [6]byte
-			copy(m[:], mac)
-			return m, err
-		}})
+			return n.Resolve(ctx, ip)
+		})})
 	if err != nil {
 		return err
 	}
 	defer cm.Close()
 	err = rping.Run(rping.Config{Dev: n.Device(), CM: cm, Stdout: e.stdout, Stderr: e.stderr,
-		Resolve: func(ctx context.Context, ip netip.Addr) error {
-			_, err := n.Resolve(ctx, ip)
-			return err
-		},
+		Resolver: n,
 		Ready: func(port int) {
 			if e.serverReady != nil {
 				e.serverReady(&net.TCPAddr{Port: port})

@@ -29,7 +29,10 @@ type stat struct {
 // counters, then the driver's softroce_ extras), followed by softroce's
 // extras outside the device, all prefixed "softroce_": the port's
 // bad_pkey_cntr and qkey_viol_cntr, what the IP host dropped, and RoCE
-// frames lost to a full device queue.
+// frames lost to a full device queue; on a UDP link, instead of the
+// host's, the link's: datagrams in and out, IPv4 frames whose ICRC could
+// not be verified (the sender's IP identification is not visible to a
+// socket: see package link/udp), datagrams dropped, sends that failed.
 func nodeStats(n *node.Node) ([]stat, error) {
 	dev := n.Device()
 	hs, err := dev.AllocHWPortStats(1)
@@ -46,6 +49,17 @@ func nodeStats(n *node.Node) ([]stat, error) {
 		return nil, err
 	}
 	ns := n.Stats()
+	if n.Host() == nil { // a UDP link: the kernel is the IP host
+		return append(out,
+			stat{"softroce_bad_pkey", uint64(pa.BadPKeyCntr)},
+			stat{"softroce_bad_qkey", uint64(pa.QKeyViolCntr)},
+			stat{"softroce_udp_rx_frames", ns.UDP.RxFrames},
+			stat{"softroce_udp_tx_frames", ns.UDP.TxFrames},
+			stat{"softroce_udp_unverifiable_icrc", ns.UDP.Unverifiable},
+			stat{"softroce_udp_rx_dropped", ns.UDP.RxDropped},
+			stat{"softroce_udp_tx_errors", ns.UDP.TxErrors},
+		), nil
+	}
 	return append(out,
 		stat{"softroce_bad_pkey", uint64(pa.BadPKeyCntr)},
 		stat{"softroce_bad_qkey", uint64(pa.QKeyViolCntr)},

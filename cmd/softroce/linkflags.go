@@ -38,6 +38,7 @@ type linkFlags struct {
 	seed               uint64
 	seedSet            bool // --seed given: replay
 	printSeed          bool
+	udp                bool
 }
 
 // linkFlag defines one link flag. It is the one definition of the link
@@ -58,6 +59,12 @@ var linkFlagDefs = []linkFlag{
 		func(f *linkFlags, v string) error { f.tap = v; return nil }},
 	{"iface", "NAME", "put softroce on the existing interface NAME (AF_PACKET)", true,
 		func(f *linkFlags, v string) error { f.iface = v; return nil }},
+	{"udp", "", "put softroce on UDP port 4791 of the --ip addresses (all of the host's without --ip): no privilege, the kernel routes", true,
+		func(f *linkFlags, v string) error {
+			b, err := strconv.ParseBool(v)
+			f.udp = b
+			return err
+		}},
 	{"bridge", "BR", "attach the TAP (or --iface) to the bridge BR", true,
 		func(f *linkFlags, v string) error { f.bridge = v; return nil }},
 	{"ip", "CIDR", "softroce's own address CIDR (IPv4 or IPv6, with or without the prefix length; repeatable); each is a RoCEv2 GID", true,
@@ -149,7 +156,7 @@ func linkSynopsis(tool bool) []string {
 		if d.arg != "" {
 			s += " " + d.arg
 		}
-		if d.name == "iface" && len(out) > 0 && strings.HasPrefix(out[len(out)-1], "[--tap") {
+		if (d.name == "iface" || d.name == "udp") && len(out) > 0 && strings.HasPrefix(out[len(out)-1], "[--tap") {
 			out[len(out)-1] = strings.TrimSuffix(out[len(out)-1], "]") + "|" + s + "]"
 			continue
 		}
@@ -201,15 +208,21 @@ func (f *linkFlags) config() (node.Config, error) {
 	if f.tap != "" && f.iface != "" {
 		return node.Config{}, fmt.Errorf("--tap and --iface are exclusive")
 	}
+	if f.udp && (f.tap != "" || f.iface != "" || f.bridge != "") {
+		return node.Config{}, fmt.Errorf("--udp excludes --tap, --iface and --bridge")
+	}
 	if f.bridge != "" && f.tap == "" && f.iface == "" {
 		return node.Config{}, fmt.Errorf("--bridge needs --tap or --iface")
 	}
 	cfg := node.Config{Name: f.dev, Addrs: f.ips, PcapPath: f.pcap, NoDAD: f.nodad}
-	if f.tap == "" && f.iface == "" {
+	if f.tap == "" && f.iface == "" && !f.udp {
 		cfg.MTU = f.mtu // the in-memory link's; a TAP's is set when open opens it
 	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s|%s|%s|%v", f.dev, f.tap, f.iface, f.ips)
+	if f.udp {
+		fmt.Fprint(h, "|udp")
+	}
 	cfg.MAC = host.RandomMAC(rand.New(rand.NewPCG(h.Sum64(), 0x736f6674726f6365)))
 	if !f.seedSet {
 		f.seed, f.seedSet = randomSeed(), true
@@ -251,12 +264,18 @@ func (f *linkFlags) open(ctx context.Context, stderr io.Writer) (*node.Node, err
 		cfg.Link, err = node.OpenTAP(f.tap, f.bridge, f.mtu)
 	case f.iface != "":
 		cfg.Link, err = node.OpenPacket(f.iface, f.bridge, f.mtu)
+	case f.udp:
+		var addrs []netip.Addr
+		for _, p := range f.ips {
+			addrs = append(addrs, p.Addr())
+		}
+		cfg.Link, err = node.OpenUDP(addrs, f.mtu)
 	}
 	if err != nil {
 		return nil, err
 	}
 	n, err := node.New(ctx, cfg)
-	if errors.Is(err, unix.EADDRINUSE) {
+	if errors.Is(err, unix.EADDRINUSE) && !f.udp {
 		// The address is someone else's: say so plainly, as the kernel
 		// logs "IPv6 duplicate address ... detected!".
 		fmt.Fprintln(stderr, "softroce: duplicate address detection failed: another node on the link holds the address; pick another --ip (or --nodad to skip the check)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -107,28 +108,23 @@ func gidIndex(n *node.Node, idx int) (int, error) {
 	if idx >= 0 {
 		return idx, nil
 	}
-	for _, p := range n.Host().Addrs() {
-		if a := p.Addr(); !a.IsLinkLocalUnicast() {
+	for _, a := range n.Addrs() {
+		if !a.IsLinkLocalUnicast() {
 			return n.GID(a)
 		}
 	}
 	return 0, fmt.Errorf("no GID to use: give softroce an address with --ip (or a GID index): %w", unix.EINVAL)
 }
 
-// resolver returns a workload.Resolver asking the node's neighbour layer,
-// as the kernel does for a connected QP's AV before RTR.
-func resolver(n *node.Node) func(emu.GID) ([6]byte, error) {
-	return func(g emu.GID) ([6]byte, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*node.ResolveTimeout)
+// resolver returns an emu.Resolver asking the node's neighbour layer, as
+// the kernel does for a connected QP's AV before RTR, waiting up to three
+// times node.ResolveTimeout.
+func resolver(n *node.Node) emu.Resolver {
+	return emu.ResolverFunc(func(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+		ctx, cancel := context.WithTimeout(ctx, 3*node.ResolveTimeout)
 		defer cancel()
-		mac, err := n.Resolve(ctx, g.Addr())
-		if err != nil {
-			return [6]byte{}, err
-		}
-		var m [6]byte
-		copy(m[:], mac)
-		return m, nil
-	}
+		return n.Resolve(ctx, ip)
+	})
 }
 
 // oobConn opens the out-of-band TCP connection: a client dials server:port

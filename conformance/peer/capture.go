@@ -16,9 +16,6 @@ import (
 	"github.com/softroce/softroce/wire"
 )
 
-// RoCEv2Port is the UDP destination port of RoCEv2 (IANA "roce").
-const RoCEv2Port = 4791
-
 // CaptureReport summarizes a pcap of a lab run.
 type CaptureReport struct {
 	// Frames is the number of frames in the capture.

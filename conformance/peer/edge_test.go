@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/node"
@@ -44,7 +45,7 @@ import (
 const (
 	edgeIters = 20
 	edgeSize  = 4096
-	edgeMTU   = qpstate.MTU1024
+	edgeMTU   = ib.MTU1024
 	// edgeAfter is the iteration after whose reply the driver acts.
 	edgeAfter = 5
 	// edgeHang is how long a peer may run before it counts as hung.
@@ -144,7 +145,7 @@ var edgeScenarios = []edgeScenario{
 // edgeDriver is the softroce side of an edge run.
 type edgeDriver struct {
 	dev         *emu.Device
-	resolve     workload.Resolver
+	resolve     resolveFunc
 	gidIndex    int
 	qp          *emu.QP
 	cq          *emu.CQ
@@ -186,7 +187,7 @@ func (d *edgeDriver) poll(timeout time.Duration) (emu.WC, error) {
 
 func (d *edgeDriver) postRecv(n int) error {
 	for range n {
-		if _, err := d.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: d.addr, Length: edgeSize, LKey: d.mr.LKey}}}}); err != nil {
+		if _, err := d.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: d.addr, Length: edgeSize, LKey: d.mr.LKey()}}}}); err != nil {
 			return err
 		}
 	}
@@ -197,7 +198,7 @@ func (d *edgeDriver) postRecv(n int) error {
 // its completion status.
 func (d *edgeDriver) badWrite() string {
 	wr := emu.SendWR{WRID: 9, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled, RemoteAddr: 0x1000, RKey: 0x1234,
-		SGList: []emu.SGE{{Addr: d.addr, Length: 8, LKey: d.mr.LKey}}}
+		SGList: []emu.SGE{{Addr: d.addr, Length: 8, LKey: d.mr.LKey()}}}
 	if _, err := d.qp.PostSend([]emu.SendWR{wr}); err != nil {
 		return "post: " + err.Error()
 	}
@@ -227,7 +228,7 @@ func (d *edgeDriver) serve(conn net.Conn, sc edgeScenario) error {
 		buf[i] = oob.PingpongFill
 	}
 	d.addr = addr
-	if d.mr, err = pd.RegUserMR(addr, edgeSize, addr, qpstate.AccessLocalWrite); err != nil {
+	if d.mr, err = pd.RegUserMR(addr, edgeSize, addr, ib.AccessLocalWrite); err != nil {
 		return err
 	}
 	defer d.mr.Dereg()
@@ -254,15 +255,15 @@ func (d *edgeDriver) serve(conn net.Conn, sc edgeScenario) error {
 			return err
 		}
 	}
-	local := oob.PingpongDest{QPN: d.qp.QPNum, PSN: 0x123456, GID: gid.GID}
+	local := oob.PingpongDest{QPN: d.qp.QPNum(), PSN: 0x123456, GID: gid.GID}
 	_, err = oob.PingpongServerExchange(conn, oob.PingpongRC, []oob.PingpongDest{local}, func(r []oob.PingpongDest) error {
 		d.remote = r[0]
 		dmac, err := d.resolve(emu.GID(r[0].GID))
 		if err != nil {
 			return err
 		}
-		av := qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: dmac,
-			GRH: qpstate.GlobalRoute{DGID: r[0].GID, SGIDIndex: uint8(d.gidIndex), HopLimit: 64}}
+		av := ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH, DMAC: dmac,
+			GRH: ib.GlobalRoute{DGID: r[0].GID, SGIDIndex: uint8(d.gidIndex), HopLimit: 64}}
 		if err := d.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: edgeMTU, DestQPNum: r[0].QPN, RQPSN: r[0].PSN,
 			MaxDestRdAtomic: 1, MinRNRTimer: 12, AHAttr: av},
 			qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|
@@ -292,7 +293,7 @@ func (d *edgeDriver) serve(conn net.Conn, sc edgeScenario) error {
 			return fmt.Errorf("iteration %d: completion wr_id %d status %v", i, wc.WRID, wc.Status)
 		}
 		if _, err := d.qp.PostSend([]emu.SendWR{{WRID: 2, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-			SGList: []emu.SGE{{Addr: addr, Length: edgeSize, LKey: d.mr.LKey}}}}); err != nil {
+			SGList: []emu.SGE{{Addr: addr, Length: edgeSize, LKey: d.mr.LKey()}}}}); err != nil {
 			return fmt.Errorf("iteration %d: post send: %w", i, err)
 		}
 		if wc, err = d.poll(edgeHang); err != nil || wc.Status != emu.WCSuccess || wc.WRID != 2 {
@@ -592,7 +593,7 @@ func edgeRunPipe(t *testing.T, sc edgeScenario) (edgeOutcome, []string) {
 	before := softroceCounters(peer.Device())
 	o := edgeOutcome{}
 	pp, err := workload.NewPingpong(peer.Device(), workload.PingpongConfig{Mode: oob.PingpongRC, Client: true, Size: edgeSize,
-		Iters: edgeIters, MTU: edgeMTU, GIDIndex: 1, Timeout: edgeHang, Resolve: nodeResolver(peer), Seed: 3})
+		Iters: edgeIters, MTU: edgeMTU, GIDIndex: 1, Timeout: edgeHang, Resolver: boundedResolver(peer), Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -702,15 +703,24 @@ func labNode(t *testing.T, lab *Lab, wrap func(link.Link) link.Link, sockets fun
 	return n
 }
 
-func nodeResolver(n *node.Node) workload.Resolver {
+// resolveFunc gives the Ethernet address of a destination GID.
+type resolveFunc func(dgid emu.GID) ([6]byte, error)
+
+func nodeResolver(n *node.Node) resolveFunc {
 	return func(g emu.GID) ([6]byte, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*node.ResolveTimeout)
 		defer cancel()
-		mac, err := n.Resolve(ctx, g.Addr())
-		var m [6]byte
-		copy(m[:], mac)
-		return m, err
+		return n.Resolve(ctx, g.Addr())
 	}
+}
+
+// boundedResolver is n's resolver with the wait nodeResolver allows.
+func boundedResolver(n *node.Node) emu.Resolver {
+	return emu.ResolverFunc(func(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+		ctx, cancel := context.WithTimeout(ctx, 3*node.ResolveTimeout)
+		defer cancel()
+		return n.Resolve(ctx, ip)
+	})
 }
 
 // errTimedOut is what workload's waits wrap when no completion comes.

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/qpstate"
-	"github.com/softroce/softroce/workload"
 )
 
 // The bad-rkey edge case needs a peer MR that grants REMOTE_WRITE, which
@@ -31,7 +31,7 @@ const rkeyWriteLen = 4096
 // perftest's write tests register it.
 type rkeyEnd struct {
 	dev      *emu.Device
-	resolve  workload.Resolver
+	resolve  resolveFunc
 	gidIndex int
 	pd       *emu.PD
 	cq       *emu.CQ
@@ -43,14 +43,14 @@ type rkeyEnd struct {
 	retryCnt uint8
 }
 
-func newRKeyEnd(dev *emu.Device, resolve workload.Resolver, gidIndex int, psn uint32) (*rkeyEnd, error) {
+func newRKeyEnd(dev *emu.Device, resolve resolveFunc, gidIndex int, psn uint32) (*rkeyEnd, error) {
 	e := &rkeyEnd{dev: dev, resolve: resolve, gidIndex: gidIndex}
 	var err error
 	if e.pd, err = dev.AllocPD(0); err != nil {
 		return nil, err
 	}
 	e.addr, _ = dev.Memory().Alloc(1 << 16)
-	access := qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite
+	access := ib.AccessLocalWrite | ib.AccessRemoteWrite
 	if e.mr, err = e.pd.RegUserMR(e.addr, 1<<16, e.addr, access); err != nil {
 		e.close()
 		return nil, err
@@ -74,7 +74,7 @@ func newRKeyEnd(dev *emu.Device, resolve workload.Resolver, gidIndex int, psn ui
 		e.close()
 		return nil, err
 	}
-	e.local = oob.PerftestDest{QPN: e.qp.QPNum, PSN: psn, RKey: e.mr.RKey, VAddr: e.addr, GID: gid.GID, OutReads: 1}
+	e.local = oob.PerftestDest{QPN: e.qp.QPNum(), PSN: psn, RKey: e.mr.RKey(), VAddr: e.addr, GID: gid.GID, OutReads: 1}
 	return e, nil
 }
 
@@ -86,9 +86,9 @@ func (e *rkeyEnd) connect(s *oob.PerftestSetup) error {
 	if err != nil {
 		return err
 	}
-	av := qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: dmac,
-		GRH: qpstate.GlobalRoute{DGID: r.GID, SGIDIndex: uint8(e.gidIndex), HopLimit: 64}}
-	if err := e.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, DestQPNum: r.QPN, RQPSN: r.PSN,
+	av := ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH, DMAC: dmac,
+		GRH: ib.GlobalRoute{DGID: r.GID, SGIDIndex: uint8(e.gidIndex), HopLimit: 64}}
+	if err := e.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: r.QPN, RQPSN: r.PSN,
 		MaxDestRdAtomic: 1, MinRNRTimer: 12, AHAttr: av},
 		qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|
 			qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer); err != nil {
@@ -106,7 +106,7 @@ func (e *rkeyEnd) connect(s *oob.PerftestSetup) error {
 // its completion status.
 func (e *rkeyEnd) write(raddr uint64, rkey uint32) (emu.WCStatus, error) {
 	if _, err := e.qp.PostSend([]emu.SendWR{{WRID: 7, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-		RemoteAddr: raddr, RKey: rkey, SGList: []emu.SGE{{Addr: e.addr, Length: rkeyWriteLen, LKey: e.mr.LKey}}}}); err != nil {
+		RemoteAddr: raddr, RKey: rkey, SGList: []emu.SGE{{Addr: e.addr, Length: rkeyWriteLen, LKey: e.mr.LKey()}}}}); err != nil {
 		return 0, err
 	}
 	wc := make([]emu.WC, 1)
@@ -161,7 +161,7 @@ func driveRKey(e *rkeyEnd, conn net.Conn, peerState func(qpn uint32) string) (rk
 	if err != nil {
 		return o, err
 	}
-	s, err := oob.PerftestConnect(c, oob.PerftestParams{MTU: qpstate.MTU1024, WithGID: true}, []oob.PerftestDest{e.local}, e.connect)
+	s, err := oob.PerftestConnect(c, oob.PerftestParams{MTU: ib.MTU1024, WithGID: true}, []oob.PerftestDest{e.local}, e.connect)
 	if err != nil {
 		return o, fmt.Errorf("perftest exchange: %w", err)
 	}
@@ -187,7 +187,7 @@ func driveRetry(e *rkeyEnd, conn net.Conn, stopPeer func()) (good, lost emu.WCSt
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	s, err := oob.PerftestConnect(c, oob.PerftestParams{MTU: qpstate.MTU1024, WithGID: true}, []oob.PerftestDest{e.local}, e.connect)
+	s, err := oob.PerftestConnect(c, oob.PerftestParams{MTU: ib.MTU1024, WithGID: true}, []oob.PerftestDest{e.local}, e.connect)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("perftest exchange: %w", err)
 	}
@@ -236,7 +236,7 @@ func pipePerftest(t *testing.T, retry uint8) (d, p *rkeyEnd, conn net.Conn) {
 		defer srv.Close()
 		c, err := oob.NewPerftestConn(srv, oob.PerftestServer)
 		if err == nil {
-			_, err = oob.PerftestConnect(c, oob.PerftestParams{MTU: qpstate.MTU1024, WithGID: true}, []oob.PerftestDest{p.local}, p.connect)
+			_, err = oob.PerftestConnect(c, oob.PerftestParams{MTU: ib.MTU1024, WithGID: true}, []oob.PerftestDest{p.local}, p.connect)
 		}
 		if err != nil {
 			t.Errorf("peer exchange: %v", err)

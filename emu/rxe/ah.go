@@ -2,32 +2,36 @@ package rxe
 
 import (
 	"github.com/softroce/softroce/emu"
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/emu/internal/driver"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
 // ah is rxe's address handle.
 type ah struct {
 	num  uint32 // ah_num, 1..32767, what UD WQEs of new providers name
-	attr qpstate.AHAttr
+	attr ib.AHAttr
 }
 
 // CreateAH stores an address (rxe_create_ah): a source GID that is not
 // RoCEv2 is EINVAL; the AH number comes from a 15-bit pool.
-func (r *Dev) CreateAH(a *emu.AH, attr *qpstate.AHAttr, udata *emu.UData) error {
+func (r *device) CreateAH(a *emu.AH, attr *ib.AHAttr, udata *emu.UData) error {
 	if err := r.checkAV(attr); err != nil {
 		return err
 	}
 	r.lock()
 	defer r.unlock()
 	x := &ah{attr: *attr}
+	if err := poolLimit("create AH", "max_ah", len(r.ahPool.used), r.attr.MaxAH); err != nil {
+		return err
+	}
 	n, ok := r.ahPool.alloc(x)
 	if !ok {
 		return errorf(unix.ENOMEM, "create AH: %d AHs exist", r.attr.MaxAH)
 	}
 	x.num = n
-	x.attr.Type = qpstate.AHAttrTypeRoCE
-	a.Priv = x
+	x.attr.Type = ib.AHAttrTypeRoCE
+	driver.SetPriv(a, x)
 	if udata != nil && len(udata.Out) >= 4 {
 		udata.CopyTo([]byte{byte(n), byte(n >> 8), 0, 0}) // struct rxe_create_ah_resp.ah_num
 	}
@@ -35,52 +39,52 @@ func (r *Dev) CreateAH(a *emu.AH, attr *qpstate.AHAttr, udata *emu.UData) error 
 }
 
 // checkAV is rxe_av_chk_attr: the source GID must be RoCEv2.
-func (r *Dev) checkAV(attr *qpstate.AHAttr) error {
-	if attr.AHFlags&qpstate.AHGRH == 0 {
+func (r *device) checkAV(attr *ib.AHAttr) error {
+	if attr.AHFlags&ib.AHGRH == 0 {
 		return nil
 	}
 	e, err := r.dev.QueryGID(attr.PortNum, int(attr.GRH.SGIDIndex))
 	if err != nil {
 		return err
 	}
-	if e.Type != qpstate.GIDTypeRoCEv2 {
+	if e.Type != ib.GIDTypeRoCEv2 {
 		return errorf(unix.EINVAL, "AH: source GID %d is %v, rxe sends RoCEv2 only", attr.GRH.SGIDIndex, e.Type)
 	}
 	return nil
 }
 
 // ModifyAH replaces the stored address (rxe_modify_ah).
-func (r *Dev) ModifyAH(a *emu.AH, attr *qpstate.AHAttr) error {
+func (r *device) ModifyAH(a *emu.AH, attr *ib.AHAttr) error {
 	if err := r.checkAV(attr); err != nil {
 		return err
 	}
 	r.lock()
 	defer r.unlock()
-	x := a.Priv.(*ah)
+	x := driver.Priv(a).(*ah)
 	x.attr = *attr
-	x.attr.Type = qpstate.AHAttrTypeRoCE
+	x.attr.Type = ib.AHAttrTypeRoCE
 	return nil
 }
 
 // QueryAH returns the address as type RoCE with GRH (rxe_query_ah).
-func (r *Dev) QueryAH(a *emu.AH) (qpstate.AHAttr, error) {
+func (r *device) QueryAH(a *emu.AH) (ib.AHAttr, error) {
 	r.lock()
 	defer r.unlock()
-	at := a.Priv.(*ah).attr
-	at.Type, at.AHFlags = qpstate.AHAttrTypeRoCE, at.AHFlags|qpstate.AHGRH
+	at := driver.Priv(a).(*ah).attr
+	at.Type, at.AHFlags = ib.AHAttrTypeRoCE, at.AHFlags|ib.AHGRH
 	return at, nil
 }
 
 // DestroyAH frees the AH number; it never fails.
-func (r *Dev) DestroyAH(a *emu.AH) error {
+func (r *device) DestroyAH(a *emu.AH) error {
 	r.lock()
 	defer r.unlock()
-	r.ahPool.free(a.Priv.(*ah).num)
+	r.ahPool.free(driver.Priv(a).(*ah).num)
 	return nil
 }
 
 // AHNum returns the AH's number (ah_num).
-func AHNum(a *emu.AH) uint32 { return a.Priv.(*ah).num }
+func AHNum(a *emu.AH) uint32 { return driver.Priv(a).(*ah).num }
 
 // mcg is a multicast group (struct rxe_mcg).
 type mcg struct {
@@ -91,7 +95,7 @@ type mcg struct {
 // AttachMcast adds q to the group gid (rxe_attach_mcast): a new group
 // beyond 8192 groups, a 57th member or the 458753rd attachment is ENOMEM;
 // a QP already in the group succeeds without counting twice.
-func (r *Dev) AttachMcast(c *emu.QP, gid emu.GID, lid uint16) error {
+func (r *device) AttachMcast(c *emu.QP, gid emu.GID, lid uint16) error {
 	r.lock()
 	defer r.unlock()
 	q := qpOf(c)
@@ -121,7 +125,7 @@ func (r *Dev) AttachMcast(c *emu.QP, gid emu.GID, lid uint16) error {
 
 // DetachMcast removes q from gid (rxe_detach_mcast): an unknown group or a
 // non-member is EINVAL; the group goes with its last member.
-func (r *Dev) DetachMcast(c *emu.QP, gid emu.GID, lid uint16) error {
+func (r *device) DetachMcast(c *emu.QP, gid emu.GID, lid uint16) error {
 	r.lock()
 	defer r.unlock()
 	q := qpOf(c)
@@ -143,7 +147,7 @@ func (r *Dev) DetachMcast(c *emu.QP, gid emu.GID, lid uint16) error {
 }
 
 // memberships counts q's groups; r.mu held.
-func (r *Dev) memberships(q *qp) int {
+func (r *device) memberships(q *qp) int {
 	n := 0
 	for _, g := range r.mcgs {
 		for _, m := range g.members {
@@ -156,7 +160,7 @@ func (r *Dev) memberships(q *qp) int {
 }
 
 // members returns the QPs of group gid, for multicast delivery.
-func (r *Dev) members(gid emu.GID) []*qp {
+func (r *device) members(gid emu.GID) []*qp {
 	if g, ok := r.mcgs[gid]; ok {
 		return g.members
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 )
@@ -19,10 +20,10 @@ func TestAsyncFaults(t *testing.T) {
 	fc := link.FaultConfig{Seed: 7, Drop: 0.05, Duplicate: 0.05, Reorder: 0.05, Corrupt: 0.05}
 	a, b := asyncPair(t, fc)
 	la := a.r.cfg.Link.(*link.Faults)
-	o := qpOpts{mtu: qpstate.MTU1024, timeout: 10, retry: 7, rnr: 7, minRNR: 1, rdAtomic: 4, destAtom: 4}
+	o := qpOpts{mtu: ib.MTU1024, timeout: 10, retry: 7, rnr: 7, minRNR: 1, rdAtomic: 4, destAtom: 4}
 	qa, qb := a.newQP(qpstate.TypeRC, nil, o), b.newQP(qpstate.TypeRC, nil, o)
-	a.connect(qa, b, qb.QPNum, 0, 0, o, allAccess)
-	b.connect(qb, a, qa.QPNum, 0, 0, o, allAccess)
+	a.connect(qa, b, qb.QPNum(), 0, 0, o, allAccess)
+	b.connect(qb, a, qa.QPNum(), 0, 0, o, allAccess)
 	const n, size = 40, 10000
 	src, data, mra := a.buf(size, 3)
 	var dsts [][]byte
@@ -32,10 +33,10 @@ func TestAsyncFaults(t *testing.T) {
 		op := emu.WRRDMAWrite
 		if i%2 == 1 {
 			op = emu.WRSend
-			b.postRecv(qb, emu.RecvWR{WRID: uint64(i), SGList: []emu.SGE{{Addr: dst, Length: size, LKey: mrb.LKey}}})
+			b.postRecv(qb, emu.RecvWR{WRID: uint64(i), SGList: []emu.SGE{{Addr: dst, Length: size, LKey: mrb.LKey()}}})
 		}
 		a.postSend(qa, emu.SendWR{WRID: uint64(i), Opcode: op, SendFlags: emu.SendSignaled,
-			SGList: []emu.SGE{{Addr: src, Length: size, LKey: mra.LKey}}, RemoteAddr: dst, RKey: mrb.RKey})
+			SGList: []emu.SGE{{Addr: src, Length: size, LKey: mra.LKey()}}, RemoteAddr: dst, RKey: mrb.RKey()})
 	}
 	var wcs []emu.WC
 	for deadline := time.Now().Add(30 * time.Second); len(wcs) < n && time.Now().Before(deadline); time.Sleep(time.Millisecond) {

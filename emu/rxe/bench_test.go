@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 )
 
@@ -17,7 +18,7 @@ type benchPair struct {
 	mra, mrb *emu.MR
 }
 
-func newBenchPair(b *testing.B, mtu qpstate.MTU, size int) *benchPair {
+func newBenchPair(b *testing.B, mtu ib.MTU, size int) *benchPair {
 	p := newPair(b, pairOpts{mtu: 9000})
 	c := p.connect(qpOpts{mtu: mtu, maxSend: 1024, maxRecv: 1024})
 	src, _, mra := p.a.buf(size, 1)
@@ -34,14 +35,14 @@ var benchSizes = []int{64, 1 << 10, 4 << 10, 64 << 10, 1 << 20}
 // BenchmarkRCWrite measures RC RDMA WRITE throughput between two
 // synchronous devices over link.Pipe (one goroutine drives both).
 func BenchmarkRCWrite(b *testing.B) {
-	for _, mtu := range []qpstate.MTU{qpstate.MTU1024, qpstate.MTU4096} {
+	for _, mtu := range []ib.MTU{ib.MTU1024, ib.MTU4096} {
 		for _, size := range benchSizes {
 			b.Run(fmt.Sprintf("mtu=%d/size=%d", mtu.Bytes(), size), func(b *testing.B) {
 				bp := newBenchPair(b, mtu, size)
 				wrs := make([]emu.SendWR, benchDepth)
 				for i := range wrs {
-					wrs[i] = emu.SendWR{Opcode: emu.WRRDMAWrite, SGList: []emu.SGE{{Addr: bp.src, Length: uint32(size), LKey: bp.mra.LKey}},
-						RemoteAddr: bp.dst, RKey: bp.mrb.RKey}
+					wrs[i] = emu.SendWR{Opcode: emu.WRRDMAWrite, SGList: []emu.SGE{{Addr: bp.src, Length: uint32(size), LKey: bp.mra.LKey()}},
+						RemoteAddr: bp.dst, RKey: bp.mrb.RKey()}
 				}
 				wrs[benchDepth-1].SendFlags = emu.SendSignaled
 				wc := make([]emu.WC, 16)
@@ -64,15 +65,15 @@ func BenchmarkRCWrite(b *testing.B) {
 // BenchmarkRCSend measures RC SEND throughput (receives reposted each
 // round).
 func BenchmarkRCSend(b *testing.B) {
-	for _, mtu := range []qpstate.MTU{qpstate.MTU1024, qpstate.MTU4096} {
+	for _, mtu := range []ib.MTU{ib.MTU1024, ib.MTU4096} {
 		for _, size := range benchSizes {
 			b.Run(fmt.Sprintf("mtu=%d/size=%d", mtu.Bytes(), size), func(b *testing.B) {
 				bp := newBenchPair(b, mtu, size)
 				wrs := make([]emu.SendWR, benchDepth)
 				rwrs := make([]emu.RecvWR, benchDepth)
 				for i := range wrs {
-					wrs[i] = emu.SendWR{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: bp.src, Length: uint32(size), LKey: bp.mra.LKey}}}
-					rwrs[i] = emu.RecvWR{SGList: []emu.SGE{{Addr: bp.dst, Length: uint32(size), LKey: bp.mrb.LKey}}}
+					wrs[i] = emu.SendWR{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: bp.src, Length: uint32(size), LKey: bp.mra.LKey()}}}
+					rwrs[i] = emu.RecvWR{SGList: []emu.SGE{{Addr: bp.dst, Length: uint32(size), LKey: bp.mrb.LKey()}}}
 				}
 				wrs[benchDepth-1].SendFlags = emu.SendSignaled
 				wc := make([]emu.WC, benchDepth)
@@ -101,13 +102,13 @@ func BenchmarkRCSend(b *testing.B) {
 // BenchmarkRCPingPong measures the round trip of a 64-byte RC SEND answered
 // by a 64-byte SEND (ib_send_lat's pattern), in one goroutine.
 func BenchmarkRCPingPong(b *testing.B) {
-	bp := newBenchPair(b, qpstate.MTU1024, 64)
+	bp := newBenchPair(b, ib.MTU1024, 64)
 	srcB, _, mrsb := bp.p.b.buf(64, 2)
 	dstA, _, mrda := bp.p.a.buf(64, 0)
-	ping := []emu.SendWR{{Opcode: emu.WRSend, SendFlags: emu.SendSignaled, SGList: []emu.SGE{{Addr: bp.src, Length: 64, LKey: bp.mra.LKey}}}}
-	pong := []emu.SendWR{{Opcode: emu.WRSend, SendFlags: emu.SendSignaled, SGList: []emu.SGE{{Addr: srcB, Length: 64, LKey: mrsb.LKey}}}}
-	ra := []emu.RecvWR{{SGList: []emu.SGE{{Addr: dstA, Length: 64, LKey: mrda.LKey}}}}
-	rb := []emu.RecvWR{{SGList: []emu.SGE{{Addr: bp.dst, Length: 64, LKey: bp.mrb.LKey}}}}
+	ping := []emu.SendWR{{Opcode: emu.WRSend, SendFlags: emu.SendSignaled, SGList: []emu.SGE{{Addr: bp.src, Length: 64, LKey: bp.mra.LKey()}}}}
+	pong := []emu.SendWR{{Opcode: emu.WRSend, SendFlags: emu.SendSignaled, SGList: []emu.SGE{{Addr: srcB, Length: 64, LKey: mrsb.LKey()}}}}
+	ra := []emu.RecvWR{{SGList: []emu.SGE{{Addr: dstA, Length: 64, LKey: mrda.LKey()}}}}
+	rb := []emu.RecvWR{{SGList: []emu.SGE{{Addr: bp.dst, Length: 64, LKey: bp.mrb.LKey()}}}}
 	wc := make([]emu.WC, 4)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -131,13 +132,13 @@ func BenchmarkRCPingPong(b *testing.B) {
 // ring): the packet path allocates nothing.
 func TestAllocsPerPacket(t *testing.T) {
 	p := newPair(t, pairOpts{mtu: 9000, queueLen: 64})
-	c := p.connect(qpOpts{mtu: qpstate.MTU4096})
+	c := p.connect(qpOpts{mtu: ib.MTU4096})
 	const size = 64 << 10
 	src, _, mra := p.a.buf(size, 1)
 	dst, _, mrb := p.b.buf(size, 0)
 	p.a.rec.off, p.b.rec.off = true, true
 	wrs := []emu.SendWR{{Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: src, Length: size, LKey: mra.LKey}}, RemoteAddr: dst, RKey: mrb.RKey}}
+		SGList: []emu.SGE{{Addr: src, Length: size, LKey: mra.LKey()}}, RemoteAddr: dst, RKey: mrb.RKey()}}
 	wc := make([]emu.WC, 1)
 	round := func() {
 		c.qa.PostSend(wrs)
@@ -162,16 +163,16 @@ func TestAllocsPerPacket(t *testing.T) {
 // default mode), the caller spinning on the CQs as ib_send_lat does.
 func BenchmarkRCPingPongAsync(b *testing.B) {
 	a, z := asyncPair(b)
-	o := qpOpts{mtu: qpstate.MTU1024, timeout: 14, retry: 7, rnr: 7, minRNR: 1, rdAtomic: 1, destAtom: 1}
+	o := qpOpts{mtu: ib.MTU1024, timeout: 14, retry: 7, rnr: 7, minRNR: 1, rdAtomic: 1, destAtom: 1}
 	qa, qz := a.newQP(qpstate.TypeRC, nil, o), z.newQP(qpstate.TypeRC, nil, o)
-	a.connect(qa, z, qz.QPNum, 0, 0, o, allAccess)
-	z.connect(qz, a, qa.QPNum, 0, 0, o, allAccess)
+	a.connect(qa, z, qz.QPNum(), 0, 0, o, allAccess)
+	z.connect(qz, a, qa.QPNum(), 0, 0, o, allAccess)
 	sa, _, ma := a.buf(64, 1)
 	sz, _, mz := z.buf(64, 2)
-	ping := []emu.SendWR{{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: sa, Length: 64, LKey: ma.LKey}}}}
-	pong := []emu.SendWR{{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: sz, Length: 64, LKey: mz.LKey}}}}
-	ra := []emu.RecvWR{{SGList: []emu.SGE{{Addr: sa, Length: 64, LKey: ma.LKey}}}}
-	rz := []emu.RecvWR{{SGList: []emu.SGE{{Addr: sz, Length: 64, LKey: mz.LKey}}}}
+	ping := []emu.SendWR{{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: sa, Length: 64, LKey: ma.LKey()}}}}
+	pong := []emu.SendWR{{Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: sz, Length: 64, LKey: mz.LKey()}}}}
+	ra := []emu.RecvWR{{SGList: []emu.SGE{{Addr: sa, Length: 64, LKey: ma.LKey()}}}}
+	rz := []emu.RecvWR{{SGList: []emu.SGE{{Addr: sz, Length: 64, LKey: mz.LKey()}}}}
 	wc := make([]emu.WC, 1)
 	spin := func(cq *emu.CQ) {
 		for cq.Poll(wc) == 0 {

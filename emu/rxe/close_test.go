@@ -90,7 +90,7 @@ func TestReadRepliesInterleave(t *testing.T) {
 		src, sb, mrb := p.b.buf(size, byte(i+1))
 		dst, db, mra := p.a.buf(size, 0)
 		p.a.postSend(c.qa, emu.SendWR{WRID: uint64(i), Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-			SGList: []emu.SGE{{Addr: dst, Length: size, LKey: mra.LKey}}, RemoteAddr: src, RKey: mrb.RKey})
+			SGList: []emu.SGE{{Addr: dst, Length: size, LKey: mra.LKey()}}, RemoteAddr: src, RKey: mrb.RKey()})
 		cs, dsts, srcs = append(cs, c), append(dsts, db), append(srcs, sb)
 	}
 	p.settle()
@@ -106,9 +106,9 @@ func TestReadRepliesInterleave(t *testing.T) {
 	first2, last1 := -1, -1
 	for k, pk := range p.b.rec.take(t) {
 		switch pk.BTH().DestQP() {
-		case cs[0].qa.QPNum:
+		case cs[0].qa.QPNum():
 			last1 = k
-		case cs[1].qa.QPNum:
+		case cs[1].qa.QPNum():
 			if first2 < 0 {
 				first2 = k
 			}

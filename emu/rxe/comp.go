@@ -4,13 +4,14 @@ import (
 	"encoding/binary"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 )
 
 // completer processes one response packet for q against its oldest
 // outstanding WQE (rxe_completer). r.mu held.
-func (r *Dev) completer(q *qp, p *wire.Packet) {
+func (r *device) completer(q *qp, p *wire.Packet) {
 	op := p.Opcode()
 	psn := p.BTH().PSN()
 	defer r.afterComp(q)
@@ -22,7 +23,7 @@ func (r *Dev) completer(q *qp, p *wire.Packet) {
 		rdat := isReadOrAtomic(w.wr.Opcode)
 		// A response beyond this WQE: a SEND/WRITE was acknowledged by a
 		// coalesced ACK; a READ/atomic lost its response and is retried.
-		if psnCmp(psn, w.lastPSN) > 0 {
+		if ib.PSNCompare(psn, w.lastPSN) > 0 {
 			if rdat {
 				if q.rnrWait {
 					return
@@ -34,10 +35,10 @@ func (r *Dev) completer(q *qp, p *wire.Packet) {
 				return
 			}
 			r.finish(q, w, emu.WCSuccess)
-			q.compPSN = wire.PSNAdd(w.lastPSN, 1)
+			q.compPSN = ib.PSNAdd(w.lastPSN, 1)
 			continue
 		}
-		switch c := psnCmp(psn, q.compPSN); {
+		switch c := ib.PSNCompare(psn, q.compPSN); {
 		case c < 0:
 			// Stale: only an ACK of the WQE's last PSN or a NAK inside a
 			// read still means something.
@@ -57,7 +58,7 @@ func (r *Dev) completer(q *qp, p *wire.Packet) {
 }
 
 // handleResponse applies a response in sequence to w.
-func (r *Dev) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
+func (r *device) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 	op := p.Opcode()
 	psn := p.BTH().PSN()
 	wop := w.wr.Opcode
@@ -71,7 +72,7 @@ func (r *Dev) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 		}
 		if wop == emu.WRAtomicWrite && op == wire.RCRDMAReadResponseOnly {
 			q.reload()
-			q.compPSN = wire.PSNAdd(psn, 1)
+			q.compPSN = ib.PSNAdd(psn, 1)
 			r.finish(q, w, emu.WCSuccess)
 			return
 		}
@@ -81,7 +82,7 @@ func (r *Dev) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 		}
 		// A restarted read answers from its FIRST/ONLY; inside one only
 		// MIDDLE/LAST continue it.
-		idx := wire.PSNAdd(psn, (1<<24)-w.firstPSN)
+		idx := ib.PSNSub(psn, w.firstPSN)
 		off := uint64(idx) * uint64(q.mtu())
 		if pay := p.Payload(); len(pay) > 0 {
 			if off+uint64(len(pay)) > w.length {
@@ -94,7 +95,7 @@ func (r *Dev) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 			}
 		}
 		q.reload()
-		q.compPSN = wire.PSNAdd(psn, 1)
+		q.compPSN = ib.PSNAdd(psn, 1)
 		if op.IsLast() {
 			r.finish(q, w, emu.WCSuccess)
 		}
@@ -110,7 +111,7 @@ func (r *Dev) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 			return
 		}
 		q.reload()
-		q.compPSN = wire.PSNAdd(psn, 1)
+		q.compPSN = ib.PSNAdd(psn, 1)
 		r.finish(q, w, emu.WCSuccess)
 	case wire.RCAcknowledge:
 		r.handleAETH(q, w, p)
@@ -120,7 +121,7 @@ func (r *Dev) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 }
 
 // handleAETH decodes an ACKNOWLEDGE's syndrome.
-func (r *Dev) handleAETH(q *qp, w *sendWQE, p *wire.Packet) {
+func (r *device) handleAETH(q *qp, w *sendWQE, p *wire.Packet) {
 	psn := p.BTH().PSN()
 	syn := p.AETH().Syndrome()
 	switch {
@@ -129,8 +130,8 @@ func (r *Dev) handleAETH(q *qp, w *sendWQE, p *wire.Packet) {
 			return
 		}
 		q.reload()
-		if psnCmp(psn, q.compPSN) >= 0 {
-			q.compPSN = wire.PSNAdd(psn, 1)
+		if ib.PSNCompare(psn, q.compPSN) >= 0 {
+			q.compPSN = ib.PSNAdd(psn, 1)
 		}
 		if psn == w.lastPSN && w.next == w.npkts {
 			r.finish(q, w, emu.WCSuccess)
@@ -148,10 +149,10 @@ func (r *Dev) handleAETH(q *qp, w *sendWQE, p *wire.Packet) {
 		q.compPSN = psn
 		r.rnrDelay(q, syn.Value())
 	case syn == nakPSNSeqErr:
-		if psnCmp(psn, q.compPSN) > 0 {
+		if ib.PSNCompare(psn, q.compPSN) > 0 {
 			r.counters[cntRcvdSeqErr]++
 			for _, x := range q.sq {
-				if x.state == wqePending && !isReadOrAtomic(x.wr.Opcode) && psnCmp(x.lastPSN, psn) < 0 {
+				if x.state == wqePending && !isReadOrAtomic(x.wr.Opcode) && ib.PSNCompare(x.lastPSN, psn) < 0 {
 					r.finish(q, x, emu.WCSuccess)
 				}
 			}
@@ -179,14 +180,14 @@ func (q *qp) reload() {
 }
 
 // finish marks w done with st.
-func (r *Dev) finish(q *qp, w *sendWQE, st emu.WCStatus) {
+func (r *device) finish(q *qp, w *sendWQE, st emu.WCStatus) {
 	w.next = w.npkts
 	w.state, w.status = wqeDone, st
 }
 
 // fail completes w with an error status; the retirement moves the QP to
 // ERR and flushes the rest.
-func (r *Dev) fail(q *qp, w *sendWQE, st emu.WCStatus) {
+func (r *device) fail(q *qp, w *sendWQE, st emu.WCStatus) {
 	r.finish(q, w, st)
 	if q.state != qpstate.StateErr {
 		r.complete(q)

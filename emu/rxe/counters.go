@@ -41,10 +41,10 @@ var statDescs = [numCounters]emu.StatDesc{
 }
 
 // StatDescs returns the port counter descriptors (rxe_ib_alloc_hw_port_stats).
-func (r *Dev) StatDescs(port uint32) []emu.StatDesc { return statDescs[:] }
+func (r *device) StatDescs(port uint32) []emu.StatDesc { return statDescs[:] }
 
 // HWStats copies the counters into values (rxe_ib_get_hw_stats).
-func (r *Dev) HWStats(port uint32, values []uint64) int {
+func (r *device) HWStats(port uint32, values []uint64) int {
 	r.lock()
 	defer r.unlock()
 	return copy(values, r.counters[:])

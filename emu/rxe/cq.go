@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/internal/driver"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,34 +15,38 @@ type cq struct {
 	notify emu.CQNotifyFlags
 }
 
-func cqOf(c *emu.CQ) *cq { return c.Priv.(*cq) }
+func cqOf(c *emu.CQ) *cq { return driver.Priv(c).(*cq) }
 
 // CreateCQ checks and rounds the size (rxe_cq_chk_attr, rxe_create_cq):
 // cqe <= 0 or > 32767 is EINVAL, flags are EOPNOTSUPP; the capacity is the
 // next power of two above cqe, minus one.
-func (r *Dev) CreateCQ(c *emu.CQ, attr *emu.CQInitAttr) error {
+func (r *device) CreateCQ(c *emu.CQ, attr *emu.CQInitAttr) error {
 	if attr.Flags != 0 {
 		return errorf(unix.EOPNOTSUPP, "create CQ: flags %#x", attr.Flags)
 	}
 	if attr.CQE <= 0 || attr.CQE > r.attr.MaxCQE {
 		return errorf(unix.EINVAL, "create CQ: cqe %d not in 1..%d", attr.CQE, r.attr.MaxCQE)
 	}
+	if !r.numCQ.take(r.attr.MaxCQ) {
+		return poolLimit("create CQ", "max_cq", r.attr.MaxCQ, r.attr.MaxCQ)
+	}
 	n := int(roundQueue(uint32(attr.CQE)))
 	c.CQE = n
-	c.Priv = &cq{core: c, cap: n}
+	driver.SetPriv(c, &cq{core: c, cap: n})
 	return nil
 }
 
 // DestroyCQ frees the CQ (the core has checked its use count).
-func (r *Dev) DestroyCQ(c *emu.CQ) error {
+func (r *device) DestroyCQ(c *emu.CQ) error {
 	r.lock()
 	defer r.unlock()
 	cqOf(c).wcs = nil
+	r.numCQ.put()
 	return nil
 }
 
 // PollCQ moves up to len(wc) completions out, oldest first.
-func (r *Dev) PollCQ(c *emu.CQ, wc []emu.WC) int {
+func (r *device) PollCQ(c *emu.CQ, wc []emu.WC) int {
 	r.lock()
 	defer r.unlock()
 	q := cqOf(c)
@@ -53,7 +58,7 @@ func (r *Dev) PollCQ(c *emu.CQ, wc []emu.WC) int {
 // ReqNotifyCQ ORs the solicited bits of flags into the armed set and, with
 // REPORT_MISSED_EVENTS, returns 1 when completions are waiting
 // (rxe_req_notify_cq).
-func (r *Dev) ReqNotifyCQ(c *emu.CQ, flags emu.CQNotifyFlags) int {
+func (r *device) ReqNotifyCQ(c *emu.CQ, flags emu.CQNotifyFlags) int {
 	r.lock()
 	defer r.unlock()
 	q := cqOf(c)
@@ -67,7 +72,7 @@ func (r *Dev) ReqNotifyCQ(c *emu.CQ, flags emu.CQNotifyFlags) int {
 // post adds a completion (rxe_cq_post); r.mu held. A full CQ drops it,
 // raises IB_EVENT_CQ_ERR and returns false. An armed CQ calls its
 // completion handler once and disarms.
-func (r *Dev) post(q *cq, wc emu.WC, solicited bool) bool {
+func (r *device) post(q *cq, wc emu.WC, solicited bool) bool {
 	if len(q.wcs) >= q.cap {
 		r.event(emu.Event{Type: emu.EventCQErr, CQ: q.core})
 		return false

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/kverbs"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
@@ -15,7 +17,7 @@ import (
 type env struct {
 	t        testing.TB
 	dev      *emu.Device
-	r        *Dev
+	r        *device
 	pd       *emu.PD
 	scq, rcq *emu.CQ
 
@@ -37,11 +39,7 @@ func newEnvWith(t testing.TB, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := emu.RDMADeviceToDrvDevice[*Dev](dev.Node())
-	if !ok {
-		t.Fatal("RDMADeviceToDrvDevice did not find *rxe.Dev")
-	}
-	e := &env{t: t, dev: dev, r: r}
+	e := &env{t: t, dev: dev.Device, r: dev.r}
 	dev.RegisterEventHandler(e.record)
 	if e.pd, err = dev.AllocPD(0); err != nil {
 		t.Fatal(err)
@@ -91,9 +89,9 @@ func (e *env) qp(t qpstate.Type, srq *emu.SRQ) *emu.QP {
 }
 
 // av is a RoCEv2 path from GID 1 (10.0.0.1) to 10.0.0.2.
-func av() qpstate.AHAttr {
-	return qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH,
-		GRH:  qpstate.GlobalRoute{DGID: emu.GIDFromAddr(netip.MustParseAddr("10.0.0.2")), SGIDIndex: 1, HopLimit: 64},
+func av() ib.AHAttr {
+	return ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH,
+		GRH:  ib.GlobalRoute{DGID: emu.GIDFromAddr(netip.MustParseAddr("10.0.0.2")), SGIDIndex: 1, HopLimit: 64},
 		DMAC: [6]byte{2, 0, 0, 0, 0, 2}}
 }
 
@@ -109,7 +107,7 @@ func (e *env) modify(qp *emu.QP, a qpstate.Attr, mask qpstate.AttrMask) {
 func (e *env) toInit(qp *emu.QP) {
 	e.t.Helper()
 	a := qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QKey: 0x1234,
-		QPAccessFlags: qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead | qpstate.AccessLocalWrite}
+		QPAccessFlags: ib.AccessRemoteWrite | ib.AccessRemoteRead | ib.AccessLocalWrite}
 	m := qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrPort
 	if qp.QPType == qpstate.TypeUD || qp.QPType == qpstate.TypeGSI {
 		m |= qpstate.AttrQKey
@@ -122,7 +120,7 @@ func (e *env) toInit(qp *emu.QP) {
 func (e *env) toRTR(qp *emu.QP) {
 	e.t.Helper()
 	e.toInit(qp)
-	a := qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: qpstate.MTU1024, DestQPNum: 0x22,
+	a := qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: ib.MTU1024, DestQPNum: 0x22,
 		RQPSN: 100, MaxDestRdAtomic: 4, MinRNRTimer: 12}
 	m := qpstate.AttrState
 	switch qp.QPType {
@@ -160,11 +158,11 @@ func (e *env) state(qp *emu.QP) qpstate.State {
 func (e *env) buf(n int) (emu.SGE, *emu.MR) {
 	e.t.Helper()
 	addr, _ := e.dev.Memory().Alloc(n)
-	mr, err := e.pd.RegUserMR(addr, uint64(n), addr, qpstate.AccessLocalWrite|qpstate.AccessMWBind|qpstate.AccessRemoteWrite)
+	mr, err := e.pd.RegUserMR(addr, uint64(n), addr, ib.AccessLocalWrite|ib.AccessMWBind|ib.AccessRemoteWrite)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return emu.SGE{Addr: addr, Length: uint32(n), LKey: mr.LKey}, mr
+	return emu.SGE{Addr: addr, Length: uint32(n), LKey: mr.LKey()}, mr
 }
 
 func (e *env) poll(cq *emu.CQ) []emu.WC {
@@ -228,13 +226,13 @@ func equal[T comparable](a, b []T) bool {
 // bindType2 allocates a type-2 MW and a 4 KiB buffer and returns a BIND_MW
 // WR binding its first length bytes with access under a new key (the
 // low byte incremented), with the MW, the MR and the buffer's SGE.
-func (e *env) bindType2(id uint64, flags emu.SendFlags, length uint64, access qpstate.AccessFlags) (emu.SendWR, *emu.MW, *emu.MR, emu.SGE) {
+func (e *env) bindType2(id uint64, flags emu.SendFlags, length uint64, access ib.AccessFlags) (emu.SendWR, *emu.MW, *emu.MR, emu.SGE) {
 	e.t.Helper()
 	sge, mr := e.buf(4096)
 	mw, err := e.pd.AllocMW(emu.MWType2)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return emu.SendWR{WRID: id, Opcode: emu.WRBindMW, SendFlags: flags, MW: mw, Key: emu.IncRKey(mw.RKey),
+	return emu.SendWR{WRID: id, Opcode: emu.WRBindMW, SendFlags: flags, MW: mw, Key: kverbs.IncRKey(mw.RKey()),
 		Bind: emu.MWBind{MR: mr, Addr: sge.Addr, Length: length, Access: access}}, mw, mr, sge
 }

@@ -9,13 +9,14 @@ import (
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 )
 
 // hca is one emulated device with what a connection needs.
 type hca struct {
-	dev  *emu.Device
+	dev  *rxe.Device
 	pd   *emu.PD
 	cq   *emu.CQ
 	qp   *emu.QP
@@ -35,7 +36,7 @@ func newHCA(name string, l link.Link, i byte) *hca {
 	h.qp, _ = h.pd.CreateQP(&emu.QPInitAttr{SendCQ: h.cq, RecvCQ: h.cq, QPType: qpstate.TypeRC,
 		Cap: qpstate.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	h.addr, h.buf = h.dev.Memory().Alloc(4096)
-	h.mr, _ = h.pd.RegUserMR(h.addr, 4096, h.addr, qpstate.AccessLocalWrite|qpstate.AccessRemoteWrite|qpstate.AccessRemoteRead)
+	h.mr, _ = h.pd.RegUserMR(h.addr, 4096, h.addr, ib.AccessLocalWrite|ib.AccessRemoteWrite|ib.AccessRemoteRead)
 	return h
 }
 
@@ -43,12 +44,12 @@ func newHCA(name string, l link.Link, i byte) *hca {
 // ibv_modify_qp would).
 func (h *hca) connect(peer *hca) {
 	h.qp.Modify(&qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1,
-		QPAccessFlags: qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead},
+		QPAccessFlags: ib.AccessRemoteWrite | ib.AccessRemoteRead},
 		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags)
-	h.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: qpstate.MTU1024, DestQPNum: peer.qp.QPNum,
+	h.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: peer.qp.QPNum(),
 		MaxDestRdAtomic: 1, MinRNRTimer: 12,
-		AHAttr: qpstate.AHAttr{PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: peer.mac,
-			GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: 1, HopLimit: 64}}},
+		AHAttr: ib.AHAttr{PortNum: 1, AHFlags: ib.AHGRH, DMAC: peer.mac,
+			GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: 1, HopLimit: 64}}},
 		qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|
 			qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer)
 	h.qp.Modify(&qpstate.Attr{QPState: qpstate.StateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
@@ -73,24 +74,24 @@ func wait(cq *emu.CQ) emu.WC {
 func Example() {
 	ea, eb := link.Pipe()
 	a, b := newHCA("rxe0", ea, 1), newHCA("rxe1", eb, 2)
-	defer rxe.Of(a.dev).Close()
-	defer rxe.Of(b.dev).Close()
+	defer a.dev.Close()
+	defer b.dev.Close()
 	a.connect(b)
 	b.connect(a)
 
 	copy(a.buf, "hello, RoCE")
-	b.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: b.addr, Length: 64, LKey: b.mr.LKey}}}})
+	b.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: b.addr, Length: 64, LKey: b.mr.LKey()}}}})
 	a.qp.PostSend([]emu.SendWR{{WRID: 2, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: a.addr, Length: 11, LKey: a.mr.LKey}}}})
+		SGList: []emu.SGE{{Addr: a.addr, Length: 11, LKey: a.mr.LKey()}}}})
 	fmt.Println(wait(b.cq).Status, wait(a.cq).Status, string(b.buf[:11]))
 
 	a.qp.PostSend([]emu.SendWR{{WRID: 3, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: a.addr, Length: 4096, LKey: a.mr.LKey}}, RemoteAddr: b.addr + 0, RKey: b.mr.RKey}})
+		SGList: []emu.SGE{{Addr: a.addr, Length: 4096, LKey: a.mr.LKey()}}, RemoteAddr: b.addr + 0, RKey: b.mr.RKey()}})
 	fmt.Println(wait(a.cq).Status, bytes.Equal(a.buf, b.buf))
 
 	copy(b.buf, "read me back")
 	a.qp.PostSend([]emu.SendWR{{WRID: 4, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: a.addr, Length: 12, LKey: a.mr.LKey}}, RemoteAddr: b.addr, RKey: b.mr.RKey}})
+		SGList: []emu.SGE{{Addr: a.addr, Length: 12, LKey: a.mr.LKey()}}, RemoteAddr: b.addr, RKey: b.mr.RKey()}})
 	fmt.Println(wait(a.cq).Status, string(a.buf[:12]))
 	// Output:
 	// IB_WC_SUCCESS IB_WC_SUCCESS hello, RoCE

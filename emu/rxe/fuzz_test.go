@@ -17,10 +17,10 @@ func FuzzReceive(f *testing.F) {
 	p.sendN(c, 3000, 4096, 0)
 	src, _, mra := p.a.buf(64, 1)
 	rdst, _, mrb := p.b.buf(64, 0)
-	p.a.postSend(c.qa, emu.SendWR{Opcode: emu.WRRDMARead, SGList: []emu.SGE{{Addr: src, Length: 64, LKey: mra.LKey}},
-		RemoteAddr: rdst, RKey: mrb.RKey},
-		emu.SendWR{Opcode: emu.WRAtomicFetchAndAdd, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}},
-			RemoteAddr: rdst, RKey: mrb.RKey, CompareAdd: 1})
+	p.a.postSend(c.qa, emu.SendWR{Opcode: emu.WRRDMARead, SGList: []emu.SGE{{Addr: src, Length: 64, LKey: mra.LKey()}},
+		RemoteAddr: rdst, RKey: mrb.RKey()},
+		emu.SendWR{Opcode: emu.WRAtomicFetchAndAdd, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}},
+			RemoteAddr: rdst, RKey: mrb.RKey(), CompareAdd: 1})
 	p.settle()
 	for _, pk := range append(p.a.rec.take(f), p.b.rec.take(f)...) {
 		f.Add(pk.Frame())

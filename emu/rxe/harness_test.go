@@ -10,6 +10,7 @@ import (
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
@@ -172,13 +173,13 @@ type conn struct {
 // qpOpts are the connection attributes; zero fields get defaults.
 type qpOpts struct {
 	typ                qpstate.Type
-	mtu                qpstate.MTU
+	mtu                ib.MTU
 	sqpsnA, sqpsnB     uint32
 	timeout            uint8
 	retry, rnr         uint8
 	minRNR             uint8
 	rdAtomic, destAtom uint8
-	accessB            qpstate.AccessFlags
+	accessB            ib.AccessFlags
 	noAccessDefaults   bool
 	srqB               *emu.SRQ
 	maxSend, maxRecv   uint32
@@ -208,7 +209,7 @@ func (n *node) newQP(typ qpstate.Type, srq *emu.SRQ, o qpOpts) *emu.QP {
 }
 
 // connect brings q (on n) to RTS towards peer QP dqpn on peer.
-func (n *node) connect(q *emu.QP, peer *node, dqpn uint32, sqpsn, rqpsn uint32, o qpOpts, access qpstate.AccessFlags) {
+func (n *node) connect(q *emu.QP, peer *node, dqpn uint32, sqpsn, rqpsn uint32, o qpOpts, access ib.AccessFlags) {
 	n.t.Helper()
 	init := qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: access, QKey: 0x11111111}
 	m := qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrPort
@@ -222,8 +223,8 @@ func (n *node) connect(q *emu.QP, peer *node, dqpn uint32, sqpsn, rqpsn uint32, 
 	n.modify(q, init, m)
 	rtr := qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: o.mtu, DestQPNum: dqpn, RQPSN: rqpsn,
 		MaxDestRdAtomic: o.destAtom, MinRNRTimer: o.minRNR,
-		AHAttr: qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: peer.mac,
-			GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: 1, HopLimit: 64,
+		AHAttr: ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH, DMAC: peer.mac,
+			GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: 1, HopLimit: 64,
 				FlowLabel: n.fl, TrafficClass: n.tc}}}
 	m = qpstate.AttrState
 	switch q.QPType {
@@ -243,8 +244,8 @@ func (n *node) connect(q *emu.QP, peer *node, dqpn uint32, sqpsn, rqpsn uint32, 
 	n.modify(q, rts, m)
 }
 
-const allAccess = qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite | qpstate.AccessRemoteRead |
-	qpstate.AccessRemoteAtomic
+const allAccess = ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRead |
+	ib.AccessRemoteAtomic
 
 // connect creates and connects a QP pair with defaults filled in: MTU
 // 1024, timeout 14, retry 7, rnr 7, min_rnr_timer 12, rd_atomic 16.
@@ -254,7 +255,7 @@ func (p *pair) connect(o qpOpts) conn {
 		o.typ = qpstate.TypeRC
 	}
 	if o.mtu == 0 {
-		o.mtu = qpstate.MTU1024
+		o.mtu = ib.MTU1024
 	}
 	if o.rdAtomic == 0 {
 		o.rdAtomic = 16
@@ -271,8 +272,8 @@ func (p *pair) connect(o qpOpts) conn {
 	}
 	qa := p.a.newQP(o.typ, nil, o)
 	qb := p.b.newQP(o.typ, o.srqB, o)
-	p.a.connect(qa, p.b, qb.QPNum, o.sqpsnA, o.sqpsnB, o, allAccess)
-	p.b.connect(qb, p.a, qa.QPNum, o.sqpsnB, o.sqpsnA, o, accB)
+	p.a.connect(qa, p.b, qb.QPNum(), o.sqpsnA, o.sqpsnB, o, allAccess)
+	p.b.connect(qb, p.a, qa.QPNum(), o.sqpsnB, o.sqpsnA, o, accB)
 	return conn{qa: qa, qb: qb}
 }
 
@@ -345,8 +346,8 @@ func ops(ps []wire.Packet) []string {
 // group address).
 func (n *node) ah(dst netip.Addr, dmac [6]byte) *emu.AH {
 	n.t.Helper()
-	a, err := n.pd.CreateAH(&qpstate.AHAttr{Type: qpstate.AHAttrTypeRoCE, PortNum: 1, AHFlags: qpstate.AHGRH, DMAC: dmac,
-		GRH: qpstate.GlobalRoute{DGID: emu.GIDFromAddr(dst), SGIDIndex: 1, HopLimit: 64, TrafficClass: 0x28}})
+	a, err := n.pd.CreateAH(&ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH, DMAC: dmac,
+		GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(dst), SGIDIndex: 1, HopLimit: 64, TrafficClass: 0x28}})
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -45,8 +45,8 @@ func TestTakeMADLayer(t *testing.T) {
 				t.Fatalf("create GSI: %v, want %v", err, c.gsiErr)
 			}
 			if err == nil {
-				if gsi.QPNum != 1 {
-					t.Errorf("GSI QPN %d", gsi.QPNum)
+				if gsi.QPNum() != 1 {
+					t.Errorf("GSI QPN %d", gsi.QPNum())
 				}
 				e.r.lock()
 				q := e.r.qps[1]
@@ -65,8 +65,8 @@ func TestTakeMADLayer(t *testing.T) {
 				t.Fatal(err)
 			}
 			// With NoMADLayer the GSI QP took index 16 the ordinary way.
-			if rc.QPNum != c.firstRC {
-				t.Errorf("first RC QPN %#x, want %#x", rc.QPNum, c.firstRC)
+			if rc.QPNum() != c.firstRC {
+				t.Errorf("first RC QPN %#x, want %#x", rc.QPNum(), c.firstRC)
 			}
 		})
 	}

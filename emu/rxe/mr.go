@@ -3,7 +3,8 @@ package rxe
 import (
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/dma"
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/emu/internal/driver"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,9 +19,9 @@ const (
 
 // Access sets.
 const (
-	accessMR = qpstate.AccessRemote | qpstate.AccessLocalWrite | qpstate.AccessMWBind |
-		qpstate.AccessOnDemand | qpstate.AccessFlushGlobal | qpstate.AccessFlushPersistent | qpstate.AccessOptional
-	accessMW = accessMR | qpstate.AccessZeroBased
+	accessMR = ib.AccessRemote | ib.AccessLocalWrite | ib.AccessMWBind |
+		ib.AccessOnDemand | ib.AccessFlushGlobal | ib.AccessFlushPersistent | ib.AccessOptional
+	accessMW = accessMR | ib.AccessZeroBased
 )
 
 // mr is rxe's memory region.
@@ -32,7 +33,7 @@ type mr struct {
 	pd       *emu.PD
 	lkey     uint32
 	rkey     uint32
-	access   qpstate.AccessFlags
+	access   ib.AccessFlags
 	iova     uint64
 	length   uint64
 	start    uint64 // memory address backing iova (user MRs)
@@ -42,11 +43,14 @@ type mr struct {
 	numMW    int
 }
 
-func mrOf(m *emu.MR) *mr { return m.Priv.(*mr) }
+func mrOf(m *emu.MR) *mr { return driver.Priv(m).(*mr) }
 
 // newMR allocates an index and a key; r.mu held.
-func (r *Dev) newMR(m *emu.MR, typ emu.MRType) (*mr, error) {
+func (r *device) newMR(m *emu.MR, typ emu.MRType) (*mr, error) {
 	x := &mr{core: m, typ: typ, pd: m.PD}
+	if err := poolLimit("reg MR", "max_mr", len(r.mrPool.used), r.attr.MaxMR); err != nil {
+		return nil, err
+	}
 	idx, ok := r.mrPool.alloc(x)
 	if !ok {
 		return nil, errorf(unix.ENOMEM, "MR pool exhausted")
@@ -54,13 +58,14 @@ func (r *Dev) newMR(m *emu.MR, typ emu.MRType) (*mr, error) {
 	x.idx = idx
 	key := idx<<8 | uint32(r.keyByte(0))
 	x.lkey, x.rkey = key, key
-	m.LKey, m.RKey, m.Priv = key, key, x
+	driver.SetKeys(m, key, key)
+	driver.SetPriv(m, x)
 	r.mrs[idx] = x
 	return x, nil
 }
 
 // GetDMAMR registers an MR covering all memory (rxe_get_dma_mr).
-func (r *Dev) GetDMAMR(m *emu.MR, access qpstate.AccessFlags) error {
+func (r *device) GetDMAMR(m *emu.MR, access ib.AccessFlags) error {
 	r.lock()
 	defer r.unlock()
 	x, err := r.newMR(m, emu.MRTypeDMA)
@@ -74,7 +79,7 @@ func (r *Dev) GetDMAMR(m *emu.MR, access qpstate.AccessFlags) error {
 // RegUserMR registers user memory (rxe_reg_user_mr): access outside
 // rxe's MR set is EOPNOTSUPP; memory that is not there cannot be pinned
 // (EFAULT).
-func (r *Dev) RegUserMR(m *emu.MR, start, length, iova uint64, access qpstate.AccessFlags) error {
+func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.AccessFlags) error {
 	if bad := access &^ accessMR; bad != 0 {
 		return errorf(unix.EOPNOTSUPP, "reg MR: access %v not supported", bad)
 	}
@@ -94,7 +99,7 @@ func (r *Dev) RegUserMR(m *emu.MR, start, length, iova uint64, access qpstate.Ac
 // AllocMR allocates a fast-registration MR (rxe_alloc_mr): only MEM_REG
 // (EINVAL otherwise); it starts FREE with the remote access set until a
 // REG_MR sets its access.
-func (r *Dev) AllocMR(m *emu.MR, t emu.MRType, maxNumSG int) error {
+func (r *device) AllocMR(m *emu.MR, t emu.MRType, maxNumSG int) error {
 	if t != emu.MRTypeMemReg {
 		return errorf(unix.EINVAL, "alloc MR: type %v, rxe allocates MEM_REG only", t)
 	}
@@ -107,7 +112,7 @@ func (r *Dev) AllocMR(m *emu.MR, t emu.MRType, maxNumSG int) error {
 	if err != nil {
 		return err
 	}
-	x.state, x.access, x.maxPages = memFree, qpstate.AccessRemote, maxNumSG
+	x.state, x.access, x.maxPages = memFree, ib.AccessRemote, maxNumSG
 	m.Access = x.access
 	return nil
 }
@@ -116,7 +121,7 @@ func (r *Dev) AllocMR(m *emu.MR, t emu.MRType, maxNumSG int) error {
 // (rxe_map_mr_sg / ib_sg_to_pages): the page size must be a multiple or a
 // divisor of the system page (EINVAL); it maps as many entries as fit in
 // max_num_sg pages and returns that count.
-func (r *Dev) MapMRSG(m *emu.MR, sg []dma.Scatterlist, pageSize int) (int, error) {
+func (r *device) MapMRSG(m *emu.MR, sg []dma.Scatterlist, pageSize int) (int, error) {
 	if pageSize <= 0 || (pageSize%dma.PageSize != 0 && dma.PageSize%pageSize != 0) {
 		return 0, errorf(unix.EINVAL, "map MR sg: page size %d", pageSize)
 	}
@@ -147,7 +152,7 @@ func (r *Dev) MapMRSG(m *emu.MR, sg []dma.Scatterlist, pageSize int) (int, error
 }
 
 // DeregMR frees an MR (rxe_dereg_mr): bound memory windows make it EINVAL.
-func (r *Dev) DeregMR(m *emu.MR) error {
+func (r *device) DeregMR(m *emu.MR) error {
 	r.lock()
 	defer r.unlock()
 	x := mrOf(m)
@@ -170,21 +175,24 @@ type mw struct {
 	rkey   uint32
 	mr     *mr
 	qp     *qp // type 2: the QP that bound it
-	access qpstate.AccessFlags
+	access ib.AccessFlags
 	addr   uint64
 	length uint64
 }
 
-func mwOf(w *emu.MW) *mw { return w.Priv.(*mw) }
+func mwOf(w *emu.MW) *mw { return driver.Priv(w).(*mw) }
 
 // AllocMW allocates a window (rxe_alloc_mw): type 1 starts VALID with
 // length 0, type 2 FREE.
-func (r *Dev) AllocMW(w *emu.MW) error {
+func (r *device) AllocMW(w *emu.MW) error {
 	r.lock()
 	defer r.unlock()
 	x := &mw{core: w, typ: w.Type, pd: w.PD, state: memFree}
 	if w.Type == emu.MWType1 {
 		x.state = memValid
+	}
+	if err := poolLimit("alloc MW", "max_mw", len(r.mwPool.used), r.attr.MaxMW); err != nil {
+		return err
 	}
 	idx, ok := r.mwPool.alloc(x)
 	if !ok {
@@ -192,13 +200,14 @@ func (r *Dev) AllocMW(w *emu.MW) error {
 	}
 	x.idx = idx
 	x.rkey = idx<<8 | uint32(r.keyByte(0))
-	w.RKey, w.Priv = x.rkey, x
+	driver.SetKeys(w, 0, x.rkey)
+	driver.SetPriv(w, x)
 	r.mws[idx] = x
 	return nil
 }
 
 // DeallocMW frees a window, unbinding it; it never fails.
-func (r *Dev) DeallocMW(w *emu.MW) error {
+func (r *device) DeallocMW(w *emu.MW) error {
 	r.lock()
 	defer r.unlock()
 	x := mwOf(w)
@@ -209,7 +218,7 @@ func (r *Dev) DeallocMW(w *emu.MW) error {
 	return nil
 }
 
-func (r *Dev) unbind(x *mw) {
+func (r *device) unbind(x *mw) {
 	if x.mr != nil {
 		x.mr.numMW--
 		x.mr = nil
@@ -219,11 +228,11 @@ func (r *Dev) unbind(x *mw) {
 
 // regMR executes a REG_MR work request (rxe_reg_fast_mr): the MR must be
 // FREE, in the QP's PD, and the new key may change only the low byte.
-func (r *Dev) regMR(q *qp, wr *emu.SendWR) error {
+func (r *device) regMR(q *qp, wr *emu.SendWR) error {
 	if wr.MR == nil {
 		return errorf(unix.EINVAL, "REG_MR without an MR")
 	}
-	x, ok := wr.MR.Priv.(*mr)
+	x, ok := driver.Priv(wr.MR).(*mr)
 	if !ok || r.mrs[x.idx] != x {
 		return errorf(unix.EINVAL, "REG_MR: MR does not exist")
 	}
@@ -236,14 +245,15 @@ func (r *Dev) regMR(q *qp, wr *emu.SendWR) error {
 		return errorf(unix.EINVAL, "REG_MR: key %#x changes the index bits of %#x", wr.Key, x.lkey)
 	}
 	x.lkey, x.rkey, x.access, x.state = wr.Key, wr.Key, wr.Access, memValid
-	x.core.LKey, x.core.RKey, x.core.Access = wr.Key, wr.Key, wr.Access
+	driver.SetKeys(x.core, wr.Key, wr.Key)
+	x.core.Access = wr.Access
 	return nil
 }
 
 // invalidate executes a LOCAL_INV (rxe_invalidate_mr / rxe_invalidate_mw):
 // an MR must match the rkey (remote access) or lkey, have no bound MWs
 // and be a fast-reg MR; an MW must match, not be type 1 and be bound.
-func (r *Dev) invalidate(key uint32) error {
+func (r *device) invalidate(key uint32) error {
 	idx := key >> 8
 	if idx >= minMWIndex {
 		x, ok := r.mws[idx]
@@ -266,7 +276,7 @@ func (r *Dev) invalidate(key uint32) error {
 		return errorf(unix.EINVAL, "invalidate %#x: no such MR", key)
 	}
 	want := x.lkey
-	if x.access&qpstate.AccessRemote != 0 {
+	if x.access&ib.AccessRemote != 0 {
 		want = x.rkey
 	}
 	switch {
@@ -282,12 +292,12 @@ func (r *Dev) invalidate(key uint32) error {
 }
 
 // bindMW executes a BIND_MW work request (rxe_bind_mw).
-func (r *Dev) bindMW(q *qp, wr *emu.SendWR) error {
+func (r *device) bindMW(q *qp, wr *emu.SendWR) error {
 	if wr.MW == nil {
 		return errorf(unix.EINVAL, "BIND_MW without an MW")
 	}
-	w, ok := wr.MW.Priv.(*mw)
-	if !ok || r.mws[w.idx] != w || w.rkey != wr.MW.RKey {
+	w, ok := driver.Priv(wr.MW).(*mw)
+	if !ok || r.mws[w.idx] != w || w.rkey != wr.MW.RKey() {
 		return errorf(unix.EINVAL, "BIND_MW: MW does not exist or its rkey changed")
 	}
 	b := wr.Bind
@@ -296,8 +306,8 @@ func (r *Dev) bindMW(q *qp, wr *emu.SendWR) error {
 		if b.MR == nil {
 			return errorf(unix.EINVAL, "BIND_MW: length %d without an MR", b.Length)
 		}
-		m, ok = b.MR.Priv.(*mr)
-		if !ok || r.mrs[m.idx] != m || m.lkey != b.MR.LKey {
+		m, ok = driver.Priv(b.MR).(*mr)
+		if !ok || r.mrs[m.idx] != m || m.lkey != b.MR.LKey() {
 			return errorf(unix.EINVAL, "BIND_MW: MR lkey does not match")
 		}
 	}
@@ -307,7 +317,7 @@ func (r *Dev) bindMW(q *qp, wr *emu.SendWR) error {
 	switch {
 	case w.typ == emu.MWType1 && w.state != memValid:
 		return errorf(unix.EINVAL, "BIND_MW: type 1 MW not VALID")
-	case w.typ == emu.MWType1 && b.Access&qpstate.AccessZeroBased != 0:
+	case w.typ == emu.MWType1 && b.Access&ib.AccessZeroBased != 0:
 		return errorf(unix.EINVAL, "BIND_MW: type 1 MWs cannot be zero based")
 	case w.typ == emu.MWType2 && w.state != memFree:
 		return errorf(unix.EINVAL, "BIND_MW: type 2 MW is not FREE (already bound)")
@@ -320,14 +330,14 @@ func (r *Dev) bindMW(q *qp, wr *emu.SendWR) error {
 		switch {
 		case m.pd != q.pd:
 			return errorf(unix.EINVAL, "BIND_MW: MR in another PD")
-		case m.access&qpstate.AccessZeroBased != 0:
+		case m.access&ib.AccessZeroBased != 0:
 			return errorf(unix.EINVAL, "BIND_MW: MR is zero based")
-		case m.access&qpstate.AccessMWBind == 0:
+		case m.access&ib.AccessMWBind == 0:
 			return errorf(unix.EINVAL, "BIND_MW: MR lacks IB_ACCESS_MW_BIND")
-		case b.Access&(qpstate.AccessRemoteWrite|qpstate.AccessRemoteAtomic) != 0 && m.access&qpstate.AccessLocalWrite == 0:
+		case b.Access&(ib.AccessRemoteWrite|ib.AccessRemoteAtomic) != 0 && m.access&ib.AccessLocalWrite == 0:
 			return errorf(unix.EINVAL, "BIND_MW: remote write/atomic needs LOCAL_WRITE on the MR")
 		}
-		if b.Access&qpstate.AccessZeroBased != 0 {
+		if b.Access&ib.AccessZeroBased != 0 {
 			if b.Length > m.length {
 				return errorf(unix.EINVAL, "BIND_MW: zero-based window longer than the MR")
 			}
@@ -337,7 +347,7 @@ func (r *Dev) bindMW(q *qp, wr *emu.SendWR) error {
 	}
 	r.unbind(w)
 	w.rkey = w.rkey&0xFFFFFF00 | wr.Key&0xFF
-	w.core.RKey = w.rkey
+	driver.SetKeys(w.core, 0, w.rkey)
 	w.access, w.addr, w.length, w.state = b.Access, b.Addr, b.Length, memValid
 	if m != nil {
 		w.mr = m
@@ -354,14 +364,14 @@ func (r *Dev) bindMW(q *qp, wr *emu.SendWR) error {
 // key, same PD, type-2 MW bound to q, access granted, VALID, range inside.
 // A failure is what the responder answers with NAK 0x62 (remote access
 // error); r.mu held. It returns the memory address of va.
-func (r *Dev) lookupRKey(q *qp, rkey uint32, access qpstate.AccessFlags, va, length uint64) (uint64, error) {
+func (r *device) lookupRKey(q *qp, rkey uint32, access ib.AccessFlags, va, length uint64) (uint64, error) {
 	_, addr, err := r.rkeyMR(q, rkey, access, va, length)
 	return addr, err
 }
 
 // rkeyMR is lookupRKey returning the MR behind the key as well (for a
 // window, the MR it is bound to).
-func (r *Dev) rkeyMR(q *qp, rkey uint32, access qpstate.AccessFlags, va, length uint64) (*mr, uint64, error) {
+func (r *device) rkeyMR(q *qp, rkey uint32, access ib.AccessFlags, va, length uint64) (*mr, uint64, error) {
 	fail := func(err error) (*mr, uint64, error) { return nil, 0, err }
 	idx := rkey >> 8
 	if idx >= minMWIndex {
@@ -379,7 +389,7 @@ func (r *Dev) rkeyMR(q *qp, rkey uint32, access qpstate.AccessFlags, va, length 
 			return fail(errorf(unix.EACCES, "rkey %#x: MW access %v lacks %v", rkey, w.access, access))
 		}
 		base := w.addr
-		if w.access&qpstate.AccessZeroBased != 0 {
+		if w.access&ib.AccessZeroBased != 0 {
 			va += w.addr
 			base = w.addr
 		}
@@ -407,7 +417,7 @@ func (r *Dev) rkeyMR(q *qp, rkey uint32, access qpstate.AccessFlags, va, length 
 // mrAddr checks va+length against an MR (mr_check_range) and returns the
 // memory address: DMA MRs accept anything, user MRs map iova to their
 // start, fast-reg MRs hold DMA addresses (= memory addresses).
-func (r *Dev) mrAddr(m *mr, va, length uint64) (uint64, error) {
+func (r *device) mrAddr(m *mr, va, length uint64) (uint64, error) {
 	if m.typ == emu.MRTypeDMA {
 		return va, nil
 	}

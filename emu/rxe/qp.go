@@ -2,6 +2,8 @@ package rxe
 
 import (
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/internal/driver"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 	"golang.org/x/sys/unix"
@@ -33,7 +35,7 @@ type sendWQE struct {
 
 // qp is rxe's queue pair context (struct rxe_qp).
 type qp struct {
-	r      *Dev
+	r      *device
 	core   *emu.QP
 	typ    qpstate.Type
 	qpn    uint32 // on the wire (1 for GSI)
@@ -71,12 +73,12 @@ type qp struct {
 	xport // transport state (transport.go, req.go, resp.go, comp.go)
 }
 
-func qpOf(c *emu.QP) *qp { return c.Priv.(*qp) }
+func qpOf(c *emu.QP) *qp { return driver.Priv(c).(*qp) }
 
 // CreateQP checks and creates a QP (rxe_create_qp, rxe_qp_chk_init,
 // rxe_qp_from_init), rounding capacities as rxe does and
 // writing them back into init.Cap.
-func (r *Dev) CreateQP(c *emu.QP, init *emu.QPInitAttr, udata *emu.UData) error {
+func (r *device) CreateQP(c *emu.QP, init *emu.QPInitAttr, udata *emu.UData) error {
 	if init.CreateFlags != 0 {
 		return errorf(unix.EOPNOTSUPP, "create QP: create_flags %#x", init.CreateFlags)
 	}
@@ -126,6 +128,9 @@ func (r *Dev) CreateQP(c *emu.QP, init *emu.QPInitAttr, udata *emu.UData) error 
 		r.qpPool.used[idx] = q
 		r.madSlot = madNone
 	} else {
+		if err := poolLimit("create QP", "max_qp", len(r.qpPool.used), r.attr.MaxQP); err != nil {
+			return err
+		}
 		idx, ok = r.qpPool.alloc(q)
 	}
 	if !ok {
@@ -146,11 +151,12 @@ func (r *Dev) CreateQP(c *emu.QP, init *emu.QPInitAttr, udata *emu.UData) error 
 	}
 	cp.MaxSendWR, cp.MaxSendSGE, cp.MaxInlineData = q.sqCap, q.sqMaxSGE, q.sqMaxInline
 	cp.MaxRecvWR, cp.MaxRecvSGE = q.rqCap, q.rqMaxSGE
-	q.attr.PathMTU = qpstate.MTU256
+	q.attr.PathMTU = ib.MTU256
 	q.attr.PortNum = 1
 	q.sport = wire.RXEInitialUDPSport(q.qpn)
 	r.qps[q.qpn] = q
-	c.QPNum, c.Priv = q.qpn, q
+	driver.SetQPNum(c, q.qpn)
+	driver.SetPriv(c, q)
 	if udata != nil {
 		// rxe answers with the mmap info of the user rings; the emulator
 		// reports the QPN instead.
@@ -177,7 +183,7 @@ func callerOf(u *emu.UData) qpstate.Caller {
 // Everything is checked before anything changes, so a failure leaves the QP
 // exactly as it was — unlike rxe, which can fail reallocating the responder
 // resources after the state changed; the emulator cannot fail there.
-func (r *Dev) ModifyQP(c *emu.QP, attr *qpstate.Attr, mask qpstate.AttrMask, udata *emu.UData) (uint32, error) {
+func (r *device) ModifyQP(c *emu.QP, attr *qpstate.Attr, mask qpstate.AttrMask, udata *emu.UData) (uint32, error) {
 	r.lock()
 	defer r.unlock()
 	q := qpOf(c)
@@ -259,15 +265,15 @@ func (q *qp) apply(a *qpstate.Attr, mask qpstate.AttrMask) {
 		s.RNRRetry, q.rnrLeft = a.RNRRetry, a.RNRRetry
 	}
 	if mask&qpstate.AttrRQPSN != 0 {
-		s.RQPSN = a.RQPSN & qpstate.PSNMask
+		s.RQPSN = a.RQPSN & ib.PSNMask
 		q.respPSN = s.RQPSN
-		q.ackPSN = wire.PSNAdd(s.RQPSN, qpstate.PSNMask)
+		q.ackPSN = ib.PSNAdd(s.RQPSN, ib.PSNMask)
 	}
 	if mask&qpstate.AttrMinRNRTimer != 0 {
 		s.MinRNRTimer = a.MinRNRTimer
 	}
 	if mask&qpstate.AttrSQPSN != 0 {
-		s.SQPSN = a.SQPSN & qpstate.PSNMask
+		s.SQPSN = a.SQPSN & ib.PSNMask
 		q.reqPSN, q.compPSN = s.SQPSN, s.SQPSN
 	}
 	if mask&qpstate.AttrPathMigState != 0 {
@@ -278,14 +284,14 @@ func (q *qp) apply(a *qpstate.Attr, mask qpstate.AttrMask) {
 	}
 	// A new primary path with a GRH recomputes the UDP source port from
 	// the flow label, or from the QPN pair when it is 0.
-	if mask&qpstate.AttrAV != 0 && a.AHAttr.AHFlags&qpstate.AHGRH != 0 {
-		q.sport = wire.GetUDPSport(a.AHAttr.GRH.FlowLabel, q.qpn, s.DestQPNum&qpstate.QPNMask)
+	if mask&qpstate.AttrAV != 0 && a.AHAttr.AHFlags&ib.AHGRH != 0 {
+		q.sport = wire.GetUDPSport(a.AHAttr.GRH.FlowLabel, q.qpn, s.DestQPNum&ib.QPNMask)
 	}
 }
 
 // enter moves q to next and performs the side effect; r.mu
 // held.
-func (r *Dev) enter(q *qp, next qpstate.State) {
+func (r *device) enter(q *qp, next qpstate.State) {
 	q.state = next
 	q.attr.QPState = next
 	switch next {
@@ -315,7 +321,7 @@ func (r *Dev) enter(q *qp, next qpstate.State) {
 
 // toErr moves q to ERR from inside the driver (a failed local operation,
 // later a protocol error); no async event, as rxe.
-func (r *Dev) toErr(q *qp) {
+func (r *device) toErr(q *qp) {
 	if q.state != qpstate.StateErr {
 		r.enter(q, qpstate.StateErr)
 	}
@@ -325,7 +331,7 @@ func (r *Dev) toErr(q *qp) {
 // IB_WC_WR_FLUSH_ERR, in post order, signaled or not (a WQE that failed
 // completes with its own status). A full CQ makes later WQEs vanish without
 // completions. r.mu held.
-func (r *Dev) flushSQ(q *qp) {
+func (r *device) flushSQ(q *qp) {
 	cqFull := false
 	for _, w := range q.sq {
 		st := emu.WCWRFlushErr
@@ -342,7 +348,7 @@ func (r *Dev) flushSQ(q *qp) {
 
 // flushRQ completes every posted receive WQE of a QP in ERR with
 // IB_WC_WR_FLUSH_ERR, in post order. r.mu held.
-func (r *Dev) flushRQ(q *qp) {
+func (r *device) flushRQ(q *qp) {
 	cqFull := false
 	rq := q.rq
 	if q.hasCur {
@@ -363,7 +369,7 @@ func (r *Dev) flushRQ(q *qp) {
 // flush is the side effect of entering ERR: both queues flush; a QP on an
 // SRQ gets IB_EVENT_QP_LAST_WQE_REACHED instead of receive flushes, and the
 // SRQ is left alone. r.mu held.
-func (r *Dev) flush(q *qp) {
+func (r *device) flush(q *qp) {
 	r.flushSQ(q)
 	if q.srq != nil {
 		r.event(emu.Event{Type: emu.EventQPLastWQEReached, QP: q.core})
@@ -496,7 +502,7 @@ func (q *qp) checkSend(wr *emu.SendWR) (uint64, error) {
 // queued in turn, the first failure stopping the list with the earlier
 // WRs posted; a full queue is ENOMEM. In ERR, WRs are queued and flushed
 // at once.
-func (r *Dev) PostSend(c *emu.QP, wrs []emu.SendWR) (int, error) {
+func (r *device) PostSend(c *emu.QP, wrs []emu.SendWR) (int, error) {
 	r.lock()
 	defer r.unlock()
 	q := qpOf(c)
@@ -540,7 +546,7 @@ func (r *Dev) PostSend(c *emu.QP, wrs []emu.SendWR) (int, error) {
 // PostRecv queues receive WRs (rxe_post_recv): EINVAL when destroyed, in
 // RESET or on an SRQ (bad 0); per WR ENOMEM when full, EINVAL for too many
 // SGEs or more than 2^31 bytes. In ERR the WRs are flushed at once.
-func (r *Dev) PostRecv(c *emu.QP, wrs []emu.RecvWR) (int, error) {
+func (r *device) PostRecv(c *emu.QP, wrs []emu.RecvWR) (int, error) {
 	r.lock()
 	defer r.unlock()
 	q := qpOf(c)
@@ -572,7 +578,7 @@ func (r *Dev) PostRecv(c *emu.QP, wrs []emu.RecvWR) (int, error) {
 
 // kick runs the send side after a change (the requester then the
 // completer, as rxe's send task does); r.mu held.
-func (r *Dev) kick(q *qp) {
+func (r *device) kick(q *qp) {
 	if q.state == qpstate.StateErr {
 		r.flushSQ(q)
 		return
@@ -595,7 +601,7 @@ func (q *qp) unfinishedBefore(w *sendWQE, readsOnly bool) bool {
 }
 
 // local executes a local operation (REG_MR, LOCAL_INV, BIND_MW).
-func (r *Dev) local(q *qp, w *sendWQE) error {
+func (r *device) local(q *qp, w *sendWQE) error {
 	switch w.wr.Opcode {
 	case emu.WRRegMR:
 		return r.regMR(q, &w.wr)
@@ -613,7 +619,7 @@ func (r *Dev) local(q *qp, w *sendWQE) error {
 // rest. When an SQD drain finds nothing outstanding it ends and raises
 // IB_EVENT_SQ_DRAINED (whether or not en_sqd_async_notify was set, as rxe).
 // r.mu held.
-func (r *Dev) complete(q *qp) {
+func (r *device) complete(q *qp) {
 	for len(q.sq) > 0 && q.sq[0].state == wqeDone {
 		w := q.sq[0]
 		if w.status != emu.WCSuccess {
@@ -641,7 +647,7 @@ func (r *Dev) complete(q *qp) {
 
 // newWQE takes a send WQE from the device's free list (the ring slot rxe
 // would reuse); r.mu held.
-func (r *Dev) newWQE() *sendWQE {
+func (r *device) newWQE() *sendWQE {
 	if n := len(r.wqeFree); n > 0 {
 		w := r.wqeFree[n-1]
 		r.wqeFree = r.wqeFree[:n-1]
@@ -651,7 +657,7 @@ func (r *Dev) newWQE() *sendWQE {
 }
 
 // freeWQE returns a retired WQE to the free list; r.mu held.
-func (r *Dev) freeWQE(w *sendWQE) {
+func (r *device) freeWQE(w *sendWQE) {
 	if len(r.wqeFree) < 4096 {
 		w.inline = w.inline[:0]
 		r.wqeFree = append(r.wqeFree, w)
@@ -668,26 +674,23 @@ func (q *qp) outstanding() bool {
 	return false
 }
 
-// psnCmp is rxe's psn_compare: the sign of (a-b) in 24-bit space.
-func psnCmp(a, b uint32) int32 { return int32((a - b) << 8) }
-
 // Ack acknowledges every PSN up to psn on the QP numbered qpn, as a peer's
 // ACK would (the completer's seam for the transport layer and for tests).
-func (r *Dev) Ack(qpn, psn uint32) error {
+func (r *device) Ack(qpn, psn uint32) error {
 	r.lock()
 	defer r.unlock()
 	q, ok := r.qps[qpn]
 	if !ok {
 		return errorf(unix.EINVAL, "ack: no QP %#x", qpn)
 	}
-	r.ackUpTo(q, psn&qpstate.PSNMask)
+	r.ackUpTo(q, psn&ib.PSNMask)
 	return nil
 }
 
 // takeRecv removes the receive WQE the next incoming message consumes
 // (from the QP's RQ or its SRQ, firing the SRQ limit event); the responder
 // calls it. r.mu held.
-func (r *Dev) takeRecv(q *qp) (recvWQE, bool) {
+func (r *device) takeRecv(q *qp) (recvWQE, bool) {
 	if q.srq != nil {
 		return r.takeSRQ(q.srq)
 	}
@@ -703,7 +706,7 @@ func (r *Dev) takeRecv(q *qp) (recvWQE, bool) {
 // (rxe_qp_to_attr): live PSNs, real capacities, the AVs rebuilt as RoCE
 // with GRH, the real state as cur_qp_state, the drain flag. It never
 // fails on a live QP.
-func (r *Dev) QueryQP(c *emu.QP, mask qpstate.AttrMask) (qpstate.Attr, emu.QPInitAttr, error) {
+func (r *device) QueryQP(c *emu.QP, mask qpstate.AttrMask) (qpstate.Attr, emu.QPInitAttr, error) {
 	r.lock()
 	defer r.unlock()
 	q := qpOf(c)
@@ -715,8 +718,8 @@ func (r *Dev) QueryQP(c *emu.QP, mask qpstate.AttrMask) (qpstate.Attr, emu.QPIni
 	a.RQPSN, a.SQPSN = q.respPSN, q.reqPSN
 	a.Cap = qpstate.Cap{MaxSendWR: q.sqCap, MaxRecvWR: q.rqCap, MaxSendSGE: q.sqMaxSGE,
 		MaxRecvSGE: q.rqMaxSGE, MaxInlineData: q.sqMaxInline}
-	for _, ah := range []*qpstate.AHAttr{&a.AHAttr, &a.AltAHAttr} {
-		ah.Type, ah.AHFlags = qpstate.AHAttrTypeRoCE, ah.AHFlags|qpstate.AHGRH
+	for _, ah := range []*ib.AHAttr{&a.AHAttr, &a.AltAHAttr} {
+		ah.Type, ah.AHFlags = ib.AHAttrTypeRoCE, ah.AHFlags|ib.AHGRH
 		if ah.PortNum == 0 {
 			ah.PortNum = 1
 		}
@@ -735,7 +738,7 @@ func (r *Dev) QueryQP(c *emu.QP, mask qpstate.AttrMask) (qpstate.Attr, emu.QPIni
 
 // DestroyQP destroys a QP (rxe_destroy_qp): a multicast member is EBUSY;
 // outstanding WQEs are discarded without completions.
-func (r *Dev) DestroyQP(c *emu.QP) error {
+func (r *device) DestroyQP(c *emu.QP) error {
 	r.lock()
 	defer r.unlock()
 	q := qpOf(c)
@@ -753,7 +756,7 @@ func (r *Dev) DestroyQP(c *emu.QP) error {
 }
 
 // UDPSport returns the UDP source port the QP numbered qpn sends from.
-func (r *Dev) UDPSport(qpn uint32) (uint16, bool) {
+func (r *device) UDPSport(qpn uint32) (uint16, bool) {
 	r.lock()
 	defer r.unlock()
 	q, ok := r.qps[qpn]

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
@@ -17,7 +18,7 @@ func TestRemoteAccessNAKs(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		q       Quirks
-		accessB qpstate.AccessFlags
+		accessB ib.AccessFlags
 		destAt  uint8
 		op      emu.WROpcode
 		badKey  bool
@@ -26,8 +27,8 @@ func TestRemoteAccessNAKs(t *testing.T) {
 		st      emu.WCStatus
 	}{
 		{"write-unknown-rkey", Quirks{}, allAccess, 0, emu.WRRDMAWrite, true, 8, 0x62, emu.WCRemAccessErr},
-		{"read-no-remote-read", Quirks{}, qpstate.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
-		{"read-no-remote-read-ibta", Quirks{AccessNAK62: true}, qpstate.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x62, emu.WCRemAccessErr},
+		{"read-no-remote-read", Quirks{}, ib.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
+		{"read-no-remote-read-ibta", Quirks{AccessNAK62: true}, ib.AccessRemoteWrite, 0, emu.WRRDMARead, false, 8, 0x62, emu.WCRemAccessErr},
 		{"no-responder-resources", Quirks{}, allAccess, 255, emu.WRRDMARead, false, 8, 0x61, emu.WCRemInvReqErr},
 		{"write-beyond-the-MR", Quirks{}, allAccess, 0, emu.WRRDMAWrite, false, 72, 0x62, emu.WCRemAccessErr},
 		{"zero-length-write-rkey-0", Quirks{}, allAccess, 0, emu.WRRDMAWrite, true, 0, 0x1F, emu.WCSuccess},
@@ -47,12 +48,12 @@ func TestRemoteAccessNAKs(t *testing.T) {
 			}
 			loc, _, mra := p.a.buf(128, 0)
 			rem, _, mrb := p.b.buf(64, 0)
-			rkey := mrb.RKey
+			rkey := mrb.RKey()
 			if tc.badKey {
 				rkey = 0
 			}
 			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: tc.op, SendFlags: emu.SendSignaled,
-				SGList: []emu.SGE{{Addr: loc, Length: uint32(tc.length), LKey: mra.LKey}}, RemoteAddr: rem, RKey: rkey})
+				SGList: []emu.SGE{{Addr: loc, Length: uint32(tc.length), LKey: mra.LKey()}}, RemoteAddr: rem, RKey: rkey})
 			p.settle()
 			wantSyndrome(t, p.b.rec.take(t), tc.syn)
 			wantWC(t, "send", poll(p.a.scq), tc.st)
@@ -129,14 +130,14 @@ func TestSendWithInvalidateUnknownRKey(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				p.b.postSend(c.qb, emu.SendWR{WRID: 9, Opcode: emu.WRRegMR, MR: m, Key: m.RKey, Access: allAccess})
-				rkey = m.RKey
+				p.b.postSend(c.qb, emu.SendWR{WRID: 9, Opcode: emu.WRRegMR, MR: m, Key: m.RKey(), Access: allAccess})
+				rkey = m.RKey()
 			}
 			src, _, mra := p.a.buf(8, 1)
 			dst, _, mrb := p.b.buf(64, 0)
-			p.b.postRecv(c.qb, emu.RecvWR{WRID: 1, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}})
+			p.b.postRecv(c.qb, emu.RecvWR{WRID: 1, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey()}}})
 			p.a.postSend(c.qa, emu.SendWR{WRID: 2, Opcode: emu.WRSendWithInv, SendFlags: emu.SendSignaled,
-				InvalidateRKey: rkey, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+				InvalidateRKey: rkey, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 			p.settle()
 			wantSyndrome(t, p.b.rec.take(t), tc.syn)
 			wantWC(t, "send", poll(p.a.scq), tc.sendStat)
@@ -169,7 +170,7 @@ func TestLocalErrors(t *testing.T) {
 			if err != nil {
 				p.t.Fatal(err)
 			}
-			s.LKey = m.LKey
+			s.LKey = m.LKey()
 		}, emu.WCLocProtErr},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,12 +179,12 @@ func TestLocalErrors(t *testing.T) {
 			src, _, mra := p.a.buf(64, 1)
 			rem, _, mrb := p.b.buf(64, 0)
 			dst, _, mrr := p.b.buf(64, 0)
-			p.b.postRecv(c.qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrr.LKey}}})
-			sge := emu.SGE{Addr: src, Length: 64, LKey: mra.LKey}
+			p.b.postRecv(c.qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrr.LKey()}}})
+			sge := emu.SGE{Addr: src, Length: 64, LKey: mra.LKey()}
 			tc.bad(p, &sge)
 			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: tc.op, SendFlags: emu.SendSignaled, SGList: []emu.SGE{sge},
-				RemoteAddr: rem, RKey: mrb.RKey},
-				emu.SendWR{WRID: 2, Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+				RemoteAddr: rem, RKey: mrb.RKey()},
+				emu.SendWR{WRID: 2, Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 			p.settle()
 			wantWC(t, "send", poll(p.a.scq), tc.st, emu.WCWRFlushErr)
 			if p.a.state(c.qa) != qpstate.StateErr {
@@ -221,7 +222,7 @@ func TestResponseErrors(t *testing.T) {
 			p.sendN(c, 8, 8, 0)
 			p.a.r.Poll()
 			f := wire.Frame{DstMAC: p.a.mac, SrcMAC: p.b.mac, Src: p.b.ip, Dst: p.a.ip, HopLimit: 64, SrcPort: 0xC000,
-				BTH:  wire.BTHFields{Opcode: tc.op, PKey: 0xFFFF, DestQP: c.qa.QPNum, PSN: 60},
+				BTH:  wire.BTHFields{Opcode: tc.op, PKey: 0xFFFF, DestQP: c.qa.QPNum(), PSN: 60},
 				AETH: wire.AETHFields{Syndrome: tc.syn, MSN: 1}}
 			b := make([]byte, f.Len())
 			wire.Build(b, &f)

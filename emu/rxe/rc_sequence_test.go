@@ -64,7 +64,7 @@ func TestDuplicateSendReACKed(t *testing.T) {
 	p.b.rec.take(t)
 	// A receive the duplicate must not consume.
 	dst, _, mrb := p.b.buf(8, 0)
-	p.b.postRecv(c.qb, emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 8, LKey: mrb.LKey}}})
+	p.b.postRecv(c.qb, emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 8, LKey: mrb.LKey()}}})
 	p.a.end.WritePackets([][]byte{req[0].Frame()})
 	p.settle()
 	resp := p.b.rec.take(t)
@@ -103,7 +103,7 @@ func TestSendWindow129PSNs(t *testing.T) {
 	src, _, mra := p.a.buf(8, 1)
 	var wrs []emu.SendWR
 	for i := range 200 {
-		wrs = append(wrs, emu.SendWR{WRID: uint64(i), Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+		wrs = append(wrs, emu.SendWR{WRID: uint64(i), Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 	}
 	p.a.postSend(c.qa, wrs...)
 	p.a.r.Poll()

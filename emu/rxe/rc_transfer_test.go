@@ -7,7 +7,8 @@ import (
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/dma"
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/emu/kverbs"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/wire"
 )
 
@@ -15,9 +16,9 @@ import (
 func (p *pair) sendN(c conn, n, rlen int, flags emu.SendFlags) ([]byte, []byte) {
 	src, data, mra := p.a.buf(n, 3)
 	dst, got, mrb := p.b.buf(rlen, 0)
-	p.b.postRecv(c.qb, emu.RecvWR{WRID: 1, SGList: []emu.SGE{{Addr: dst, Length: uint32(rlen), LKey: mrb.LKey}}})
+	p.b.postRecv(c.qb, emu.RecvWR{WRID: 1, SGList: []emu.SGE{{Addr: dst, Length: uint32(rlen), LKey: mrb.LKey()}}})
 	p.a.postSend(c.qa, emu.SendWR{WRID: 2, Opcode: emu.WRSend, SendFlags: emu.SendSignaled | flags,
-		SGList: []emu.SGE{{Addr: src, Length: uint32(n), LKey: mra.LKey}}})
+		SGList: []emu.SGE{{Addr: src, Length: uint32(n), LKey: mra.LKey()}}})
 	return data, got
 }
 
@@ -96,7 +97,7 @@ func TestWriteAckReqEvery66(t *testing.T) {
 			src, data, mra := p.a.buf(n, 5)
 			dst, got, mrb := p.b.buf(n, 0)
 			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-				SGList: []emu.SGE{{Addr: src, Length: n, LKey: mra.LKey}}, RemoteAddr: dst, RKey: mrb.RKey})
+				SGList: []emu.SGE{{Addr: src, Length: n, LKey: mra.LKey()}}, RemoteAddr: dst, RKey: mrb.RKey()})
 			p.settle()
 			req := p.a.rec.take(t)
 			if len(req) != 200 {
@@ -149,8 +150,8 @@ func TestReadResponses(t *testing.T) {
 	rsrc, data, mrb := p.b.buf(5000, 9)
 	dst, got, mra := p.a.buf(5000, 0)
 	p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: dst, Length: 5000, LKey: mra.LKey}}, RemoteAddr: rsrc, RKey: mrb.RKey},
-		emu.SendWR{WRID: 2, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled, RemoteAddr: rsrc, RKey: mrb.RKey})
+		SGList: []emu.SGE{{Addr: dst, Length: 5000, LKey: mra.LKey()}}, RemoteAddr: rsrc, RKey: mrb.RKey()},
+		emu.SendWR{WRID: 2, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled, RemoteAddr: rsrc, RKey: mrb.RKey()})
 	p.settle()
 	req := p.a.rec.take(t)
 	wantOps(t, "requests", req, wire.RCRDMAReadRequest, wire.RCRDMAReadRequest)
@@ -189,8 +190,8 @@ func TestUnsignaled(t *testing.T) {
 		dst, _, mrb := p.b.buf(8, 0)
 		var wrs []emu.SendWR
 		for i := range 4 {
-			wr := emu.SendWR{WRID: uint64(i), Opcode: emu.WRRDMAWrite, RemoteAddr: dst, RKey: mrb.RKey,
-				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}}
+			wr := emu.SendWR{WRID: uint64(i), Opcode: emu.WRRDMAWrite, RemoteAddr: dst, RKey: mrb.RKey(),
+				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}}
 			if i == 3 {
 				wr.SendFlags = emu.SendSignaled
 			}
@@ -221,19 +222,19 @@ func TestFastRegRemoteWrite(t *testing.T) {
 	if n, err := m.MapSG(sg, dma.PageSize); n != 1 || err != nil {
 		t.Fatalf("map_mr_sg = %d, %v", n, err)
 	}
-	emu.UpdateFastRegKey(m, 0x42)
-	p.b.postSend(c.qb, emu.SendWR{WRID: 1, Opcode: emu.WRRegMR, MR: m, Key: m.RKey,
-		Access: qpstate.AccessLocalWrite | qpstate.AccessRemoteWrite})
+	kverbs.UpdateFastRegKey(m, 0x42)
+	p.b.postSend(c.qb, emu.SendWR{WRID: 1, Opcode: emu.WRRegMR, MR: m, Key: m.RKey(),
+		Access: ib.AccessLocalWrite | ib.AccessRemoteWrite})
 	src, data, mra := p.a.buf(100, 9)
 	write := emu.SendWR{WRID: 2, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: src, Length: 100, LKey: mra.LKey}}, RemoteAddr: m.IOVA + 8, RKey: m.RKey}
+		SGList: []emu.SGE{{Addr: src, Length: 100, LKey: mra.LKey()}}, RemoteAddr: m.IOVA + 8, RKey: m.RKey()}
 	p.a.postSend(c.qa, write)
 	p.settle()
 	wantWC(t, "write through the fast-reg MR", poll(p.a.scq), emu.WCSuccess)
 	if !bytes.Equal(page[8:108], data) {
 		t.Error("data not in the fast-reg MR's page")
 	}
-	p.b.postSend(c.qb, emu.SendWR{WRID: 3, Opcode: emu.WRLocalInv, InvalidateRKey: m.RKey})
+	p.b.postSend(c.qb, emu.SendWR{WRID: 3, Opcode: emu.WRLocalInv, InvalidateRKey: m.RKey()})
 	p.a.postSend(c.qa, write)
 	p.settle()
 	wantWC(t, "write after LOCAL_INV", poll(p.a.scq), emu.WCRemAccessErr)

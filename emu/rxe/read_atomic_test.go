@@ -20,10 +20,10 @@ func TestAtomics(t *testing.T) {
 	binary.LittleEndian.PutUint64(tb, 100)
 	res, rb, mra := p.a.buf(16, 0)
 	p.a.postSend(c.qa,
-		emu.SendWR{WRID: 1, Opcode: emu.WRAtomicCmpAndSwp, SendFlags: emu.SendSignaled, RemoteAddr: tgt, RKey: mrb.RKey,
-			CompareAdd: 100, Swap: 7, SGList: []emu.SGE{{Addr: res, Length: 8, LKey: mra.LKey}}},
-		emu.SendWR{WRID: 2, Opcode: emu.WRAtomicFetchAndAdd, SendFlags: emu.SendSignaled, RemoteAddr: tgt, RKey: mrb.RKey,
-			CompareAdd: 5, SGList: []emu.SGE{{Addr: res + 8, Length: 8, LKey: mra.LKey}}})
+		emu.SendWR{WRID: 1, Opcode: emu.WRAtomicCmpAndSwp, SendFlags: emu.SendSignaled, RemoteAddr: tgt, RKey: mrb.RKey(),
+			CompareAdd: 100, Swap: 7, SGList: []emu.SGE{{Addr: res, Length: 8, LKey: mra.LKey()}}},
+		emu.SendWR{WRID: 2, Opcode: emu.WRAtomicFetchAndAdd, SendFlags: emu.SendSignaled, RemoteAddr: tgt, RKey: mrb.RKey(),
+			CompareAdd: 5, SGList: []emu.SGE{{Addr: res + 8, Length: 8, LKey: mra.LKey()}}})
 	p.settle()
 	wantWC(t, "send", poll(p.a.scq), emu.WCSuccess, emu.WCSuccess)
 	if v := binary.LittleEndian.Uint64(tb); v != 12 {
@@ -60,9 +60,9 @@ func TestReadCreditsAndFence(t *testing.T) {
 	rsrc, _, mrb := p.b.buf(64, 5)
 	dst, _, mra := p.a.buf(64, 0)
 	rd := emu.SendWR{Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mra.LKey}}, RemoteAddr: rsrc, RKey: mrb.RKey}
+		SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mra.LKey()}}, RemoteAddr: rsrc, RKey: mrb.RKey()}
 	wr := emu.SendWR{WRID: 3, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled | emu.SendFence,
-		SGList: []emu.SGE{{Addr: dst, Length: 8, LKey: mra.LKey}}, RemoteAddr: rsrc, RKey: mrb.RKey}
+		SGList: []emu.SGE{{Addr: dst, Length: 8, LKey: mra.LKey()}}, RemoteAddr: rsrc, RKey: mrb.RKey()}
 	rd2 := rd
 	rd2.WRID = 2
 	p.a.postSend(c.qa, rd, rd2, wr)
@@ -84,7 +84,7 @@ func TestRdAtomicZeroStalls(t *testing.T) {
 	rsrc, _, mrb := p.b.buf(64, 5)
 	dst, _, mra := p.a.buf(64, 0)
 	p.a.postSend(c.qa, emu.SendWR{Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mra.LKey}}, RemoteAddr: rsrc, RKey: mrb.RKey})
+		SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mra.LKey()}}, RemoteAddr: rsrc, RKey: mrb.RKey()})
 	p.run(time.Second)
 	if n := len(p.a.rec.take(t)); n != 0 || len(poll(p.a.scq)) != 0 {
 		t.Errorf("%d packets", n)
@@ -99,7 +99,7 @@ func TestAtomicWrite(t *testing.T) {
 	src, data, mra := p.a.buf(8, 0x41)
 	dst, got, mrb := p.b.buf(8, 0)
 	p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRAtomicWrite, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}, RemoteAddr: dst, RKey: mrb.RKey})
+		SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}, RemoteAddr: dst, RKey: mrb.RKey()})
 	p.settle()
 	wantOps(t, "requests", p.a.rec.take(t), wire.RCAtomicWrite)
 	resp := p.b.rec.take(t)
@@ -121,7 +121,7 @@ func TestMisalignedAtomicNAK(t *testing.T) {
 	c := p.connect(qpOpts{sqpsnA: 40})
 	dst, _, mrb := p.b.buf(64, 0)
 	p.inject(t, p.rawFrame(t, c, wire.RCCompareSwap, 40, nil, func(f *wire.Frame) {
-		f.AtomicETH = wire.AtomicETHFields{VA: dst + 4, RKey: mrb.RKey, SwapAdd: 1}
+		f.AtomicETH = wire.AtomicETHFields{VA: dst + 4, RKey: mrb.RKey(), SwapAdd: 1}
 	}))
 	wantSyndrome(t, p.b.rec.take(t), 0x61)
 }

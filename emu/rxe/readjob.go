@@ -37,7 +37,7 @@ type readState struct {
 // deferRequest queues a request frame of an RC QP behind its READ replies
 // in progress (the responder takes requests in order); it reports whether
 // it did. r.mu held.
-func (r *Dev) deferRequest(q *qp, frame []byte) bool {
+func (r *device) deferRequest(q *qp, frame []byte) bool {
 	if q.typ != qpstate.TypeRC || (len(q.jobs) == 0 && len(q.backlog) == 0) {
 		return false
 	}
@@ -49,7 +49,7 @@ func (r *Dev) deferRequest(q *qp, frame []byte) bool {
 // runReads sends up to budget packets of q's READ replies, then takes the
 // requests that waited behind them while no reply is in progress. It
 // returns false if a key check failed (NAK sent, QP in ERR). r.mu held.
-func (r *Dev) runReads(q *qp, budget int) bool {
+func (r *device) runReads(q *qp, budget int) bool {
 	was := q.inReads
 	q.inReads = true
 	defer func() { q.inReads = was }()
@@ -89,7 +89,7 @@ func (r *Dev) runReads(q *qp, budget int) bool {
 
 // schedReads puts q on the device's list of QPs with READ replies or
 // waiting requests, if it has any. r.mu held.
-func (r *Dev) schedReads(q *qp) {
+func (r *device) schedReads(q *qp) {
 	if q.readQueued || (len(q.jobs) == 0 && len(q.backlog) == 0) {
 		return
 	}
@@ -101,7 +101,7 @@ func (r *Dev) schedReads(q *qp) {
 // pumpReads runs one round: every QP with READ replies sends up to
 // readBurst packets, in turn; the device lock is released (and the
 // frames written) at the end of the round.
-func (r *Dev) pumpReads() {
+func (r *device) pumpReads() {
 	r.lock()
 	qs := r.readQPs
 	r.readQPs = nil

@@ -8,14 +8,11 @@ import (
 	"github.com/softroce/softroce/wire"
 )
 
-// multicastQPN is the BTH DestQP of multicast packets (IB_MULTICAST_QPN).
-const multicastQPN = 0xFFFFFF
-
 // receive runs one frame through rxe's receive pipeline (rxe_udp_encap_recv,
 // rxe_rcv, hdr_check, rxe_icrc_check): any failed check drops
 // the frame silently, counting what rxe counts; a frame that passes goes to
 // the responder (requests) or the completer (responses). r.mu held.
-func (r *Dev) receive(frame []byte) {
+func (r *device) receive(frame []byte) {
 	var p wire.Packet
 	if err := p.Decode(frame); err != nil {
 		r.counters[cntDroppedPkts]++
@@ -39,7 +36,7 @@ func (r *Dev) receive(frame []byte) {
 		r.counters[cntDroppedPkts]++
 		return
 	}
-	if bth.DestQP() == multicastQPN {
+	if bth.DestQP() == emu.MulticastQPN {
 		if !mcast || op.Transport() != wire.TransportUD {
 			r.counters[cntDroppedPkts]++
 			return
@@ -80,7 +77,7 @@ func (r *Dev) receive(frame []byte) {
 // qpAccepts is check_type_state, check_addr and check_keys: the QP is
 // valid, of the packet's transport, in a state that takes it, addressed
 // from its peer, and the Q_Key matches (UD). r.mu held.
-func (r *Dev) qpAccepts(q *qp, p *wire.Packet) bool {
+func (r *device) qpAccepts(q *qp, p *wire.Packet) bool {
 	op := p.Opcode()
 	if !q.valid {
 		return false
@@ -137,7 +134,7 @@ func satInc(v uint32) uint32 { return min(v+1, 0xFFFF) }
 // GID of the port).
 // The addresses are cached; a miss refreshes the cache from the netdev
 // once, so an address added later is found on its first packet.
-func (r *Dev) localAddr(ip netip.Addr) bool {
+func (r *device) localAddr(ip netip.Addr) bool {
 	ip = ip.Unmap()
 	for _, a := range r.addrs {
 		if a == ip {
@@ -158,7 +155,7 @@ func (r *Dev) localAddr(ip netip.Addr) bool {
 
 // verified checks p's ICRC last, as rxe does after every other drop rule,
 // and counts p as received (rcvd_pkts, rcvd_bytes) or as an ICRC error.
-func (r *Dev) verified(p *wire.Packet) bool {
+func (r *device) verified(p *wire.Packet) bool {
 	if p.VerifyICRC() != nil {
 		r.counters[cntICRCErr]++
 		return false

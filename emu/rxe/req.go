@@ -6,6 +6,8 @@ import (
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/internal/driver"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 	"golang.org/x/sys/unix"
@@ -80,7 +82,7 @@ type respRes struct {
 func (q *qp) resetTransport() {
 	q.stopTimers()
 	p, ok := q.path, q.pathOK
-	q.xport = xport{path: p, pathOK: ok, ackPSN: wire.PSNAdd(q.respPSN, qpstate.PSNMask)}
+	q.xport = xport{path: p, pathOK: ok, ackPSN: ib.PSNAdd(q.respPSN, ib.PSNMask)}
 }
 
 func (q *qp) stopTimers() {
@@ -97,7 +99,7 @@ func (q *qp) stopTimers() {
 	q.rnrWait = false
 }
 
-func (r *Dev) clock() clock.Clock { return r.dev.Clock() }
+func (r *device) clock() clock.Clock { return r.dev.Clock() }
 
 // mtu returns the byte MTU used for segmentation: the path MTU for RC/UC,
 // the port's active MTU for UD/GSI.
@@ -111,7 +113,7 @@ func (q *qp) mtu() int {
 func (q *qp) isUD() bool { return q.typ == qpstate.TypeUD || q.typ == qpstate.TypeGSI }
 
 // connPath returns the RC/UC path from the primary AV; r.mu held.
-func (r *Dev) connPath(q *qp) *path {
+func (r *device) connPath(q *qp) *path {
 	if !q.pathOK {
 		q.path = r.pathOf(&q.attr.AHAttr)
 		q.pathOK = q.path.ok
@@ -126,7 +128,7 @@ func (r *Dev) connPath(q *qp) *path {
 // unfinished WQEs, a fenced WQE behind an outstanding READ or atomic, a
 // READ or atomic without an initiator credit, a packet beyond the
 // 128-PSN window. r.mu held.
-func (r *Dev) runSQ(q *qp) {
+func (r *device) runSQ(q *qp) {
 	if q.state < qpstate.StateRTS || q.state == qpstate.StateErr {
 		return
 	}
@@ -182,9 +184,9 @@ func (r *Dev) runSQ(q *qp) {
 			n = uint32(max(1, (w.length+mtu-1)/mtu))
 		}
 		w.firstPSN = q.reqPSN
-		w.lastPSN = wire.PSNAdd(q.reqPSN, n-1)
+		w.lastPSN = ib.PSNAdd(q.reqPSN, n-1)
 		w.npkts, w.next = n, 0
-		q.reqPSN = wire.PSNAdd(q.reqPSN, n)
+		q.reqPSN = ib.PSNAdd(q.reqPSN, n)
 		w.state = wqePending
 		if q.isUD() && w.length > mtu {
 			// IBA C10-93.1.1 as rxe: no packet, success.
@@ -206,12 +208,12 @@ func (r *Dev) runSQ(q *qp) {
 
 // sendPackets sends w's packets from w.next on; it returns false when it
 // had to stop (window full, or an error moved the QP to ERR). r.mu held.
-func (r *Dev) sendPackets(q *qp, w *sendWQE) bool {
+func (r *device) sendPackets(q *qp, w *sendWQE) bool {
 	op := w.wr.Opcode
 	mtu := uint32(q.mtu())
 	for w.next < w.npkts {
-		psn := wire.PSNAdd(w.firstPSN, w.next)
-		if q.typ == qpstate.TypeRC && psnCmp(psn, wire.PSNAdd(q.compPSN, maxUnackedPSNs)) > 0 {
+		psn := ib.PSNAdd(w.firstPSN, w.next)
+		if q.typ == qpstate.TypeRC && ib.PSNCompare(psn, ib.PSNAdd(q.compPSN, maxUnackedPSNs)) > 0 {
 			return false
 		}
 		if st, ok := r.sendPacket(q, w, psn, mtu); !ok {
@@ -284,13 +286,13 @@ func opcodeFor(t qpstate.Type, op emu.WROpcode, first, last bool) wire.Opcode {
 // sendPacket builds and queues packet psn of w (rxe_init_packet,
 // init_req_packet, finish_packet). On failure it returns the WC status the
 // WQE completes with.
-func (r *Dev) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCStatus, bool) {
+func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCStatus, bool) {
 	op := w.wr.Opcode
-	idx := wire.PSNAdd(psn, (1<<24)-w.firstPSN) // packets into the message
+	idx := ib.PSNSub(psn, w.firstPSN) // packets into the message
 	var p *path
 	var dqpn uint32
 	if q.isUD() {
-		a, ok := w.wr.AH.Priv.(*ah)
+		a, ok := driver.Priv(w.wr.AH).(*ah)
 		if w.wr.AH == nil || !ok || w.wr.AH.PD != q.pd {
 			return emu.WCLocQPOpErr, false
 		}
@@ -391,7 +393,7 @@ func (r *Dev) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCStatu
 }
 
 // gatherAt copies the bytes of an SGE list from offset off into dst.
-func (r *Dev) gatherAt(q *qp, sgl []emu.SGE, off uint64, dst []byte) (int, error) {
+func (r *device) gatherAt(q *qp, sgl []emu.SGE, off uint64, dst []byte) (int, error) {
 	n := 0
 	for _, s := range sgl {
 		if n == len(dst) {
@@ -417,7 +419,7 @@ func (r *Dev) gatherAt(q *qp, sgl []emu.SGE, off uint64, dst []byte) (int, error
 
 // scatterAt copies src into an SGE list from offset off on (needs
 // LOCAL_WRITE); ENOSPC when it does not fit.
-func (r *Dev) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
+func (r *device) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
 	n := 0
 	for _, s := range sgl {
 		if n == len(src) {
@@ -427,7 +429,7 @@ func (r *Dev) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
 			off -= uint64(s.Length)
 			continue
 		}
-		m, err := r.lookupLKey(q, s, qpstate.AccessLocalWrite)
+		m, err := r.lookupLKey(q, s, ib.AccessLocalWrite)
 		if err != nil {
 			return err
 		}
@@ -449,7 +451,7 @@ func (r *Dev) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
 // only moves the deadline: the pending timer, when it fires before it,
 // sleeps again for the rest (retransmitTimeout). The expiry is the same as
 // stopping and starting a timer, without a new timer for every ACK.
-func (r *Dev) armRetransmit(q *qp, reset bool) {
+func (r *device) armRetransmit(q *qp, reset bool) {
 	d := r.cfg.Quirks.RetransmitTimeout(q.attr.Timeout)
 	if d == 0 || r.tp == nil {
 		return
@@ -466,7 +468,7 @@ func (r *Dev) armRetransmit(q *qp, reset bool) {
 }
 
 // startRetransmit starts the timer of generation q.rgen; r.mu held.
-func (r *Dev) startRetransmit(q *qp, d time.Duration) {
+func (r *device) startRetransmit(q *qp, d time.Duration) {
 	gen := q.rgen
 	q.rtimer = r.clock().AfterFunc(d, func() { r.retransmitTimeout(q, gen) })
 }
@@ -474,7 +476,7 @@ func (r *Dev) startRetransmit(q *qp, d time.Duration) {
 // retransmitTimeout is rxe_retransmit_timer: with unacknowledged packets
 // outstanding (and no RNR wait), retry. A timer whose deadline moved
 // (armRetransmit's reset) sleeps again until it.
-func (r *Dev) retransmitTimeout(q *qp, gen uint64) {
+func (r *device) retransmitTimeout(q *qp, gen uint64) {
 	r.lock()
 	defer r.unlock()
 	if gen != q.rgen || !q.valid || r.detached {
@@ -519,7 +521,7 @@ func (q *qp) oldestPending() *sendWQE {
 // started WQE is sent again; rnr passes use rnr_retry (already counted),
 // others consume retry_cnt and fail with IB_WC_RETRY_EXC_ERR when it is
 // exhausted. r.mu held.
-func (r *Dev) retry(q *qp, rnr, timeout bool) {
+func (r *device) retry(q *qp, rnr, timeout bool) {
 	w := q.oldestPending()
 	if w == nil {
 		return
@@ -555,16 +557,16 @@ func (r *Dev) retry(q *qp, rnr, timeout bool) {
 
 // rewind resets the send progress of every started WQE to resend from
 // psn on. r.mu held.
-func (r *Dev) rewind(q *qp, psn uint32) {
+func (r *device) rewind(q *qp, psn uint32) {
 	for _, w := range q.sq {
 		if w.state != wqePending {
 			continue
 		}
 		switch {
-		case isAtomic(w.wr.Opcode) || psnCmp(psn, w.firstPSN) <= 0:
+		case isAtomic(w.wr.Opcode) || ib.PSNCompare(psn, w.firstPSN) <= 0:
 			w.next = 0
-		case psnCmp(psn, w.lastPSN) <= 0:
-			w.next = wire.PSNAdd(psn, (1<<24)-w.firstPSN)
+		case ib.PSNCompare(psn, w.lastPSN) <= 0:
+			w.next = ib.PSNSub(psn, w.firstPSN)
 		}
 	}
 	q.noack = 0
@@ -572,23 +574,23 @@ func (r *Dev) rewind(q *qp, psn uint32) {
 
 // ackUpTo acknowledges every PSN up to and including psn, as a coalesced
 // ACK does: the seam tests use as a responding peer. r.mu held.
-func (r *Dev) ackUpTo(q *qp, psn uint32) {
+func (r *device) ackUpTo(q *qp, psn uint32) {
 	if q.state < qpstate.StateRTS || q.state == qpstate.StateErr {
 		return
 	}
 	for _, w := range q.sq {
-		if w.state == wqePending && psnCmp(w.lastPSN, psn) <= 0 {
+		if w.state == wqePending && ib.PSNCompare(w.lastPSN, psn) <= 0 {
 			w.next = w.npkts
 			w.state, w.status = wqeDone, emu.WCSuccess
 		}
 	}
-	q.compPSN = wire.PSNAdd(psn, 1)
+	q.compPSN = ib.PSNAdd(psn, 1)
 	r.afterComp(q)
 }
 
 // afterComp retires, restarts the requester and re-arms or stops the
 // retransmit timer, as the completer does on exit. r.mu held.
-func (r *Dev) afterComp(q *qp) {
+func (r *device) afterComp(q *qp) {
 	r.complete(q)
 	r.runSQ(q)
 	if q.state == qpstate.StateErr {
@@ -605,7 +607,7 @@ func (r *Dev) afterComp(q *qp) {
 
 // rnrDelay arms the RNR wait; at its end the requester retries from the
 // NAK'd PSN. r.mu held.
-func (r *Dev) rnrDelay(q *qp, code uint8) {
+func (r *device) rnrDelay(q *qp, code uint8) {
 	d := r.cfg.Quirks.RNRDelay(code)
 	q.rnrWait = true
 	if q.rnrTimer != nil {

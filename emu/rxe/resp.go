@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 )
@@ -22,11 +23,8 @@ const (
 // as rxe's global atomic_ops_lock.
 var atomicMu sync.Mutex
 
-// grhArea is the room a UD receive buffer gives the network header.
-const grhArea = 40
-
 // responder processes one request packet for q (rxe_responder). r.mu held.
-func (r *Dev) responder(q *qp, p *wire.Packet) {
+func (r *device) responder(q *qp, p *wire.Packet) {
 	bth := p.BTH()
 	op := p.Opcode()
 	fl := op.Flags()
@@ -37,7 +35,7 @@ func (r *Dev) responder(q *qp, p *wire.Packet) {
 	// 1. PSN.
 	switch {
 	case rc:
-		switch d := psnCmp(psn, q.respPSN); {
+		switch d := ib.PSNCompare(psn, q.respPSN); {
 		case d > 0:
 			if !q.nakSent {
 				q.nakSent = true
@@ -78,14 +76,14 @@ func (r *Dev) responder(q *qp, p *wire.Packet) {
 	}
 
 	// 3. Operation allowed by the QP's access flags.
-	var need qpstate.AccessFlags
+	var need ib.AccessFlags
 	switch {
 	case fl&wire.FlagRead != 0:
-		need = qpstate.AccessRemoteRead
+		need = ib.AccessRemoteRead
 	case fl&wire.FlagAtomic != 0:
-		need = qpstate.AccessRemoteAtomic
+		need = ib.AccessRemoteAtomic
 	case fl&(wire.FlagWrite|wire.FlagAtomicWrite) != 0:
-		need = qpstate.AccessRemoteWrite
+		need = ib.AccessRemoteWrite
 	}
 	if need != 0 && !q.isUD() && q.attr.QPAccessFlags&need == 0 {
 		if rc {
@@ -117,7 +115,7 @@ func (r *Dev) responder(q *qp, p *wire.Packet) {
 			return
 		}
 		// 5. Length (UD): the payload and the 40-byte GRH area must fit.
-		if q.isUD() && uint64(p.PayloadLen())+grhArea > w.length {
+		if q.isUD() && uint64(p.PayloadLen())+emu.GRHSize > w.length {
 			if q.srq != nil {
 				w, _ = r.takeRecv(q)
 				r.recvWC(q, w, emu.WCRemInvReqErr, emu.WCRecv, 0, p)
@@ -180,7 +178,7 @@ func (r *Dev) responder(q *qp, p *wire.Packet) {
 		}
 		return
 	}
-	q.respPSN = wire.PSNAdd(psn, 1)
+	q.respPSN = ib.PSNAdd(psn, 1)
 	if q.isUD() {
 		return
 	}
@@ -219,7 +217,7 @@ func (q *qp) opSeqBad(op wire.Opcode) bool {
 // ucAbandon gives up the UC message in progress: its receive WQE is
 // rewound for the next message (with an SRQ it completes with
 // IB_WC_REM_INV_REQ_ERR). r.mu held.
-func (r *Dev) ucAbandon(q *qp) {
+func (r *device) ucAbandon(q *qp) {
 	q.respOp = 0
 	if q.hasCur {
 		if q.srq != nil {
@@ -231,7 +229,7 @@ func (r *Dev) ucAbandon(q *qp) {
 }
 
 // ucFail drops a UC message for a length or key error.
-func (r *Dev) ucFail(q *qp, op wire.Opcode, st emu.WCStatus) {
+func (r *device) ucFail(q *qp, op wire.Opcode, st emu.WCStatus) {
 	q.respOp = 0
 	if q.hasCur && q.srq != nil {
 		r.recvWC(q, q.cur, st, emu.WCRecv, 0, nil)
@@ -243,20 +241,20 @@ func (r *Dev) ucFail(q *qp, op wire.Opcode, st emu.WCStatus) {
 
 // execSend places SEND data into the receive WQE and completes it on the
 // last packet. It returns false when the packet failed (the QP is in ERR).
-func (r *Dev) execSend(q *qp, p *wire.Packet) bool {
+func (r *device) execSend(q *qp, p *wire.Packet) bool {
 	op := p.Opcode()
 	pay := p.Payload()
 	if q.isUD() {
-		var hdr [grhArea]byte
+		var hdr [emu.GRHSize]byte
 		ip := p.IPHeader()
-		copy(hdr[grhArea-len(ip):], ip)
+		copy(hdr[emu.GRHSize-len(ip):], ip)
 		if err := r.scatterAt(q, q.cur.sgl, 0, hdr[:]); err != nil {
 			q.hasCur = false
 			r.recvWC(q, q.cur, emu.WCLocQPOpErr, emu.WCRecv, 0, p)
 			r.toErr(q)
 			return false
 		}
-		q.curOff = grhArea
+		q.curOff = emu.GRHSize
 	}
 	if err := r.scatterAt(q, q.cur.sgl, q.curOff, pay); err != nil {
 		// rxe treats overflow and bad receive SGEs as a malformed WQE
@@ -288,7 +286,7 @@ func (r *Dev) execSend(q *qp, p *wire.Packet) bool {
 	}
 	q.hasCur = false
 	if !q.isUD() {
-		q.msn = wire.PSNAdd(q.msn, 1)
+		q.msn = ib.PSNAdd(q.msn, 1)
 	}
 	r.recvWC(q, q.cur, st, emu.WCRecv, uint32(q.curOff), p)
 	return true
@@ -296,7 +294,7 @@ func (r *Dev) execSend(q *qp, p *wire.Packet) bool {
 
 // execWrite places RDMA WRITE data. It returns false when the packet
 // failed (NAK sent or message dropped).
-func (r *Dev) execWrite(q *qp, p *wire.Packet) bool {
+func (r *device) execWrite(q *qp, p *wire.Packet) bool {
 	op := p.Opcode()
 	psn := p.BTH().PSN()
 	pay := p.Payload()
@@ -316,7 +314,7 @@ func (r *Dev) execWrite(q *qp, p *wire.Packet) bool {
 		return false
 	}
 	if len(pay) > 0 {
-		m, addr, err := r.rkeyMR(q, q.wrRKey, qpstate.AccessRemoteWrite, q.wrVA, uint64(len(pay)))
+		m, addr, err := r.rkeyMR(q, q.wrRKey, ib.AccessRemoteWrite, q.wrVA, uint64(len(pay)))
 		if err == nil {
 			err = r.memIO(m, addr, pay, true)
 		}
@@ -336,7 +334,7 @@ func (r *Dev) execWrite(q *qp, p *wire.Packet) bool {
 		return true
 	}
 	q.respOp = 0
-	q.msn = wire.PSNAdd(q.msn, 1)
+	q.msn = ib.PSNAdd(q.msn, 1)
 	if p.ImmDt() != nil {
 		q.hasCur = false
 		r.recvWC(q, q.cur, emu.WCSuccess, emu.WCRecvRDMAWithImm, uint32(q.wrTotal), p)
@@ -345,7 +343,7 @@ func (r *Dev) execWrite(q *qp, p *wire.Packet) bool {
 }
 
 // execRead answers an RDMA READ request (read_reply).
-func (r *Dev) execRead(q *qp, p *wire.Packet) {
+func (r *device) execRead(q *qp, p *wire.Packet) {
 	psn := p.BTH().PSN()
 	reth := p.RETH()
 	va, rkey, n := reth.VA(), reth.RKey(), uint64(reth.DMALen())
@@ -354,18 +352,18 @@ func (r *Dev) execRead(q *qp, p *wire.Packet) {
 		return
 	}
 	if n > 0 {
-		if _, _, err := r.rkeyMR(q, rkey, qpstate.AccessRemoteRead, va, n); err != nil {
+		if _, _, err := r.rkeyMR(q, rkey, ib.AccessRemoteRead, va, n); err != nil {
 			r.nakErr(q, psn, nakRemAccess)
 			return
 		}
 	}
 	mtu := uint64(q.mtu())
 	npk := uint32(max(1, (n+mtu-1)/mtu))
-	res := q.saveRes(respRes{firstPSN: psn, lastPSN: wire.PSNAdd(psn, npk-1), va: va, rkey: rkey, length: n})
+	res := q.saveRes(respRes{firstPSN: psn, lastPSN: ib.PSNAdd(psn, npk-1), va: va, rkey: rkey, length: n})
 	if !r.readReply(q, res, psn, va, n) {
 		return
 	}
-	if next := wire.PSNAdd(res.lastPSN, 1); psnCmp(next, q.respPSN) > 0 {
+	if next := ib.PSNAdd(res.lastPSN, 1); ib.PSNCompare(next, q.respPSN) > 0 {
 		q.respPSN = next
 	}
 }
@@ -377,7 +375,7 @@ func (r *Dev) execRead(q *qp, p *wire.Packet) {
 // the rest in later rounds of pumpReads, between other QPs' (readjob.go).
 // It returns false when a key check failed in the first burst (the QP then
 // is in ERR).
-func (r *Dev) readReply(q *qp, res *respRes, psn uint32, va, length uint64) bool {
+func (r *device) readReply(q *qp, res *respRes, psn uint32, va, length uint64) bool {
 	mtu := uint64(q.mtu())
 	q.jobs = append(q.jobs, readJob{rkey: res.rkey, psn: psn, va: va, length: length,
 		fromStart: psn == res.firstPSN, n: max(1, (length+mtu-1)/mtu)})
@@ -391,7 +389,7 @@ func (r *Dev) readReply(q *qp, res *respRes, psn uint32, va, length uint64) bool
 
 // readPacket sends packet i of job j; false when its key check failed
 // (NAK sent, QP in ERR). r.mu held.
-func (r *Dev) readPacket(q *qp, j *readJob, i uint64) bool {
+func (r *device) readPacket(q *qp, j *readJob, i uint64) bool {
 	mtu := uint64(q.mtu())
 	plen := min(mtu, j.length-min(j.length, i*mtu))
 	var op wire.Opcode
@@ -405,7 +403,7 @@ func (r *Dev) readPacket(q *qp, j *readJob, i uint64) bool {
 	default:
 		op = wire.RCRDMAReadResponseMiddle
 	}
-	ppsn := wire.PSNAdd(j.psn, uint32(i))
+	ppsn := ib.PSNAdd(j.psn, uint32(i))
 	va := j.va + i*mtu
 	var pay []byte
 	if plen > 0 {
@@ -413,7 +411,7 @@ func (r *Dev) readPacket(q *qp, j *readJob, i uint64) bool {
 			r.scratch = make([]byte, plen)
 		}
 		pay = r.scratch[:plen]
-		m, addr, err := r.rkeyMR(q, j.rkey, qpstate.AccessRemoteRead, va, plen)
+		m, addr, err := r.rkeyMR(q, j.rkey, ib.AccessRemoteRead, va, plen)
 		if err == nil {
 			err = r.memIO(m, addr, pay, false)
 		}
@@ -431,7 +429,7 @@ func (r *Dev) readPacket(q *qp, j *readJob, i uint64) bool {
 }
 
 // execAtomic performs CMP_SWAP / FETCH_ADD (atomic_reply).
-func (r *Dev) execAtomic(q *qp, p *wire.Packet) {
+func (r *device) execAtomic(q *qp, p *wire.Packet) {
 	psn := p.BTH().PSN()
 	a := p.AtomicETH()
 	va := a.VA()
@@ -439,7 +437,7 @@ func (r *Dev) execAtomic(q *qp, p *wire.Packet) {
 		r.nakErr(q, psn, nakInvalidReq)
 		return
 	}
-	m, addr, err := r.rkeyMR(q, a.RKey(), qpstate.AccessRemoteAtomic, va, 8)
+	m, addr, err := r.rkeyMR(q, a.RKey(), ib.AccessRemoteAtomic, va, 8)
 	if err != nil {
 		r.nakErr(q, psn, nakRemAccess)
 		return
@@ -471,7 +469,7 @@ func (r *Dev) execAtomic(q *qp, p *wire.Packet) {
 
 // execAtomicWrite performs ATOMIC_WRITE: an 8-byte store answered by an
 // empty RDMA_READ_RESPONSE_ONLY.
-func (r *Dev) execAtomicWrite(q *qp, p *wire.Packet) {
+func (r *device) execAtomicWrite(q *qp, p *wire.Packet) {
 	psn := p.BTH().PSN()
 	reth := p.RETH()
 	pay := p.Payload()
@@ -479,7 +477,7 @@ func (r *Dev) execAtomicWrite(q *qp, p *wire.Packet) {
 		r.nakErr(q, psn, nakInvalidReq)
 		return
 	}
-	m, addr, err := r.rkeyMR(q, reth.RKey(), qpstate.AccessRemoteWrite, reth.VA(), 8)
+	m, addr, err := r.rkeyMR(q, reth.RKey(), ib.AccessRemoteWrite, reth.VA(), 8)
 	if err == nil {
 		atomicMu.Lock()
 		err = r.memIO(m, addr, pay, true)
@@ -498,7 +496,7 @@ func (r *Dev) execAtomicWrite(q *qp, p *wire.Packet) {
 func (q *qp) saveRes(rr respRes) *respRes {
 	res := q.newRes()
 	*res = rr
-	q.msn = wire.PSNAdd(q.msn, 1)
+	q.msn = ib.PSNAdd(q.msn, 1)
 	return res
 }
 
@@ -507,7 +505,7 @@ func (q *qp) saveRes(rr respRes) *respRes {
 // this one.
 func (q *qp) saveSinglePacketRes(rr respRes) *respRes {
 	res := q.saveRes(rr)
-	q.respPSN = wire.PSNAdd(rr.firstPSN, 1)
+	q.respPSN = ib.PSNAdd(rr.firstPSN, 1)
 	q.ackPSN = rr.firstPSN
 	return res
 }
@@ -528,7 +526,7 @@ func (q *qp) newRes() *respRes {
 func (q *qp) findRes(psn uint32) *respRes {
 	for i := range q.res {
 		x := &q.res[i]
-		if psnCmp(psn, x.firstPSN) >= 0 && psnCmp(psn, x.lastPSN) <= 0 {
+		if ib.PSNCompare(psn, x.firstPSN) >= 0 && ib.PSNCompare(psn, x.lastPSN) <= 0 {
 			return x
 		}
 	}
@@ -538,7 +536,7 @@ func (q *qp) findRes(psn uint32) *respRes {
 // duplicate handles a request behind the expected PSN (duplicate_request):
 // SEND/WRITE are re-ACKed with the last in-order PSN, READs replayed from
 // their resource, atomics answered with the saved original value.
-func (r *Dev) duplicate(q *qp, p *wire.Packet) {
+func (r *device) duplicate(q *qp, p *wire.Packet) {
 	fl := p.Opcode().Flags()
 	psn := p.BTH().PSN()
 	switch {
@@ -568,14 +566,14 @@ func (r *Dev) duplicate(q *qp, p *wire.Packet) {
 
 // sendAck sends an ACKNOWLEDGE with syndrome syn for psn and the current
 // MSN. r.mu held.
-func (r *Dev) sendAck(q *qp, syn wire.Syndrome, psn uint32) {
+func (r *device) sendAck(q *qp, syn wire.Syndrome, psn uint32) {
 	f := r.newFrame(r.connPath(q), q.sport)
 	f.BTH.Opcode, f.BTH.DestQP, f.BTH.PSN = wire.RCAcknowledge, q.attr.DestQPNum, psn
 	f.AETH = wire.AETHFields{Syndrome: syn, MSN: q.msn}
 	r.emit(f)
 }
 
-func (r *Dev) sendAtomicAck(q *qp, psn uint32, orig uint64) {
+func (r *device) sendAtomicAck(q *qp, psn uint32, orig uint64) {
 	f := r.newFrame(r.connPath(q), q.sport)
 	f.BTH.Opcode, f.BTH.DestQP, f.BTH.PSN = wire.RCAtomicAcknowledge, q.attr.DestQPNum, psn
 	f.AETH = wire.AETHFields{Syndrome: synACK, MSN: q.msn}
@@ -584,13 +582,13 @@ func (r *Dev) sendAtomicAck(q *qp, psn uint32, orig uint64) {
 }
 
 // nakErr sends a class A/C NAK for psn and moves the responder QP to ERR.
-func (r *Dev) nakErr(q *qp, psn uint32, syn wire.Syndrome) {
+func (r *device) nakErr(q *qp, psn uint32, syn wire.Syndrome) {
 	r.sendAck(q, syn, psn)
 	r.toErr(q)
 }
 
 // peekRecv returns the receive WQE the next message would take.
-func (r *Dev) peekRecv(q *qp) (recvWQE, bool) {
+func (r *device) peekRecv(q *qp) (recvWQE, bool) {
 	if q.srq != nil {
 		if len(q.srq.wqes) == 0 {
 			return recvWQE{}, false
@@ -606,7 +604,7 @@ func (r *Dev) peekRecv(q *qp) (recvWQE, bool) {
 // recvWC posts a receive completion; p is the packet that
 // ends the message (nil for an error without one). A full CQ moves the QP
 // to ERR.
-func (r *Dev) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n uint32, p *wire.Packet) {
+func (r *device) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n uint32, p *wire.Packet) {
 	wc := emu.WC{WRID: w.wrID, Status: st, Opcode: op, QP: q.core, PortNum: 1,
 		WCFlags: emu.WCGRH | emu.WCWithNetworkHdrType, NetworkHdrType: emu.NetworkIPv4}
 	solicited := false
@@ -639,7 +637,7 @@ func (r *Dev) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n uint3
 // memIO reads or writes buf at a memory address resolved through m (user
 // MRs through their pinned mapping, DMA and fast-reg MRs through the DMA
 // mapper).
-func (r *Dev) memIO(m *mr, addr uint64, buf []byte, write bool) error {
+func (r *device) memIO(m *mr, addr uint64, buf []byte, write bool) error {
 	if m.typ == emu.MRTypeUser {
 		b, err := r.dev.Memory().Slice(addr, len(buf))
 		if err != nil {

@@ -23,7 +23,7 @@ func TestRNRNAKRetry(t *testing.T) {
 			c := p.connect(qpOpts{rnr: tc.rnr, sqpsnA: 5})
 			src, _, mra := p.a.buf(8, 1)
 			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 			p.settle()
 			resp := p.b.rec.take(t)
 			wantOps(t, "responses", resp, wire.RCAcknowledge)
@@ -50,7 +50,7 @@ func TestRNRNAKRetry(t *testing.T) {
 				t.Fatalf("%d packets at the RNR delay, want 1 retransmission", n)
 			}
 			dst, _, mrb := p.b.buf(8, 0)
-			p.b.postRecv(c.qb, emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 8, LKey: mrb.LKey}}})
+			p.b.postRecv(c.qb, emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 8, LKey: mrb.LKey()}}})
 			p.run(time.Millisecond)
 			wantWC(t, "send", poll(p.a.scq), emu.WCSuccess)
 			wantWC(t, "recv", poll(p.b.rcq), emu.WCSuccess)
@@ -82,7 +82,7 @@ func TestRetryExhausted(t *testing.T) {
 			p.b.r.Close() // silent peer
 			src, _, mra := p.a.buf(8, 1)
 			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 			start := p.clk.Now()
 			var times []time.Duration
 			period := 4096 * time.Nanosecond << tc.timeout
@@ -132,7 +132,7 @@ func TestLostReadResponseRetried(t *testing.T) {
 	rsrc, data, mrb := p.b.buf(100, 5)
 	dst, got, mra := p.a.buf(100, 0)
 	p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: dst, Length: 100, LKey: mra.LKey}}, RemoteAddr: rsrc, RKey: mrb.RKey})
+		SGList: []emu.SGE{{Addr: dst, Length: 100, LKey: mra.LKey()}}, RemoteAddr: rsrc, RKey: mrb.RKey()})
 	p.sendN(c, 8, 8, 0)
 	p.settle()
 	wantWC(t, "send", poll(p.a.scq), emu.WCSuccess, emu.WCSuccess)
@@ -171,7 +171,7 @@ func TestRNRDelayQuirk(t *testing.T) {
 				return
 			}
 			src, _, mra := p.a.buf(8, 1)
-			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRSend, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 			p.settle()
 			p.a.rec.take(t)
 			p.run(tc.want - time.Microsecond)

@@ -15,7 +15,7 @@ func (p *pair) rawFrame(t *testing.T, c conn, op wire.Opcode, psn uint32, payloa
 	t.Helper()
 	f := wire.Frame{DstMAC: p.b.mac, SrcMAC: p.a.mac, Src: p.a.ip, Dst: p.b.ip, HopLimit: 64,
 		SrcPort: 0xC000, Payload: payload,
-		BTH: wire.BTHFields{Opcode: op, PKey: 0xFFFF, DestQP: c.qb.QPNum, PSN: psn, AckReq: true}}
+		BTH: wire.BTHFields{Opcode: op, PKey: 0xFFFF, DestQP: c.qb.QPNum(), PSN: psn, AckReq: true}}
 	if mutate != nil {
 		mutate(&f)
 	}
@@ -68,8 +68,8 @@ func TestBadFrames(t *testing.T) {
 			p := newPair(t, pairOpts{})
 			c := p.connect(qpOpts{sqpsnA: 40})
 			dst, _, mrb := p.b.buf(64, 0)
-			p.b.postRecv(c.qb, emu.RecvWR{WRID: 1, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}},
-				emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}})
+			p.b.postRecv(c.qb, emu.RecvWR{WRID: 1, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey()}}},
+				emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey()}}})
 			var pay []byte
 			if tc.op.HasPayload() {
 				pay = []byte("hello")
@@ -99,7 +99,7 @@ func TestBadFrames(t *testing.T) {
 			}
 			src, _, mra := p.a.buf(8, 1)
 			p.a.postSend(c.qa, emu.SendWR{WRID: 3, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}}})
+				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
 			p.settle()
 			wantWC(t, "send after the bad frame", poll(p.a.scq), emu.WCSuccess)
 		})
@@ -113,7 +113,7 @@ func TestRequestToINITDropped(t *testing.T) {
 	p.b.modify(qb, qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: allAccess},
 		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags)
 	dst, _, mrb := p.b.buf(64, 0)
-	p.b.postRecv(qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}})
+	p.b.postRecv(qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey()}}})
 	p.inject(t, p.rawFrame(t, conn{qb: qb}, wire.RCSendOnly, 0, []byte("hi"), nil))
 	if resp := p.b.rec.take(t); len(resp) != 0 || p.b.counter("rcvd_pkts") != 0 || len(poll(p.b.rcq)) != 0 {
 		t.Errorf("responses %v, rcvd_pkts %d", ops(resp), p.b.counter("rcvd_pkts"))
@@ -126,7 +126,7 @@ func TestGSIWrongQKeyDropped(t *testing.T) {
 	p := newPair(t, pairOpts{noMAD: true, mtu: 1500})
 	gsi := p.b.udQP(qpstate.TypeGSI, nil)
 	dst, _, mrb := p.b.buf(256, 0)
-	p.b.postRecv(gsi, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 256, LKey: mrb.LKey}}})
+	p.b.postRecv(gsi, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 256, LKey: mrb.LKey()}}})
 	frame := func(qkey uint32) []byte {
 		return p.rawFrame(t, conn{qb: gsi}, wire.UDSendOnly, 0, []byte("mad"), func(f *wire.Frame) {
 			f.DETH = wire.DETHFields{QKey: qkey, SrcQP: 1}

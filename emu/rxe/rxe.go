@@ -20,12 +20,16 @@
 package rxe
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/internal/driver"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
@@ -47,7 +51,9 @@ type Config struct {
 	// Tune, if non-nil, adjusts the device attributes after rxe's 6.12
 	// defaults are filled in — for example an older kernel's max_qp_wr of
 	// 0x4000. The driver's checks (QP, CQ, SRQ, MR, multicast and modify
-	// limits) follow the tuned values.
+	// limits) follow the tuned values, and so do its object counts:
+	// creating a QP, CQ, SRQ, PD, MR, MW or AH past MaxQP, MaxCQ, MaxSRQ,
+	// MaxPD, MaxMR, MaxMW or MaxAH fails with EINVAL, as rxe's pools do.
 	Tune func(*emu.DeviceAttr)
 	// NoMADLayer leaves QP index 16 free. By default it is taken by the
 	// MAD layer's GSI QP, as on a running kernel, so the first QP created
@@ -72,10 +78,11 @@ type Config struct {
 	// Quirks selects IBTA behaviour instead of rxe's where they differ;
 	// the zero value is rxe 6.12.
 	Quirks Quirks
-	// Neighbor, if set, gives the Ethernet destination of an IP address
-	// (the host's neighbour table); otherwise the address vector's DMAC is
-	// used.
-	Neighbor Neighbor
+	// Neighbor, if set, gives the Ethernet destination of each packet's
+	// IP address (the host's neighbour table), asked with a cancelled
+	// context: a cache answer or none, in which case the address vector's
+	// DMAC is used.
+	Neighbor emu.Resolver
 }
 
 // Limits of rxe 6.12 (rxe_param.h).
@@ -105,9 +112,9 @@ const (
 // deviceCapFlags is rxe's device_cap_flags on a 64-bit build.
 const deviceCapFlags = 0x1C001223C76
 
-// Dev is the rxe driver state behind an emu.Device; reach it with
-// emu.RDMADeviceToDrvDevice[*rxe.Dev](dev.Node()).
-type Dev struct {
+// device is the rxe driver: the emu.DeviceOps (and optional ops) behind
+// the emu.Device a Device embeds, with all of the driver's state.
+type device struct {
 	dev    *emu.Device
 	cfg    Config
 	attr   emu.DeviceAttr // defaults after Config.Tune; NodeGUID/SysImageGUID filled at query
@@ -119,6 +126,9 @@ type Dev struct {
 	mrPool     pool
 	mwPool     pool
 	ahPool     pool
+	numPD      counter // PDs, CQs and SRQs have no index, only a count
+	numCQ      counter
+	numSRQ     counter
 	qps        map[uint32]*qp // by QPN
 	mrs        map[uint32]*mr // by index
 	mws        map[uint32]*mw // by index
@@ -149,8 +159,8 @@ type Dev struct {
 }
 
 // New creates an emulated rxe device (rdma link add rxe0 type rxe netdev
-// DEV) and registers it with the core.
-func New(cfg Config) (*emu.Device, error) {
+// DEV) and registers it with the core. Close removes it.
+func New(cfg Config) (*Device, error) {
 	if !cfg.Policy.IsValid() {
 		return nil, errorf(unix.EINVAL, "rxe: policy %v", cfg.Policy)
 	}
@@ -158,7 +168,7 @@ func New(cfg Config) (*emu.Device, error) {
 	if cfg.Tune != nil {
 		cfg.Tune(&attr)
 	}
-	r := &Dev{cfg: cfg, attr: attr,
+	r := &device{cfg: cfg, attr: attr,
 		rnd:    rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d)),
 		qpPool: newPool(minQPIndex, maxQPIndex-1), mrPool: newPool(minMRIndex, maxMRIndex),
 		mwPool: newPool(minMWIndex, maxMWIndex), ahPool: newPool(1, uint32(max(1, attr.MaxAH))),
@@ -168,10 +178,11 @@ func New(cfg Config) (*emu.Device, error) {
 		r.gsi = true
 		r.madSlot = madReserved
 	}
-	d, err := emu.NewDevice(r, cfg.Device)
+	v, err := driver.NewDevice(r, cfg.Device)
 	if err != nil {
 		return nil, err
 	}
+	d := v.(*emu.Device)
 	r.dev = d
 	copy(r.mac[:], d.NetDev().MAC)
 	if cfg.Link != nil {
@@ -181,26 +192,25 @@ func New(cfg Config) (*emu.Device, error) {
 	r.limits.MaxQPRdAtom, r.limits.MaxQPInitRdAtom = uint32(attr.MaxQPRdAtom), uint32(attr.MaxQPInitRdAtom)
 	r.limits.MaxQPWR, r.limits.MaxInlineData = uint32(attr.MaxQPWR), uint32(attr.MaxInlineData)
 	r.limits.MaxSendSGE, r.limits.MaxRecvSGE = uint32(attr.MaxSendSGE), uint32(attr.MaxRecvSGE)
-	r.limits.GID = func(port, index uint32) (qpstate.GIDType, bool) {
+	r.limits.GID = func(port, index uint32) (ib.GIDType, bool) {
 		e, err := d.QueryGID(port, int(index))
 		return e.Type, err == nil
 	}
-	return d, nil
+	return &Device{Device: d, r: r}, nil
 }
 
-// Device returns the core device.
-func (r *Dev) Device() *emu.Device { return r.dev }
-
-// errorf wraps errno with context.
+// errorf reports a failure of the driver as an *emu.Error whose message
+// is "rxe: " and the formatted "op: reason".
 func errorf(errno unix.Errno, format string, args ...any) error {
-	return &opError{msg: sprintf(format, args...), errno: errno}
+	op, reason, _ := strings.Cut(fmt.Sprintf(format, args...), ": ")
+	return &emu.Error{Op: "rxe: " + op, Reason: reason, Errno: errno}
 }
 
 // lock and unlock bracket every driver entry point; unlock runs the
 // callbacks (events, completion handlers) deferred under the lock.
-func (r *Dev) lock() { r.mu.Lock() }
+func (r *device) lock() { r.mu.Lock() }
 
-func (r *Dev) unlock() {
+func (r *device) unlock() {
 	fs := r.deferred
 	if len(fs) > 0 {
 		r.deferred, r.deferSpare = r.deferSpare, nil
@@ -238,14 +248,14 @@ type deferredCall struct {
 }
 
 // later defers f until the device lock is released; r.mu held.
-func (r *Dev) later(f func()) { r.deferred = append(r.deferred, deferredCall{f: f}) }
+func (r *device) later(f func()) { r.deferred = append(r.deferred, deferredCall{f: f}) }
 
 // laterComp defers a call of c's completion handler until the device lock
 // is released, in order with later's callbacks; r.mu held.
-func (r *Dev) laterComp(c *emu.CQ) { r.deferred = append(r.deferred, deferredCall{cq: c}) }
+func (r *device) laterComp(c *emu.CQ) { r.deferred = append(r.deferred, deferredCall{cq: c}) }
 
 // event queues an async event; r.mu held.
-func (r *Dev) event(ev emu.Event) { r.later(func() { r.dev.Dispatch(ev) }) }
+func (r *device) event(ev emu.Event) { r.later(func() { driver.Dispatch(r.dev, ev) }) }
 
 // madSlot is the state of the QP index a running kernel's MAD layer
 // holds.
@@ -257,15 +267,11 @@ const (
 	madHandoff                 // TakeMADLayer was called: the next GSI QP gets it
 )
 
-// TakeMADLayer makes the caller the device's MAD layer, as ib_mad's
-// ib_mad_port_open is on a running kernel: the next GSI QP created (by a
-// kernel consumer, QP.Modify without udata) takes the QP index the device
-// reserved for that layer (16, so other QPs still start at 17) and
-// receives what arrives for QPN 1. Package rdmacm's CM uses it to run the
-// Communication Manager on the device. It fails with EINVAL on a device
-// made with Config.NoMADLayer (create the GSI QP directly there) and with
-// EBUSY once taken.
-func (r *Dev) TakeMADLayer() error {
+// TakeMADLayer is emu.MADLayerTaker (emu.Device.TakeMADLayer): the next
+// GSI QP created takes the QP index the device reserved for the MAD layer
+// (16, so other QPs still start at 17) and receives what arrives for QPN
+// 1. EINVAL with Config.NoMADLayer, EBUSY once taken.
+func (r *device) TakeMADLayer() error {
 	r.lock()
 	defer r.unlock()
 	switch r.madSlot {
@@ -318,9 +324,40 @@ func (p *pool) alloc(v any) (uint32, bool) {
 
 func (p *pool) free(i uint32) { delete(p.used, i) }
 
+// poolLimit is the object count check of rxe's pools (__rxe_add_to_pool):
+// a pool holding n objects refuses another once n reaches its max_elem,
+// here the device attribute (max_qp, max_mr ...) as Config.Tune left it,
+// with EINVAL.
+func poolLimit(op, attr string, n, max int) error {
+	if n < max {
+		return nil
+	}
+	return errorf(unix.EINVAL, "%s: %d objects exist, %s is %d", op, n, attr, max)
+}
+
+// counter counts the objects of a pool without indexes (rxe_pool's
+// num_elem); it is safe for concurrent use.
+type counter struct{ n atomic.Int64 }
+
+// take counts one more object unless max are counted already.
+func (c *counter) take(max int) bool {
+	for {
+		n := c.n.Load()
+		if n >= int64(max) {
+			return false
+		}
+		if c.n.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// put uncounts an object.
+func (c *counter) put() { c.n.Add(-1) }
+
 // keyByte returns a random key byte different from old (rxe regenerates
 // the 8-bit key part so that it changes).
-func (r *Dev) keyByte(old uint8) uint8 {
+func (r *device) keyByte(old uint8) uint8 {
 	for {
 		b := uint8(r.rnd.Uint32())
 		if b != old {
@@ -350,7 +387,7 @@ func defaultAttr() emu.DeviceAttr {
 // QueryDevice returns the device attributes (rxe_query_device): rxe's
 // defaults (or the tuned ones) with node and system image GUID the EUI-64
 // of the interface MAC.
-func (r *Dev) QueryDevice() emu.DeviceAttr {
+func (r *device) QueryDevice() emu.DeviceAttr {
 	a := r.attr
 	for _, b := range emu.EUI64(r.dev.NetDev().MAC) {
 		a.NodeGUID = a.NodeGUID<<8 | uint64(b)
@@ -360,7 +397,7 @@ func (r *Dev) QueryDevice() emu.DeviceAttr {
 }
 
 // PortImmutable returns port 1's immutable data (rxe_port_immutable).
-func (r *Dev) PortImmutable(port uint32) (emu.PortImmutable, error) {
+func (r *device) PortImmutable(port uint32) (emu.PortImmutable, error) {
 	if port != 1 {
 		return emu.PortImmutable{}, errorf(unix.EINVAL, "rxe: port %d", port)
 	}
@@ -371,9 +408,9 @@ func (r *Dev) PortImmutable(port uint32) (emu.PortImmutable, error) {
 // QueryPort returns port 1's attributes (rxe_query_port): state and
 // physical state from the interface, active MTU from its MTU, width and
 // speed from its ethtool speed.
-func (r *Dev) QueryPort(port uint32) (emu.PortAttr, error) {
+func (r *device) QueryPort(port uint32) (emu.PortAttr, error) {
 	nd := r.dev.NetDev()
-	a := emu.PortAttr{State: emu.PortActive, PhysState: emu.PhysLinkUp, MaxMTU: qpstate.MTU4096,
+	a := emu.PortAttr{State: emu.PortActive, PhysState: emu.PhysLinkUp, MaxMTU: ib.MTU4096,
 		ActiveMTU: emu.RxeMTU(nd.MTU), GIDTblLen: 1024, PortCapFlags: 0x10000, MaxMsgSz: maxMsgSize,
 		PKeyTblLen: 1, MaxVLNum: 1}
 	switch {
@@ -391,7 +428,7 @@ func (r *Dev) QueryPort(port uint32) (emu.PortAttr, error) {
 
 // QueryPKey returns 0xFFFF for index 0, EINVAL otherwise (the table has
 // one entry).
-func (r *Dev) QueryPKey(port uint32, index uint16) (uint16, error) {
+func (r *device) QueryPKey(port uint32, index uint16) (uint16, error) {
 	if index != 0 {
 		return 0, errorf(unix.EINVAL, "rxe: query pkey index %d: table has 1 entry", index)
 	}
@@ -401,9 +438,9 @@ func (r *Dev) QueryPKey(port uint32, index uint16) (uint16, error) {
 // SetLink changes the bound interface's link state (netdev up/down,
 // carrier) and raises IB_EVENT_PORT_ACTIVE or IB_EVENT_PORT_ERR like
 // rxe_port_up / rxe_port_down; each down counts in link_downed.
-func (r *Dev) SetLink(up bool) {
+func (r *device) SetLink(up bool) {
 	r.lock()
-	r.dev.SetNetDevLink(up)
+	driver.SetNetDevLink(r.dev, up)
 	t := emu.EventPortActive
 	if !up {
 		t = emu.EventPortErr
@@ -414,7 +451,15 @@ func (r *Dev) SetLink(up bool) {
 }
 
 // AllocPD allocates a PD (rxe_alloc_pd).
-func (r *Dev) AllocPD(pd *emu.PD) error { return nil }
+func (r *device) AllocPD(pd *emu.PD) error {
+	if !r.numPD.take(r.attr.MaxPD) {
+		return poolLimit("alloc PD", "max_pd", r.attr.MaxPD, r.attr.MaxPD)
+	}
+	return nil
+}
 
 // DeallocPD frees a PD (rxe_dealloc_pd).
-func (r *Dev) DeallocPD(pd *emu.PD) error { return nil }
+func (r *device) DeallocPD(pd *emu.PD) error {
+	r.numPD.put()
+	return nil
+}

@@ -2,7 +2,7 @@ package rxe
 
 import (
 	"github.com/softroce/softroce/emu"
-	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
 
@@ -10,7 +10,7 @@ import (
 // RXE_LOOKUP_LOCAL): the index must exist, the lkey match
 // exactly, the MR be in q's PD, grant every bit of access and be VALID, and
 // the SGE lie inside it. r.mu held.
-func (r *Dev) lookupLKey(q *qp, s emu.SGE, access qpstate.AccessFlags) (*mr, error) {
+func (r *device) lookupLKey(q *qp, s emu.SGE, access ib.AccessFlags) (*mr, error) {
 	m, ok := r.mrs[s.LKey>>8]
 	switch {
 	case !ok || m.lkey != s.LKey:
@@ -32,7 +32,7 @@ func (r *Dev) lookupLKey(q *qp, s emu.SGE, access qpstate.AccessFlags) (*mr, err
 // hold DMA addresses: the access goes through the device's DMA mapper, so
 // strict mode checks it (mapped, direction, ownership). A user MR is
 // pinned user memory reached through its own mapping, not the DMA API.
-func (r *Dev) sgeIO(m *mr, s emu.SGE, buf []byte, write bool) error {
+func (r *device) sgeIO(m *mr, s emu.SGE, buf []byte, write bool) error {
 	addr, err := r.mrAddr(m, s.Addr, uint64(len(buf)))
 	if err != nil {
 		return err
@@ -44,7 +44,7 @@ func (r *Dev) sgeIO(m *mr, s emu.SGE, buf []byte, write bool) error {
 // reading a message; rxe's copy_data from the lkeys). Every SGE is looked
 // up; a failure is what the requester turns into IB_WC_LOC_QP_OP_ERR (bad
 // key) or IB_WC_LOC_PROT_ERR (memory fault). r.mu held.
-func (r *Dev) gather(q *qp, sgl []emu.SGE, dst []byte) (int, error) {
+func (r *device) gather(q *qp, sgl []emu.SGE, dst []byte) (int, error) {
 	n := 0
 	for _, s := range sgl {
 		if n == len(dst) {
@@ -66,13 +66,13 @@ func (r *Dev) gather(q *qp, sgl []emu.SGE, dst []byte) (int, error) {
 // scatter copies src into a receive or read-result SGE list, which needs
 // IB_ACCESS_LOCAL_WRITE (the responder writing a message, the completer a
 // READ response). It fails with ENOSPC when src does not fit. r.mu held.
-func (r *Dev) scatter(q *qp, sgl []emu.SGE, src []byte) (int, error) {
+func (r *device) scatter(q *qp, sgl []emu.SGE, src []byte) (int, error) {
 	n := 0
 	for _, s := range sgl {
 		if n == len(src) {
 			break
 		}
-		m, err := r.lookupLKey(q, s, qpstate.AccessLocalWrite)
+		m, err := r.lookupLKey(q, s, ib.AccessLocalWrite)
 		if err != nil {
 			return n, err
 		}

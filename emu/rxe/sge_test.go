@@ -7,6 +7,7 @@ import (
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/dma"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
@@ -24,27 +25,27 @@ func TestLocalKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return emu.SGE{Addr: addr, Length: 64, LKey: m.LKey}
+		return emu.SGE{Addr: addr, Length: 64, LKey: m.LKey()}
 	}()
 	otherPD, _ := e.dev.AllocPD(0)
 	addr, _ := e.dev.Memory().Alloc(64)
-	foreign, _ := otherPD.RegUserMR(addr, 64, addr, qpstate.AccessLocalWrite)
+	foreign, _ := otherPD.RegUserMR(addr, 64, addr, ib.AccessLocalWrite)
 	fr, _ := e.pd.AllocMR(emu.MRTypeMemReg, 1)
 	for _, c := range []struct {
 		name   string
 		sge    emu.SGE
-		access qpstate.AccessFlags
+		access ib.AccessFlags
 		want   unix.Errno
 	}{
-		{"good", sge, qpstate.AccessLocalWrite, 0},
-		{"inside", emu.SGE{Addr: sge.Addr + 60, Length: 4, LKey: mr.LKey}, 0, 0},
-		{"past the end", emu.SGE{Addr: sge.Addr + 60, Length: 5, LKey: mr.LKey}, 0, unix.EACCES},
-		{"wrong key byte", emu.SGE{Addr: sge.Addr, Length: 4, LKey: mr.LKey ^ 1}, 0, unix.EINVAL},
-		{"no LOCAL_WRITE", ro, qpstate.AccessLocalWrite, unix.EACCES},
+		{"good", sge, ib.AccessLocalWrite, 0},
+		{"inside", emu.SGE{Addr: sge.Addr + 60, Length: 4, LKey: mr.LKey()}, 0, 0},
+		{"past the end", emu.SGE{Addr: sge.Addr + 60, Length: 5, LKey: mr.LKey()}, 0, unix.EACCES},
+		{"wrong key byte", emu.SGE{Addr: sge.Addr, Length: 4, LKey: mr.LKey() ^ 1}, 0, unix.EINVAL},
+		{"no LOCAL_WRITE", ro, ib.AccessLocalWrite, unix.EACCES},
 		{"read-only source", ro, 0, 0},
-		{"other PD", emu.SGE{Addr: addr, Length: 4, LKey: foreign.LKey}, 0, unix.EINVAL},
-		{"fast-reg MR not registered", emu.SGE{Addr: 0, Length: 0, LKey: fr.LKey}, 0, unix.EINVAL},
-		{"DMA lkey accepts any address", emu.SGE{Addr: 0x7777, Length: 4, LKey: e.pd.LocalDMALKey}, qpstate.AccessLocalWrite, 0},
+		{"other PD", emu.SGE{Addr: addr, Length: 4, LKey: foreign.LKey()}, 0, unix.EINVAL},
+		{"fast-reg MR not registered", emu.SGE{Addr: 0, Length: 0, LKey: fr.LKey()}, 0, unix.EINVAL},
+		{"DMA lkey accepts any address", emu.SGE{Addr: 0x7777, Length: 4, LKey: e.pd.LocalDMALKey}, ib.AccessLocalWrite, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e.r.lock()

@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/internal/driver"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,12 +23,12 @@ type srq struct {
 	err    bool // rxe has no path into the SRQ error state; kept for its checks
 }
 
-func srqOf(s *emu.SRQ) *srq { return s.Priv.(*srq) }
+func srqOf(s *emu.SRQ) *srq { return driver.Priv(s).(*srq) }
 
 // CreateSRQ checks and rounds an SRQ (rxe_srq_chk_init, rxe_srq_from_init):
 // only BASIC (EOPNOTSUPP), max_wr 1..2^20 and max_sge <= 27 (EINVAL); a
 // max_sge of 0 becomes 1; attr.Attr.MaxWR gets the rounded capacity.
-func (r *Dev) CreateSRQ(s *emu.SRQ, attr *emu.SRQInitAttr, udata *emu.UData) error {
+func (r *device) CreateSRQ(s *emu.SRQ, attr *emu.SRQInitAttr, udata *emu.UData) error {
 	if attr.Type != emu.SRQBasic {
 		return errorf(unix.EOPNOTSUPP, "create SRQ: type %d, rxe has BASIC SRQs only", attr.Type)
 	}
@@ -41,8 +42,11 @@ func (r *Dev) CreateSRQ(s *emu.SRQ, attr *emu.SRQInitAttr, udata *emu.UData) err
 	if a.MaxSGE == 0 {
 		a.MaxSGE = 1
 	}
+	if !r.numSRQ.take(r.attr.MaxSRQ) {
+		return poolLimit("create SRQ", "max_srq", r.attr.MaxSRQ, r.attr.MaxSRQ)
+	}
 	a.MaxWR = roundQueue(a.MaxWR)
-	s.Priv = &srq{core: s, cap: a.MaxWR, maxSGE: a.MaxSGE, limit: a.SRQLimit}
+	driver.SetPriv(s, &srq{core: s, cap: a.MaxWR, maxSGE: a.MaxSGE, limit: a.SRQLimit})
 	return nil
 }
 
@@ -50,7 +54,7 @@ func (r *Dev) CreateSRQ(s *emu.SRQ, attr *emu.SRQInitAttr, udata *emu.UData) err
 // rxe_srq_chk_attr): MAX_WR 0, > 2^20 or below the armed limit and LIMIT
 // above 2^20 or the capacity are EINVAL; a resize below the queued count
 // is EINVAL too (the ring cannot shrink under its contents).
-func (r *Dev) ModifySRQ(s *emu.SRQ, attr *emu.SRQAttr, mask emu.SRQAttrMask) error {
+func (r *device) ModifySRQ(s *emu.SRQ, attr *emu.SRQAttr, mask emu.SRQAttrMask) error {
 	r.lock()
 	defer r.unlock()
 	q := srqOf(s)
@@ -88,7 +92,7 @@ func (r *Dev) ModifySRQ(s *emu.SRQ, attr *emu.SRQAttr, mask emu.SRQAttrMask) err
 
 // QuerySRQ returns the capacity, max_sge and the armed limit (0 after the
 // limit event fired).
-func (r *Dev) QuerySRQ(s *emu.SRQ) (emu.SRQAttr, error) {
+func (r *device) QuerySRQ(s *emu.SRQ) (emu.SRQAttr, error) {
 	r.lock()
 	defer r.unlock()
 	q := srqOf(s)
@@ -99,10 +103,11 @@ func (r *Dev) QuerySRQ(s *emu.SRQ) (emu.SRQAttr, error) {
 }
 
 // DestroySRQ frees the SRQ (the core has checked its use count).
-func (r *Dev) DestroySRQ(s *emu.SRQ) error {
+func (r *device) DestroySRQ(s *emu.SRQ) error {
 	r.lock()
 	defer r.unlock()
 	srqOf(s).wqes = nil
+	r.numSRQ.put()
 	return nil
 }
 
@@ -124,7 +129,7 @@ func checkRecv(wr *emu.RecvWR, maxSGE uint32) (uint64, error) {
 // PostSRQRecv queues receive WRs (rxe_post_srq_recv): a full ring is
 // ENOMEM, too many SGEs or more than 2^31 bytes EINVAL; bad is the failing
 // WR's index and earlier WRs stay posted.
-func (r *Dev) PostSRQRecv(s *emu.SRQ, wrs []emu.RecvWR) (int, error) {
+func (r *device) PostSRQRecv(s *emu.SRQ, wrs []emu.RecvWR) (int, error) {
 	r.lock()
 	defer r.unlock()
 	q := srqOf(s)
@@ -145,7 +150,7 @@ func (r *Dev) PostSRQRecv(s *emu.SRQ, wrs []emu.RecvWR) (int, error) {
 // fires IB_EVENT_SRQ_LIMIT_REACHED once when an armed limit is crossed:
 // the limit is disarmed (0) and the event goes to the SRQ's handler;
 // r.mu held.
-func (r *Dev) takeSRQ(q *srq) (recvWQE, bool) {
+func (r *device) takeSRQ(q *srq) (recvWQE, bool) {
 	if len(q.wqes) == 0 {
 		return recvWQE{}, false
 	}

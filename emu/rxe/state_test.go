@@ -1,11 +1,14 @@
 package rxe
 
 import (
+	"context"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
@@ -88,7 +91,7 @@ func TestStateSideEffects(t *testing.T) {
 				t.Fatal(err)
 			}
 			// 3000 bytes at MTU 1024 = 3 packets each: PSNs 200..205.
-			if err := e.r.Ack(qp.QPNum, 205); err != nil {
+			if err := e.r.Ack(qp.QPNum(), 205); err != nil {
 				t.Fatal(err)
 			}
 			if ev := e.takeEvents(); !equal(ev, []emu.EventType{emu.EventSQDrained}) {
@@ -169,7 +172,7 @@ func TestStateSideEffects(t *testing.T) {
 			e.toInit(qp)
 			_, err = qp.PostRecv([]emu.RecvWR{recv(1, sge)})
 			wantErrno(t, "post_recv in INIT", err, 0)
-			e.modify(qp, qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: qpstate.MTU1024, DestQPNum: 5, MaxDestRdAtomic: 1},
+			e.modify(qp, qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: ib.MTU1024, DestQPNum: 5, MaxDestRdAtomic: 1},
 				qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer)
 			bad, err = qp.PostSend([]emu.SendWR{send(2, sge, 0), send(3, sge, 0)})
 			wantErrno(t, "post_send in RTR", err, unix.EINVAL)
@@ -239,7 +242,7 @@ func TestModifyAtomic(t *testing.T) {
 			qpstate.AttrState | qpstate.AttrSQPSN | qpstate.AttrTimeout | qpstate.AttrRetryCnt | qpstate.AttrRNRRetry | qpstate.AttrMaxQPRdAtomic, unix.EINVAL},
 		{"missing_required", qpstate.Attr{QPState: qpstate.StateRTS, SQPSN: 5}, qpstate.AttrState | qpstate.AttrSQPSN, unix.EINVAL},
 		{"reserved_bit", qpstate.Attr{QPState: qpstate.StateRTS}, qpstate.AttrState | qpstate.AttrReserved1, unix.EOPNOTSUPP},
-		{"empty_sgid", qpstate.Attr{AHAttr: func() qpstate.AHAttr { a := av(); a.GRH.SGIDIndex = 200; return a }()},
+		{"empty_sgid", qpstate.Attr{AHAttr: func() ib.AHAttr { a := av(); a.GRH.SGIDIndex = 200; return a }()},
 			qpstate.AttrAV, unix.ENODATA},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -275,9 +278,9 @@ func TestQueryQP(t *testing.T) {
 		{"sq_psn_masked", a.SQPSN, uint32(1)},
 		{"rq_psn", a.RQPSN, uint32(100)},
 		{"cur_qp_state", a.CurQPState, qpstate.StateRTS},
-		{"ah type", a.AHAttr.Type, qpstate.AHAttrTypeRoCE},
-		{"ah grh", a.AHAttr.AHFlags, qpstate.AHGRH},
-		{"path mtu", a.PathMTU, qpstate.MTU1024},
+		{"ah type", a.AHAttr.Type, ib.AHAttrTypeRoCE},
+		{"ah grh", a.AHAttr.AHFlags, ib.AHGRH},
+		{"path mtu", a.PathMTU, ib.MTU1024},
 		{"dest qpn", a.DestQPNum, uint32(0x22)},
 		{"cap send wr", a.Cap.MaxSendWR, uint32(31)},
 		{"init cap", init.Cap, a.Cap},
@@ -328,14 +331,14 @@ func TestModifyPolicies(t *testing.T) {
 func TestModifyUDPSport(t *testing.T) {
 	e := newEnv(t)
 	qp := e.qp(qpstate.TypeRC, nil)
-	if qp.QPNum != 17 {
-		t.Fatalf("first QPN %d, want 17 (16 is the MAD layer's GSI QP)", qp.QPNum)
+	if qp.QPNum() != 17 {
+		t.Fatalf("first QPN %d, want 17 (16 is the MAD layer's GSI QP)", qp.QPNum())
 	}
 	if p, _ := e.r.UDPSport(17); p != 0xDF94 {
 		t.Fatalf("sport at create %#x, want 0xDF94", p)
 	}
 	e.toInit(qp)
-	e.modify(qp, qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: qpstate.MTU1024, DestQPNum: 18, MaxDestRdAtomic: 1},
+	e.modify(qp, qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: ib.MTU1024, DestQPNum: 18, MaxDestRdAtomic: 1},
 		qpstate.AttrState|qpstate.AttrAV|qpstate.AttrPathMTU|qpstate.AttrDestQPN|qpstate.AttrRQPSN|qpstate.AttrMaxDestRdAtomic|qpstate.AttrMinRNRTimer)
 	if p, _ := e.r.UDPSport(17); p != 0xC132 {
 		t.Fatalf("sport after INIT->RTR to 18: %#x, want 0xC132", p)
@@ -350,7 +353,7 @@ func TestModifyQPWithUdata(t *testing.T) {
 	e := newEnv(t)
 	qp := e.qp(qpstate.TypeRC, nil)
 	e.toInit(qp)
-	a := qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: qpstate.MTU1024, DestQPNum: 5, MaxDestRdAtomic: 1}
+	a := qpstate.Attr{QPState: qpstate.StateRTR, AHAttr: av(), PathMTU: ib.MTU1024, DestQPNum: 5, MaxDestRdAtomic: 1}
 	m := qpstate.AttrState | qpstate.AttrAV | qpstate.AttrPathMTU | qpstate.AttrDestQPN | qpstate.AttrRQPSN | qpstate.AttrMaxDestRdAtomic | qpstate.AttrMinRNRTimer
 	wantErrno(t, "no resolver", qp.ModifyWithUdata(&a, m, &emu.UData{}), unix.EHOSTUNREACH)
 	if s := e.state(qp); s != qpstate.StateInit {
@@ -382,7 +385,7 @@ var testMAC = [6]byte{0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee}
 
 type fixedResolver struct{}
 
-func (fixedResolver) ResolveDMAC(sgid, dgid emu.GID) ([6]byte, uint8, error) { return testMAC, 64, nil }
+func (fixedResolver) Resolve(context.Context, netip.Addr) ([6]byte, error) { return testMAC, nil }
 
 // TestConcurrentVerbs runs posts, polls, queries and a move to ERR from
 // several goroutines (run with -race): every posted receive completes

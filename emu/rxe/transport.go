@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -9,8 +10,8 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
-	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 )
 
@@ -57,10 +58,13 @@ type Quirks struct {
 	Tick time.Duration
 }
 
-// Neighbor resolves the Ethernet destination of an IP address on the
-// link, as the host's neighbour table would; ok false falls back to the
-// address vector's DMAC.
-type Neighbor func(ip netip.Addr) (mac [6]byte, ok bool)
+// cacheOnly is a cancelled context: a Resolver asked with it answers from
+// its cache without waiting.
+var cacheOnly = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // rnrTimerUS is the RNR NAK timer table in microseconds (ib_rnr_timeout,
 // rxe's rnrnak_usec with its code-25 typo).
@@ -135,14 +139,8 @@ type transport struct {
 	txSpare [][]byte
 }
 
-// Of returns the rxe driver behind a device made by New.
-func Of(d *emu.Device) *Dev {
-	r, _ := emu.RDMADeviceToDrvDevice[*Dev](d.Node())
-	return r
-}
-
 // attach starts the receive side over cfg.Link.
-func (r *Dev) attach() {
+func (r *device) attach() {
 	l := r.cfg.Link
 	t := &transport{l: l, sync: r.cfg.Synchronous, frame: link.MaxFrameSize(l.MTU())}
 	t.inCond = sync.NewCond(&t.inMu)
@@ -177,7 +175,7 @@ func (t *transport) put(bs [][]byte) {
 }
 
 // readLoop moves frames from the link into the inbox until it closes.
-func (r *Dev) readLoop() {
+func (r *device) readLoop() {
 	t := r.tp
 	defer t.wg.Done()
 	n := max(1, t.l.BatchSize())
@@ -210,7 +208,7 @@ func (r *Dev) readLoop() {
 }
 
 // readPending moves the frames a Pender link holds into the inbox.
-func (r *Dev) readPending() {
+func (r *device) readPending() {
 	t := r.tp
 	for {
 		n := min(t.pender.Pending(), max(1, t.l.BatchSize()))
@@ -240,7 +238,7 @@ func (r *Dev) readPending() {
 }
 
 // workLoop processes frames as they arrive (asynchronous mode).
-func (r *Dev) workLoop() {
+func (r *device) workLoop() {
 	t := r.tp
 	defer t.wg.Done()
 	var batch [][]byte
@@ -268,7 +266,7 @@ func (r *Dev) workLoop() {
 
 // process runs the receive pipeline over a batch of frames and recycles
 // their buffers.
-func (r *Dev) process(batch [][]byte) {
+func (r *device) process(batch [][]byte) {
 	r.lock()
 	for _, f := range batch {
 		r.receive(f)
@@ -283,7 +281,7 @@ func (r *Dev) process(batch [][]byte) {
 // processed, so a test drives two devices step by step (post, Poll both
 // until nothing moves, advance a clock.Manual to fire timers). Without a
 // link it returns 0.
-func (r *Dev) Poll() int {
+func (r *device) Poll() int {
 	t := r.tp
 	if t == nil {
 		return 0
@@ -313,7 +311,7 @@ func (r *Dev) Poll() int {
 
 // Received returns how many frames the device has read from its link
 // (processed or waiting for Poll).
-func (r *Dev) Received() uint64 {
+func (r *device) Received() uint64 {
 	if r.tp == nil {
 		return 0
 	}
@@ -330,7 +328,7 @@ func (r *Dev) Received() uint64 {
 // transmit queue, and then closes the link under txMu, after any flush
 // still writing (the kernel's rxe drains its tasks before the device goes,
 // rxe_dealloc / rxe_cleanup_task).
-func (r *Dev) Close() error {
+func (r *device) Close() error {
 	t := r.tp
 	if t == nil {
 		return nil
@@ -349,7 +347,7 @@ func (r *Dev) Close() error {
 
 // flushTx writes the frames queued under the lock; called by unlock with
 // r.mu held, it releases r.mu. txMu keeps the wire order of batches.
-func (r *Dev) flushTx() {
+func (r *device) flushTx() {
 	t := r.tp
 	t.txMu.Lock()
 	tx := r.txq
@@ -380,7 +378,7 @@ func (r *Dev) flushTx() {
 }
 
 // addrOf returns the IP address of GID index idx of port 1.
-func (r *Dev) addrOf(idx uint8) (netip.Addr, bool) {
+func (r *device) addrOf(idx uint8) (netip.Addr, bool) {
 	e, err := r.dev.QueryGID(1, int(idx))
 	if err != nil || e.GID.IsZero() {
 		return netip.Addr{}, false
@@ -397,7 +395,7 @@ type path struct {
 }
 
 // pathOf resolves an AV into a path (rxe_init_av / rxe_av_from_attr).
-func (r *Dev) pathOf(a *qpstate.AHAttr) path {
+func (r *device) pathOf(a *ib.AHAttr) path {
 	p := path{dmac: a.DMAC, tc: a.GRH.TrafficClass, hop: a.GRH.HopLimit}
 	src, ok := r.addrOf(a.GRH.SGIDIndex)
 	if !ok {
@@ -409,7 +407,7 @@ func (r *Dev) pathOf(a *qpstate.AHAttr) path {
 		return p
 	}
 	if r.cfg.Neighbor != nil {
-		if mac, ok := r.cfg.Neighbor(p.dst); ok {
+		if mac, err := r.cfg.Neighbor.Resolve(cacheOnly, p.dst); err == nil {
 			p.dmac = mac
 		}
 	}
@@ -419,14 +417,14 @@ func (r *Dev) pathOf(a *qpstate.AHAttr) path {
 
 // emit builds one frame into a pooled buffer and queues it for the wire;
 // r.mu held. It reports false when the frame cannot be built.
-func (r *Dev) emit(f *wire.Frame) bool { return r.emitIn(nil, f) }
+func (r *device) emit(f *wire.Frame) bool { return r.emitIn(nil, f) }
 
 // txBuf returns a frame buffer for f (opcode and addresses set) and the
 // part of it where Build will put plen bytes of payload, so that the
 // payload is gathered in place and Build copies nothing
 // (wire.Frame.PayloadOffset). Without a transport, or if the frame would
 // not fit, frame is nil and pay is the device's scratch space. r.mu held.
-func (r *Dev) txBuf(f *wire.Frame, plen int) (frame, pay []byte) {
+func (r *device) txBuf(f *wire.Frame, plen int) (frame, pay []byte) {
 	if r.tp != nil && !r.detached {
 		b := r.tp.get()
 		if off := f.PayloadOffset(); off > 0 && off+plen+wire.ICRCSize+3 <= len(b) {
@@ -441,7 +439,7 @@ func (r *Dev) txBuf(f *wire.Frame, plen int) (frame, pay []byte) {
 }
 
 // dropTx returns a buffer from txBuf unused; r.mu held.
-func (r *Dev) dropTx(frame []byte) {
+func (r *device) dropTx(frame []byte) {
 	if frame != nil {
 		r.tp.put([][]byte{frame})
 	}
@@ -449,7 +447,7 @@ func (r *Dev) dropTx(frame []byte) {
 
 // emitIn builds f into frame (from txBuf; nil takes a pooled buffer) and
 // queues it, like emit; r.mu held.
-func (r *Dev) emitIn(frame []byte, f *wire.Frame) bool {
+func (r *device) emitIn(frame []byte, f *wire.Frame) bool {
 	if r.tp == nil || r.detached {
 		r.dropTx(frame)
 		return true // no transport: the packet goes nowhere (a silent peer)
@@ -470,7 +468,7 @@ func (r *Dev) emitIn(frame []byte, f *wire.Frame) bool {
 }
 
 // newFrame fills r.fr's addressing from a path; r.mu held.
-func (r *Dev) newFrame(p *path, sport uint16) *wire.Frame {
+func (r *device) newFrame(p *path, sport uint16) *wire.Frame {
 	f := &r.fr
 	*f = wire.Frame{}
 	f.SrcMAC = r.mac

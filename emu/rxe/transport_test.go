@@ -15,16 +15,16 @@ func TestSendOnlyACK(t *testing.T) {
 	c := p.connect(qpOpts{sqpsnA: 100, sqpsnB: 500})
 	src, data, mra := p.a.buf(5, 1)
 	dst, got, mrb := p.b.buf(64, 0)
-	p.b.postRecv(c.qb, emu.RecvWR{WRID: 7, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}})
+	p.b.postRecv(c.qb, emu.RecvWR{WRID: 7, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey()}}})
 	p.a.postSend(c.qa, emu.SendWR{WRID: 9, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: src, Length: 5, LKey: mra.LKey}}})
+		SGList: []emu.SGE{{Addr: src, Length: 5, LKey: mra.LKey()}}})
 	p.settle()
 	req := p.a.rec.take(t)
 	if len(req) != 1 || req[0].Opcode() != wire.RCSendOnly {
 		t.Fatalf("requests %v, want one RC_SEND_ONLY", ops(req))
 	}
 	b := req[0].BTH()
-	if b.PadCnt() != 3 || !b.AckReq() || b.PSN() != 100 || b.DestQP() != c.qb.QPNum {
+	if b.PadCnt() != 3 || !b.AckReq() || b.PSN() != 100 || b.DestQP() != c.qb.QPNum() {
 		t.Errorf("SEND_ONLY BTH %+v", b.Fields())
 	}
 	resp := p.b.rec.take(t)
@@ -72,7 +72,7 @@ func TestInlineSend(t *testing.T) {
 	src, data, _ := p.a.buf(100, 1)
 	want := bytes.Clone(data)
 	dst, got, mrb := p.b.buf(128, 0)
-	p.b.postRecv(c.qb, emu.RecvWR{WRID: 7, SGList: []emu.SGE{{Addr: dst, Length: 128, LKey: mrb.LKey}}})
+	p.b.postRecv(c.qb, emu.RecvWR{WRID: 7, SGList: []emu.SGE{{Addr: dst, Length: 128, LKey: mrb.LKey()}}})
 	p.a.postSend(c.qa, emu.SendWR{WRID: 9, Opcode: emu.WRSendWithImm, ImmData: 0xAABBCCDD,
 		SendFlags: emu.SendSignaled | emu.SendInline, SGList: []emu.SGE{{Addr: src, Length: 100}}})
 	clear(data)

@@ -31,18 +31,18 @@ func TestFramesDecodeInTshark(t *testing.T) {
 	rem, rb, mrb := p.b.buf(5000, 2)
 	binary.LittleEndian.PutUint64(rb, 1)
 	p.a.postSend(c.qa,
-		emu.SendWR{Opcode: emu.WRRDMAWriteWithImm, ImmData: 0x01020304, SGList: []emu.SGE{{Addr: src, Length: 2000, LKey: mra.LKey}},
-			RemoteAddr: rem, RKey: mrb.RKey},
-		emu.SendWR{Opcode: emu.WRRDMARead, SGList: []emu.SGE{{Addr: src, Length: 5000, LKey: mra.LKey}}, RemoteAddr: rem, RKey: mrb.RKey},
-		emu.SendWR{Opcode: emu.WRAtomicFetchAndAdd, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey}},
-			RemoteAddr: rem, RKey: mrb.RKey, CompareAdd: 3})
+		emu.SendWR{Opcode: emu.WRRDMAWriteWithImm, ImmData: 0x01020304, SGList: []emu.SGE{{Addr: src, Length: 2000, LKey: mra.LKey()}},
+			RemoteAddr: rem, RKey: mrb.RKey()},
+		emu.SendWR{Opcode: emu.WRRDMARead, SGList: []emu.SGE{{Addr: src, Length: 5000, LKey: mra.LKey()}}, RemoteAddr: rem, RKey: mrb.RKey()},
+		emu.SendWR{Opcode: emu.WRAtomicFetchAndAdd, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}},
+			RemoteAddr: rem, RKey: mrb.RKey(), CompareAdd: 3})
 	dst, _, mrr := p.b.buf(64, 0)
-	p.b.postRecv(c.qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrr.LKey}}})
+	p.b.postRecv(c.qb, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrr.LKey()}}})
 	p.settle()
 	ua, ub := p.a.udQP(qpstate.TypeUD, nil), p.b.udQP(qpstate.TypeUD, nil)
-	p.b.postRecv(ub, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrr.LKey}}})
-	p.a.postSend(ua, emu.SendWR{Opcode: emu.WRSendWithImm, AH: p.a.ah(p.b.ip, p.b.mac), RemoteQPN: ub.QPNum,
-		RemoteQKey: 0x11111111, SGList: []emu.SGE{{Addr: src, Length: 20, LKey: mra.LKey}}})
+	p.b.postRecv(ub, emu.RecvWR{SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrr.LKey()}}})
+	p.a.postSend(ua, emu.SendWR{Opcode: emu.WRSendWithImm, AH: p.a.ah(p.b.ip, p.b.mac), RemoteQPN: ub.QPNum(),
+		RemoteQKey: 0x11111111, SGList: []emu.SGE{{Addr: src, Length: 20, LKey: mra.LKey()}}})
 	p.settle()
 	frames := append(p.a.rec.take(t), p.b.rec.take(t)...)
 	path := filepath.Join(t.TempDir(), "rxe.pcap")

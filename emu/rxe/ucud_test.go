@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"bytes"
+	"context"
 	"net/netip"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
+	"golang.org/x/sys/unix"
 )
 
 // TestUCSendWrite: UC SEND and WRITE move data with no ACKs and A=0.
@@ -19,7 +21,7 @@ func TestUCSendWrite(t *testing.T) {
 	src, wdata, mra := p.a.buf(3000, 4)
 	dst, wgot, mrb := p.b.buf(3000, 0)
 	p.a.postSend(c.qa, emu.SendWR{WRID: 3, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
-		SGList: []emu.SGE{{Addr: src, Length: 3000, LKey: mra.LKey}}, RemoteAddr: dst, RKey: mrb.RKey})
+		SGList: []emu.SGE{{Addr: src, Length: 3000, LKey: mra.LKey()}}, RemoteAddr: dst, RKey: mrb.RKey()})
 	p.settle()
 	req := p.a.rec.take(t)
 	wantOps(t, "requests", req, wire.UCSendFirst, wire.UCSendMiddle, wire.UCSendLast,
@@ -56,14 +58,14 @@ func TestUCLostMiddle(t *testing.T) {
 			for i := range 3 {
 				dst, got, mrb := p.b.buf(4096, 0)
 				dsts = append(dsts, got)
-				p.b.postRecv(c.qb, emu.RecvWR{WRID: uint64(10 + i), SGList: []emu.SGE{{Addr: dst, Length: 4096, LKey: mrb.LKey}}})
+				p.b.postRecv(c.qb, emu.RecvWR{WRID: uint64(10 + i), SGList: []emu.SGE{{Addr: dst, Length: 4096, LKey: mrb.LKey()}}})
 			}
 			var datas [][]byte
 			for i := range 3 {
 				src, data, mra := p.a.buf(2500, byte(16*i+1))
 				datas = append(datas, data)
 				p.a.postSend(c.qa, emu.SendWR{WRID: uint64(i), Opcode: emu.WRSend,
-					SGList: []emu.SGE{{Addr: src, Length: 2500, LKey: mra.LKey}}})
+					SGList: []emu.SGE{{Addr: src, Length: 2500, LKey: mra.LKey()}}})
 			}
 			p.settle()
 			wcs := poll(p.b.rcq)
@@ -101,23 +103,23 @@ func TestUD(t *testing.T) {
 	send := func(p *pair, qa, qb *emu.QP, ah *emu.AH, n int, qkey uint32) []byte {
 		src, data, mra := p.a.buf(n, 7)
 		p.a.postSend(qa, emu.SendWR{WRID: 1, Opcode: emu.WRSend, SendFlags: emu.SendSignaled, AH: ah,
-			RemoteQPN: qb.QPNum, RemoteQKey: qkey, SGList: []emu.SGE{{Addr: src, Length: uint32(n), LKey: mra.LKey}}})
+			RemoteQPN: qb.QPNum(), RemoteQKey: qkey, SGList: []emu.SGE{{Addr: src, Length: uint32(n), LKey: mra.LKey()}}})
 		p.settle()
 		return data
 	}
 	t.Run("grh-area", func(t *testing.T) {
 		p, qa, qb, ah, _ := setup(t, Quirks{}, false)
 		dst, got, mrb := p.b.buf(200, 0)
-		p.b.postRecv(qb, emu.RecvWR{WRID: 5, SGList: []emu.SGE{{Addr: dst, Length: 200, LKey: mrb.LKey}}})
+		p.b.postRecv(qb, emu.RecvWR{WRID: 5, SGList: []emu.SGE{{Addr: dst, Length: 200, LKey: mrb.LKey()}}})
 		data := send(p, qa, qb, ah, 80, 0x11111111)
 		req := p.a.rec.take(t)
 		wantOps(t, "requests", req, wire.UDSendOnly)
-		if d := req[0].DETH(); d.QKey() != 0x11111111 || d.SrcQP() != qa.QPNum || req[0].BTH().AckReq() {
+		if d := req[0].DETH(); d.QKey() != 0x11111111 || d.SrcQP() != qa.QPNum() || req[0].BTH().AckReq() {
 			t.Errorf("DETH %+v A %v", d.Fields(), req[0].BTH().AckReq())
 		}
 		wcs := poll(p.b.rcq)
 		wantWC(t, "recv", wcs, emu.WCSuccess)
-		if wcs[0].ByteLen != 120 || wcs[0].SrcQP != qa.QPNum || wcs[0].NetworkHdrType != emu.NetworkIPv4 {
+		if wcs[0].ByteLen != 120 || wcs[0].SrcQP != qa.QPNum() || wcs[0].NetworkHdrType != emu.NetworkIPv4 {
 			t.Errorf("recv WC %+v", wcs[0])
 		}
 		if !bytes.Equal(got[:20], make([]byte, 20)) || !bytes.Equal(got[20:40], req[0].IPHeader()) || !bytes.Equal(got[40:120], data) {
@@ -142,7 +144,7 @@ func TestUD(t *testing.T) {
 	t.Run("qkey", func(t *testing.T) {
 		p, qa, qb, ah, _ := setup(t, Quirks{}, false)
 		dst, _, mrb := p.b.buf(200, 0)
-		p.b.postRecv(qb, emu.RecvWR{WRID: 5, SGList: []emu.SGE{{Addr: dst, Length: 200, LKey: mrb.LKey}}})
+		p.b.postRecv(qb, emu.RecvWR{WRID: 5, SGList: []emu.SGE{{Addr: dst, Length: 200, LKey: mrb.LKey()}}})
 		send(p, qa, qb, ah, 10, 0x22222222)
 		wantWC(t, "recv", poll(p.b.rcq))
 		pa, err := p.b.dev.QueryPort(1)
@@ -154,7 +156,7 @@ func TestUD(t *testing.T) {
 		t.Run("small-buffer-srq="+map[bool]string{false: "no", true: "yes"}[srq], func(t *testing.T) {
 			p, qa, qb, ah, s := setup(t, Quirks{}, srq)
 			dst, _, mrb := p.b.buf(100, 0)
-			wr := emu.RecvWR{WRID: 5, SGList: []emu.SGE{{Addr: dst, Length: 100, LKey: mrb.LKey}}}
+			wr := emu.RecvWR{WRID: 5, SGList: []emu.SGE{{Addr: dst, Length: 100, LKey: mrb.LKey()}}}
 			if srq {
 				if _, err := s.PostRecv([]emu.RecvWR{wr}); err != nil {
 					t.Fatal(err)
@@ -182,8 +184,8 @@ func TestUDPSourcePort(t *testing.T) {
 	c := p.connect(qpOpts{})
 	p.sendN(c, 8, 8, 0)
 	p.settle()
-	want := wire.GetUDPSport(0, c.qa.QPNum, c.qb.QPNum)
-	if c.qa.QPNum == 17 && c.qb.QPNum == 17 && want != 0xC121 {
+	want := wire.GetUDPSport(0, c.qa.QPNum(), c.qb.QPNum())
+	if c.qa.QPNum() == 17 && c.qb.QPNum() == 17 && want != 0xC121 {
 		t.Errorf("port for (17,17) %#x, want 0xC121", want)
 	}
 	for _, pk := range append(p.a.rec.take(t), p.b.rec.take(t)...) {
@@ -197,7 +199,7 @@ func TestUDPSourcePort(t *testing.T) {
 		}
 	}
 	ud := p.a.udQP(qpstate.TypeUD, nil)
-	if sp, _ := p.a.r.UDPSport(ud.QPNum); sp != wire.RXEInitialUDPSport(ud.QPNum) {
+	if sp, _ := p.a.r.UDPSport(ud.QPNum()); sp != wire.RXEInitialUDPSport(ud.QPNum()) {
 		t.Errorf("UD port %#x", sp)
 	}
 }
@@ -221,13 +223,13 @@ func TestUDMulticast(t *testing.T) {
 			t.Fatal(err)
 		}
 		dst, _, mrb := p.b.buf(200, 0)
-		p.b.postRecv(q, emu.RecvWR{WRID: uint64(i), SGList: []emu.SGE{{Addr: dst, Length: 200, LKey: mrb.LKey}}})
+		p.b.postRecv(q, emu.RecvWR{WRID: uint64(i), SGList: []emu.SGE{{Addr: dst, Length: 200, LKey: mrb.LKey()}}})
 		members = append(members, q)
 	}
 	ah := p.a.ah(group, emu.MulticastMAC(emu.GIDFromAddr(group)))
 	src, _, mra := p.a.buf(16, 1)
 	p.a.postSend(qa, emu.SendWR{WRID: 1, Opcode: emu.WRSend, AH: ah, RemoteQPN: 0xFFFFFF, RemoteQKey: 0x11111111,
-		SGList: []emu.SGE{{Addr: src, Length: 16, LKey: mra.LKey}}})
+		SGList: []emu.SGE{{Addr: src, Length: 16, LKey: mra.LKey()}}})
 	p.settle()
 	req := p.a.rec.take(t)
 	if len(req) != 1 || req[0].BTH().DestQP() != 0xFFFFFF {
@@ -256,7 +258,7 @@ func TestGSIHeaders(t *testing.T) {
 			ah := p.a.ah(p.b.ip, p.b.mac)
 			src, _, mra := p.a.buf(256, 1)
 			p.a.postSend(gsi, emu.SendWR{WRID: 1, Opcode: emu.WRSend, AH: ah, RemoteQPN: 1, RemoteQKey: 0x1234,
-				SGList: []emu.SGE{{Addr: src, Length: 256, LKey: mra.LKey}}})
+				SGList: []emu.SGE{{Addr: src, Length: 256, LKey: mra.LKey()}}})
 			p.settle()
 			req := p.a.rec.take(t)
 			wantOps(t, "requests", req, wire.UDSendOnly)
@@ -309,14 +311,14 @@ func TestSRQ(t *testing.T) {
 	for i := range 3 {
 		dst, got, mrb := p.b.buf(64, 0)
 		bufs = append(bufs, got)
-		if _, err := s.PostRecv([]emu.RecvWR{{WRID: uint64(i), SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey}}}}); err != nil {
+		if _, err := s.PostRecv([]emu.RecvWR{{WRID: uint64(i), SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey()}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range 2 {
 		src, _, mra := p.a.buf(10, byte(i+1))
 		p.a.postSend(c.qa, emu.SendWR{WRID: uint64(i), Opcode: emu.WRSend, SendFlags: emu.SendSignaled | emu.SendSolicited,
-			SGList: []emu.SGE{{Addr: src, Length: 10, LKey: mra.LKey}}})
+			SGList: []emu.SGE{{Addr: src, Length: 10, LKey: mra.LKey()}}})
 	}
 	p.settle()
 	wantWC(t, "send", poll(p.a.scq), emu.WCSuccess, emu.WCSuccess)
@@ -359,7 +361,15 @@ func TestSolicitedNotify(t *testing.T) {
 func TestNeighbor(t *testing.T) {
 	p := newPair(t, pairOpts{})
 	want := [6]byte{2, 0xAA, 0, 0, 0, 2}
-	p.a.r.cfg.Neighbor = func(ip netip.Addr) ([6]byte, bool) { return want, ip == p.b.ip }
+	p.a.r.cfg.Neighbor = emu.ResolverFunc(func(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+		if ctx.Err() == nil {
+			t.Errorf("the driver waits on its per-packet neighbour lookup")
+		}
+		if ip != p.b.ip {
+			return [6]byte{}, unix.EHOSTUNREACH
+		}
+		return want, nil
+	})
 	c := p.connect(qpOpts{})
 	p.sendN(c, 8, 8, 0)
 	p.a.r.Poll()

@@ -2,21 +2,7 @@ package rxe
 
 import (
 	"fmt"
-
-	"golang.org/x/sys/unix"
 )
-
-// opError is an rxe failure: a message with context and the errno.
-type opError struct {
-	msg   string
-	errno unix.Errno
-}
-
-// Error formats the failure with its errno.
-func (e *opError) Error() string { return "rxe: " + e.msg + ": " + e.errno.Error() }
-
-// Unwrap returns the errno.
-func (e *opError) Unwrap() error { return e.errno }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 

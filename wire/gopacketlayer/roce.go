@@ -27,6 +27,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/wire"
 )
 
@@ -38,7 +39,7 @@ var LayerTypeRoCE = gopacket.RegisterLayerType(4791, gopacket.LayerTypeMetadata{
 })
 
 func init() {
-	layers.RegisterUDPPortLayerType(wire.UDPPort, LayerTypeRoCE)
+	layers.RegisterUDPPortLayerType(ib.RoCEv2UDPPort, LayerTypeRoCE)
 }
 
 // RoCE is the InfiniBand transport part of a RoCEv2 UDP datagram: BTH,

@@ -10,6 +10,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testutil"
 	"github.com/softroce/softroce/wire"
 )
@@ -165,7 +166,7 @@ func TestSerializeRoundTrip(t *testing.T) {
 				}
 
 				eth := &layers.Ethernet{DstMAC: net.HardwareAddr(f.DstMAC[:]), SrcMAC: net.HardwareAddr(f.SrcMAC[:])}
-				udp := &layers.UDP{SrcPort: layers.UDPPort(f.SrcPort), DstPort: wire.UDPPort}
+				udp := &layers.UDP{SrcPort: layers.UDPPort(f.SrcPort), DstPort: ib.RoCEv2UDPPort}
 				var ip gopacket.SerializableLayer
 				if v6 {
 					eth.EthernetType = layers.EthernetTypeIPv6

@@ -1,4 +1,4 @@
-package wire
+package ib
 
 import "testing"
 
@@ -27,5 +27,17 @@ func TestPSN(t *testing.T) {
 	}
 	if got := PSNAdd(0xfffffe, 5); got != 3 {
 		t.Errorf("PSNAdd(0xfffffe, 5) = %#x", got)
+	}
+}
+
+// TestPSNSub: the distance from b to a wraps at 2^24 and undoes PSNAdd.
+func TestPSNSub(t *testing.T) {
+	for _, c := range [][3]uint32{{5, 3, 2}, {2, 0xfffffe, 4}, {7, 7, 0}, {0, 1, 0xffffff}} {
+		if got := PSNSub(c[0], c[1]); got != c[2] {
+			t.Errorf("PSNSub(%#x, %#x) = %#x, want %#x", c[0], c[1], got, c[2])
+		}
+		if got := PSNAdd(c[1], PSNSub(c[0], c[1])); got != c[0]&PSNMask {
+			t.Errorf("PSNAdd(%#x, PSNSub) = %#x, want %#x", c[1], got, c[0])
+		}
 	}
 }

@@ -1,0 +1,219 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/softroce/softroce/link/udp"
+	"github.com/softroce/softroce/wire"
+)
+
+// udpMTU is the veth MTU of the UDP rows, as tapMTU.
+const udpMTU = tapMTU
+
+// runUDP measures the UDP link: RC WRITE between two devices on UDP links
+// in two namespaces joined by a veth, against a raw UDP socket blast of
+// the same datagram size between the same namespaces, in the same run.
+// The namespaces need root to make; the links themselves need none.
+func runUDP(ctx context.Context, o *Options) ([]Row, error) {
+	if euid() != 0 {
+		return udpRows("needs root (for the namespaces)"), nil
+	}
+	a, b, err := newVethNS()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := udpMeasure(ctx, o, a, b)
+	return rows, errors.Join(err, a.close(), b.close())
+}
+
+// newVethNS makes two namespaces joined by a veth of MTU udpMTU with
+// 10.0.0.1/24 and 10.0.0.2/24, the addresses newPeer gives devices 1 and 2.
+func newVethNS() (a, b *benchNS, err error) {
+	var nss [2]*benchNS
+	for i := range nss {
+		name := fmt.Sprintf("softroce-bench-udp%d-%d", i, os.Getpid())
+		if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+			return nil, nil, errors.Join(fmt.Errorf("ip netns add %s: %v: %s", name, err, out), closeNS(nss[:i]))
+		}
+		nss[i] = &benchNS{name: name}
+		h, err := netns.GetFromName(name)
+		if err != nil {
+			return nil, nil, errors.Join(err, closeNS(nss[:i+1]))
+		}
+		nss[i].handle = h
+	}
+	cmds := [][]string{
+		{"netns", "exec", nss[0].name, "ip", "link", "add", "ve0", "mtu", fmt.Sprint(udpMTU), "type", "veth",
+			"peer", "name", "ve1", "mtu", fmt.Sprint(udpMTU), "netns", nss[1].name},
+	}
+	for i, ns := range nss {
+		dev := fmt.Sprintf("ve%d", i)
+		cmds = append(cmds,
+			[]string{"netns", "exec", ns.name, "ip", "link", "set", "lo", "up"},
+			[]string{"netns", "exec", ns.name, "ip", "addr", "add", fmt.Sprintf("10.0.0.%d/24", i+1), "dev", dev},
+			[]string{"netns", "exec", ns.name, "ip", "link", "set", dev, "up"})
+	}
+	for _, c := range cmds {
+		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
+			return nil, nil, errors.Join(fmt.Errorf("ip %q: %v: %s", c, err, out), closeNS(nss[:]))
+		}
+	}
+	return nss[0], nss[1], nil
+}
+
+func closeNS(nss []*benchNS) error {
+	var err error
+	for _, ns := range nss {
+		if ns != nil {
+			err = errors.Join(err, ns.close())
+		}
+	}
+	return err
+}
+
+// openUDP opens a UDP link in ns bound to ip.
+func openUDP(ns *benchNS, ip netip.Addr) (l *udp.Link, err error) {
+	err = ns.do(func() error {
+		l, err = udp.Open(&udp.Config{Addrs: []netip.Addr{ip}, MTU: udpMTU})
+		return err
+	})
+	return l, err
+}
+
+func udpMeasure(ctx context.Context, o *Options, na, nb *benchNS) ([]Row, error) {
+	ipA, ipB := netip.AddrFrom4([4]byte{10, 0, 0, 1}), netip.AddrFrom4([4]byte{10, 0, 0, 2})
+	rc := make([]float64, len(udpCases))
+	raw := make([]float64, len(udpCases))
+	for range o.rounds() {
+		for i, c := range udpCases {
+			r, err := rawUDP(na, nb, ipA, ipB, c.mtu.Bytes(), o.round())
+			if err != nil {
+				return nil, fmt.Errorf("raw UDP mtu=%d: %w", c.mtu.Bytes(), err)
+			}
+			raw[i] = max(raw[i], r)
+			la, err := openUDP(na, ipA)
+			if err != nil {
+				return nil, err
+			}
+			lb, err := openUDP(nb, ipB)
+			if err != nil {
+				la.Close()
+				return nil, err
+			}
+			ca, cb := &countLink{Link: la}, &countLink{Link: lb}
+			p, err := newPair(ca, cb, udpMTU, c.mtu)
+			if err != nil {
+				la.Close()
+				lb.Close()
+				return nil, err
+			}
+			if err := warmUp(o, p, c, ca.n.Load, cb.n.Load); err != nil {
+				p.close()
+				return nil, err
+			}
+			n, el, err := p.writeLoop(c.msg, c.depth, o.round())
+			if err != nil {
+				p.close()
+				return nil, fmt.Errorf("RC WRITE mtu=%d msg=%s: %w", c.mtu.Bytes(), sizeName(c.msg), err)
+			}
+			rc[i] = max(rc[i], gbps(n, el))
+			o.logf("udp RC WRITE mtu=%d msg=%s: %.2f Gb/s (raw UDP %.2f); link A %+v",
+				c.mtu.Bytes(), sizeName(c.msg), gbps(n, el), r, la.Stats())
+			if err := p.close(); err != nil {
+				return nil, err
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var rows []Row
+	for i, c := range udpCases {
+		rows = append(rows, Row{Group: "udp", Name: udpRowName(c), Value: rc[i], Unit: "Gb/s",
+			Baseline: "raw UDP socket blast", BaseValue: raw[i], BaseUnit: "Gb/s",
+			Ratio: ratio(rc[i], raw[i])}.atLeast(0.8))
+	}
+	return rows, nil
+}
+
+// rawUDP sends datagrams the size of an RDMA WRITE MIDDLE frame's UDP
+// payload carrying mtu bytes from an ordinary UDP socket in na to one in
+// nb, one write per datagram, for d, and returns the payload rate of the
+// datagrams that arrived, in Gb/s: what plain UDP carries at that size
+// between the namespaces.
+func rawUDP(na, nb *benchNS, ipA, ipB netip.Addr, mtu int, d time.Duration) (float64, error) {
+	size := wire.BTHSize + mtu + wire.ICRCSize
+	var ca, cb *net.UDPConn
+	err := na.do(func() (err error) {
+		ca, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(ipA, 0)))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer ca.Close()
+	err = nb.do(func() (err error) {
+		cb, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(ipB, 0)))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer cb.Close()
+	cb.SetReadBuffer(4 << 20)
+	dst := cb.LocalAddr().(*net.UDPAddr).AddrPort()
+	var got atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65536)
+		for {
+			n, _, err := cb.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			if n == size {
+				got.Add(1)
+			}
+		}
+	}()
+	var quit atomic.Bool
+	werr := make(chan error, 1)
+	go func() {
+		msg := make([]byte, size)
+		for !quit.Load() {
+			if _, err := ca.WriteToUDPAddrPort(msg, dst); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				var errno interface{ Temporary() bool }
+				if errors.As(err, &errno) && errno.Temporary() {
+					continue // ENOBUFS from a full queue: a drop, go on
+				}
+				werr <- err
+				return
+			}
+		}
+		werr <- nil
+	}()
+	time.Sleep(d / 10) // warm up
+	n0, t0 := got.Load(), time.Now()
+	time.Sleep(d)
+	n1, el := got.Load(), time.Since(t0)
+	quit.Store(true)
+	if err := <-werr; err != nil {
+		return 0, err
+	}
+	cb.Close()
+	<-done
+	return gbps(int64(n1-n0)*int64(mtu), el), nil
+}

@@ -1,0 +1,356 @@
+package udp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/wire"
+)
+
+// pair is two network namespaces joined by a veth, with an IPv4 and an
+// IPv6 address each.
+type pair struct {
+	ns     [2]*testenv.NetNS
+	v4, v6 [2]netip.Addr
+	ifname [2]string
+}
+
+func newPair(t *testing.T) *pair {
+	t.Helper()
+	p := &pair{ifname: [2]string{"ve0", "ve1"}}
+	p.ns[0], p.ns[1] = testenv.NewNetNS(t), testenv.NewNetNS(t)
+	p.ns[0].Run(t, "ip", "link", "add", "ve0", "type", "veth", "peer", "name", "ve1", "netns", p.ns[1].Name)
+	for i := range 2 {
+		p.v4[i] = netip.MustParseAddr([]string{"10.99.0.1", "10.99.0.2"}[i])
+		p.v6[i] = netip.MustParseAddr([]string{"fd99::1", "fd99::2"}[i])
+		p.ns[i].Run(t, "ip", "addr", "add", p.v4[i].String()+"/24", "dev", p.ifname[i])
+		p.ns[i].Run(t, "ip", "addr", "add", p.v6[i].String()+"/64", "dev", p.ifname[i], "nodad")
+		p.ns[i].Run(t, "ip", "link", "set", p.ifname[i], "up")
+	}
+	return p
+}
+
+// open opens a link in namespace i.
+func (p *pair) open(t *testing.T, i int, cfg *Config) *Link {
+	t.Helper()
+	var l *Link
+	if err := p.ns[i].Do(func() (err error) { l, err = Open(cfg); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// frame builds a RoCEv2 RC SEND ONLY frame from src to dst.
+func frame(t *testing.T, src, dst netip.Addr, tc, hop uint8, payload []byte) []byte {
+	t.Helper()
+	f := &wire.Frame{Src: src, Dst: dst, TrafficClass: tc, HopLimit: hop, IPID: 0x1234, SrcPort: 0xc123,
+		BTH:     wire.BTHFields{Opcode: wire.RCSendOnly, DestQP: 0x11, PSN: 7, PKey: 0xffff},
+		Payload: payload}
+	b := make([]byte, 2048)
+	n, err := wire.Build(b, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b[:n]
+}
+
+// read reads one frame from l, failing after a few seconds.
+func read(t *testing.T, l *Link) []byte {
+	t.Helper()
+	ch := make(chan []byte, 1)
+	go func() {
+		b := make([]byte, 4096)
+		sizes := make([]int, 1)
+		if n, err := l.ReadPackets([][]byte{b}, sizes); err == nil && n == 1 {
+			ch <- b[:sizes[0]]
+		}
+		close(ch)
+	}()
+	select {
+	case f, ok := <-ch:
+		if !ok {
+			t.Fatal("read failed")
+		}
+		return f
+	case <-time.After(5 * time.Second):
+		t.Fatal("no frame within 5s")
+	}
+	return nil
+}
+
+// transport returns the frame's bytes from the BTH on.
+func transport(t *testing.T, f []byte) []byte {
+	t.Helper()
+	p, err := wire.Parse(f)
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	return f[p.BTHOffset():]
+}
+
+func TestFramesCrossWithTheirPayloadTrafficClassAndHopLimit(t *testing.T) {
+	p := newPair(t)
+	for _, fam := range []string{"IPv4", "IPv6"} {
+		t.Run(fam, func(t *testing.T) {
+			a, b := p.v4, p.v6
+			addrs := a
+			if fam == "IPv6" {
+				addrs = b
+			}
+			la := p.open(t, 0, &Config{Addrs: []netip.Addr{addrs[0]}})
+			lb := p.open(t, 1, &Config{Addrs: []netip.Addr{addrs[1]}})
+			sent := frame(t, addrs[0], addrs[1], 0x2a, 33, []byte("hello over udp"))
+			if n, err := la.WritePackets([][]byte{sent}); n != 1 || err != nil {
+				t.Fatalf("WritePackets = %d, %v", n, err)
+			}
+			got := read(t, lb)
+			pk, err := wire.Parse(got)
+			if err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			if err := wire.VerifyICRC(got, wire.EthernetSize); err != nil {
+				t.Errorf("received frame: %v", err)
+			}
+			if !bytes.Equal(transport(t, got)[:len(transport(t, got))-4], transport(t, sent)[:len(transport(t, sent))-4]) {
+				t.Errorf("transport headers and payload differ:\n got %x\nsent %x", transport(t, got), transport(t, sent))
+			}
+			if pk.Src() != addrs[0] || pk.Dst() != addrs[1] {
+				t.Errorf("addresses %v -> %v, want %v -> %v", pk.Src(), pk.Dst(), addrs[0], addrs[1])
+			}
+			if pk.TrafficClass() != 0x2a || pk.HopLimit() != 33 {
+				t.Errorf("traffic class %#x hop limit %d, want 0x2a 33", pk.TrafficClass(), pk.HopLimit())
+			}
+			if pk.UDPSrcPort() != Port {
+				t.Errorf("source port %d, want the socket's %d", pk.UDPSrcPort(), Port)
+			}
+			if s := lb.Stats(); s.Unverifiable != 0 || s.RxFrames != 1 {
+				t.Errorf("receiver stats %+v, want 1 frame, none unverifiable", s)
+			}
+		})
+	}
+}
+
+// TestSentICRCMatchesTheKernelsPackets captures what the link's sockets
+// put on the veth and checks each frame's ICRC as a RoCE NIC or the
+// kernel's rxe would: the IPv4 identification the kernel chose (0, with
+// DF, for an unconnected socket with IP_PMTUDISC_DO) and the socket's
+// source port must be what the ICRC was computed over.
+func TestSentICRCMatchesTheKernelsPackets(t *testing.T) {
+	p := newPair(t)
+	var fd int
+	err := p.ns[1].Do(func() error {
+		ifi, err := net.InterfaceByName(p.ifname[1])
+		if err != nil {
+			return err
+		}
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2})
+
+	la := p.open(t, 0, nil) // the wildcard sockets: source chosen by IP_PKTINFO
+	lb := p.open(t, 1, &Config{Addrs: []netip.Addr{p.v4[1], p.v6[1]}})
+	const each = 20
+	var frames [][]byte
+	for i := range each {
+		pay := bytes.Repeat([]byte{byte(i)}, 16*i)
+		frames = append(frames, frame(t, p.v4[0], p.v4[1], uint8(i), 64, pay), frame(t, p.v6[0], p.v6[1], uint8(i), 64, pay))
+	}
+	if n, err := la.WritePackets(frames); n != len(frames) || err != nil {
+		t.Fatalf("WritePackets = %d, %v", n, err)
+	}
+	var v4, v6 int
+	buf := make([]byte, 4096)
+	for v4+v6 < len(frames) {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			t.Fatalf("capture: %v after %d IPv4 and %d IPv6 frames", err, v4, v6)
+		}
+		f := buf[:n]
+		pk, err := wire.Parse(f)
+		if err != nil {
+			continue // ND, MLD and the like
+		}
+		if err := wire.VerifyICRC(f, wire.EthernetSize); err != nil {
+			t.Errorf("captured %v -> %v: %v", pk.Src(), pk.Dst(), err)
+		}
+		if pk.Src().Is4() {
+			v4++
+			id, flags := binary.BigEndian.Uint16(f[18:]), binary.BigEndian.Uint16(f[20:])
+			if id != 0 || flags != 0x4000 {
+				t.Errorf("IPv4 identification %#x flags %#x, want 0 and DF", id, flags)
+			}
+		} else {
+			v6++
+		}
+	}
+	if v4 != each || v6 != each {
+		t.Errorf("captured %d IPv4 and %d IPv6 frames, want %d each", v4, v6, each)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for lb.Stats().RxFrames < uint64(len(frames)) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s := lb.Stats(); s.RxFrames != uint64(len(frames)) || s.Unverifiable != 0 {
+		t.Errorf("receiver stats %+v, want %d frames, none unverifiable", s, len(frames))
+	}
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// TestUnverifiableIPv4ICRCIsCountedAndResealed sends, from an ordinary
+// socket, a datagram whose ICRC does not match identification 0: the link
+// cannot tell a sender's other identification from corruption, counts it
+// and delivers it with an ICRC the device accepts. A bad ICRC over IPv6,
+// where every covered field is known, is not resealed.
+func TestUnverifiableIPv4ICRCIsCountedAndResealed(t *testing.T) {
+	p := newPair(t)
+	lb := p.open(t, 1, &Config{Addrs: []netip.Addr{p.v4[1], p.v6[1]}})
+	for _, fam := range []struct {
+		src, dst netip.Addr
+	}{{p.v4[0], p.v4[1]}, {p.v6[0], p.v6[1]}} {
+		f := frame(t, fam.src, fam.dst, 0, 64, []byte("corrupt me"))
+		pk, err := wire.Parse(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pay := append([]byte(nil), f[pk.BTHOffset():]...)
+		pay[len(pay)-1] ^= 0x80 // a bad ICRC under any identification
+		err = p.ns[0].Do(func() error {
+			c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(fam.dst, Port)))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = c.Write(pay)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := read(t, lb)
+		err = wire.VerifyICRC(got, wire.EthernetSize)
+		if fam.src.Is4() {
+			if err != nil {
+				t.Errorf("IPv4: delivered frame: %v, want a resealed ICRC", err)
+			}
+			if s := lb.Stats(); s.Unverifiable != 1 {
+				t.Errorf("IPv4: Unverifiable = %d, want 1", s.Unverifiable)
+			}
+		} else {
+			if !errors.Is(err, wire.ErrBadICRC) {
+				t.Errorf("IPv6: delivered frame: %v, want %v (left for the device to count)", err, wire.ErrBadICRC)
+			}
+			if s := lb.Stats(); s.Unverifiable != 1 {
+				t.Errorf("IPv6: Unverifiable = %d, want still 1", s.Unverifiable)
+			}
+		}
+	}
+}
+
+// TestPortTakenNamesTheLikelyHolder binds UDP 4791 first with an ordinary
+// socket (as the kernel's rxe or another softroce would) and expects
+// EADDRINUSE with a message that says who likely holds the port.
+func TestPortTakenNamesTheLikelyHolder(t *testing.T) {
+	p := newPair(t)
+	for _, tc := range []struct {
+		name   string
+		holder string
+		cfg    *Config
+	}{
+		{"same address", "10.99.0.1", &Config{Addrs: []netip.Addr{p.v4[0]}}},
+		{"wildcard held", "0.0.0.0", &Config{Addrs: []netip.Addr{p.v4[0]}}},
+		{"wildcard wanted", "10.99.0.1", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := p.ns[0].Do(func() error {
+				c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(tc.holder), Port: Port})
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				l, err := Open(tc.cfg)
+				if err == nil {
+					l.Close()
+				}
+				return err
+			})
+			if !errors.Is(err, unix.EADDRINUSE) {
+				t.Fatalf("Open with %s holding the port: %v, want EADDRINUSE", tc.holder, err)
+			}
+			if !strings.Contains(err.Error(), "kernel's rxe") || !strings.Contains(err.Error(), "another softroce") {
+				t.Errorf("message %q does not name the likely holders", err)
+			}
+		})
+	}
+}
+
+func TestClosedLinkFailsReadsAndWrites(t *testing.T) {
+	p := newPair(t)
+	l := p.open(t, 0, &Config{Addrs: []netip.Addr{p.v4[0]}})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l.ReadPackets([][]byte{make([]byte, 100)}, []int{0})
+		errc <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("blocked read: %v, want net.ErrClosed", err)
+	}
+	if _, err := l.WritePackets([][]byte{frame(t, p.v4[0], p.v4[1], 0, 64, nil)}); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("write after close: %v, want net.ErrClosed", err)
+	}
+	if err := l.Close(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("second close: %v, want net.ErrClosed", err)
+	}
+}
+
+func TestOversizedFrameIsRefusedWithEMSGSIZE(t *testing.T) {
+	p := newPair(t)
+	l := p.open(t, 0, &Config{Addrs: []netip.Addr{p.v4[0]}, MTU: 576})
+	ok := frame(t, p.v4[0], p.v4[1], 0, 64, make([]byte, 100))
+	big := frame(t, p.v4[0], p.v4[1], 0, 64, make([]byte, 1000))
+	n, err := l.WritePackets([][]byte{ok, big, ok})
+	if n != 1 || !errors.Is(err, unix.EMSGSIZE) {
+		t.Errorf("WritePackets = %d, %v; want 1, EMSGSIZE", n, err)
+	}
+}
+
+// TestSendAndReceiveDoNotAllocate: in the steady state a batch written or
+// read costs no allocation (the send path's scratch space and syscall
+// closure are the link's, the receive buffers are pooled).
+func TestSendAndReceiveDoNotAllocate(t *testing.T) {
+	p := newPair(t)
+	la := p.open(t, 0, &Config{Addrs: []netip.Addr{p.v4[0]}})
+	lb := p.open(t, 1, &Config{Addrs: []netip.Addr{p.v4[1]}})
+	out := [][]byte{frame(t, p.v4[0], p.v4[1], 0, 64, make([]byte, 1024))}
+	bufs, sizes := [][]byte{make([]byte, 2048)}, []int{0}
+	la.WritePackets(out)
+	read(t, lb) // warm: the peer's neighbour entry, the pool
+	if w := testing.AllocsPerRun(100, func() { la.WritePackets(out) }); w != 0 {
+		t.Errorf("WritePackets: %v allocations per call, want 0", w)
+	}
+	if r := testing.AllocsPerRun(100, func() { lb.ReadPackets(bufs, sizes) }); r != 0 {
+		t.Errorf("ReadPackets: %v allocations per call, want 0", r)
+	}
+}
