@@ -69,9 +69,14 @@ type PD struct {
 	LocalDMALKey uint32
 	// UnsafeGlobalRKey is that MR's rkey with PDUnsafeGlobalRKey, else 0.
 	UnsafeGlobalRKey uint32
-	priv             any // the driver's state
-	use              usecnt
-	internal         *MR
+	// Space is the address space the PD's user MRs lie in: the pages of
+	// the process that registers them (ib_umem over the owner's mm). Nil
+	// means the device's Memory; a uverbs file sets its client's.
+	Space dma.Space
+
+	priv     any // the driver's state
+	use      usecnt
+	internal *MR
 }
 
 // AllocPD allocates a protection domain (ib_alloc_pd) and, because the
@@ -95,6 +100,18 @@ func (d *Device) AllocPD(flags PDFlags) (*PD, error) {
 	pd.LocalDMALKey = mr.lkey
 	if flags&PDUnsafeGlobalRKey != 0 {
 		pd.UnsafeGlobalRKey = mr.rkey
+	}
+	return pd, nil
+}
+
+// AllocUserPD allocates a protection domain for a userspace caller
+// (ib_uverbs_alloc_pd): the driver's alloc_pd alone, with no internal DMA
+// MR (a user has no local DMA lkey; one would reach the device's own
+// memory). Its user MRs lie in space (PD.Space).
+func (d *Device) AllocUserPD(space dma.Space) (*PD, error) {
+	pd := &PD{Device: d, Space: space}
+	if err := d.ops.AllocPD(pd); err != nil {
+		return nil, err
 	}
 	return pd, nil
 }
@@ -204,6 +221,12 @@ type CQInitAttr struct {
 	CompHandler func(*CQ)
 	// EventHandler receives the CQ's async events (IB_EVENT_CQ_ERR).
 	EventHandler func(Event)
+	// Ring, if set, receives every completion in place of the CQ's own
+	// queue: a userspace CQ whose entries live in memory the consumer maps,
+	// as rxe's user CQs do. It returns false when the ring is full (the CQ
+	// overflows). The driver calls it under its lock: it must not call
+	// back into the device.
+	Ring func(wc WC) bool
 }
 
 // PollContext is enum ib_poll_context.
@@ -288,6 +311,12 @@ type SRQInitAttr struct {
 	Attr         SRQAttr     // requested size and limit (attr)
 	Type         SRQType     // IB_SRQT_BASIC or IB_SRQT_XRC (srq_type)
 	EventHandler func(Event) // receives the SRQ's async events (event_handler)
+	// RecvRing, if set, is where the responder takes receive WRs from when
+	// the SRQ's own queue is empty: a userspace queue the consumer posts to
+	// without a doorbell, as librxe does. It moves the oldest WR into wr
+	// and reports whether there was one. The driver calls it under its
+	// lock: it must not call back into the device.
+	RecvRing func(wr *RecvWR) bool
 }
 
 // SRQ is struct ib_srq, a shared receive queue.

@@ -17,6 +17,8 @@ type QPInitAttr struct {
 	QPType       qpstate.Type // IB_QPT_* (qp_type)
 	CreateFlags  uint32       // IB_QP_CREATE_* bits (create_flags); rxe accepts none
 	PortNum      uint32       // GSI and SMI only
+	// RecvRing is SRQInitAttr.RecvRing for the QP's own receive queue.
+	RecvRing func(wr *RecvWR) bool
 }
 
 // QP is struct ib_qp, a queue pair. An XRC target handle from OpenQP

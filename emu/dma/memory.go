@@ -147,6 +147,38 @@ func (m *Memory) Slice(addr uint64, n int) ([]byte, error) {
 	return r.buf[off : off+uint64(n) : off+uint64(n)], nil
 }
 
+// Space is an address space a device reaches user memory regions in: the
+// pages of the process that registered them (the kernel's ib_umem pins
+// them in the owner's mm). *Memory is one; a daemon serving another process
+// supplies that process's memory. ReadAt and WriteAt fail with an error
+// wrapping unix.EFAULT where the range is not mapped.
+type Space interface {
+	ReadAt(p []byte, addr uint64) (int, error)
+	WriteAt(p []byte, addr uint64) (int, error)
+}
+
+var _ Space = (*Memory)(nil)
+
+// ReadAt copies the len(p) bytes at addr into p; the range must lie
+// inside one buffer (EFAULT otherwise).
+func (m *Memory) ReadAt(p []byte, addr uint64) (int, error) {
+	b, err := m.Slice(addr, len(p))
+	if err != nil {
+		return 0, err
+	}
+	return copy(p, b), nil
+}
+
+// WriteAt copies p to addr; the range must lie inside one buffer (EFAULT
+// otherwise).
+func (m *Memory) WriteAt(p []byte, addr uint64) (int, error) {
+	b, err := m.Slice(addr, len(p))
+	if err != nil {
+		return 0, err
+	}
+	return copy(b, p), nil
+}
+
 // Contains reports whether [addr, addr+n) lies inside one buffer.
 func (m *Memory) Contains(addr uint64, n int) bool {
 	_, err := m.Slice(addr, n)

@@ -13,6 +13,7 @@ type cq struct {
 	cap    int
 	wcs    []emu.WC
 	notify emu.CQNotifyFlags
+	ring   func(emu.WC) bool // a userspace CQ's ring (emu.CQInitAttr.Ring), else nil
 }
 
 func cqOf(c *emu.CQ) *cq { return driver.Priv(c).(*cq) }
@@ -32,7 +33,7 @@ func (r *device) CreateCQ(c *emu.CQ, attr *emu.CQInitAttr) error {
 	}
 	n := int(roundQueue(uint32(attr.CQE)))
 	c.CQE = n
-	driver.SetPriv(c, &cq{core: c, cap: n})
+	driver.SetPriv(c, &cq{core: c, cap: n, ring: attr.Ring})
 	return nil
 }
 
@@ -73,11 +74,20 @@ func (r *device) ReqNotifyCQ(c *emu.CQ, flags emu.CQNotifyFlags) int {
 // raises IB_EVENT_CQ_ERR and returns false. An armed CQ calls its
 // completion handler once and disarms.
 func (r *device) post(q *cq, wc emu.WC, solicited bool) bool {
-	if len(q.wcs) >= q.cap {
-		r.event(emu.Event{Type: emu.EventCQErr, CQ: q.core})
-		return false
+	if q.ring != nil {
+		// A userspace CQ: the completion goes to the ring the consumer
+		// maps, which is what overflows (rxe_cq_post on a user queue).
+		if !q.ring(wc) {
+			r.event(emu.Event{Type: emu.EventCQErr, CQ: q.core})
+			return false
+		}
+	} else {
+		if len(q.wcs) >= q.cap {
+			r.event(emu.Event{Type: emu.EventCQErr, CQ: q.core})
+			return false
+		}
+		q.wcs = append(q.wcs, wc)
 	}
-	q.wcs = append(q.wcs, wc)
 	if q.notify&emu.CQNextComp != 0 || q.notify&emu.CQSolicited != 0 && solicited {
 		q.notify = 0
 		if q.core.CompHandler != nil {

@@ -36,7 +36,8 @@ type mr struct {
 	access   ib.AccessFlags
 	iova     uint64
 	length   uint64
-	start    uint64 // memory address backing iova (user MRs)
+	start    uint64    // memory address backing iova (user MRs)
+	space    dma.Space // the address space of a user MR whose PD has one, else nil (the device's Memory)
 	maxPages int
 	pages    []uint64 // fast-reg page addresses
 	pageSize int
@@ -83,7 +84,12 @@ func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.Acce
 	if bad := access &^ accessMR; bad != 0 {
 		return errorf(unix.EOPNOTSUPP, "reg MR: access %v not supported", bad)
 	}
-	if _, err := r.dev.Memory().Slice(start, int(length)); err != nil {
+	space := m.PD.Space
+	if space == nil {
+		if _, err := r.dev.Memory().Slice(start, int(length)); err != nil {
+			return errorf(unix.EFAULT, "reg MR: pin %#x+%d: %v", start, length, err)
+		}
+	} else if err := probe(space, start, length); err != nil {
 		return errorf(unix.EFAULT, "reg MR: pin %#x+%d: %v", start, length, err)
 	}
 	r.lock()
@@ -92,7 +98,21 @@ func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.Acce
 	if err != nil {
 		return err
 	}
-	x.access, x.state, x.iova, x.length, x.start = access, memValid, iova, length, start
+	x.access, x.state, x.iova, x.length, x.start, x.space = access, memValid, iova, length, start, space
+	return nil
+}
+
+// probe reads every page of [start, start+length) in space: what pinning
+// the pages (ib_umem_get) finds unmapped fails with EFAULT.
+func probe(space dma.Space, start, length uint64) error {
+	var buf [dma.PageSize]byte
+	for a, end := start, start+length; a < end; {
+		n := min(uint64(len(buf))-(a%dma.PageSize), end-a)
+		if _, err := space.ReadAt(buf[:n], a); err != nil {
+			return err
+		}
+		a += n
+	}
 	return nil
 }
 

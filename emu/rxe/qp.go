@@ -46,6 +46,9 @@ type qp struct {
 	srq    *srq
 	sigAll bool
 	valid  bool
+	// recvRing is a userspace receive queue (emu.QPInitAttr.RecvRing):
+	// the responder takes WRs from it when rq is empty.
+	recvRing func(*emu.RecvWR) bool
 
 	state    qpstate.State
 	attr     qpstate.Attr // the stored attribute block (rxe qp->attr)
@@ -117,7 +120,7 @@ func (r *device) CreateQP(c *emu.QP, init *emu.QPInitAttr, udata *emu.UData) err
 		}
 	}
 	q := &qp{r: r, core: c, typ: init.QPType, pd: c.PD, scq: cqOf(init.SendCQ), rcq: cqOf(init.RecvCQ),
-		sigAll: init.SQSigType == emu.SignalAllWR, valid: true}
+		sigAll: init.SQSigType == emu.SignalAllWR, valid: true, recvRing: init.RecvRing}
 	if init.SRQ != nil {
 		q.srq = srqOf(init.SRQ)
 	}
@@ -349,6 +352,8 @@ func (r *device) flushSQ(q *qp) {
 // flushRQ completes every posted receive WQE of a QP in ERR with
 // IB_WC_WR_FLUSH_ERR, in post order. r.mu held.
 func (r *device) flushRQ(q *qp) {
+	for r.refillRQ(q) {
+	}
 	cqFull := false
 	rq := q.rq
 	if q.hasCur {
@@ -576,6 +581,33 @@ func (r *device) PostRecv(c *emu.QP, wrs []emu.RecvWR) (int, error) {
 	return 0, nil
 }
 
+// refillRQ moves one WR from a userspace receive queue onto rq and
+// reports whether there was one. A WR with more SGEs than the queue takes
+// keeps the first ones (the ring's slot has room for no more). r.mu held.
+func (r *device) refillRQ(q *qp) bool {
+	if q.recvRing == nil {
+		return false
+	}
+	var wr emu.RecvWR
+	if !q.recvRing(&wr) {
+		return false
+	}
+	q.rq = append(q.rq, takeRingWQE(&wr, q.rqMaxSGE))
+	return true
+}
+
+// takeRingWQE turns a WR read from a userspace ring into a receive WQE.
+func takeRingWQE(wr *emu.RecvWR, maxSGE uint32) recvWQE {
+	if uint32(len(wr.SGList)) > maxSGE {
+		wr.SGList = wr.SGList[:maxSGE]
+	}
+	var n uint64
+	for _, s := range wr.SGList {
+		n += uint64(s.Length)
+	}
+	return recvWQE{wrID: wr.WRID, sgl: wr.SGList, length: n}
+}
+
 // kick runs the send side after a change (the requester then the
 // completer, as rxe's send task does); r.mu held.
 func (r *device) kick(q *qp) {
@@ -694,7 +726,7 @@ func (r *device) takeRecv(q *qp) (recvWQE, bool) {
 	if q.srq != nil {
 		return r.takeSRQ(q.srq)
 	}
-	if len(q.rq) == 0 {
+	if len(q.rq) == 0 && !r.refillRQ(q) {
 		return recvWQE{}, false
 	}
 	w := q.rq[0]

@@ -590,12 +590,12 @@ func (r *device) nakErr(q *qp, psn uint32, syn wire.Syndrome) {
 // peekRecv returns the receive WQE the next message would take.
 func (r *device) peekRecv(q *qp) (recvWQE, bool) {
 	if q.srq != nil {
-		if len(q.srq.wqes) == 0 {
+		if !q.srq.refill() {
 			return recvWQE{}, false
 		}
 		return q.srq.wqes[0], true
 	}
-	if len(q.rq) == 0 {
+	if len(q.rq) == 0 && !r.refillRQ(q) {
 		return recvWQE{}, false
 	}
 	return q.rq[0], true
@@ -638,6 +638,16 @@ func (r *device) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n ui
 // MRs through their pinned mapping, DMA and fast-reg MRs through the DMA
 // mapper).
 func (r *device) memIO(m *mr, addr uint64, buf []byte, write bool) error {
+	if m.typ == emu.MRTypeUser && m.space != nil {
+		// Another process's memory (a uverbs client's MR): copied in and
+		// out, as process_vm_readv/writev reach it.
+		if write {
+			_, err := m.space.WriteAt(buf, addr)
+			return err
+		}
+		_, err := m.space.ReadAt(buf, addr)
+		return err
+	}
 	if m.typ == emu.MRTypeUser {
 		b, err := r.dev.Memory().Slice(addr, len(buf))
 		if err != nil {

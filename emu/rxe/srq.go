@@ -20,7 +20,10 @@ type srq struct {
 	maxSGE uint32
 	limit  uint32
 	wqes   []recvWQE
-	err    bool // rxe has no path into the SRQ error state; kept for its checks
+	// recvRing is a userspace SRQ (emu.SRQInitAttr.RecvRing): the
+	// responder takes WRs from it when wqes is empty.
+	recvRing func(*emu.RecvWR) bool
+	err      bool // rxe has no path into the SRQ error state; kept for its checks
 }
 
 func srqOf(s *emu.SRQ) *srq { return driver.Priv(s).(*srq) }
@@ -46,7 +49,7 @@ func (r *device) CreateSRQ(s *emu.SRQ, attr *emu.SRQInitAttr, udata *emu.UData) 
 		return poolLimit("create SRQ", "max_srq", r.attr.MaxSRQ, r.attr.MaxSRQ)
 	}
 	a.MaxWR = roundQueue(a.MaxWR)
-	driver.SetPriv(s, &srq{core: s, cap: a.MaxWR, maxSGE: a.MaxSGE, limit: a.SRQLimit})
+	driver.SetPriv(s, &srq{core: s, cap: a.MaxWR, maxSGE: a.MaxSGE, limit: a.SRQLimit, recvRing: attr.RecvRing})
 	return nil
 }
 
@@ -146,12 +149,29 @@ func (r *device) PostSRQRecv(s *emu.SRQ, wrs []emu.RecvWR) (int, error) {
 	return 0, nil
 }
 
+// refill moves the WRs a userspace SRQ holds onto wqes (up to the SRQ's
+// capacity) and reports whether wqes holds any, so that the limit event
+// counts every posted WR; r.mu held.
+func (q *srq) refill() bool {
+	if q.recvRing == nil {
+		return len(q.wqes) > 0
+	}
+	for uint32(len(q.wqes)) < q.cap {
+		var wr emu.RecvWR
+		if !q.recvRing(&wr) {
+			break
+		}
+		q.wqes = append(q.wqes, takeRingWQE(&wr, q.maxSGE))
+	}
+	return len(q.wqes) > 0
+}
+
 // takeSRQ removes the oldest SRQ WQE for the responder (get_srq_wqe) and
 // fires IB_EVENT_SRQ_LIMIT_REACHED once when an armed limit is crossed:
 // the limit is disarmed (0) and the event goes to the SRQ's handler;
 // r.mu held.
 func (r *device) takeSRQ(q *srq) (recvWQE, bool) {
-	if len(q.wqes) == 0 {
+	if !q.refill() {
 		return recvWQE{}, false
 	}
 	w := q.wqes[0]

@@ -1,0 +1,85 @@
+//go:build linux
+
+package uverbs
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/softroce/softroce/emu"
+)
+
+// Close is the last close of the file (ib_uverbs_close,
+// uverbs_destroy_ufile_hw): every object the client created is destroyed,
+// newest first, and passes repeat while an object still in use by another
+// (a CQ under a QP) refuses, so the kernel's dependency order falls out.
+// QPs are destroyed in whatever state they are: a connected peer sees
+// what it sees when a process with a live rxe QP exits (its packets go
+// unanswered, its retries run out). The event files and rings go last. A
+// second Close does nothing.
+func (f *File) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	var errs []error
+	for len(f.objects) > 0 {
+		handles := make([]uint32, 0, len(f.objects))
+		for h := range f.objects {
+			handles = append(handles, h)
+		}
+		slices.Sort(handles)
+		slices.Reverse(handles)
+		progress := false
+		errs = errs[:0]
+		for _, h := range handles {
+			if err := f.destroy(f.objects[h]); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			progress = true
+		}
+		if !progress {
+			break
+		}
+	}
+	unwatchPorts(f)
+	if a := f.async.Swap(nil); a != nil {
+		a.close()
+	}
+	for _, ev := range f.channels {
+		ev.close()
+	}
+	f.channels = nil
+	for off, q := range f.mmaps {
+		q.close()
+		delete(f.mmaps, off)
+	}
+	return errors.Join(errs...)
+}
+
+// destroy destroys one object of any kind; f.mu held.
+func (f *File) destroy(o *object) error {
+	switch o.kind {
+	case kindQP:
+		return f.destroyQP(o)
+	case kindCQ:
+		return f.destroyCQ(o)
+	case kindSRQ:
+		return f.destroySRQ(o)
+	case kindAH:
+		return f.destroyAH(o)
+	case kindMR:
+		if err := o.mr.DeregUser(&emu.UData{}); err != nil {
+			return wrap("dereg MR", err)
+		}
+	case kindPD:
+		if err := o.pd.DeallocUser(&emu.UData{}); err != nil {
+			return wrap("dealloc PD", err)
+		}
+	}
+	delete(f.objects, o.handle)
+	return nil
+}

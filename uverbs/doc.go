@@ -1,0 +1,29 @@
+// Package uverbs is the kernel side of one open of /dev/infiniband/uverbsN
+// (struct ib_uverbs_file, drivers/infiniband/core/uverbs_main.c) for an
+// emulated rxe device, so that unmodified libibverbs and librxe drive it:
+//
+//   - the write() command ABI of <rdma/ib_user_verbs.h>, legacy and
+//     extended, with ib_uverbs_write's header checks and errnos (File.Write);
+//   - a handle table per File (the file's idr): a handle of another File or
+//     of a destroyed object names nothing (ENOENT, or EINVAL where the
+//     kernel's uobj_get_obj_read fails);
+//   - every command mapped onto package emu (the verbs core) with rxe's
+//     driver data: the mmap info of its queues, AH numbers, SRQ numbers;
+//   - rxe's queue ABI of <rdma/rdma_user_rxe.h>: send, receive, SRQ and
+//     completion rings in memfds the client maps (File.Mmap), with the
+//     indices as acquire/release atomics and every index from the client
+//     masked. The POST_SEND command is the send ring's doorbell; the
+//     responder takes receive WQEs from the rings itself (librxe posts
+//     receives with no doorbell); completions go to the CQ rings;
+//   - completion channels and the async event fd as SOCK_SEQPACKET socket
+//     pairs, readable and pollable by the client as the kernel's event files;
+//   - the client's memory behind its MRs: a PD's user MRs lie in the
+//     File's Memory (emu.PD.Space), which the daemon backs with
+//     process_vm_readv/writev;
+//   - File.Close as ib_uverbs_close: every object destroyed, peers see a QP
+//     that vanished.
+//
+// The structures of both headers come from the installed uapi headers
+// through cgo -godefs (types_linux.go is the input, ztypes_linux.go the
+// output; a test checks every size and offset against the C compiler).
+package uverbs

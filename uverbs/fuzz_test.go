@@ -1,0 +1,132 @@
+//go:build linux
+
+package uverbs
+
+import (
+	"encoding/binary"
+	"errors"
+	"github.com/softroce/softroce/ib"
+	"testing"
+
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/qpstate"
+	"golang.org/x/sys/unix"
+)
+
+// writes packs a sequence of write() buffers into one fuzz input: each is
+// a 2-byte little-endian length and the bytes.
+func writes(bufs ...[]byte) []byte {
+	var b []byte
+	for _, w := range bufs {
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(w)))
+		b = append(b, w...)
+	}
+	return b
+}
+
+// seedWrite is a legacy command as libibverbs writes it, with its response
+// pointer at the fuzz client's response area.
+func seedWrite[T any](cmd uint32, req T, respLen int) []byte {
+	b := bytesOf(&req)
+	if respLen > 0 {
+		binary.NativeEndian.PutUint64(b, clientBase+0x80000)
+	}
+	return legacy(cmd, b, nil, respLen)
+}
+
+// FuzzWrite feeds sequences of command writes to a fresh File: every
+// write returns its length or an error wrapping an errno, nothing panics,
+// and Close leaves no object behind.
+func FuzzWrite(f *testing.F) {
+	ctx := seedWrite(CmdGetContext, GetContext{}, sizeOf[GetContextResp]())
+	pd := seedWrite(CmdAllocPd, AllocPd{}, sizeOf[AllocPdResp]())
+	mr := seedWrite(CmdRegMr, RegMr{Start: clientBase + 0x1000, Length: 4096, Hca_va: clientBase + 0x1000,
+		Access_flags: uint32(ib.AccessLocalWrite)}, sizeOf[RegMrResp]())
+	cq := seedWrite(CmdCreateCq, CreateCq{Cqe: 8, Comp_channel: -1}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+	qp := seedWrite(CmdCreateQp, CreateQp{Pd_handle: 0, Send_cq_handle: 2, Recv_cq_handle: 2, Max_send_wr: 4,
+		Max_recv_wr: 4, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeRC)},
+		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+	init := seedWrite(CmdModifyQp, ModifyQp{Qp_handle: 3, Qp_state: uint8(qpstate.StateInit), Port_num: 1,
+		Attr_mask: uint32(qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrPort | qpstate.AttrAccessFlags)}, 0)
+	post := seedWrite(CmdPostSend, PostSend{Qp_handle: 3, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+	query := seedWrite(CmdQueryQp, QueryQp{Qp_handle: 3}, sizeOf[QueryQpResp]())
+	chn := seedWrite(CmdCreateCompChannel, CreateCompChannel{}, sizeOf[CreateCompChannelResp]())
+	srq := seedWrite(CmdCreateSrq, CreateSrq{Max_wr: 4, Max_sge: 1}, sizeOf[CreateSrqResp]()+sizeOf[RxeCreateSrqResp]())
+	dcq := seedWrite(CmdDestroyCq, DestroyCq{Handle: 2}, sizeOf[DestroyCqResp]())
+	h := CmdHdr{Command: CmdFlagExtended | ExCmdQueryDevice, In_words: 1, Out_words: 24}
+	e := ExCmdHdr{Response: clientBase + 0x80000}
+	exq := append(append(append([]byte(nil), bytesOf(&h)...), bytesOf(&e)...), make([]byte, 8)...)
+	f.Add(writes(ctx))
+	f.Add(writes(ctx, pd, mr, cq, qp, init, post, query))
+	f.Add(writes(ctx, chn, cq, dcq, srq))
+	f.Add(writes(exq, ctx, exq))
+	f.Add(writes(ctx, pd, cq, qp, dcq))
+
+	dev := newDeviceFor(f)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		m := &fakeMem{base: clientBase, buf: make([]byte, 1<<20)}
+		file := Open(dev, m)
+		for len(in) >= 2 {
+			n := int(binary.LittleEndian.Uint16(in))
+			in = in[2:]
+			n = min(n, len(in))
+			buf := in[:n]
+			in = in[n:]
+			r, err := file.Write(buf)
+			if err != nil {
+				var errno unix.Errno
+				if !errors.As(err, &errno) || errno == 0 {
+					t.Fatalf("error %v carries no errno", err)
+				}
+				continue
+			}
+			if r.N != len(buf) {
+				t.Fatalf("write of %d bytes returned %d", len(buf), r.N)
+			}
+		}
+		file.Close()
+		if len(file.objects) != 0 || len(file.mmaps) != 0 {
+			t.Fatalf("after close: %d objects, %d queues", len(file.objects), len(file.mmaps))
+		}
+	})
+}
+
+// FuzzRingWQE decodes arbitrary bytes as the send and receive WQEs a
+// client writes into its rings: the decoder never reads outside the slot
+// and never yields more SGEs than the queue takes, whatever num_sge,
+// length and opcode say.
+func FuzzRingWQE(f *testing.F) {
+	w := RxeSendWqe{Wr: RxeSendWr{Wr_id: 1, Opcode: 2}, Dma: RxeDmaInfo{Length: 8, Num_sge: 1}}
+	sge := RxeSge{Addr: clientBase, Length: 8, Lkey: 0x100}
+	f.Add(append(bytesOf(&w), bytesOf(&sge)...))
+	w.Wr.Send_flags, w.Dma.Num_sge, w.Dma.Length = sendInline, 0, 0xFFFFFFFF
+	f.Add(bytesOf(&w))
+	r := RxeRecvWqe{Id: 3, Dma: RxeDmaInfo{Num_sge: 0xFFFFFFFF}}
+	f.Add(append(bytesOf(&r), bytesOf(&sge)...))
+
+	dev := newDeviceFor(f)
+	k := setup(f, newClient(f, dev))
+	o := k.f.objects[k.qp]
+	u := o.qp
+	f.Fuzz(func(t *testing.T, in []byte) {
+		slot := make([]byte, 1<<u.sq.log2Elem)
+		copy(slot, in)
+		var wr emu.SendWR
+		k.f.mu.Lock()
+		err := u.sendWR(slot, 0, &wr)
+		k.f.mu.Unlock()
+		if err == nil && uint32(len(wr.SGList)) > max(u.sqMaxSGE, 1) {
+			t.Fatalf("%d SGEs from a queue of %d", len(wr.SGList), u.sqMaxSGE)
+		}
+		if wr.SendFlags&sendInline != 0 && len(wr.SGList) == 1 && wr.SGList[0].Length > u.sqInline {
+			t.Fatalf("inline of %d bytes, queue takes %d", wr.SGList[0].Length, u.sqInline)
+		}
+		rslot := make([]byte, 1<<u.rq.log2Elem)
+		copy(rslot, in)
+		var rwr emu.RecvWR
+		recvWR(rslot, u.rqMaxSGE, &rwr)
+		if uint32(len(rwr.SGList)) > u.rqMaxSGE {
+			t.Fatalf("%d receive SGEs from a queue of %d", len(rwr.SGList), u.rqMaxSGE)
+		}
+	})
+}

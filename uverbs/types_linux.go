@@ -1,0 +1,250 @@
+//go:build ignore
+
+// Input to cgo -godefs: the structures of the uverbs write ABI
+// (<rdma/ib_user_verbs.h>) and of rxe's queue ABI (<rdma/rdma_user_rxe.h>)
+// as the installed kernel headers lay them out. Run "go generate" in this
+// directory to rewrite ztypes_linux.go; layout_test.go checks every size and
+// offset of the result against the C compiler.
+
+package uverbs
+
+/*
+#include <rdma/ib_user_verbs.h>
+#include <rdma/rdma_user_rxe.h>
+#include <rdma/rdma_user_cm.h>
+
+// Members of unions, named so that cgo can lay them out.
+typedef typeof(((struct rxe_send_wr *)0)->wr.rdma) rxe_send_wr_rdma;
+typedef typeof(((struct rxe_send_wr *)0)->wr.atomic) rxe_send_wr_atomic;
+typedef typeof(((struct rxe_send_wr *)0)->wr.ud) rxe_send_wr_ud;
+typedef typeof(((struct rxe_send_wr *)0)->wr.mw) rxe_send_wr_mw;
+typedef typeof(((struct ib_uverbs_odp_caps *)0)->per_transport_caps) ib_uverbs_odp_per_transport_caps;
+*/
+import "C"
+
+// The command headers.
+type (
+	CmdHdr   C.struct_ib_uverbs_cmd_hdr
+	ExCmdHdr C.struct_ib_uverbs_ex_cmd_hdr
+)
+
+// Events read from the async event fd and a completion channel.
+type (
+	AsyncEventDesc C.struct_ib_uverbs_async_event_desc
+	CompEventDesc  C.struct_ib_uverbs_comp_event_desc
+)
+
+// Commands and responses.
+type (
+	GetContext            C.struct_ib_uverbs_get_context
+	GetContextResp        C.struct_ib_uverbs_get_context_resp
+	QueryDevice           C.struct_ib_uverbs_query_device
+	QueryDeviceResp       C.struct_ib_uverbs_query_device_resp
+	ExQueryDevice         C.struct_ib_uverbs_ex_query_device
+	OdpPerTransportCaps   C.ib_uverbs_odp_per_transport_caps
+	OdpCaps               C.struct_ib_uverbs_odp_caps
+	RssCaps               C.struct_ib_uverbs_rss_caps
+	TmCaps                C.struct_ib_uverbs_tm_caps
+	CqModerationCaps      C.struct_ib_uverbs_cq_moderation_caps
+	ExQueryDeviceResp     C.struct_ib_uverbs_ex_query_device_resp
+	QueryPort             C.struct_ib_uverbs_query_port
+	QueryPortResp         C.struct_ib_uverbs_query_port_resp
+	AllocPd               C.struct_ib_uverbs_alloc_pd
+	AllocPdResp           C.struct_ib_uverbs_alloc_pd_resp
+	DeallocPd             C.struct_ib_uverbs_dealloc_pd
+	RegMr                 C.struct_ib_uverbs_reg_mr
+	RegMrResp             C.struct_ib_uverbs_reg_mr_resp
+	DeregMr               C.struct_ib_uverbs_dereg_mr
+	CreateCompChannel     C.struct_ib_uverbs_create_comp_channel
+	CreateCompChannelResp C.struct_ib_uverbs_create_comp_channel_resp
+	CreateCq              C.struct_ib_uverbs_create_cq
+	ExCreateCq            C.struct_ib_uverbs_ex_create_cq
+	CreateCqResp          C.struct_ib_uverbs_create_cq_resp
+	ExCreateCqResp        C.struct_ib_uverbs_ex_create_cq_resp
+	ResizeCq              C.struct_ib_uverbs_resize_cq
+	ResizeCqResp          C.struct_ib_uverbs_resize_cq_resp
+	Wc                    C.struct_ib_uverbs_wc
+	ReqNotifyCq           C.struct_ib_uverbs_req_notify_cq
+	DestroyCq             C.struct_ib_uverbs_destroy_cq
+	DestroyCqResp         C.struct_ib_uverbs_destroy_cq_resp
+	GlobalRoute           C.struct_ib_uverbs_global_route
+	AhAttr                C.struct_ib_uverbs_ah_attr
+	CreateQp              C.struct_ib_uverbs_create_qp
+	ExCreateQp            C.struct_ib_uverbs_ex_create_qp
+	CreateQpResp          C.struct_ib_uverbs_create_qp_resp
+	ExCreateQpResp        C.struct_ib_uverbs_ex_create_qp_resp
+	QpDest                C.struct_ib_uverbs_qp_dest
+	QueryQp               C.struct_ib_uverbs_query_qp
+	QueryQpResp           C.struct_ib_uverbs_query_qp_resp
+	ModifyQp              C.struct_ib_uverbs_modify_qp
+	ExModifyQp            C.struct_ib_uverbs_ex_modify_qp
+	ExModifyQpResp        C.struct_ib_uverbs_ex_modify_qp_resp
+	DestroyQp             C.struct_ib_uverbs_destroy_qp
+	DestroyQpResp         C.struct_ib_uverbs_destroy_qp_resp
+	SendWr                C.struct_ib_uverbs_send_wr
+	PostSend              C.struct_ib_uverbs_post_send
+	PostSendResp          C.struct_ib_uverbs_post_send_resp
+	CreateAh              C.struct_ib_uverbs_create_ah
+	CreateAhResp          C.struct_ib_uverbs_create_ah_resp
+	DestroyAh             C.struct_ib_uverbs_destroy_ah
+	CreateSrq             C.struct_ib_uverbs_create_srq
+	CreateXsrq            C.struct_ib_uverbs_create_xsrq
+	CreateSrqResp         C.struct_ib_uverbs_create_srq_resp
+	ModifySrq             C.struct_ib_uverbs_modify_srq
+	QuerySrq              C.struct_ib_uverbs_query_srq
+	QuerySrqResp          C.struct_ib_uverbs_query_srq_resp
+	DestroySrq            C.struct_ib_uverbs_destroy_srq
+	DestroySrqResp        C.struct_ib_uverbs_destroy_srq_resp
+)
+
+// rxe's queue ABI.
+type (
+	RxeGlobalRoute   C.struct_rxe_global_route
+	RxeAv            C.struct_rxe_av
+	RxeSendWr        C.struct_rxe_send_wr
+	RxeSendWrRdma    C.rxe_send_wr_rdma
+	RxeSendWrAtomic  C.rxe_send_wr_atomic
+	RxeSendWrUd      C.rxe_send_wr_ud
+	RxeSendWrMw      C.rxe_send_wr_mw
+	RxeSge           C.struct_rxe_sge
+	Mminfo           C.struct_mminfo
+	RxeDmaInfo       C.struct_rxe_dma_info
+	RxeSendWqe       C.struct_rxe_send_wqe
+	RxeRecvWqe       C.struct_rxe_recv_wqe
+	RxeCreateAhResp  C.struct_rxe_create_ah_resp
+	RxeCreateCqResp  C.struct_rxe_create_cq_resp
+	RxeCreateQpResp  C.struct_rxe_create_qp_resp
+	RxeCreateSrqResp C.struct_rxe_create_srq_resp
+	RxeModifySrqCmd  C.struct_rxe_modify_srq_cmd
+	RxeQueueBuf      C.struct_rxe_queue_buf
+)
+
+// The rdma_ucm ABI of /dev/infiniband/rdma_cm (<rdma/rdma_user_cm.h>) and
+// the structures it embeds.
+type (
+	In6Addr               C.struct_in6_addr
+	SockaddrIn6           C.struct_sockaddr_in6
+	KernelSockaddrStorage C.struct___kernel_sockaddr_storage
+	UserPathRec           C.struct_ib_user_path_rec
+	UcmCmdHdr             C.struct_rdma_ucm_cmd_hdr
+	UcmCreateID           C.struct_rdma_ucm_create_id
+	UcmCreateIDResp       C.struct_rdma_ucm_create_id_resp
+	UcmDestroyID          C.struct_rdma_ucm_destroy_id
+	UcmDestroyIDResp      C.struct_rdma_ucm_destroy_id_resp
+	UcmBindIP             C.struct_rdma_ucm_bind_ip
+	UcmBind               C.struct_rdma_ucm_bind
+	UcmResolveIP          C.struct_rdma_ucm_resolve_ip
+	UcmResolveAddr        C.struct_rdma_ucm_resolve_addr
+	UcmResolveRoute       C.struct_rdma_ucm_resolve_route
+	UcmQuery              C.struct_rdma_ucm_query
+	UcmQueryRouteResp     C.struct_rdma_ucm_query_route_resp
+	UcmQueryAddrResp      C.struct_rdma_ucm_query_addr_resp
+	UcmQueryPathResp      C.struct_rdma_ucm_query_path_resp
+	UcmConnParam          C.struct_rdma_ucm_conn_param
+	UcmUDParam            C.struct_rdma_ucm_ud_param
+	UcmECE                C.struct_rdma_ucm_ece
+	UcmConnect            C.struct_rdma_ucm_connect
+	UcmListen             C.struct_rdma_ucm_listen
+	UcmAccept             C.struct_rdma_ucm_accept
+	UcmReject             C.struct_rdma_ucm_reject
+	UcmDisconnect         C.struct_rdma_ucm_disconnect
+	UcmInitQPAttr         C.struct_rdma_ucm_init_qp_attr
+	UcmNotify             C.struct_rdma_ucm_notify
+	UcmJoinIPMcast        C.struct_rdma_ucm_join_ip_mcast
+	UcmJoinMcast          C.struct_rdma_ucm_join_mcast
+	UcmGetEvent           C.struct_rdma_ucm_get_event
+	UcmEventResp          C.struct_rdma_ucm_event_resp
+	UcmSetOption          C.struct_rdma_ucm_set_option
+	UcmMigrateID          C.struct_rdma_ucm_migrate_id
+	UcmMigrateResp        C.struct_rdma_ucm_migrate_resp
+)
+
+// Command numbers (enum ib_uverbs_write_cmds) and header flags.
+const (
+	CmdGetContext        = C.IB_USER_VERBS_CMD_GET_CONTEXT
+	CmdQueryDevice       = C.IB_USER_VERBS_CMD_QUERY_DEVICE
+	CmdQueryPort         = C.IB_USER_VERBS_CMD_QUERY_PORT
+	CmdAllocPd           = C.IB_USER_VERBS_CMD_ALLOC_PD
+	CmdDeallocPd         = C.IB_USER_VERBS_CMD_DEALLOC_PD
+	CmdCreateAh          = C.IB_USER_VERBS_CMD_CREATE_AH
+	CmdModifyAh          = C.IB_USER_VERBS_CMD_MODIFY_AH
+	CmdQueryAh           = C.IB_USER_VERBS_CMD_QUERY_AH
+	CmdDestroyAh         = C.IB_USER_VERBS_CMD_DESTROY_AH
+	CmdRegMr             = C.IB_USER_VERBS_CMD_REG_MR
+	CmdRegSmr            = C.IB_USER_VERBS_CMD_REG_SMR
+	CmdReregMr           = C.IB_USER_VERBS_CMD_REREG_MR
+	CmdQueryMr           = C.IB_USER_VERBS_CMD_QUERY_MR
+	CmdDeregMr           = C.IB_USER_VERBS_CMD_DEREG_MR
+	CmdAllocMw           = C.IB_USER_VERBS_CMD_ALLOC_MW
+	CmdBindMw            = C.IB_USER_VERBS_CMD_BIND_MW
+	CmdDeallocMw         = C.IB_USER_VERBS_CMD_DEALLOC_MW
+	CmdCreateCompChannel = C.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL
+	CmdCreateCq          = C.IB_USER_VERBS_CMD_CREATE_CQ
+	CmdResizeCq          = C.IB_USER_VERBS_CMD_RESIZE_CQ
+	CmdDestroyCq         = C.IB_USER_VERBS_CMD_DESTROY_CQ
+	CmdPollCq            = C.IB_USER_VERBS_CMD_POLL_CQ
+	CmdPeekCq            = C.IB_USER_VERBS_CMD_PEEK_CQ
+	CmdReqNotifyCq       = C.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ
+	CmdCreateQp          = C.IB_USER_VERBS_CMD_CREATE_QP
+	CmdQueryQp           = C.IB_USER_VERBS_CMD_QUERY_QP
+	CmdModifyQp          = C.IB_USER_VERBS_CMD_MODIFY_QP
+	CmdDestroyQp         = C.IB_USER_VERBS_CMD_DESTROY_QP
+	CmdPostSend          = C.IB_USER_VERBS_CMD_POST_SEND
+	CmdPostRecv          = C.IB_USER_VERBS_CMD_POST_RECV
+	CmdAttachMcast       = C.IB_USER_VERBS_CMD_ATTACH_MCAST
+	CmdDetachMcast       = C.IB_USER_VERBS_CMD_DETACH_MCAST
+	CmdCreateSrq         = C.IB_USER_VERBS_CMD_CREATE_SRQ
+	CmdModifySrq         = C.IB_USER_VERBS_CMD_MODIFY_SRQ
+	CmdQuerySrq          = C.IB_USER_VERBS_CMD_QUERY_SRQ
+	CmdDestroySrq        = C.IB_USER_VERBS_CMD_DESTROY_SRQ
+	CmdPostSrqRecv       = C.IB_USER_VERBS_CMD_POST_SRQ_RECV
+	CmdOpenXrcd          = C.IB_USER_VERBS_CMD_OPEN_XRCD
+	CmdCloseXrcd         = C.IB_USER_VERBS_CMD_CLOSE_XRCD
+	CmdCreateXsrq        = C.IB_USER_VERBS_CMD_CREATE_XSRQ
+	CmdOpenQp            = C.IB_USER_VERBS_CMD_OPEN_QP
+
+	ExCmdQueryDevice      = C.IB_USER_VERBS_EX_CMD_QUERY_DEVICE
+	ExCmdCreateCq         = C.IB_USER_VERBS_EX_CMD_CREATE_CQ
+	ExCmdCreateQp         = C.IB_USER_VERBS_EX_CMD_CREATE_QP
+	ExCmdModifyQp         = C.IB_USER_VERBS_EX_CMD_MODIFY_QP
+	ExCmdCreateFlow       = C.IB_USER_VERBS_EX_CMD_CREATE_FLOW
+	ExCmdDestroyFlow      = C.IB_USER_VERBS_EX_CMD_DESTROY_FLOW
+	ExCmdCreateWq         = C.IB_USER_VERBS_EX_CMD_CREATE_WQ
+	ExCmdModifyWq         = C.IB_USER_VERBS_EX_CMD_MODIFY_WQ
+	ExCmdDestroyWq        = C.IB_USER_VERBS_EX_CMD_DESTROY_WQ
+	ExCmdCreateRwqIndTbl  = C.IB_USER_VERBS_EX_CMD_CREATE_RWQ_IND_TBL
+	ExCmdDestroyRwqIndTbl = C.IB_USER_VERBS_EX_CMD_DESTROY_RWQ_IND_TBL
+	ExCmdModifyCq         = C.IB_USER_VERBS_EX_CMD_MODIFY_CQ
+
+	CmdCommandMask  = C.IB_USER_VERBS_CMD_COMMAND_MASK
+	CmdFlagExtended = C.IB_USER_VERBS_CMD_FLAG_EXTENDED
+	ABIVersion      = C.IB_USER_VERBS_ABI_VERSION
+	CmdThreshold    = C.IB_USER_VERBS_CMD_THRESHOLD
+
+	UcmABIVersion      = C.RDMA_USER_CM_ABI_VERSION
+	UcmCmdCreateID     = C.RDMA_USER_CM_CMD_CREATE_ID
+	UcmCmdDestroyID    = C.RDMA_USER_CM_CMD_DESTROY_ID
+	UcmCmdBindIP       = C.RDMA_USER_CM_CMD_BIND_IP
+	UcmCmdResolveIP    = C.RDMA_USER_CM_CMD_RESOLVE_IP
+	UcmCmdResolveRoute = C.RDMA_USER_CM_CMD_RESOLVE_ROUTE
+	UcmCmdQueryRoute   = C.RDMA_USER_CM_CMD_QUERY_ROUTE
+	UcmCmdConnect      = C.RDMA_USER_CM_CMD_CONNECT
+	UcmCmdListen       = C.RDMA_USER_CM_CMD_LISTEN
+	UcmCmdAccept       = C.RDMA_USER_CM_CMD_ACCEPT
+	UcmCmdReject       = C.RDMA_USER_CM_CMD_REJECT
+	UcmCmdDisconnect   = C.RDMA_USER_CM_CMD_DISCONNECT
+	UcmCmdInitQPAttr   = C.RDMA_USER_CM_CMD_INIT_QP_ATTR
+	UcmCmdGetEvent     = C.RDMA_USER_CM_CMD_GET_EVENT
+	UcmCmdGetOption    = C.RDMA_USER_CM_CMD_GET_OPTION
+	UcmCmdSetOption    = C.RDMA_USER_CM_CMD_SET_OPTION
+	UcmCmdNotify       = C.RDMA_USER_CM_CMD_NOTIFY
+	UcmCmdJoinIPMcast  = C.RDMA_USER_CM_CMD_JOIN_IP_MCAST
+	UcmCmdLeaveMcast   = C.RDMA_USER_CM_CMD_LEAVE_MCAST
+	UcmCmdMigrateID    = C.RDMA_USER_CM_CMD_MIGRATE_ID
+	UcmCmdQuery        = C.RDMA_USER_CM_CMD_QUERY
+	UcmCmdBind         = C.RDMA_USER_CM_CMD_BIND
+	UcmCmdResolveAddr  = C.RDMA_USER_CM_CMD_RESOLVE_ADDR
+	UcmCmdJoinMcast    = C.RDMA_USER_CM_CMD_JOIN_MCAST
+	RxeNetworkTypeIPv4 = C.RXE_NETWORK_TYPE_IPV4
+	RxeNetworkTypeIPv6 = C.RXE_NETWORK_TYPE_IPV6
+)
