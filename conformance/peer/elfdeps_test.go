@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
-
-	"github.com/softroce/softroce/internal/testenv"
 )
 
 func TestModuleName(t *testing.T) {
@@ -23,38 +20,6 @@ func TestModuleName(t *testing.T) {
 				t.Errorf("moduleName(%q) = %q, want %q", c.in, got, c.want)
 			}
 		})
-	}
-}
-
-func TestSharedLibs(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		bin  string
-		want []string // basenames that must be among the libraries
-	}{
-		{"dynamic", "/usr/bin/ip", []string{"ld-linux-x86-64.so.2", "libc.so.6"}},
-		{"provider deps", "/usr/lib/x86_64-linux-gnu/libibverbs.so.1", []string{"libc.so.6", "libnl-3.so.200"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := os.Stat(c.bin)
-			testenv.Require(t, err == nil, c.bin+" is not installed (apt-get install iproute2 ibverbs-providers)")
-			libs, err := sharedLibs([]string{c.bin})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var base []string
-			for _, l := range libs {
-				base = append(base, filepath.Base(l))
-			}
-			for _, w := range c.want {
-				if !slices.Contains(base, w) {
-					t.Errorf("libraries %v lack %s", base, w)
-				}
-			}
-		})
-	}
-	if _, err := sharedLibs([]string{"/nonexistent"}); err == nil {
-		t.Error("no error for a missing binary")
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/softroce/softroce/internal/elfdeps"
 )
 
 // imageFormat changes whenever the image layout or init changes in a way
@@ -255,7 +257,7 @@ func imageTree(modDir string) (*cpioTree, []string, error) {
 		return nil, nil, fmt.Errorf("%s (apt-get install libgcc-s1): %w", libgccS, err)
 	}
 	elfs = append(elfs, libgccS)
-	libs, err := sharedLibs(elfs)
+	libs, err := elfdeps.SharedLibs("", elfs)
 	if err != nil {
 		return nil, nil, err
 	}
