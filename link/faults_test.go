@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/softroce/softroce/internal/testutil"
 	"math"
 	"math/bits"
 	"net"
@@ -75,7 +76,7 @@ func TestFaultsSchedule(t *testing.T) {
 			clk := clock.NewManual(epoch)
 			f := NewFaults(rec, FaultConfig{Schedule: ByIndex(tt.actions), Clock: clk, DelayBy: 5 * time.Millisecond, ReorderTimeout: 3 * time.Millisecond})
 			for i := range uint32(5) {
-				if n, err := f.WritePackets([][]byte{testFrame(64, i)}); n != 1 || err != nil {
+				if n, err := f.WritePackets([][]byte{testutil.Frame(64, i)}); n != 1 || err != nil {
 					t.Fatalf("WritePackets = %d, %v", n, err)
 				}
 			}
@@ -99,7 +100,7 @@ func TestFaultsCorrupt(t *testing.T) {
 			rec := &recorder{}
 			f := NewFaults(rec, FaultConfig{Seed: 9, Corrupt: 1, CorruptFrom: from})
 			for i := range uint32(50) {
-				in := testFrame(64, i)
+				in := testutil.Frame(64, i)
 				orig := bytes.Clone(in)
 				f.WritePackets([][]byte{in})
 				if !bytes.Equal(in, orig) {
@@ -126,7 +127,7 @@ func TestFaultsCorrupt(t *testing.T) {
 	t.Run("frame too short to corrupt", func(t *testing.T) {
 		rec := &recorder{}
 		f := NewFaults(rec, FaultConfig{Corrupt: 1, CorruptFrom: 64})
-		in := testFrame(64, 1)
+		in := testutil.Frame(64, 1)
 		f.WritePackets([][]byte{in})
 		if !bytes.Equal(rec.frames[0], in) || f.Stats().Corrupted != 0 {
 			t.Error("frame no longer than CorruptFrom was corrupted")
@@ -142,7 +143,7 @@ func runRates(cfg FaultConfig, n int) ([][]byte, FaultStats) {
 	cfg.Clock = clk
 	f := NewFaults(rec, cfg)
 	for i := range n {
-		f.WritePackets([][]byte{testFrame(80, uint32(i))})
+		f.WritePackets([][]byte{testutil.Frame(80, uint32(i))})
 		clk.Advance(100 * time.Microsecond)
 	}
 	clk.Advance(time.Second)
@@ -189,7 +190,7 @@ func TestFaultsCloseLosesHeld(t *testing.T) {
 	rec := &recorder{}
 	clk := clock.NewManual(epoch)
 	f := NewFaults(rec, FaultConfig{Schedule: ByIndex(map[uint64]Action{0: Delay, 1: Reorder | Duplicate}), Clock: clk})
-	f.WritePackets([][]byte{testFrame(64, 0), testFrame(64, 1)})
+	f.WritePackets([][]byte{testutil.Frame(64, 0), testutil.Frame(64, 1)})
 	if err := f.Close(); err != nil || !rec.closed {
 		t.Fatalf("Close = %v, inner closed %v", err, rec.closed)
 	}
@@ -209,15 +210,15 @@ func TestFaultsOverPipe(t *testing.T) {
 	a, b := Pipe()
 	f := NewFaults(a, FaultConfig{Schedule: ByIndex(map[uint64]Action{0: Drop})})
 	defer f.Close()
-	if n, err := f.WritePackets([][]byte{testFrame(64, 0), testFrame(64, 1), testFrame(1515, 2)}); n != 2 || err == nil {
+	if n, err := f.WritePackets([][]byte{testutil.Frame(64, 0), testutil.Frame(64, 1), testutil.Frame(1515, 2)}); n != 2 || err == nil {
 		t.Errorf("WritePackets with an oversized third frame = %d, %v; want 2 and an error", n, err)
 	}
-	bufs, sizes := readBufs(4, 2000)
+	bufs, sizes := testutil.ReadBufs(4, 2000)
 	if n, err := b.ReadPackets(bufs, sizes); n != 1 || err != nil || binary.BigEndian.Uint32(bufs[0][14:]) != 1 {
 		t.Errorf("peer read %d, %v; want frame 1 only", n, err)
 	}
 	// Reads pass through to the inner link.
-	b.WritePackets([][]byte{testFrame(64, 7)})
+	b.WritePackets([][]byte{testutil.Frame(64, 7)})
 	if n, err := f.ReadPackets(bufs, sizes); n != 1 || err != nil || binary.BigEndian.Uint32(bufs[0][14:]) != 7 {
 		t.Errorf("ReadPackets through Faults = %d, %v", n, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"github.com/softroce/softroce/internal/testutil"
 	"net"
 	"sync"
 	"syscall"
@@ -11,32 +12,10 @@ import (
 	"time"
 )
 
-// testFrame returns an n-byte IPv4-typed Ethernet frame whose payload
-// starts with seq (big-endian) and is filled with seq's low byte.
-func testFrame(n int, seq uint32) []byte {
-	f := make([]byte, n)
-	copy(f, []byte{0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00})
-	for i := 14; i < n; i++ {
-		f[i] = byte(seq)
-	}
-	if n >= 18 {
-		binary.BigEndian.PutUint32(f[14:], seq)
-	}
-	return f
-}
-
 func vlanFrame(n int) []byte {
-	f := testFrame(n, 0)
+	f := testutil.Frame(n, 0)
 	f[12], f[13] = 0x81, 0x00
 	return f
-}
-
-func readBufs(n, size int) ([][]byte, []int) {
-	bufs := make([][]byte, n)
-	for i := range bufs {
-		bufs[i] = make([]byte, size)
-	}
-	return bufs, make([]int, n)
 }
 
 func TestPipeRoundTrip(t *testing.T) {
@@ -48,7 +27,7 @@ func TestPipeRoundTrip(t *testing.T) {
 		from, to *PipeEnd
 	}{{"a to b", a, b}, {"b to a", b, a}} {
 		t.Run(dir.name, func(t *testing.T) {
-			sent := [][]byte{testFrame(60, 1), testFrame(1514, 2), testFrame(14, 3)}
+			sent := [][]byte{testutil.Frame(60, 1), testutil.Frame(1514, 2), testutil.Frame(14, 3)}
 			want := make([][]byte, len(sent))
 			for i, f := range sent {
 				want[i] = bytes.Clone(f)
@@ -59,7 +38,7 @@ func TestPipeRoundTrip(t *testing.T) {
 			for _, f := range sent { // the link must not retain the caller's buffers
 				clear(f)
 			}
-			bufs, sizes := readBufs(2, 2000)
+			bufs, sizes := testutil.ReadBufs(2, 2000)
 			var got [][]byte
 			for len(got) < 3 {
 				n, err := dir.to.ReadPackets(bufs, sizes)
@@ -87,11 +66,11 @@ func TestPipeRoundTrip(t *testing.T) {
 
 func TestPipeTruncatesToReadBuffer(t *testing.T) {
 	a, b := Pipe()
-	f := testFrame(100, 7)
+	f := testutil.Frame(100, 7)
 	if _, err := a.WritePackets([][]byte{f}); err != nil {
 		t.Fatal(err)
 	}
-	bufs, sizes := readBufs(1, 40)
+	bufs, sizes := testutil.ReadBufs(1, 40)
 	n, err := b.ReadPackets(bufs, sizes)
 	if n != 1 || err != nil || sizes[0] != 40 || !bytes.Equal(bufs[0], f[:40]) {
 		t.Errorf("ReadPackets = %d, %v, size %d; want 1, nil, 40 bytes of the frame", n, err, sizes[0])
@@ -105,22 +84,22 @@ func TestPipeMTU(t *testing.T) {
 		frame []byte
 		errno error // nil: accepted
 	}{
-		{"default MTU exactly", 0, testFrame(1514, 0), nil},
-		{"default MTU plus one", 0, testFrame(1515, 0), syscall.EMSGSIZE},
+		{"default MTU exactly", 0, testutil.Frame(1514, 0), nil},
+		{"default MTU plus one", 0, testutil.Frame(1515, 0), syscall.EMSGSIZE},
 		{"VLAN tag allowed on top", 0, vlanFrame(1518), nil},
 		{"VLAN tag plus one", 0, vlanFrame(1519), syscall.EMSGSIZE},
-		{"untagged frame gets no VLAN allowance", 0, testFrame(1518, 0), syscall.EMSGSIZE},
-		{"jumbo MTU", 9000, testFrame(9014, 0), nil},
-		{"jumbo MTU plus one", 9000, testFrame(9015, 0), syscall.EMSGSIZE},
-		{"small MTU", 576, testFrame(591, 0), syscall.EMSGSIZE},
-		{"header only", 0, testFrame(14, 0), nil},
-		{"shorter than a header", 0, testFrame(13, 0), syscall.EINVAL},
+		{"untagged frame gets no VLAN allowance", 0, testutil.Frame(1518, 0), syscall.EMSGSIZE},
+		{"jumbo MTU", 9000, testutil.Frame(9014, 0), nil},
+		{"jumbo MTU plus one", 9000, testutil.Frame(9015, 0), syscall.EMSGSIZE},
+		{"small MTU", 576, testutil.Frame(591, 0), syscall.EMSGSIZE},
+		{"header only", 0, testutil.Frame(14, 0), nil},
+		{"shorter than a header", 0, testutil.Frame(13, 0), syscall.EINVAL},
 		{"empty", 0, nil, syscall.EINVAL},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := NewPipe(&PipeConfig{MTU: tt.mtu})
 			defer b.Close()
-			ok := testFrame(60, 1)
+			ok := testutil.Frame(60, 1)
 			n, err := a.WritePackets([][]byte{ok, tt.frame, ok})
 			if tt.errno == nil {
 				if n != 3 || err != nil {
@@ -185,7 +164,7 @@ func TestPipeCloseUnblocksRead(t *testing.T) {
 	var err error
 	go func() {
 		defer close(done)
-		bufs, sizes := readBufs(1, 100)
+		bufs, sizes := testutil.ReadBufs(1, 100)
 		_, err = b.ReadPackets(bufs, sizes)
 	}()
 	waitBlocked(t, done, "ReadPackets on an empty pipe")
@@ -196,14 +175,14 @@ func TestPipeCloseUnblocksRead(t *testing.T) {
 	if !errors.Is(err, net.ErrClosed) {
 		t.Errorf("ReadPackets after Close: %v, want net.ErrClosed", err)
 	}
-	if _, err := b.WritePackets([][]byte{testFrame(60, 0)}); !errors.Is(err, net.ErrClosed) {
+	if _, err := b.WritePackets([][]byte{testutil.Frame(60, 0)}); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("WritePackets on a closed end: %v, want net.ErrClosed", err)
 	}
 	if err := b.Close(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("second Close: %v, want net.ErrClosed", err)
 	}
 	// The peer's writes into the closed end are dropped and counted.
-	if n, err := a.WritePackets([][]byte{testFrame(60, 0), testFrame(60, 1)}); n != 2 || err != nil {
+	if n, err := a.WritePackets([][]byte{testutil.Frame(60, 0), testutil.Frame(60, 1)}); n != 2 || err != nil {
 		t.Errorf("write toward a closed peer = %d, %v; want 2, nil", n, err)
 	}
 	if s := a.Stats(); s.Dropped != 2 || s.TxFrames != 0 {
@@ -217,7 +196,7 @@ func writeThree(p *PipeEnd) (done chan struct{}, n *int, err *error) {
 	done, n, err = make(chan struct{}), new(int), new(error)
 	go func() {
 		defer close(done)
-		*n, *err = p.WritePackets([][]byte{testFrame(60, 0), testFrame(60, 1), testFrame(60, 2)})
+		*n, *err = p.WritePackets([][]byte{testutil.Frame(60, 0), testutil.Frame(60, 1), testutil.Frame(60, 2)})
 	}()
 	return done, n, err
 }
@@ -227,7 +206,7 @@ func TestPipeFullQueue(t *testing.T) {
 		a, b := NewPipe(&PipeConfig{QueueLen: 2})
 		done, n, err := writeThree(a)
 		waitBlocked(t, done, "WritePackets of 3 frames into a queue of 2")
-		bufs, sizes := readBufs(1, 100)
+		bufs, sizes := testutil.ReadBufs(1, 100)
 		if k, err := b.ReadPackets(bufs, sizes); k != 1 || err != nil || binary.BigEndian.Uint32(bufs[0][14:]) != 0 {
 			t.Fatalf("ReadPackets = %d, %v, frame %d", k, err, binary.BigEndian.Uint32(bufs[0][14:]))
 		}
@@ -266,14 +245,14 @@ func TestPipeFullQueue(t *testing.T) {
 	}
 	t.Run("drop when full", func(t *testing.T) {
 		a, b := NewPipe(&PipeConfig{QueueLen: 2, DropWhenFull: true})
-		frames := [][]byte{testFrame(60, 0), testFrame(60, 1), testFrame(60, 2), testFrame(60, 3)}
+		frames := [][]byte{testutil.Frame(60, 0), testutil.Frame(60, 1), testutil.Frame(60, 2), testutil.Frame(60, 3)}
 		if n, err := a.WritePackets(frames); n != 4 || err != nil {
 			t.Fatalf("WritePackets = %d, %v; want 4, nil", n, err)
 		}
 		if s := a.Stats(); s.TxFrames != 2 || s.Dropped != 2 {
 			t.Errorf("Stats() = %+v; want 2 sent, 2 dropped", s)
 		}
-		bufs, sizes := readBufs(4, 100)
+		bufs, sizes := testutil.ReadBufs(4, 100)
 		if n, _ := b.ReadPackets(bufs, sizes); n != 2 || binary.BigEndian.Uint32(bufs[1][14:]) != 1 {
 			t.Errorf("read %d frames, last seq %d; want the first 2", n, binary.BigEndian.Uint32(bufs[1][14:]))
 		}
@@ -291,7 +270,7 @@ func TestPipeConcurrent(t *testing.T) {
 			for i := 0; i < perWriter; i += 5 {
 				batch := make([][]byte, 5)
 				for j := range batch {
-					batch[j] = testFrame(64, uint32(w<<16|(i+j)))
+					batch[j] = testutil.Frame(64, uint32(w<<16|(i+j)))
 				}
 				if n, err := a.WritePackets(batch); n != 5 || err != nil {
 					t.Errorf("WritePackets = %d, %v", n, err)
@@ -306,7 +285,7 @@ func TestPipeConcurrent(t *testing.T) {
 	var rg sync.WaitGroup
 	{
 		rg.Go(func() {
-			bufs, sizes := readBufs(3, 100)
+			bufs, sizes := testutil.ReadBufs(3, 100)
 			for {
 				n, err := b.ReadPackets(bufs, sizes)
 				if err != nil {
@@ -346,8 +325,8 @@ func TestPipeConcurrent(t *testing.T) {
 
 func TestPipeZeroAllocs(t *testing.T) {
 	a, b := Pipe()
-	out := [][]byte{testFrame(1514, 1), testFrame(60, 2)}
-	bufs, sizes := readBufs(2, 1600)
+	out := [][]byte{testutil.Frame(1514, 1), testutil.Frame(60, 2)}
+	bufs, sizes := testutil.ReadBufs(2, 1600)
 	roundTrip := func() {
 		if n, err := a.WritePackets(out); n != 2 || err != nil {
 			t.Fatal(n, err)
@@ -374,9 +353,9 @@ func BenchmarkPipe(b *testing.B) {
 			x, y := Pipe()
 			out := make([][]byte, bc.batch)
 			for i := range out {
-				out[i] = testFrame(bc.size, uint32(i))
+				out[i] = testutil.Frame(bc.size, uint32(i))
 			}
-			bufs, sizes := readBufs(bc.batch, 2048)
+			bufs, sizes := testutil.ReadBufs(bc.batch, 2048)
 			b.SetBytes(int64(bc.size * bc.batch))
 			b.ReportAllocs()
 			for b.Loop() {
@@ -390,13 +369,13 @@ func BenchmarkPipe(b *testing.B) {
 	}
 	b.Run("1514B/two goroutines", func(b *testing.B) {
 		x, y := Pipe()
-		out := [][]byte{testFrame(1514, 0)}
+		out := [][]byte{testutil.Frame(1514, 0)}
 		b.SetBytes(1514)
 		b.ReportAllocs()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			bufs, sizes := readBufs(64, 2048)
+			bufs, sizes := testutil.ReadBufs(64, 2048)
 			for {
 				if _, err := y.ReadPackets(bufs, sizes); err != nil {
 					return

@@ -6,6 +6,7 @@ package testutil
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -99,4 +100,29 @@ func Tshark(t testing.TB) string {
 	path, err := exec.LookPath("tshark")
 	testenv.Require(t, err == nil, "tshark is not installed (apt-get install tshark)")
 	return path
+}
+
+// Frame returns an n-byte IPv4-typed Ethernet frame whose payload starts
+// with seq (big-endian) and is filled with seq's low byte: a frame a link
+// test can tell apart from the others it sends.
+func Frame(n int, seq uint32) []byte {
+	f := make([]byte, n)
+	copy(f, []byte{0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00})
+	for i := 14; i < n; i++ {
+		f[i] = byte(seq)
+	}
+	if n >= 18 {
+		binary.BigEndian.PutUint32(f[14:], seq)
+	}
+	return f
+}
+
+// ReadBufs returns n buffers of size bytes and their sizes slice, the
+// arguments of a link's ReadPackets.
+func ReadBufs(n, size int) ([][]byte, []int) {
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, size)
+	}
+	return bufs, make([]int, n)
 }

@@ -2,7 +2,6 @@ package pcap
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -60,25 +59,25 @@ func TestCaptureBothDirections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	bufs, sizes := readBufs(4, 2000)
+	bufs, sizes := testutil.ReadBufs(4, 2000)
 
-	out := [][]byte{testFrame(64, 1), testFrame(1514, 2)}
+	out := [][]byte{testutil.Frame(64, 1), testutil.Frame(1514, 2)}
 	if _, err := c.WritePackets(out); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(1500 * time.Microsecond)
-	in := testFrame(100, 3)
+	in := testutil.Frame(100, 3)
 	b.WritePackets([][]byte{in})
 	if n, err := c.ReadPackets(bufs, sizes); n != 1 || err != nil {
 		t.Fatal(n, err)
 	}
 	clk.Advance(time.Second)
 	// A refused frame is not recorded.
-	if n, err := c.WritePackets([][]byte{testFrame(64, 4), testFrame(1515, 5)}); n != 1 || err == nil {
+	if n, err := c.WritePackets([][]byte{testutil.Frame(64, 4), testutil.Frame(1515, 5)}); n != 1 || err == nil {
 		t.Fatalf("WritePackets = %d, %v; want 1 and an error", n, err)
 	}
 
-	want := []capturedFrame{{0, out[0]}, {0, out[1]}, {1500 * time.Microsecond, in}, {1001500 * time.Microsecond, testFrame(64, 4)}}
+	want := []capturedFrame{{0, out[0]}, {0, out[1]}, {1500 * time.Microsecond, in}, {1001500 * time.Microsecond, testutil.Frame(64, 4)}}
 	got := readPcap(t, &pcap)
 	if len(got) != len(want) || c.Frames() != uint64(len(want)) {
 		t.Fatalf("%d records (Frames() %d), want %d", len(got), c.Frames(), len(want))
@@ -107,18 +106,18 @@ func TestCaptureConcurrent(t *testing.T) {
 	for w := range 2 {
 		wg.Go(func() {
 			for i := range per {
-				ca.WritePackets([][]byte{testFrame(60+i%100, uint32(w<<16|i))})
+				ca.WritePackets([][]byte{testutil.Frame(60+i%100, uint32(w<<16|i))})
 			}
 		})
 		wg.Go(func() {
 			for i := range per {
-				b.WritePackets([][]byte{testFrame(60+i%100, uint32(1<<20|w<<16|i))})
+				b.WritePackets([][]byte{testutil.Frame(60+i%100, uint32(1<<20|w<<16|i))})
 			}
 		})
 	}
 	var rg sync.WaitGroup
 	rg.Go(func() { // drain a→b
-		bufs, sizes := readBufs(8, 2000)
+		bufs, sizes := testutil.ReadBufs(8, 2000)
 		for got := 0; got < 2*per; {
 			n, err := b.ReadPackets(bufs, sizes)
 			if err != nil {
@@ -128,7 +127,7 @@ func TestCaptureConcurrent(t *testing.T) {
 		}
 	})
 	rg.Go(func() { // read b→a through the capture
-		bufs, sizes := readBufs(8, 2000)
+		bufs, sizes := testutil.ReadBufs(8, 2000)
 		for got := 0; got < 2*per; {
 			n, err := ca.ReadPackets(bufs, sizes)
 			if err != nil {
@@ -166,7 +165,7 @@ func TestCaptureWriteError(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if n, err := c.WritePackets([][]byte{testFrame(64, uint32(i))}); n != 1 || err != nil {
+		if n, err := c.WritePackets([][]byte{testutil.Frame(64, uint32(i))}); n != 1 || err != nil {
 			t.Fatalf("link write failed with the capture: %d, %v", n, err)
 		}
 	}
@@ -188,9 +187,9 @@ func TestCaptureTshark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.WritePackets([][]byte{testFrame(64, 1), testFrame(1514, 2), vlanFrame(1518)})
-	b.WritePackets([][]byte{testFrame(200, 3)})
-	bufs, sizes := readBufs(1, 2000)
+	c.WritePackets([][]byte{testutil.Frame(64, 1), testutil.Frame(1514, 2), vlanFrame(1518)})
+	b.WritePackets([][]byte{testutil.Frame(200, 3)})
+	bufs, sizes := testutil.ReadBufs(1, 2000)
 	c.ReadPackets(bufs, sizes)
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
@@ -214,33 +213,11 @@ func TestCaptureTshark(t *testing.T) {
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// testFrame returns an n-byte IPv4-typed Ethernet frame whose payload
-// starts with seq (big-endian) and is filled with seq's low byte.
-func testFrame(n int, seq uint32) []byte {
-	f := make([]byte, n)
-	copy(f, []byte{0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00})
-	for i := 14; i < n; i++ {
-		f[i] = byte(seq)
-	}
-	if n >= 18 {
-		binary.BigEndian.PutUint32(f[14:], seq)
-	}
-	return f
-}
-
 // vlanFrame returns an n-byte 802.1Q-typed frame.
 func vlanFrame(n int) []byte {
-	f := testFrame(n, 0)
+	f := testutil.Frame(n, 0)
 	f[12], f[13] = 0x81, 0x00
 	return f
-}
-
-func readBufs(n, size int) ([][]byte, []int) {
-	bufs := make([][]byte, n)
-	for i := range bufs {
-		bufs[i] = make([]byte, size)
-	}
-	return bufs, make([]int, n)
 }
 
 // recorder is a link.Link that keeps copies of the frames written to it.
