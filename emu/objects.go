@@ -227,6 +227,14 @@ type CQInitAttr struct {
 	// overflows). The driver calls it under its lock: it must not call
 	// back into the device.
 	Ring func(wc WC) bool
+	// RingResize, with Ring, moves a userspace CQ to a ring of n entries
+	// when the CQ is resized to cqe (rxe_cq_resize_queue: a new ring the
+	// consumer maps, the completions it has not polled copied over in
+	// order). It fails with EINVAL when the ring holds more than cqe
+	// completions, and changes nothing when it fails. The driver calls it
+	// under its lock: it must not call back into the device. Without it a
+	// userspace CQ cannot be resized (EOPNOTSUPP).
+	RingResize func(cqe, n int) error
 }
 
 // PollContext is enum ib_poll_context.
@@ -288,6 +296,17 @@ func (cq *CQ) SetModeration(count, period uint16) error {
 	return m.ModifyCQ(cq, count, period)
 }
 
+// Resize changes the CQ's capacity to at least cqe entries, keeping the
+// completions it holds in order, and updates CQE (ib_resize_cq). A driver
+// without resize_cq gives EOPNOTSUPP.
+func (cq *CQ) Resize(cqe int) error {
+	r, ok := cq.Device.ops.(CQResizer)
+	if !ok {
+		return errorf(unix.EOPNOTSUPP, "resize CQ: driver has no resize_cq")
+	}
+	return r.ResizeCQ(cq, cqe)
+}
+
 // Destroy destroys the CQ (ib_destroy_cq); EBUSY while a QP or SRQ uses it.
 func (cq *CQ) Destroy() error { return cq.DestroyUser(nil) }
 
@@ -317,6 +336,16 @@ type SRQInitAttr struct {
 	// and reports whether there was one. The driver calls it under its
 	// lock: it must not call back into the device.
 	RecvRing func(wr *RecvWR) bool
+	// RecvRingResize, with RecvRing, moves a userspace SRQ to a ring of
+	// maxWR entries when a modify resizes it (rxe_srq_from_attr: a new ring
+	// the consumer maps, the WRs it posted and the responder has not taken
+	// copied over in order). The driver may already hold WRs it took from
+	// the ring; room is what is left of maxWR for the ring's. It fails with
+	// EINVAL when the ring holds more than room WRs, and changes nothing
+	// when it fails. The driver calls it under its lock: it must not call
+	// back into the device. Without it a userspace SRQ cannot be resized
+	// (EOPNOTSUPP).
+	RecvRingResize func(maxWR, room uint32) error
 }
 
 // SRQ is struct ib_srq, a shared receive queue.
