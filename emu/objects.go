@@ -521,6 +521,66 @@ func (mr *MR) DeregUser(udata *UData) error {
 	return nil
 }
 
+// CheckReregFlags applies ib_uverbs_rereg_mr's first checks: no flags is
+// EINVAL, undefined ones EOPNOTSUPP, a new range whose start and iova
+// differ in the offset within the page EINVAL.
+func CheckReregFlags(flags MRReregFlags, start, iova uint64) error {
+	switch {
+	case flags == 0:
+		return errorf(unix.EINVAL, "rereg MR: no flags")
+	case !flags.IsValid():
+		return errorf(unix.EOPNOTSUPP, "rereg MR: flags %v", flags)
+	case flags&MRReregTrans != 0 && (start^iova)%dma.PageSize != 0:
+		return errorf(unix.EINVAL, "rereg MR: start %#x and iova %#x differ in the page offset", start, iova)
+	}
+	return nil
+}
+
+// ReregUser re-registers a user MR in place (the uverbs rereg_mr path:
+// CheckReregFlags, ib_check_mr_access with MRReregAccess, then the
+// driver's rereg_user_mr): a new range with MRReregTrans, pd with
+// MRReregPD (nil or another device's is EINVAL), access with
+// MRReregAccess. Keys stay. An MR that is not a user MR is EINVAL; a
+// driver without the op gives EOPNOTSUPP. When it fails, nothing changed.
+func (mr *MR) ReregUser(flags MRReregFlags, pd *PD, start, length, iova uint64, access ib.AccessFlags) error {
+	if err := CheckReregFlags(flags, start, iova); err != nil {
+		return err
+	}
+	if mr.Type != MRTypeUser {
+		return errorf(unix.EINVAL, "rereg MR: %v is not a user MR", mr.Type)
+	}
+	if flags&MRReregAccess != 0 {
+		if err := mr.Device.CheckMRAccess(access); err != nil {
+			return err
+		}
+	}
+	if flags&MRReregPD != 0 && (pd == nil || pd.Device != mr.Device) {
+		return errorf(unix.EINVAL, "rereg MR: no PD of the MR's device")
+	}
+	if flags&MRReregPD == 0 {
+		pd = mr.PD
+	}
+	r, ok := mr.Device.ops.(MRReregisterer)
+	if !ok {
+		return errorf(unix.EOPNOTSUPP, "rereg MR: driver has no rereg_user_mr")
+	}
+	if err := r.ReregUserMR(mr, flags, start, length, iova, access, pd); err != nil {
+		return err
+	}
+	if flags&MRReregPD != 0 {
+		mr.PD.use.dec()
+		pd.use.inc()
+		mr.PD = pd
+	}
+	if flags&MRReregTrans != 0 {
+		mr.IOVA, mr.Length = iova, length
+	}
+	if flags&MRReregAccess != 0 {
+		mr.Access = access
+	}
+	return nil
+}
+
 // CheckStatus checks the MR's signature status (ib_check_mr_status); a
 // driver without the op (rxe) gives EOPNOTSUPP.
 func (mr *MR) CheckStatus(check uint32) (MRStatus, error) {

@@ -46,6 +46,7 @@ var (
 	_ emu.DeviceOps       = (*device)(nil)
 	_ emu.SRQModifier     = (*device)(nil)
 	_ emu.CQResizer       = (*device)(nil)
+	_ emu.MRReregisterer  = (*device)(nil)
 	_ emu.AHModifier      = (*device)(nil)
 	_ emu.McastAttacher   = (*device)(nil)
 	_ emu.HWStatsProvider = (*device)(nil)
