@@ -71,6 +71,7 @@ func init() {
 	io(CmdDeregMr, "DEREG_MR", (*call).deregMR, sizeOf[DeregMr](), 0, false)
 	io(CmdCreateCompChannel, "CREATE_COMP_CHANNEL", (*call).createCompChannel, sizeOf[CreateCompChannel](), sizeOf[CreateCompChannelResp](), false)
 	io(CmdCreateCq, "CREATE_CQ", (*call).createCQ, sizeOf[CreateCq](), sizeOf[CreateCqResp](), true)
+	io(CmdResizeCq, "RESIZE_CQ", (*call).resizeCQ, sizeOf[ResizeCq](), sizeOf[ResizeCqResp](), true)
 	io(CmdDestroyCq, "DESTROY_CQ", (*call).destroyCQ, sizeOf[DestroyCq](), sizeOf[DestroyCqResp](), false)
 	io(CmdReqNotifyCq, "REQ_NOTIFY_CQ", (*call).reqNotifyCQ, sizeOf[ReqNotifyCq](), 0, false)
 	io(CmdCreateQp, "CREATE_QP", (*call).createQP, sizeOf[CreateQp](), sizeOf[CreateQpResp](), true)
