@@ -27,9 +27,9 @@ func buildVerbsProgram(t *testing.T, dir, name string) string {
 	return bin
 }
 
-// resizeReregMcastChecks are the checks verbs_resize_rereg_mcast.c makes,
+// rxeOpsChecks are the checks verbs_rxe_ops.c makes,
 // as it names them; each must print "ok".
-var resizeReregMcastChecks = []string{
+var rxeOpsChecks = []string{
 	"create cq rounds 8 to 15",
 	"resize below the 5 unpolled completions is EINVAL",
 	"resize to 0 is EINVAL",
@@ -48,6 +48,11 @@ var resizeReregMcastChecks = []string{
 	"ibv_bind_mw completes",
 	"an RDMA WRITE through the window's rkey",
 	"ibv_dealloc_mw",
+	"ibv_create_qp_ex with send ops",
+	"ibv_wr_* work requests complete",
+	"ibv_wr_rdma_write moved the data",
+	"ibv_wr_rdma_read moved the data",
+	"ibv_wr_send moved the data",
 	"ibv_attach_mcast again",
 	"ibv_attach_mcast of an RC QP is EINVAL",
 	"ibv_detach_mcast of a group not attached is EINVAL",
@@ -72,32 +77,32 @@ func checkProgramOutput(t *testing.T, err error, out, errOut string, checks []st
 	}
 }
 
-// TestResizeReregMwMcastThroughLibibverbs: a C program on Debian's
-// libibverbs and librxe, run unprivileged through "softroce run", resizes
-// CQs (ibv_resize_cq: rxe's errnos, the unpolled completions in the new
-// ring, traffic on it), re-registers an MR (ibv_rereg_mr stops in librxe
-// as on kernel rxe; the REREG_MR command changes access and PD), binds a
-// memory window a peer then writes through, and attaches a UD QP to a
-// multicast group, with the kernel's answers for the misuses.
-func TestResizeReregMwMcastThroughLibibverbs(t *testing.T) {
+// TestRxeOpsThroughLibibverbs: a C program on Debian's libibverbs and
+// librxe, run unprivileged through "softroce run", resizes CQs
+// (ibv_resize_cq: rxe's errnos, the unpolled completions in the new ring,
+// traffic on it), re-registers an MR (ibv_rereg_mr stops in librxe as on
+// kernel rxe; the REREG_MR command changes access and PD), binds a memory
+// window a peer then writes through, posts with the ibv_wr_* API, and
+// attaches a UD QP to a multicast group, with the kernel's answers for
+// the misuses.
+func TestRxeOpsThroughLibibverbs(t *testing.T) {
 	distroTool(t, "ibv_devices", "ibverbs-utils")
 	home := userHome(t)
-	prog := buildVerbsProgram(t, home, "verbs_resize_rereg_mcast")
+	prog := buildVerbsProgram(t, home, "verbs_rxe_ops")
 	cmd := userCommand(t, home, nil, "softroce", "run", "-d", "rxe13", "--ip", "10.78.0.1/24", "--", prog, "rxe13")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	checkProgramOutput(t, cmd.Run(), out.String(), errb.String(), resizeReregMcastChecks)
+	checkProgramOutput(t, cmd.Run(), out.String(), errb.String(), rxeOpsChecks)
 }
 
-// TestTrixieResizeReregMwMcastThroughDaemon: the same program on Debian
-// 13's libibverbs and librxe (rdma-core 56) in the trixie chroot, through
-// a daemon on the host: the library is ABI compatible, librxe 56 takes
-// its own paths for resize and the MW bind.
-func TestTrixieResizeReregMwMcastThroughDaemon(t *testing.T) {
+// TestTrixieRxeOpsThroughDaemon: the same program on Debian 13's
+// libibverbs and librxe (rdma-core 56) in the trixie chroot, through a
+// daemon on the host (libibverbs keeps its ABI across the releases).
+func TestTrixieRxeOpsThroughDaemon(t *testing.T) {
 	c := serveForTrixie(t, "rxe14", "--ip", "10.78.0.1/24")
 	dir := userHome(t)
-	prog := buildVerbsProgram(t, dir, "verbs_resize_rereg_mcast")
+	prog := buildVerbsProgram(t, dir, "verbs_rxe_ops")
 	c.binds = append(c.binds, debroot.Bind{Host: dir, Path: "/run/prog"})
 	out, errOut, err := c.run(t, "/run/prog/"+filepath.Base(prog), "rxe14")
-	checkProgramOutput(t, err, out, errOut, resizeReregMcastChecks)
+	checkProgramOutput(t, err, out, errOut, rxeOpsChecks)
 }

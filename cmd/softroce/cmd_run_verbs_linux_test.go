@@ -94,10 +94,12 @@ type perftestCase struct {
 }
 
 // perftestCases are the perftest runs of the daemon tests: the eight
-// tools with their defaults (the post-send API of ibv_wr_*) and 200
-// iterations, then in their modes: a timed run (-D: SIGALRM in the middle
-// of the verbs), both directions, several QPs, every size from 2 bytes to
-// 8 MiB (-a, with perftest's least iteration count), SRQ, UC and UD.
+// tools with their defaults and 200 iterations, then in their modes: a
+// timed run (-D: SIGALRM in the middle of the verbs), both directions,
+// several QPs, every size from 2 bytes to 8 MiB (-a, with perftest's least
+// iteration count), SRQ, UC and UD. perftest posts with ibv_post_send on
+// rxe (its ibv_wr_* path is for the devices it lists, "ibv_wr* API: OFF"),
+// as on kernel rxe; testdata/verbs_rxe_ops.c drives ibv_wr_*.
 func perftestCases() []perftestCase {
 	var cases []perftestCase
 	for _, tool := range []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw",

@@ -1,5 +1,5 @@
 /*
- * verbs_resize_rereg_mcast: drives the verbs rxe has beyond the basics
+ * verbs_rxe_ops: drives the verbs rxe has beyond the pingpongs
  * through the distribution's libibverbs and librxe on the first device
  * (or argv[1]) and checks the kernel's answers. Run unprivileged through
  * `softroce run`; the device needs an IPv4 address at GID index 1.
@@ -16,6 +16,9 @@
  *            with the keys unchanged, a PD change that holds the new PD.
  *   mw:      ibv_alloc_mw, ibv_bind_mw (IBV_WC_BIND_MW), an RDMA WRITE
  *            through the window's new rkey, ibv_dealloc_mw.
+ *   wr:      the extended post-send API (ibv_create_qp_ex with send ops,
+ *            ibv_wr_start, ibv_wr_rdma_write, ibv_wr_rdma_read,
+ *            ibv_wr_send, ibv_wr_complete) librxe implements.
  *   mcast:   ibv_attach_mcast of a UD QP (twice), of an RC QP (EINVAL);
  *            ibv_detach_mcast of a group not attached (EINVAL);
  *            ibv_destroy_qp while attached (EBUSY).
@@ -186,7 +189,8 @@ int main(int argc, char **argv)
 	MUST("buffers", abuf && bbuf);
 	memset(abuf, 0, 8192);
 	memset(bbuf, 0, 8192);
-	amr = ibv_reg_mr(pd, abuf, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
+	amr = ibv_reg_mr(pd, abuf, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			 IBV_ACCESS_MW_BIND);
 	bmr = ibv_reg_mr(pd, bbuf, 8192, IBV_ACCESS_LOCAL_WRITE);
 	MUST("reg mr", amr && bmr);
 
@@ -304,6 +308,58 @@ int main(int argc, char **argv)
 			err = ibv_dealloc_mw(mw);
 			CHECK("ibv_dealloc_mw", err == 0, "%d (%s)", err, strerror(err));
 		}
+	}
+
+	/* wr */
+	{
+		struct ibv_qp_init_attr_ex xa = {
+			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .pd = pd,
+			.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 },
+			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND,
+		};
+		struct ibv_qp *xq = ibv_create_qp_ex(ctx, &xa), *peer = rc_qp(pd, cq);
+		struct ibv_qp_ex *qx;
+		struct ibv_sge sge = { .addr = (uintptr_t)abuf + 3072, .length = 16, .lkey = amr->lkey };
+		struct ibv_recv_wr rwr = { .wr_id = 32, .sg_list = &sge, .num_sge = 1 }, *bad;
+		int seen = 0;
+
+		CHECK("ibv_create_qp_ex with send ops", xq != NULL, "%s", strerror(errno));
+		MUST("peer", peer);
+		if (xq) {
+			qx = ibv_qp_to_qp_ex(xq);
+			MUST("connect the ex QP", !connect_qp(xq, peer->qp_num));
+			MUST("connect its peer", !connect_qp(peer, xq->qp_num));
+			MUST("post recv", !ibv_post_recv(peer, &rwr, &bad));
+			strcpy(bbuf + 1024, "ibv_wr_rdma_write");
+			strcpy(abuf + 2048, "ibv_wr_rdma_read");
+			strcpy(bbuf + 3072, "ibv_wr_send");
+			ibv_wr_start(qx);
+			qx->wr_id = 30;
+			qx->wr_flags = IBV_SEND_SIGNALED;
+			ibv_wr_rdma_write(qx, amr->rkey, (uintptr_t)abuf + 1024);
+			ibv_wr_set_sge(qx, bmr->lkey, (uintptr_t)bbuf + 1024, 18);
+			qx->wr_id = 31;
+			ibv_wr_rdma_read(qx, amr->rkey, (uintptr_t)abuf + 2048);
+			ibv_wr_set_sge(qx, bmr->lkey, (uintptr_t)bbuf + 2048, 17);
+			qx->wr_id = 33;
+			ibv_wr_send(qx);
+			ibv_wr_set_sge(qx, bmr->lkey, (uintptr_t)bbuf + 3072, 12);
+			err = ibv_wr_complete(qx);
+			CHECK("ibv_wr_complete", err == 0, "%d (%s)", err, strerror(err));
+			n = poll_n(cq, wc, 4);
+			for (i = 0; i < n; i++)
+				if (wc[i].status == IBV_WC_SUCCESS)
+					seen |= 1 << (wc[i].wr_id - 30);
+			CHECK("ibv_wr_* work requests complete", n == 4 && seen == 0xf, "polled %d, seen %#x", n, seen);
+			CHECK("ibv_wr_rdma_write moved the data", !strcmp(abuf + 1024, "ibv_wr_rdma_write"), "%.18s",
+			      abuf + 1024);
+			CHECK("ibv_wr_rdma_read moved the data", !strcmp(bbuf + 2048, "ibv_wr_rdma_read"), "%.17s",
+			      bbuf + 2048);
+			CHECK("ibv_wr_send moved the data", !strcmp(abuf + 3072, "ibv_wr_send"), "%.12s", abuf + 3072);
+			MUST("destroy the ex QP", !ibv_destroy_qp(xq));
+		}
+		MUST("destroy its peer", !ibv_destroy_qp(peer));
 	}
 
 	/* mcast */
