@@ -38,6 +38,9 @@ var rxeOpsChecks = []string{
 	"in order, flushed",
 	"traffic completes on the resized CQ",
 	"resize an empty CQ to 1",
+	"ibv_modify_srq below the 3 posted WRs is EINVAL",
+	"ibv_query_srq has the new size",
+	"the SRQ's WRs, from before and after the resize, in order",
 	"ibv_rereg_mr stops in librxe (no rereg_mr)",
 	"REREG_MR without flags is EINVAL",
 	"REREG_MR of the range is EOPNOTSUPP (rxe)",
@@ -80,7 +83,7 @@ func checkProgramOutput(t *testing.T, err error, out, errOut string, checks []st
 // TestRxeOpsThroughLibibverbs: a C program on Debian's libibverbs and
 // librxe, run unprivileged through "softroce run", resizes CQs
 // (ibv_resize_cq: rxe's errnos, the unpolled completions in the new ring,
-// traffic on it), re-registers an MR (ibv_rereg_mr stops in librxe as on
+// traffic on it) and an SRQ (ibv_modify_srq), re-registers an MR (ibv_rereg_mr stops in librxe as on
 // kernel rxe; the REREG_MR command changes access and PD), binds a memory
 // window a peer then writes through, posts with the ibv_wr_* API, and
 // attaches a UD QP to a multicast group, with the kernel's answers for

@@ -7,6 +7,8 @@
  *   resize:  ibv_resize_cq below the unpolled completions (EINVAL), of 0
  *            (EINVAL), then up: the flushed completions come out of the
  *            new ring in order and traffic completes on it; down to 1.
+ *   srq:     ibv_modify_srq resizes an SRQ (below the posted WRs EINVAL);
+ *            the WRs posted before move to the new ring, in order.
  *   rereg:   ibv_rereg_mr stops in librxe (no rereg_mr: EOPNOTSUPP, as
  *            on kernel rxe); the REREG_MR command itself (the flags are the
  *            kernel's IB_MR_REREG_* values), written to the
@@ -242,6 +244,61 @@ int main(int argc, char **argv)
 	CHECK("resize an empty CQ to 1", err == 0 && cq->cqe == 1, "%d (%s), cqe %d", err, strerror(err), cq->cqe);
 	err = ibv_resize_cq(cq, 16);
 	CHECK("and back to 16", err == 0 && cq->cqe == 31, "%d (%s), cqe %d", err, strerror(err), cq->cqe);
+
+	/* srq */
+	{
+		struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+		struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+		struct ibv_qp_init_attr qa = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 16, .max_send_sge = 1 } };
+		struct ibv_qp *sender, *receiver;
+		struct ibv_srq_attr attr;
+		int in_order = 1;
+
+		MUST("create srq", srq);
+		qa.srq = srq;
+		receiver = ibv_create_qp(pd, &qa);
+		sender = rc_qp(pd, cq);
+		MUST("create srq qps", receiver && sender);
+		for (i = 0; i < 3; i++) {
+			struct ibv_sge sge = { .addr = (uintptr_t)bbuf + 4096 + 64 * i, .length = 64, .lkey = bmr->lkey };
+			struct ibv_recv_wr wr = { .wr_id = 40 + i, .sg_list = &sge, .num_sge = 1 }, *bad;
+			MUST("post srq recv", !ibv_post_srq_recv(srq, &wr, &bad));
+		}
+		attr.max_wr = 1;
+		err = ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR);
+		CHECK("ibv_modify_srq below the 3 posted WRs is EINVAL", err == EINVAL, "%d (%s)", err, strerror(err));
+		attr.max_wr = 64;
+		err = ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR);
+		CHECK("ibv_modify_srq resizes", err == 0, "%d (%s)", err, strerror(err));
+		err = ibv_query_srq(srq, &attr);
+		CHECK("ibv_query_srq has the new size", err == 0 && attr.max_wr == 127, "%d, max_wr %u", err,
+		      attr.max_wr);
+		for (i = 3; i < 6; i++) {
+			struct ibv_sge sge = { .addr = (uintptr_t)bbuf + 4096 + 64 * i, .length = 64, .lkey = bmr->lkey };
+			struct ibv_recv_wr wr = { .wr_id = 40 + i, .sg_list = &sge, .num_sge = 1 }, *bad;
+			MUST("post srq recv after the resize", !ibv_post_srq_recv(srq, &wr, &bad));
+		}
+		MUST("connect sender", !connect_qp(sender, receiver->qp_num));
+		MUST("connect receiver", !connect_qp(receiver, sender->qp_num));
+		for (i = 0; i < 6; i++) {
+			struct ibv_sge sge = { .addr = (uintptr_t)abuf + 4096, .length = 8, .lkey = amr->lkey };
+			struct ibv_send_wr wr = { .wr_id = 50 + i, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+				.send_flags = IBV_SEND_SIGNALED }, *bad;
+			MUST("post send to the srq", !ibv_post_send(sender, &wr, &bad));
+		}
+		n = poll_n(cq, wc, 12);
+		for (i = 0, err = 40; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS)
+				in_order = 0;
+			if (wc[i].opcode == IBV_WC_RECV && wc[i].wr_id != (uint64_t)err++)
+				in_order = 0;
+		}
+		CHECK("the SRQ's WRs, from before and after the resize, in order", n == 12 && in_order && err == 46,
+		      "polled %d, in order %d, next %d", n, in_order, err);
+		MUST("destroy srq qps", !ibv_destroy_qp(receiver) && !ibv_destroy_qp(sender));
+		MUST("destroy srq", !ibv_destroy_srq(srq));
+	}
 
 	/* rereg */
 	{
