@@ -1,6 +1,10 @@
 package rdmacm
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -9,6 +13,7 @@ import (
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/mad"
 	"github.com/softroce/softroce/workload"
+	"golang.org/x/sys/unix"
 )
 
 // waitFor polls cond for up to 10 s.
@@ -206,5 +211,63 @@ func TestStatelessReplies(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if cb.State() != StateEstablished || b.cm.Stats().Sent[mad.AttrDREP] != 0 {
 		t.Errorf("a DREQ for another QP: state %v, stats %+v", cb.State(), b.cm.Stats())
+	}
+}
+
+// TestPrivateDataLimits: Connect, Accept and Reject refuse more private
+// data than the kernel's cm sends (56 bytes in a REQ after the rdma_cm
+// header, 196 in a REP, 148 in a REJ) with EINVAL, before anything goes
+// out; at the limits the data arrives whole.
+func TestPrivateDataLimits(t *testing.T) {
+	lb, a, b := newPair(t, Config{Seed: 27}, Config{Seed: 28})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p := rpingParam
+	p.PrivateData = make([]byte, 57)
+	if _, err := a.cm.Connect(ctx, a.qp, lb.B.IP, 7900, p); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("Connect with 57 bytes: %v, want EINVAL", err)
+	}
+	if s := a.cm.Stats(); len(s.Sent) != 0 {
+		t.Errorf("sent %v", s.Sent)
+	}
+	l, err := b.cm.Listen(7900)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	pa, pb := rpingParam, rpingParam
+	pa.PrivateData = bytes.Repeat([]byte{0xa5}, 56)
+	pb.PrivateData = bytes.Repeat([]byte{0x5a}, 196)
+	errc := make(chan error, 1)
+	go func() {
+		r, err := l.Accept(ctx)
+		if err == nil {
+			big := pb
+			big.PrivateData = make([]byte, 197)
+			if _, err := r.Accept(ctx, b.qp, big); !errors.Is(err, unix.EINVAL) {
+				errc <- fmt.Errorf("Accept with 197 bytes: %v, want EINVAL", err)
+				return
+			}
+			if err := r.Reject(make([]byte, 149)); !errors.Is(err, unix.EINVAL) {
+				errc <- fmt.Errorf("Reject with 149 bytes: %v, want EINVAL", err)
+				return
+			}
+			if !bytes.Equal(r.Param.PrivateData, pa.PrivateData) {
+				errc <- fmt.Errorf("REQ private data %x", r.Param.PrivateData)
+				return
+			}
+			_, err = r.Accept(ctx, b.qp, pb)
+		}
+		errc <- err
+	}()
+	ca, err := a.cm.Connect(ctx, a.qp, lb.B.IP, 7900, pa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if got := ca.PeerParam().PrivateData; !bytes.Equal(got, pb.PrivateData) {
+		t.Errorf("REP private data %x", got)
 	}
 }

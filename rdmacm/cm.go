@@ -307,6 +307,7 @@ func (c *CM) run() {
 // receive handles one GSI receive: 40 bytes of GRH room, then the MAD.
 func (c *CM) receive(w *emu.WC, b []byte) {
 	if int(w.ByteLen) < emu.GRHSize+mad.Size {
+		c.stats.malformed.Add(1)
 		return
 	}
 	nt := w.NetworkHdrType

@@ -125,10 +125,14 @@ func (cn *Conn) Err() error { cn.mu.Lock(); defer cn.mu.Unlock(); return cn.err 
 // or INIT) is connected to the peer's listener, and the Conn returned
 // once the REP came and the RTU was sent. A REJ fails it with a
 // *RejectError; ctx ending or the retries running out (ETIMEDOUT) fail it
-// too.
+// too. Private data beyond the 56 bytes a REQ leaves after the rdma_cm
+// header is EINVAL (mad.CheckPrivateData).
 func (c *CM) Connect(ctx context.Context, qp *emu.QP, dst netip.Addr, port uint16, p Param) (*Conn, error) {
 	if qp.QPType != qpstate.TypeRC {
 		return nil, fmt.Errorf("rdmacm: connect: QP type %v, want RC: %w", qp.QPType, unix.EINVAL)
+	}
+	if err := mad.CheckPrivateData(mad.AttrREQ, len(p.PrivateData), true); err != nil {
+		return nil, fmt.Errorf("rdmacm: connect: %w", err)
 	}
 	dgid := emu.GIDFromAddr(dst)
 	gidIdx, sgid, err := c.localGIDFor(dgid)

@@ -186,11 +186,14 @@ func (c *CM) hasGID(ip netip.Addr) bool {
 // Accept is rdma_accept: qp (an RC QP in RESET or INIT) moves to RTR
 // with the REQ's attributes, the REP goes out, and Accept returns the
 // Conn once the RTU came and the QP is in RTS. p's depths are cut to what
-// the REQ offers.
+// the REQ offers; private data beyond a REP's 196 bytes is EINVAL.
 func (r *Request) Accept(ctx context.Context, qp *emu.QP, p Param) (*Conn, error) {
 	cn, c := r.cn, r.cn.cm
 	if qp.QPType != qpstate.TypeRC {
 		return nil, fmt.Errorf("rdmacm: accept: QP type %v, want RC: %w", qp.QPType, unix.EINVAL)
+	}
+	if err := mad.CheckPrivateData(mad.AttrREP, len(p.PrivateData), true); err != nil {
+		return nil, fmt.Errorf("rdmacm: accept: %w", err)
 	}
 	req := mad.REQ(cn.req)
 	resp := min(p.ResponderResources, req.InitiatorDepth())
@@ -226,8 +229,12 @@ func (r *Request) Accept(ctx context.Context, qp *emu.QP, p Param) (*Conn, error
 }
 
 // Reject is rdma_reject: a REJ with reason "consumer defined" and pd as
-// its private data.
+// its private data. More private data than a REJ holds (148 bytes) is
+// EINVAL, and the request stays pending.
 func (r *Request) Reject(pd []byte) error {
+	if err := mad.CheckPrivateData(mad.AttrREJ, len(pd), true); err != nil {
+		return fmt.Errorf("rdmacm: reject: %w", err)
+	}
 	cn, c := r.cn, r.cn.cm
 	c.reject(cn.peerGID, cn.req, cn.localID, mad.RejConsumerDefined, pd)
 	cn.finish(StateClosed, unix.ECONNREFUSED)
