@@ -89,6 +89,7 @@ type CM struct {
 	ids     map[*ID]struct{}
 	conns   map[uint32]*ID    // by local communication ID
 	remotes map[remoteKey]*ID // by the peer's CA GUID and communication ID
+	sidrs   map[sidrKey]*ID   // service requests being answered, by sender and request ID
 	ports   map[portKey][]*ID // bound IDs by port space and port
 	closed  bool
 	stats   Stats
@@ -116,7 +117,7 @@ func New(cfg Config) (*CM, error) {
 	}
 	c := &CM{cfg: cfg, dev: cfg.Dev, clk: cfg.Clock, notify: make(chan struct{}, 1), done: make(chan struct{}),
 		rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), ahs: map[emu.GID]*emu.AH{},
-		ids: map[*ID]struct{}{}, conns: map[uint32]*ID{}, remotes: map[remoteKey]*ID{}, ports: map[portKey][]*ID{}}
+		ids: map[*ID]struct{}{}, conns: map[uint32]*ID{}, remotes: map[remoteKey]*ID{}, sidrs: map[sidrKey]*ID{}, ports: map[portKey][]*ID{}}
 	if c.clk == nil {
 		c.clk = cfg.Dev.Clock()
 	}
@@ -346,6 +347,10 @@ func (c *CM) receive(w *emu.WC, b []byte) {
 		c.onDREQ(sgid, m)
 	case mad.AttrDREP:
 		c.onDREP(m)
+	case mad.AttrSIDRREQ:
+		c.onSIDRREQ(sgid, m)
+	case mad.AttrSIDRREP:
+		c.onSIDRREP(m)
 	default:
 		c.stats.Unmatched++
 	}

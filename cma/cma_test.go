@@ -307,3 +307,73 @@ func TestBindErrors(t *testing.T) {
 }
 
 func errorsIs(err error, e unix.Errno) bool { return errors.Is(err, e) }
+
+// TestServiceResolution: a UD ID's connect is a SIDR_REQ; the listener's
+// accept answers with its QPN and RDMA_UDP_QKEY (ESTABLISHED with the UD
+// parameters), a port nobody listens on answers "unsupported"
+// (UNREACHABLE, status 1), a reject "rejected" (status 2).
+func TestServiceResolution(t *testing.T) {
+	a, b := newPair(t, Config{Seed: 1}, Config{Seed: 2})
+	udID := func(s *side) *ID {
+		id, err := s.cm.CreateID(PSUDP, qpstate.TypeUD, s.handler, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	resolved := func(port uint16) *ID {
+		id := udID(a)
+		if err := id.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(b.ip, port), time.Second); err != nil {
+			t.Fatal(err)
+		}
+		a.want(EventAddrResolved, 0)
+		if err := id.ResolveRoute(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		a.want(EventRouteResolved, 0)
+		return id
+	}
+	l := udID(b)
+	if err := l.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), 7174)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Listen(0); err != nil {
+		t.Fatal(err)
+	}
+	ca := resolved(7174)
+	if a, m, err := ca.InitQPAttr(qpstate.StateInit); err != nil || a.QKey != UDPQKey || m&qpstate.AttrQKey == 0 {
+		t.Fatalf("UD INIT attributes %+v %v: %v", a, m, err)
+	}
+	if err := ca.Connect(&ConnParam{PrivateData: []byte("who")}); err != nil {
+		t.Fatal(err)
+	}
+	req := b.want(EventConnectRequest, 0)
+	if len(req.UD.PrivateData) != 180 || string(req.UD.PrivateData[:3]) != "who" {
+		t.Fatalf("CONNECT_REQUEST private data %q", req.UD.PrivateData)
+	}
+	if err := req.ID.Accept(&ConnParam{QPNum: 0x123}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-a.evs:
+		if ev.Type != EventEstablished || ev.UD.QPNum != 0x123 || ev.UD.QKey != UDPQKey || ev.UD.AH.GRH.DGID != emu.GIDFromAddr(b.ip) {
+			t.Fatalf("event %v %+v", ev.Type, ev.UD)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no ESTABLISHED")
+	}
+	nobody := resolved(7175)
+	if err := nobody.Connect(&ConnParam{}); err != nil {
+		t.Fatal(err)
+	}
+	a.want(EventUnreachable, int32(mad.SIDRUnsupported))
+	again := resolved(7174)
+	if err := again.Connect(&ConnParam{}); err != nil {
+		t.Fatal(err)
+	}
+	req = b.want(EventConnectRequest, 0)
+	if err := req.ID.Reject(nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	a.want(EventUnreachable, int32(mad.SIDRReject))
+}

@@ -70,6 +70,8 @@ const (
 	cmDREQSent
 	cmDREQRcvd
 	cmTimewait
+	cmSIDRReqSent
+	cmSIDRReqRcvd
 )
 
 // EventType is enum rdma_cm_event_type.
@@ -541,7 +543,7 @@ func (c *CM) resolve(ctx context.Context, src, dst netip.Addr) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if r := c.dev.Resolver(); r != nil {
+	if r := c.dev.Resolver(); r != nil && !dst.IsMulticast() {
 		if _, err := r.Resolve(ctx, dst); err != nil {
 			if ctx.Err() != nil {
 				return 0, unix.ETIMEDOUT
@@ -640,7 +642,7 @@ func (id *ID) Connect(p *ConnParam) error {
 		return fmt.Errorf("cma: connect in %v: %w", id.state, unix.EINVAL)
 	}
 	if id.qpType == qpstate.TypeUD {
-		return fmt.Errorf("cma: connect of a UD ID (SIDR): %w", unix.EOPNOTSUPP)
+		return id.resolveServiceLocked(p)
 	}
 	max := mad.REQPrivateDataSize - mad.CMAHeaderSize
 	if len(p.PrivateData) > max {
@@ -730,7 +732,7 @@ func (id *ID) retransmit() {
 	}
 	id.timer, id.last = nil, nil
 	switch id.cm_ {
-	case cmREQSent, cmREPSent:
+	case cmREQSent, cmREPSent, cmSIDRReqSent:
 		id.cm_ = cmIdle
 		id.forgetConnLocked()
 		id.event(Event{Type: EventUnreachable, Status: -int32(unix.ETIMEDOUT)})
@@ -789,7 +791,23 @@ func (id *ID) Accept(p *ConnParam) error {
 		return fmt.Errorf("cma: accept in %v: %w", id.state, unix.EINVAL)
 	}
 	if id.qpType == qpstate.TypeUD {
-		return fmt.Errorf("cma: accept of a UD ID (SIDR): %w", unix.EOPNOTSUPP)
+		if id.cm_ != cmSIDRReqRcvd {
+			return fmt.Errorf("cma: accept: no service request to answer: %w", unix.EINVAL)
+		}
+		var pd []byte
+		var qpn uint32
+		if p != nil {
+			if len(p.PrivateData) > mad.SIDRREPPrivateDataSize {
+				return fmt.Errorf("cma: accept: %d bytes of private data, at most %d: %w", len(p.PrivateData), mad.SIDRREPPrivateDataSize, unix.EINVAL)
+			}
+			if p.QKey != 0 && p.QKey != UDPQKey && (id.ps == PSUDP || id.ps == PSIB) {
+				return fmt.Errorf("cma: accept: Q_Key %#x, the port space's is %#x: %w", p.QKey, UDPQKey, unix.EINVAL)
+			}
+			pd, qpn = p.PrivateData, p.QPNum&0xffffff
+		}
+		id.qpNum = qpn
+		id.sidrReplyLocked(mad.SIDRSuccess, qpn, UDPQKey, pd)
+		return nil
 	}
 	var err error
 	switch {
@@ -839,6 +857,13 @@ func (id *ID) Reject(pd []byte, reason mad.RejReason) error {
 	c := id.cm
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if id.cm_ == cmSIDRReqRcvd {
+		if len(pd) > mad.SIDRREPPrivateDataSize {
+			return fmt.Errorf("cma: reject: %d bytes of private data: %w", len(pd), unix.EINVAL)
+		}
+		id.sidrReplyLocked(mad.SIDRReject, 0, 0, pd)
+		return nil
+	}
 	if len(pd) > mad.REJPrivateDataSize {
 		return fmt.Errorf("cma: reject: %d bytes of private data: %w", len(pd), unix.EINVAL)
 	}
@@ -966,6 +991,8 @@ func (id *ID) destroyLocked() {
 		c.send(id.dgid, d)
 	case cmDREQRcvd:
 		c.send(id.dgid, buildDREP(id.drepTID, id.localID, id.remoteID))
+	case cmSIDRReqRcvd:
+		id.sidrReplyLocked(mad.SIDRReject, 0, 0, nil)
 	}
 	id.stopTimerLocked()
 	id.cm_ = cmIdle

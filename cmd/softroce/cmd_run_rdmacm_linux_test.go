@@ -106,7 +106,8 @@ func cmPair(t *testing.T, home, dev, serverTool, clientTool string, serverArgs, 
 // (rdmacm-utils, perftest with -R), unprivileged, server and client
 // through "softroce run" on one daemon over the loopback link, IPv4 and
 // IPv6: rping in its modes, ucmatose with one and four connections,
-// rdma_server/rdma_client, rdma_xserver/rdma_xclient, the perftest tools
+// rdma_server/rdma_client, rdma_xserver/rdma_xclient, udaddy with one and
+// four UD "connections" (service ID resolution), the perftest tools
 // connecting with rdma_cm, rstream and riostream over rsockets. Each pair
 // exits 0 with its result.
 func TestRDMACMToolsOnOneDaemon(t *testing.T) {
@@ -156,6 +157,16 @@ func TestRDMACMToolsOnOneDaemon(t *testing.T) {
 		)
 		cases[len(cases)-1].client = []string{"-s", ip, "-p", p}
 		cases[len(cases)-1].clientWant = "rdma_client: end 0"
+		p = next()
+		cases = append(cases,
+			tc{"udaddy " + ip, "udaddy", "rdmacm-utils", []string{"-b", ip, "-p", p}, []string{"-s", ip, "-p", p},
+				"return status 0", "return status 0"},
+		)
+		p = next()
+		cases = append(cases,
+			tc{"udaddy -c 4 " + ip, "udaddy", "rdmacm-utils", []string{"-b", ip, "-p", p, "-c", "4"},
+				[]string{"-s", ip, "-p", p, "-c", "4"}, "return status 0", "return status 0"},
+		)
 		p = next()
 		cases = append(cases,
 			tc{"rstream " + ip, "rstream", "rdmacm-utils", []string{"-b", ip, "-p", p, "-S", "4096", "-C", "200"},
