@@ -131,11 +131,12 @@ type UDParam struct {
 // Event is struct rdma_cm_event: what happened to ID. Status is 0, a
 // negative errno, or (REJECTED) the REJ reason.
 type Event struct {
-	Type   EventType
-	Status int32
-	ID     *ID
-	Conn   ConnParam
-	UD     UDParam
+	Type      EventType
+	Status    int32
+	ID        *ID
+	Conn      ConnParam
+	UD        UDParam
+	Multicast *Multicast // MULTICAST_JOIN and MULTICAST_ERROR: the join
 }
 
 // Handler receives an ID's events. For CONNECT_REQUEST it is the
@@ -170,24 +171,24 @@ type ID struct {
 	resolving context.CancelFunc
 
 	// The IB CM half.
-	cm_          cmState
-	localID      uint32
-	remoteID     uint32
-	remoteGUID   uint64
-	tid          uint64
-	drepTID      uint64 // the TID of the peer's DREQ, which our DREP echoes
-	qpNum        uint32 // our QP number from the connect or accept parameters
-	remoteQPN    uint32
-	req, rep     mad.MAD
-	last         mad.MAD // what the timer resends
-	lastTimeout  time.Duration
-	tries        int
-	maxRetries   int
-	timer        clock.Timer
-	respRes      uint8 // our responder resources (max_dest_rd_atomic)
-	initDepth    uint8 // our initiator depth (max_rd_atomic)
-	destroyed    bool
-	timewaitDone bool
+	cm_         cmState
+	localID     uint32
+	remoteID    uint32
+	remoteGUID  uint64
+	tid         uint64
+	drepTID     uint64 // the TID of the peer's DREQ, which our DREP echoes
+	qpNum       uint32 // our QP number from the connect or accept parameters
+	remoteQPN   uint32
+	req, rep    mad.MAD
+	last        mad.MAD // what the timer resends
+	lastTimeout time.Duration
+	tries       int
+	maxRetries  int
+	timer       clock.Timer
+	respRes     uint8 // our responder resources (max_dest_rd_atomic)
+	initDepth   uint8 // our initiator depth (max_rd_atomic)
+	destroyed   bool
+	mcs         []*Multicast
 }
 
 // CreateID is rdma_create_id: a new ID in port space ps for QPs of type
@@ -1001,6 +1002,10 @@ func (id *ID) destroyLocked() {
 		id.resolving()
 	}
 	id.unbindLocked()
+	for _, m := range id.mcs {
+		m.left = true
+	}
+	id.mcs = nil
 	id.destroyed = true
 	id.state = StateDestroying
 	delete(c.ids, id)
@@ -1118,3 +1123,5 @@ func buildDREP(tid uint64, local, remote uint32) mad.MAD {
 	mad.DREP(m).Encode(&mad.CommIDs{LocalCommID: local, RemoteCommID: remote})
 	return m
 }
+
+const qpTypeUD = qpstate.TypeUD

@@ -51,7 +51,7 @@ var cmdTable = [...]struct {
 	uverbs.UcmCmdGetOption:    {"GET_OPTION", nil},
 	uverbs.UcmCmdSetOption:    {"SET_OPTION", (*File).setOption},
 	uverbs.UcmCmdNotify:       {"NOTIFY", (*File).notify},
-	uverbs.UcmCmdJoinIPMcast:  {"JOIN_IP_MCAST", (*File).joinMcast},
+	uverbs.UcmCmdJoinIPMcast:  {"JOIN_IP_MCAST", (*File).joinIPMcast},
 	uverbs.UcmCmdLeaveMcast:   {"LEAVE_MCAST", (*File).leaveMcast},
 	uverbs.UcmCmdMigrateID:    {"MIGRATE_ID", (*File).migrateID},
 	uverbs.UcmCmdQuery:        {"QUERY", (*File).query},
@@ -645,6 +645,9 @@ func (f *File) getEvent(in []byte, _, outLen int) error {
 	f.events[0] = nil
 	f.events = f.events[1:]
 	e.ctx.reported++
+	if e.mc != nil {
+		e.mc.reported++
+	}
 	f.mu.Unlock()
 	return nil
 }
@@ -715,12 +718,102 @@ func (f *File) setOption(in []byte, _, _ int) error {
 	return errorf(unix.ENOSYS, "SET_OPTION level %d name %d", cmd.Level, cmd.Optname)
 }
 
-func (f *File) joinMcast(in []byte, _, _ int) error {
-	return errorf(unix.ENOSYS, "multicast joins are not served yet")
+// Join flags of JOIN_MCAST (RDMA_MC_JOIN_FLAG_*).
+const (
+	joinFullMember         = 0
+	joinSendOnlyFullMember = 1
+)
+
+func (f *File) joinIPMcast(in []byte, _, outLen int) error {
+	cmd := load[uverbs.UcmJoinIPMcast](in)
+	a, err := sockaddr(bytesOf(&cmd.Addr), 0)
+	if err != nil {
+		return err
+	}
+	return f.join(cmd.Response, cmd.Uid, cmd.Id, a.Addr(), joinFullMember, outLen)
 }
 
-func (f *File) leaveMcast(in []byte, _, _ int) error {
-	return errorf(unix.EINVAL, "LEAVE_MCAST: no such join")
+func (f *File) joinMcast(in []byte, _, outLen int) error {
+	cmd := load[uverbs.UcmJoinMcast](in)
+	a, err := sockaddr(cmd.Addr.Anon0[:], int(cmd.Addr_size))
+	if err != nil {
+		return err
+	}
+	return f.join(cmd.Response, cmd.Uid, cmd.Id, a.Addr(), int(cmd.Join_flags), outLen)
+}
+
+// join is ucma_process_join.
+func (f *File) join(response, uid uint64, id uint32, group netip.Addr, flags, outLen int) error {
+	if outLen < sizeOf[uverbs.UcmCreateIDResp]() {
+		return errorf(unix.ENOSPC, "JOIN: response room %d", outLen)
+	}
+	if flags != joinFullMember && flags != joinSendOnlyFullMember {
+		return errorf(unix.EINVAL, "JOIN: flags %d", flags)
+	}
+	c, err := f.get(id)
+	if err != nil {
+		return err
+	}
+	s := f.svc
+	mc := &mcast{uid: uid, ctx: c}
+	s.mu.Lock()
+	for s.mcs[s.nextMC] != nil {
+		s.nextMC++
+	}
+	mc.id = s.nextMC
+	s.nextMC++
+	s.mcs[mc.id] = mc
+	s.mu.Unlock()
+	resp := uverbs.UcmCreateIDResp{Id: mc.id}
+	if err := f.copyOut(response, bytesOf(&resp)); err != nil {
+		s.mu.Lock()
+		delete(s.mcs, mc.id)
+		s.mu.Unlock()
+		return err
+	}
+	j, err := c.cmID.JoinMulticast(group, flags == joinSendOnlyFullMember, mc)
+	if err != nil {
+		s.mu.Lock()
+		delete(s.mcs, mc.id)
+		s.mu.Unlock()
+		return wrap("JOIN", err)
+	}
+	mc.join = j
+	return nil
+}
+
+// leaveMcast is ucma_leave_multicast.
+func (f *File) leaveMcast(in []byte, _, outLen int) error {
+	cmd := load[uverbs.UcmDestroyID](in)
+	if outLen < sizeOf[uverbs.UcmDestroyIDResp]() {
+		return errorf(unix.ENOSPC, "LEAVE_MCAST: response room %d", outLen)
+	}
+	s := f.svc
+	s.mu.Lock()
+	mc := s.mcs[cmd.Id]
+	switch {
+	case mc == nil:
+		s.mu.Unlock()
+		return errorf(unix.ENOENT, "LEAVE_MCAST: no join %d", cmd.Id)
+	case mc.ctx.file.Load() != f || mc.join == nil:
+		s.mu.Unlock()
+		return errorf(unix.EINVAL, "LEAVE_MCAST: join %d is not this file's", cmd.Id)
+	}
+	delete(s.mcs, cmd.Id)
+	s.mu.Unlock()
+	mc.ctx.cmID.LeaveMulticast(mc.join)
+	f.mu.Lock()
+	kept := f.events[:0]
+	for _, e := range f.events {
+		if e.mc != mc {
+			kept = append(kept, e)
+		}
+	}
+	clear(f.events[len(kept):])
+	f.events = kept
+	resp := uverbs.UcmDestroyIDResp{Reported: mc.reported}
+	f.mu.Unlock()
+	return f.copyOut(cmd.Response, bytesOf(&resp))
 }
 
 // Tokens the preload library puts in MIGRATE_ID's fd field when the

@@ -48,6 +48,8 @@ type Service struct {
 	mu     sync.Mutex
 	ctxs   map[uint32]*context
 	next   uint32
+	mcs    map[uint32]*mcast // multicast_idr
+	nextMC uint32
 	files  map[uint32]*File // by token
 	rnd    *rand.Rand
 	closed bool
@@ -55,7 +57,7 @@ type Service struct {
 
 // NewService serves cm's IDs to clients.
 func NewService(cm *cma.CM, seed uint64) *Service {
-	return &Service{cm: cm, ctxs: map[uint32]*context{}, files: map[uint32]*File{},
+	return &Service{cm: cm, ctxs: map[uint32]*context{}, files: map[uint32]*File{}, mcs: map[uint32]*mcast{},
 		rnd: rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))}
 }
 
@@ -92,9 +94,19 @@ type context struct {
 	reported uint32
 }
 
+// mcast is struct ucma_multicast.
+type mcast struct {
+	id       uint32
+	uid      uint64
+	ctx      *context
+	reported uint32
+	join     *cma.Multicast
+}
+
 // uevent is struct ucma_event.
 type uevent struct {
 	ctx  *context
+	mc   *mcast
 	cmID *cma.ID
 	resp uverbs.UcmEventResp
 }
@@ -180,6 +192,14 @@ func (f *File) Close() error {
 // its connection requests with them); it returns the events reported.
 func (f *File) destroyContext(c *context) uint32 {
 	c.cmID.Destroy()
+	s := f.svc
+	s.mu.Lock()
+	for id, m := range s.mcs {
+		if m.ctx == c {
+			delete(s.mcs, id)
+		}
+	}
+	s.mu.Unlock()
 	f.mu.Lock()
 	var drop []*uevent
 	kept := f.events[:0]
@@ -233,13 +253,21 @@ func (s *Service) handler(ev *cma.Event) error {
 			return errBacklog
 		}
 		c.backlog--
-	} else if c.uid == 0 || c.cmID != ev.ID {
+	} else if (c.uid == 0 && ev.Multicast == nil) || c.cmID != ev.ID {
 		// Events of a new connection before the consumer took it
 		// and accepted: the kernel drops them too.
 		return nil
 	}
 	e := &uevent{ctx: c, cmID: ev.ID}
 	e.resp.Uid, e.resp.Id = c.uid, c.id
+	if ev.Multicast != nil {
+		mc, _ := ev.Multicast.Cookie().(*mcast)
+		if mc == nil {
+			return nil
+		}
+		e.mc = mc
+		e.resp.Uid, e.resp.Id = mc.uid, mc.id
+	}
 	e.resp.Event, e.resp.Status = uint32(ev.Type), uint32(ev.Status)
 	if ev.ID.QPType() == udType {
 		var p uverbs.UcmUDParam

@@ -206,3 +206,66 @@ func TestRDMACMToolsOnOneDaemon(t *testing.T) {
 		})
 	}
 }
+
+// mckeyGroup runs two mckey receivers of group on dev, then mckey senders
+// until both receivers have their messages (a UD sender does not know
+// whether anyone joined yet): every program exits 0.
+func mckeyGroup(t *testing.T, home, dev, tool, bind, group string) {
+	t.Helper()
+	outs := make([]*bytes.Buffer, 2)
+	type result struct {
+		i   int
+		err error
+	}
+	done := make(chan result, len(outs))
+	for i := range outs {
+		outs[i] = &bytes.Buffer{}
+		cmd := userCommand(t, home, nil, "softroce", "run", "-d", dev, "--", tool, "-m", group, "-b", bind)
+		cmd.Stdout, cmd.Stderr = outs[i], outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		go func() { done <- result{i, cmd.Wait()} }()
+	}
+	pending := len(outs)
+	for deadline := time.Now().Add(30 * time.Second); pending > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("receivers did not finish:\n%s\n%s", outs[0].String(), outs[1].String())
+		}
+		out, err := userCommand(t, home, nil, "softroce", "run", "-d", dev, "--", tool, "-m", group, "-b", bind, "-s").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "return status 0") {
+			t.Fatalf("sender: %v\n%s", err, out)
+		}
+		timeout := time.After(time.Second)
+	wait:
+		for pending > 0 {
+			select {
+			case r := <-done:
+				if r.err != nil {
+					t.Fatalf("receiver: %v\n%s", r.err, outs[r.i].String())
+				}
+				pending--
+			case <-timeout:
+				break wait
+			}
+		}
+	}
+	for _, o := range outs {
+		if !strings.Contains(o.String(), "return status 0") || !strings.Contains(o.String(), "joined dgid: ::ffff:"+group) {
+			t.Errorf("receiver output:\n%s", o.String())
+		}
+	}
+}
+
+// TestMckeyOnOneDaemon: Debian's mckey, two receivers and a sender of an
+// IPv4 group through "softroce run" on one daemon: the join's group GID,
+// the UD multicast SENDs reaching both receivers' attached QPs.
+func TestMckeyOnOneDaemon(t *testing.T) {
+	needCC(t)
+	home := userHome(t)
+	const dev = "rxe12"
+	serveAsUser(t, home, dev, "--ip", "10.78.3.1/24")
+	path := distroRDMACMTool(t, "mckey", "rdmacm-utils")
+	mckeyGroup(t, home, dev, path, "10.78.3.1", "239.1.2.3")
+}
