@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -268,4 +270,79 @@ func TestMckeyOnOneDaemon(t *testing.T) {
 	serveAsUser(t, home, dev, "--ip", "10.78.3.1/24")
 	path := distroRDMACMTool(t, "mckey", "rdmacm-utils")
 	mckeyGroup(t, home, dev, path, "10.78.3.1", "239.1.2.3")
+}
+
+// TestKilledRpingClientDisconnectsTheServer: an rping client killed
+// (SIGKILL) in the middle of a long run has its rdma_cm file closed by the
+// daemon, which destroys its ID as ucma_close does: the connected server
+// gets the DREQ, sees RDMA_CM_EVENT_DISCONNECTED and ends; a new pair on
+// the same port then connects.
+func TestKilledRpingClientDisconnectsTheServer(t *testing.T) {
+	needCC(t)
+	home := userHome(t)
+	const dev, ip, port = "rxe13", "10.78.4.1", "19500"
+	serveAsUser(t, home, dev, "--ip", ip+"/24")
+	path := distroRDMACMTool(t, "rping", "rdmacm-utils")
+	run := func(args ...string) *exec.Cmd {
+		return userCommand(t, home, nil, "softroce", append([]string{"run", "-d", dev, "--", path}, args...)...)
+	}
+	server := run("-s", "-a", ip, "-p", port, "-v")
+	var sout bytes.Buffer
+	server.Stdout, server.Stderr = &sout, &sout
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer server.Process.Kill()
+	serverDone := make(chan error, 1)
+	go func() { serverDone <- server.Wait() }()
+	var cout bytes.Buffer
+	var client *exec.Cmd
+	// The client runs forever (no -C); wait until pings flow.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		cout.Reset()
+		client = run("-c", "-a", ip, "-p", port, "-v")
+		client.Stdout, client.Stderr = &cout, &cout
+		if err := client.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		if client.ProcessState == nil && strings.Contains(sout.String(), "server ping data") {
+			break
+		}
+		client.Process.Kill()
+		client.Wait()
+		if time.Now().After(deadline) {
+			t.Fatalf("no pings:\nclient:\n%s\nserver:\n%s", cout.String(), sout.String())
+		}
+	}
+	// Kill rping itself, not the softroce run in front of it: the child
+	// of softroce run (setpriv execs it) is rping.
+	// (softroce is a Go program: any of its threads may have forked it).
+	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(client.Process.Pid) + "/task/*/children")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rpingPid int
+	for _, task := range tasks {
+		children, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(children)) {
+			rpingPid, _ = strconv.Atoi(f)
+		}
+	}
+	if rpingPid == 0 {
+		t.Fatalf("no rping process under %d", client.Process.Pid)
+	}
+	if err := syscall.Kill(rpingPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	client.Wait()
+	select {
+	case <-serverDone:
+		if !strings.Contains(sout.String(), "DISCONNECT EVENT") {
+			t.Errorf("server output lacks the disconnect:\n%s", sout.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("server did not see the client go:\n%s", sout.String())
+	}
+	cmPair(t, home, dev, path, path, []string{"-s", "-a", ip, "-p", port, "-C", "3"}, []string{"-c", "-a", ip, "-p", port, "-C", "3"}, "", "")
 }
