@@ -32,8 +32,8 @@ const (
 	mraServiceTimeout  = 24 // CMA_CM_MRA_SETTING
 	defaultHopLimit    = 64
 	maxBacklog         = 1024
-	numRecvs           = 128
-	numSends           = 128
+	numRecvs           = 512 // ib_mad's mad_recvq_size
+	numSends           = 128 // ib_mad's mad_sendq_size
 	slotSize           = emu.GRHSize + mad.Size
 	ephemeralPortFirst = 32768 // net.ipv4.ip_local_port_range
 	ephemeralPortLast  = 60999
@@ -83,6 +83,7 @@ type CM struct {
 
 	slotMu    sync.Mutex
 	freeSlots []int
+	overflow  []pendingSend // sends waiting for a slot (the MAD layer's overflow list)
 
 	mu      sync.Mutex
 	rnd     *rand.Rand
@@ -94,6 +95,16 @@ type CM struct {
 	closed  bool
 	stats   Stats
 }
+
+// pendingSend is a MAD waiting for a free send slot.
+type pendingSend struct {
+	ah *emu.AH
+	m  mad.MAD
+}
+
+// maxOverflow bounds the sends that wait for a slot; beyond it a MAD is
+// dropped as a lost datagram (the retransmission timers cover it).
+const maxOverflow = 4096
 
 type portKey struct {
 	ps   PortSpace
@@ -276,6 +287,14 @@ func (c *CM) run() {
 			slot := int(w.WRID)
 			if w.Opcode&emu.WCRecv == 0 {
 				c.slotMu.Lock()
+				if len(c.overflow) > 0 {
+					p := c.overflow[0]
+					c.overflow[0] = pendingSend{}
+					c.overflow = c.overflow[1:]
+					c.slotMu.Unlock()
+					c.post(slot, p.ah, p.m)
+					continue
+				}
 				c.freeSlots = append(c.freeSlots, slot)
 				c.slotMu.Unlock()
 				continue
@@ -400,12 +419,20 @@ func (c *CM) send(dgid emu.GID, m mad.MAD) {
 	}
 	c.slotMu.Lock()
 	if len(c.freeSlots) == 0 {
+		if len(c.overflow) < maxOverflow {
+			c.overflow = append(c.overflow, pendingSend{ah, append(mad.MAD(nil), m...)})
+		}
 		c.slotMu.Unlock()
 		return
 	}
 	slot := c.freeSlots[len(c.freeSlots)-1]
 	c.freeSlots = c.freeSlots[:len(c.freeSlots)-1]
 	c.slotMu.Unlock()
+	c.post(slot, ah, m)
+}
+
+// post sends m from a send slot.
+func (c *CM) post(slot int, ah *emu.AH, m mad.MAD) {
 	off := slot * slotSize
 	copy(c.buf[off:off+mad.Size], m)
 	if _, err := c.gsi.PostSend([]emu.SendWR{{WRID: uint64(slot), Opcode: emu.WRSend, SendFlags: emu.SendSignaled,

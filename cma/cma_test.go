@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"net/netip"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -376,4 +378,160 @@ func TestServiceResolution(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.want(EventUnreachable, int32(mad.SIDRReject))
+}
+
+// established connects a (active) to a listener on b at port and returns
+// both IDs, their QPs moved through INIT, RTR and RTS.
+func established(t *testing.T, a, b *side, port uint16) (*ID, *ID) {
+	t.Helper()
+	l := b.id(PSTCP)
+	if err := l.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), port)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Listen(0); err != nil {
+		t.Fatal(err)
+	}
+	ca := a.resolved(b.ip, port)
+	qa, qb := a.qp(), b.qp()
+	modify(t, ca, qa, qpstate.StateInit)
+	if err := ca.Connect(&ConnParam{QPNum: qa.QPNum(), ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}); err != nil {
+		t.Fatal(err)
+	}
+	cb := b.want(EventConnectRequest, 0).ID
+	modify(t, cb, qb, qpstate.StateInit, qpstate.StateRTR, qpstate.StateRTS)
+	if err := cb.Accept(&ConnParam{QPNum: qb.QPNum(), ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7}); err != nil {
+		t.Fatal(err)
+	}
+	a.want(EventConnectResponse, 0)
+	modify(t, ca, qa, qpstate.StateInit, qpstate.StateRTR, qpstate.StateRTS)
+	if err := ca.Accept(nil); err != nil {
+		t.Fatal(err)
+	}
+	b.want(EventEstablished, 0)
+	return ca, cb
+}
+
+// TestLostREQIsRetransmitted: the first REQ is lost; the timer sends the
+// identical REQ again and the connection is made.
+func TestLostREQIsRetransmitted(t *testing.T) {
+	var mu sync.Mutex
+	var reqs []mad.MAD
+	a, b := newPair(t, Config{Seed: 1, REQTimeout: 20 * time.Millisecond, DropTx: func(m mad.MAD) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.AttributeID() != mad.AttrREQ {
+			return false
+		}
+		reqs = append(reqs, append(mad.MAD(nil), m...))
+		return len(reqs) == 1
+	}}, Config{Seed: 2})
+	established(t, a, b, 7174)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reqs) < 2 {
+		t.Fatalf("%d REQs sent, want a retransmission", len(reqs))
+	}
+	for i, r := range reqs[1:] {
+		if !bytes.Equal(r, reqs[0]) {
+			t.Fatalf("retransmission %d differs from the REQ", i+1)
+		}
+	}
+}
+
+// TestUnansweredDREQ: a peer that never answers the DREQ: after the
+// retries the consumer gets DISCONNECTED with -ETIMEDOUT, then
+// TIMEWAIT_EXIT.
+func TestUnansweredDREQ(t *testing.T) {
+	a, b := newPair(t, Config{Seed: 1, REQTimeout: 10 * time.Millisecond, MaxRetries: 2, Timewait: 10 * time.Millisecond},
+		Config{Seed: 2, DropTx: func(m mad.MAD) bool { return m.AttributeID() == mad.AttrDREP }})
+	ca, cb := established(t, a, b, 7174)
+	if err := ca.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	b.want(EventDisconnected, 0)
+	if err := cb.Disconnect(); err != nil { // its DREP is lost
+		t.Fatal(err)
+	}
+	a.want(EventDisconnected, -int32(unix.ETIMEDOUT))
+	a.want(EventTimewaitExit, 0)
+}
+
+// TestDestroyWhileConnecting: the active side destroys its ID before the
+// REP: the REJ "timeout" it sends (with its node GUID) reaches the passive
+// ID as REJECTED 4, and a later accept fails.
+func TestDestroyWhileConnecting(t *testing.T) {
+	a, b := newPair(t, Config{Seed: 1}, Config{Seed: 2})
+	l := b.id(PSTCP)
+	if err := l.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), 7174)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Listen(0); err != nil {
+		t.Fatal(err)
+	}
+	ca := a.resolved(b.ip, 7174)
+	if err := ca.Connect(&ConnParam{QPNum: a.qp().QPNum()}); err != nil {
+		t.Fatal(err)
+	}
+	cb := b.want(EventConnectRequest, 0).ID
+	ca.Destroy()
+	b.want(EventRejected, int32(mad.RejTimeout))
+	if err := cb.Accept(&ConnParam{QPNum: 1}); !errorsIs(err, unix.EINVAL) {
+		t.Fatalf("accept after the peer gave up: %v, want EINVAL", err)
+	}
+}
+
+// TestREQFloodLeavesNothing: REQs for a port nobody listens on, and REQs a
+// full backlog drops, are counted and answered as the kernel does (REJ 8;
+// nothing) and leave no ID or goroutine behind.
+func TestREQFloodLeavesNothing(t *testing.T) {
+	a, b := newPair(t, Config{Seed: 1}, Config{Seed: 2})
+	before := runtime.NumGoroutine()
+	full := func(*Event) error { return errors.New("backlog full") }
+	l, err := b.cm.CreateID(PSTCP, qpstate.TypeRC, full, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), 7000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Listen(1); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	var ids []*ID
+	for i := range n {
+		port := uint16(7000)
+		if i%2 == 1 {
+			port = 7001
+		}
+		ids = append(ids, a.resolved(b.ip, port))
+	}
+	for i, id := range ids {
+		if err := id.Connect(&ConnParam{QPNum: 0x100 + uint32(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n / 2 {
+		a.want(EventRejected, int32(mad.RejInvalidServiceID))
+	}
+	if st := b.cm.Stats(); st.RejSent != n/2 {
+		t.Errorf("REJs sent %d, want %d", st.RejSent, n/2)
+	}
+	for _, id := range ids {
+		id.Destroy()
+	}
+	l.Destroy()
+	for _, c := range []*CM{a.cm, b.cm} {
+		c.mu.Lock()
+		left := len(c.ids) + len(c.conns) + len(c.remotes) + len(c.ports)
+		c.mu.Unlock()
+		if left != 0 {
+			t.Errorf("%d IDs, connections or ports left", left)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, %d before", runtime.NumGoroutine(), before)
+		}
+	}
 }
