@@ -81,6 +81,8 @@ func init() {
 	io(CmdQueryQp, "QUERY_QP", (*call).queryQP, sizeOf[QueryQp](), sizeOf[QueryQpResp](), false)
 	io(CmdModifyQp, "MODIFY_QP", (*call).modifyQP, sizeOf[ModifyQp](), 0, true)
 	io(CmdDestroyQp, "DESTROY_QP", (*call).destroyQP, sizeOf[DestroyQp](), sizeOf[DestroyQpResp](), false)
+	io(CmdAttachMcast, "ATTACH_MCAST", (*call).attachMcast, sizeOf[AttachMcast](), 0, false)
+	io(CmdDetachMcast, "DETACH_MCAST", (*call).detachMcast, sizeOf[DetachMcast](), 0, false)
 	io(CmdPostSend, "POST_SEND", (*call).postSend, sizeOf[PostSend](), sizeOf[PostSendResp](), false)
 	io(CmdAttachMcast, "ATTACH_MCAST", (*call).attachMcast, sizeOf[AttachMcast](), 0, false)
 	io(CmdDetachMcast, "DETACH_MCAST", (*call).detachMcast, sizeOf[DetachMcast](), 0, false)
