@@ -417,16 +417,12 @@ func TestInteropVerbs(t *testing.T) {
 			start := time.Now()
 			d := u.serve(t, ctx, lab, l)
 			t.Logf("softroce serve %s up in %v", strings.Join(l.serve, " "), time.Since(start).Round(time.Millisecond))
-			defer func() {
-				if err := d.stop(); err != nil {
-					t.Error(err)
-				}
-				os.WriteFile(filepath.Join(dir, l.name+".serve.log"), []byte(d.out.String()), 0o644)
-			}()
+			t.Cleanup(func() { os.WriteFile(filepath.Join(dir, l.name+".serve.log"), []byte(d.out.String()), 0o644) })
+			var sum verbsTally
 			for _, c := range cells {
 				port++
 				t.Run(c.name(), func(t *testing.T) {
-					for _, p := range runVerbsCell(t, ctx, lab, vm, u, dir, c, port) {
+					for _, p := range runVerbsCell(t, ctx, lab, vm, u, dir, c, port, &sum) {
 						t.Error(p)
 					}
 				})
@@ -438,13 +434,17 @@ func TestInteropVerbs(t *testing.T) {
 			if n := strings.TrimSpace(r.Output); n != "0" {
 				t.Errorf("the VM's kernel logged %s bad ICRCs:\n%s", n, vm.Console())
 			}
+			if err := d.stop(); err != nil {
+				t.Fatal(err)
+			}
+			checkServeCounters(t, l, d.out.String(), sum)
 		})
 	}
 }
 
 // runVerbsCell runs one cell and returns what went wrong with it (a
 // harness failure is fatal).
-func runVerbsCell(t *testing.T, ctx context.Context, lab *Lab, vm *VM, u *verbsUser, dir string, c verbsCell, port int) (problems []string) {
+func runVerbsCell(t *testing.T, ctx context.Context, lab *Lab, vm *VM, u *verbsUser, dir string, c verbsCell, port int, sum *verbsTally) (problems []string) {
 	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -556,7 +556,8 @@ func runVerbsCell(t *testing.T, ctx context.Context, lab *Lab, vm *VM, u *verbsU
 		errorf("rxe accepted %d packets (rcvd_pkts), the capture has %d to it: it dropped some (a bad ICRC or header?)", got, toVM)
 	}
 	t.Logf("%v; %d frames, %d RoCEv2 (%d to rxe, %d to softroce): %s", elapsed.Round(time.Millisecond), rep.Frames, rep.RoCE, toVM, fromVM, rep.OpcodeSummary())
-	if c.link.name == "udp" && !c.ipv6 {
+	sum.toSoftroce += fromVM
+	if c.link.name == "udp" {
 		// softroce's datagrams leave with identification 0 (the ICRC
 		// it computes assumes it, and the capture's ICRCs are good);
 		// rxe's carry nonzero ones, which softroce's link counts as
@@ -565,11 +566,14 @@ func runVerbsCell(t *testing.T, ctx context.Context, lab *Lab, vm *VM, u *verbsU
 		if err != nil {
 			t.Fatal(err)
 		}
+		sum.unverifiable += ids[true][true]
 		if ids[false][true] != 0 {
 			errorf("%d of softroce's IPv4 frames carry a nonzero identification", ids[false][true])
 		}
-		t.Logf("IPv4 identification: rxe's frames %d nonzero, %d zero (unverifiable on softroce's side: the nonzero ones); softroce's %d zero",
-			ids[true][true], ids[true][false], ids[false][false])
+		if !c.ipv6 {
+			t.Logf("IPv4 identification: rxe's frames %d nonzero, %d zero (unverifiable on softroce's side: the nonzero ones); softroce's %d zero",
+				ids[true][true], ids[true][false], ids[false][false])
+		}
 	}
 	if len(problems) > 0 {
 		t.Logf("capture and logs: %s.*", base)
@@ -622,5 +626,44 @@ func ipv4IDs(path string, softAddr netip.Addr) (map[bool]map[bool]int, error) {
 			continue
 		}
 		n[pkt.Dst().Unmap() == softAddr][pkt.IPID() != 0]++
+	}
+}
+
+// verbsTally sums what a link's captures show softroce received.
+type verbsTally struct {
+	// toSoftroce counts the RoCEv2 frames to softroce's address.
+	toSoftroce int
+	// unverifiable counts those over IPv4 with a nonzero identification
+	// (--udp cannot check their ICRC).
+	unverifiable int
+}
+
+// checkServeCounters reads the counters `softroce serve` printed at exit
+// and checks them against the captures: softroce received every frame
+// sent to it (rcvd_pkts, counted after the device's header and ICRC
+// checks), found no bad ICRC, and on --udp counted exactly rxe's IPv4
+// frames (nonzero identifications) as unverifiable.
+func checkServeCounters(t *testing.T, l verbsLink, out string, sum verbsTally) {
+	t.Helper()
+	var line string
+	for _, ln := range strings.Split(out, "\n") {
+		if strings.HasPrefix(ln, "link "+l.dev+"/1 ") {
+			line = ln
+		}
+	}
+	if line == "" {
+		t.Fatalf("softroce serve printed no counters at exit:\n%s", out)
+	}
+	st := parseStatistic(line)
+	t.Logf("softroce's counters: %s", line)
+	if st["rcvd_pkts"] != int64(sum.toSoftroce) {
+		t.Errorf("softroce accepted %d packets (rcvd_pkts), the captures have %d to it", st["rcvd_pkts"], sum.toSoftroce)
+	}
+	if st["softroce_icrc_err"] != 0 {
+		t.Errorf("softroce counted %d bad ICRCs", st["softroce_icrc_err"])
+	}
+	if l.name == "udp" && st["softroce_udp_unverifiable_icrc"] != int64(sum.unverifiable) {
+		t.Errorf("softroce counted %d unverifiable ICRCs, the captures have %d IPv4 frames to it with a nonzero identification",
+			st["softroce_udp_unverifiable_icrc"], sum.unverifiable)
 	}
 }
