@@ -145,6 +145,8 @@ var cTypes = []struct {
 	{reflect.TypeFor[UcmSetOption](), "struct rdma_ucm_set_option"},
 	{reflect.TypeFor[UcmMigrateID](), "struct rdma_ucm_migrate_id"},
 	{reflect.TypeFor[UcmMigrateResp](), "struct rdma_ucm_migrate_resp"},
+	{reflect.TypeFor[QPAttr](), "struct ib_uverbs_qp_attr"},
+	{reflect.TypeFor[PathRecData](), "struct ib_path_rec_data"},
 }
 
 // TestLayoutsMatchCCompiler compiles a C file holding one variable of every

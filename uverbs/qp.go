@@ -506,6 +506,10 @@ func (c *call) destroyQP() error {
 	if err != nil {
 		return err
 	}
+	if len(o.qp.mcast) > 0 {
+		// uverbs_free_qp: a QP still attached to a group stays.
+		return errorf(unix.EBUSY, "destroy QP %d: attached to %d multicast groups", cmd.Handle, len(o.qp.mcast))
+	}
 	if err := c.f.destroyQP(o); err != nil {
 		return err
 	}
@@ -516,6 +520,7 @@ func (c *call) destroyQP() error {
 // destroyQP destroys a QP object with its rings; f.mu held.
 func (f *File) destroyQP(o *object) error {
 	u := o.qp
+	u.detachAll()
 	if err := u.qp.DestroyUser(&emu.UData{}); err != nil {
 		return wrap("destroy QP", err)
 	}

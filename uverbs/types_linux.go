@@ -165,6 +165,8 @@ type (
 	UcmSetOption          C.struct_rdma_ucm_set_option
 	UcmMigrateID          C.struct_rdma_ucm_migrate_id
 	UcmMigrateResp        C.struct_rdma_ucm_migrate_resp
+	QPAttr                C.struct_ib_uverbs_qp_attr
+	PathRecData           C.struct_ib_path_rec_data
 )
 
 // Command numbers (enum ib_uverbs_write_cmds) and header flags.
@@ -253,6 +255,9 @@ const (
 	UcmCmdBind         = C.RDMA_USER_CM_CMD_BIND
 	UcmCmdResolveAddr  = C.RDMA_USER_CM_CMD_RESOLVE_ADDR
 	UcmCmdJoinMcast    = C.RDMA_USER_CM_CMD_JOIN_MCAST
+	UcmQueryAddr       = C.RDMA_USER_CM_QUERY_ADDR
+	UcmQueryPath       = C.RDMA_USER_CM_QUERY_PATH
+	UcmQueryGID        = C.RDMA_USER_CM_QUERY_GID
 	RxeNetworkTypeIPv4 = C.RXE_NETWORK_TYPE_IPV4
 	RxeNetworkTypeIPv6 = C.RXE_NETWORK_TYPE_IPV6
 )

@@ -892,6 +892,44 @@ type (
 	UcmMigrateResp struct {
 		Reported uint32
 	}
+	QPAttr struct {
+		Qp_attr_mask        uint32
+		Qp_state            uint32
+		Cur_qp_state        uint32
+		Path_mtu            uint32
+		Path_mig_state      uint32
+		Qkey                uint32
+		Rq_psn              uint32
+		Sq_psn              uint32
+		Dest_qp_num         uint32
+		Qp_access_flags     uint32
+		Ah_attr             AhAttr
+		Alt_ah_attr         AhAttr
+		Max_send_wr         uint32
+		Max_recv_wr         uint32
+		Max_send_sge        uint32
+		Max_recv_sge        uint32
+		Max_inline_data     uint32
+		Pkey_index          uint16
+		Alt_pkey_index      uint16
+		En_sqd_async_notify uint8
+		Sq_draining         uint8
+		Max_rd_atomic       uint8
+		Max_dest_rd_atomic  uint8
+		Min_rnr_timer       uint8
+		Port_num            uint8
+		Timeout             uint8
+		Retry_cnt           uint8
+		Rnr_retry           uint8
+		Alt_port_num        uint8
+		Alt_timeout         uint8
+		Reserved            [5]uint8
+	}
+	PathRecData struct {
+		Flags    uint32
+		Reserved uint32
+		Rec      [16]uint32
+	}
 )
 
 const (
@@ -979,6 +1017,9 @@ const (
 	UcmCmdBind         = 0x14
 	UcmCmdResolveAddr  = 0x15
 	UcmCmdJoinMcast    = 0x16
+	UcmQueryAddr       = 0x0
+	UcmQueryPath       = 0x1
+	UcmQueryGID        = 0x2
 	RxeNetworkTypeIPv4 = 0x1
 	RxeNetworkTypeIPv6 = 0x2
 )
