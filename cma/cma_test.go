@@ -535,3 +535,19 @@ func TestREQFloodLeavesNothing(t *testing.T) {
 		}
 	}
 }
+
+func TestCommonPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"10.0.0.1", "10.0.0.1", 128},
+		{"10.0.0.1", "10.0.0.2", 96 + 30},
+		{"10.1.0.1", "10.0.0.1", 96 + 15},
+		{"fd00::1", "fe80::1", 6},
+	} {
+		if got := commonPrefix(netip.MustParseAddr(tc.a), netip.MustParseAddr(tc.b)); got != tc.want {
+			t.Errorf("commonPrefix(%s, %s) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
