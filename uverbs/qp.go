@@ -37,7 +37,8 @@ type uqp struct {
 	events     evCounter
 	mcast      []mcastGroup // the groups attached (uqp->mcast_list)
 	sqCapacity uint32
-	stalled    bool // WQEs wait on the ring for room in the device's queue; f.mu
+	stalled    bool         // WQEs wait on the ring for room in the device's queue; f.mu
+	mcast      []mcastEntry // the multicast groups attached (ib_uqp_object's mcast_list)
 	// The doorbell's WRs and their SGE arrays, reused (the device copies
 	// them when posted).
 	wrs  [doorbellBatch]emu.SendWR
@@ -233,6 +234,9 @@ func (u *uqp) sendWR(slot []byte, i int, wr *emu.SendWR) error {
 	case emu.WRAtomicCmpAndSwp, emu.WRAtomicFetchAndAdd:
 		a := load[RxeSendWrAtomic](w.Wr.Wr[:])
 		wr.RemoteAddr, wr.CompareAdd, wr.Swap, wr.RKey = a.Remote_addr, a.Compare_add, a.Swap, a.Rkey
+	case emu.WRBindMW:
+		u.f.bindWR(load[RxeSendWrMw](w.Wr.Wr[:]), wr)
+		return nil
 	default:
 		r := load[RxeSendWrRdma](w.Wr.Wr[:])
 		wr.RemoteAddr, wr.RKey = r.Addr, r.Rkey

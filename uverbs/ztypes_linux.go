@@ -186,6 +186,33 @@ type (
 	DeregMr struct {
 		Handle uint32
 	}
+	ReregMr struct {
+		Response     uint64
+		Mr_handle    uint32
+		Flags        uint32
+		Start        uint64
+		Length       uint64
+		Hca_va       uint64
+		Pd_handle    uint32
+		Access_flags uint32
+	}
+	ReregMrResp struct {
+		Lkey uint32
+		Rkey uint32
+	}
+	AllocMw struct {
+		Response  uint64
+		Pd_handle uint32
+		Mw_type   uint8
+		Reserved  [3]uint8
+	}
+	AllocMwResp struct {
+		Handle uint32
+		Rkey   uint32
+	}
+	DeallocMw struct {
+		Handle uint32
+	}
 	CreateCompChannel struct {
 		Response uint64
 	}
@@ -505,6 +532,18 @@ type (
 	DestroySrqResp struct {
 		Reported uint32
 	}
+	AttachMcast struct {
+		Gid      [16]uint8
+		Handle   uint32
+		Mlid     uint16
+		Reserved uint16
+	}
+	DetachMcast struct {
+		Gid      [16]uint8
+		Handle   uint32
+		Mlid     uint16
+		Reserved uint16
+	}
 )
 
 type (
@@ -603,6 +642,9 @@ type (
 		Reserved uint32
 	}
 	RxeCreateCqResp struct {
+		Mi Mminfo
+	}
+	RxeResizeCqResp struct {
 		Mi Mminfo
 	}
 	RxeCreateQpResp struct {
