@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 // distroRDMACMTool is distroTool for a librdmacm program: the tool, its
@@ -365,4 +367,34 @@ func TestKilledRpingClientDisconnectsTheServer(t *testing.T) {
 		t.Fatalf("server did not see the client go:\n%s", sout.String())
 	}
 	cmPair(t, home, dev, path, path, []string{"-s", "-a", ip, "-p", port, "-C", "3"}, []string{"-c", "-a", ip, "-p", port, "-C", "3"}, "", "")
+}
+
+// TestRDMACMEdgesProgram: a C program on the system's librdmacm
+// (testdata/rdmacm_edges.c), unprivileged through softroce run, checks the
+// kernel's answers at the edges: the channel's descriptor in non-blocking
+// mode (EAGAIN) and under poll (readable exactly when an event waits),
+// EADDRNOTAVAIL, EINVAL and EADDRINUSE, REJECTED 8 from a port nobody
+// listens on, REJECTED 28 with the listener's private data, and an ID
+// moved to another channel.
+func TestRDMACMEdgesProgram(t *testing.T) {
+	needCC(t)
+	_, err := os.Stat("/usr/include/rdma/rdma_cma.h")
+	testenv.Require(t, err == nil, "librdmacm's headers are not installed (Debian package librdmacm-dev)")
+	home := userHome(t)
+	bin := filepath.Join(home, "rdmacm_edges")
+	if out, err := exec.Command("cc", "-Wall", "-Werror", "-o", bin, filepath.Join("testdata", "rdmacm_edges.c"), "-lrdmacm", "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("cc rdmacm_edges.c: %v\n%s", err, out)
+	}
+	const dev, ip = "rxe15", "10.78.6.1"
+	serveAsUser(t, home, dev, "--ip", ip+"/24")
+	out, err := runThrough(t, home, dev)(bin, ip, "19950").CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "done\n") {
+		t.Fatalf("rdmacm_edges: %v\n%s", err, out)
+	}
+	for _, want := range []string{"ok GET_EVENT with nothing queued is EAGAIN", "ok with status 8 (invalid service ID)",
+		"ok with status 28 (consumer defined) and the listener's data", "ok rdma_migrate_id"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("rdmacm_edges output lacks %q:\n%s", want, out)
+		}
+	}
 }
