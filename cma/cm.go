@@ -57,6 +57,17 @@ type Config struct {
 	// DropTx, if set, is asked about each outgoing MAD; true drops it
 	// (tests of retransmission).
 	DropTx func(mad.MAD) bool
+	// Groups, if set, joins and leaves IP multicast groups on the link
+	// (IGMP/MLD) for the full-member joins of IPv4 groups, as the
+	// kernel's cma_igmp_send does (package node's Node).
+	Groups GroupMembership
+}
+
+// GroupMembership is the host's IP multicast membership on the device's
+// link.
+type GroupMembership interface {
+	JoinMulticast(group netip.Addr) error
+	LeaveMulticast(group netip.Addr) error
 }
 
 // CM is the Communication Manager of one device. It is safe for

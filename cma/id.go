@@ -1016,7 +1016,7 @@ func (id *ID) destroyLocked() {
 	}
 	id.unbindLocked()
 	for _, m := range id.mcs {
-		m.left = true
+		m.leaveLocked()
 	}
 	id.mcs = nil
 	id.destroyed = true
