@@ -19,7 +19,7 @@ import (
 
 // side is one device of a loopback pair with its CM and a QP factory.
 type side struct {
-	t   *testing.T
+	t   testing.TB
 	dev *emu.Device
 	ip  netip.Addr
 	cm  *CM
@@ -28,7 +28,7 @@ type side struct {
 	evs chan *Event
 }
 
-func newPair(t *testing.T, ca, cb Config) (*side, *side) {
+func newPair(t testing.TB, ca, cb Config) (*side, *side) {
 	t.Helper()
 	lb, err := workload.NewLoopback(workload.LoopbackConfig{Seed: 1})
 	if err != nil {
