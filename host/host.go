@@ -160,9 +160,10 @@ type Config struct {
 	// OnAddrChange, if set, is called after each address change, in
 	// order, outside the Host's locks.
 	OnAddrChange func(AddrChange)
-	// IGMPVersion is the IGMP version of the reports JoinIPGroup and
-	// query answers send: 3 (and 0, the default) as the kernel with
-	// force_igmp_version=0 and no older querier heard, or 2.
+	// IGMPVersion fixes the IGMP version of the reports JoinIPGroup and
+	// query answers send to 3 or 2 (force_igmp_version). 0, the default,
+	// is the kernel's: IGMPv3, and IGMPv2 for 260 s after an IGMPv2
+	// query was heard.
 	IGMPVersion int
 }
 
@@ -233,6 +234,7 @@ type Host struct {
 	// ipGroups counts the JoinIPGroup memberships of each group.
 	ipGroups    map[netip.Addr]int
 	igmpVersion int
+	igmpV2Until time.Time // IGMPv2 reports until then (an IGMPv2 querier was heard)
 	// igmpPending holds the IGMP query responses waiting for their
 	// delay, by group (0.0.0.0 for a general query).
 	igmpPending map[netip.Addr]*mldResponse

@@ -33,6 +33,12 @@ const (
 	igmpChangeToExclude = mldChangeToExclude
 )
 
+// olderQuerierTimeout is how long an IGMPv2 query keeps the Host
+// reporting in IGMPv2: the robustness variable (2) times the query
+// interval (125 s) plus the query response interval (10 s), as the
+// kernel's igmp_heard_query sets mr_v2_seen.
+const olderQuerierTimeout = 2*125*time.Second + 10*time.Second
+
 var (
 	allHosts     = netip.MustParseAddr("224.0.0.1")  // every IPv4 host listens (ip_mc_up)
 	allRouters   = netip.MustParseAddr("224.0.0.2")  // IGMPv2 leaves go here
@@ -118,7 +124,7 @@ func (h *Host) sendMembership(g netip.Addr, join bool) {
 		h.sendMLDReport(typ, g)
 		return
 	}
-	if h.igmpVersion == 2 {
+	if h.igmpV2() {
 		if join {
 			h.sendIGMPv2(igmpV2Report, g, g)
 		} else {
@@ -174,6 +180,18 @@ func (h *Host) sendIGMP(dst netip.Addr, msg []byte) {
 	}
 }
 
+// igmpV2 reports whether the Host speaks IGMPv2: configured so, or an
+// IGMPv2 (or v1) querier was heard within olderQuerierTimeout.
+func (h *Host) igmpV2() bool {
+	if h.igmpVersion != 0 {
+		return h.igmpVersion == 2
+	}
+	h.addrMu.RLock()
+	until := h.igmpV2Until
+	h.addrMu.RUnlock()
+	return h.clk.Now().Before(until)
+}
+
 // sendIGMPv2 sends an IGMPv2 membership report or leave for group.
 func (h *Host) sendIGMPv2(typ uint8, dst, group netip.Addr) {
 	msg := make([]byte, igmpHeaderLen)
@@ -218,8 +236,11 @@ func checksum(b []byte) uint16 {
 // query (group 0.0.0.0) with the state of every joined group, a
 // group-specific one with that group's if the Host is a member, after a
 // random delay below the query's maximum response time (IGMPv1 queries,
-// with code 0, mean 10 s). Reports and leaves of other hosts need no
-// answer (the Host does no report suppression, as IGMPv3 hosts do not).
+// with code 0, mean 10 s). An IGMPv2 or v1 query (8 bytes) switches the
+// Host to IGMPv2 reports for olderQuerierTimeout unless Config.IGMPVersion
+// fixes the version (IGMPv1 hosts are not modelled: v2 reports answer a
+// v1 querier). Reports and leaves of other hosts need no answer (the Host
+// does no report suppression, as IGMPv3 hosts do not).
 func (h *Host) inputIGMP(payload []byte) {
 	if len(payload) < igmpHeaderLen || checksum(payload) != 0xffff {
 		h.stats.malformed.Add(1)
@@ -240,6 +261,9 @@ func (h *Host) inputIGMP(payload []byte) {
 		}
 	}
 	h.addrMu.Lock()
+	if len(payload) < 12 {
+		h.igmpV2Until = h.clk.Now().Add(olderQuerierTimeout)
+	}
 	if !group.IsUnspecified() && (h.ipGroups[group] == 0 || !reportable(group)) {
 		h.addrMu.Unlock()
 		h.stats.notForUs.Add(1)
@@ -284,7 +308,7 @@ func (h *Host) igmpRespond(key netip.Addr, pend *mldResponse) {
 		gs = []netip.Addr{key}
 	}
 	h.addrMu.Unlock()
-	if h.igmpVersion == 2 {
+	if h.igmpV2() {
 		for _, g := range gs {
 			h.sendIGMPv2(igmpV2Report, g, g)
 		}

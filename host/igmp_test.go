@@ -221,8 +221,23 @@ func TestIGMPQueries(t *testing.T) {
 				}
 				return
 			}
-			if d := r.clk.Now().Sub(start); r.sent() != base+1 || d >= tt.max {
-				t.Fatalf("%d reports after %v; want one within %v (stats %+v)", r.sent()-base, d, tt.max, r.h.Stats())
+			v2 := len(tt.frame(t)) == 60 && tt.frame(t)[14+20+8] == 0 // an 8-byte query: padding follows
+			want := uint64(1)
+			if v2 {
+				want = uint64(len(tt.groups))
+			}
+			if d := r.clk.Now().Sub(start); r.sent() != base+want || d >= tt.max {
+				t.Fatalf("%d reports after %v; want %d within %v (stats %+v)", r.sent()-base, d, want, tt.max, r.h.Stats())
+			}
+			if v2 {
+				// An IGMPv2 querier: IGMPv2 reports, one per group,
+				// each to its group.
+				for _, g := range tt.groups {
+					if b := checkIGMP(t, r.recv(t), g); b[0] != igmpV2Report || netip.AddrFrom4([4]byte(b[4:8])) != g {
+						t.Errorf("answer to an IGMPv2 query: %x, want a v2 report for %v", b, g)
+					}
+				}
+				return
 			}
 			typ, gs := igmpV3Records(t, checkIGMP(t, r.recv(t), allIGMPv3Rtr))
 			if len(gs) != len(tt.groups) {
@@ -235,6 +250,40 @@ func TestIGMPQueries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIGMPv2Querier: after an IGMPv2 query the Host joins with IGMPv2
+// reports, for the older-querier timeout of 260 s; then with IGMPv3 again.
+// A fixed IGMPVersion of 3 ignores the querier.
+func TestIGMPv2Querier(t *testing.T) {
+	r := newRig(t, nil)
+	r.h.Input(igmpQueryFrame(t, allHosts, netip.IPv4Unspecified(), 100, false))
+	if err := r.h.JoinIPGroup(group4); err != nil {
+		t.Fatal(err)
+	}
+	if b := checkIGMP(t, r.recv(t), group4); b[0] != igmpV2Report {
+		t.Errorf("join after an IGMPv2 query: %x, want a v2 report", b)
+	}
+	start := r.clk.Now()
+	for r.clk.Pending() > 0 { // the query's answer: a v2 report too
+		r.clk.AdvanceToNext()
+	}
+	if b := checkIGMP(t, r.recv(t), group4); b[0] != igmpV2Report {
+		t.Errorf("answer to the IGMPv2 query: %x, want a v2 report", b)
+	}
+	r.clk.Advance(olderQuerierTimeout - r.clk.Now().Sub(start))
+	other := netip.MustParseAddr("239.4.5.6")
+	if err := r.h.JoinIPGroup(other); err != nil {
+		t.Fatal(err)
+	}
+	if typ, gs := igmpV3Records(t, checkIGMP(t, r.recv(t), allIGMPv3Rtr)); typ[0] != igmpChangeToExclude || gs[0] != other {
+		t.Errorf("join after the timeout: %v %v", typ, gs)
+	}
+
+	r = newRig(t, func(c *Config) { c.IGMPVersion = 3 })
+	r.h.Input(igmpQueryFrame(t, allHosts, netip.IPv4Unspecified(), 100, false))
+	r.h.JoinIPGroup(group4)
+	igmpV3Records(t, checkIGMP(t, r.recv(t), allIGMPv3Rtr))
 }
 
 // TestIGMPInTshark: Wireshark dissects the Host's IGMPv3 and IGMPv2
