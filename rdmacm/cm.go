@@ -347,18 +347,13 @@ func (c *CM) receive(w *emu.WC, b []byte) {
 			return
 		}
 		c.stats.unmatched.Add(1)
-		switch m.AttributeID() {
-		case mad.AttrDREQ:
+		if m.AttributeID() == mad.AttrDREQ {
 			// A DREQ of a connection we no longer know: answer, so
 			// the peer stops (cm_dreq_handler's "DREP for unknown").
+			// Anything else naming no connection is dropped, a REP
+			// too (cm_rep_handler finds no ID, cm_dup_rep_handler
+			// neither).
 			c.reply(sgid, buildDREP(m.TransactionID(), m.RemoteCommID(), m.LocalCommID()))
-		case mad.AttrREP:
-			// cm_rep_handler: a REP naming no REQ of ours is
-			// rejected, "invalid communication ID" (cm_issue_rej).
-			rej := mad.NewCM(mad.AttrREJ, m.TransactionID())
-			mad.REJ(rej).Encode(&mad.REJFields{LocalCommID: m.RemoteCommID(), RemoteCommID: m.LocalCommID(),
-				MessageREJected: mad.MsgREP, Reason: mad.RejInvalidCommID})
-			c.reply(sgid, rej)
 		}
 	default: // SIDR_REP: this CM sends no SIDR_REQ
 		c.stats.unmatched.Add(1)

@@ -347,7 +347,7 @@ func (cn *Conn) handle(m mad.MAD) {
 // answer will take longer. As cm_mra_handler, the pending message then
 // waits its service timeout plus the path's ACK timeout (2^(19−8) ms) per
 // try, for the tries it has left; an MRA of another message, or a second
-// one, changes nothing.
+// one, changes nothing and counts as a duplicate.
 func (cn *Conn) onMRALocked(f mad.MRAFields) {
 	want := mad.MsgREQ
 	switch cn.state {
@@ -358,10 +358,7 @@ func (cn *Conn) onMRALocked(f mad.MRAFields) {
 		cn.cm.stats.duplicates.Add(1)
 		return
 	}
-	if f.MessageMRAed != want || cn.last == nil {
-		return
-	}
-	if cn.mraRcvd {
+	if f.MessageMRAed != want || cn.last == nil || cn.mraRcvd {
 		cn.cm.stats.duplicates.Add(1)
 		return
 	}

@@ -33,10 +33,9 @@
 // What the kernel answers without state is answered the same way, with a
 // transient address handle so that a flood leaves nothing behind: REJ
 // "invalid service ID" (8) for a REQ nobody listens for, REJ "consumer
-// defined" (28) for one the listener cannot take, REJ "invalid
-// communication ID" (6) for a REP naming no REQ, a DREP for a DREQ of an
+// defined" (28) for one the listener cannot take, a DREP for a DREQ of an
 // unknown connection, SIDR_REP "unsupported" for every SIDR_REQ (there are
-// no UD listeners). A REQ beyond a listener's backlog is dropped silently,
+// no UD listeners); other messages naming no connection are dropped. A REQ beyond a listener's backlog is dropped silently,
 // malformed MADs are dropped; CM.Stats counts all of it. McastJoinFor
 // derives what rdma_join_multicast gives on RoCE. LAP, APR, SIDR and UD
 // listeners, and alternate paths are not implemented.
