@@ -37,13 +37,14 @@ func (c *CM) objects() [5]int {
 }
 
 // testREQ builds a REQ from a to b's port as Connect does, with
-// communication ID id.
+// communication ID id, from QPN id (each REQ a QP of its own, or the
+// passive side would find it stale).
 func testREQ(lb *workload.Loopback, a *side, id uint32, port uint16) mad.MAD {
 	pd := make([]byte, mad.REQPrivateDataSize)
 	mad.CMAHeader(pd).Encode(&mad.CMAHeaderFields{SrcPort: 0xc001, Src: lb.A.IP, Dst: lb.B.IP})
 	m := mad.NewCM(mad.AttrREQ, uint64(id))
 	mad.REQ(m).Encode(&mad.REQFields{LocalCommID: id, ServiceID: mad.ServiceID(mad.PortSpaceTCP, port), LocalCAGUID: a.cm.guid,
-		LocalQPN: a.qp.QPNum(), ResponderResources: 1, InitiatorDepth: 1, RemoteCMResponseTimeout: 20,
+		LocalQPN: id & 0xffffff, ResponderResources: 1, InitiatorDepth: 1, RemoteCMResponseTimeout: 20,
 		StartingPSN: id & 0xffffff, LocalCMResponseTimeout: 20, RetryCount: 7, PartitionKey: 0xffff, PathMTU: 3,
 		RNRRetryCount: 7, MaxCMRetries: 15, PrimaryLocalLID: 0xffff, PrimaryRemoteLID: 0xffff,
 		PrimaryLocalGID: emu.GIDFromAddr(lb.A.IP), PrimaryRemoteGID: emu.GIDFromAddr(lb.B.IP), PrimaryHopLimit: 64,

@@ -28,7 +28,11 @@
 // fails with ETIMEDOUT; an MRA stretches the wait of the message it
 // acknowledges (cm_mra_handler). A duplicate REQ the consumer has not
 // accepted yet gets an MRA (service timeout 24), later ones are dropped;
-// a duplicate REP gets the RTU again, a duplicate DREQ the DREP.
+// a duplicate REP gets the RTU again, a duplicate DREQ the DREP. A REQ
+// from a QP that still has a connection here is stale: REJ "stale
+// connection" (10) and a DREQ on the old connection. A requester that
+// gives up (Connect's context ends) rejects with "timeout" (4), its CA
+// GUID in the ARI, which the passive side matches to the pending request.
 //
 // What the kernel answers without state is answered the same way, with a
 // transient address handle so that a flood leaves nothing behind: REJ
