@@ -98,6 +98,15 @@ func (h *Host) LeaveIPGroup(g netip.Addr) error {
 	return h.LeaveGroup(g)
 }
 
+// HasIPGroup reports whether the Host is a member of group g (joined with
+// JoinIPGroup), as ip_check_mc_rcu and ipv6_chk_mcast_addr answer the
+// kernel's multicast loopback.
+func (h *Host) HasIPGroup(g netip.Addr) bool {
+	h.addrMu.RLock()
+	defer h.addrMu.RUnlock()
+	return h.ipGroups[g.Unmap()] > 0
+}
+
 // IPGroups returns the groups joined with JoinIPGroup, sorted.
 func (h *Host) IPGroups() []netip.Addr {
 	h.addrMu.RLock()

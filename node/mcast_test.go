@@ -238,3 +238,40 @@ func checkJoinLeave(t *testing.T, capture []byte, group netip.Addr, mac [6]byte)
 		t.Errorf("%d multicast SENDs to %x in the capture, want 4", roce, mac)
 	}
 }
+
+// TestMulticastLoopsBack: a UD multicast SEND to a group the sending node
+// joined (JoinMulticast) reaches the node's own attached QPs, as the
+// kernel's IP multicast loopback hands it to the local rxe (mckey's sender
+// and receiver on one host); with the QP only attached (no IP membership)
+// or after the leave it does not, as in the kernel.
+func TestMulticastLoopsBack(t *testing.T) {
+	for _, tt := range []struct{ group, src netip.Addr }{
+		{netip.MustParseAddr("239.1.2.3"), ipA},
+		{netip.MustParseAddr("ff0e::4791"), ip6A},
+	} {
+		t.Run(tt.group.String(), func(t *testing.T) {
+			a, _, _, _ := pipePair(t)
+			sender, member := newUDEnd(t, a, mcastQKey), newUDEnd(t, a, mcastQKey)
+			gid := emu.GIDFromAddr(tt.group)
+			if err := member.qp.AttachMcast(gid, 0); err != nil {
+				t.Fatal(err)
+			}
+			sender.sendMcast(t, tt.src, tt.group, []byte("attached only"))
+			if wc := member.waitWC(t, 50*time.Millisecond); len(wc) != 0 {
+				t.Fatalf("without the IP membership the node's own QP got %+v", wc)
+			}
+			if err := a.JoinMulticast(tt.group); err != nil {
+				t.Fatal(err)
+			}
+			sender.sendMcast(t, tt.src, tt.group, []byte("joined"))
+			member.received(t, []byte("joined"), sender.qp.QPNum())
+			if err := a.LeaveMulticast(tt.group); err != nil {
+				t.Fatal(err)
+			}
+			sender.sendMcast(t, tt.src, tt.group, []byte("left"))
+			if wc := member.waitWC(t, 50*time.Millisecond); len(wc) != 0 {
+				t.Errorf("after the leave the node's own QP got %+v", wc)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -17,11 +18,17 @@ const roceQueueLen = 4096
 // real link, hands the device's frames (UDP 4791 to one of its addresses)
 // to push, and ReadPackets yields them; WritePackets goes to the real link,
 // except frames to the node's own MAC, which come straight back (rxe's
-// rxe_loopback for a destination MAC equal to the netdev's). It is the Go
+// rxe_loopback for a destination MAC equal to the netdev's); frames to a
+// multicast group the node joined go to the link and come back too. It is the Go
 // counterpart of rxe's UDP tunnel socket sitting on the kernel's IP stack.
 type roceLink struct {
 	out  link.Link // the real link (maybe wrapped in a Capture)
 	self [6]byte   // the node's MAC
+	// member, if set, reports whether the node is a member of an IP
+	// multicast group: frames to such a group also loop back, as the
+	// kernel's ip_mc_output and ip6_finish_output2 loop a multicast
+	// packet back to the sending host when it joined the group.
+	member func(netip.Addr) bool
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -97,6 +104,11 @@ func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
 		}
 		if j > done {
 			n, err := r.out.WritePackets(bufs[done:j])
+			for _, f := range bufs[done : done+n] {
+				if r.loopsBack(f) {
+					r.push(f)
+				}
+			}
 			done += n
 			if err != nil {
 				return done, err
@@ -110,6 +122,24 @@ func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
 		done++
 	}
 	return done, nil
+}
+
+// loopsBack reports whether frame goes to an IP multicast group the node
+// is a member of.
+func (r *roceLink) loopsBack(frame []byte) bool {
+	if r.member == nil || len(frame) < 14 || frame[0]&1 == 0 {
+		return false
+	}
+	var dst netip.Addr
+	switch {
+	case frame[12] == 0x08 && frame[13] == 0x00 && len(frame) >= 34:
+		dst = netip.AddrFrom4([4]byte(frame[30:34]))
+	case frame[12] == 0x86 && frame[13] == 0xdd && len(frame) >= 54:
+		dst = netip.AddrFrom16([16]byte(frame[38:54]))
+	default:
+		return false
+	}
+	return dst.IsMulticast() && r.member(dst)
 }
 
 // toSelf reports whether frame is addressed to the node's own MAC.
