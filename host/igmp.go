@@ -98,13 +98,13 @@ func (h *Host) LeaveIPGroup(g netip.Addr) error {
 	return h.LeaveGroup(g)
 }
 
-// HasIPGroup reports whether the Host is a member of group g (joined with
-// JoinIPGroup), as ip_check_mc_rcu and ipv6_chk_mcast_addr answer the
-// kernel's multicast loopback.
-func (h *Host) HasIPGroup(g netip.Addr) bool {
+// HasGroup reports whether the Host accepts packets to the multicast
+// group g: joined with JoinGroup or JoinIPGroup.
+func (h *Host) HasGroup(g netip.Addr) bool {
+	g = g.Unmap()
 	h.addrMu.RLock()
 	defer h.addrMu.RUnlock()
-	return h.ipGroups[g.Unmap()] > 0
+	return slices.Contains(h.groups, g)
 }
 
 // IPGroups returns the groups joined with JoinIPGroup, sorted.

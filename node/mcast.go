@@ -23,13 +23,13 @@ import (
 //     The kernel's IP layer would still drop a group's packets until the
 //     host joined it at the IP level (ip_route_input_mc, ip6_mc_input), so
 //     attach-only receive on the kernel's rxe needs a join as well;
-//     softroce delivers on the attach alone.
+//     softroce delivers on the attach alone, from the link and from the
+//     node's own senders (the kernel's multicast loopback).
 //   - JoinMulticast makes the node a member of the IP group on its link,
 //     what the kernel's rdma_cm does for rdma_join_multicast on RoCEv2
 //     (cma_igmp_send → ip_mc_inc_group): an IGMP report that switches and
 //     bridges with IGMP snooping need before they forward the group's
-//     traffic to the node, answers to their queries, and the loopback of
-//     the node's own multicast SENDs to its attached QPs.
+//     traffic to the node, and answers to their queries.
 //
 // On a UDP link the kernel is the IP host: both levels are a membership
 // of the link's wildcard socket (IP_ADD_MEMBERSHIP), which the kernel

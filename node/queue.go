@@ -19,15 +19,15 @@ const roceQueueLen = 4096
 // to push, and ReadPackets yields them; WritePackets goes to the real link,
 // except frames to the node's own MAC, which come straight back (rxe's
 // rxe_loopback for a destination MAC equal to the netdev's); frames to a
-// multicast group the node joined go to the link and come back too. It is the Go
+// multicast group the node receives go to the link and come back too. It is the Go
 // counterpart of rxe's UDP tunnel socket sitting on the kernel's IP stack.
 type roceLink struct {
 	out  link.Link // the real link (maybe wrapped in a Capture)
 	self [6]byte   // the node's MAC
-	// member, if set, reports whether the node is a member of an IP
-	// multicast group: frames to such a group also loop back, as the
-	// kernel's ip_mc_output and ip6_finish_output2 loop a multicast
-	// packet back to the sending host when it joined the group.
+	// member, if set, reports whether the node receives a multicast
+	// group: frames to such a group also loop back, as the kernel's
+	// ip_mc_output and ip6_finish_output2 loop a multicast packet back to
+	// the sending host when it is a member of the group.
 	member func(netip.Addr) bool
 
 	mu     sync.Mutex
@@ -125,7 +125,7 @@ func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
 }
 
 // loopsBack reports whether frame goes to an IP multicast group the node
-// is a member of.
+// receives.
 func (r *roceLink) loopsBack(frame []byte) bool {
 	if r.member == nil || len(frame) < 14 || frame[0]&1 == 0 {
 		return false
