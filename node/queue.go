@@ -27,7 +27,8 @@ type roceLink struct {
 	// member, if set, reports whether the node receives a multicast
 	// group: frames to such a group also loop back, as the kernel's
 	// ip_mc_output and ip6_finish_output2 loop a multicast packet back to
-	// the sending host when it is a member of the group.
+	// the sending host when it is a member of the group. Nil loops back
+	// every frame to an IP multicast MAC.
 	member func(netip.Addr) bool
 
 	mu     sync.Mutex
@@ -127,7 +128,13 @@ func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
 // loopsBack reports whether frame goes to an IP multicast group the node
 // receives.
 func (r *roceLink) loopsBack(frame []byte) bool {
-	if r.member == nil || len(frame) < 14 || frame[0]&1 == 0 {
+	if !ipMulticastMAC(frame) {
+		return false
+	}
+	if r.member == nil {
+		return true
+	}
+	if len(frame) < 14 {
 		return false
 	}
 	var dst netip.Addr
@@ -140,6 +147,12 @@ func (r *roceLink) loopsBack(frame []byte) bool {
 		return false
 	}
 	return dst.IsMulticast() && r.member(dst)
+}
+
+// ipMulticastMAC reports whether frame goes to an IP multicast MAC
+// (01:00:5e for IPv4 groups, 33:33 for IPv6 ones).
+func ipMulticastMAC(frame []byte) bool {
+	return len(frame) >= 6 && (frame[0] == 0x01 && frame[1] == 0x00 && frame[2] == 0x5e || frame[0] == 0x33 && frame[1] == 0x33)
 }
 
 // toSelf reports whether frame is addressed to the node's own MAC.
