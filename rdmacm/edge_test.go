@@ -108,3 +108,35 @@ func TestStaleConnection(t *testing.T) {
 	default:
 	}
 }
+
+// TestReconnectFromTheSameQPN: once a connection is over (the peer
+// disconnected it: timewait), a REQ from the same QP number is a new
+// connection, not a stale one.
+func TestReconnectFromTheSameQPN(t *testing.T) {
+	lb, a, b := newPair(t, Config{Seed: 57}, Config{Seed: 58})
+	ca, cb := connect(t, lb, a, b, 7970, rpingParam, rpingParam)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ca.Disconnect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-cb.Done() // b's consumer does not call Disconnect: its side stays in timewait
+	l, err := b.cm.Listen(7971)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	m := testREQ(lb, a, 0x6161, 7971)
+	binary.BigEndian.PutUint32(m[56:], a.qp.QPNum()<<8|1)
+	a.cm.reply(emu.GIDFromAddr(lb.B.IP), m)
+	r, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Src.Addr() != lb.A.IP {
+		t.Errorf("request from %v", r.Src)
+	}
+	if s := b.cm.Stats(); s.Sent[mad.AttrREJ] != 0 {
+		t.Errorf("the REQ was rejected: %+v", s)
+	}
+}

@@ -132,9 +132,25 @@ func (c *CM) onREQ(sgid emu.GID, m mad.MAD) {
 	// cm_match_req: a REQ from a QP that still has a connection here
 	// is stale; it gets REJ "stale connection" and the old connection,
 	// if established, a DREQ.
+	qk := remoteKey{req.LocalCAGUID(), req.LocalQPN()}
 	c.mu.Lock()
-	old := c.qpns[remoteKey{req.LocalCAGUID(), req.LocalQPN()}]
+	old := c.qpns[qk]
 	c.mu.Unlock()
+	if old != nil {
+		// A connection in timewait or over no longer counts
+		// (cm_enter_timewait takes it out of the QPN index).
+		old.mu.Lock()
+		over := old.state == StateTimeWait || old.state == StateClosed
+		old.mu.Unlock()
+		if over {
+			c.mu.Lock()
+			if c.qpns[qk] == old {
+				delete(c.qpns, qk)
+			}
+			c.mu.Unlock()
+			old = nil
+		}
+	}
 	if old != nil {
 		rej := mad.NewCM(mad.AttrREJ, m.TransactionID())
 		mad.REJ(rej).Encode(&mad.REJFields{RemoteCommID: req.LocalCommID(), MessageREJected: mad.MsgREQ, Reason: mad.RejStaleConn})
