@@ -84,7 +84,6 @@ type Conn struct {
 	timeout    time.Duration // the connection's wait per try (cm_id_priv->timeout_ms)
 	interval   time.Duration // the pending message's wait per try: timeout, or an MRA's
 	mraRcvd    bool          // the pending message was acknowledged by an MRA
-	mraSent    bool          // we sent an MRA for the peer's REQ (MRA_REQ_SENT)
 	timer      clock.Timer
 	param      Param
 	peerParam  Param // the peer's depths and retries from its REQ or REP

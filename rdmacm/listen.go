@@ -123,7 +123,6 @@ func (c *CM) onREQ(sgid emu.GID, m mad.MAD) {
 			mra := mad.NewCM(mad.AttrMRA, dup.tid)
 			mad.MRA(mra).Encode(&mad.MRAFields{LocalCommID: dup.localID, RemoteCommID: dup.remoteID,
 				MessageMRAed: mad.MsgREQ, ServiceTimeout: MRAServiceTimeout})
-			dup.mraSent = true
 			c.reply(sgid, mra)
 		}
 		dup.mu.Unlock()
