@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/softroce/softroce/clock"
 )
 
 // IP multicast membership: what the kernel's ip_mc_inc_group and
@@ -33,6 +35,16 @@ const (
 	igmpChangeToExclude = mldChangeToExclude
 )
 
+// Robustness of state-change reports: a join (and an IGMPv3 or MLDv2
+// leave) is reported robustness-variable times (the default of 2, the
+// kernel's igmp_qrv and mld_qrv), the repeat after a random delay below
+// the unsolicited report interval (IGMPv3 and MLDv2: 1 s; IGMPv2: 10 s).
+const (
+	reportRobustness      = 2
+	unsolicitedInterval   = time.Second
+	unsolicitedIntervalV2 = 10 * time.Second
+)
+
 // olderQuerierTimeout is how long an IGMPv2 query keeps the Host
 // reporting in IGMPv2: the robustness variable (2) times the query
 // interval (125 s) plus the query response interval (10 s), as the
@@ -52,7 +64,9 @@ var (
 // membership, for IPv4 with an IGMP report (Config.IGMPVersion: a v3
 // state-change report TO_EX{} to 224.0.0.22, or a v2 membership report to
 // the group), for IPv6 with an MLDv2 state-change report TO_EX{} to
-// ff02::16. Later queries for the group are answered. Memberships count:
+// ff02::16, sent twice (the robustness variable), the second time after
+// a random delay below 1 s (IGMPv2: 10 s). Later queries for the group
+// are answered. Memberships count:
 // each join needs a LeaveIPGroup. 224.0.0.1 and ff02::1 are never
 // reported (RFC 3376 §5, RFC 3810 §6). It fails with EINVAL for an
 // address that is not multicast.
@@ -69,14 +83,14 @@ func (h *Host) JoinIPGroup(g netip.Addr) error {
 	first := h.ipGroups[g] == 1
 	h.addrMu.Unlock()
 	if first && reportable(g) {
-		h.sendMembership(g, true)
+		h.announceMembership(g, true)
 	}
 	return nil
 }
 
 // LeaveIPGroup undoes one JoinIPGroup; the last one announces the leave
-// (IGMPv3 TO_IN{} or an IGMPv2 leave to 224.0.0.2; MLDv2 TO_IN{}) and
-// closes the MAC filter. It fails with EADDRNOTAVAIL for a group not
+// (IGMPv3 TO_IN{} or MLDv2 TO_IN{}, twice as a join; an IGMPv2 leave to
+// 224.0.0.2, once) and closes the MAC filter. It fails with EADDRNOTAVAIL for a group not
 // joined with JoinIPGroup.
 func (h *Host) LeaveIPGroup(g netip.Addr) error {
 	g = g.Unmap()
@@ -93,9 +107,64 @@ func (h *Host) LeaveIPGroup(g netip.Addr) error {
 	}
 	h.addrMu.Unlock()
 	if n == 1 && reportable(g) {
-		h.sendMembership(g, false)
+		h.announceMembership(g, false)
 	}
 	return h.LeaveGroup(g)
+}
+
+// announceMembership reports a join (or leave) of g now and repeats it,
+// as the kernel's igmp_ifc_event, igmp_group_added and mld_ifc_event do,
+// reportRobustness-1 times after a random delay below the unsolicited
+// report interval, as long as the membership has not changed back (an
+// IGMPv2 leave goes once, as igmp_group_dropped sends it).
+func (h *Host) announceMembership(g netip.Addr, join bool) {
+	h.addrMu.Lock()
+	if t := h.reportTimers[g]; t != nil {
+		t.Stop()
+		delete(h.reportTimers, g)
+	}
+	h.addrMu.Unlock()
+	v2 := g.Is4() && h.igmpV2()
+	h.sendMembership(g, join)
+	if v2 && !join {
+		return
+	}
+	interval := unsolicitedInterval
+	if v2 {
+		interval = unsolicitedIntervalV2
+	}
+	h.addrMu.Lock()
+	defer h.addrMu.Unlock()
+	left := reportRobustness - 1
+	var repeat func()
+	schedule := func() {
+		h.rndMu.Lock()
+		d := time.Duration(h.rnd.Int64N(int64(interval)))
+		h.rndMu.Unlock()
+		var t clock.Timer
+		t = h.clk.AfterFunc(d, func() {
+			h.addrMu.Lock()
+			if h.reportTimers[g] != t || (h.ipGroups[g] > 0) != join {
+				h.addrMu.Unlock()
+				return // superseded, or the membership changed
+			}
+			delete(h.reportTimers, g)
+			h.addrMu.Unlock()
+			repeat()
+		})
+		h.reportTimers[g] = t
+	}
+	repeat = func() {
+		h.sendMembership(g, join)
+		h.addrMu.Lock()
+		defer h.addrMu.Unlock()
+		if left--; left > 0 && !h.closed {
+			schedule()
+		}
+	}
+	if left > 0 && !h.closed {
+		schedule()
+	}
 }
 
 // HasGroup reports whether the Host accepts packets to the multicast
