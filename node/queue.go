@@ -105,6 +105,10 @@ func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
 		}
 		if j > done {
 			n, err := r.out.WritePackets(bufs[done:j])
+			// A multicast frame also comes back to the node when it
+			// receives the group, as the kernel's ip_mc_output loops a
+			// copy to local members: QPs of this device attached to
+			// the group receive it.
 			for _, f := range bufs[done : done+n] {
 				if r.loopsBack(f) {
 					r.push(f)
