@@ -32,7 +32,10 @@
 //     never reaches the wire: it loops straight back into the device
 //     (rxe_loopback), so two QPs of one node talk to each other even on
 //     the in-memory default link. Such packets are not in the pcap
-//     capture.
+//     capture. A packet to a multicast group the node receives (a QP of
+//     it attached, or JoinMulticast) goes to the link and loops back too,
+//     as the kernel's IP multicast loopback delivers it to the sending
+//     host's own rxe.
 package node
 
 import (
@@ -244,6 +247,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return fail(fmt.Errorf("node: %w", err))
 	}
 	n.host = h
+	n.roce.member = h.HasGroup
 	rc := rxe.Config{}
 	if cfg.Rxe != nil {
 		cfg.Rxe(&rc)

@@ -44,8 +44,39 @@ type udpNode struct {
 	mac  net.HardwareAddr
 	stop func() // ends the address watch; nil without one
 
-	mu    sync.Mutex
-	addrs []netip.Addr // the GID addresses, in the order they came
+	mu     sync.Mutex
+	addrs  []netip.Addr       // the GID addresses, in the order they came
+	groups map[netip.Addr]int // multicast memberships of the link's socket, counted
+}
+
+// member joins (or leaves) the IP multicast group g on the UDP link's
+// socket, counting joins so that the first takes the membership and the
+// last drops it: the kernel, being the IP host, then reports it.
+func (u *udpNode) member(g netip.Addr, join bool) error {
+	g = g.Unmap()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := u.groups[g]
+	switch {
+	case join && n == 0:
+		if err := u.link.JoinGroup(g); err != nil {
+			return err
+		}
+		if u.groups == nil {
+			u.groups = map[netip.Addr]int{}
+		}
+		u.groups[g] = 1
+	case join:
+		u.groups[g] = n + 1
+	case n == 0:
+		return fmt.Errorf("leave %v: %w", g, unix.EADDRNOTAVAIL)
+	case n == 1:
+		delete(u.groups, g)
+		return u.link.LeaveGroup(g)
+	default:
+		u.groups[g] = n - 1
+	}
+	return nil
 }
 
 // current returns the addresses the GIDs follow.
