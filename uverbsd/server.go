@@ -32,12 +32,28 @@ type Config struct {
 	// Logf, if set, is told of clients coming and going and of their
 	// protocol errors.
 	Logf func(format string, args ...any)
+	// Recorder, if set, records every command a client's write() fails,
+	// by the uverbs command's name (uverbs.CommandName) and errno, as
+	// VerbFailed.
+	Recorder emu.Recorder
+	// Control, if not empty, are the commands served on the control
+	// socket (ControlName in Dir), by name.
+	Control map[string]ControlFunc
+	// Intercept, if set, sees every write() before the File: a non-nil
+	// error fails the write with it (its errno) without reaching the
+	// File (a fault injected on a verb). cmd is the command's name
+	// (uverbs.CommandName).
+	Intercept func(cmd string) error
+	// CommandName names a write's command for Recorder and Intercept; nil
+	// names none (both then see "").
+	CommandName func(buf []byte) string
 }
 
 // Server serves one device on a unix socket. It is safe for concurrent use.
 type Server struct {
 	cfg  Config
 	ln   *net.UnixListener
+	ctl  *net.UnixListener // the control socket (nil: no Control)
 	sys  *sysfs
 	gids chan struct{} // a GID change to write to the sysfs tree
 
@@ -136,6 +152,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	ln.SetUnlinkOnClose(true)
 	s.ln = ln
+	if err := s.listenControl(); err != nil {
+		ln.Close()
+		return fail(err)
+	}
 	cfg.Device.RegisterEventHandler(func(ev emu.Event) {
 		if ev.Type == emu.EventGIDChange {
 			select {
@@ -230,6 +250,9 @@ func (s *Server) Close() error {
 	s.closed = true
 	close(s.done)
 	err := s.ln.Close()
+	if s.ctl != nil {
+		err = errors.Join(err, s.ctl.Close())
+	}
 	for c := range s.conns {
 		c.Close()
 	}
@@ -429,7 +452,7 @@ func (cn *conn) handle(frame []byte) bool {
 		}
 		return cn.reply(preload.Header{Op: h.Op, Ret: ret}, nil, nil)
 	case preload.OpWrite:
-		r, err := cn.file.Write(p)
+		r, err := cn.write(p)
 		if err != nil {
 			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 		}

@@ -34,6 +34,7 @@ func runRun(e *env) error {
 	stdout, stderr := e.stdout, e.stderr
 	fs := newFlagSet(e, "run")
 	lf := serveLinkFlags(fs)
+	df := addDaemonFlags(fs)
 	prog, err := parseFlags(fs, e.args)
 	if err != nil {
 		return err
@@ -51,7 +52,7 @@ func runRun(e *env) error {
 		return err
 	}
 	if !uverbsd.Serving(dir) {
-		d, err := startDaemon(e, lf, dir)
+		d, err := startDaemon(e, lf, df, dir)
 		switch {
 		case errors.Is(err, unix.EADDRINUSE):
 			// Another softroce started serving the name meanwhile.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -40,29 +41,38 @@ type daemon struct {
 	n      *node.Node
 	srv    *uverbsd.Server
 	served chan error
+	cov    *daemonCoverage
+	df     *daemonFlags
+	stderr io.Writer
 }
 
 // startDaemon builds the node the flags describe and serves it in the
-// device's directory.
-func startDaemon(e *env, lf *linkFlags, dir string) (*daemon, error) {
+// device's directory, recording its coverage.
+func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, error) {
+	cov := newDaemonCoverage(lf.dev)
+	lf.recorder = cov.rec
 	n, err := e.openNode(lf)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir})
+	cfg := uverbsd.Config{Device: n.Device(), Dir: dir}
+	cov.serverConfig(&cfg)
+	srv, err := uverbsd.New(cfg)
 	if err != nil {
 		n.Close()
 		return nil, err
 	}
-	d := &daemon{n: n, srv: srv, served: make(chan error, 1)}
+	d := &daemon{n: n, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr}
 	go func() { d.served <- srv.Serve() }()
 	return d, nil
 }
 
-// stop closes the server (every client's File), then the node.
+// stop closes the server (every client's File), writes the coverage
+// profile (--coverage), then closes the node.
 func (d *daemon) stop() error {
 	err := d.srv.Close()
 	err = errors.Join(err, <-d.served)
+	err = errors.Join(err, d.cov.write(d.df.coverage, d.n.Device(), d.stderr))
 	return errors.Join(err, d.n.Close())
 }
 
@@ -88,6 +98,7 @@ func runServe(e *env) error {
 	stdout := e.stdout
 	fs := newFlagSet(e, "serve")
 	lf := serveLinkFlags(fs)
+	df := addDaemonFlags(fs)
 	operands, err := parseFlags(fs, e.args)
 	if err != nil {
 		return err
@@ -104,7 +115,7 @@ func runServe(e *env) error {
 	if err != nil {
 		return err
 	}
-	d, err := startDaemon(e, lf, dir)
+	d, err := startDaemon(e, lf, df, dir)
 	if err != nil {
 		return err
 	}

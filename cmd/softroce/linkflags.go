@@ -19,6 +19,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/host"
 	"github.com/softroce/softroce/node"
 )
@@ -39,6 +41,9 @@ type linkFlags struct {
 	seedSet            bool // --seed given: replay
 	printSeed          bool
 	udp                bool
+	// recorder, if set, is the device's coverage recorder (not a flag:
+	// serve and run set it).
+	recorder emu.Recorder
 }
 
 // linkFlag defines one link flag. It is the one definition of the link
@@ -215,6 +220,9 @@ func (f *linkFlags) config() (node.Config, error) {
 		return node.Config{}, fmt.Errorf("--bridge needs --tap or --iface")
 	}
 	cfg := node.Config{Name: f.dev, Addrs: f.ips, PcapPath: f.pcap, NoDAD: f.nodad}
+	if rec := f.recorder; rec != nil {
+		cfg.Rxe = func(rc *rxe.Config) { rc.Device.Recorder = rec }
+	}
 	if f.tap == "" && f.iface == "" && !f.udp {
 		cfg.MTU = f.mtu // the in-memory link's; a TAP's is set when open opens it
 	}
