@@ -119,8 +119,18 @@ func (s *Set) logf(format string, args ...any) {
 
 // did logs and records one action of e; detail (if any) goes to the log
 // only, so that the coverage cells stay few.
+// The log tells the first few actions of each rule; the rest are counted
+// (List, the coverage profile).
 func (s *Set) did(e *entry, action, detail string) {
-	s.logf("fault %d %s: %s%s", e.id, e.text, action, detail)
+	s.mu.Lock()
+	n := e.applied
+	s.mu.Unlock()
+	switch {
+	case n <= maxLogged:
+		s.logf("fault %d %s: %s%s", e.id, e.text, action, detail)
+	case n == maxLogged+1:
+		s.logf("fault %d %s: %s%s (further actions are counted, not logged: softroce fault list)", e.id, e.text, action, detail)
+	}
 	if s.cfg.Record != nil {
 		s.cfg.Record(e.text, action)
 	}
@@ -182,6 +192,9 @@ func (s *Set) sorted() []*entry {
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
 	return out
 }
+
+// maxLogged is how many actions of a rule the log tells one by one.
+const maxLogged = 5
 
 var wireActions = map[string]link.Action{
 	"drop": link.Drop, "duplicate": link.Duplicate, "reorder": link.Reorder, "corrupt": link.Corrupt,

@@ -99,6 +99,7 @@ func TestEdgeProgramSeesTheKernelsAnswers(t *testing.T) {
 		"flush recv_completions":           "3",
 		"flush post_send_in_ERR":           "0",
 		"flush send":                       "Work_Request_Flushed_Error",
+		"send status":                      "success",
 		"badrkey good_rkey":                "success",
 		"badrkey status":                   "remote_access_error",
 		"rnr status":                       "RNR_retry_counter_exceeded",

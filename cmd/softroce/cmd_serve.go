@@ -42,6 +42,7 @@ type daemon struct {
 	srv    *uverbsd.Server
 	served chan error
 	cov    *daemonCoverage
+	faults *daemonFaults
 	df     *daemonFlags
 	stderr io.Writer
 }
@@ -51,18 +52,25 @@ type daemon struct {
 func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, error) {
 	cov := newDaemonCoverage(lf.dev)
 	lf.recorder = cov.rec
+	faults := newDaemonFaults(lf, cov, e.stderr)
 	n, err := e.openNode(lf)
 	if err != nil {
 		return nil, err
 	}
 	cfg := uverbsd.Config{Device: n.Device(), Dir: dir}
 	cov.serverConfig(&cfg)
-	srv, err := uverbsd.New(cfg)
-	if err != nil {
+	if err := faults.start(n, df.faults.rules, &cfg); err != nil {
+		faults.set.Close()
 		n.Close()
 		return nil, err
 	}
-	d := &daemon{n: n, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr}
+	srv, err := uverbsd.New(cfg)
+	if err != nil {
+		faults.set.Close()
+		n.Close()
+		return nil, err
+	}
+	d := &daemon{n: n, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr, faults: faults}
 	go func() { d.served <- srv.Serve() }()
 	return d, nil
 }
@@ -71,6 +79,7 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 // profile (--coverage), then closes the node.
 func (d *daemon) stop() error {
 	err := d.srv.Close()
+	d.faults.set.Close()
 	err = errors.Join(err, <-d.served)
 	err = errors.Join(err, d.cov.write(d.df.coverage, d.n.Device(), d.stderr))
 	return errors.Join(err, d.n.Close())

@@ -16,11 +16,13 @@ import (
 // coverage profile goes, and the faults to inject.
 type daemonFlags struct {
 	coverage string
+	faults   faultFlag
 }
 
 func addDaemonFlags(fs *flag.FlagSet) *daemonFlags {
 	df := &daemonFlags{}
 	fs.StringVar(&df.coverage, "coverage", "", "record what the programs make the device go through (transitions, completions, events, failed verbs and commands, faults) and write the profile to `FILE` when the daemon ends (read it with softroce coverage FILE)")
+	fs.Var(&df.faults, "fault", "inject the fault `RULE` (repeatable; softroce fault -h shows the syntax), e.g. wire:drop,qp=0x11,opcode=RDMA_WRITE_FIRST,nth=3 or verbs:fail,verb=create_qp,errno=ENOMEM; --seed replays the probabilistic ones")
 	return df
 }
 

@@ -30,7 +30,7 @@ var source []byte
 func Source() []byte { return bytes.Clone(source) }
 
 // Cases are the program's cases, in the order it documents them.
-var Cases = []string{"illegal", "flush", "badrkey", "rnr", "silent", "killed"}
+var Cases = []string{"illegal", "flush", "send", "badrkey", "rnr", "silent", "killed"}
 
 // Build compiles the program into dir (which must exist) with the C
 // compiler cc ("" means $CC, else "cc") and libibverbs, and returns the

@@ -19,6 +19,8 @@
  *   flush    receives posted in INIT and a send posted in ERR complete with
  *            IBV_WC_WR_FLUSH_ERR once the QP is in ERR.
  *   badrkey  an RDMA WRITE to the peer (a second process) with a wrong rkey.
+ *   send     a SEND to a peer (a second process) with a receive posted,
+ *            retry_cnt 1: success, unless the peer is made silent.
  *   rnr      a SEND to a peer that posted no receive, rnr_retry 1.
  *   silent   a SEND to a peer process whose QP is gone (nothing answers),
  *            retry_cnt 1: the transport retries and gives up.
@@ -524,12 +526,12 @@ int main(int argc, char **argv)
 			gid_index = atoi(optarg);
 			break;
 		default:
-			fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|badrkey|rnr|silent|killed...\n", argv[0]);
+			fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed...\n", argv[0]);
 			return 2;
 		}
 	}
 	if (optind == argc) {
-		fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|badrkey|rnr|silent|killed...\n", argv[0]);
+		fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed...\n", argv[0]);
 		return 2;
 	}
 	for (i = optind; i < argc; i++) {
@@ -542,6 +544,8 @@ int main(int argc, char **argv)
 			r = case_flush();
 		else if (!strcmp(c, "badrkey"))
 			r = one_send(c, PEER_RECV, IBV_WR_RDMA_WRITE, 1, 7, 7);
+		else if (!strcmp(c, "send"))
+			r = one_send(c, PEER_RECV, IBV_WR_SEND, 0, 1, 7);
 		else if (!strcmp(c, "rnr"))
 			r = one_send(c, PEER_NO_RECV, IBV_WR_SEND, 0, 7, 1);
 		else if (!strcmp(c, "silent"))

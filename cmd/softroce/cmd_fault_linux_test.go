@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softroce/softroce/coverage"
+)
+
+// faultsOf returns the profile's fault cells as "RULE: ACTION" with their
+// counts.
+func faultsOf(t *testing.T, path string) map[string]uint64 {
+	t.Helper()
+	p, err := coverage.ReadFiles(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]uint64{}
+	for k, n := range p.Faults {
+		m[k.Rule+": "+k.Action] = n
+	}
+	return m
+}
+
+// TestFaultsReachTheProgram: each kind of fault rule, given to "softroce
+// run --fault" or added live with "softroce fault add", makes an unmodified
+// program (the C edge program, Debian's ibv_asyncwatch) see what it must,
+// and the coverage profile lists the rule with what it did:
+//   - verbs: the next CREATE_QP fails with ENOMEM (ibv_create_qp's errno);
+//   - qp:silent: a SEND to a QP that answers nothing ends in
+//     IBV_WC_RETRY_EXC_ERR where it succeeds without the rule;
+//   - wire: dropping every SEND_ONLY does the same through the link faults,
+//     and drop on the nth packet only costs a retransmission (success);
+//   - port: ibv_asyncwatch sees IBV_EVENT_PORT_ERR, IBV_EVENT_GID_CHANGE and
+//     IBV_EVENT_PORT_ACTIVE for port:down, port:gid and port:up.
+func TestFaultsReachTheProgram(t *testing.T) {
+	home := userHome(t)
+	edgeProgram(t, home)
+	cov := func(name string) string { return filepath.Join(home, "run", name+".json") }
+	t.Run("verbs", func(t *testing.T) {
+		rule := "verbs:fail,verb=create_qp,errno=ENOMEM"
+		exe := filepath.Join(home, "softroce_edge")
+		cmd := userCommand(t, home, nil, "softroce", "run", "-d", "rxe20", "--ip", "10.82.0.1/24",
+			"--coverage", cov("verbs"), "--fault", rule, "--", exe, "flush")
+		out, _ := cmd.CombinedOutput()
+		if !strings.Contains(string(out), "flush setup ibv_create_qp: ENOMEM") {
+			t.Fatalf("the program did not see ENOMEM from ibv_create_qp:\n%s", out)
+		}
+		if f := faultsOf(t, cov("verbs")); f[rule+": fail ENOMEM"] != 1 {
+			t.Errorf("coverage faults %v", f)
+		}
+	})
+	for _, tc := range []struct {
+		name  string
+		rules []string
+		want  string
+		cells []string
+	}{
+		{"qp-silent", []string{"qp:silent,qp=0x11", "qp:silent,qp=0x12"}, "transport_retry_counter_exceeded",
+			[]string{"silent RC_SEND_ONLY"}},
+		{"wire-drop-all", []string{"wire:drop,opcode=SEND_ONLY"}, "transport_retry_counter_exceeded",
+			[]string{"wire:drop,opcode=SEND_ONLY: drop RC_SEND_ONLY"}},
+		{"wire-drop-nth", []string{"wire:drop,opcode=SEND_ONLY,nth=1"}, "success",
+			[]string{"wire:drop,opcode=SEND_ONLY,nth=1: drop RC_SEND_ONLY"}},
+		{"wire-duplicate", []string{"wire:duplicate,opcode=SEND_ONLY"}, "success",
+			[]string{"wire:duplicate,opcode=SEND_ONLY: duplicate RC_SEND_ONLY"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"-d", "rxe21", "--ip", "10.83.0.1/24", "--seed", "7", "--coverage", cov(tc.name)}
+			for _, r := range tc.rules {
+				args = append(args, "--fault", r)
+			}
+			got, out := runEdge(t, home, args, "send")
+			if got["send status"] != tc.want {
+				t.Errorf("send status %q, want %q\n%s", got["send status"], tc.want, out)
+			}
+			f := faultsOf(t, cov(tc.name))
+			for _, c := range tc.cells {
+				found := false
+				for k := range f {
+					found = found || strings.Contains(k, c)
+				}
+				if !found {
+					t.Errorf("coverage faults %v lack %q", f, c)
+				}
+			}
+		})
+	}
+	t.Run("port", func(t *testing.T) {
+		tool := distroTool(t, "ibv_asyncwatch", "ibverbs-utils")
+		env := serveAsUser(t, home, "rxe22", "--ip", "10.84.0.1/24", "--coverage", cov("port"))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		watch := userCommand(t, home, env, tool, "-d", "rxe22")
+		watch = exec.CommandContext(ctx, watch.Path, watch.Args[1:]...)
+		watch.Env = userCommand(t, home, env, tool).Env
+		var wout bytes.Buffer
+		watch.Stdout, watch.Stderr = &wout, &wout
+		if err := watch.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { watch.Process.Kill(); watch.Wait() }()
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(wout.String(), "async event FD"); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("ibv_asyncwatch did not start:\n%s", wout.String())
+			}
+		}
+		for _, r := range []string{"port:down", "port:gid,ip=10.84.0.9/24", "port:up"} {
+			if out, err := userCommand(t, home, nil, "softroce", "fault", "add", "-d", "rxe22", r).CombinedOutput(); err != nil {
+				t.Fatalf("softroce fault add %s: %v\n%s", r, err, out)
+			}
+		}
+		list, err := userCommand(t, home, nil, "softroce", "fault", "list", "-d", "rxe22").CombinedOutput()
+		if err != nil || !strings.Contains(string(list), "1 port:down applied=1") {
+			t.Errorf("softroce fault list: %v\n%s", err, list)
+		}
+		if out, err := userCommand(t, home, nil, "softroce", "fault", "add", "-d", "rxe22", "port:sideways").CombinedOutput(); err == nil ||
+			!strings.Contains(string(out), `unknown action "sideways" for port`) {
+			t.Errorf("a bad rule added live: %v\n%s", err, out)
+		}
+		want := []string{"IBV_EVENT_PORT_ERR (10), port 1", "IBV_EVENT_GID_CHANGE (18), port 1", "IBV_EVENT_PORT_ACTIVE (9), port 1"}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			ok := true
+			for _, w := range want {
+				ok = ok && strings.Contains(wout.String(), w)
+			}
+			if ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("ibv_asyncwatch saw:\n%s\nwant %q", wout.String(), want)
+			}
+		}
+		live := coverageReport(t, home, "--live", "-d", "rxe22")
+		seen := map[string]uint64{}
+		for _, f := range live.Faults {
+			seen[f.Rule+": "+f.Action] = f.Count
+		}
+		for _, c := range []string{"port:down: port down", "port:up: port up", "port:gid,ip=10.84.0.9/24: port gid 10.84.0.9/24"} {
+			if seen[c] != 1 {
+				t.Errorf("coverage --live faults %v lack %q", seen, c)
+			}
+		}
+	})
+}

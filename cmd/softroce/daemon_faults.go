@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/softroce/softroce/fault"
+	"github.com/softroce/softroce/link"
+	"github.com/softroce/softroce/node"
+	"github.com/softroce/softroce/uverbsd"
+)
+
+// faultFlag is --fault RULE, repeatable; each rule is parsed as given.
+type faultFlag struct{ rules []*fault.Rule }
+
+func (f *faultFlag) String() string {
+	var s []string
+	for _, r := range f.rules {
+		s = append(s, r.String())
+	}
+	return strings.Join(s, " ")
+}
+
+func (f *faultFlag) Set(v string) error {
+	r, err := fault.Parse(v)
+	if err != nil {
+		return err
+	}
+	f.rules = append(f.rules, r)
+	return nil
+}
+
+// daemonFaults is the fault set of a daemon: its wire rules see the
+// device's frames, its verbs rules the clients' commands, its port rules
+// act on the node.
+type daemonFaults struct {
+	set *fault.Set
+
+	mu sync.Mutex
+	n  *node.Node // set once the node exists
+}
+
+// newDaemonFaults makes the daemon's fault set, seeded from the run's seed,
+// logging to stderr and recording into cov; it wraps the device's link in
+// lf so that wire rules see every frame.
+func newDaemonFaults(lf *linkFlags, cov *daemonCoverage, stderr io.Writer) *daemonFaults {
+	if !lf.seedSet {
+		lf.seed, lf.seedSet = randomSeed(), true
+	}
+	df := &daemonFaults{}
+	var logMu sync.Mutex
+	df.set = fault.NewSet(fault.Config{
+		Seed: seedFor(lf.seed, "faults"),
+		Logf: func(format string, args ...any) {
+			logMu.Lock()
+			fmt.Fprintf(stderr, "softroce: "+format+"\n", args...)
+			logMu.Unlock()
+		},
+		Record: cov.rec.Fault,
+		Port:   df.port,
+	})
+	seed := seedFor(lf.seed, "fault-bits")
+	lf.deviceLink = func(l link.Link) link.Link {
+		// Corrupt leaves the Ethernet header alone: the frame still
+		// reaches the device it was sent to, with a bad ICRC.
+		return link.NewFaults(l, link.FaultConfig{Seed: seed, Schedule: df.set.Frame, CorruptFrom: 14})
+	}
+	return df
+}
+
+// port applies a port rule to the node.
+func (df *daemonFaults) port(r *fault.Rule) error {
+	df.mu.Lock()
+	n := df.n
+	df.mu.Unlock()
+	if n == nil {
+		return fmt.Errorf("the device is not up yet")
+	}
+	switch r.Action {
+	case "down", "up":
+		n.SetDeviceLink(r.Action == "up")
+		return nil
+	case "gid":
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return n.AddAddr(ctx, r.IP)
+	}
+	return fmt.Errorf("unknown port action %q", r.Action)
+}
+
+// start adds the rules given at start, once the node exists, and serves
+// "fault" on the control socket.
+func (df *daemonFaults) start(n *node.Node, rules []*fault.Rule, cfg *uverbsd.Config) error {
+	df.mu.Lock()
+	df.n = n
+	df.mu.Unlock()
+	cfg.Intercept = df.set.Verb
+	if cfg.Control == nil {
+		cfg.Control = map[string]uverbsd.ControlFunc{}
+	}
+	cfg.Control["fault"] = df.control
+	for _, r := range rules {
+		if _, err := df.set.Add(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// control serves "fault add RULE", "fault del ID" and "fault list".
+func (df *daemonFaults) control(args []string) (string, error) {
+	if len(args) == 0 {
+		return "", fmt.Errorf("fault: add RULE, del ID or list")
+	}
+	switch {
+	case args[0] == "add" && len(args) == 2:
+		r, err := fault.Parse(args[1])
+		if err != nil {
+			return "", err
+		}
+		id, err := df.set.Add(r)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%d %s\n", id, r), nil
+	case args[0] == "del" && len(args) == 2:
+		id, err := strconv.Atoi(args[1])
+		if err != nil {
+			return "", fmt.Errorf("fault del: %q is not a rule id (softroce fault list shows them)", args[1])
+		}
+		return "", df.set.Del(id)
+	case args[0] == "list" && len(args) == 1:
+		var b strings.Builder
+		for _, l := range df.set.List() {
+			b.WriteString(l + "\n")
+		}
+		return b.String(), nil
+	}
+	return "", fmt.Errorf("fault: add RULE, del ID or list (got %q)", args)
+}
