@@ -11,6 +11,9 @@
 //	wire:reorder,opcode=SEND_ONLY                     hold each SEND ONLY back behind the next frame
 //	wire:delay,qp=0x12                                delay every packet to QP 0x12
 //	qp:silent,qp=0x11                                 QP 0x11 answers nothing: its peer's retries run out
+//	qp:err,qp=0x11,at=1s                              QP 0x11 moves to ERR 1 s after the rule is added (flushes)
+//	qp:rnr,qp=0x11,count=3                            the next 3 SENDs to QP 0x11 are answered with an RNR NAK
+//	qp:invalidate,rkey=0x1234                         requests naming R_Key 0x1234 are refused (remote access error)
 //	verbs:fail,verb=create_qp,errno=ENOMEM            the next CREATE_QP command fails with ENOMEM
 //	verbs:fail,verb=post_send,errno=EAGAIN,count=3    the next 3 POST_SEND commands fail with EAGAIN
 //	port:down                                         the port goes down (IB_EVENT_PORT_ERR)
@@ -27,7 +30,13 @@
 // by name (the command's name in ib_user_verbs.h, lower case, without
 // IB_USER_VERBS_[EX_]CMD_: create_qp, modify_qp, post_send, reg_mr, ...) with
 // an errno, before the command reaches the device, as a driver could. Port
-// rules act once, when added or at=DURATION later.
+// rules and qp:err act once, when added or at=DURATION later. qp:rnr stands
+// in for the responder QP: the SEND (its first or only packet) never
+// reaches it, and the requester gets an RNR NAK with the QP's
+// min_rnr_timer, as from a responder with no receive posted (count:
+// default 1). qp:invalidate rewrites the R_Key of the requests naming it
+// (RETH, AtomicETH) to one no MR has, so the responder's check_rkey
+// refuses them as it refuses an invalidated key.
 //
 // Parse is strict: an unknown kind, action or key, a key the action does
 // not take, a repeated key or a bad value is an error that says which.
@@ -78,7 +87,8 @@ var actions = map[Kind]map[string][]string{
 	KindWire: {
 		"drop": wireKeys, "duplicate": wireKeys, "reorder": wireKeys, "corrupt": wireKeys, "delay": wireKeys,
 	},
-	KindQP:    {"silent": {"qp"}},
+	KindQP: {"silent": {"qp"}, "err": {"qp", "at"}, "rnr": {"qp", "count"},
+		"invalidate": {"rkey", "qp", "count"}},
 	KindVerbs: {"fail": {"verb", "errno", "count"}},
 	KindPort:  {"down": {"at"}, "up": {"at"}, "gid": {"ip", "at"}},
 }
@@ -86,7 +96,7 @@ var actions = map[Kind]map[string][]string{
 var wireKeys = []string{"qp", "opcode", "psn", "prob", "nth", "count"}
 
 // keyOrder is the order String writes keys in.
-var keyOrder = []string{"qp", "opcode", "psn", "prob", "nth", "verb", "errno", "count", "ip", "at"}
+var keyOrder = []string{"qp", "rkey", "opcode", "psn", "prob", "nth", "verb", "errno", "count", "ip", "at"}
 
 // Rule is one parsed fault rule. Fields a kind does not use are zero.
 type Rule struct {
@@ -103,11 +113,14 @@ type Rule struct {
 	Nth    uint64  // 0 = from the first matching packet
 	Count  uint64  // applications at most; 0 = no bound
 
+	RKey    uint32 // for qp:invalidate (HasRKey)
+	HasRKey bool
+
 	Verb  string     // uverbs command, lower case, without the prefix
 	Errno unix.Errno // for verbs:fail
 
 	IP netip.Prefix  // for port:gid
-	At time.Duration // for port rules: after the rule is added
+	At time.Duration // for port rules and qp:err: after the rule is added
 }
 
 // maxRule bounds a rule's text.
@@ -167,8 +180,10 @@ func parse(s string) (*Rule, error) {
 		}
 	}
 	switch {
-	case r.Kind == KindQP && !r.HasQP:
-		return nil, errors.New("qp:silent needs qp=QPN")
+	case r.Kind == KindQP && action == "invalidate" && !r.HasRKey:
+		return nil, errors.New("qp:invalidate needs rkey=KEY")
+	case r.Kind == KindQP && action != "invalidate" && !r.HasQP:
+		return nil, fmt.Errorf("qp:%s needs qp=QPN", action)
 	case r.Kind == KindVerbs && (r.Verb == "" || r.Errno == 0):
 		return nil, errors.New("verbs:fail needs verb=NAME and errno=ENAME")
 	case r.Kind == KindPort && action == "gid" && !r.IP.IsValid():
@@ -190,7 +205,8 @@ func contains(l []string, s string) bool {
 
 func actionNames(k Kind) []string {
 	var out []string
-	for _, a := range []string{"drop", "duplicate", "reorder", "corrupt", "delay", "silent", "fail", "down", "up", "gid"} {
+	for _, a := range []string{"drop", "duplicate", "reorder", "corrupt", "delay", "silent", "err", "rnr", "invalidate",
+		"fail", "down", "up", "gid"} {
 		if _, ok := actions[k][a]; ok {
 			out = append(out, a)
 		}
@@ -260,6 +276,12 @@ func (r *Rule) set(k, v string) error {
 			return fmt.Errorf("a QP number is 24 bits: %w", err)
 		}
 		r.QP, r.HasQP = uint32(n), true
+	case "rkey":
+		n, err := parseUint(v, 32)
+		if err != nil {
+			return fmt.Errorf("an R_Key is 32 bits: %w", err)
+		}
+		r.RKey, r.HasRKey = uint32(n), true
 	case "opcode":
 		up := strings.ToUpper(v)
 		if !opcodeNames()[up] {
@@ -357,6 +379,8 @@ func (r *Rule) value(k string) (string, bool) {
 	switch k {
 	case "qp":
 		return fmt.Sprintf("%#x", r.QP), r.HasQP
+	case "rkey":
+		return fmt.Sprintf("%#x", r.RKey), r.HasRKey
 	case "opcode":
 		return r.Opcode, r.Opcode != ""
 	case "psn":

@@ -24,6 +24,9 @@ func TestParseAcceptsTheDocumentedRules(t *testing.T) {
 		{"wire:delay,qp=18", "wire:delay,qp=0x12", func(r *Rule) bool { return r.QP == 18 }},
 		{"wire:drop,opcode=RC_ACKNOWLEDGE,psn=7", "wire:drop,opcode=RC_ACKNOWLEDGE,psn=7", func(r *Rule) bool { return r.PSNHi == 7 }},
 		{"qp:silent,qp=0x11", "qp:silent,qp=0x11", func(r *Rule) bool { return r.Kind == KindQP }},
+		{"qp:err,at=1s,qp=0x11", "qp:err,qp=0x11,at=1s", func(r *Rule) bool { return r.At == time.Second }},
+		{"qp:rnr,qp=17,count=3", "qp:rnr,qp=0x11,count=3", func(r *Rule) bool { return r.Count == 3 }},
+		{"qp:invalidate,rkey=4660", "qp:invalidate,rkey=0x1234", func(r *Rule) bool { return r.HasRKey && r.RKey == 0x1234 }},
 		{"verbs:fail,verb=create_qp,errno=ENOMEM", "verbs:fail,verb=create_qp,errno=ENOMEM",
 			func(r *Rule) bool { return r.Verb == "create_qp" && r.Errno == unix.ENOMEM }},
 		{"verbs:fail,errno=eagain,verb=POST_SEND,count=3", "verbs:fail,verb=post_send,errno=EAGAIN,count=3",
@@ -74,6 +77,10 @@ func TestParseRefusesBadRulesClearly(t *testing.T) {
 		{"wire:drop,count=0", "at least 1"},
 		{"wire:drop,prob=0.5,nth=2", "prob and nth exclude each other"},
 		{"qp:silent", "qp:silent needs qp=QPN"},
+		{"qp:err,at=1s", "qp:err needs qp=QPN"},
+		{"qp:invalidate,qp=0x11", "qp:invalidate needs rkey=KEY"},
+		{"qp:invalidate,rkey=0x100000000", "an R_Key is 32 bits"},
+		{"qp:rnr,qp=0x11,at=1s", `qp:rnr takes no "at"`},
 		{"verbs:fail,verb=create_qp", "needs verb=NAME and errno=ENAME"},
 		{"verbs:fail,verb=frobnicate,errno=ENOMEM", "not a uverbs command"},
 		{"verbs:fail,verb=create_qp,errno=ENOPE", "not an errno name"},
@@ -95,7 +102,7 @@ func TestParseRefusesBadRulesClearly(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"wire:drop,qp=0x11,opcode=RDMA_WRITE_FIRST,nth=3", "wire:corrupt,prob=0.05",
 		"wire:duplicate,psn=100-200,count=10", "qp:silent,qp=0x11", "verbs:fail,verb=create_qp,errno=ENOMEM",
-		"port:up,at=2s", "port:gid,ip=10.0.0.9/24", "port:gid,ip=::ffff:1.2.3.4", "wire:drop,prob=1e-300"} {
+		"port:up,at=2s", "port:gid,ip=10.0.0.9/24", "qp:invalidate,rkey=0x1234,count=2", "qp:err,qp=1,at=1ms", "port:gid,ip=::ffff:1.2.3.4", "wire:drop,prob=1e-300"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

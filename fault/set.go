@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -29,6 +30,22 @@ type Config struct {
 	// Port applies a port rule (down, up, gid) to the device; nil makes
 	// port rules an error (EOPNOTSUPP) when added.
 	Port func(r *Rule) error
+	// QPErr moves the QP numbered qpn to ERR (qp:err); nil makes qp:err
+	// an error (EOPNOTSUPP) when added.
+	QPErr func(qpn uint32) error
+	// Responder tells what the QP numbered qpn would put in an ACK
+	// (qp:rnr answers for it); nil, or false, lets the SEND through. It
+	// is called from the link's write path: it must not take a lock the
+	// device holds while writing.
+	Responder func(qpn uint32) (Responder, bool)
+}
+
+// Responder is what a responder QP puts in an acknowledgement: the
+// requester's QP number, its RNR timer code and its MSN.
+type Responder struct {
+	DestQPN     uint32
+	MinRNRTimer uint8
+	MSN         uint32
 }
 
 // Set is the rules in force on one device. Its Frame method is a
@@ -52,6 +69,9 @@ type entry struct {
 	seen    uint64 // matching frames (wire) or commands (verbs)
 	applied uint64
 	timer   clock.Timer
+	// nakking: qp:rnr answered the first packet of a SEND; its middle
+	// and last packets are dropped, as a responder in the RNR state does.
+	nakking bool
 }
 
 // NewSet returns an empty set.
@@ -69,6 +89,9 @@ func (s *Set) Add(r *Rule) (int, error) {
 	if r.Kind == KindPort && s.cfg.Port == nil {
 		return 0, fmt.Errorf("fault: %s: this device has no port control: %w", r, unix.EOPNOTSUPP)
 	}
+	if r.Kind == KindQP && r.Action == "err" && s.cfg.QPErr == nil {
+		return 0, fmt.Errorf("fault: %s: this device cannot reach its QPs: %w", r, unix.EOPNOTSUPP)
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -79,19 +102,19 @@ func (s *Set) Add(r *Rule) (int, error) {
 	s.rules[e.id] = e
 	s.mu.Unlock()
 	s.logf("fault %d added: %s", e.id, e.text)
-	if r.Kind == KindPort {
+	if r.Kind == KindPort || r.Kind == KindQP && r.Action == "err" {
 		if r.At == 0 {
-			return e.id, s.port(e)
+			return e.id, s.act(e)
 		}
 		s.mu.Lock()
-		e.timer = s.clk.AfterFunc(r.At, func() { s.port(e) })
+		e.timer = s.clk.AfterFunc(r.At, func() { s.act(e) })
 		s.mu.Unlock()
 	}
 	return e.id, nil
 }
 
-// port applies a port rule once.
-func (s *Set) port(e *entry) error {
+// act applies a port or qp:err rule once.
+func (s *Set) act(e *entry) error {
 	s.mu.Lock()
 	if s.closed || s.rules[e.id] != e {
 		s.mu.Unlock()
@@ -99,9 +122,19 @@ func (s *Set) port(e *entry) error {
 	}
 	e.applied++
 	s.mu.Unlock()
-	if err := s.cfg.Port(e.r); err != nil {
+	var err error
+	if e.r.Kind == KindQP {
+		err = s.cfg.QPErr(e.r.QP)
+	} else {
+		err = s.cfg.Port(e.r)
+	}
+	if err != nil {
 		s.logf("fault %d %s: %v", e.id, e.text, err)
 		return fmt.Errorf("fault: %s: %w", e.text, err)
+	}
+	if e.r.Kind == KindQP {
+		s.did(e, "qp to ERR", "")
+		return nil
 	}
 	action := "port " + e.r.Action
 	if e.r.Action == "gid" {
@@ -222,7 +255,7 @@ func (s *Set) Frame(_ uint64, frame []byte) link.Action {
 	var did []*entry
 	for _, e := range s.sorted() {
 		r := e.r
-		if r.Kind != KindWire && r.Kind != KindQP {
+		if r.Kind != KindWire && !(r.Kind == KindQP && r.Action == "silent") {
 			continue
 		}
 		if r.HasQP && r.QP != qpn || !r.MatchOpcode(op) || r.HasPSN && (psn < r.PSNLo || psn > r.PSNHi) {
@@ -279,4 +312,153 @@ func (s *Set) Verb(command string) error {
 	}
 	s.did(hit, "fail "+unix.ErrnoName(hit.r.Errno), "")
 	return fmt.Errorf("fault %s: %w", hit.text, hit.r.Errno)
+}
+
+// Rewrite applies the rules that change a frame the device sends rather
+// than its fate: qp:rnr answers a SEND for its QP with an RNR NAK (the
+// returned frame replaces the SEND), qp:invalidate changes a request's
+// R_Key. It returns nil to send frame as it is, an empty slice to send
+// nothing, or the frame to send instead (frame itself is not modified).
+func (s *Set) Rewrite(frame []byte) []byte {
+	s.mu.Lock()
+	if len(s.rules) == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	p, err := wire.Parse(frame)
+	if err != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	bth := p.BTH()
+	op, qpn, psn := bth.Opcode(), bth.DestQP(), bth.PSN()
+	var out []byte
+	var did *entry
+	var action, detail string
+	for _, e := range s.sorted() {
+		r := e.r
+		if r.Kind != KindQP || r.HasQP && r.QP != qpn {
+			continue
+		}
+		switch r.Action {
+		case "rnr":
+			if op.Transport() != wire.TransportRC || op.Flags()&wire.FlagSend == 0 || !op.IsRequest() {
+				continue
+			}
+			if !op.IsFirst() {
+				if e.nakking {
+					out, did, action = []byte{}, e, ""
+					if op.IsLast() {
+						e.nakking = false
+					}
+				}
+				continue
+			}
+			if e.applied >= max(r.Count, 1) || s.cfg.Responder == nil {
+				continue
+			}
+			resp, ok := s.cfg.Responder(qpn)
+			if !ok {
+				continue
+			}
+			nak, err := rnrNAK(&p, resp)
+			if err != nil {
+				continue
+			}
+			e.applied++
+			e.nakking = !op.IsLast()
+			out, did, action = nak, e, "rnr nak "+op.String()
+			detail = fmt.Sprintf(" qp=%#x psn=%d to qp=%#x", qpn, psn, resp.DestQPN)
+		case "invalidate":
+			// The R_Key is bytes 8..11 of the RETH and of the
+			// AtomicETH alike.
+			h, ok := op.HeaderOffset(wire.HdrRETH)
+			if !ok {
+				h, ok = op.HeaderOffset(wire.HdrAtomicETH)
+			}
+			if !ok {
+				continue
+			}
+			off := p.BTHOffset() + h + 8
+			if binary.BigEndian.Uint32(frame[off:]) != r.RKey {
+				continue
+			}
+			if r.Count != 0 && e.applied >= r.Count {
+				continue
+			}
+			c := append([]byte(nil), frame...)
+			c[off+3] ^= 0xff // the same MR index, another key byte: check_rkey's key mismatch
+			if wire.SealICRC(c, p.L3Offset()) != nil {
+				continue
+			}
+			e.applied++
+			out, did, action = c, e, "invalidate "+op.String()
+			detail = fmt.Sprintf(" qp=%#x psn=%d rkey=%#x", qpn, psn, r.RKey)
+		}
+		if did != nil && action != "" {
+			break
+		}
+	}
+	s.mu.Unlock()
+	if did != nil && action != "" {
+		s.did(did, action, detail)
+	}
+	return out
+}
+
+// rnrNAK builds the RNR NAK the responder of p's destination QP would send
+// for p: addresses swapped, RC ACKNOWLEDGE to the requester QP with p's
+// PSN, AETH with the responder's RNR timer and MSN (rxe_resp.c send_ack).
+func rnrNAK(p *wire.Packet, r Responder) ([]byte, error) {
+	bth := p.BTH()
+	f := wire.Frame{DstMAC: p.EthSrc(), SrcMAC: p.EthDst(), VLAN: p.HasVLAN(), VLANTCI: p.VLANTCI(),
+		Src: p.Dst(), Dst: p.Src(), HopLimit: 64, SrcPort: p.UDPSrcPort(),
+		BTH:  wire.BTHFields{Opcode: wire.RCAcknowledge, PKey: bth.PKey(), DestQP: r.DestQPN, PSN: bth.PSN()},
+		AETH: wire.AETHFields{Syndrome: wire.RNRNAKSyndrome(r.MinRNRTimer), MSN: r.MSN}}
+	b := make([]byte, f.Len())
+	n, err := wire.Build(b, &f)
+	return b[:n], err
+}
+
+// Link is a link.Link that applies a Set's Rewrite to every frame written
+// to it before passing it on; reads pass straight through.
+type Link struct {
+	link.Link
+	set *Set
+	out [][]byte
+	mu  sync.Mutex
+}
+
+// NewLink returns a Link writing to inner.
+func NewLink(inner link.Link, s *Set) *Link { return &Link{Link: inner, set: s} }
+
+// WritePackets rewrites the frames and writes the result to the inner
+// link. It returns len(bufs) when the inner link took every frame.
+func (l *Link) WritePackets(bufs [][]byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.out = l.out[:0]
+	changed := false
+	for _, b := range bufs {
+		r := l.set.Rewrite(b)
+		switch {
+		case r == nil:
+			l.out = append(l.out, b)
+		case len(r) == 0:
+			changed = true
+		default:
+			l.out = append(l.out, r)
+			changed = true
+		}
+	}
+	if !changed {
+		return l.Link.WritePackets(bufs)
+	}
+	if len(l.out) == 0 {
+		return len(bufs), nil
+	}
+	if _, err := l.Link.WritePackets(l.out); err != nil {
+		return 0, err
+	}
+	return len(bufs), nil
 }

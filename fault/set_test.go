@@ -169,3 +169,61 @@ func TestPortRulesActNowOrLater(t *testing.T) {
 		t.Errorf("port rule without port control: %v", err)
 	}
 }
+
+// TestRewriteAnswersSendsWithRNRNAKAndInvalidatesRKeys: qp:rnr replaces
+// the first packet of a SEND to its QP with an RC ACKNOWLEDGE carrying an
+// RNR NAK (the responder's timer and MSN, to the requester's QP, with the
+// SEND's PSN, addresses swapped, ICRC valid) and drops the rest of that
+// SEND; qp:invalidate changes the R_Key of a WRITE naming it and reseals
+// the ICRC; other frames are left alone.
+func TestRewriteAnswersSendsWithRNRNAKAndInvalidatesRKeys(t *testing.T) {
+	s := NewSet(Config{Responder: func(qpn uint32) (Responder, bool) {
+		return Responder{DestQPN: 0x33, MinRNRTimer: 14, MSN: 5}, qpn == 0x11
+	}})
+	mustAdd(t, s, "qp:rnr,qp=0x11,count=1")
+	mustAdd(t, s, "qp:invalidate,rkey=0x1234")
+	send := frame(t, wire.RCSendFirst, 0x11, 40)
+	out := s.Rewrite(send)
+	p, err := wire.Parse(out)
+	if err != nil {
+		t.Fatalf("the RNR NAK does not parse: %v", err)
+	}
+	in, _ := wire.Parse(send)
+	if b := p.BTH(); b.Opcode() != wire.RCAcknowledge || b.DestQP() != 0x33 || b.PSN() != 40 {
+		t.Errorf("NAK BTH %v to %#x psn %d", b.Opcode(), b.DestQP(), b.PSN())
+	}
+	if a := p.AETH(); !a.Syndrome().IsRNRNAK() || a.Syndrome().Value() != 14 || a.MSN() != 5 {
+		t.Errorf("NAK AETH %v msn %d", a.Syndrome(), a.MSN())
+	}
+	if p.Src() != in.Dst() || p.Dst() != in.Src() || p.EthDst() != in.EthSrc() {
+		t.Errorf("NAK addresses %v->%v", p.Src(), p.Dst())
+	}
+	if got := s.Rewrite(frame(t, wire.RCSendMiddle, 0x11, 41)); got == nil || len(got) != 0 {
+		t.Errorf("the SEND's middle packet after the NAK: %d bytes, want dropped", len(got))
+	}
+	if got := s.Rewrite(frame(t, wire.RCSendOnly, 0x11, 42)); got != nil {
+		t.Errorf("a SEND after count ran out was rewritten")
+	}
+	f := wire.Frame{DstMAC: [6]byte{2, 0, 0, 0, 0, 2}, SrcMAC: [6]byte{2, 0, 0, 0, 0, 1},
+		Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), HopLimit: 64, SrcPort: 0xC000,
+		Payload: make([]byte, 16), BTH: wire.BTHFields{Opcode: wire.RCRDMAWriteOnly, PKey: 0xFFFF, DestQP: 0x22, PSN: 7},
+		RETH: wire.RETHFields{VA: 0x1000, RKey: 0x1234, DMALen: 16}}
+	w := make([]byte, f.Len())
+	if _, err := wire.Build(w, &f); err != nil {
+		t.Fatal(err)
+	}
+	out = s.Rewrite(w)
+	p, err = wire.Parse(out)
+	if err != nil {
+		t.Fatalf("the rewritten WRITE does not parse: %v", err)
+	}
+	if err := wire.VerifyICRC(out, p.L3Offset()); err != nil {
+		t.Errorf("rewritten WRITE: %v", err)
+	}
+	if k := p.RETH().RKey(); k == 0x1234 || k>>8 != 0x12 {
+		t.Errorf("rewritten R_Key %#x: want another key byte of the same MR", k)
+	}
+	if wr, _ := wire.Parse(w); wr.RETH().RKey() != 0x1234 {
+		t.Errorf("the original frame was modified")
+	}
+}

@@ -23,6 +23,9 @@ A RULE is KIND:ACTION[,KEY=VALUE...]:
       qp=QPN (destination QP), opcode=NAME (SEND_ONLY, RC_RDMA_WRITE_FIRST, ACKNOWLEDGE, ...),
       psn=N or psn=LO-HI; then on every one, prob=P, or from the nth=N-th on; count=K at most
   qp:silent,qp=QPN                            the QP answers nothing (its peer's retries run out)
+  qp:err,qp=QPN[,at=DURATION]                 the QP moves to ERR (its work requests flush)
+  qp:rnr,qp=QPN[,count=K]                     the next K (default 1) SENDs to the QP get an RNR NAK
+  qp:invalidate,rkey=KEY[,qp=QPN][,count=K]   requests naming R_Key KEY are refused (remote access error)
   verbs:fail,verb=NAME,errno=ENAME[,count=N]  the next N (default 1) uverbs commands NAME
       (create_qp, modify_qp, post_send, reg_mr, create_cq, ...) fail with errno ENAME
   port:down|up[,at=DURATION]                  the port goes down (IB_EVENT_PORT_ERR) or up

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softroce/softroce/conformance/edge"
 	"github.com/softroce/softroce/coverage"
 )
 
@@ -147,4 +148,114 @@ func TestFaultsReachTheProgram(t *testing.T) {
 			}
 		}
 	})
+}
+
+// waitingEdge starts the edge program's case c (errwait or writewait) on
+// the daemon of env, waits for the line naming what the fault needs
+// ("CASE KEY VALUE") and returns VALUE and a function that lets the
+// program go on and returns its results.
+func waitingEdge(t *testing.T, home string, env []string, dev, c, key string) (string, func() map[string]string) {
+	t.Helper()
+	cmd := userCommand(t, home, env, filepath.Join(home, "softroce_edge"), "-d", dev, c)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var value string
+	for deadline := time.Now().Add(20 * time.Second); value == ""; time.Sleep(20 * time.Millisecond) {
+		for _, l := range strings.Split(out.String(), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == c && f[1] == key {
+				value = f[2]
+			}
+		}
+		if value == "" && time.Now().After(deadline) {
+			t.Fatalf("%s did not print its %s:\n%s", c, key, out.String())
+		}
+	}
+	return value, func() map[string]string {
+		stdin.Write([]byte("go\n"))
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("%s: %v\n%s", c, err, out.String())
+		}
+		m, _, err := edge.Parse(out.Bytes())
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", c, err, out.String())
+		}
+		return m
+	}
+}
+
+// faultAdd runs "softroce fault add -d DEV RULE" as the test's user.
+func faultAdd(t *testing.T, home, dev, rule string) {
+	t.Helper()
+	if out, err := userCommand(t, home, nil, "softroce", "fault", "add", "-d", dev, rule).CombinedOutput(); err != nil {
+		t.Fatalf("softroce fault add %s: %v\n%s", rule, err, out)
+	}
+}
+
+// TestQPFaultsReachTheProgram: the QP rules, added live to a serving
+// daemon, change what the edge program sees, and the coverage profile
+// lists each:
+//   - qp:err moves the program's QP to ERR: its posted receives complete
+//     with IBV_WC_WR_FLUSH_ERR;
+//   - qp:rnr answers the SENDs to the peer's QP with RNR NAKs: with
+//     rnr_retry 1 the sender gets IBV_WC_RNR_RETRY_EXC_ERR (the transport
+//     counted the RNR NAKs it received);
+//   - qp:invalidate makes the peer refuse the rkey of an RDMA WRITE that
+//     succeeds without it: IBV_WC_REM_ACCESS_ERR.
+func TestQPFaultsReachTheProgram(t *testing.T) {
+	home := userHome(t)
+	edgeProgram(t, home)
+	covFile := filepath.Join(home, "run", "qp.json")
+	t.Run("serve", func(t *testing.T) {
+		env := serveAsUser(t, home, "rxe23", "--ip", "10.85.0.1/24", "--coverage", covFile)
+
+		qpn, finish := waitingEdge(t, home, env, "rxe23", "errwait", "qpn")
+		faultAdd(t, home, "rxe23", "qp:err,qp="+qpn)
+		got := finish()
+		for _, k := range []string{"errwait recv_100", "errwait recv_101", "errwait recv_102"} {
+			if got[k] != "Work_Request_Flushed_Error" {
+				t.Errorf("%s: %q, want Work_Request_Flushed_Error (%v)", k, got[k], got)
+			}
+		}
+
+		rkey, finish := waitingEdge(t, home, env, "rxe23", "writewait", "rkey")
+		faultAdd(t, home, "rxe23", "qp:invalidate,rkey="+rkey)
+		if got := finish(); got["writewait status"] != "remote_access_error" {
+			t.Errorf("WRITE with an invalidated rkey: %q, want remote_access_error", got["writewait status"])
+		}
+
+		// The send case's QPs are the next two numbers; an RNR rule on
+		// each catches the SEND whichever way the two processes raced.
+		for _, q := range []string{"0x14", "0x15"} {
+			faultAdd(t, home, "rxe23", "qp:rnr,qp="+q+",count=5")
+		}
+		cmd := userCommand(t, home, env, filepath.Join(home, "softroce_edge"), "-d", "rxe23", "send")
+		out, err := cmd.CombinedOutput()
+		m, _, perr := edge.Parse(out)
+		if err != nil || perr != nil || m["send status"] != "RNR_retry_counter_exceeded" {
+			t.Errorf("send under qp:rnr: %v %v %q, want RNR_retry_counter_exceeded\n%s", err, perr, m["send status"], out)
+		}
+	})
+	p, err := coverage.ReadFiles(covFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string]uint64{}
+	for k, n := range p.Faults {
+		actions[k.Action] += n
+	}
+	if actions["qp to ERR"] != 1 || actions["invalidate RC_RDMA_WRITE_ONLY"] != 1 || actions["rnr nak RC_SEND_ONLY"] != 2 {
+		t.Errorf("coverage faults %v", p.Faults)
+	}
+	if p.Transport["rcvd_rnr_err"] != 2 || p.Transport["retry_rnr_exceeded_err"] != 1 {
+		t.Errorf("transport %v: want 2 RNR NAKs received and 1 RNR retry exceeded", p.Transport)
+	}
 }

@@ -9,9 +9,13 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/fault"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/node"
+	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/uverbsd"
 )
 
@@ -41,8 +45,9 @@ func (f *faultFlag) Set(v string) error {
 type daemonFaults struct {
 	set *fault.Set
 
-	mu sync.Mutex
-	n  *node.Node // set once the node exists
+	mu  sync.Mutex
+	n   *node.Node  // set once the node exists
+	dev *rxe.Device // its rxe device (read on the write path: no node lock)
 }
 
 // newDaemonFaults makes the daemon's fault set, seeded from the run's seed,
@@ -61,14 +66,18 @@ func newDaemonFaults(lf *linkFlags, cov *daemonCoverage, stderr io.Writer) *daem
 			fmt.Fprintf(stderr, "softroce: "+format+"\n", args...)
 			logMu.Unlock()
 		},
-		Record: cov.rec.Fault,
-		Port:   df.port,
+		Record:    cov.rec.Fault,
+		Port:      df.port,
+		QPErr:     df.qpErr,
+		Responder: df.responder,
 	})
 	seed := seedFor(lf.seed, "fault-bits")
 	lf.deviceLink = func(l link.Link) link.Link {
 		// Corrupt leaves the Ethernet header alone: the frame still
 		// reaches the device it was sent to, with a bad ICRC.
-		return link.NewFaults(l, link.FaultConfig{Seed: seed, Schedule: df.set.Frame, CorruptFrom: 14})
+		// The device writes to the rewriter (qp:rnr, qp:invalidate),
+		// which writes to the faults (wire rules, qp:silent).
+		return fault.NewLink(link.NewFaults(l, link.FaultConfig{Seed: seed, Schedule: df.set.Frame, CorruptFrom: 14}), df.set)
 	}
 	return df
 }
@@ -93,11 +102,42 @@ func (df *daemonFaults) port(r *fault.Rule) error {
 	return fmt.Errorf("unknown port action %q", r.Action)
 }
 
+// qpErr moves the QP numbered qpn to ERR, as a QP that hit a fatal error.
+func (df *daemonFaults) qpErr(qpn uint32) error {
+	dev := df.rxe()
+	if dev == nil {
+		return fmt.Errorf("the device is not up yet")
+	}
+	q := dev.QP(qpn)
+	if q == nil {
+		return fmt.Errorf("no QP %#x: %w", qpn, unix.ENOENT)
+	}
+	return q.Modify(&qpstate.Attr{QPState: qpstate.StateErr}, qpstate.AttrState)
+}
+
+// responder answers for qp:rnr; called from the device's write path, it
+// takes only the device's own lock.
+func (df *daemonFaults) responder(qpn uint32) (fault.Responder, bool) {
+	dev := df.rxe()
+	if dev == nil {
+		return fault.Responder{}, false
+	}
+	r, ok := dev.Responder(qpn)
+	return fault.Responder{DestQPN: r.DestQPN, MinRNRTimer: r.MinRNRTimer, MSN: r.MSN}, ok
+}
+
+func (df *daemonFaults) rxe() *rxe.Device {
+	df.mu.Lock()
+	defer df.mu.Unlock()
+	return df.dev
+}
+
 // start adds the rules given at start, once the node exists, and serves
 // "fault" on the control socket.
 func (df *daemonFaults) start(n *node.Node, rules []*fault.Rule, cfg *uverbsd.Config) error {
+	dev := n.RxeDevice()
 	df.mu.Lock()
-	df.n = n
+	df.n, df.dev = n, dev
 	df.mu.Unlock()
 	cfg.Intercept = df.set.Verb
 	if cfg.Control == nil {

@@ -20,12 +20,22 @@
  *            IBV_WC_WR_FLUSH_ERR once the QP is in ERR.
  *   badrkey  an RDMA WRITE to the peer (a second process) with a wrong rkey.
  *   send     a SEND to a peer (a second process) with a receive posted,
- *            retry_cnt 1: success, unless the peer is made silent.
+ *            retry_cnt 1, rnr_retry 1: success, unless the peer is made
+ *            silent or answers with RNR NAKs.
  *   rnr      a SEND to a peer that posted no receive, rnr_retry 1.
  *   silent   a SEND to a peer process whose QP is gone (nothing answers),
  *            retry_cnt 1: the transport retries and gives up.
  *   killed   RDMA WRITEs to a peer process killed (SIGKILL) while WRITEs
  *            are in flight.
+ *
+ * Two cases wait for the caller between setting up and acting, so that it
+ * can change the device meanwhile (inject a fault): they print what the
+ * caller needs ("CASE qpn 0x11", "CASE rkey 0x1234") and read one line
+ * from stdin before they go on.
+ *   errwait    a QP connected to itself with 3 receives posted; after the
+ *              line, the completions that arrive within 5 s.
+ *   writewait  an RDMA WRITE to the peer with its rkey, posted after the
+ *              line.
  *
  * The peer of the two-process cases is a child forked before any verbs
  * call: it opens the device on its own, so it is a second client of the
@@ -513,6 +523,73 @@ static int case_killed(void)
 	return 0;
 }
 
+/* wait_line reads one line from stdin: the caller's go-ahead. */
+static void wait_line(void)
+{
+	char line[64];
+
+	if (!fgets(line, sizeof(line), stdin))
+		return;
+}
+
+/* errwait: completions of a QP the caller moves to ERR from outside. */
+static int case_errwait(void)
+{
+	const char *c = "errwait";
+	struct end e;
+	struct info self;
+	struct ibv_wc wc;
+	char b[32];
+	int i, n = 0;
+
+	if (open_end(c, &e))
+		return -1;
+	if (my_info(&e, 0x3000, &self))
+		return fail(c, "ibv_query_gid", errno);
+	if (to_init(e.qp) || to_rtr(e.qp, &self, 12) || to_rts(e.qp, 0x3000, 7, 7))
+		return fail(c, "connect to itself", errno);
+	for (i = 0; i < 3; i++)
+		if (post_recv(&e, 100 + i))
+			return fail(c, "ibv_post_recv", errno);
+	snprintf(b, sizeof(b), "%#x", e.qp->qp_num);
+	out(c, "qpn", b);
+	wait_line();
+	while (poll_one(e.cq, 5000, &wc) > 0) {
+		snprintf(b, sizeof(b), "recv_%" PRIu64, wc.wr_id);
+		out_status(c, b, wc.status);
+		n++;
+	}
+	printf("%s recv_completions %d\n", c, n);
+	fflush(stdout);
+	close_end(&e);
+	return 0;
+}
+
+/* writewait: an RDMA WRITE the caller may have a fault stand in the way of. */
+static int case_writewait(void)
+{
+	const char *c = "writewait";
+	struct end e;
+	struct info theirs;
+	struct ibv_wc wc;
+	char b[32];
+	int fd;
+	pid_t pid = pair(c, &e, &theirs, &fd, PEER_RECV, 7, 7);
+
+	if (pid < 0)
+		return -1;
+	snprintf(b, sizeof(b), "%#x", theirs.rkey);
+	out(c, "rkey", b);
+	wait_line();
+	post_send(&e, IBV_WR_RDMA_WRITE, 1, theirs.addr, theirs.rkey);
+	if (poll_one(e.cq, 10000, &wc) > 0)
+		out_status(c, "status", wc.status);
+	else
+		out(c, "status", "no_completion");
+	unpair(&e, fd, pid);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int opt, i, rc = 0;
@@ -526,12 +603,12 @@ int main(int argc, char **argv)
 			gid_index = atoi(optarg);
 			break;
 		default:
-			fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed...\n", argv[0]);
+			fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed|errwait|writewait...\n", argv[0]);
 			return 2;
 		}
 	}
 	if (optind == argc) {
-		fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed...\n", argv[0]);
+		fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed|errwait|writewait...\n", argv[0]);
 		return 2;
 	}
 	for (i = optind; i < argc; i++) {
@@ -545,7 +622,11 @@ int main(int argc, char **argv)
 		else if (!strcmp(c, "badrkey"))
 			r = one_send(c, PEER_RECV, IBV_WR_RDMA_WRITE, 1, 7, 7);
 		else if (!strcmp(c, "send"))
-			r = one_send(c, PEER_RECV, IBV_WR_SEND, 0, 1, 7);
+			r = one_send(c, PEER_RECV, IBV_WR_SEND, 0, 1, 1);
+		else if (!strcmp(c, "errwait"))
+			r = case_errwait();
+		else if (!strcmp(c, "writewait"))
+			r = case_writewait();
 		else if (!strcmp(c, "rnr"))
 			r = one_send(c, PEER_NO_RECV, IBV_WR_SEND, 0, 7, 1);
 		else if (!strcmp(c, "silent"))
