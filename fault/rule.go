@@ -14,6 +14,8 @@
 //	qp:err,qp=0x11,at=1s                              QP 0x11 moves to ERR 1 s after the rule is added (flushes)
 //	qp:rnr,qp=0x11,count=3                            the next 3 SENDs to QP 0x11 are answered with an RNR NAK
 //	qp:invalidate,rkey=0x1234                         requests naming R_Key 0x1234 are refused (remote access error)
+//	cq:overflow,qp=0x11                               the next completion for QP 0x11's CQs finds them full (IB_EVENT_CQ_ERR)
+//	cq:delay,qp=0x11,by=50ms,count=4                  the next 4 completions for QP 0x11's CQs arrive 50 ms late
 //	verbs:fail,verb=create_qp,errno=ENOMEM            the next CREATE_QP command fails with ENOMEM
 //	verbs:fail,verb=post_send,errno=EAGAIN,count=3    the next 3 POST_SEND commands fail with EAGAIN
 //	port:down                                         the port goes down (IB_EVENT_PORT_ERR)
@@ -37,6 +39,10 @@
 // default 1). qp:invalidate rewrites the R_Key of the requests naming it
 // (RETH, AtomicETH) to one no MR has, so the responder's check_rkey
 // refuses them as it refuses an invalidated key.
+//
+// CQ rules name the CQs by a QP that uses them (its send and receive CQ),
+// which must exist when the rule is added; overflow acts once by default
+// (count), delay on every completion unless count bounds it.
 //
 // Parse is strict: an unknown kind, action or key, a key the action does
 // not take, a repeated key or a bad value is an error that says which.
@@ -67,9 +73,10 @@ const (
 	KindQP
 	KindVerbs
 	KindPort
+	KindCQ
 )
 
-var kindNames = map[Kind]string{KindWire: "wire", KindQP: "qp", KindVerbs: "verbs", KindPort: "port"}
+var kindNames = map[Kind]string{KindWire: "wire", KindQP: "qp", KindVerbs: "verbs", KindPort: "port", KindCQ: "cq"}
 
 // String returns the kind's name in the rule syntax.
 func (k Kind) String() string {
@@ -90,13 +97,14 @@ var actions = map[Kind]map[string][]string{
 	KindQP: {"silent": {"qp"}, "err": {"qp", "at"}, "rnr": {"qp", "count"},
 		"invalidate": {"rkey", "qp", "count"}},
 	KindVerbs: {"fail": {"verb", "errno", "count"}},
+	KindCQ:    {"overflow": {"qp", "count"}, "delay": {"qp", "by", "count"}},
 	KindPort:  {"down": {"at"}, "up": {"at"}, "gid": {"ip", "at"}},
 }
 
 var wireKeys = []string{"qp", "opcode", "psn", "prob", "nth", "count"}
 
 // keyOrder is the order String writes keys in.
-var keyOrder = []string{"qp", "rkey", "opcode", "psn", "prob", "nth", "verb", "errno", "count", "ip", "at"}
+var keyOrder = []string{"qp", "rkey", "opcode", "psn", "prob", "nth", "verb", "errno", "by", "count", "ip", "at"}
 
 // Rule is one parsed fault rule. Fields a kind does not use are zero.
 type Rule struct {
@@ -118,6 +126,8 @@ type Rule struct {
 
 	Verb  string     // uverbs command, lower case, without the prefix
 	Errno unix.Errno // for verbs:fail
+
+	By time.Duration // for cq:delay
 
 	IP netip.Prefix  // for port:gid
 	At time.Duration // for port rules and qp:err: after the rule is added
@@ -145,7 +155,7 @@ func parse(s string) (*Rule, error) {
 	head, opts, _ := strings.Cut(s, ",")
 	kind, action, ok := strings.Cut(head, ":")
 	if !ok {
-		return nil, errors.New("want KIND:ACTION[,KEY=VALUE...] (kinds: wire, qp, verbs, port)")
+		return nil, errors.New("want KIND:ACTION[,KEY=VALUE...] (kinds: wire, qp, cq, verbs, port)")
 	}
 	r := &Rule{Action: action}
 	for k, n := range kindNames {
@@ -154,7 +164,7 @@ func parse(s string) (*Rule, error) {
 		}
 	}
 	if r.Kind == 0 {
-		return nil, fmt.Errorf("unknown kind %q (wire, qp, verbs, port)", kind)
+		return nil, fmt.Errorf("unknown kind %q (wire, qp, cq, verbs, port)", kind)
 	}
 	keys, ok := actions[r.Kind][action]
 	if !ok {
@@ -180,6 +190,10 @@ func parse(s string) (*Rule, error) {
 		}
 	}
 	switch {
+	case r.Kind == KindCQ && !r.HasQP:
+		return nil, fmt.Errorf("cq:%s needs qp=QPN (the QP whose CQs)", action)
+	case r.Kind == KindCQ && action == "delay" && r.By == 0:
+		return nil, errors.New("cq:delay needs by=DURATION")
 	case r.Kind == KindQP && action == "invalidate" && !r.HasRKey:
 		return nil, errors.New("qp:invalidate needs rkey=KEY")
 	case r.Kind == KindQP && action != "invalidate" && !r.HasQP:
@@ -206,7 +220,7 @@ func contains(l []string, s string) bool {
 func actionNames(k Kind) []string {
 	var out []string
 	for _, a := range []string{"drop", "duplicate", "reorder", "corrupt", "delay", "silent", "err", "rnr", "invalidate",
-		"fail", "down", "up", "gid"} {
+		"overflow", "fail", "down", "up", "gid"} {
 		if _, ok := actions[k][a]; ok {
 			out = append(out, a)
 		}
@@ -356,6 +370,12 @@ func (r *Rule) set(k, v string) error {
 			return errors.New("a duration (100ms, 2s)")
 		}
 		r.At = d
+	case "by":
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > time.Hour {
+			return errors.New("a duration from 1ns to 1h (100ms, 2s)")
+		}
+		r.By = d
 	}
 	return nil
 }
@@ -402,6 +422,8 @@ func (r *Rule) value(k string) (string, bool) {
 		return r.IP.String(), r.IP.IsValid()
 	case "at":
 		return r.At.String(), r.At != 0
+	case "by":
+		return r.By.String(), r.By != 0
 	}
 	return "", false
 }

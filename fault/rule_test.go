@@ -31,6 +31,8 @@ func TestParseAcceptsTheDocumentedRules(t *testing.T) {
 			func(r *Rule) bool { return r.Verb == "create_qp" && r.Errno == unix.ENOMEM }},
 		{"verbs:fail,errno=eagain,verb=POST_SEND,count=3", "verbs:fail,verb=post_send,errno=EAGAIN,count=3",
 			func(r *Rule) bool { return r.Count == 3 && r.Errno == unix.EAGAIN }},
+		{"cq:overflow,qp=0x11", "cq:overflow,qp=0x11", func(r *Rule) bool { return r.Kind == KindCQ }},
+		{"cq:delay,count=4,by=50ms,qp=0x11", "cq:delay,qp=0x11,by=50ms,count=4", func(r *Rule) bool { return r.By == 50*time.Millisecond }},
 		{"port:down", "port:down", func(r *Rule) bool { return r.Kind == KindPort && r.Action == "down" }},
 		{"port:up,at=2s", "port:up,at=2s", func(r *Rule) bool { return r.At == 2*time.Second }},
 		{"port:gid,ip=10.0.0.9/24", "port:gid,ip=10.0.0.9/24", func(r *Rule) bool { return r.IP.Bits() == 24 }},
@@ -77,6 +79,10 @@ func TestParseRefusesBadRulesClearly(t *testing.T) {
 		{"wire:drop,count=0", "at least 1"},
 		{"wire:drop,prob=0.5,nth=2", "prob and nth exclude each other"},
 		{"qp:silent", "qp:silent needs qp=QPN"},
+		{"cq:overflow", "cq:overflow needs qp=QPN"},
+		{"cq:delay,qp=0x11", "cq:delay needs by=DURATION"},
+		{"cq:delay,qp=0x11,by=0s", "a duration from 1ns to 1h"},
+		{"cq:overflow,qp=0x11,by=1s", `cq:overflow takes no "by"`},
 		{"qp:err,at=1s", "qp:err needs qp=QPN"},
 		{"qp:invalidate,qp=0x11", "qp:invalidate needs rkey=KEY"},
 		{"qp:invalidate,rkey=0x100000000", "an R_Key is 32 bits"},
@@ -102,7 +108,7 @@ func TestParseRefusesBadRulesClearly(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"wire:drop,qp=0x11,opcode=RDMA_WRITE_FIRST,nth=3", "wire:corrupt,prob=0.05",
 		"wire:duplicate,psn=100-200,count=10", "qp:silent,qp=0x11", "verbs:fail,verb=create_qp,errno=ENOMEM",
-		"port:up,at=2s", "port:gid,ip=10.0.0.9/24", "qp:invalidate,rkey=0x1234,count=2", "qp:err,qp=1,at=1ms", "port:gid,ip=::ffff:1.2.3.4", "wire:drop,prob=1e-300"} {
+		"port:up,at=2s", "port:gid,ip=10.0.0.9/24", "qp:invalidate,rkey=0x1234,count=2", "qp:err,qp=1,at=1ms", "cq:delay,qp=0x11,by=1ms", "port:gid,ip=::ffff:1.2.3.4", "wire:drop,prob=1e-300"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

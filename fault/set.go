@@ -4,9 +4,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -38,6 +41,10 @@ type Config struct {
 	// is called from the link's write path: it must not take a lock the
 	// device holds while writing.
 	Responder func(qpn uint32) (Responder, bool)
+	// CQsOf returns the CQs of the QP numbered qpn (its send and receive
+	// CQ), as the values CQ will be asked about; nil makes cq rules an
+	// error (EOPNOTSUPP) when added.
+	CQsOf func(qpn uint32) ([]any, error)
 }
 
 // Responder is what a responder QP puts in an acknowledgement: the
@@ -55,11 +62,29 @@ type Set struct {
 	cfg Config
 	clk clock.Clock
 
+	// nFrame, nRewrite and nCQ count the rules Frame, Rewrite and CQ
+	// consult, so that with none they return at once, without the lock.
+	nFrame, nRewrite, nCQ atomic.Int32
+
 	mu     sync.Mutex
 	rng    *rand.Rand
 	next   int
 	rules  map[int]*entry
+	order  []*entry // rules by id
 	closed bool
+}
+
+// counter returns the counter of the hook that consults r, or nil.
+func (s *Set) counter(r *Rule) *atomic.Int32 {
+	switch {
+	case r.Kind == KindWire || r.Kind == KindQP && r.Action == "silent":
+		return &s.nFrame
+	case r.Kind == KindQP && (r.Action == "rnr" || r.Action == "invalidate"):
+		return &s.nRewrite
+	case r.Kind == KindCQ:
+		return &s.nCQ
+	}
+	return nil
 }
 
 type entry struct {
@@ -72,6 +97,7 @@ type entry struct {
 	// nakking: qp:rnr answered the first packet of a SEND; its middle
 	// and last packets are dropped, as a responder in the RNR state does.
 	nakking bool
+	cqs     []any // the CQs a cq rule acts on
 }
 
 // NewSet returns an empty set.
@@ -92,14 +118,28 @@ func (s *Set) Add(r *Rule) (int, error) {
 	if r.Kind == KindQP && r.Action == "err" && s.cfg.QPErr == nil {
 		return 0, fmt.Errorf("fault: %s: this device cannot reach its QPs: %w", r, unix.EOPNOTSUPP)
 	}
+	var cqs []any
+	if r.Kind == KindCQ {
+		if s.cfg.CQsOf == nil {
+			return 0, fmt.Errorf("fault: %s: this device cannot reach its CQs: %w", r, unix.EOPNOTSUPP)
+		}
+		var err error
+		if cqs, err = s.cfg.CQsOf(r.QP); err != nil {
+			return 0, fmt.Errorf("fault: %s: %w", r, err)
+		}
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return 0, fmt.Errorf("fault: the set is closed: %w", unix.ESHUTDOWN)
 	}
-	e := &entry{id: s.next, r: r, text: r.String()}
+	e := &entry{id: s.next, r: r, text: r.String(), cqs: cqs}
 	s.next++
 	s.rules[e.id] = e
+	s.order = append(s.order, e)
+	if c := s.counter(r); c != nil {
+		c.Add(1)
+	}
 	s.mu.Unlock()
 	s.logf("fault %d added: %s", e.id, e.text)
 	if r.Kind == KindPort || r.Kind == KindQP && r.Action == "err" {
@@ -175,6 +215,10 @@ func (s *Set) Del(id int) error {
 	e, ok := s.rules[id]
 	if ok {
 		delete(s.rules, id)
+		s.order = slices.DeleteFunc(s.order, func(x *entry) bool { return x == e })
+		if c := s.counter(e.r); c != nil {
+			c.Add(-1)
+		}
 		if e.timer != nil {
 			e.timer.Stop()
 		}
@@ -217,14 +261,7 @@ func (s *Set) Close() {
 }
 
 // sorted returns the entries in id order; s.mu held.
-func (s *Set) sorted() []*entry {
-	out := make([]*entry, 0, len(s.rules))
-	for _, e := range s.rules {
-		out = append(out, e)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-	return out
-}
+func (s *Set) sorted() []*entry { return s.order }
 
 // maxLogged is how many actions of a rule the log tells one by one.
 const maxLogged = 5
@@ -239,11 +276,10 @@ var wireActions = map[string]link.Action{
 // link.FaultConfig.Schedule (i is unused: each rule counts its own
 // matching frames). Frames that are not RoCEv2 pass.
 func (s *Set) Frame(_ uint64, frame []byte) link.Action {
-	s.mu.Lock()
-	if len(s.rules) == 0 {
-		s.mu.Unlock()
+	if s.nFrame.Load() == 0 {
 		return 0
 	}
+	s.mu.Lock()
 	p, err := wire.Parse(frame)
 	if err != nil {
 		s.mu.Unlock()
@@ -320,11 +356,10 @@ func (s *Set) Verb(command string) error {
 // R_Key. It returns nil to send frame as it is, an empty slice to send
 // nothing, or the frame to send instead (frame itself is not modified).
 func (s *Set) Rewrite(frame []byte) []byte {
-	s.mu.Lock()
-	if len(s.rules) == 0 {
-		s.mu.Unlock()
+	if s.nRewrite.Load() == 0 {
 		return nil
 	}
+	s.mu.Lock()
 	p, err := wire.Parse(frame)
 	if err != nil {
 		s.mu.Unlock()
@@ -435,6 +470,9 @@ func NewLink(inner link.Link, s *Set) *Link { return &Link{Link: inner, set: s} 
 // WritePackets rewrites the frames and writes the result to the inner
 // link. It returns len(bufs) when the inner link took every frame.
 func (l *Link) WritePackets(bufs [][]byte) (int, error) {
+	if l.set.nRewrite.Load() == 0 {
+		return l.Link.WritePackets(bufs)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.out = l.out[:0]
@@ -461,4 +499,44 @@ func (l *Link) WritePackets(bufs [][]byte) (int, error) {
 		return 0, err
 	}
 	return len(bufs), nil
+}
+
+// CQ decides the faults of one completion bound for cq (one of the values
+// CQsOf returned): whether the CQ is to be treated as full, or how long
+// the completion waits. It is called with the device's lock held; the
+// action is logged and recorded without calling back into the device.
+func (s *Set) CQ(cq any) (overflow bool, delay time.Duration) {
+	if s.nCQ.Load() == 0 {
+		return false, 0
+	}
+	s.mu.Lock()
+	var hit *entry
+	for _, e := range s.sorted() {
+		r := e.r
+		if r.Kind != KindCQ || !slices.Contains(e.cqs, cq) {
+			continue
+		}
+		limit := r.Count
+		if limit == 0 && r.Action == "overflow" {
+			limit = 1
+		}
+		if limit != 0 && e.applied >= limit {
+			continue
+		}
+		e.applied++
+		hit = e
+		break
+	}
+	s.mu.Unlock()
+	if hit == nil {
+		return false, 0
+	}
+	// The log may block (a full pipe): it is told from another goroutine,
+	// as the device's lock is held here.
+	if hit.r.Action == "overflow" {
+		go s.did(hit, "cq overflow", "")
+		return true, 0
+	}
+	go s.did(hit, "cq delay "+hit.r.By.String(), "")
+	return false, hit.r.By
 }

@@ -227,3 +227,41 @@ func TestRewriteAnswersSendsWithRNRNAKAndInvalidatesRKeys(t *testing.T) {
 		t.Errorf("the original frame was modified")
 	}
 }
+
+// TestCQRulesActOnTheirQPsCQs: a cq rule acts on the CQs CQsOf gave for
+// its QP only: overflow once (by default), delay count times; a QP that
+// does not exist makes Add fail.
+func TestCQRulesActOnTheirQPsCQs(t *testing.T) {
+	sendCQ, recvCQ, other := new(int), new(int), new(int)
+	s := NewSet(Config{CQsOf: func(qpn uint32) ([]any, error) {
+		if qpn != 0x11 {
+			return nil, unix.ENOENT
+		}
+		return []any{sendCQ, recvCQ}, nil
+	}})
+	if o, d := s.CQ(sendCQ); o || d != 0 {
+		t.Fatalf("no rule: %v %v", o, d)
+	}
+	mustAdd(t, s, "cq:overflow,qp=0x11")
+	mustAdd(t, s, "cq:delay,qp=0x11,by=5ms,count=2")
+	if o, _ := s.CQ(other); o {
+		t.Error("a CQ of another QP overflowed")
+	}
+	if o, _ := s.CQ(recvCQ); !o {
+		t.Error("the first completion did not overflow")
+	}
+	for i := range 3 {
+		o, d := s.CQ(sendCQ)
+		want := 5 * time.Millisecond
+		if i == 2 {
+			want = 0
+		}
+		if o || d != want {
+			t.Errorf("completion %d: overflow %v delay %v, want delay %v", i, o, d, want)
+		}
+	}
+	r, _ := Parse("cq:overflow,qp=0x12")
+	if _, err := s.Add(r); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("cq rule for a missing QP: %v", err)
+	}
+}

@@ -26,6 +26,9 @@ A RULE is KIND:ACTION[,KEY=VALUE...]:
   qp:err,qp=QPN[,at=DURATION]                 the QP moves to ERR (its work requests flush)
   qp:rnr,qp=QPN[,count=K]                     the next K (default 1) SENDs to the QP get an RNR NAK
   qp:invalidate,rkey=KEY[,qp=QPN][,count=K]   requests naming R_Key KEY are refused (remote access error)
+  cq:overflow,qp=QPN[,count=K]                the next K (default 1) completions for the QP's CQs find
+                                              them full: lost, and IB_EVENT_CQ_ERR
+  cq:delay,qp=QPN,by=DURATION[,count=K]       completions for the QP's CQs arrive DURATION late
   verbs:fail,verb=NAME,errno=ENAME[,count=N]  the next N (default 1) uverbs commands NAME
       (create_qp, modify_qp, post_send, reg_mr, create_cq, ...) fail with errno ENAME
   port:down|up[,at=DURATION]                  the port goes down (IB_EVENT_PORT_ERR) or up

@@ -5,12 +5,14 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/softroce/softroce/conformance/edge"
 	"github.com/softroce/softroce/coverage"
+	"github.com/softroce/softroce/emu"
 )
 
 // faultsOf returns the profile's fault cells as "RULE: ACTION" with their
@@ -257,5 +259,52 @@ func TestQPFaultsReachTheProgram(t *testing.T) {
 	}
 	if p.Transport["rcvd_rnr_err"] != 2 || p.Transport["retry_rnr_exceeded_err"] != 1 {
 		t.Errorf("transport %v: want 2 RNR NAKs received and 1 RNR retry exceeded", p.Transport)
+	}
+}
+
+// TestCQFaultsReachTheProgram: the CQ rules, added live for the QP of the
+// edge program's cqwait case, change what it sees, and the coverage
+// profile lists each:
+//   - cq:overflow: the next completion finds the CQ full: it is lost and
+//     the program's async event fd reports IBV_EVENT_CQ_ERR;
+//   - cq:delay,by=300ms: both completions of a SEND to itself arrive, the
+//     first no sooner than 300 ms after the post.
+func TestCQFaultsReachTheProgram(t *testing.T) {
+	home := userHome(t)
+	edgeProgram(t, home)
+	covFile := filepath.Join(home, "run", "cq.json")
+	t.Run("serve", func(t *testing.T) {
+		env := serveAsUser(t, home, "rxe24", "--ip", "10.86.0.1/24", "--coverage", covFile)
+
+		qpn, finish := waitingEdge(t, home, env, "rxe24", "cqwait", "qpn")
+		faultAdd(t, home, "rxe24", "cq:overflow,qp="+qpn)
+		got := finish()
+		if got["cqwait event"] != "CQ_error" || got["cqwait completions"] == "2" {
+			t.Errorf("cq:overflow: event %q, %s completions; want CQ_error and a lost completion (%v)",
+				got["cqwait event"], got["cqwait completions"], got)
+		}
+
+		qpn, finish = waitingEdge(t, home, env, "rxe24", "cqwait", "qpn")
+		faultAdd(t, home, "rxe24", "cq:delay,qp="+qpn+",by=300ms")
+		got = finish()
+		ms, err := strconv.Atoi(got["cqwait first_ms"])
+		if got["cqwait completions"] != "2" || err != nil || ms < 300 || got["cqwait event"] != "" {
+			t.Errorf("cq:delay,by=300ms: %s completions, the first after %q ms, event %q; want 2, >= 300, none",
+				got["cqwait completions"], got["cqwait first_ms"], got["cqwait event"])
+		}
+	})
+	p, err := coverage.ReadFiles(covFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string]uint64{}
+	for k, n := range p.Faults {
+		actions[k.Action] += n
+	}
+	if actions["cq overflow"] != 1 || actions["cq delay 300ms"] != 2 {
+		t.Errorf("coverage faults %v", p.Faults)
+	}
+	if p.Events[emu.EventCQErr] != 1 {
+		t.Errorf("coverage events %v: want one IB_EVENT_CQ_ERR", p.Events)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/fault"
 	"github.com/softroce/softroce/link"
@@ -70,6 +71,7 @@ func newDaemonFaults(lf *linkFlags, cov *daemonCoverage, stderr io.Writer) *daem
 		Port:      df.port,
 		QPErr:     df.qpErr,
 		Responder: df.responder,
+		CQsOf:     df.cqsOf,
 	})
 	seed := seedFor(lf.seed, "fault-bits")
 	lf.deviceLink = func(l link.Link) link.Link {
@@ -126,6 +128,25 @@ func (df *daemonFaults) responder(qpn uint32) (fault.Responder, bool) {
 	return fault.Responder{DestQPN: r.DestQPN, MinRNRTimer: r.MinRNRTimer, MSN: r.MSN}, ok
 }
 
+// cqsOf returns the send and receive CQ of the QP numbered qpn.
+func (df *daemonFaults) cqsOf(qpn uint32) ([]any, error) {
+	dev := df.rxe()
+	if dev == nil {
+		return nil, fmt.Errorf("the device is not up yet")
+	}
+	q := dev.QP(qpn)
+	if q == nil {
+		return nil, fmt.Errorf("no QP %#x: %w", qpn, unix.ENOENT)
+	}
+	var cqs []any
+	for _, c := range []*emu.CQ{q.SendCQ, q.RecvCQ} {
+		if c != nil {
+			cqs = append(cqs, c)
+		}
+	}
+	return cqs, nil
+}
+
 func (df *daemonFaults) rxe() *rxe.Device {
 	df.mu.Lock()
 	defer df.mu.Unlock()
@@ -139,6 +160,12 @@ func (df *daemonFaults) start(n *node.Node, rules []*fault.Rule, cfg *uverbsd.Co
 	df.mu.Lock()
 	df.n, df.dev = n, dev
 	df.mu.Unlock()
+	if dev != nil {
+		dev.SetCQFault(func(c *emu.CQ) rxe.CQFault {
+			overflow, delay := df.set.CQ(c)
+			return rxe.CQFault{Overflow: overflow, Delay: delay}
+		})
+	}
 	cfg.Intercept = df.set.Verb
 	if cfg.Control == nil {
 		cfg.Control = map[string]uverbsd.ControlFunc{}

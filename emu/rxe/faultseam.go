@@ -1,6 +1,10 @@
 package rxe
 
-import "github.com/softroce/softroce/emu"
+import (
+	"time"
+
+	"github.com/softroce/softroce/emu"
+)
 
 // ResponderInfo is what a responder QP would put in an acknowledgement it
 // sends: the requester's QP number (its dest_qp_num), its RNR timer code
@@ -34,4 +38,35 @@ func (d *Device) QP(qpn uint32) *emu.QP {
 		return q.core
 	}
 	return nil
+}
+
+// CQFault is what a fault injector decides for one completion bound for a
+// CQ: Overflow treats the CQ as full (the completion is lost and
+// IB_EVENT_CQ_ERR raised, as rxe_cq_post on a full queue), Delay queues it
+// that much later on the device's clock. The zero value changes nothing.
+type CQFault struct {
+	Overflow bool
+	Delay    time.Duration
+}
+
+// SetCQFault installs f, asked about every completion before it is queued
+// (nil removes it). f is called with the device's lock held: it must not
+// block or call into the device.
+func (d *Device) SetCQFault(f func(c *emu.CQ) CQFault) {
+	r := d.r
+	r.mu.Lock()
+	r.cqFault = f
+	r.mu.Unlock()
+}
+
+// postLater queues a completion d later, unless its CQ is destroyed
+// meanwhile; r.mu held.
+func (r *device) postLater(q *cq, wc emu.WC, solicited bool, d time.Duration) {
+	r.dev.Clock().AfterFunc(d, func() {
+		r.lock()
+		defer r.unlock()
+		if !q.gone {
+			r.postNow(q, wc, solicited)
+		}
+	})
 }

@@ -36,6 +36,10 @@
  *              line, the completions that arrive within 5 s.
  *   writewait  an RDMA WRITE to the peer with its rkey, posted after the
  *              line.
+ *   cqwait     a QP connected to itself with a receive posted; after the
+ *              line, a SEND to itself: the completions that arrive within
+ *              3 s, the milliseconds from the post to the first, and the
+ *              async events (ibv_get_async_event) seen meanwhile.
  *
  * The peer of the two-process cases is a child forked before any verbs
  * call: it opens the device on its own, so it is a second client of the
@@ -44,6 +48,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -565,6 +570,70 @@ static int case_errwait(void)
 	return 0;
 }
 
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* cqwait: completions, their delay and the CQ's events, under a CQ fault. */
+static int case_cqwait(void)
+{
+	const char *c = "cqwait";
+	struct end e;
+	struct info self;
+	struct ibv_wc wc;
+	struct ibv_async_event ev;
+	struct timespec t0;
+	char b[64];
+	long first = -1;
+	int n = 0, flags;
+
+	if (open_end(c, &e))
+		return -1;
+	if (my_info(&e, 0x4000, &self))
+		return fail(c, "ibv_query_gid", errno);
+	if (to_init(e.qp) || to_rtr(e.qp, &self, 12) || to_rts(e.qp, 0x4000, 7, 7))
+		return fail(c, "connect to itself", errno);
+	if (post_recv(&e, 100))
+		return fail(c, "ibv_post_recv", errno);
+	flags = fcntl(e.ctx->async_fd, F_GETFL);
+	fcntl(e.ctx->async_fd, F_SETFL, flags | O_NONBLOCK);
+	snprintf(b, sizeof(b), "%#x", e.qp->qp_num);
+	out(c, "qpn", b);
+	wait_line();
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (post_send(&e, IBV_WR_SEND, 7, 0, 0))
+		return fail(c, "ibv_post_send", errno);
+	while (ms_since(&t0) < 3000) {
+		if (ibv_poll_cq(e.cq, 1, &wc) > 0) {
+			if (first < 0)
+				first = ms_since(&t0);
+			snprintf(b, sizeof(b), "%s_%s", wc.opcode == IBV_WC_RECV ? "recv" : "send",
+				 wc.status == IBV_WC_SUCCESS ? "ok" : "error");
+			out(c, "completion", b);
+			n++;
+		}
+		if (ibv_get_async_event(e.ctx, &ev) == 0) {
+			snprintf(b, sizeof(b), "%s", ibv_event_type_str(ev.event_type));
+			for (size_t i = 0; b[i]; i++)
+				if (b[i] == ' ')
+					b[i] = '_';
+			out(c, "event", b);
+			ibv_ack_async_event(&ev);
+		}
+		if (n == 2)
+			break;
+		usleep(200);
+	}
+	printf("%s completions %d\n%s first_ms %ld\n", c, n, c, first);
+	fflush(stdout);
+	close_end(&e);
+	return 0;
+}
+
 /* writewait: an RDMA WRITE the caller may have a fault stand in the way of. */
 static int case_writewait(void)
 {
@@ -603,12 +672,12 @@ int main(int argc, char **argv)
 			gid_index = atoi(optarg);
 			break;
 		default:
-			fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed|errwait|writewait...\n", argv[0]);
+			fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed|errwait|writewait|cqwait...\n", argv[0]);
 			return 2;
 		}
 	}
 	if (optind == argc) {
-		fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed|errwait|writewait...\n", argv[0]);
+		fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed|errwait|writewait|cqwait...\n", argv[0]);
 		return 2;
 	}
 	for (i = optind; i < argc; i++) {
@@ -625,6 +694,8 @@ int main(int argc, char **argv)
 			r = one_send(c, PEER_RECV, IBV_WR_SEND, 0, 1, 1);
 		else if (!strcmp(c, "errwait"))
 			r = case_errwait();
+		else if (!strcmp(c, "cqwait"))
+			r = case_cqwait();
 		else if (!strcmp(c, "writewait"))
 			r = case_writewait();
 		else if (!strcmp(c, "rnr"))
