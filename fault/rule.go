@@ -12,6 +12,7 @@
 //	wire:delay,qp=0x12                                delay every packet to QP 0x12
 //	qp:silent,qp=0x11                                 QP 0x11 answers nothing: its peer's retries run out
 //	qp:err,qp=0x11,at=1s                              QP 0x11 moves to ERR 1 s after the rule is added (flushes)
+//	qp:err,qp=0x11,after=100                          ... once 100 of its work requests have completed
 //	qp:rnr,qp=0x11,count=3                            the next 3 SENDs to QP 0x11 are answered with an RNR NAK
 //	qp:invalidate,rkey=0x1234                         requests naming R_Key 0x1234 are refused (remote access error)
 //	cq:overflow,qp=0x11                               the next completion for QP 0x11's CQs finds them full (IB_EVENT_CQ_ERR)
@@ -94,7 +95,7 @@ var actions = map[Kind]map[string][]string{
 	KindWire: {
 		"drop": wireKeys, "duplicate": wireKeys, "reorder": wireKeys, "corrupt": wireKeys, "delay": wireKeys,
 	},
-	KindQP: {"silent": {"qp"}, "err": {"qp", "at"}, "rnr": {"qp", "count"},
+	KindQP: {"silent": {"qp"}, "err": {"qp", "at", "after"}, "rnr": {"qp", "count"},
 		"invalidate": {"rkey", "qp", "count"}},
 	KindVerbs: {"fail": {"verb", "errno", "count"}},
 	KindCQ:    {"overflow": {"qp", "count"}, "delay": {"qp", "by", "count"}},
@@ -104,7 +105,7 @@ var actions = map[Kind]map[string][]string{
 var wireKeys = []string{"qp", "opcode", "psn", "prob", "nth", "count"}
 
 // keyOrder is the order String writes keys in.
-var keyOrder = []string{"qp", "rkey", "opcode", "psn", "prob", "nth", "verb", "errno", "by", "count", "ip", "at"}
+var keyOrder = []string{"qp", "rkey", "opcode", "psn", "prob", "nth", "verb", "errno", "by", "count", "ip", "at", "after"}
 
 // Rule is one parsed fault rule. Fields a kind does not use are zero.
 type Rule struct {
@@ -127,7 +128,8 @@ type Rule struct {
 	Verb  string     // uverbs command, lower case, without the prefix
 	Errno unix.Errno // for verbs:fail
 
-	By time.Duration // for cq:delay
+	By    time.Duration // for cq:delay
+	After uint64        // for qp:err: after this many of the QP's work requests completed
 
 	IP netip.Prefix  // for port:gid
 	At time.Duration // for port rules and qp:err: after the rule is added
@@ -202,6 +204,8 @@ func parse(s string) (*Rule, error) {
 		return nil, errors.New("verbs:fail needs verb=NAME and errno=ENAME")
 	case r.Kind == KindPort && action == "gid" && !r.IP.IsValid():
 		return nil, errors.New("port:gid needs ip=ADDR[/LEN]")
+	case r.At != 0 && r.After != 0:
+		return nil, errors.New("at and after exclude each other")
 	case r.Prob != 0 && r.Nth != 0:
 		return nil, errors.New("prob and nth exclude each other")
 	}
@@ -370,6 +374,12 @@ func (r *Rule) set(k, v string) error {
 			return errors.New("a duration (100ms, 2s)")
 		}
 		r.At = d
+	case "after":
+		n, err := parseUint(v, 64)
+		if err != nil || n == 0 {
+			return errors.New("at least 1 (work requests completed)")
+		}
+		r.After = n
 	case "by":
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 || d > time.Hour {
@@ -424,6 +434,8 @@ func (r *Rule) value(k string) (string, bool) {
 		return r.At.String(), r.At != 0
 	case "by":
 		return r.By.String(), r.By != 0
+	case "after":
+		return strconv.FormatUint(r.After, 10), r.After != 0
 	}
 	return "", false
 }

@@ -81,7 +81,7 @@ func (s *Set) counter(r *Rule) *atomic.Int32 {
 		return &s.nFrame
 	case r.Kind == KindQP && (r.Action == "rnr" || r.Action == "invalidate"):
 		return &s.nRewrite
-	case r.Kind == KindCQ:
+	case r.Kind == KindCQ || r.Kind == KindQP && r.Action == "err" && r.After != 0:
 		return &s.nCQ
 	}
 	return nil
@@ -98,6 +98,7 @@ type entry struct {
 	// and last packets are dropped, as a responder in the RNR state does.
 	nakking bool
 	cqs     []any // the CQs a cq rule acts on
+	fired   bool  // a qp:err after= rule has started to act
 }
 
 // NewSet returns an empty set.
@@ -142,7 +143,7 @@ func (s *Set) Add(r *Rule) (int, error) {
 	}
 	s.mu.Unlock()
 	s.logf("fault %d added: %s", e.id, e.text)
-	if r.Kind == KindPort || r.Kind == KindQP && r.Action == "err" {
+	if r.Kind == KindPort || r.Kind == KindQP && r.Action == "err" && r.After == 0 {
 		if r.At == 0 {
 			return e.id, s.act(e)
 		}
@@ -501,11 +502,12 @@ func (l *Link) WritePackets(bufs [][]byte) (int, error) {
 	return len(bufs), nil
 }
 
-// CQ decides the faults of one completion bound for cq (one of the values
-// CQsOf returned): whether the CQ is to be treated as full, or how long
-// the completion waits. It is called with the device's lock held; the
+// CQ decides the faults of one completion of the QP numbered qpn bound for
+// cq (one of the values CQsOf returned): whether the CQ is to be treated as
+// full, or how long the completion waits. It also counts the QP's
+// completed work requests for qp:err,after=N. It is called with the device's lock held; the
 // action is logged and recorded without calling back into the device.
-func (s *Set) CQ(cq any) (overflow bool, delay time.Duration) {
+func (s *Set) CQ(cq any, qpn uint32) (overflow bool, delay time.Duration) {
 	if s.nCQ.Load() == 0 {
 		return false, 0
 	}
@@ -513,6 +515,15 @@ func (s *Set) CQ(cq any) (overflow bool, delay time.Duration) {
 	var hit *entry
 	for _, e := range s.sorted() {
 		r := e.r
+		if r.Kind == KindQP && r.Action == "err" && r.After != 0 && r.QP == qpn && !e.fired {
+			// The QP's After-th work request completes: the QP moves
+			// to ERR, outside the device's lock.
+			if e.seen++; e.seen >= r.After {
+				e.fired = true
+				go s.act(e)
+			}
+			continue
+		}
 		if r.Kind != KindCQ || !slices.Contains(e.cqs, cq) {
 			continue
 		}

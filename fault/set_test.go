@@ -239,19 +239,19 @@ func TestCQRulesActOnTheirQPsCQs(t *testing.T) {
 		}
 		return []any{sendCQ, recvCQ}, nil
 	}})
-	if o, d := s.CQ(sendCQ); o || d != 0 {
+	if o, d := s.CQ(sendCQ, 0x11); o || d != 0 {
 		t.Fatalf("no rule: %v %v", o, d)
 	}
 	mustAdd(t, s, "cq:overflow,qp=0x11")
 	mustAdd(t, s, "cq:delay,qp=0x11,by=5ms,count=2")
-	if o, _ := s.CQ(other); o {
+	if o, _ := s.CQ(other, 0x12); o {
 		t.Error("a CQ of another QP overflowed")
 	}
-	if o, _ := s.CQ(recvCQ); !o {
+	if o, _ := s.CQ(recvCQ, 0x11); !o {
 		t.Error("the first completion did not overflow")
 	}
 	for i := range 3 {
-		o, d := s.CQ(sendCQ)
+		o, d := s.CQ(sendCQ, 0x11)
 		want := 5 * time.Millisecond
 		if i == 2 {
 			want = 0
@@ -263,5 +263,35 @@ func TestCQRulesActOnTheirQPsCQs(t *testing.T) {
 	r, _ := Parse("cq:overflow,qp=0x12")
 	if _, err := s.Add(r); !errors.Is(err, unix.ENOENT) {
 		t.Errorf("cq rule for a missing QP: %v", err)
+	}
+}
+
+// TestQPErrAfterNCompletions: qp:err,after=N moves its QP to ERR once N of
+// its work requests have completed, once, and counts no other QP's.
+func TestQPErrAfterNCompletions(t *testing.T) {
+	moved := make(chan uint32, 4)
+	s := NewSet(Config{QPErr: func(qpn uint32) error { moved <- qpn; return nil }})
+	mustAdd(t, s, "qp:err,qp=0x11,after=3")
+	for range 5 {
+		s.CQ(nil, 0x12)
+	}
+	for range 2 {
+		s.CQ(nil, 0x11)
+	}
+	select {
+	case q := <-moved:
+		t.Fatalf("QP %#x moved before its 3rd completion", q)
+	case <-time.After(20 * time.Millisecond):
+	}
+	for range 3 {
+		s.CQ(nil, 0x11)
+	}
+	if q := <-moved; q != 0x11 {
+		t.Fatalf("moved QP %#x", q)
+	}
+	select {
+	case q := <-moved:
+		t.Fatalf("QP %#x moved twice", q)
+	case <-time.After(20 * time.Millisecond):
 	}
 }

@@ -23,7 +23,8 @@ A RULE is KIND:ACTION[,KEY=VALUE...]:
       qp=QPN (destination QP), opcode=NAME (SEND_ONLY, RC_RDMA_WRITE_FIRST, ACKNOWLEDGE, ...),
       psn=N or psn=LO-HI; then on every one, prob=P, or from the nth=N-th on; count=K at most
   qp:silent,qp=QPN                            the QP answers nothing (its peer's retries run out)
-  qp:err,qp=QPN[,at=DURATION]                 the QP moves to ERR (its work requests flush)
+  qp:err,qp=QPN[,at=DURATION|after=N]         the QP moves to ERR (its work requests flush), now,
+                                              DURATION later or once N of its work requests completed
   qp:rnr,qp=QPN[,count=K]                     the next K (default 1) SENDs to the QP get an RNR NAK
   qp:invalidate,rkey=KEY[,qp=QPN][,count=K]   requests naming R_Key KEY are refused (remote access error)
   cq:overflow,qp=QPN[,count=K]                the next K (default 1) completions for the QP's CQs find

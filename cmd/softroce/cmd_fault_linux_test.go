@@ -211,7 +211,10 @@ func faultAdd(t *testing.T, home, dev, rule string) {
 //     rnr_retry 1 the sender gets IBV_WC_RNR_RETRY_EXC_ERR (the transport
 //     counted the RNR NAKs it received);
 //   - qp:invalidate makes the peer refuse the rkey of an RDMA WRITE that
-//     succeeds without it: IBV_WC_REM_ACCESS_ERR.
+//     succeeds without it: IBV_WC_REM_ACCESS_ERR;
+//   - qp:err,after=10 moves the program's QP to ERR once 10 of its 50
+//     RDMA WRITEs have completed: the rest (but those already done when
+//     the move lands) complete with IBV_WC_WR_FLUSH_ERR.
 func TestQPFaultsReachTheProgram(t *testing.T) {
 	home := userHome(t)
 	edgeProgram(t, home)
@@ -234,9 +237,18 @@ func TestQPFaultsReachTheProgram(t *testing.T) {
 			t.Errorf("WRITE with an invalidated rkey: %q, want remote_access_error", got["writewait status"])
 		}
 
+		qpn, finish = waitingEdge(t, home, env, "rxe23", "errafter", "qpn")
+		faultAdd(t, home, "rxe23", "qp:err,qp="+qpn+",after=10")
+		got = finish()
+		if n, err := strconv.Atoi(got["errafter good"]); err != nil || n < 10 || n >= 50 ||
+			got["errafter first_error"] != "Work_Request_Flushed_Error" {
+			t.Errorf("qp:err,after=10: %s WRITEs succeeded, then %q; want 10 or a few more, then Work_Request_Flushed_Error",
+				got["errafter good"], got["errafter first_error"])
+		}
+
 		// The send case's QPs are the next two numbers; an RNR rule on
 		// each catches the SEND whichever way the two processes raced.
-		for _, q := range []string{"0x14", "0x15"} {
+		for _, q := range []string{"0x16", "0x17"} {
 			faultAdd(t, home, "rxe23", "qp:rnr,qp="+q+",count=5")
 		}
 		cmd := userCommand(t, home, env, filepath.Join(home, "softroce_edge"), "-d", "rxe23", "send")
@@ -254,7 +266,7 @@ func TestQPFaultsReachTheProgram(t *testing.T) {
 	for k, n := range p.Faults {
 		actions[k.Action] += n
 	}
-	if actions["qp to ERR"] != 1 || actions["invalidate RC_RDMA_WRITE_ONLY"] != 1 || actions["rnr nak RC_SEND_ONLY"] != 2 {
+	if actions["qp to ERR"] != 2 || actions["invalidate RC_RDMA_WRITE_ONLY"] != 1 || actions["rnr nak RC_SEND_ONLY"] != 2 {
 		t.Errorf("coverage faults %v", p.Faults)
 	}
 	if p.Transport["rcvd_rnr_err"] != 2 || p.Transport["retry_rnr_exceeded_err"] != 1 {

@@ -161,8 +161,12 @@ func (df *daemonFaults) start(n *node.Node, rules []*fault.Rule, cfg *uverbsd.Co
 	df.n, df.dev = n, dev
 	df.mu.Unlock()
 	if dev != nil {
-		dev.SetCQFault(func(c *emu.CQ) rxe.CQFault {
-			overflow, delay := df.set.CQ(c)
+		dev.SetCQFault(func(c *emu.CQ, wc *emu.WC) rxe.CQFault {
+			var qpn uint32
+			if wc.QP != nil {
+				qpn = wc.QP.QPNum()
+			}
+			overflow, delay := df.set.CQ(c, qpn)
 			return rxe.CQFault{Overflow: overflow, Delay: delay}
 		})
 	}

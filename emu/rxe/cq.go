@@ -77,7 +77,7 @@ func (r *device) ReqNotifyCQ(c *emu.CQ, flags emu.CQNotifyFlags) int {
 // completion handler once and disarms.
 func (r *device) post(q *cq, wc emu.WC, solicited bool) bool {
 	if r.cqFault != nil {
-		if f := r.cqFault(q.core); f.Overflow {
+		if f := r.cqFault(q.core, &wc); f.Overflow {
 			r.event(emu.Event{Type: emu.EventCQErr, CQ: q.core})
 			return false
 		} else if f.Delay > 0 {

@@ -49,10 +49,10 @@ type CQFault struct {
 	Delay    time.Duration
 }
 
-// SetCQFault installs f, asked about every completion before it is queued
-// (nil removes it). f is called with the device's lock held: it must not
-// block or call into the device.
-func (d *Device) SetCQFault(f func(c *emu.CQ) CQFault) {
+// SetCQFault installs f, asked about every completion wc before it is
+// queued on c (nil removes it). f is called with the device's lock held:
+// it must not block or call into the device, nor keep wc.
+func (d *Device) SetCQFault(f func(c *emu.CQ, wc *emu.WC) CQFault) {
 	r := d.r
 	r.mu.Lock()
 	r.cqFault = f

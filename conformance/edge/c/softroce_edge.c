@@ -36,6 +36,8 @@
  *              line, the completions that arrive within 5 s.
  *   writewait  an RDMA WRITE to the peer with its rkey, posted after the
  *              line.
+ *   errafter   after the line, 50 RDMA WRITEs to the peer (16 in flight):
+ *              how many succeeded before the first error, and that error.
  *   cqwait     a QP connected to itself with a receive posted; after the
  *              line, a SEND to itself: the completions that arrive within
  *              3 s, the milliseconds from the post to the first, and the
@@ -634,6 +636,43 @@ static int case_cqwait(void)
 	return 0;
 }
 
+/* errafter: a stream of WRITEs that a fault may cut short. */
+static int case_errafter(void)
+{
+	const char *c = "errafter";
+	struct end e;
+	struct info theirs;
+	struct ibv_wc wc;
+	char b[32];
+	int fd, posted = 0, done = 0, good = 0;
+	enum ibv_wc_status first_err = IBV_WC_SUCCESS;
+	pid_t pid = pair(c, &e, &theirs, &fd, PEER_RECV, 7, 7);
+
+	if (pid < 0)
+		return -1;
+	snprintf(b, sizeof(b), "%#x", e.qp->qp_num);
+	out(c, "qpn", b);
+	wait_line();
+	while (done < 50) {
+		while (posted < 50 && posted - done < DEPTH && !post_send(&e, IBV_WR_RDMA_WRITE, posted, theirs.addr, theirs.rkey))
+			posted++;
+		if (poll_one(e.cq, 5000, &wc) == 0)
+			break;
+		done++;
+		if (wc.status == IBV_WC_SUCCESS && first_err == IBV_WC_SUCCESS)
+			good++;
+		else if (wc.status != IBV_WC_SUCCESS && first_err == IBV_WC_SUCCESS)
+			first_err = wc.status;
+		if (first_err != IBV_WC_SUCCESS && done == posted)
+			break;
+	}
+	snprintf(b, sizeof(b), "%d", good);
+	out(c, "good", b);
+	out_status(c, "first_error", first_err);
+	unpair(&e, fd, pid);
+	return 0;
+}
+
 /* writewait: an RDMA WRITE the caller may have a fault stand in the way of. */
 static int case_writewait(void)
 {
@@ -672,12 +711,12 @@ int main(int argc, char **argv)
 			gid_index = atoi(optarg);
 			break;
 		default:
-			fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed|errwait|writewait|cqwait...\n", argv[0]);
+			fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed|errwait|writewait|errafter|cqwait...\n", argv[0]);
 			return 2;
 		}
 	}
 	if (optind == argc) {
-		fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed|errwait|writewait|cqwait...\n", argv[0]);
+		fprintf(stderr, "usage: %s [-d DEVICE] [-g GID_INDEX] illegal|flush|send|badrkey|rnr|silent|killed|errwait|writewait|errafter|cqwait...\n", argv[0]);
 		return 2;
 	}
 	for (i = optind; i < argc; i++) {
@@ -694,6 +733,8 @@ int main(int argc, char **argv)
 			r = one_send(c, PEER_RECV, IBV_WR_SEND, 0, 1, 1);
 		else if (!strcmp(c, "errwait"))
 			r = case_errwait();
+		else if (!strcmp(c, "errafter"))
+			r = case_errafter();
 		else if (!strcmp(c, "cqwait"))
 			r = case_cqwait();
 		else if (!strcmp(c, "writewait"))
