@@ -37,8 +37,11 @@ func faultsOf(t *testing.T, path string) map[string]uint64 {
 //   - verbs: the next CREATE_QP fails with ENOMEM (ibv_create_qp's errno);
 //   - qp:silent: a SEND to a QP that answers nothing ends in
 //     IBV_WC_RETRY_EXC_ERR where it succeeds without the rule;
-//   - wire: dropping every SEND_ONLY does the same through the link faults,
-//     and drop on the nth packet only costs a retransmission (success);
+//   - wire: dropping every SEND_ONLY does the same through the link
+//     faults; a drop of the first, a corrupted SEND or ACK (a flipped bit
+//     fails the receiver's ICRC check, unless it lands in a field the ICRC
+//     leaves out), duplicated, reordered or delayed packets only cost a
+//     retransmission or a wait (success);
 //   - port: ibv_asyncwatch sees IBV_EVENT_PORT_ERR, IBV_EVENT_GID_CHANGE and
 //     IBV_EVENT_PORT_ACTIVE for port:down, port:gid and port:up.
 func TestFaultsReachTheProgram(t *testing.T) {
@@ -57,6 +60,11 @@ func TestFaultsReachTheProgram(t *testing.T) {
 		if f := faultsOf(t, cov("verbs")); f[rule+": fail ENOMEM"] != 1 {
 			t.Errorf("coverage faults %v", f)
 		}
+		report, err := userCommand(t, home, nil, "softroce", "coverage", cov("verbs")).CombinedOutput()
+		if err != nil || !strings.Contains(string(report), "faults injected:\n  "+rule+": fail ENOMEM 1\n") ||
+			!strings.Contains(string(report), "IB_USER_VERBS_CMD_CREATE_QP ENOMEM     1") {
+			t.Errorf("softroce coverage: %v\n%s", err, report)
+		}
 	})
 	for _, tc := range []struct {
 		name  string
@@ -72,6 +80,14 @@ func TestFaultsReachTheProgram(t *testing.T) {
 			[]string{"wire:drop,opcode=SEND_ONLY,nth=1: drop RC_SEND_ONLY"}},
 		{"wire-duplicate", []string{"wire:duplicate,opcode=SEND_ONLY"}, "success",
 			[]string{"wire:duplicate,opcode=SEND_ONLY: duplicate RC_SEND_ONLY"}},
+		{"wire-corrupt", []string{"wire:corrupt,opcode=SEND_ONLY,count=1"}, "success",
+			[]string{"wire:corrupt,opcode=SEND_ONLY,count=1: corrupt RC_SEND_ONLY"}},
+		{"wire-corrupt-ack", []string{"wire:corrupt,opcode=ACKNOWLEDGE,nth=1"}, "success",
+			[]string{"wire:corrupt,opcode=ACKNOWLEDGE,nth=1: corrupt RC_ACKNOWLEDGE"}},
+		{"wire-reorder", []string{"wire:reorder,opcode=SEND_ONLY,count=1"}, "success",
+			[]string{"wire:reorder,opcode=SEND_ONLY,count=1: reorder RC_SEND_ONLY"}},
+		{"wire-delay", []string{"wire:delay,count=2"}, "success", []string{"wire:delay,count=2: delay RC_SEND_ONLY",
+			"wire:delay,count=2: delay RC_ACKNOWLEDGE"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"-d", "rxe21", "--ip", "10.83.0.1/24", "--seed", "7", "--coverage", cov(tc.name)}
