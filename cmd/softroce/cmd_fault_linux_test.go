@@ -336,3 +336,31 @@ func TestCQFaultsReachTheProgram(t *testing.T) {
 		t.Errorf("coverage events %v: want one IB_EVENT_CQ_ERR", p.Events)
 	}
 }
+
+// TestRunOnAServingDaemonTakesFaultsAndCoverage: "softroce run --fault
+// RULE --coverage FILE" that finds a daemon serving the name adds the rule
+// to it for the program's lifetime (the program sees it; afterwards the
+// daemon has no rule left) and writes the daemon's profile at the end.
+func TestRunOnAServingDaemonTakesFaultsAndCoverage(t *testing.T) {
+	home := userHome(t)
+	exe := edgeProgram(t, home)
+	serveAsUser(t, home, "rxe25", "--ip", "10.87.0.1/24")
+	covFile := filepath.Join(home, "run", "shared.json")
+	rule := "verbs:fail,verb=create_qp,errno=EAGAIN"
+	out, _ := userCommand(t, home, nil, "softroce", "run", "-d", "rxe25", "--fault", rule, "--coverage", covFile,
+		"--", exe, "flush").CombinedOutput()
+	if !strings.Contains(string(out), "flush setup ibv_create_qp: EAGAIN") {
+		t.Fatalf("the program did not see the fault:\n%s", out)
+	}
+	if f := faultsOf(t, covFile); f[rule+": fail EAGAIN"] != 1 {
+		t.Errorf("coverage faults %v", f)
+	}
+	list, err := userCommand(t, home, nil, "softroce", "fault", "list", "-d", "rxe25").CombinedOutput()
+	if err != nil || len(list) != 0 {
+		t.Errorf("rules left on the daemon: %v %q", err, list)
+	}
+	out, err = userCommand(t, home, nil, "softroce", "run", "-d", "rxe25", "--", exe, "flush").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "flush send Work_Request_Flushed_Error") {
+		t.Errorf("the next program still saw a fault: %v\n%s", err, out)
+	}
+}
