@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/uverbs"
 )
 
 // ControlName is the name of the control socket in the Server's
@@ -161,17 +163,14 @@ func Control(dir, command string, args ...string) (string, error) {
 	return rep.Output, nil
 }
 
-// write is the File's Write with the Server's Intercept before it and its
-// Recorder after it.
+// write is the File's Write, for a uverbs File with the Server's Intercept
+// before it and its Recorder after it.
 func (cn *conn) write(p []byte) (Reply, error) {
 	cfg := &cn.s.cfg
-	if cfg.Intercept == nil && cfg.Recorder == nil {
+	if _, ok := cn.file.(uverbsFile); !ok || cfg.Intercept == nil && cfg.Recorder == nil {
 		return cn.file.Write(p)
 	}
-	var name string
-	if cfg.CommandName != nil {
-		name = cfg.CommandName(p)
-	}
+	name := uverbs.CommandName(p)
 	var r Reply
 	var err error
 	if cfg.Intercept != nil {

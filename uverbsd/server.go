@@ -32,21 +32,18 @@ type Config struct {
 	// Logf, if set, is told of clients coming and going and of their
 	// protocol errors.
 	Logf func(format string, args ...any)
-	// Recorder, if set, records every command a client's write() fails,
-	// by the uverbs command's name (uverbs.CommandName) and errno, as
-	// VerbFailed.
+	// Recorder, if set, records every command a client's write() to
+	// uverbs0 (OpenUverbs's File) fails, by the uverbs command's name
+	// (uverbs.CommandName) and errno, as VerbFailed.
 	Recorder emu.Recorder
 	// Control, if not empty, are the commands served on the control
 	// socket (ControlName in Dir), by name.
 	Control map[string]ControlFunc
-	// Intercept, if set, sees every write() before the File: a non-nil
-	// error fails the write with it (its errno) without reaching the
-	// File (a fault injected on a verb). cmd is the command's name
-	// (uverbs.CommandName).
+	// Intercept, if set, sees every write() to uverbs0 (OpenUverbs's
+	// File) before the File: a non-nil error fails the write with it (its
+	// errno) without reaching the File (a fault injected on a verb). cmd
+	// is the command's name (uverbs.CommandName).
 	Intercept func(cmd string) error
-	// CommandName names a write's command for Recorder and Intercept; nil
-	// names none (both then see "").
-	CommandName func(buf []byte) string
 }
 
 // Server serves one device on a unix socket. It is safe for concurrent use.

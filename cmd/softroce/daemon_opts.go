@@ -8,7 +8,6 @@ import (
 
 	"github.com/softroce/softroce/coverage"
 	"github.com/softroce/softroce/emu"
-	"github.com/softroce/softroce/uverbs"
 	"github.com/softroce/softroce/uverbsd"
 )
 
@@ -52,7 +51,6 @@ func (c *daemonCoverage) profile(d *emu.Device) *coverage.Profile {
 // the file format).
 func (c *daemonCoverage) serverConfig(cfg *uverbsd.Config) {
 	cfg.Recorder = c.rec
-	cfg.CommandName = uverbs.CommandName
 	if cfg.Control == nil {
 		cfg.Control = map[string]uverbsd.ControlFunc{}
 	}
