@@ -87,6 +87,17 @@ func (k Kind) String() string {
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
 
+// Actions returns every KIND:ACTION the syntax has, in a fixed order.
+func Actions() []string {
+	var out []string
+	for _, k := range []Kind{KindWire, KindQP, KindCQ, KindVerbs, KindPort} {
+		for _, a := range actionNames(k) {
+			out = append(out, k.String()+":"+a)
+		}
+	}
+	return out
+}
+
 // IsValid reports whether k is one of the kinds.
 func (k Kind) IsValid() bool { _, ok := kindNames[k]; return ok }
 

@@ -10,7 +10,7 @@ import (
 func init() {
 	register(command{
 		name:     "fault",
-		summary:  "add, delete and list the faults a serving daemon injects (wire, qp, verbs, port rules)",
+		summary:  "add, delete and list the faults a serving daemon injects (wire, qp, cq, verbs, port rules)",
 		operands: "add RULE | del ID | list",
 		run:      runFault,
 	})
@@ -21,7 +21,8 @@ const faultSyntax = `
 A RULE is KIND:ACTION[,KEY=VALUE...]:
   wire:drop|duplicate|reorder|corrupt|delay   RoCE frames the device sends, chosen by
       qp=QPN (destination QP), opcode=NAME (SEND_ONLY, RC_RDMA_WRITE_FIRST, ACKNOWLEDGE, ...),
-      psn=N or psn=LO-HI; then on every one, prob=P, or from the nth=N-th on; count=K at most
+      psn=N or psn=LO-HI; then on every one, on each with probability prob=P, or on the
+      nth=N-th one; count=K bounds the frames (default: 1 with nth, no bound otherwise)
   qp:silent,qp=QPN                            the QP answers nothing (its peer's retries run out)
   qp:err,qp=QPN[,at=DURATION|after=N]         the QP moves to ERR (its work requests flush), now,
                                               DURATION later or once N of its work requests completed

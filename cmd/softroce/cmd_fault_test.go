@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/softroce/softroce/fault"
 )
 
 // TestBadFaultRulesAreUsageErrors: a malformed --fault on serve or run, or
@@ -23,6 +26,33 @@ func TestBadFaultRulesAreUsageErrors(t *testing.T) {
 		var out, errb bytes.Buffer
 		if code := run(tc.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("softroce %s: exit %d, stderr %q; want 2 and %q", strings.Join(tc.args, " "), code, errb.String(), tc.want)
+		}
+	}
+}
+
+// TestFaultHelpNamesEveryAction: softroce fault -h describes every
+// KIND:ACTION the rule parser knows.
+func TestFaultHelpNamesEveryAction(t *testing.T) {
+	var out, errb bytes.Buffer
+	run([]string{"fault", "-h"}, &out, &errb)
+	help := errb.String() + out.String()
+	for _, ka := range fault.Actions() {
+		kind, action, _ := strings.Cut(ka, ":")
+		found := false
+		for _, l := range strings.Split(help, "\n") {
+			f := strings.Fields(l)
+			if len(f) == 0 {
+				continue
+			}
+			head, _, _ := strings.Cut(f[0], ",")
+			head, _, _ = strings.Cut(head, "[")
+			if strings.HasPrefix(head, kind+":") &&
+				slices.Contains(strings.Split(strings.TrimPrefix(head, kind+":"), "|"), action) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("softroce fault -h does not describe %s", ka)
 		}
 	}
 }
