@@ -127,8 +127,7 @@ type Config struct {
 	// DeviceLink, if set, wraps the link the rxe device reads and writes
 	// (behind the host, and behind the loopback of the device's own
 	// addresses): every RoCE frame the device sends passes the returned
-	// link (e.g. a link.Faults). The device closes it. Not used on a
-	// UDP link.
+	// link (e.g. a link.Faults). The device closes it.
 	DeviceLink func(link.Link) link.Link
 }
 
