@@ -456,23 +456,42 @@ func rnrNAK(p *wire.Packet, r Responder) ([]byte, error) {
 	return b[:n], err
 }
 
-// Link is a link.Link that applies a Set's Rewrite to every frame written
-// to it before passing it on; reads pass straight through.
+// Link is the link a device writes to under a Set: frames go through the
+// Set's Rewrite, then to the faulty link (the inner link behind the faults
+// that decide frames' fates, a link.Faults whose Schedule is the Set's
+// Frame) while the Set has rules for frames, and straight to the inner
+// link when it has none, so that a device with no such rule pays one
+// atomic load per batch. Reads pass straight through to the inner link.
 type Link struct {
-	link.Link
-	set *Set
-	out [][]byte
-	mu  sync.Mutex
+	link.Link           // the inner link
+	faulty    link.Link // the inner link behind the faults
+	set       *Set
+	out       [][]byte
+	mu        sync.Mutex
 }
 
-// NewLink returns a Link writing to inner.
-func NewLink(inner link.Link, s *Set) *Link { return &Link{Link: inner, set: s} }
+// NewLink returns a Link writing to inner, or to faulty (which wraps
+// inner and is closed by Close) while s has rules for frames.
+func NewLink(inner, faulty link.Link, s *Set) *Link {
+	return &Link{Link: inner, faulty: faulty, set: s}
+}
 
-// WritePackets rewrites the frames and writes the result to the inner
-// link. It returns len(bufs) when the inner link took every frame.
+// Close closes the faulty link, which closes the inner one.
+func (l *Link) Close() error { return l.faulty.Close() }
+
+// next is where frames go after the rewrite.
+func (l *Link) next() link.Link {
+	if l.set.nFrame.Load() == 0 {
+		return l.Link
+	}
+	return l.faulty
+}
+
+// WritePackets rewrites the frames and writes the result on. It returns
+// len(bufs) when the next link took every frame.
 func (l *Link) WritePackets(bufs [][]byte) (int, error) {
 	if l.set.nRewrite.Load() == 0 {
-		return l.Link.WritePackets(bufs)
+		return l.next().WritePackets(bufs)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -491,12 +510,12 @@ func (l *Link) WritePackets(bufs [][]byte) (int, error) {
 		}
 	}
 	if !changed {
-		return l.Link.WritePackets(bufs)
+		return l.next().WritePackets(bufs)
 	}
 	if len(l.out) == 0 {
 		return len(bufs), nil
 	}
-	if _, err := l.Link.WritePackets(l.out); err != nil {
+	if _, err := l.next().WritePackets(l.out); err != nil {
 		return 0, err
 	}
 	return len(bufs), nil
@@ -505,8 +524,9 @@ func (l *Link) WritePackets(bufs [][]byte) (int, error) {
 // CQ decides the faults of one completion of the QP numbered qpn bound for
 // cq (one of the values CQsOf returned): whether the CQ is to be treated as
 // full, or how long the completion waits. It also counts the QP's
-// completed work requests for qp:err,after=N. It is called with the device's lock held; the
-// action is logged and recorded without calling back into the device.
+// completed work requests for qp:err,after=N. It is called with the
+// device's lock held; the action is logged and recorded without calling
+// back into the device.
 func (s *Set) CQ(cq any, qpn uint32) (overflow bool, delay time.Duration) {
 	if s.nCQ.Load() == 0 {
 		return false, 0

@@ -295,3 +295,52 @@ func TestQPErrAfterNCompletions(t *testing.T) {
 	case <-time.After(20 * time.Millisecond):
 	}
 }
+
+// countLink counts the frames written to it.
+type countLink struct {
+	link.Link
+	frames int
+	closed bool
+}
+
+func (c *countLink) WritePackets(bufs [][]byte) (int, error) {
+	c.frames += len(bufs)
+	return len(bufs), nil
+}
+func (c *countLink) Close() error { c.closed = true; return nil }
+
+// TestLinkBypassesTheFaultsWithoutFrameRules: frames go straight to the
+// inner link while no rule decides frames, through the faulty link while
+// one does, rewritten when a rewrite rule takes them; Close closes the
+// faulty link.
+func TestLinkBypassesTheFaultsWithoutFrameRules(t *testing.T) {
+	inner, faulty := &countLink{}, &countLink{}
+	s := NewSet(Config{Responder: func(uint32) (Responder, bool) { return Responder{DestQPN: 0x33}, true }})
+	l := NewLink(inner, faulty, s)
+	send := func() {
+		if n, err := l.WritePackets([][]byte{frame(t, wire.RCSendOnly, 0x11, 1)}); n != 1 || err != nil {
+			t.Fatalf("WritePackets: %d %v", n, err)
+		}
+	}
+	send()
+	mustAdd(t, s, "verbs:fail,verb=create_qp,errno=ENOMEM")
+	send()
+	if inner.frames != 2 || faulty.frames != 0 {
+		t.Fatalf("without frame rules: inner %d faulty %d", inner.frames, faulty.frames)
+	}
+	id := mustAdd(t, s, "wire:drop,qp=0x99")
+	send()
+	if inner.frames != 2 || faulty.frames != 1 {
+		t.Fatalf("with a frame rule: inner %d faulty %d", inner.frames, faulty.frames)
+	}
+	s.Del(id)
+	mustAdd(t, s, "qp:rnr,qp=0x11")
+	send() // answered with an RNR NAK: one frame still goes out
+	if inner.frames != 3 || faulty.frames != 1 {
+		t.Fatalf("with a rewrite rule: inner %d faulty %d", inner.frames, faulty.frames)
+	}
+	l.Close()
+	if !faulty.closed {
+		t.Error("Close did not close the faulty link")
+	}
+}

@@ -78,8 +78,10 @@ func newDaemonFaults(lf *linkFlags, cov *daemonCoverage, stderr io.Writer) *daem
 		// Corrupt leaves the Ethernet header alone: the frame still
 		// reaches the device it was sent to, with a bad ICRC.
 		// The device writes to the rewriter (qp:rnr, qp:invalidate),
-		// which writes to the faults (wire rules, qp:silent).
-		return fault.NewLink(link.NewFaults(l, link.FaultConfig{Seed: seed, Schedule: df.set.Frame, CorruptFrom: 14}), df.set)
+		// which writes to the faults (wire rules, qp:silent) while
+		// there are such rules, else to the link itself.
+		faulty := link.NewFaults(l, link.FaultConfig{Seed: seed, Schedule: df.set.Frame, CorruptFrom: 14})
+		return fault.NewLink(l, faulty, df.set)
 	}
 	return df
 }
