@@ -138,6 +138,17 @@ func TestFaultsReachTheProgram(t *testing.T) {
 		if err != nil || !strings.Contains(string(list), "1 port:down applied=1") {
 			t.Errorf("softroce fault list: %v\n%s", err, list)
 		}
+		if out, err := userCommand(t, home, nil, "softroce", "fault", "del", "-d", "rxe22", "1").CombinedOutput(); err != nil {
+			t.Errorf("softroce fault del 1: %v\n%s", err, out)
+		}
+		list, _ = userCommand(t, home, nil, "softroce", "fault", "list", "-d", "rxe22").CombinedOutput()
+		if strings.Contains(string(list), "port:down") || !strings.Contains(string(list), "3 port:up applied=1") {
+			t.Errorf("softroce fault list after del 1:\n%s", list)
+		}
+		if out, err := userCommand(t, home, nil, "softroce", "fault", "del", "-d", "rxe22", "1").CombinedOutput(); err == nil ||
+			!strings.Contains(string(out), "no rule 1") {
+			t.Errorf("a second del 1: %v\n%s", err, out)
+		}
 		if out, err := userCommand(t, home, nil, "softroce", "fault", "add", "-d", "rxe22", "port:sideways").CombinedOutput(); err == nil ||
 			!strings.Contains(string(out), `unknown action "sideways" for port`) {
 			t.Errorf("a bad rule added live: %v\n%s", err, out)
