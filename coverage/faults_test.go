@@ -46,3 +46,17 @@ func TestFaultsRoundTripMergeAndReport(t *testing.T) {
 		t.Errorf("a profile without faults encodes them:\n%s", buf.String())
 	}
 }
+
+// TestResetForgetsTheCellsButNotTheRun: after Reset a recorder's profile
+// is one run of its device with no cell; later cells count from zero.
+func TestResetForgetsTheCellsButNotTheRun(t *testing.T) {
+	r := NewRecorder("rxe0")
+	r.Fault("port:down", "port down")
+	r.VerbFailed("create_qp", 12)
+	r.Reset()
+	r.Fault("port:up", "port up")
+	p := r.Profile()
+	if p.Runs != 1 || len(p.Devices) != 1 || len(p.Verbs) != 0 || len(p.Faults) != 1 || p.Faults[FaultKey{"port:up", "port up"}] != 1 {
+		t.Errorf("after Reset: %+v", p)
+	}
+}

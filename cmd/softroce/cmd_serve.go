@@ -59,13 +59,18 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	}
 	cfg := uverbsd.Config{Device: n.Device(), Dir: dir}
 	cov.serverConfig(&cfg)
-	if err := faults.start(n, df.faults.rules, &cfg); err != nil {
+	faults.configure(n, &cfg)
+	srv, err := uverbsd.New(cfg)
+	if err != nil {
 		faults.set.Close()
 		n.Close()
 		return nil, err
 	}
-	srv, err := uverbsd.New(cfg)
-	if err != nil {
+	// The profile is the programs': what the daemon did to set the
+	// device up (the MAD layer's QP1 brought to RTS) is not theirs.
+	cov.rec.Reset()
+	if err := faults.add(df.faults.rules); err != nil {
+		srv.Close()
 		faults.set.Close()
 		n.Close()
 		return nil, err

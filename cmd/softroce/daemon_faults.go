@@ -155,9 +155,9 @@ func (df *daemonFaults) rxe() *rxe.Device {
 	return df.dev
 }
 
-// start adds the rules given at start, once the node exists, and serves
-// "fault" on the control socket.
-func (df *daemonFaults) start(n *node.Node, rules []*fault.Rule, cfg *uverbsd.Config) error {
+// configure hooks the set into the node's device and the server's
+// config (verb intercept, "fault" on the control socket).
+func (df *daemonFaults) configure(n *node.Node, cfg *uverbsd.Config) {
 	dev := n.RxeDevice()
 	df.mu.Lock()
 	df.n, df.dev = n, dev
@@ -177,6 +177,10 @@ func (df *daemonFaults) start(n *node.Node, rules []*fault.Rule, cfg *uverbsd.Co
 		cfg.Control = map[string]uverbsd.ControlFunc{}
 	}
 	cfg.Control["fault"] = df.control
+}
+
+// add adds the rules given at start.
+func (df *daemonFaults) add(rules []*fault.Rule) error {
 	for _, r := range rules {
 		if _, err := df.set.Add(r); err != nil {
 			return err
