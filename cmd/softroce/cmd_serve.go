@@ -57,7 +57,7 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	if err != nil {
 		return nil, err
 	}
-	cfg := uverbsd.Config{Device: n.Device(), Dir: dir}
+	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n}
 	cov.serverConfig(&cfg)
 	faults.configure(n, &cfg)
 	srv, err := uverbsd.New(cfg)
@@ -143,6 +143,12 @@ func runServe(e *env) error {
 	case <-sig:
 	case err := <-d.served:
 		d.served <- err
+	}
+	// What the device counted in its life, as `softroce stats` prints it
+	// (on --udp with the link's unverifiable ICRCs), for the CI log.
+	if st, err := nodeStats(d.n); err == nil {
+		fmt.Fprintf(e.stderr, "softroce serve: %s's counters at exit:\n", lf.dev)
+		writeStats(e.stderr, lf.dev, 1, st)
 	}
 	return d.stop()
 }
