@@ -127,6 +127,11 @@ type Config struct {
 	// McastFilter are the Node's and must be left alone, except
 	// Device.Recorder, which the device keeps (a coverage recorder).
 	Rxe func(*rxe.Config)
+	// DeviceLink, if set, wraps the link the rxe device reads and writes
+	// (behind the host, and behind the loopback of the device's own
+	// addresses): every RoCE frame the device sends passes the returned
+	// link (e.g. a link.Faults). The device closes it.
+	DeviceLink func(link.Link) link.Link
 }
 
 // Node is one softroce host: a link, an IP host on it and an emulated rxe
@@ -254,6 +259,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	rc.Seed = cfg.Seed
 	rc.Link = n.roce
+	if cfg.DeviceLink != nil {
+		rc.Link = cfg.DeviceLink(n.roce)
+	}
 	rc.Neighbor = n
 	rc.McastFilter = n.mcastFilter
 	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveBounded), Recorder: rc.Device.Recorder,

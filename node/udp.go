@@ -134,11 +134,14 @@ func (n *Node) startUDP(cfg *Config, l link.Link, mac net.HardwareAddr) (*Node, 
 	}
 	rc.Seed = cfg.Seed
 	rc.Link = l
+	if cfg.DeviceLink != nil {
+		rc.Link = cfg.DeviceLink(l)
+	}
 	// Every packet goes to the placeholder MAC; AHs and modifies check
 	// that the kernel has a route (rdma_addr_find_l2_eth_by_grh fails with
 	// ENETUNREACH without one).
 	rc.Neighbor = emu.ResolverFunc(func(context.Context, netip.Addr) ([6]byte, error) { return udp.PeerMAC, nil })
-	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveUDP),
+	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveUDP), Recorder: rc.Device.Recorder,
 		NetDev: emu.NetDev{Name: "udp", MAC: mac, MTU: l.MTU(), Addrs: u.current()}}
 	n.mu.Lock()
 	dev, err := rxe.New(rc)

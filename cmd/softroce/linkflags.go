@@ -19,7 +19,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/host"
+	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/node"
 )
 
@@ -39,6 +42,12 @@ type linkFlags struct {
 	seedSet            bool // --seed given: replay
 	printSeed          bool
 	udp                bool
+	// recorder, if set, is the device's coverage recorder (not a flag:
+	// serve and run set it).
+	recorder emu.Recorder
+	// deviceLink, if set, wraps the device's link (node.Config.DeviceLink;
+	// serve and run set it for wire faults).
+	deviceLink func(link.Link) link.Link
 }
 
 // linkFlag defines one link flag. It is the one definition of the link
@@ -215,6 +224,10 @@ func (f *linkFlags) config() (node.Config, error) {
 		return node.Config{}, fmt.Errorf("--bridge needs --tap or --iface")
 	}
 	cfg := node.Config{Name: f.dev, Addrs: f.ips, PcapPath: f.pcap, NoDAD: f.nodad}
+	cfg.DeviceLink = f.deviceLink
+	if rec := f.recorder; rec != nil {
+		cfg.Rxe = func(rc *rxe.Config) { rc.Device.Recorder = rec }
+	}
 	if f.tap == "" && f.iface == "" && !f.udp {
 		cfg.MTU = f.mtu // the in-memory link's; a TAP's is set when open opens it
 	}
