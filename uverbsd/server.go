@@ -32,6 +32,13 @@ type Config struct {
 	// Logf, if set, is told of clients coming and going and of their
 	// protocol errors.
 	Logf func(format string, args ...any)
+	// Settle, if set, runs each command a client writes: it calls cmd and
+	// returns once the device has done the work cmd caused on it
+	// (node.Node.Settle), so that the client's write() returns after that
+	// work, as the kernel's rxe_post_send runs rxe's requester in the
+	// caller's context. Without it a program that busy-polls its CQ
+	// competes with the device's goroutines for the CPU.
+	Settle func(cmd func())
 }
 
 // Server serves one device on a unix socket. It is safe for concurrent use.
@@ -429,7 +436,13 @@ func (cn *conn) handle(frame []byte) bool {
 		}
 		return cn.reply(preload.Header{Op: h.Op, Ret: ret}, nil, nil)
 	case preload.OpWrite:
-		r, err := cn.file.Write(p)
+		var r Reply
+		var err error
+		if cn.s.cfg.Settle != nil {
+			cn.s.cfg.Settle(func() { r, err = cn.file.Write(p) })
+		} else {
+			r, err = cn.file.Write(p)
+		}
 		if err != nil {
 			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 		}

@@ -132,6 +132,12 @@ type transport struct {
 	rxRead atomic.Uint64
 	wg     sync.WaitGroup
 
+	// procMu orders the processing of inbox batches: whoever takes a
+	// batch (the work loop, Poll, Settle) processes it before the next
+	// batch is taken, so frames are processed in inbox order.
+	procMu  sync.Mutex
+	holders atomic.Int32 // callers inside Settle: they process loopback frames
+
 	poolMu sync.Mutex
 	pool   [][]byte
 
@@ -251,6 +257,9 @@ func (r *device) workLoop() {
 			t.inMu.Unlock()
 			return
 		}
+		t.inMu.Unlock()
+		t.procMu.Lock()
+		t.inMu.Lock()
 		batch, t.inbox = t.inbox, batch[:0]
 		t.inMu.Unlock()
 		if len(batch) > 0 {
@@ -261,6 +270,7 @@ func (r *device) workLoop() {
 		if r.readsPending.Load() > 0 {
 			r.pumpReads()
 		}
+		t.procMu.Unlock()
 	}
 }
 
@@ -286,6 +296,8 @@ func (r *device) Poll() int {
 	if t == nil {
 		return 0
 	}
+	t.procMu.Lock()
+	defer t.procMu.Unlock()
 	if t.pender != nil {
 		r.readPending()
 	}
@@ -354,8 +366,11 @@ func (r *device) flushTx() {
 	r.txq = t.txSpare
 	t.txSpare = nil
 	r.mu.Unlock()
-	bs := max(1, t.l.BatchSize())
 	var failed int
+	if r.cfg.Loopback {
+		tx, failed = r.loopBack(tx)
+	}
+	bs := max(1, t.l.BatchSize())
 	for i := 0; i < len(tx); i += bs {
 		j := min(len(tx), i+bs)
 		n, err := t.l.WritePackets(tx[i:j])
