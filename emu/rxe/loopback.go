@@ -24,7 +24,7 @@ func (r *device) loopBack(tx [][]byte) ([][]byte, int) {
 		if looped == 0 {
 			t.inMu.Lock()
 		}
-		t.inbox = append(t.inbox, b)
+		t.inbox = append(t.inbox, rxFrame{b: b})
 		looped++
 	}
 	if looped > 0 {
@@ -63,7 +63,7 @@ func (d *Device) Settle(fn func()) {
 	}
 	t.holders.Add(1)
 	fn()
-	var batch [][]byte
+	var batch []rxFrame
 	for range settleRounds {
 		t.procMu.Lock()
 		t.inMu.Lock()

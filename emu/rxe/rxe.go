@@ -152,6 +152,7 @@ type device struct {
 	// Transport state (nil tp: no link).
 	tp       *transport
 	detached bool
+	rxNoICRC bool // the frame being received carries no ICRC (rxFrame)
 	txq      [][]byte
 	fr       wire.Frame
 	ipID     uint16
