@@ -60,3 +60,40 @@ func TestWriteNoICRC(t *testing.T) {
 		t.Errorf("ReadNoICRC: a frame written with WritePackets marked %v", flags[1])
 	}
 }
+
+// TestReadNoICRCTradesBuffers: a ReadNoICRC reader whose buffers are the
+// link's largest frame gets the queue's buffers instead of a copy, and
+// every frame intact.
+func TestReadNoICRCTradesBuffers(t *testing.T) {
+	a, b := NewPipe(&PipeConfig{MTU: 4200, QueueLen: 4})
+	size := MaxFrameSize(4200)
+	bufs := [][]byte{make([]byte, size)}
+	sizes, flags := make([]int, 1), make([]bool, 1)
+	traded := 0
+	for i := range 40 {
+		f := roceFrame(t, 100+100*i, i%2 == 0)
+		write := a.WritePackets
+		if i%2 == 0 {
+			write = a.WriteNoICRC
+		}
+		if _, err := write([][]byte{f}); err != nil {
+			t.Fatal(err)
+		}
+		before := &bufs[0][:1][0]
+		if n, err := b.ReadNoICRC(bufs, sizes, flags); n != 1 || err != nil {
+			t.Fatalf("read %d: %d, %v", i, n, err)
+		}
+		if !bytes.Equal(bufs[0][:sizes[0]], f) || flags[0] != (i%2 == 0) {
+			t.Fatalf("frame %d differs or is marked %v", i, flags[0])
+		}
+		if cap(bufs[0]) < size {
+			t.Fatalf("frame %d came in a buffer of %d bytes, want at least %d", i, cap(bufs[0]), size)
+		}
+		if &bufs[0][:1][0] != before {
+			traded++
+		}
+	}
+	if traded == 0 {
+		t.Error("ReadNoICRC copied every frame")
+	}
+}

@@ -128,7 +128,7 @@ func NewPipe(cfg *PipeConfig) (a, b *PipeEnd) {
 	if c.MTU < MinMTU || c.MTU > MaxMTU || c.QueueLen < 0 || c.BatchSize < 0 {
 		panic(fmt.Sprintf("link.NewPipe: invalid config %+v", c))
 	}
-	qa, qb := newFrameQueue(c.QueueLen), newFrameQueue(c.QueueLen)
+	qa, qb := newFrameQueue(c.QueueLen, MaxFrameSize(c.MTU)), newFrameQueue(c.QueueLen, MaxFrameSize(c.MTU))
 	a = &PipeEnd{rx: qa, tx: qb, mtu: c.MTU, batchSize: c.BatchSize, drop: c.DropWhenFull}
 	b = &PipeEnd{rx: qb, tx: qa, mtu: c.MTU, batchSize: c.BatchSize, drop: c.DropWhenFull}
 	return a, b
@@ -142,7 +142,7 @@ func (p *PipeEnd) ReadPackets(bufs [][]byte, sizes []int) (int, error) {
 	if len(bufs) > len(flags) {
 		bufs = bufs[:len(flags)]
 	}
-	n, err := p.ReadNoICRC(bufs, sizes, flags[:])
+	n, err := p.read(bufs, sizes, flags[:], false)
 	for i := range n {
 		if flags[i] {
 			sealFrame(bufs[i][:sizes[i]])
@@ -165,14 +165,23 @@ func sealFrame(frame []byte) {
 // not computed (an emulated device on the other end that wrote them with
 // WriteNoICRC, and that trusts the in-memory link): noICRC[i] reports that
 // frame i carries no ICRC. It reads at most len(noICRC) frames.
+//
+// Unlike ReadPackets it may hand over the queue's buffer instead of
+// copying: bufs[i] is then replaced by a buffer of at least its capacity
+// holding the frame, and the pipe keeps the one the caller passed. The
+// caller must not keep other references to the buffers it passes.
 func (p *PipeEnd) ReadNoICRC(bufs [][]byte, sizes []int, noICRC []bool) (int, error) {
+	return p.read(bufs, sizes, noICRC, true)
+}
+
+func (p *PipeEnd) read(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (int, error) {
 	if len(bufs) == 0 || len(sizes) == 0 || len(noICRC) == 0 {
 		if p.closed.Load() {
 			return 0, &net.OpError{Op: "read", Net: "pipe", Err: net.ErrClosed}
 		}
 		return 0, nil
 	}
-	n, ok := p.rx.pop(bufs, sizes, noICRC)
+	n, ok := p.rx.pop(bufs, sizes, noICRC, swap)
 	if !ok {
 		return 0, &net.OpError{Op: "read", Net: "pipe", Err: net.ErrClosed}
 	}
@@ -250,6 +259,10 @@ func (p *PipeEnd) Stats() PipeStats {
 	}
 }
 
+// smallFrame is the largest frame a slot holds in a buffer its own size;
+// a larger one gets a buffer for the link's largest frame.
+const smallFrame = 256
+
 // frameQueue is a bounded ring of frame buffers. Slots keep their backing
 // arrays between uses, so after warm-up pushing and popping allocate
 // nothing.
@@ -259,12 +272,13 @@ type frameQueue struct {
 	notFull  sync.Cond
 	slots    [][]byte
 	noICRC   []bool // slot i's frame was written without its ICRC
+	maxFrame int    // a slot's first buffer holds the largest frame, so that it can be traded (pop)
 	head, n  int
 	closed   bool // the reading end closed
 }
 
-func newFrameQueue(n int) *frameQueue {
-	q := &frameQueue{slots: make([][]byte, n), noICRC: make([]bool, n)}
+func newFrameQueue(n, maxFrame int) *frameQueue {
+	q := &frameQueue{slots: make([][]byte, n), noICRC: make([]bool, n), maxFrame: maxFrame}
 	q.notEmpty.L = &q.mu
 	q.notFull.L = &q.mu
 	return q
@@ -292,6 +306,9 @@ func (q *frameQueue) push(frames [][]byte, noICRC, drop bool, writerClosed *atom
 			continue
 		}
 		i := (q.head + q.n) % len(q.slots)
+		if cap(q.slots[i]) < len(f) && len(f) > smallFrame {
+			q.slots[i] = make([]byte, 0, max(q.maxFrame, len(f)))
+		}
 		q.slots[i] = append(q.slots[i][:0], f...)
 		q.noICRC[i] = noICRC
 		q.n++
@@ -304,9 +321,10 @@ func (q *frameQueue) push(frames [][]byte, noICRC, drop bool, writerClosed *atom
 }
 
 // pop moves up to len(bufs) frames into bufs, and their marks into
-// noICRC, blocking while the queue is empty. It reports false once the
-// queue is closed.
-func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool) (int, bool) {
+// noICRC, blocking while the queue is empty. With swap, a slot whose
+// buffer is at least as large as bufs[i] trades buffers with it instead
+// of copying. It reports false once the queue is closed.
+func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (int, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for q.n == 0 && !q.closed {
@@ -317,7 +335,13 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool) (int, bool) 
 	}
 	k := min(len(bufs), len(sizes), len(noICRC), q.n)
 	for i := range k {
-		sizes[i] = copy(bufs[i], q.slots[q.head])
+		slot := q.slots[q.head]
+		if swap && cap(slot) >= cap(bufs[i]) && len(slot) <= len(bufs[i]) {
+			sizes[i] = len(slot)
+			bufs[i], q.slots[q.head] = slot[:cap(slot)], bufs[i][:0]
+		} else {
+			sizes[i] = copy(bufs[i], slot)
+		}
 		noICRC[i] = q.noICRC[q.head]
 		q.head = (q.head + 1) % len(q.slots)
 		q.n--
