@@ -15,7 +15,10 @@
 //     run creates, against the raw TAP frame rate (root only);
 //   - RC SEND pingpong latency over those TAPs against a kernel UDP
 //     pingpong in the same namespace (root only);
-//   - the cost of creating, connecting and destroying many RC QPs.
+//   - the cost of creating, connecting and destroying many RC QPs;
+//   - Debian's ib_write_bw and ib_send_lat, unmodified, on a softroce
+//     daemon against the in-process RC WRITE and pingpong (Linux, with
+//     perftest and a C compiler for the preload library).
 //
 // Measurement and baseline run alternately, several rounds, keeping the
 // best of each, so that a burst of load from another process penalizes
@@ -36,7 +39,8 @@ import (
 
 // Row is one measurement next to its baseline.
 type Row struct {
-	// Group is the section: "wire", "inproc", "tap", "latency", "scale", "udp".
+	// Group is the section: "wire", "inproc", "tap", "latency", "scale",
+	// "udp", "daemon".
 	Group string `json:"group"`
 	// Name says what was measured, e.g. "RC WRITE mtu=4096 msg=1MiB".
 	Name string `json:"name"`
@@ -117,6 +121,7 @@ var groups = []group{
 	{"scale", runScale},
 	{"tap", runTAP}, // also produces the "latency" rows
 	{"udp", runUDP},
+	{"daemon", runDaemon},
 }
 
 // Run runs the selected measurements in order and returns their rows. A
@@ -124,7 +129,7 @@ var groups = []group{
 func Run(ctx context.Context, o Options) ([]Row, error) {
 	for _, name := range o.Groups {
 		if !slices.ContainsFunc(groups, func(g group) bool { return g.name == name }) {
-			return nil, fmt.Errorf("unknown group %q (want wire, inproc, scale, tap or udp)", name)
+			return nil, fmt.Errorf("unknown group %q (want wire, inproc, scale, tap, udp or daemon)", name)
 		}
 	}
 	var rows []Row

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/softroce/softroce/wire"
 )
 
 // Frame size limits shared by every Link implementation.
@@ -126,21 +128,60 @@ func NewPipe(cfg *PipeConfig) (a, b *PipeEnd) {
 	if c.MTU < MinMTU || c.MTU > MaxMTU || c.QueueLen < 0 || c.BatchSize < 0 {
 		panic(fmt.Sprintf("link.NewPipe: invalid config %+v", c))
 	}
-	qa, qb := newFrameQueue(c.QueueLen), newFrameQueue(c.QueueLen)
+	qa, qb := newFrameQueue(c.QueueLen, MaxFrameSize(c.MTU)), newFrameQueue(c.QueueLen, MaxFrameSize(c.MTU))
 	a = &PipeEnd{rx: qa, tx: qb, mtu: c.MTU, batchSize: c.BatchSize, drop: c.DropWhenFull}
 	b = &PipeEnd{rx: qb, tx: qa, mtu: c.MTU, batchSize: c.BatchSize, drop: c.DropWhenFull}
 	return a, b
 }
 
-// ReadPackets implements Link.ReadPackets.
+// ReadPackets implements Link.ReadPackets. A frame written with
+// WriteNoICRC gets its ICRC here: every frame read this way carries the
+// exact ICRC, as on a real link.
 func (p *PipeEnd) ReadPackets(bufs [][]byte, sizes []int) (int, error) {
-	if len(bufs) == 0 || len(sizes) == 0 {
+	var flags [64]bool
+	if len(bufs) > len(flags) {
+		bufs = bufs[:len(flags)]
+	}
+	n, err := p.read(bufs, sizes, flags[:], false)
+	for i := range n {
+		if flags[i] {
+			sealFrame(bufs[i][:sizes[i]])
+		}
+	}
+	return n, err
+}
+
+// sealFrame computes the ICRC of a RoCEv2 frame written with WriteNoICRC
+// (IP header after the Ethernet header and an optional 802.1Q tag).
+func sealFrame(frame []byte) {
+	l3 := EthernetHeaderSize
+	if len(frame) >= l3 && frame[12] == 0x81 && frame[13] == 0x00 {
+		l3 += VLANTagSize
+	}
+	_ = wire.SealICRC(frame, l3) // the writer built it: it is RoCEv2
+}
+
+// ReadNoICRC is ReadPackets for a reader that takes frames whose ICRC was
+// not computed (an emulated device on the other end that wrote them with
+// WriteNoICRC, and that trusts the in-memory link): noICRC[i] reports that
+// frame i carries no ICRC. It reads at most len(noICRC) frames.
+//
+// Unlike ReadPackets it may hand over the queue's buffer instead of
+// copying: bufs[i] is then replaced by a buffer of at least its capacity
+// holding the frame, and the pipe keeps the one the caller passed. The
+// caller must not keep other references to the buffers it passes.
+func (p *PipeEnd) ReadNoICRC(bufs [][]byte, sizes []int, noICRC []bool) (int, error) {
+	return p.read(bufs, sizes, noICRC, true)
+}
+
+func (p *PipeEnd) read(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (int, error) {
+	if len(bufs) == 0 || len(sizes) == 0 || len(noICRC) == 0 {
 		if p.closed.Load() {
 			return 0, &net.OpError{Op: "read", Net: "pipe", Err: net.ErrClosed}
 		}
 		return 0, nil
 	}
-	n, ok := p.rx.pop(bufs, sizes)
+	n, ok := p.rx.pop(bufs, sizes, noICRC, swap)
 	if !ok {
 		return 0, &net.OpError{Op: "read", Net: "pipe", Err: net.ErrClosed}
 	}
@@ -156,7 +197,15 @@ func (p *PipeEnd) ReadPackets(bufs [][]byte, sizes []int) (int, error) {
 // WritePackets implements Link.WritePackets. It checks every frame with
 // CheckFrame and stops at the first it refuses, returning how many it
 // wrote before it and the error.
-func (p *PipeEnd) WritePackets(bufs [][]byte) (int, error) {
+func (p *PipeEnd) WritePackets(bufs [][]byte) (int, error) { return p.write(bufs, false) }
+
+// WriteNoICRC is WritePackets for RoCEv2 frames built without their ICRC
+// (wire.Frame.NoICRC): the pipe carries them marked, a ReadNoICRC reader
+// takes them as they are, and ReadPackets computes the ICRC before it
+// hands them out, so a frame is never seen without its exact ICRC.
+func (p *PipeEnd) WriteNoICRC(bufs [][]byte) (int, error) { return p.write(bufs, true) }
+
+func (p *PipeEnd) write(bufs [][]byte, noICRC bool) (int, error) {
 	if p.closed.Load() {
 		return 0, &net.OpError{Op: "write", Net: "pipe", Err: net.ErrClosed}
 	}
@@ -169,7 +218,7 @@ func (p *PipeEnd) WritePackets(bufs [][]byte) (int, error) {
 			break
 		}
 	}
-	queued, dropped, selfClosed := p.tx.push(bufs, p.drop, &p.closed)
+	queued, dropped, selfClosed := p.tx.push(bufs, noICRC, p.drop, &p.closed)
 	var bytes int
 	for _, b := range bufs[:queued+dropped] {
 		bytes += len(b)
@@ -210,6 +259,10 @@ func (p *PipeEnd) Stats() PipeStats {
 	}
 }
 
+// smallFrame is the largest frame a slot holds in a buffer its own size;
+// a larger one gets a buffer for the link's largest frame.
+const smallFrame = 256
+
 // frameQueue is a bounded ring of frame buffers. Slots keep their backing
 // arrays between uses, so after warm-up pushing and popping allocate
 // nothing.
@@ -218,12 +271,14 @@ type frameQueue struct {
 	notEmpty sync.Cond
 	notFull  sync.Cond
 	slots    [][]byte
+	noICRC   []bool // slot i's frame was written without its ICRC
+	maxFrame int    // a slot's first buffer holds the largest frame, so that it can be traded (pop)
 	head, n  int
 	closed   bool // the reading end closed
 }
 
-func newFrameQueue(n int) *frameQueue {
-	q := &frameQueue{slots: make([][]byte, n)}
+func newFrameQueue(n, maxFrame int) *frameQueue {
+	q := &frameQueue{slots: make([][]byte, n), noICRC: make([]bool, n), maxFrame: maxFrame}
 	q.notEmpty.L = &q.mu
 	q.notFull.L = &q.mu
 	return q
@@ -234,7 +289,7 @@ func newFrameQueue(n int) *frameQueue {
 // frames after a close are all counted dropped), and whether it stopped
 // because the writer itself closed (writerClosed), in which case the rest
 // were neither.
-func (q *frameQueue) push(frames [][]byte, drop bool, writerClosed *atomic.Bool) (queued, dropped int, selfClosed bool) {
+func (q *frameQueue) push(frames [][]byte, noICRC, drop bool, writerClosed *atomic.Bool) (queued, dropped int, selfClosed bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, f := range frames {
@@ -251,7 +306,11 @@ func (q *frameQueue) push(frames [][]byte, drop bool, writerClosed *atomic.Bool)
 			continue
 		}
 		i := (q.head + q.n) % len(q.slots)
+		if cap(q.slots[i]) < len(f) && len(f) > smallFrame {
+			q.slots[i] = make([]byte, 0, max(q.maxFrame, len(f)))
+		}
 		q.slots[i] = append(q.slots[i][:0], f...)
+		q.noICRC[i] = noICRC
 		q.n++
 		queued++
 	}
@@ -261,9 +320,11 @@ func (q *frameQueue) push(frames [][]byte, drop bool, writerClosed *atomic.Bool)
 	return queued, dropped, selfClosed
 }
 
-// pop moves up to len(bufs) frames into bufs, blocking while the queue is
-// empty. It reports false once the queue is closed.
-func (q *frameQueue) pop(bufs [][]byte, sizes []int) (int, bool) {
+// pop moves up to len(bufs) frames into bufs, and their marks into
+// noICRC, blocking while the queue is empty. With swap, a slot whose
+// buffer is at least as large as bufs[i] trades buffers with it instead
+// of copying. It reports false once the queue is closed.
+func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (int, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for q.n == 0 && !q.closed {
@@ -272,9 +333,16 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int) (int, bool) {
 	if q.closed {
 		return 0, false
 	}
-	k := min(len(bufs), len(sizes), q.n)
+	k := min(len(bufs), len(sizes), len(noICRC), q.n)
 	for i := range k {
-		sizes[i] = copy(bufs[i], q.slots[q.head])
+		slot := q.slots[q.head]
+		if swap && cap(slot) >= cap(bufs[i]) && len(slot) <= len(bufs[i]) {
+			sizes[i] = len(slot)
+			bufs[i], q.slots[q.head] = slot[:cap(slot)], bufs[i][:0]
+		} else {
+			sizes[i] = copy(bufs[i], slot)
+		}
+		noICRC[i] = q.noICRC[q.head]
 		q.head = (q.head + 1) % len(q.slots)
 		q.n--
 	}

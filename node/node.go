@@ -259,6 +259,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	rc.Seed = cfg.Seed
 	rc.Link = n.roce
+	// The device loops its own frames back (and a Settle caller does their
+	// work) unless a DeviceLink must see every frame the device sends.
+	rc.Loopback = cfg.DeviceLink == nil
 	if cfg.DeviceLink != nil {
 		rc.Link = cfg.DeviceLink(n.roce)
 	}
@@ -402,6 +405,13 @@ func (n *Node) Name() string { return n.name }
 
 // Device returns the emulated rxe device.
 func (n *Node) Device() *emu.Device { return n.dev.Device }
+
+// Settle calls fn and processes, in the calling goroutine, the frames
+// that the device sends to itself meanwhile and in answer to them
+// (rxe.Device.Settle): a daemon runs each client command in it, so that
+// the work a doorbell causes is done before the client's write() returns,
+// as in the kernel. On a UDP link it only calls fn.
+func (n *Node) Settle(fn func()) { n.dev.Settle(fn) }
 
 // Host returns the IP host: its addresses (AddAddr, RemoveAddr, which the
 // GID table follows), neighbours and counters. It is nil on a UDP link,

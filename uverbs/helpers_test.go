@@ -109,17 +109,22 @@ var testIP = netip.AddrFrom4([4]byte{10, 0, 0, 1})
 // newDevice returns an rxe device on a loopback link.
 func newDevice(t *testing.T) *emu.Device { return newDeviceFor(t) }
 
-func newDeviceFor(t testing.TB) *emu.Device {
+func newDeviceFor(t testing.TB) *emu.Device { return newRxeDevice(t, false).Device }
+
+// newRxeDevice returns an rxe device on a loopback link; with loopback the
+// device itself loops its frames back (rxe.Config.Loopback) and they never
+// reach the link.
+func newRxeDevice(t testing.TB, loopback bool) *rxe.Device {
 	t.Helper()
 	l := newLoopLink()
-	dev, err := rxe.New(rxe.Config{Link: l, Device: emu.Config{Name: "rxe0",
+	dev, err := rxe.New(rxe.Config{Link: l, Loopback: loopback, Device: emu.Config{Name: "rxe0",
 		NetDev:   emu.NetDev{Name: "eth0", MAC: net.HardwareAddr(testMAC[:]), Addrs: []netip.Addr{testIP}},
 		Resolver: selfResolver(testMAC)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	return dev.Device
+	return dev
 }
 
 // client is a test client: a File and its memory, driven with the bytes

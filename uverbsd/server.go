@@ -46,6 +46,13 @@ type Config struct {
 	// errno) without reaching the File (a fault injected on a verb). cmd
 	// is the command's name (uverbs.CommandName).
 	Intercept func(cmd string) error
+	// Settle, if set, runs each command a client writes: it calls cmd and
+	// returns once the device has done the work cmd caused on it
+	// (node.Node.Settle), so that the client's write() returns after that
+	// work, as the kernel's rxe_post_send runs rxe's requester in the
+	// caller's context. Without it a program that busy-polls its CQ
+	// competes with the device's goroutines for the CPU.
+	Settle func(cmd func())
 	// NoRDMACM leaves /dev/infiniband/rdma_cm unserved. Otherwise the
 	// Server runs a Communication Manager (package cma) on the device's
 	// QP1 and serves its IDs to librdmacm programs (package ucma).
@@ -474,7 +481,13 @@ func (cn *conn) handle(frame []byte) bool {
 		}
 		return cn.reply(preload.Header{Op: h.Op, Ret: ret}, nil, nil)
 	case preload.OpWrite:
-		r, err := cn.write(p)
+		var r Reply
+		var err error
+		if cn.s.cfg.Settle != nil {
+			cn.s.cfg.Settle(func() { r, err = cn.write(p) })
+		} else {
+			r, err = cn.write(p)
+		}
 		if err != nil {
 			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 		}

@@ -52,6 +52,13 @@ type Frame struct {
 	IETH         IETHFields         // R_Key to invalidate (SEND_*_WITH_INVALIDATE)
 
 	Payload []byte // the message bytes after the headers, before pad and ICRC
+
+	// NoICRC makes Build leave the ICRC zero instead of computing it, for
+	// a link that carries the frame with "ICRC not computed" and computes
+	// it where the frame becomes observable (link.PipeEnd.WriteNoICRC),
+	// as a virtual NIC skips checksums nobody will see. SealICRC computes
+	// it later.
+	NoICRC bool
 }
 
 // Len returns the length of the frame Build would write for f: Ethernet,
@@ -191,6 +198,10 @@ func Build(buf []byte, f *Frame) (int, error) {
 	}
 	clear(b[po+pay : po+pay+pad])
 	icrcOff := n - ICRCSize
+	if f.NoICRC {
+		binary.LittleEndian.PutUint32(b[icrcOff:], 0)
+		return n, nil
+	}
 	binary.LittleEndian.PutUint32(b[icrcOff:], computeICRC(b, l3, l4, icrcOff, !v4))
 	return n, nil
 }

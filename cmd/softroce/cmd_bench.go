@@ -26,7 +26,7 @@ func runBench(e *env) error {
 	fs := newFlagSet(e, "bench")
 	quick := fs.Bool("quick", false, "run every measurement briefly (a smoke run: numbers are noisy)")
 	asJSON := fs.Bool("json", false, "print the rows as JSON")
-	groups := fs.String("group", "", "comma-separated `GROUPS` to run (wire, inproc, scale, tap, udp); empty runs all")
+	groups := fs.String("group", "", "comma-separated `GROUPS` to run (wire, inproc, scale, tap, udp, daemon); empty runs all")
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the run to `file`")
 	memProfile := fs.String("memprofile", "", "write a pprof allocation profile of the run to `file`")

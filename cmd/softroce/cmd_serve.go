@@ -57,7 +57,7 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	if err != nil {
 		return nil, err
 	}
-	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n}
+	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle}
 	cov.serverConfig(&cfg)
 	faults.configure(n, &cfg)
 	srv, err := uverbsd.New(cfg)

@@ -78,6 +78,13 @@ type Config struct {
 	// Quirks selects IBTA behaviour instead of rxe's where they differ;
 	// the zero value is rxe 6.12.
 	Quirks Quirks
+	// Loopback delivers the frames addressed to the device's own MAC
+	// straight to its receive side instead of writing them to the link,
+	// as rxe_net.c rxe_send hands a packet for the netdev's own address to
+	// rxe_loopback: they are not on the link (nor in a capture of it).
+	// Frames looped back are processed by the device's goroutine, or by a
+	// caller of Device.Settle in its own goroutine.
+	Loopback bool
 	// Neighbor, if set, gives the Ethernet destination of each packet's
 	// IP address (the host's neighbour table), asked with a cancelled
 	// context: a cache answer or none, in which case the address vector's
@@ -153,6 +160,7 @@ type device struct {
 	// Transport state (nil tp: no link).
 	tp       *transport
 	detached bool
+	rxNoICRC bool // the frame being received carries no ICRC (rxFrame)
 	txq      [][]byte
 	fr       wire.Frame
 	ipID     uint16

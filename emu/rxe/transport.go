@@ -123,14 +123,26 @@ type transport struct {
 	pender Pender // synchronous reads without a goroutine
 	rbufs  [][]byte
 	rsizes []int
-	spare  [][]byte // the inbox's other half, for Poll
+	spare  []rxFrame // the inbox's other half, for Poll
 
 	inMu   sync.Mutex
 	inCond *sync.Cond
-	inbox  [][]byte
+	inbox  []rxFrame
 	closed bool
 	rxRead atomic.Uint64
 	wg     sync.WaitGroup
+
+	// procMu orders the processing of inbox batches: whoever takes a
+	// batch (the work loop, Poll, Settle) processes it before the next
+	// batch is taken, so frames are processed in inbox order.
+	procMu  sync.Mutex
+	holders atomic.Int32 // callers inside Settle: they process loopback frames
+
+	// nl is the link when it carries frames without their ICRC
+	// (link.PipeEnd): frames are built with wire.Frame.NoICRC and written
+	// with WriteNoICRC, and read with ReadNoICRC, which marks the frames
+	// whose ICRC the peer did not compute.
+	nl noICRCLink
 
 	poolMu sync.Mutex
 	pool   [][]byte
@@ -144,6 +156,11 @@ func (r *device) attach() {
 	l := r.cfg.Link
 	t := &transport{l: l, sync: r.cfg.Synchronous, frame: link.MaxFrameSize(l.MTU())}
 	t.inCond = sync.NewCond(&t.inMu)
+	// Only a bare pipe end: a wrapper (a capture, a fault injector, a
+	// test's gate) sees every frame, so its frames carry their ICRC.
+	if pe, ok := l.(*link.PipeEnd); ok && !r.cfg.Loopback {
+		t.nl = pe
+	}
 	r.tp = t
 	if pl, ok := l.(Pender); ok && t.sync {
 		t.pender = pl
@@ -179,18 +196,24 @@ func (r *device) readLoop() {
 	t := r.tp
 	defer t.wg.Done()
 	n := max(1, t.l.BatchSize())
-	bufs, sizes := make([][]byte, n), make([]int, n)
+	bufs, sizes, noICRC := make([][]byte, n), make([]int, n), make([]bool, n)
 	for {
 		for i := range bufs {
 			if bufs[i] == nil {
 				bufs[i] = t.get()
 			}
 		}
-		k, err := t.l.ReadPackets(bufs, sizes)
+		var k int
+		var err error
+		if t.nl != nil {
+			k, err = t.nl.ReadNoICRC(bufs, sizes, noICRC)
+		} else {
+			k, err = t.l.ReadPackets(bufs, sizes)
+		}
 		if k > 0 {
 			t.inMu.Lock()
 			for i := range k {
-				t.inbox = append(t.inbox, bufs[i][:sizes[i]])
+				t.inbox = append(t.inbox, rxFrame{bufs[i][:sizes[i]], t.nl != nil && noICRC[i]})
 				bufs[i] = nil
 			}
 			t.rxRead.Add(uint64(k))
@@ -225,7 +248,7 @@ func (r *device) readPending() {
 		k, err := t.l.ReadPackets(bufs, sizes)
 		t.inMu.Lock()
 		for i := range k {
-			t.inbox = append(t.inbox, bufs[i][:sizes[i]])
+			t.inbox = append(t.inbox, rxFrame{b: bufs[i][:sizes[i]]})
 		}
 		t.inMu.Unlock()
 		t.rxRead.Add(uint64(k))
@@ -241,7 +264,7 @@ func (r *device) readPending() {
 func (r *device) workLoop() {
 	t := r.tp
 	defer t.wg.Done()
-	var batch [][]byte
+	var batch []rxFrame
 	for {
 		t.inMu.Lock()
 		for len(t.inbox) == 0 && !t.closed && r.readsPending.Load() == 0 {
@@ -251,6 +274,9 @@ func (r *device) workLoop() {
 			t.inMu.Unlock()
 			return
 		}
+		t.inMu.Unlock()
+		t.procMu.Lock()
+		t.inMu.Lock()
 		batch, t.inbox = t.inbox, batch[:0]
 		t.inMu.Unlock()
 		if len(batch) > 0 {
@@ -261,19 +287,42 @@ func (r *device) workLoop() {
 		if r.readsPending.Load() > 0 {
 			r.pumpReads()
 		}
+		t.procMu.Unlock()
 	}
 }
 
 // process runs the receive pipeline over a batch of frames and recycles
 // their buffers.
-func (r *device) process(batch [][]byte) {
+func (r *device) process(batch []rxFrame) {
 	r.lock()
 	for _, f := range batch {
-		r.receive(f)
+		r.rxNoICRC = f.noICRC
+		r.receive(f.b)
 	}
+	r.rxNoICRC = false
 	r.unlock()
-	r.tp.put(batch)
+	t := r.tp
+	t.poolMu.Lock()
+	for i := range batch {
+		t.pool = append(t.pool, batch[i].b)
+	}
+	t.poolMu.Unlock()
 	clear(batch)
+}
+
+// rxFrame is a frame in the inbox: noICRC marks one that carries no ICRC
+// (looped back, or from a peer on a link that carries such frames), whose
+// check is skipped.
+type rxFrame struct {
+	b      []byte
+	noICRC bool
+}
+
+// noICRCLink is a link that carries frames without their ICRC where
+// nobody can observe them (link.PipeEnd).
+type noICRCLink interface {
+	WriteNoICRC(bufs [][]byte) (int, error)
+	ReadNoICRC(bufs [][]byte, sizes []int, noICRC []bool) (int, error)
 }
 
 // Poll processes every frame that has arrived and returns how many it
@@ -286,6 +335,8 @@ func (r *device) Poll() int {
 	if t == nil {
 		return 0
 	}
+	t.procMu.Lock()
+	defer t.procMu.Unlock()
 	if t.pender != nil {
 		r.readPending()
 	}
@@ -354,11 +405,20 @@ func (r *device) flushTx() {
 	r.txq = t.txSpare
 	t.txSpare = nil
 	r.mu.Unlock()
-	bs := max(1, t.l.BatchSize())
 	var failed int
+	if r.cfg.Loopback {
+		tx, failed = r.loopBack(tx)
+	}
+	bs := max(1, t.l.BatchSize())
 	for i := 0; i < len(tx); i += bs {
 		j := min(len(tx), i+bs)
-		n, err := t.l.WritePackets(tx[i:j])
+		var n int
+		var err error
+		if t.nl != nil {
+			n, err = t.nl.WriteNoICRC(tx[i:j])
+		} else {
+			n, err = t.l.WritePackets(tx[i:j])
+		}
 		if err != nil {
 			failed += j - i - n
 			if errors.Is(err, net.ErrClosed) {
@@ -456,6 +516,7 @@ func (r *device) emitIn(frame []byte, f *wire.Frame) bool {
 	if b == nil {
 		b = r.tp.get()
 	}
+	f.NoICRC = r.tp.nl != nil
 	n, err := wire.Build(b, f)
 	if err != nil || n > len(b) {
 		r.tp.put([][]byte{b})

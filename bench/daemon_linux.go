@@ -1,0 +1,182 @@
+//go:build linux
+
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/softroce/softroce/ib"
+	"github.com/softroce/softroce/link"
+	"github.com/softroce/softroce/node"
+	"github.com/softroce/softroce/preload"
+	"github.com/softroce/softroce/uverbsd"
+)
+
+// daemonName is the device the daemon rows serve (librxe binds only to
+// names that start with "rxe").
+const daemonName = "rxebench"
+
+// daemonAddr is the daemon's address: its GID index 1 (::ffff:10.78.0.1).
+var daemonAddr = netip.MustParsePrefix("10.78.0.1/24")
+
+// runDaemon measures Debian's ib_write_bw and ib_send_lat on a daemon
+// (in-memory link, MTU 4200 so that the active MTU is 4096) against the
+// in-process RC WRITE (MTU 4096, 64 KiB messages) and RC pingpong of the
+// Go API, alternating rounds and keeping the best of each.
+func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
+	for _, tool := range []string{"ib_write_bw", "ib_send_lat"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return daemonRows("needs Debian's perftest (" + tool + ")"), nil
+		}
+	}
+	so, err := preload.Path(preload.Config{})
+	if err != nil {
+		return daemonRows("needs a C compiler for the preload library"), nil
+	}
+	tmp, err := os.MkdirTemp("", "softroce-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, daemonName)
+	n, err := node.New(ctx, node.Config{Name: daemonName, MTU: pipeMTU, NoDAD: true, Addrs: []netip.Prefix{daemonAddr}})
+	if err != nil {
+		return nil, err
+	}
+	defer n.Close()
+	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir, Settle: n.Settle})
+	if err != nil {
+		return nil, err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	defer func() { srv.Close(); <-served }()
+	env := append(os.Environ(), uverbsd.Env(dir, so)...)
+
+	iters := 2000
+	if o.Quick {
+		iters = 200
+	}
+	wc := writeCase{ib.MTU4096, 64 << 10, 16}
+	ea, eb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU, QueueLen: 1024})
+	wp, err := newPair(ea, eb, pipeMTU, wc.mtu)
+	if err != nil {
+		return nil, err
+	}
+	defer wp.close()
+	wp.a.spin, wp.b.spin = inprocSpin, inprocSpin
+	la, lb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU})
+	lp, err := newPair(la, lb, pipeMTU, ib.MTU1024)
+	if err != nil {
+		return nil, err
+	}
+	defer lp.close()
+	lp.a.spin, lp.b.spin = inprocSpin, inprocSpin
+	if err := warmUp(o, wp, wc, func() uint64 { return ea.Stats().TxFrames }, func() uint64 { return eb.Stats().TxFrames }); err != nil {
+		return nil, err
+	}
+
+	var bw, inBW float64
+	lat, inLat := time.Duration(1<<62), time.Duration(1<<62)
+	for range o.rounds() {
+		out, err := perftest(ctx, env, "ib_write_bw", "-s", "65536", "-n", strconv.Itoa(iters), "--report_gbits")
+		if err != nil {
+			return nil, err
+		}
+		v, err := perftestResult(out, 3) // BW average[Gb/sec]
+		if err != nil {
+			return nil, err
+		}
+		bw = max(bw, v)
+		nb, el, err := wp.writeLoop(wc.msg, wc.depth, o.round())
+		if err != nil {
+			return nil, err
+		}
+		inBW = max(inBW, gbps(nb, el))
+
+		out, err = perftest(ctx, env, "ib_send_lat", "-s", "64", "-n", strconv.Itoa(iters))
+		if err != nil {
+			return nil, err
+		}
+		v, err = perftestResult(out, 4) // t_typical[usec]
+		if err != nil {
+			return nil, err
+		}
+		lat = min(lat, time.Duration(v*1000))
+		rtts, err := lp.pingpong(64, iters)
+		if err != nil {
+			return nil, fmt.Errorf("in-process RC pingpong: %w", err)
+		}
+		inLat = min(inLat, percentile(rtts, 0.5))
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+	rows := daemonRows("")
+	rows[0].Value, rows[0].BaseValue, rows[0].Ratio = bw, inBW, ratio(bw, inBW)
+	rows[0] = rows[0].atLeast(0.5)
+	rows[1].Value, rows[1].BaseValue, rows[1].Ratio = us(lat), us(inLat), ratio(us(lat), us(inLat))
+	rows[1] = rows[1].atMost(2)
+	o.logf("daemon: ib_write_bw %.2f Gb/s (in-process %.2f), ib_send_lat typical %v (in-process p50 %v)", bw, inBW, lat, inLat)
+	return rows, nil
+}
+
+// perftest runs a perftest tool as server and client on the daemon
+// (GID index 1, a free TCP port) and returns the client's output.
+func perftest(ctx context.Context, env []string, tool string, args ...string) (string, error) {
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	common := append([]string{"-d", daemonName, "-x", "1", "-p", strconv.Itoa(port)}, args...)
+	var sout bytes.Buffer
+	srv := exec.CommandContext(ctx, tool, common...)
+	srv.Env, srv.Stdout, srv.Stderr = env, &sout, &sout
+	if err := srv.Start(); err != nil {
+		return "", err
+	}
+	defer srv.Wait()
+	defer srv.Process.Kill()
+	var out []byte
+	// The server listens once it has opened the device: retry the
+	// client's connection for a while.
+	for try := 0; ; try++ {
+		time.Sleep(100 * time.Millisecond)
+		cl := exec.CommandContext(ctx, tool, append(common, "127.0.0.1")...)
+		cl.Env = env
+		out, err = cl.CombinedOutput()
+		if err == nil {
+			return string(out), nil
+		}
+		if try == 30 || ctx.Err() != nil || !bytes.Contains(out, []byte("Couldn't connect")) {
+			return "", fmt.Errorf("%s: %w\n%s\nserver:\n%s", tool, err, out, sout.Bytes())
+		}
+	}
+}
+
+// freePort returns a TCP port nobody listens on at the moment.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	a, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, errors.New("listener without a TCP address")
+	}
+	return a.Port, nil
+}

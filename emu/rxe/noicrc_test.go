@@ -1,0 +1,137 @@
+package rxe_test
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softroce/softroce/clock"
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/rxe"
+	"github.com/softroce/softroce/emu/rxe/rxetest"
+	"github.com/softroce/softroce/internal/testutil"
+	"github.com/softroce/softroce/link/pcap"
+	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/wire"
+)
+
+// lockedBuffer is a bytes.Buffer safe for the capture's writer and the
+// test's reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}
+
+// TestFrameLeavingThePipeHasItsICRC: device A sits on a bare link.Pipe
+// end, so it builds its frames without the ICRC and the pipe carries them
+// marked (wire.Frame.NoICRC, link.PipeEnd.WriteNoICRC); device B reads its
+// end through a pcap capture, where the frames become observable. Every
+// frame in the capture, A's included, has its exact ICRC (the one
+// wire.SealICRC computes), B counts no ICRC error, and the SENDs and
+// WRITEs of every size arrive intact both ways.
+func TestFrameLeavingThePipeHasItsICRC(t *testing.T) {
+	var capture lockedBuffer
+	l, err := rxetest.NewLink(rxetest.Options{MTU: 4200, Rxe: func(i int, c *rxe.Config) {
+		if i == 1 {
+			cp, err := pcap.New(c.Link, &capture, clock.Real{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Link = cp
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a, b, err := l.Pair(qpstate.TypeRC, 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rxetest.Connect(a, b); err != nil {
+		t.Fatal(err)
+	}
+	for i, size := range []int{1, 63, 1024, 4096, 5000, 1 << 16} {
+		for k := range a.Buf[:size] {
+			a.Buf[k] = byte(k*7 + i)
+			b.Buf[k] = byte(k*5 + i)
+		}
+		for _, dir := range []struct{ from, to *rxetest.QP }{{a, b}, {b, a}} {
+			if _, err := dir.to.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{dir.to.SGE(1<<15, 1<<15)}}}); err != nil {
+				t.Fatal(err)
+			}
+			n := min(size, 1<<15)
+			if _, err := dir.from.PostSend([]emu.SendWR{
+				{WRID: 2, Opcode: emu.WRSend, SendFlags: emu.SendSignaled, SGList: []emu.SGE{dir.from.SGE(0, n)}},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rxetest.Wait(dir.from.End.CQ, 1, 5*time.Second); err != nil {
+				t.Fatalf("size %d: send: %v", size, err)
+			}
+			if _, err := rxetest.Wait(dir.to.End.CQ, 1, 5*time.Second); err != nil {
+				t.Fatalf("size %d: receive: %v", size, err)
+			}
+			if !bytes.Equal(dir.to.Buf[1<<15:1<<15+n], dir.from.Buf[:n]) {
+				t.Fatalf("SEND of %d bytes: data differs", n)
+			}
+		}
+		if _, err := a.PostSend([]emu.SendWR{{WRID: 3, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
+			SGList: []emu.SGE{a.SGE(0, size)}, RemoteAddr: b.Addr, RKey: b.MR.RKey()}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rxetest.Wait(a.End.CQ, 1, 5*time.Second); err != nil {
+			t.Fatalf("size %d: WRITE: %v", size, err)
+		}
+		if !bytes.Equal(b.Buf[:size], a.Buf[:size]) {
+			t.Fatalf("WRITE of %d bytes: data differs", size)
+		}
+	}
+	frames := testutil.ReadPcap(t, bytes.NewReader(capture.Bytes()))
+	fromA := 0
+	for i, f := range frames {
+		var p wire.Packet
+		if err := p.Decode(f); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if err := p.VerifyICRC(); err != nil {
+			t.Fatalf("frame %d (%v, PSN %d): %v", i, p.Opcode(), p.BTH().PSN(), err)
+		}
+		sealed := bytes.Clone(f)
+		if err := wire.SealICRC(sealed, wire.EthernetSize); err != nil || !bytes.Equal(sealed, f) {
+			t.Fatalf("frame %d: ICRC differs from a sealed copy (%v)", i, err)
+		}
+		if [6]byte(f[6:12]) == l.A.MAC {
+			fromA++
+		}
+	}
+	if fromA < 10 {
+		t.Fatalf("%d of %d captured frames came from A", fromA, len(frames))
+	}
+	for _, e := range []*rxetest.End{l.A, l.B} {
+		st, err := e.Dev.AllocHWPortStats(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Dev.GetHWStats(st, 1)
+		if n, _ := st.Counter("softroce_icrc_err"); n != 0 {
+			t.Errorf("%s counted %d ICRC errors", e.Dev.Name(), n)
+		}
+		if n, _ := st.Counter("rcvd_pkts"); n == 0 {
+			t.Errorf("%s received nothing", e.Dev.Name())
+		}
+	}
+}
