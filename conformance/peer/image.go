@@ -477,18 +477,39 @@ func writeFileAtomic(path string, b []byte) error {
 // writeRunInitrd writes the base initramfs followed by a small archive
 // holding /cmd.sh (none when cmd is empty), padded so the second archive
 // starts on the 4-byte boundary the kernel's unpacker requires.
-func writeRunInitrd(path, base, cmd string) error {
+func writeRunInitrd(path, base, cmd string) error { return writeRunArchive(path, base, cmd, nil) }
+
+// writeRunArchive is writeRunInitrd with programs (name → content) added
+// to the run archive as /bin/NAME, mode 0755.
+func writeRunArchive(path, base, cmd string, programs map[string][]byte) error {
 	b, err := os.ReadFile(base)
 	if err != nil {
 		return err
 	}
-	if cmd != "" {
+	if cmd != "" || len(programs) > 0 {
 		for len(b)%4 != 0 {
 			b = append(b, 0)
 		}
 		var buf bytes.Buffer
 		cw := newCPIOWriter(&buf)
-		cw.add(cpioEntry{Name: "cmd.sh", Mode: modeFile | 0o755, Data: []byte(cmd)})
+		if cmd != "" {
+			if err := cw.add(cpioEntry{Name: "cmd.sh", Mode: modeFile | 0o755, Data: []byte(cmd)}); err != nil {
+				return err
+			}
+		}
+		names := make([]string, 0, len(programs))
+		for n := range programs {
+			if n == "" || strings.Contains(n, "/") {
+				return fmt.Errorf("run archive: program name %q: want a file name", n)
+			}
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if err := cw.add(cpioEntry{Name: "bin/" + n, Mode: modeFile | 0o755, Data: programs[n]}); err != nil {
+				return err
+			}
+		}
 		if err := cw.close(); err != nil {
 			return err
 		}
