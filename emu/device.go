@@ -50,6 +50,10 @@ type NetDev struct {
 	// Down marks the interface administratively down; NoCarrier marks it
 	// up without carrier. The zero value is up with carrier.
 	Down, NoCarrier bool
+	// VLANID is the 802.1Q VLAN ID when the interface is a VLAN device
+	// (is_vlan_dev; `ip link add link IF name IF.ID type vlan id ID`),
+	// 0 otherwise. The GIDs carry it and receive completions report it.
+	VLANID uint16
 }
 
 // Config configures a Device. Every zero value has a documented default.

@@ -261,6 +261,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	rc.Neighbor = n
 	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveBounded), Recorder: rc.Device.Recorder,
 		NetDev: emu.NetDev{Name: netdevName, MAC: mac, MTU: l.MTU(), Addrs: n.addrs()}}
+	if v, ok := cfg.Link.(interface{ VLANID() uint16 }); ok {
+		rc.Device.NetDev.VLANID = v.VLANID()
+	}
 	n.mu.Lock()
 	dev, err := rxe.New(rc)
 	if err != nil {

@@ -708,6 +708,11 @@ func (r *device) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n ui
 			if deth := p.DETH(); deth != nil {
 				wc.SrcQP = deth.SrcQP()
 			}
+			if v := r.cfg.Device.NetDev.VLANID; v != 0 && st == emu.WCSuccess {
+				// do_complete: a packet that came in on a VLAN
+				// device says so.
+				wc.VLANID, wc.WCFlags = v, wc.WCFlags|emu.WCWithVLAN
+			}
 		}
 		solicited = p.BTH().SE()
 	}
