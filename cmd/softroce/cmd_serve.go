@@ -119,5 +119,11 @@ func runServe(e *env) error {
 	case err := <-d.served:
 		d.served <- err
 	}
+	// What the device counted in its life, as `softroce stats` prints it
+	// (on --udp with the link's unverifiable ICRCs), for the CI log.
+	if st, err := nodeStats(d.n); err == nil {
+		fmt.Fprintf(e.stderr, "softroce serve: %s's counters at exit:\n", lf.dev)
+		writeStats(e.stderr, lf.dev, 1, st)
+	}
 	return d.stop()
 }
