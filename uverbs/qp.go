@@ -35,7 +35,6 @@ type uqp struct {
 	staging    uint64 // device memory the inline data of a WQE is copied to
 	cookie     uint64
 	events     evCounter
-	mcast      []mcastGroup // the groups attached (uqp->mcast_list)
 	sqCapacity uint32
 	stalled    bool         // WQEs wait on the ring for room in the device's queue; f.mu
 	mcast      []mcastEntry // the multicast groups attached (ib_uqp_object's mcast_list)

@@ -166,8 +166,6 @@ type (
 	UcmMigrateID          C.struct_rdma_ucm_migrate_id
 	UcmMigrateResp        C.struct_rdma_ucm_migrate_resp
 	QPAttr                C.struct_ib_uverbs_qp_attr
-	AttachMcast           C.struct_ib_uverbs_attach_mcast
-	DetachMcast           C.struct_ib_uverbs_detach_mcast
 	PathRecData           C.struct_ib_path_rec_data
 )
 

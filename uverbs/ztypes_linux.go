@@ -925,18 +925,6 @@ type (
 		Alt_timeout         uint8
 		Reserved            [5]uint8
 	}
-	AttachMcast struct {
-		Gid      [16]uint8
-		Handle   uint32
-		Mlid     uint16
-		Reserved uint16
-	}
-	DetachMcast struct {
-		Gid      [16]uint8
-		Handle   uint32
-		Mlid     uint16
-		Reserved uint16
-	}
 	PathRecData struct {
 		Flags    uint32
 		Reserved uint32
