@@ -451,6 +451,14 @@ func (d *Device) IsPortValid(port uint32) bool {
 // qpstate re-exports used in signatures.
 var _ = qpstate.StateReset
 
+// setNetDevState records the bound interface's state: administratively
+// down, or up without carrier (rxe.Device.SetLinkState).
+func (d *Device) setNetDevState(down, noCarrier bool) {
+	d.mu.Lock()
+	d.netdev.Down, d.netdev.NoCarrier = down, noCarrier && !down
+	d.mu.Unlock()
+}
+
 // setNetDevLink records the bound interface going up (with carrier) or
 // down; drivers call it from their link notifier (rxe.Device.SetLink).
 func (d *Device) setNetDevLink(up bool) {

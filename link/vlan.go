@@ -48,9 +48,9 @@ func (v *VLAN) Name() string {
 
 // WatchCarrier watches the link's carrier when the link can (a VLAN
 // device's carrier follows its parent's); otherwise it watches nothing.
-func (v *VLAN) WatchCarrier(f func(up bool)) (stop func(), err error) {
+func (v *VLAN) WatchCarrier(f func(up, carrier bool)) (stop func(), err error) {
 	if w, ok := v.l.(interface {
-		WatchCarrier(func(bool)) (func(), error)
+		WatchCarrier(func(up, carrier bool)) (func(), error)
 	}); ok {
 		return w.WatchCarrier(f)
 	}

@@ -29,8 +29,8 @@ func portEvents(t *testing.T, ns *testenv.NetNS, open func() (*Node, error)) (*N
 }
 
 // expectPort waits for the port event want after step and checks the
-// port's state.
-func expectPort(t *testing.T, n *Node, ch <-chan emu.EventType, step string, want emu.EventType, state emu.PortState) {
+// port's state and physical state.
+func expectPort(t *testing.T, n *Node, ch <-chan emu.EventType, step string, want emu.EventType, state emu.PortState, phys emu.PhysState) {
 	t.Helper()
 	select {
 	case got := <-ch:
@@ -44,8 +44,8 @@ func expectPort(t *testing.T, n *Node, ch <-chan emu.EventType, step string, wan
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.State != state {
-		t.Errorf("after %s: port state %v, want %v", step, a.State, state)
+	if a.State != state || a.PhysState != phys {
+		t.Errorf("after %s: port state %v, physical %v; want %v, %v", step, a.State, a.PhysState, state, phys)
 	}
 	select {
 	case e := <-ch:
@@ -56,8 +56,9 @@ func expectPort(t *testing.T, n *Node, ch <-chan emu.EventType, step string, wan
 
 // TestPortFollowsTAPCarrier: the carrier and the administrative state of
 // the node's TAP, changed with ip(8), give IB_EVENT_PORT_ERR and
-// IB_EVENT_PORT_ACTIVE and the port's state DOWN / ACTIVE, as rxe's netdev
-// notifier does for its interface.
+// IB_EVENT_PORT_ACTIVE and the port's state DOWN / ACTIVE (physical state
+// POLLING without carrier, DISABLED when down), as rxe's netdev notifier
+// and rxe_query_port do for its interface.
 func TestPortFollowsTAPCarrier(t *testing.T) {
 	ns := testenv.NewNetNS(t)
 	n, ch := portEvents(t, ns, func() (*Node, error) {
@@ -71,14 +72,15 @@ func TestPortFollowsTAPCarrier(t *testing.T) {
 		args  []string
 		want  emu.EventType
 		state emu.PortState
+		phys  emu.PhysState
 	}{
-		{[]string{"carrier", "off"}, emu.EventPortErr, emu.PortDown},
-		{[]string{"carrier", "on"}, emu.EventPortActive, emu.PortActive},
-		{[]string{"down"}, emu.EventPortErr, emu.PortDown},
-		{[]string{"up"}, emu.EventPortActive, emu.PortActive},
+		{[]string{"carrier", "off"}, emu.EventPortErr, emu.PortDown, emu.PhysPolling},
+		{[]string{"carrier", "on"}, emu.EventPortActive, emu.PortActive, emu.PhysLinkUp},
+		{[]string{"down"}, emu.EventPortErr, emu.PortDown, emu.PhysDisabled},
+		{[]string{"up"}, emu.EventPortActive, emu.PortActive, emu.PhysLinkUp},
 	} {
 		ns.Run(t, "ip", append([]string{"link", "set", "srcarrier0"}, s.args...)...)
-		expectPort(t, n, ch, "ip link set "+s.args[0]+" "+s.args[len(s.args)-1], s.want, s.state)
+		expectPort(t, n, ch, "ip link set "+s.args[0]+" "+s.args[len(s.args)-1], s.want, s.state, s.phys)
 	}
 }
 
@@ -97,7 +99,7 @@ func TestPortFollowsVethCarrier(t *testing.T) {
 		return New(context.Background(), Config{Link: l, NoDAD: true, Addrs: []netip.Prefix{netip.MustParsePrefix("10.79.1.2/24")}})
 	})
 	ns.Run(t, "ip", "link", "set", "srveth1", "down")
-	expectPort(t, n, ch, "the peer going down", emu.EventPortErr, emu.PortDown)
+	expectPort(t, n, ch, "the peer going down", emu.EventPortErr, emu.PortDown, emu.PhysPolling)
 	ns.Run(t, "ip", "link", "set", "srveth1", "up")
-	expectPort(t, n, ch, "the peer coming up", emu.EventPortActive, emu.PortActive)
+	expectPort(t, n, ch, "the peer coming up", emu.EventPortActive, emu.PortActive, emu.PhysLinkUp)
 }

@@ -151,7 +151,7 @@ type Node struct {
 // carrierWatcher is a link that reports its interface's link state
 // (tap.Device: TAP devices and AF_PACKET sockets).
 type carrierWatcher interface {
-	WatchCarrier(f func(up bool)) (stop func(), err error)
+	WatchCarrier(f func(up, carrier bool)) (stop func(), err error)
 }
 
 // OpenTAP creates (or attaches to) the TAP device name for Config.Link,
@@ -278,7 +278,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		// The port follows the interface: carrier or administrative
 		// state changes give IB_EVENT_PORT_ERR / PORT_ACTIVE as rxe's
 		// netdev notifier does.
-		stop, err := w.WatchCarrier(dev.SetLink)
+		stop, err := w.WatchCarrier(dev.SetLinkState)
 		if err != nil {
 			n.Close()
 			return nil, fmt.Errorf("node %s: %w", n.name, err)

@@ -8,17 +8,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// WatchCarrier calls f with the interface's link state whenever it
-// changes: up when the interface is up and has carrier (IFF_UP and
-// IFF_LOWER_UP), down otherwise, as rxe's netdev notifier (rxe_notify)
+// WatchCarrier calls f with the interface's state whenever it changes: up
+// is its administrative state (IFF_UP), carrier whether it has carrier
+// (IFF_LOWER_UP), the two rxe's netdev notifier (rxe_notify) looks at: it
 // calls rxe_port_up on NETDEV_UP and on a NETDEV_CHANGE that leaves the
-// interface running with carrier, and rxe_port_down on NETDEV_DOWN and
-// any other NETDEV_CHANGE. The first call reports the state at the start
-// if it is down. It subscribes to the link notifications (RTNLGRP_LINK)
-// of the network namespace of the calling thread, which must be the
-// interface's. f runs on the watcher's goroutine, one call at a time.
-// stop ends the watch and waits for a running call of f to return.
-func (d *Device) WatchCarrier(f func(up bool)) (stop func(), err error) {
+// interface running with carrier, and rxe_port_down on NETDEV_DOWN and any
+// other NETDEV_CHANGE. The first call reports the state at the start
+// unless it is up with carrier. It subscribes to the link notifications
+// (RTNLGRP_LINK) of the network namespace of the calling thread, which
+// must be the interface's. f runs on the watcher's goroutine, one call at
+// a time. stop ends the watch and waits for a running call of f to
+// return.
+func (d *Device) WatchCarrier(f func(up, carrier bool)) (stop func(), err error) {
 	l, err := netlink.LinkByName(d.name)
 	if err != nil {
 		return nil, fmt.Errorf("tap: watch carrier of %q: %w", d.name, err)
@@ -32,17 +33,18 @@ func (d *Device) WatchCarrier(f func(up bool)) (stop func(), err error) {
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		up, known := true, false
+		up, carrier := true, true
 		for u := range ch {
 			if int(u.IfInfomsg.Index) != index {
 				continue
 			}
-			now := u.Header.Type == unix.RTM_NEWLINK &&
-				u.IfInfomsg.Flags&unix.IFF_UP != 0 && u.IfInfomsg.Flags&unix.IFF_LOWER_UP != 0
-			if now != up || !known && !now {
-				f(now)
+			exists := u.Header.Type == unix.RTM_NEWLINK
+			nowUp := exists && u.IfInfomsg.Flags&unix.IFF_UP != 0
+			nowCarrier := exists && u.IfInfomsg.Flags&unix.IFF_LOWER_UP != 0
+			if nowUp != up || nowCarrier != carrier {
+				f(nowUp, nowCarrier)
 			}
-			up, known = now, true
+			up, carrier = nowUp, nowCarrier
 		}
 	}()
 	var once sync.Once

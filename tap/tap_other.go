@@ -13,6 +13,6 @@ func OpenPacket(iface string, cfg *Config) (*Device, error) {
 }
 
 // WatchCarrier fails: link notifications are watched on Linux only.
-func (d *Device) WatchCarrier(f func(up bool)) (stop func(), err error) {
+func (d *Device) WatchCarrier(f func(up, carrier bool)) (stop func(), err error) {
 	return nil, unsupported("link notifications need Linux")
 }
