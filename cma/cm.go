@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"net/netip"
 	"sync"
@@ -56,6 +57,17 @@ type Config struct {
 	// DropTx, if set, is asked about each outgoing MAD; true drops it
 	// (tests of retransmission).
 	DropTx func(mad.MAD) bool
+	// Groups, if set, joins and leaves IP multicast groups on the link
+	// (IGMP/MLD) for the full-member joins of IPv4 groups, as the
+	// kernel's cma_igmp_send does (package node's Node).
+	Groups GroupMembership
+}
+
+// GroupMembership is the host's IP multicast membership on the device's
+// link.
+type GroupMembership interface {
+	JoinMulticast(group netip.Addr) error
+	LeaveMulticast(group netip.Addr) error
 }
 
 // CM is the Communication Manager of one device. It is safe for
@@ -478,20 +490,22 @@ func (c *CM) localGIDIndex(a netip.Addr) (int, error) {
 }
 
 // localGIDIndexFor picks the local RoCEv2 GID to reach dst from: dst's own
-// entry when it is local, else the first GID of its family (link-local
-// for a link-local destination).
+// entry when it is local, else the GID of its family (link-local for a
+// link-local destination) sharing the longest prefix with dst, as the
+// source address a route to dst would take (the lowest index on a tie).
 func (c *CM) localGIDIndexFor(dst netip.Addr) (int, error) {
 	if i, err := c.localGIDIndex(dst); err == nil {
 		return i, nil
 	}
-	best := -1
+	best, bestLen := -1, -1
 	for i, g := range c.localGIDs() {
 		a := g.Addr()
 		if a.Is4() != dst.Is4() || a.IsLinkLocalUnicast() != dst.IsLinkLocalUnicast() {
 			continue
 		}
-		if best < 0 || i < best {
-			best = i
+		n := commonPrefix(a, dst)
+		if n > bestLen || n == bestLen && i < best {
+			best, bestLen = i, n
 		}
 	}
 	if best < 0 {
@@ -516,4 +530,19 @@ func (c *CM) newCommIDLocked() uint32 {
 			return id
 		}
 	}
+}
+
+// commonPrefix is the number of leading bits a and b share.
+func commonPrefix(a, b netip.Addr) int {
+	x, y := a.As16(), b.As16()
+	n := 0
+	for i := range x {
+		d := x[i] ^ y[i]
+		if d == 0 {
+			n += 8
+			continue
+		}
+		return n + bits.LeadingZeros8(d)
+	}
+	return n
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ import (
 
 // side is one device of a loopback pair with its CM and a QP factory.
 type side struct {
-	t   *testing.T
+	t   testing.TB
 	dev *emu.Device
 	ip  netip.Addr
 	cm  *CM
@@ -27,7 +28,7 @@ type side struct {
 	evs chan *Event
 }
 
-func newPair(t *testing.T, ca, cb Config) (*side, *side) {
+func newPair(t testing.TB, ca, cb Config) (*side, *side) {
 	t.Helper()
 	lb, err := workload.NewLoopback(workload.LoopbackConfig{Seed: 1})
 	if err != nil {
@@ -533,5 +534,98 @@ func TestREQFloodLeavesNothing(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d goroutines, %d before", runtime.NumGoroutine(), before)
 		}
+	}
+}
+
+func TestCommonPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"10.0.0.1", "10.0.0.1", 128},
+		{"10.0.0.1", "10.0.0.2", 96 + 30},
+		{"10.1.0.1", "10.0.0.1", 96 + 15},
+		{"fd00::1", "fe80::1", 6},
+	} {
+		if got := commonPrefix(netip.MustParseAddr(tc.a), netip.MustParseAddr(tc.b)); got != tc.want {
+			t.Errorf("commonPrefix(%s, %s) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// groups records the link joins and leaves.
+type groups struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (g *groups) JoinMulticast(a netip.Addr) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.log = append(g.log, "join "+a.String())
+	return nil
+}
+
+func (g *groups) LeaveMulticast(a netip.Addr) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.log = append(g.log, "leave "+a.String())
+	return nil
+}
+
+// TestJoinMulticast: rdma_join_multicast of an IPv4 group on a UD ID
+// gives MULTICAST_JOIN with the group's GID, QPN 0xFFFFFF and
+// RDMA_UDP_QKEY, and joins the group on the link (a send-only join does
+// not); leaving and destroying leave it there; an IPv6 group is ENOTSUPP,
+// a TCP ID or one not bound EINVAL.
+func TestJoinMulticast(t *testing.T) {
+	g := &groups{}
+	a, _ := newPair(t, Config{Seed: 1, Groups: g}, Config{Seed: 2})
+	id, err := a.cm.CreateID(PSUDP, qpstate.TypeUD, a.handler, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := netip.MustParseAddr("239.1.1.1")
+	if _, err := id.JoinMulticast(group, false, nil); !errorsIs(err, unix.EINVAL) {
+		t.Fatalf("join before bind: %v, want EINVAL", err)
+	}
+	if err := id.Bind(netip.AddrPortFrom(a.ip, 0)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := id.JoinMulticast(group, false, "cookie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := a.want(EventMulticastJoin, 0)
+	if ev.Multicast != m || m.Cookie() != "cookie" || ev.UD.QPNum != 0xFFFFFF || ev.UD.QKey != UDPQKey ||
+		ev.UD.AH.GRH.DGID != emu.GIDFromAddr(group) || ev.UD.AH.GRH.HopLimit != 64 {
+		t.Fatalf("MULTICAST_JOIN %+v", ev.UD)
+	}
+	so, err := id.JoinMulticast(netip.MustParseAddr("239.1.1.2"), true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.want(EventMulticastJoin, 0)
+	if _, err := id.JoinMulticast(netip.MustParseAddr("ff0e::1"), false, nil); !errorsIs(err, ENOTSUPP) {
+		t.Fatalf("IPv6 group: %v, want ENOTSUPP", err)
+	}
+	tcp := a.id(PSTCP)
+	if err := tcp.Bind(netip.AddrPortFrom(a.ip, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tcp.JoinMulticast(group, false, nil); !errorsIs(err, unix.EINVAL) {
+		t.Fatalf("join on a TCP ID: %v, want EINVAL", err)
+	}
+	if err := id.LeaveMulticast(so); err != nil {
+		t.Fatal(err)
+	}
+	if err := id.LeaveMulticast(so); !errorsIs(err, unix.EADDRNOTAVAIL) {
+		t.Fatalf("second leave: %v, want EADDRNOTAVAIL", err)
+	}
+	id.Destroy()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if want := []string{"join 239.1.1.1", "leave 239.1.1.1"}; !slices.Equal(g.log, want) {
+		t.Fatalf("link joins %q, want %q", g.log, want)
 	}
 }

@@ -544,15 +544,28 @@ func (c *CM) resolve(ctx context.Context, src, dst netip.Addr) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if r := c.dev.Resolver(); r != nil && !dst.IsMulticast() {
-		if _, err := r.Resolve(ctx, dst); err != nil {
-			if ctx.Err() != nil {
-				return 0, unix.ETIMEDOUT
-			}
+	r := c.dev.Resolver()
+	if r == nil || dst.IsMulticast() {
+		return idx, nil
+	}
+	// addr_resolve_neigh: an unanswered neighbour is asked again until
+	// the consumer's timeout, which ends the resolution with ETIMEDOUT.
+	for {
+		_, err := r.Resolve(ctx, dst)
+		switch {
+		case err == nil:
+			return idx, nil
+		case ctx.Err() != nil:
+			return 0, unix.ETIMEDOUT
+		case !errors.Is(err, unix.EHOSTUNREACH):
 			return 0, err
 		}
+		select {
+		case <-ctx.Done():
+			return 0, unix.ETIMEDOUT
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	return idx, nil
 }
 
 func errnoOf(err error, dflt unix.Errno) unix.Errno {
@@ -1003,7 +1016,7 @@ func (id *ID) destroyLocked() {
 	}
 	id.unbindLocked()
 	for _, m := range id.mcs {
-		m.left = true
+		m.leaveLocked()
 	}
 	id.mcs = nil
 	id.destroyed = true

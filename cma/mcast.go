@@ -1,6 +1,7 @@
 package cma
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -22,6 +23,7 @@ type Multicast struct {
 	sendOnly bool
 	cookie   any
 	left     bool
+	linked   bool // joined on the link (Config.Groups)
 }
 
 // Group returns the group's IP address.
@@ -57,6 +59,18 @@ func (id *ID) JoinMulticast(group netip.Addr, sendOnly bool, cookie any) (*Multi
 	if id.ps == PSUDP || id.ps == PSIB {
 		m.qkey = UDPQKey
 	}
+	if !sendOnly && c.cfg.Groups != nil {
+		// cma_iboe_join_multicast: a full member of an IPv4 group on
+		// RoCEv2 joins it on the link (IGMP).
+		// A link whose memberships the kernel keeps (EOPNOTSUPP: a
+		// UDP link) needs none from us.
+		switch err := c.cfg.Groups.JoinMulticast(g); {
+		case err == nil:
+			m.linked = true
+		case !errors.Is(err, unix.EOPNOTSUPP):
+			return nil, fmt.Errorf("cma: join %v on the link: %w", g, err)
+		}
+	}
 	id.mcs = append(id.mcs, m)
 	c.wg.Add(1)
 	go func() {
@@ -82,9 +96,19 @@ func (id *ID) LeaveMulticast(m *Multicast) error {
 	for i, x := range id.mcs {
 		if x == m {
 			id.mcs = append(id.mcs[:i], id.mcs[i+1:]...)
-			m.left = true
+			m.leaveLocked()
 			return nil
 		}
 	}
 	return fmt.Errorf("cma: leave %v: not joined: %w", m.group, unix.EADDRNOTAVAIL)
+}
+
+// leaveLocked ends the membership: no more events, and the link leave of
+// a linked join.
+func (m *Multicast) leaveLocked() {
+	m.left = true
+	if m.linked {
+		m.linked = false
+		m.id.cm.cfg.Groups.LeaveMulticast(m.group)
+	}
 }

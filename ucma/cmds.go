@@ -809,6 +809,7 @@ func (f *File) leaveMcast(in []byte, _, outLen int) error {
 			kept = append(kept, e)
 		}
 	}
+	f.unsignal(len(f.events) - len(kept))
 	clear(f.events[len(kept):])
 	f.events = kept
 	resp := uverbs.UcmDestroyIDResp{Reported: mc.reported}
@@ -872,6 +873,7 @@ func (f *File) migrateID(in []byte, _, outLen int) error {
 		resp.Reported = c.reported
 		b.mu.Unlock()
 		a.mu.Unlock()
+		from.unsignal(moved)
 		f.signal(moved)
 	} else {
 		f.mu.Lock()

@@ -156,6 +156,28 @@ func (f *File) signal(n int) {
 	})
 }
 
+// unsignal takes n back from the event file's count for events removed
+// unread (their ID destroyed, their join left, moved to another file), so
+// that poll and a blocked GET_EVENT see no event that is gone, as the
+// kernel's list has none. It never waits: a count a client thread has
+// already taken is left to it (its GET_EVENT finds the queue empty and
+// waits again). A kernel without RWF_NOWAIT reads of an eventfd leaves
+// the count, and a waiter wakes for nothing and waits again.
+func (f *File) unsignal(n int) {
+	rc, err := f.evfd.SyscallConn()
+	if err != nil {
+		return
+	}
+	var b [8]byte
+	rc.Control(func(fd uintptr) {
+		for range n {
+			if _, err := unix.Preadv2(int(fd), [][]byte{b[:]}, -1, unix.RWF_NOWAIT); err != nil {
+				return
+			}
+		}
+	})
+}
+
 // Close is the last close (ucma_close): every context's ID is destroyed,
 // as are the IDs of connection requests not taken.
 func (f *File) Close() error {
@@ -213,6 +235,7 @@ func (f *File) destroyContext(c *context) uint32 {
 	clear(f.events[len(kept):])
 	f.events = kept
 	n := c.reported
+	f.unsignal(len(drop))
 	f.mu.Unlock()
 	for _, e := range drop {
 		if e.resp.Event == uint32(cma.EventConnectRequest) {

@@ -356,3 +356,27 @@ func FuzzWrite(f *testing.F) {
 		}
 	})
 }
+
+// TestDestroyTakesBackTheCount: an event dropped unread with its ID
+// leaves nothing counted on the event file: poll does not report it and a
+// waiting GET_EVENT does not wake for it.
+func TestDestroyTakesBackTheCount(t *testing.T) {
+	s, lb := newService(t)
+	c := open(t, s, 1)
+	defer c.f.Close()
+	id := c.createID(cma.PSTCP, 1)
+	if err := c.write(cmdBuf(uverbs.UcmCmdResolveIP, uverbs.UcmResolveIP{Id: id, Dst_addr: sin(netip.AddrPortFrom(lb.B.IP, 7174)), Timeout_ms: 2000}, 0)); err != nil {
+		t.Fatal(err)
+	}
+	fd := int(c.f.EventFile().Fd())
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(pfd, 5000); n != 1 || err != nil {
+		t.Fatalf("poll for ADDR_RESOLVED: %d, %v", n, err)
+	}
+	if err := c.write(cmdBuf(uverbs.UcmCmdDestroyID, uverbs.UcmDestroyID{Id: id, Response: respAt}, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := unix.Poll(pfd, 0); n != 0 || err != nil {
+		t.Fatalf("poll after the ID went: %d, %v; want nothing readable", n, err)
+	}
+}

@@ -147,8 +147,6 @@ var cTypes = []struct {
 	{reflect.TypeFor[UcmMigrateResp](), "struct rdma_ucm_migrate_resp"},
 	{reflect.TypeFor[QPAttr](), "struct ib_uverbs_qp_attr"},
 	{reflect.TypeFor[PathRecData](), "struct ib_path_rec_data"},
-	{reflect.TypeFor[AttachMcast](), "struct ib_uverbs_attach_mcast"},
-	{reflect.TypeFor[DetachMcast](), "struct ib_uverbs_detach_mcast"},
 }
 
 // TestLayoutsMatchCCompiler compiles a C file holding one variable of every

@@ -38,6 +38,10 @@ type Config struct {
 	// Server runs a Communication Manager (package cma) on the device's
 	// QP1 and serves its IDs to librdmacm programs (package ucma).
 	NoRDMACM bool
+	// Groups, if set, is the host's IP multicast membership on the
+	// device's link: rdma_join_multicast of an IPv4 group joins it there
+	// (IGMP), as on the kernel.
+	Groups cma.GroupMembership
 }
 
 // Server serves one device on a unix socket. It is safe for concurrent use.
@@ -146,7 +150,7 @@ func New(cfg Config) (*Server, error) {
 	ln.SetUnlinkOnClose(true)
 	s.ln = ln
 	if !cfg.NoRDMACM {
-		if cm, err := cma.New(cma.Config{Dev: cfg.Device, Seed: cfg.Device.Query().NodeGUID}); err != nil {
+		if cm, err := cma.New(cma.Config{Dev: cfg.Device, Seed: cfg.Device.Query().NodeGUID, Groups: cfg.Groups}); err != nil {
 			s.logf("rdma_cm not served: %v", err)
 		} else {
 			s.cm, s.ucma = cm, ucma.NewService(cm, cfg.Device.Query().NodeGUID)

@@ -49,7 +49,7 @@ func startDaemon(e *env, lf *linkFlags, dir string) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir})
+	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n})
 	if err != nil {
 		n.Close()
 		return nil, err

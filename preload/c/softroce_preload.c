@@ -698,6 +698,11 @@ static ssize_t cm_write(int fd, int s, const void *buf, size_t n)
 			ssize_t r = get_read()(fd, &one, sizeof(one));
 			if (r < 0)
 				return -1; /* EAGAIN when O_NONBLOCK, EINTR */
+			/* Closed by another thread meanwhile: the kernel's
+			 * GET_EVENT keeps waiting on the file it holds, for
+			 * an event that no longer comes. */
+			while (fake_slot(fd) != s)
+				pause();
 		}
 		pthread_mutex_lock(&fakes[s].mu);
 		err = xfer(fakes[s].sock, &h, buf, at, sizeof(at), &rh, fds, &nfds);
