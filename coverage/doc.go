@@ -30,13 +30,16 @@
 //	  "completions": [{"opcode": "IB_WC_SEND", "status": "IB_WC_SUCCESS", "count": 9}],
 //	  "events": [{"event": "IB_EVENT_COMM_EST", "count": 1}],
 //	  "verbs": [{"verb": "modify_qp", "errno": "EINVAL", "count": 1}],
-//	  "transport": [{"counter": "rcvd_rnr_err", "count": 2}]
+//	  "transport": [{"counter": "rcvd_rnr_err", "count": 2}],
+//	  "faults": [{"rule": "verbs:fail,verb=create_qp,errno=ENOMEM,count=1",
+//	              "action": "fail ENOMEM", "count": 1}]   // only when faults acted
 //	}
 //
 // type, cur, next and mask are qpstate's short names (ParseType,
 // ParseState, ParseAttrMask read them); errno is the errno's name
 // ("EINVAL"), "" for success; opcode, status and event are the kernel
 // names emu's String methods print; counter is an rxe hw_counters name
-// (TransportCounters). Every list is sorted and has no two cells with the
+// (TransportCounters); rule is a fault rule as package fault writes it and
+// action what it did. Every list is sorted and has no two cells with the
 // same key; count is at least 1.
 package coverage

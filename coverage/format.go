@@ -33,6 +33,7 @@ type fileProfile struct {
 	Events      []fileEvent      `json:"events"`
 	Verbs       []fileVerb       `json:"verbs"`
 	Transport   []fileCounter    `json:"transport"`
+	Faults      []fileFault      `json:"faults,omitempty"`
 }
 
 type fileModify struct {
@@ -102,6 +103,12 @@ func Encode(w io.Writer, p *Profile) error {
 	}
 	for _, c := range slices.Sorted(maps.Keys(p.Transport)) {
 		f.Transport = append(f.Transport, fileCounter{c, p.Transport[c]})
+	}
+	for _, k := range sortedFaults(p.Faults) {
+		if k.Rule == "" || k.Action == "" {
+			return fmt.Errorf("coverage: encode: fault %q action %q", k.Rule, k.Action)
+		}
+		f.Faults = append(f.Faults, fileFault{k.Rule, k.Action, p.Faults[k]})
 	}
 	b, err := json.MarshalIndent(&f, "", "  ")
 	if err != nil {
@@ -189,6 +196,14 @@ func Decode(r io.Reader) (*Profile, error) {
 			return nil, fmt.Errorf("coverage: profile: failed verb %q errno %q", c.Verb, c.Errno)
 		}
 		if err := put(&p.Verbs, VerbKey{c.Verb, errno}, c.Count); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range f.Faults {
+		if c.Rule == "" || c.Action == "" {
+			return nil, fmt.Errorf("coverage: profile: fault %q action %q", c.Rule, c.Action)
+		}
+		if err := put(&p.Faults, FaultKey{c.Rule, c.Action}, c.Count); err != nil {
 			return nil, err
 		}
 	}

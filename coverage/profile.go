@@ -54,6 +54,9 @@ type Profile struct {
 	// Transport holds the transport counters of TransportCounters that
 	// are not zero, by name.
 	Transport map[string]uint64
+	// Faults counts what injected faults did (package fault): each rule
+	// with each action it took.
+	Faults map[FaultKey]uint64
 }
 
 // TransportCounter names an rxe hw_counters entry that counts a transport
@@ -90,6 +93,7 @@ func (p *Profile) Merge(q *Profile) {
 	addAll(&p.Events, q.Events)
 	addAll(&p.Verbs, q.Verbs)
 	addAll(&p.Transport, q.Transport)
+	addAll(&p.Faults, q.Faults)
 }
 
 func (p *Profile) addDevice(name string) {
@@ -119,7 +123,7 @@ func add[K comparable](m *map[K]uint64, k K, n uint64) {
 func (p *Profile) Clone() *Profile {
 	return &Profile{Runs: p.Runs, Devices: slices.Clone(p.Devices), Modify: maps.Clone(p.Modify),
 		Completions: maps.Clone(p.Completions), Events: maps.Clone(p.Events), Verbs: maps.Clone(p.Verbs),
-		Transport: maps.Clone(p.Transport)}
+		Transport: maps.Clone(p.Transport), Faults: maps.Clone(p.Faults)}
 }
 
 // Recorder records one device's run into a Profile. It implements

@@ -31,6 +31,8 @@ type Report struct {
 	Verbs []VerbCount `json:"failed_verbs"`
 	// Transport are TransportCounters with their values.
 	Transport []CounterValue `json:"transport"`
+	// Faults are the injected faults' rules with what each did, sorted.
+	Faults []FaultCount `json:"faults"`
 }
 
 // TypeReport is the transition table of one QP type with what a profile
@@ -111,7 +113,10 @@ type CounterValue struct {
 // NewReport lays p over the kernel's space.
 func NewReport(p *Profile) *Report {
 	r := &Report{Runs: p.Runs, Devices: slices.Clone(p.Devices), Types: []TypeReport{},
-		Completions: []CompletionCount{}, Verbs: []VerbCount{}}
+		Completions: []CompletionCount{}, Verbs: []VerbCount{}, Faults: []FaultCount{}}
+	for _, k := range sortedFaults(p.Faults) {
+		r.Faults = append(r.Faults, FaultCount{k.Rule, k.Action, p.Faults[k]})
+	}
 	if r.Devices == nil {
 		r.Devices = []string{}
 	}
@@ -286,6 +291,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		b.WriteString("\nfailed verbs:\n")
 		for _, v := range r.Verbs {
 			fmt.Fprintf(&b, "  %-16s %-10s %d\n", v.Verb, v.Errno, v.Count)
+		}
+	}
+	if len(r.Faults) > 0 {
+		b.WriteString("\nfaults injected:\n")
+		for _, f := range r.Faults {
+			fmt.Fprintf(&b, "  %s: %s %d\n", f.Rule, f.Action, f.Count)
 		}
 	}
 	b.WriteString("\ntransport:\n")

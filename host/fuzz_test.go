@@ -32,6 +32,9 @@ func FuzzHostInput(f *testing.F) {
 		tcpFrame(f, peerIP4, hostIP4, &layers.TCP{SrcPort: 1, DstPort: 22, SYN: true, Seq: 9}, nil),
 		queryFrame(f, allNodes, netip.IPv6Unspecified(), 1000, true),
 		queryFrame(f, solicitedNode(hostIP6), solicitedNode(hostIP6), 0x8123, false),
+		igmpQueryFrame(f, allHosts, netip.IPv4Unspecified(), 100, true),
+		igmpQueryFrame(f, allHosts, netip.IPv4Unspecified(), 0, false),
+		igmpQueryFrame(f, group4, group4, 0x85, true),
 		probeFrame(f, hostIP6, []byte{1, 2, 3, 4, 5, 6}),
 		tcpFrame(f, peerIP6, hostIP6, &layers.TCP{SrcPort: 1, DstPort: 22, ACK: true, Ack: 9}, []byte("data")),
 		{},
@@ -51,9 +54,10 @@ func FuzzHostInput(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		h.JoinIPGroup(group4) // IGMP queries for it get answers
 		h.Input(frame)
 		s := h.Stats()
-		if s.RxFrames != 1 || s.NotForUs+s.Malformed+s.Unhandled+s.RoCE+s.ARPReplies+s.NeighborAdverts+s.EchoReplies == 0 && len(h.Neighbors()) == 0 && !learntOnly(frame) {
+		if s.RxFrames != 1 || s.NotForUs+s.Malformed+s.Unhandled+s.RoCE+s.ARPReplies+s.NeighborAdverts+s.EchoReplies+s.IGMPQueries == 0 && len(h.Neighbors()) == 0 && !learntOnly(frame) {
 			t.Errorf("frame neither counted nor acted on: %+v", s)
 		}
 	})

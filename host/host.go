@@ -28,11 +28,13 @@
 //     the injected clock. Reports go out once (no robustness
 //     retransmissions) and always as MLDv2 (no MLDv1 compatibility mode);
 //   - joins IP multicast groups on the link (JoinIPGroup, as the kernel's
-//     ip_mc_inc_group and ipv6_dev_mc_inc): an IGMPv3 (or, configured,
-//     IGMPv2) report for an IPv4 group, an MLDv2 report for an IPv6 one,
-//     the matching leave when the last membership goes, and answers to
-//     IGMP and MLD queries for the joined groups; JoinGroup alone only
-//     opens the MAC filter, as a driver's dev_mc_add;
+//     ip_mc_inc_group and ipv6_dev_mc_inc): an IGMPv3 report for an IPv4
+//     group (IGMPv2 while an IGMPv2 querier is heard, or as configured),
+//     an MLDv2 report for an IPv6 one, each sent twice as the kernel's
+//     robustness variable of 2 asks, the matching leave when the last
+//     membership goes, and answers to IGMP and MLD queries for the joined
+//     groups; JoinGroup alone only opens the MAC filter, as a driver's
+//     dev_mc_add;
 //   - answers ICMP and ICMPv6 echo requests (icmp_echo, icmpv6_echo_reply);
 //   - answers a UDP datagram to a port other than 4791 with ICMP port
 //     unreachable, an IP protocol it does not know with protocol
@@ -160,9 +162,10 @@ type Config struct {
 	// OnAddrChange, if set, is called after each address change, in
 	// order, outside the Host's locks.
 	OnAddrChange func(AddrChange)
-	// IGMPVersion is the IGMP version of the reports JoinIPGroup and
-	// query answers send: 3 (and 0, the default) as the kernel with
-	// force_igmp_version=0 and no older querier heard, or 2.
+	// IGMPVersion fixes the IGMP version of the reports JoinIPGroup and
+	// query answers send to 3 or 2 (force_igmp_version). 0, the default,
+	// is the kernel's: IGMPv3, and IGMPv2 for 260 s after an IGMPv2
+	// query was heard.
 	IGMPVersion int
 }
 
@@ -233,9 +236,14 @@ type Host struct {
 	// ipGroups counts the JoinIPGroup memberships of each group.
 	ipGroups    map[netip.Addr]int
 	igmpVersion int
+	igmpV2Until time.Time // IGMPv2 reports until then (an IGMPv2 querier was heard)
 	// igmpPending holds the IGMP query responses waiting for their
 	// delay, by group (0.0.0.0 for a general query).
 	igmpPending map[netip.Addr]*mldResponse
+	// reportTimers holds the pending repeat of each group's last
+	// state-change report (JoinIPGroup, LeaveIPGroup).
+	reportTimers map[netip.Addr]clock.Timer
+	closed       bool // Close ran: no more timers
 	// tentative holds the IPv6 addresses under duplicate address
 	// detection; dadFailed the last detection error of each address.
 	tentative []*dadState
@@ -319,6 +327,7 @@ func New(l link.Link, cfg Config) (*Host, error) {
 		mldPending:   make(map[netip.Addr]*mldResponse),
 		ipGroups:     make(map[netip.Addr]int),
 		igmpPending:  make(map[netip.Addr]*mldResponse),
+		reportTimers: make(map[netip.Addr]clock.Timer),
 		igmpVersion:  cfg.IGMPVersion,
 	}
 	if h.igmpVersion != 0 && h.igmpVersion != 2 && h.igmpVersion != 3 {
@@ -672,6 +681,11 @@ func (h *Host) Close() error {
 		pend.timer.Stop()
 		delete(h.igmpPending, g)
 	}
+	for g, t := range h.reportTimers {
+		t.Stop()
+		delete(h.reportTimers, g)
+	}
+	h.closed = true
 	h.addrMu.Unlock()
 	return h.l.Close()
 }

@@ -41,6 +41,7 @@ type rig struct {
 	mu      sync.Mutex
 	roce    [][]byte
 	changes []AddrChange
+	read    uint64 // frames recv returned
 }
 
 func newRig(t *testing.T, mod func(*Config)) *rig {
@@ -81,6 +82,7 @@ func (r *rig) recv(t *testing.T) gopacket.Packet {
 	if _, err := r.peer.ReadPackets(bufs, sizes); err != nil {
 		t.Fatal(err)
 	}
+	r.read++
 	p := gopacket.NewPacket(bufs[0][:sizes[0]], layers.LayerTypeEthernet, gopacket.Default)
 	if el := p.ErrorLayer(); el != nil {
 		t.Fatalf("the Host sent a frame gopacket cannot decode: %v\n%s", el.Error(), p.Dump())

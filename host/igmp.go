@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/softroce/softroce/clock"
 )
 
 // IP multicast membership: what the kernel's ip_mc_inc_group and
@@ -33,6 +35,22 @@ const (
 	igmpChangeToExclude = mldChangeToExclude
 )
 
+// Robustness of state-change reports: a join (and an IGMPv3 or MLDv2
+// leave) is reported robustness-variable times (the default of 2, the
+// kernel's igmp_qrv and mld_qrv), the repeat after a random delay below
+// the unsolicited report interval (IGMPv3 and MLDv2: 1 s; IGMPv2: 10 s).
+const (
+	reportRobustness      = 2
+	unsolicitedInterval   = time.Second
+	unsolicitedIntervalV2 = 10 * time.Second
+)
+
+// olderQuerierTimeout is how long an IGMPv2 query keeps the Host
+// reporting in IGMPv2: the robustness variable (2) times the query
+// interval (125 s) plus the query response interval (10 s), as the
+// kernel's igmp_heard_query sets mr_v2_seen.
+const olderQuerierTimeout = 2*125*time.Second + 10*time.Second
+
 var (
 	allHosts     = netip.MustParseAddr("224.0.0.1")  // every IPv4 host listens (ip_mc_up)
 	allRouters   = netip.MustParseAddr("224.0.0.2")  // IGMPv2 leaves go here
@@ -46,7 +64,9 @@ var (
 // membership, for IPv4 with an IGMP report (Config.IGMPVersion: a v3
 // state-change report TO_EX{} to 224.0.0.22, or a v2 membership report to
 // the group), for IPv6 with an MLDv2 state-change report TO_EX{} to
-// ff02::16. Later queries for the group are answered. Memberships count:
+// ff02::16, sent twice (the robustness variable), the second time after
+// a random delay below 1 s (IGMPv2: 10 s). Later queries for the group
+// are answered. Memberships count:
 // each join needs a LeaveIPGroup. 224.0.0.1 and ff02::1 are never
 // reported (RFC 3376 §5, RFC 3810 §6). It fails with EINVAL for an
 // address that is not multicast.
@@ -63,14 +83,14 @@ func (h *Host) JoinIPGroup(g netip.Addr) error {
 	first := h.ipGroups[g] == 1
 	h.addrMu.Unlock()
 	if first && reportable(g) {
-		h.sendMembership(g, true)
+		h.announceMembership(g, true)
 	}
 	return nil
 }
 
 // LeaveIPGroup undoes one JoinIPGroup; the last one announces the leave
-// (IGMPv3 TO_IN{} or an IGMPv2 leave to 224.0.0.2; MLDv2 TO_IN{}) and
-// closes the MAC filter. It fails with EADDRNOTAVAIL for a group not
+// (IGMPv3 TO_IN{} or MLDv2 TO_IN{}, twice as a join; an IGMPv2 leave to
+// 224.0.0.2, once) and closes the MAC filter. It fails with EADDRNOTAVAIL for a group not
 // joined with JoinIPGroup.
 func (h *Host) LeaveIPGroup(g netip.Addr) error {
 	g = g.Unmap()
@@ -87,9 +107,73 @@ func (h *Host) LeaveIPGroup(g netip.Addr) error {
 	}
 	h.addrMu.Unlock()
 	if n == 1 && reportable(g) {
-		h.sendMembership(g, false)
+		h.announceMembership(g, false)
 	}
 	return h.LeaveGroup(g)
+}
+
+// announceMembership reports a join (or leave) of g now and repeats it,
+// as the kernel's igmp_ifc_event, igmp_group_added and mld_ifc_event do,
+// reportRobustness-1 times after a random delay below the unsolicited
+// report interval, as long as the membership has not changed back (an
+// IGMPv2 leave goes once, as igmp_group_dropped sends it).
+func (h *Host) announceMembership(g netip.Addr, join bool) {
+	h.addrMu.Lock()
+	if t := h.reportTimers[g]; t != nil {
+		t.Stop()
+		delete(h.reportTimers, g)
+	}
+	h.addrMu.Unlock()
+	v2 := g.Is4() && h.igmpV2()
+	h.sendMembership(g, join)
+	if v2 && !join {
+		return
+	}
+	interval := unsolicitedInterval
+	if v2 {
+		interval = unsolicitedIntervalV2
+	}
+	h.addrMu.Lock()
+	defer h.addrMu.Unlock()
+	left := reportRobustness - 1
+	var repeat func()
+	schedule := func() {
+		h.rndMu.Lock()
+		d := time.Duration(h.rnd.Int64N(int64(interval)))
+		h.rndMu.Unlock()
+		var t clock.Timer
+		t = h.clk.AfterFunc(d, func() {
+			h.addrMu.Lock()
+			if h.reportTimers[g] != t || (h.ipGroups[g] > 0) != join {
+				h.addrMu.Unlock()
+				return // superseded, or the membership changed
+			}
+			delete(h.reportTimers, g)
+			h.addrMu.Unlock()
+			repeat()
+		})
+		h.reportTimers[g] = t
+	}
+	repeat = func() {
+		h.sendMembership(g, join)
+		h.addrMu.Lock()
+		defer h.addrMu.Unlock()
+		if left--; left > 0 && !h.closed {
+			schedule()
+		}
+	}
+	if left > 0 && !h.closed {
+		schedule()
+	}
+}
+
+// HasGroup reports whether the Host accepts packets to the multicast
+// group g: joined with JoinGroup or JoinIPGroup.
+func (h *Host) HasGroup(g netip.Addr) bool {
+	g = g.Unmap()
+	h.addrMu.RLock()
+	defer h.addrMu.RUnlock()
+	return slices.Contains(h.groups, g)
 }
 
 // IPGroups returns the groups joined with JoinIPGroup, sorted.
@@ -118,7 +202,7 @@ func (h *Host) sendMembership(g netip.Addr, join bool) {
 		h.sendMLDReport(typ, g)
 		return
 	}
-	if h.igmpVersion == 2 {
+	if h.igmpV2() {
 		if join {
 			h.sendIGMPv2(igmpV2Report, g, g)
 		} else {
@@ -174,6 +258,18 @@ func (h *Host) sendIGMP(dst netip.Addr, msg []byte) {
 	}
 }
 
+// igmpV2 reports whether the Host speaks IGMPv2: configured so, or an
+// IGMPv2 (or v1) querier was heard within olderQuerierTimeout.
+func (h *Host) igmpV2() bool {
+	if h.igmpVersion != 0 {
+		return h.igmpVersion == 2
+	}
+	h.addrMu.RLock()
+	until := h.igmpV2Until
+	h.addrMu.RUnlock()
+	return h.clk.Now().Before(until)
+}
+
 // sendIGMPv2 sends an IGMPv2 membership report or leave for group.
 func (h *Host) sendIGMPv2(typ uint8, dst, group netip.Addr) {
 	msg := make([]byte, igmpHeaderLen)
@@ -218,8 +314,11 @@ func checksum(b []byte) uint16 {
 // query (group 0.0.0.0) with the state of every joined group, a
 // group-specific one with that group's if the Host is a member, after a
 // random delay below the query's maximum response time (IGMPv1 queries,
-// with code 0, mean 10 s). Reports and leaves of other hosts need no
-// answer (the Host does no report suppression, as IGMPv3 hosts do not).
+// with code 0, mean 10 s). An IGMPv2 or v1 query (8 bytes) switches the
+// Host to IGMPv2 reports for olderQuerierTimeout unless Config.IGMPVersion
+// fixes the version (IGMPv1 hosts are not modelled: v2 reports answer a
+// v1 querier). Reports and leaves of other hosts need no answer (the Host
+// does no report suppression, as IGMPv3 hosts do not).
 func (h *Host) inputIGMP(payload []byte) {
 	if len(payload) < igmpHeaderLen || checksum(payload) != 0xffff {
 		h.stats.malformed.Add(1)
@@ -240,6 +339,9 @@ func (h *Host) inputIGMP(payload []byte) {
 		}
 	}
 	h.addrMu.Lock()
+	if len(payload) < 12 {
+		h.igmpV2Until = h.clk.Now().Add(olderQuerierTimeout)
+	}
 	if !group.IsUnspecified() && (h.ipGroups[group] == 0 || !reportable(group)) {
 		h.addrMu.Unlock()
 		h.stats.notForUs.Add(1)
@@ -284,7 +386,7 @@ func (h *Host) igmpRespond(key netip.Addr, pend *mldResponse) {
 		gs = []netip.Addr{key}
 	}
 	h.addrMu.Unlock()
-	if h.igmpVersion == 2 {
+	if h.igmpV2() {
 		for _, g := range gs {
 			h.sendIGMPv2(igmpV2Report, g, g)
 		}

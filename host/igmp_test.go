@@ -22,6 +22,16 @@ import (
 
 var group4 = netip.MustParseAddr("239.1.2.3")
 
+// drain returns the frames the Host sent that were not read yet.
+func (r *rig) drain(t *testing.T) []gopacket.Packet {
+	t.Helper()
+	var ps []gopacket.Packet
+	for r.read < r.sent() {
+		ps = append(ps, r.recv(t))
+	}
+	return ps
+}
+
 // checkIGMP fails t unless p is an IGMP message as the kernel sends it
 // (to dst and its multicast MAC, from the Host's IPv4 address, TTL 1, TOS
 // 0xc0, DF, router alert, valid checksums) and returns its body.
@@ -113,6 +123,67 @@ func TestJoinIPGroupIGMPv3(t *testing.T) {
 	}
 	if s := r.h.Stats(); s.IGMPReports != 2 {
 		t.Errorf("IGMPReports = %d, want 2", s.IGMPReports)
+	}
+	// The leave is repeated once within the unsolicited report
+	// interval (the join's repeat, due meanwhile, was superseded).
+	r.clk.Advance(unsolicitedInterval)
+	ps := r.drain(t)
+	if len(ps) != 1 {
+		t.Fatalf("%d frames within a second of the leave, want its one repeat", len(ps))
+	}
+	if typ, gs := igmpV3Records(t, checkIGMP(t, ps[0], allIGMPv3Rtr)); typ[0] != igmpChangeToInclude || gs[0] != group4 {
+		t.Errorf("repeat: %v %v", typ, gs)
+	}
+	r.clk.Advance(time.Minute)
+	if r.sent() != r.read {
+		t.Errorf("%d more frames: the robustness is 2", r.sent()-r.read)
+	}
+}
+
+// TestJoinReportRepeated: a join is reported twice, the repeat within the
+// unsolicited report interval (1 s for IGMPv3 and MLDv2, 10 s for
+// IGMPv2), as the kernel does with its robustness variable of 2; an
+// IGMPv2 leave goes once.
+func TestJoinReportRepeated(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		version  int
+		group    netip.Addr
+		interval time.Duration
+	}{
+		{"IGMPv3", 3, group4, time.Second},
+		{"IGMPv2", 2, group4, 10 * time.Second},
+		{"MLDv2", 0, netip.MustParseAddr("ff0e::4791"), time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, func(c *Config) { c.IGMPVersion = tt.version; c.Seed = 9 })
+			start := r.clk.Now()
+			if err := r.h.JoinIPGroup(tt.group); err != nil {
+				t.Fatal(err)
+			}
+			r.drain(t)
+			for r.read < 2 && r.clk.AdvanceToNext() {
+				r.drain(t)
+			}
+			if d := r.clk.Now().Sub(start); r.read != 2 || d >= tt.interval {
+				t.Fatalf("%d join reports, the last after %v; want 2 within %v", r.read, d, tt.interval)
+			}
+			r.clk.Advance(time.Minute)
+			if r.sent() != 2 {
+				t.Fatalf("%d join reports after a minute, want 2", r.sent())
+			}
+			if err := r.h.LeaveIPGroup(tt.group); err != nil {
+				t.Fatal(err)
+			}
+			r.clk.Advance(time.Minute)
+			want := uint64(4)
+			if tt.version == 2 {
+				want = 3
+			}
+			if r.sent() != want {
+				t.Errorf("%d frames after the leave, want %d", r.sent(), want)
+			}
+		})
 	}
 }
 
@@ -208,8 +279,8 @@ func TestIGMPQueries(t *testing.T) {
 			r := newRig(t, func(c *Config) { c.Seed = 7 })
 			r.h.JoinIPGroup(group4)
 			r.h.JoinIPGroup(other)
-			r.recv(t)
-			r.recv(t)
+			r.clk.Advance(unsolicitedInterval) // the joins and their repeats
+			r.drain(t)
 			base := r.sent()
 			r.h.Input(tt.frame(t))
 			start := r.clk.Now()
@@ -221,8 +292,23 @@ func TestIGMPQueries(t *testing.T) {
 				}
 				return
 			}
-			if d := r.clk.Now().Sub(start); r.sent() != base+1 || d >= tt.max {
-				t.Fatalf("%d reports after %v; want one within %v (stats %+v)", r.sent()-base, d, tt.max, r.h.Stats())
+			v2 := len(tt.frame(t)) == 60 && tt.frame(t)[14+20+8] == 0 // an 8-byte query: padding follows
+			want := uint64(1)
+			if v2 {
+				want = uint64(len(tt.groups))
+			}
+			if d := r.clk.Now().Sub(start); r.sent() != base+want || d >= tt.max {
+				t.Fatalf("%d reports after %v; want %d within %v (stats %+v)", r.sent()-base, d, want, tt.max, r.h.Stats())
+			}
+			if v2 {
+				// An IGMPv2 querier: IGMPv2 reports, one per group,
+				// each to its group.
+				for _, g := range tt.groups {
+					if b := checkIGMP(t, r.recv(t), g); b[0] != igmpV2Report || netip.AddrFrom4([4]byte(b[4:8])) != g {
+						t.Errorf("answer to an IGMPv2 query: %x, want a v2 report for %v", b, g)
+					}
+				}
+				return
 			}
 			typ, gs := igmpV3Records(t, checkIGMP(t, r.recv(t), allIGMPv3Rtr))
 			if len(gs) != len(tt.groups) {
@@ -235,6 +321,42 @@ func TestIGMPQueries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIGMPv2Querier: after an IGMPv2 query the Host joins with IGMPv2
+// reports, for the older-querier timeout of 260 s; then with IGMPv3 again.
+// A fixed IGMPVersion of 3 ignores the querier.
+func TestIGMPv2Querier(t *testing.T) {
+	r := newRig(t, nil)
+	r.h.Input(igmpQueryFrame(t, allHosts, netip.IPv4Unspecified(), 100, false))
+	if err := r.h.JoinIPGroup(group4); err != nil {
+		t.Fatal(err)
+	}
+	if b := checkIGMP(t, r.recv(t), group4); b[0] != igmpV2Report {
+		t.Errorf("join after an IGMPv2 query: %x, want a v2 report", b)
+	}
+	start := r.clk.Now()
+	for r.clk.Pending() > 0 { // the join's repeat and the query's answer: v2 reports too
+		r.clk.AdvanceToNext()
+	}
+	for _, p := range r.drain(t) {
+		if b := checkIGMP(t, p, group4); b[0] != igmpV2Report {
+			t.Errorf("repeat or answer to the IGMPv2 query: %x, want a v2 report", b)
+		}
+	}
+	r.clk.Advance(olderQuerierTimeout - r.clk.Now().Sub(start))
+	other := netip.MustParseAddr("239.4.5.6")
+	if err := r.h.JoinIPGroup(other); err != nil {
+		t.Fatal(err)
+	}
+	if typ, gs := igmpV3Records(t, checkIGMP(t, r.recv(t), allIGMPv3Rtr)); typ[0] != igmpChangeToExclude || gs[0] != other {
+		t.Errorf("join after the timeout: %v %v", typ, gs)
+	}
+
+	r = newRig(t, func(c *Config) { c.IGMPVersion = 3 })
+	r.h.Input(igmpQueryFrame(t, allHosts, netip.IPv4Unspecified(), 100, false))
+	r.h.JoinIPGroup(group4)
+	igmpV3Records(t, checkIGMP(t, r.recv(t), allIGMPv3Rtr))
 }
 
 // TestIGMPInTshark: Wireshark dissects the Host's IGMPv3 and IGMPv2

@@ -35,6 +35,9 @@ const (
 	SIDRUnsupportedVersion SIDRStatus = 5 // rdma_cm header version not 0
 )
 
+// IsValid reports whether s is a status of IBA Table 119.
+func (s SIDRStatus) IsValid() bool { return s <= SIDRUnsupportedVersion }
+
 // String returns the status as the kernel names it (IB_SIDR_*, without
 // the prefix), or its number.
 func (s SIDRStatus) String() string {

@@ -106,8 +106,8 @@ func TestSIDRRoundTrip(t *testing.T) {
 	if s := SIDRUnsupported.String(); s != "UNSUPPORTED" {
 		t.Errorf("status 1 is %q", s)
 	}
-	if s := SIDRStatus(9).String(); s != "SIDRStatus(9)" {
-		t.Errorf("status 9 is %q", s)
+	if s := SIDRStatus(9).String(); s != "SIDRStatus(9)" || SIDRStatus(9).IsValid() || !SIDRUnsupportedVersion.IsValid() {
+		t.Errorf("status 9 is %q, valid %v", s, SIDRStatus(9).IsValid())
 	}
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -19,18 +20,34 @@ import (
 //     ::ffff:a.b.c.d), 33:33 plus 32 bits for an IPv6 one; the kernel's
 //     rxe programs the 33:33 form for both (ipv6_eth_mc_map of the GID),
 //     which a software netdev never filters on.
+//     The kernel's IP layer would still drop a group's packets until the
+//     host joined it at the IP level (ip_route_input_mc, ip6_mc_input), so
+//     attach-only receive on the kernel's rxe needs a join as well;
+//     softroce delivers on the attach alone, from the link and from the
+//     node's own senders (the kernel's multicast loopback).
 //   - JoinMulticast makes the node a member of the IP group on its link,
 //     what the kernel's rdma_cm does for rdma_join_multicast on RoCEv2
 //     (cma_igmp_send → ip_mc_inc_group): an IGMP report that switches and
 //     bridges with IGMP snooping need before they forward the group's
 //     traffic to the node, and answers to their queries.
+//
+// On a UDP link the kernel is the IP host: both levels are a membership
+// of the link's wildcard socket (IP_ADD_MEMBERSHIP), which the kernel
+// reports; a link bound to its addresses receives no multicast.
 
-// mcastFilter is the device's McastFilter: the host's MAC filter.
+// mcastFilter is the device's McastFilter: the host's MAC filter; on a
+// UDP link, a membership of the link's socket (a socket receives no
+// multicast otherwise). A UDP link bound to its addresses cannot receive
+// multicast at all: the attach still succeeds, as it did on such a link
+// before, and nothing arrives.
 func (n *Node) mcastFilter(gid emu.GID, add bool) error {
-	if n.host == nil {
-		return nil // a UDP link: the kernel's socket receives what it receives
-	}
 	g := gid.Addr()
+	if n.host == nil {
+		if err := n.udp.member(g, add); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+			return err
+		}
+		return nil
+	}
 	if add {
 		return n.host.JoinGroup(g)
 	}
@@ -43,11 +60,18 @@ func (n *Node) mcastFilter(gid emu.GID, add bool) error {
 // opens and the first join sends an IGMPv3 report (IPv4) or an MLDv2
 // report (IPv6); group queries are answered while it lasts. Joins count:
 // each needs a LeaveMulticast. It fails with EINVAL for an address that
-// is not multicast and EOPNOTSUPP on a UDP link, where the kernel is the
-// IP host.
+// is not multicast. On a UDP link the link's socket joins the group and
+// the kernel, the IP host there, reports it; a UDP link bound to its
+// addresses cannot join (EOPNOTSUPP).
 func (n *Node) JoinMulticast(g netip.Addr) error {
 	if n.host == nil {
-		return fmt.Errorf("node %s: join %v: the kernel owns the multicast memberships of a UDP link: %w", n.name, g, unix.EOPNOTSUPP)
+		if !g.Unmap().IsMulticast() {
+			return fmt.Errorf("node %s: join %v: not a multicast address: %w", n.name, g, unix.EINVAL)
+		}
+		if err := n.udp.member(g, true); err != nil {
+			return fmt.Errorf("node %s: %w", n.name, err)
+		}
+		return nil
 	}
 	if err := n.host.JoinIPGroup(g); err != nil {
 		return fmt.Errorf("node %s: %w", n.name, err)
@@ -59,7 +83,10 @@ func (n *Node) JoinMulticast(g netip.Addr) error {
 // MLD leave. It fails with EADDRNOTAVAIL for a group not joined.
 func (n *Node) LeaveMulticast(g netip.Addr) error {
 	if n.host == nil {
-		return fmt.Errorf("node %s: leave %v: %w", n.name, g, unix.EOPNOTSUPP)
+		if err := n.udp.member(g, false); err != nil {
+			return fmt.Errorf("node %s: %w", n.name, err)
+		}
+		return nil
 	}
 	if err := n.host.LeaveIPGroup(g); err != nil {
 		return fmt.Errorf("node %s: %w", n.name, err)

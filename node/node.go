@@ -32,7 +32,10 @@
 //     never reaches the wire: it loops straight back into the device
 //     (rxe_loopback), so two QPs of one node talk to each other even on
 //     the in-memory default link. Such packets are not in the pcap
-//     capture.
+//     capture. A packet to a multicast group the node receives (a QP of
+//     it attached, or JoinMulticast) goes to the link and loops back too,
+//     as the kernel's IP multicast loopback delivers it to the sending
+//     host's own rxe.
 package node
 
 import (
@@ -124,6 +127,11 @@ type Config struct {
 	// McastFilter are the Node's and must be left alone, except
 	// Device.Recorder, which the device keeps (a coverage recorder).
 	Rxe func(*rxe.Config)
+	// DeviceLink, if set, wraps the link the rxe device reads and writes
+	// (behind the host, and behind the loopback of the device's own
+	// addresses): every RoCE frame the device sends passes the returned
+	// link (e.g. a link.Faults). The device closes it.
+	DeviceLink func(link.Link) link.Link
 }
 
 // Node is one softroce host: a link, an IP host on it and an emulated rxe
@@ -252,12 +260,16 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return fail(fmt.Errorf("node: %w", err))
 	}
 	n.host = h
+	n.roce.member = h.HasGroup
 	rc := rxe.Config{}
 	if cfg.Rxe != nil {
 		cfg.Rxe(&rc)
 	}
 	rc.Seed = cfg.Seed
 	rc.Link = n.roce
+	if cfg.DeviceLink != nil {
+		rc.Link = cfg.DeviceLink(n.roce)
+	}
 	rc.Neighbor = n
 	rc.McastFilter = n.mcastFilter
 	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveBounded), Recorder: rc.Device.Recorder,

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -17,11 +18,18 @@ const roceQueueLen = 4096
 // real link, hands the device's frames (UDP 4791 to one of its addresses)
 // to push, and ReadPackets yields them; WritePackets goes to the real link,
 // except frames to the node's own MAC, which come straight back (rxe's
-// rxe_loopback for a destination MAC equal to the netdev's). It is the Go
+// rxe_loopback for a destination MAC equal to the netdev's); frames to a
+// multicast group the node receives go to the link and come back too. It is the Go
 // counterpart of rxe's UDP tunnel socket sitting on the kernel's IP stack.
 type roceLink struct {
 	out  link.Link // the real link (maybe wrapped in a Capture)
 	self [6]byte   // the node's MAC
+	// member, if set, reports whether the node receives a multicast
+	// group: frames to such a group also loop back, as the kernel's
+	// ip_mc_output and ip6_finish_output2 loop a multicast packet back to
+	// the sending host when it is a member of the group. Nil loops back
+	// every frame to an IP multicast MAC.
+	member func(netip.Addr) bool
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -81,7 +89,7 @@ func (r *roceLink) ReadPackets(bufs [][]byte, sizes []int) (int, error) {
 
 // WritePackets implements link.Link: frames to the node's own MAC are
 // looped back (checked against the MTU like any other), the rest are
-// written to the real link in runs, and multicast frames looped back too.
+// written to the real link in runs.
 func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
 	r.mu.Lock()
 	closed := r.closed
@@ -97,12 +105,13 @@ func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
 		}
 		if j > done {
 			n, err := r.out.WritePackets(bufs[done:j])
-			// A multicast frame also comes back to the node, as the
-			// kernel's ip_mc_output loops a copy to local members:
-			// QPs of this device attached to the group receive it.
-			for _, b := range bufs[done : done+n] {
-				if ipMulticastMAC(b) {
-					r.push(b)
+			// A multicast frame also comes back to the node when it
+			// receives the group, as the kernel's ip_mc_output loops a
+			// copy to local members: QPs of this device attached to
+			// the group receive it.
+			for _, f := range bufs[done : done+n] {
+				if r.loopsBack(f) {
+					r.push(f)
 				}
 			}
 			done += n
@@ -118,6 +127,30 @@ func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
 		done++
 	}
 	return done, nil
+}
+
+// loopsBack reports whether frame goes to an IP multicast group the node
+// receives.
+func (r *roceLink) loopsBack(frame []byte) bool {
+	if !ipMulticastMAC(frame) {
+		return false
+	}
+	if r.member == nil {
+		return true
+	}
+	if len(frame) < 14 {
+		return false
+	}
+	var dst netip.Addr
+	switch {
+	case frame[12] == 0x08 && frame[13] == 0x00 && len(frame) >= 34:
+		dst = netip.AddrFrom4([4]byte(frame[30:34]))
+	case frame[12] == 0x86 && frame[13] == 0xdd && len(frame) >= 54:
+		dst = netip.AddrFrom16([16]byte(frame[38:54]))
+	default:
+		return false
+	}
+	return dst.IsMulticast() && r.member(dst)
 }
 
 // ipMulticastMAC reports whether frame goes to an IP multicast MAC

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"testing"
 
@@ -124,5 +125,60 @@ func BenchmarkRoCELink(b *testing.B) {
 	for b.Loop() {
 		r.push(frame)
 		r.ReadPackets(bufs, sizes)
+	}
+}
+
+// TestRoCELinkMulticastLoopback: a frame to an IP multicast group goes to
+// the link and, when the node receives the group, comes back too (IPv4
+// and IPv6 destinations read from the frame); a group the node does not
+// receive only goes out; without a membership test every frame to an IP
+// multicast MAC comes back.
+func TestRoCELinkMulticastLoopback(t *testing.T) {
+	a, b := link.Pipe()
+	defer b.Close()
+	r := newRoCELink(a, [6]byte{2, 0, 0, 0, 0, 1})
+	joined := map[netip.Addr]bool{netip.MustParseAddr("239.1.2.3"): true, netip.MustParseAddr("ff0e::4791"): true}
+	r.member = func(g netip.Addr) bool { return joined[g] }
+	frame := func(g netip.Addr) []byte {
+		f := make([]byte, 80)
+		if g.Is4() {
+			copy(f, []byte{0x01, 0x00, 0x5e})
+			f[12], f[13] = 0x08, 0x00
+			copy(f[30:34], g.AsSlice())
+		} else {
+			copy(f, []byte{0x33, 0x33})
+			f[12], f[13] = 0x86, 0xdd
+			copy(f[38:54], g.AsSlice())
+		}
+		return f
+	}
+	bufs, sizes := [][]byte{make([]byte, 128), make([]byte, 128)}, make([]int, 2)
+	for _, c := range []struct {
+		group string
+		back  bool
+	}{{"239.1.2.3", true}, {"ff0e::4791", true}, {"239.9.9.9", false}, {"ff0e::1", false}} {
+		f := frame(netip.MustParseAddr(c.group))
+		if n, err := r.WritePackets([][]byte{f}); n != 1 || err != nil {
+			t.Fatalf("%s: WritePackets = %d, %v", c.group, n, err)
+		}
+		if n, err := b.ReadPackets(bufs[:1], sizes[:1]); n != 1 || err != nil || !bytes.Equal(bufs[0][:sizes[0]], f) {
+			t.Fatalf("%s: the frame did not go out: %d, %v", c.group, n, err)
+		}
+		r.mu.Lock()
+		queued := len(r.q)
+		r.mu.Unlock()
+		if (queued == 1) != c.back {
+			t.Errorf("%s: %d frames looped back, want the frame back: %v", c.group, queued, c.back)
+		}
+		if queued > 0 {
+			r.ReadPackets(bufs, sizes)
+		}
+	}
+	r.member = nil
+	f := frame(netip.MustParseAddr("239.9.9.9"))
+	r.WritePackets([][]byte{f})
+	b.ReadPackets(bufs[:1], sizes[:1])
+	if n, err := r.ReadPackets(bufs, sizes); n != 1 || err != nil || !bytes.Equal(bufs[0][:sizes[0]], f) {
+		t.Errorf("without a membership test: read %d, %v", n, err)
 	}
 }

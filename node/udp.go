@@ -44,8 +44,39 @@ type udpNode struct {
 	mac  net.HardwareAddr
 	stop func() // ends the address watch; nil without one
 
-	mu    sync.Mutex
-	addrs []netip.Addr // the GID addresses, in the order they came
+	mu     sync.Mutex
+	addrs  []netip.Addr       // the GID addresses, in the order they came
+	groups map[netip.Addr]int // multicast memberships of the link's socket, counted
+}
+
+// member joins (or leaves) the IP multicast group g on the UDP link's
+// socket, counting joins so that the first takes the membership and the
+// last drops it: the kernel, being the IP host, then reports it.
+func (u *udpNode) member(g netip.Addr, join bool) error {
+	g = g.Unmap()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := u.groups[g]
+	switch {
+	case join && n == 0:
+		if err := u.link.JoinGroup(g); err != nil {
+			return err
+		}
+		if u.groups == nil {
+			u.groups = map[netip.Addr]int{}
+		}
+		u.groups[g] = 1
+	case join:
+		u.groups[g] = n + 1
+	case n == 0:
+		return fmt.Errorf("leave %v: %w", g, unix.EADDRNOTAVAIL)
+	case n == 1:
+		delete(u.groups, g)
+		return u.link.LeaveGroup(g)
+	default:
+		u.groups[g] = n - 1
+	}
+	return nil
 }
 
 // current returns the addresses the GIDs follow.
@@ -103,11 +134,14 @@ func (n *Node) startUDP(cfg *Config, l link.Link, mac net.HardwareAddr) (*Node, 
 	}
 	rc.Seed = cfg.Seed
 	rc.Link = l
+	if cfg.DeviceLink != nil {
+		rc.Link = cfg.DeviceLink(l)
+	}
 	// Every packet goes to the placeholder MAC; AHs and modifies check
 	// that the kernel has a route (rdma_addr_find_l2_eth_by_grh fails with
 	// ENETUNREACH without one).
 	rc.Neighbor = emu.ResolverFunc(func(context.Context, netip.Addr) ([6]byte, error) { return udp.PeerMAC, nil })
-	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveUDP),
+	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveUDP), Recorder: rc.Device.Recorder,
 		NetDev: emu.NetDev{Name: "udp", MAC: mac, MTU: l.MTU(), Addrs: u.current()}}
 	n.mu.Lock()
 	dev, err := rxe.New(rc)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/internal/testenv"
 )
 
@@ -140,5 +142,56 @@ func TestUDPNodeGIDsFollowTheHostsAddresses(t *testing.T) {
 	waitGID(extra, false)
 	if err := b.AddAddr(t.Context(), netip.MustParsePrefix("10.79.0.23/24")); !errors.Is(err, unix.EOPNOTSUPP) {
 		t.Errorf("AddAddr on a UDP link: %v, want EOPNOTSUPP", err)
+	}
+}
+
+// TestMulticastOverUDP: on UDP links the node's multicast membership is
+// the link socket's. Two QPs of a node bound to all addresses attach to
+// 239.1.2.3 (its socket joins the group, and the kernel reports it), and
+// a UD multicast SEND from a node in another namespace reaches both; the
+// last detach drops the membership, after which nothing arrives. A link
+// bound to its own addresses cannot join.
+func TestMulticastOverUDP(t *testing.T) {
+	testenv.RequireRoot(t)
+	na, nb := vethPair(t, []netip.Addr{udpA}, []netip.Addr{udpB})
+	na.Run(t, "ip", "route", "add", "224.0.0.0/4", "dev", "ve0")
+	nb.Run(t, "ip", "route", "add", "224.0.0.0/4", "dev", "ve1")
+	a := udpNodeIn(t, na, "softroce0", []netip.Addr{udpA})
+	b := udpNodeIn(t, nb, "softroce1", nil)
+	group := netip.MustParseAddr("239.1.2.3")
+	if err := a.JoinMulticast(group); !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("join on a link bound to its addresses: %v, want EOPNOTSUPP", err)
+	}
+	sender := newUDEnd(t, a, mcastQKey)
+	m1, m2 := newUDEnd(t, b, mcastQKey), newUDEnd(t, b, mcastQKey)
+	gid := emu.GIDFromAddr(group)
+	for _, e := range []*udEnd{m1, m2} {
+		if err := e.qp.AttachMcast(gid, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.JoinMulticast(group); err != nil { // rdma_cm's join on top: counted, no second socket join
+		t.Fatal(err)
+	}
+	out := nb.Run(t, "ip", "maddr", "show", "dev", "ve1")
+	if !strings.Contains(out, group.String()) {
+		t.Errorf("the kernel has no membership of %v on ve1:\n%s", group, out)
+	}
+	sender.sendMcast(t, udpA, group, []byte("multicast over UDP"))
+	m1.received(t, []byte("multicast over UDP"), sender.qp.QPNum())
+	m2.received(t, []byte("multicast over UDP"), sender.qp.QPNum())
+	for _, e := range []*udEnd{m1, m2} {
+		if err := e.qp.DetachMcast(gid, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.LeaveMulticast(group); err != nil {
+		t.Fatal(err)
+	}
+	if out := nb.Run(t, "ip", "maddr", "show", "dev", "ve1"); strings.Contains(out, group.String()) {
+		t.Errorf("the kernel still has a membership of %v on ve1:\n%s", group, out)
+	}
+	if err := b.LeaveMulticast(group); !errors.Is(err, unix.EADDRNOTAVAIL) {
+		t.Errorf("a leave too many: %v, want EADDRNOTAVAIL", err)
 	}
 }

@@ -37,13 +37,14 @@ func (c *CM) objects() [5]int {
 }
 
 // testREQ builds a REQ from a to b's port as Connect does, with
-// communication ID id.
+// communication ID id, from QPN id (each REQ a QP of its own, or the
+// passive side would find it stale).
 func testREQ(lb *workload.Loopback, a *side, id uint32, port uint16) mad.MAD {
 	pd := make([]byte, mad.REQPrivateDataSize)
 	mad.CMAHeader(pd).Encode(&mad.CMAHeaderFields{SrcPort: 0xc001, Src: lb.A.IP, Dst: lb.B.IP})
 	m := mad.NewCM(mad.AttrREQ, uint64(id))
 	mad.REQ(m).Encode(&mad.REQFields{LocalCommID: id, ServiceID: mad.ServiceID(mad.PortSpaceTCP, port), LocalCAGUID: a.cm.guid,
-		LocalQPN: a.qp.QPNum(), ResponderResources: 1, InitiatorDepth: 1, RemoteCMResponseTimeout: 20,
+		LocalQPN: id & 0xffffff, ResponderResources: 1, InitiatorDepth: 1, RemoteCMResponseTimeout: 20,
 		StartingPSN: id & 0xffffff, LocalCMResponseTimeout: 20, RetryCount: 7, PartitionKey: 0xffff, PathMTU: 3,
 		RNRRetryCount: 7, MaxCMRetries: 15, PrimaryLocalLID: 0xffff, PrimaryRemoteLID: 0xffff,
 		PrimaryLocalGID: emu.GIDFromAddr(lb.A.IP), PrimaryRemoteGID: emu.GIDFromAddr(lb.B.IP), PrimaryHopLimit: 64,
@@ -168,9 +169,10 @@ func TestREQFloodNoLeak(t *testing.T) {
 }
 
 // TestStatelessReplies: a SIDR_REQ gets SIDR_REP "unsupported" with the
-// request and service IDs echoed (no UD listener); a REP naming no REQ
-// gets REJ "invalid communication ID"; a DREQ for another QP is dropped
-// while the connection stays up.
+// request and service IDs echoed (no UD listener); a REP naming no REQ is
+// dropped, as cm_rep_handler drops it; a DREQ for an unknown connection
+// gets a DREP with the IDs swapped; a DREQ for another QP is dropped while
+// the connection stays up.
 func TestStatelessReplies(t *testing.T) {
 	lb, a, b := newPair(t, Config{Seed: 25}, Config{Seed: 26})
 	bgid := emu.GIDFromAddr(lb.B.IP)
@@ -198,18 +200,25 @@ func TestStatelessReplies(t *testing.T) {
 	r := mad.NewCM(mad.AttrREP, 0x78)
 	mad.REP(r).Encode(&mad.REPFields{LocalCommID: 0x1111, RemoteCommID: 0x2222, LocalQPN: 0x33})
 	a.cm.reply(bgid, r)
-	waitFor(t, "the REJ", func() bool { return a.cm.Stats().Received[mad.AttrREJ] == 1 })
-	rej := mad.REJ(nth(1)).Fields()
-	if rej.LocalCommID != 0x2222 || rej.RemoteCommID != 0x1111 || rej.MessageREJected != mad.MsgREP || rej.Reason != mad.RejInvalidCommID {
-		t.Errorf("REJ of an unknown REP %+v", rej)
+	waitFor(t, "the REP", func() bool { return b.cm.Stats().Unmatched == 1 })
+	d := mad.NewCM(mad.AttrDREQ, 0x7a)
+	mad.DREQ(d).Encode(&mad.DREQFields{LocalCommID: 0x3333, RemoteCommID: 0x4444, RemoteQPN: 0x55})
+	a.cm.reply(bgid, d)
+	waitFor(t, "the DREP", func() bool { return a.cm.Stats().Received[mad.AttrDREP] == 1 })
+	if s := b.cm.Stats(); s.Unmatched != 2 || len(s.Sent) != 2 || s.Sent[mad.AttrREJ] != 0 {
+		t.Errorf("stats %+v: want the REP dropped, the DREQ answered", s)
+	}
+	drep := mad.DREP(nth(1)).Fields()
+	if nth(1).TransactionID() != 0x7a || drep.LocalCommID != 0x4444 || drep.RemoteCommID != 0x3333 {
+		t.Errorf("DREP %+v tid %#x", drep, nth(1).TransactionID())
 	}
 	ca, cb := connect(t, lb, a, b, 7700, rpingParam, rpingParam)
-	d := mad.NewCM(mad.AttrDREQ, 0x79)
+	d = mad.NewCM(mad.AttrDREQ, 0x79)
 	mad.DREQ(d).Encode(&mad.DREQFields{LocalCommID: ca.localID, RemoteCommID: cb.localID, RemoteQPN: b.qp.QPNum() + 1})
 	a.cm.reply(bgid, d)
-	waitFor(t, "the DREQ", func() bool { return b.cm.Stats().Received[mad.AttrDREQ] == 1 })
+	waitFor(t, "the DREQ", func() bool { return b.cm.Stats().Received[mad.AttrDREQ] == 2 })
 	time.Sleep(20 * time.Millisecond)
-	if cb.State() != StateEstablished || b.cm.Stats().Sent[mad.AttrDREP] != 0 {
+	if cb.State() != StateEstablished || b.cm.Stats().Sent[mad.AttrDREP] != 1 {
 		t.Errorf("a DREQ for another QP: state %v, stats %+v", cb.State(), b.cm.Stats())
 	}
 }

@@ -2,6 +2,7 @@ package rdmacm
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -101,6 +102,7 @@ type CM struct {
 	slotAH    map[int]*emu.AH     // transient AHs of replies, destroyed when their send completes
 	conns     map[uint32]*Conn    // by local communication ID
 	remote    map[remoteKey]*Conn // passive connections by the REQ's (CA GUID, comm ID)
+	qpns      map[remoteKey]*Conn // connections by the peer's (CA GUID, QPN), for stale REQs
 	listeners map[uint16]*Listener
 	closed    bool
 
@@ -129,7 +131,7 @@ func New(cfg Config) (*CM, error) {
 	}
 	c := &CM{cfg: cfg, dev: cfg.Dev, clk: cfg.Clock, notify: make(chan struct{}, 1), done: make(chan struct{}),
 		rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), ahs: map[emu.GID]*emu.AH{},
-		slotAH: map[int]*emu.AH{}, conns: map[uint32]*Conn{}, remote: map[remoteKey]*Conn{}, listeners: map[uint16]*Listener{}}
+		slotAH: map[int]*emu.AH{}, conns: map[uint32]*Conn{}, remote: map[remoteKey]*Conn{}, qpns: map[remoteKey]*Conn{}, listeners: map[uint16]*Listener{}}
 	if c.clk == nil {
 		c.clk = clock.Real{}
 	}
@@ -338,27 +340,35 @@ func (c *CM) receive(w *emu.WC, b []byte) {
 		c.onSIDRREQ(sgid, m)
 	case mad.AttrREJ:
 		// A REJ of a REQ may carry no remote ID of ours if it was of
-		// a REP; look it up by the ID it names.
-		if !c.toConn(m.RemoteCommID(), m) {
-			c.stats.unmatched.Add(1)
+		// a REP; look it up by the ID it names. A REJ "timeout" comes
+		// from a requester that gave up before it knew our ID: it
+		// names itself by its CA GUID (in the ARI) and its
+		// communication ID (cm_acquire_rejected_id).
+		if c.toConn(m.RemoteCommID(), m) {
+			return
 		}
+		if r := mad.REJ(m); r.Reason() == mad.RejTimeout && len(r.ARI()) >= 8 {
+			c.mu.Lock()
+			cn := c.remote[remoteKey{binary.BigEndian.Uint64(r.ARI()), m.LocalCommID()}]
+			c.mu.Unlock()
+			if cn != nil {
+				cn.handle(m)
+				return
+			}
+		}
+		c.stats.unmatched.Add(1)
 	case mad.AttrREP, mad.AttrRTU, mad.AttrDREQ, mad.AttrDREP, mad.AttrMRA:
 		if c.toConn(m.RemoteCommID(), m) {
 			return
 		}
 		c.stats.unmatched.Add(1)
-		switch m.AttributeID() {
-		case mad.AttrDREQ:
+		if m.AttributeID() == mad.AttrDREQ {
 			// A DREQ of a connection we no longer know: answer, so
 			// the peer stops (cm_dreq_handler's "DREP for unknown").
+			// Anything else naming no connection is dropped, a REP
+			// too (cm_rep_handler finds no ID, cm_dup_rep_handler
+			// neither).
 			c.reply(sgid, buildDREP(m.TransactionID(), m.RemoteCommID(), m.LocalCommID()))
-		case mad.AttrREP:
-			// cm_rep_handler: a REP naming no REQ of ours is
-			// rejected, "invalid communication ID" (cm_issue_rej).
-			rej := mad.NewCM(mad.AttrREJ, m.TransactionID())
-			mad.REJ(rej).Encode(&mad.REJFields{LocalCommID: m.RemoteCommID(), RemoteCommID: m.LocalCommID(),
-				MessageREJected: mad.MsgREP, Reason: mad.RejInvalidCommID})
-			c.reply(sgid, rej)
 		}
 	default: // SIDR_REP: this CM sends no SIDR_REQ
 		c.stats.unmatched.Add(1)

@@ -2,6 +2,7 @@ package rdmacm
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -83,7 +84,6 @@ type Conn struct {
 	timeout    time.Duration // the connection's wait per try (cm_id_priv->timeout_ms)
 	interval   time.Duration // the pending message's wait per try: timeout, or an MRA's
 	mraRcvd    bool          // the pending message was acknowledged by an MRA
-	mraSent    bool          // we sent an MRA for the peer's REQ (MRA_REQ_SENT)
 	timer      clock.Timer
 	param      Param
 	peerParam  Param // the peer's depths and retries from its REQ or REP
@@ -191,6 +191,26 @@ func (cn *Conn) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		cn.mu.Lock()
 		cn.stopTimerLocked()
+		cn.last = nil
+		// The consumer gave up (destroys its ID): cm_destroy_id tells
+		// the peer. A requester that has no REP yet rejects with
+		// "timeout", its CA GUID in the ARI; a passive side whose REP
+		// is unanswered with "consumer defined".
+		var rej *mad.REJFields
+		switch cn.state {
+		case StateREQSent:
+			ari := binary.BigEndian.AppendUint64(nil, cn.cm.guid)
+			rej = &mad.REJFields{Reason: mad.RejTimeout, RejectInfoLength: uint8(len(ari)), ARI: ari}
+		case StateREPSent:
+			rej = &mad.REJFields{Reason: mad.RejConsumerDefined}
+		}
+		if rej != nil {
+			rej.LocalCommID, rej.RemoteCommID, rej.MessageREJected = cn.localID, cn.remoteID, mad.MsgOther
+			m := mad.NewCM(mad.AttrREJ, cn.tid)
+			mad.REJ(m).Encode(rej)
+			cn.state = StateClosed
+			cn.cm.send(cn.peerGID, m)
+		}
 		cn.mu.Unlock()
 		return ctx.Err()
 	}
@@ -293,6 +313,9 @@ func (c *CM) forget(cn *Conn) {
 	if k := (remoteKey{cn.remoteGUID, cn.remoteID}); !cn.active && c.remote[k] == cn {
 		delete(c.remote, k)
 	}
+	if k := (remoteKey{cn.remoteGUID, cn.remoteQPN}); c.qpns[k] == cn {
+		delete(c.qpns, k)
+	}
 	c.mu.Unlock()
 }
 
@@ -317,14 +340,19 @@ func (cn *Conn) handle(m mad.MAD) {
 			cn.mu.Lock()
 		}
 	case mad.AttrREJ:
-		if cn.state == StateREQSent || cn.state == StateREPSent {
+		switch cn.state {
+		case StateREQSent, StateREPSent, StateREQRcvd:
 			r := mad.REJ(m).Fields()
+			pending := cn.state == StateREQRcvd // the consumer has not accepted: nobody waits
 			cn.stopTimerLocked()
 			cn.last = nil
 			cn.state = StateClosed
 			err := &RejectError{Reason: r.Reason, PrivateData: append([]byte(nil), r.PrivateData...)}
 			cn.mu.Unlock()
 			cn.fail(err)
+			if pending {
+				cn.cm.forget(cn)
+			}
 			cn.mu.Lock()
 		}
 	case mad.AttrDREQ:
@@ -347,7 +375,7 @@ func (cn *Conn) handle(m mad.MAD) {
 // answer will take longer. As cm_mra_handler, the pending message then
 // waits its service timeout plus the path's ACK timeout (2^(19−8) ms) per
 // try, for the tries it has left; an MRA of another message, or a second
-// one, changes nothing.
+// one, changes nothing and counts as a duplicate.
 func (cn *Conn) onMRALocked(f mad.MRAFields) {
 	want := mad.MsgREQ
 	switch cn.state {
@@ -358,10 +386,7 @@ func (cn *Conn) onMRALocked(f mad.MRAFields) {
 		cn.cm.stats.duplicates.Add(1)
 		return
 	}
-	if f.MessageMRAed != want || cn.last == nil {
-		return
-	}
-	if cn.mraRcvd {
+	if f.MessageMRAed != want || cn.last == nil || cn.mraRcvd {
 		cn.cm.stats.duplicates.Add(1)
 		return
 	}
@@ -386,7 +411,10 @@ func (cn *Conn) onREPLocked(m mad.MAD) {
 	cn.stopTimerLocked()
 	cn.last = nil
 	cn.rep = m
-	cn.remoteID, cn.remoteQPN = r.LocalCommID, r.LocalQPN
+	cn.remoteID, cn.remoteQPN, cn.remoteGUID = r.LocalCommID, r.LocalQPN, r.LocalCAGUID
+	cn.cm.mu.Lock()
+	cn.cm.qpns[remoteKey{r.LocalCAGUID, r.LocalQPN}] = cn
+	cn.cm.mu.Unlock()
 	cn.peerParam = Param{ResponderResources: r.ResponderResources, InitiatorDepth: r.InitiatorDepth, RNRRetryCount: r.RNRRetryCount}
 	cn.peerPD = append([]byte(nil), r.PrivateData...)
 	req := mad.REQ(cn.req)
@@ -447,6 +475,23 @@ func (cn *Conn) onDREQLocked(m mad.MAD) {
 		cn.complete(fmt.Errorf("rdmacm: disconnected by the peer: %w", unix.ECONNRESET))
 	}
 	cn.mu.Lock()
+}
+
+// sendDREQ disconnects an established connection on the CM's own
+// account (ib_send_cm_dreq for a stale connection): the DREQ goes out on
+// its timer, and the DREP (or the retries running out) ends the
+// connection with ECONNRESET. It does nothing in another state.
+func (cn *Conn) sendDREQ() {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.state != StateEstablished {
+		return
+	}
+	cn.state = StateDREQSent
+	cn.err = fmt.Errorf("rdmacm: stale connection, disconnected: %w", unix.ECONNRESET)
+	d := mad.NewCM(mad.AttrDREQ, cn.tid)
+	mad.DREQ(d).Encode(&mad.DREQFields{LocalCommID: cn.localID, RemoteCommID: cn.remoteID, RemoteQPN: cn.remoteQPN})
+	cn.sendLocked(d)
 }
 
 // Disconnect is rdma_disconnect: the QP goes to ERR (its outstanding

@@ -28,15 +28,18 @@
 // fails with ETIMEDOUT; an MRA stretches the wait of the message it
 // acknowledges (cm_mra_handler). A duplicate REQ the consumer has not
 // accepted yet gets an MRA (service timeout 24), later ones are dropped;
-// a duplicate REP gets the RTU again, a duplicate DREQ the DREP.
+// a duplicate REP gets the RTU again, a duplicate DREQ the DREP. A REQ
+// from a QP that still has a connection here is stale: REJ "stale
+// connection" (10) and a DREQ on the old connection. A requester that
+// gives up (Connect's context ends) rejects with "timeout" (4), its CA
+// GUID in the ARI, which the passive side matches to the pending request.
 //
 // What the kernel answers without state is answered the same way, with a
 // transient address handle so that a flood leaves nothing behind: REJ
 // "invalid service ID" (8) for a REQ nobody listens for, REJ "consumer
-// defined" (28) for one the listener cannot take, REJ "invalid
-// communication ID" (6) for a REP naming no REQ, a DREP for a DREQ of an
+// defined" (28) for one the listener cannot take, a DREP for a DREQ of an
 // unknown connection, SIDR_REP "unsupported" for every SIDR_REQ (there are
-// no UD listeners). A REQ beyond a listener's backlog is dropped silently,
+// no UD listeners); other messages naming no connection are dropped. A REQ beyond a listener's backlog is dropped silently,
 // malformed MADs are dropped; CM.Stats counts all of it. McastJoinFor
 // derives what rdma_join_multicast gives on RoCE. LAP, APR, SIDR and UD
 // listeners, and alternate paths are not implemented.

@@ -123,10 +123,38 @@ func (c *CM) onREQ(sgid emu.GID, m mad.MAD) {
 			mra := mad.NewCM(mad.AttrMRA, dup.tid)
 			mad.MRA(mra).Encode(&mad.MRAFields{LocalCommID: dup.localID, RemoteCommID: dup.remoteID,
 				MessageMRAed: mad.MsgREQ, ServiceTimeout: MRAServiceTimeout})
-			dup.mraSent = true
 			c.reply(sgid, mra)
 		}
 		dup.mu.Unlock()
+		return
+	}
+	// cm_match_req: a REQ from a QP that still has a connection here
+	// is stale; it gets REJ "stale connection" and the old connection,
+	// if established, a DREQ.
+	qk := remoteKey{req.LocalCAGUID(), req.LocalQPN()}
+	c.mu.Lock()
+	old := c.qpns[qk]
+	c.mu.Unlock()
+	if old != nil {
+		// A connection in timewait or over no longer counts
+		// (cm_enter_timewait takes it out of the QPN index).
+		old.mu.Lock()
+		over := old.state == StateTimeWait || old.state == StateClosed
+		old.mu.Unlock()
+		if over {
+			c.mu.Lock()
+			if c.qpns[qk] == old {
+				delete(c.qpns, qk)
+			}
+			c.mu.Unlock()
+			old = nil
+		}
+	}
+	if old != nil {
+		rej := mad.NewCM(mad.AttrREJ, m.TransactionID())
+		mad.REJ(rej).Encode(&mad.REJFields{RemoteCommID: req.LocalCommID(), MessageREJected: mad.MsgREQ, Reason: mad.RejStaleConn})
+		c.reply(sgid, rej)
+		old.sendDREQ()
 		return
 	}
 	c.mu.Lock()
@@ -171,6 +199,7 @@ func (c *CM) onREQ(sgid emu.GID, m mad.MAD) {
 	case l.reqs <- r:
 		c.conns[cn.localID] = cn
 		c.remote[key] = cn
+		c.qpns[remoteKey{f.LocalCAGUID, f.LocalQPN}] = cn
 	default:
 		c.stats.backlog.Add(1)
 	}
@@ -189,6 +218,9 @@ func (c *CM) hasGID(ip netip.Addr) bool {
 // the REQ offers; private data beyond a REP's 196 bytes is EINVAL.
 func (r *Request) Accept(ctx context.Context, qp *emu.QP, p Param) (*Conn, error) {
 	cn, c := r.cn, r.cn.cm
+	if err := r.pending("accept"); err != nil {
+		return nil, err
+	}
 	if qp.QPType != qpstate.TypeRC {
 		return nil, fmt.Errorf("rdmacm: accept: QP type %v, want RC: %w", qp.QPType, unix.EINVAL)
 	}
@@ -228,12 +260,32 @@ func (r *Request) Accept(ctx context.Context, qp *emu.QP, p Param) (*Conn, error
 	return cn, nil
 }
 
+// pending fails with the connection's error once the request is no
+// longer waiting for the consumer (the requester gave up: REJ
+// "timeout").
+func (r *Request) pending(op string) error {
+	cn := r.cn
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.state != StateREQRcvd {
+		err := cn.err
+		if err == nil {
+			err = unix.EINVAL
+		}
+		return fmt.Errorf("rdmacm: %s: %w", op, err)
+	}
+	return nil
+}
+
 // Reject is rdma_reject: a REJ with reason "consumer defined" and pd as
 // its private data. More private data than a REJ holds (148 bytes) is
 // EINVAL, and the request stays pending.
 func (r *Request) Reject(pd []byte) error {
 	if err := mad.CheckPrivateData(mad.AttrREJ, len(pd), true); err != nil {
 		return fmt.Errorf("rdmacm: reject: %w", err)
+	}
+	if err := r.pending("reject"); err != nil {
+		return err
 	}
 	cn, c := r.cn, r.cn.cm
 	c.reject(cn.peerGID, cn.req, cn.localID, mad.RejConsumerDefined, pd)

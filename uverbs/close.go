@@ -64,10 +64,6 @@ func (f *File) Close() error {
 func (f *File) destroy(o *object) error {
 	switch o.kind {
 	case kindQP:
-		// A close detaches the multicast groups first
-		// (uverbs_free_qp, ib_uverbs_detach_umcast); DESTROY_QP
-		// refuses a QP that has them.
-		o.qp.detachAll()
 		return f.destroyQP(o)
 	case kindCQ:
 		return f.destroyCQ(o)

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/emu/dma"
 )
 
 // procMemory is a client process's memory, reached with
@@ -73,7 +75,7 @@ func (m procMemory) xfer(p []byte, addr uint64, write bool) (int, error) {
 		return 0, fmt.Errorf("%s client memory [%#x, +%d): %w", op, addr, len(p), unix.EFAULT)
 	}
 	if !m.pidfd.alive() {
-		return 0, fmt.Errorf("%s client memory [%#x, +%d) of pid %d: the process is gone: %w", op, addr, len(p), m.pid, unix.EFAULT)
+		return 0, fmt.Errorf("%s client memory [%#x, +%d) of pid %d: %w: %w", op, addr, len(p), m.pid, dma.ErrSpaceGone, unix.EFAULT)
 	}
 	done := 0
 	for done < len(p) {
@@ -88,9 +90,14 @@ func (m procMemory) xfer(p []byte, addr uint64, write bool) (int, error) {
 		} else {
 			got, err = unix.ProcessVMReadv(m.pid, local, remote, 0)
 		}
+		if err == unix.ESRCH {
+			// The process has no address space any more: it is
+			// exiting (its connection not yet seen to end).
+			return done, fmt.Errorf("%s client memory [%#x, +%d) of pid %d: %w: %w", op, addr, len(p), m.pid, dma.ErrSpaceGone, unix.EFAULT)
+		}
 		if err != nil || got <= 0 {
-			// ESRCH (gone), EPERM (no access), EFAULT (unmapped):
-			// to the command it is all copy_*_user failing.
+			// EPERM (no access), EFAULT (unmapped): to the command
+			// it is all copy_*_user failing.
 			return done, fmt.Errorf("%s client memory [%#x, +%d) of pid %d: %v: %w", op, addr, len(p), m.pid, err, unix.EFAULT)
 		}
 		done += got

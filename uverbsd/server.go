@@ -34,6 +34,18 @@ type Config struct {
 	// Logf, if set, is told of clients coming and going and of their
 	// protocol errors.
 	Logf func(format string, args ...any)
+	// Recorder, if set, records every command a client's write() to
+	// uverbs0 (OpenUverbs's File) fails, by the uverbs command's name
+	// (uverbs.CommandName) and errno, as VerbFailed.
+	Recorder emu.Recorder
+	// Control, if not empty, are the commands served on the control
+	// socket (ControlName in Dir), by name.
+	Control map[string]ControlFunc
+	// Intercept, if set, sees every write() to uverbs0 (OpenUverbs's
+	// File) before the File: a non-nil error fails the write with it (its
+	// errno) without reaching the File (a fault injected on a verb). cmd
+	// is the command's name (uverbs.CommandName).
+	Intercept func(cmd string) error
 	// NoRDMACM leaves /dev/infiniband/rdma_cm unserved. Otherwise the
 	// Server runs a Communication Manager (package cma) on the device's
 	// QP1 and serves its IDs to librdmacm programs (package ucma).
@@ -48,6 +60,7 @@ type Config struct {
 type Server struct {
 	cfg  Config
 	ln   *net.UnixListener
+	ctl  *net.UnixListener // the control socket (nil: no Control)
 	sys  *sysfs
 	gids chan struct{} // a GID change to write to the sysfs tree
 
@@ -149,6 +162,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	ln.SetUnlinkOnClose(true)
 	s.ln = ln
+	if err := s.listenControl(); err != nil {
+		ln.Close()
+		return fail(err)
+	}
 	if !cfg.NoRDMACM {
 		if cm, err := cma.New(cma.Config{Dev: cfg.Device, Seed: cfg.Device.Query().NodeGUID, Groups: cfg.Groups}); err != nil {
 			s.logf("rdma_cm not served: %v", err)
@@ -250,6 +267,9 @@ func (s *Server) Close() error {
 	s.closed = true
 	close(s.done)
 	err := s.ln.Close()
+	if s.ctl != nil {
+		err = errors.Join(err, s.ctl.Close())
+	}
 	for c := range s.conns {
 		c.Close()
 	}
@@ -454,7 +474,7 @@ func (cn *conn) handle(frame []byte) bool {
 		}
 		return cn.reply(preload.Header{Op: h.Op, Ret: ret}, nil, nil)
 	case preload.OpWrite:
-		r, err := cn.file.Write(p)
+		r, err := cn.write(p)
 		if err != nil {
 			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 		}

@@ -4,16 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/softroce/softroce/coverage"
 	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/uverbsd"
 )
 
 func init() {
 	register(command{
 		name:     "coverage",
 		summary:  "report coverage profiles (QP transitions, completions, events, failed verbs, transport) against the kernel's space",
-		operands: "FILE...",
+		operands: "FILE... | --live [-d NAME] [FILE...]",
 		run:      runCoverage,
 	})
 }
@@ -31,27 +33,38 @@ func runCoverage(e *env) error {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	asDot := fs.Bool("dot", false, "print the QP state machine of the QP types the runs touched as a Graphviz DOT graph, edges weighted by the times taken (render: dot -Tsvg)")
 	merged := fs.String("o", "", "also write the merged profile to `FILE`")
+	live := fs.Bool("live", false, "ask the daemon serving -d (softroce serve, softroce run) for its profile so far, merged with the FILEs given")
+	dev := fs.String("d", defaultServeName, "the device `NAME` of the daemon --live asks")
 	flagUsage := fs.Usage
 	fs.Usage = func() {
 		flagUsage()
 		fmt.Fprint(stderr, `
-Each FILE is a profile written by softroce loopback --coverage FILE; several
-merge into one report (counts add).
+Each FILE is a profile written by softroce loopback, serve or run with
+--coverage FILE; several merge into one report (counts add). --live asks a
+serving daemon for what it has recorded so far.
 
 example: softroce loopback -test rc -n 10 --coverage rc.json && softroce coverage rc.json
+         softroce coverage --live -d rxe0
 `)
 	}
 	operands, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(operands) == 0 || *asJSON && *asDot {
+	if len(operands) == 0 && !*live || *asJSON && *asDot {
 		fs.Usage()
 		return errUsage
 	}
 	p, err := coverage.ReadFiles(operands...)
 	if err != nil {
 		return err
+	}
+	if *live {
+		q, err := liveProfile(*dev)
+		if err != nil {
+			return err
+		}
+		p.Merge(q)
 	}
 	if *merged != "" {
 		if err := coverage.WriteFile(*merged, p); err != nil {
@@ -79,4 +92,17 @@ example: softroce loopback -test rc -n 10 --coverage rc.json && softroce coverag
 		return err
 	}
 	return rep.WriteText(stdout)
+}
+
+// liveProfile asks the daemon serving dev for its profile so far.
+func liveProfile(dev string) (*coverage.Profile, error) {
+	dir, err := uverbsd.DeviceDir(dev)
+	if err != nil {
+		return nil, err
+	}
+	out, err := uverbsd.Control(dir, "coverage")
+	if err != nil {
+		return nil, fmt.Errorf("coverage --live -d %s: %w", dev, err)
+	}
+	return coverage.Decode(strings.NewReader(out))
 }

@@ -26,7 +26,9 @@ func init() {
 }
 
 // runRun runs the program with the device's environment. A daemon already
-// serving the name is used; otherwise one is served for the program's
+// serving the name is used (--fault rules are added to it for the
+// program's lifetime, --coverage writes its profile at the program's end;
+// the link flags do not apply); otherwise one is served for the program's
 // lifetime (and as long as other programs that found it keep the device
 // open), on the link the flags describe (default: the in-memory link,
 // where the device reaches its own GIDs).
@@ -34,6 +36,7 @@ func runRun(e *env) error {
 	stdout, stderr := e.stdout, e.stderr
 	fs := newFlagSet(e, "run")
 	lf := serveLinkFlags(fs)
+	df := addDaemonFlags(fs)
 	prog, err := parseFlags(fs, e.args)
 	if err != nil {
 		return err
@@ -50,11 +53,13 @@ func runRun(e *env) error {
 	if err != nil {
 		return err
 	}
-	if !uverbsd.Serving(dir) {
-		d, err := startDaemon(e, lf, dir)
+	shared := uverbsd.Serving(dir)
+	if !shared {
+		d, err := startDaemon(e, lf, df, dir)
 		switch {
 		case errors.Is(err, unix.EADDRINUSE):
 			// Another softroce started serving the name meanwhile.
+			shared = true
 		case err != nil:
 			return err
 		default:
@@ -70,6 +75,17 @@ func runRun(e *env) error {
 				}
 			}()
 		}
+	}
+	if shared && (df.coverage != "" || len(df.faults.rules) > 0) {
+		done, err := useServing(dir, df, stderr)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := done(); err != nil {
+				fmt.Fprintf(stderr, "softroce run: %v\n", err)
+			}
+		}()
 	}
 	cmd := exec.Command(prog[0], prog[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr

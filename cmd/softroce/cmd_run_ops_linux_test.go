@@ -38,6 +38,9 @@ var rxeOpsChecks = []string{
 	"in order, flushed",
 	"traffic completes on the resized CQ",
 	"resize an empty CQ to 1",
+	"ibv_modify_srq below the 3 posted WRs is EINVAL",
+	"ibv_query_srq has the new size",
+	"the SRQ's WRs, from before and after the resize, in order",
 	"ibv_rereg_mr stops in librxe (no rereg_mr)",
 	"REREG_MR without flags is EINVAL",
 	"REREG_MR of the range is EOPNOTSUPP (rxe)",
@@ -58,6 +61,8 @@ var rxeOpsChecks = []string{
 	"ibv_detach_mcast of a group not attached is EINVAL",
 	"ibv_destroy_qp while attached is EBUSY",
 	"ibv_destroy_qp after the detach",
+	"a UD SEND to the group reaches the attached QP",
+	"after the detach only the send completes",
 }
 
 // checkProgramOutput fails the test unless the program exited 0 and
@@ -80,11 +85,11 @@ func checkProgramOutput(t *testing.T, err error, out, errOut string, checks []st
 // TestRxeOpsThroughLibibverbs: a C program on Debian's libibverbs and
 // librxe, run unprivileged through "softroce run", resizes CQs
 // (ibv_resize_cq: rxe's errnos, the unpolled completions in the new ring,
-// traffic on it), re-registers an MR (ibv_rereg_mr stops in librxe as on
+// traffic on it) and an SRQ (ibv_modify_srq), re-registers an MR (ibv_rereg_mr stops in librxe as on
 // kernel rxe; the REREG_MR command changes access and PD), binds a memory
 // window a peer then writes through, posts with the ibv_wr_* API, and
-// attaches a UD QP to a multicast group, with the kernel's answers for
-// the misuses.
+// attaches UD QPs to multicast groups (a SEND to the group reaches the
+// member until it detaches), with the kernel's answers for the misuses.
 func TestRxeOpsThroughLibibverbs(t *testing.T) {
 	distroTool(t, "ibv_devices", "ibverbs-utils")
 	home := userHome(t)

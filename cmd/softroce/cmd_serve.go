@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -40,29 +41,52 @@ type daemon struct {
 	n      *node.Node
 	srv    *uverbsd.Server
 	served chan error
+	cov    *daemonCoverage
+	faults *daemonFaults
+	df     *daemonFlags
+	stderr io.Writer
 }
 
 // startDaemon builds the node the flags describe and serves it in the
-// device's directory.
-func startDaemon(e *env, lf *linkFlags, dir string) (*daemon, error) {
+// device's directory, recording its coverage.
+func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, error) {
+	cov := newDaemonCoverage(lf.dev)
+	lf.recorder = cov.rec
+	faults := newDaemonFaults(lf, cov, e.stderr)
 	n, err := e.openNode(lf)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n})
+	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n}
+	cov.serverConfig(&cfg)
+	faults.configure(n, &cfg)
+	srv, err := uverbsd.New(cfg)
 	if err != nil {
+		faults.set.Close()
 		n.Close()
 		return nil, err
 	}
-	d := &daemon{n: n, srv: srv, served: make(chan error, 1)}
+	// The profile is the programs': what the daemon did to set the
+	// device up (the MAD layer's QP1 brought to RTS) is not theirs.
+	cov.rec.Reset()
+	if err := faults.add(df.faults.rules); err != nil {
+		srv.Close()
+		faults.set.Close()
+		n.Close()
+		return nil, err
+	}
+	d := &daemon{n: n, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr, faults: faults}
 	go func() { d.served <- srv.Serve() }()
 	return d, nil
 }
 
-// stop closes the server (every client's File), then the node.
+// stop closes the server (every client's File), writes the coverage
+// profile (--coverage), then closes the node.
 func (d *daemon) stop() error {
 	err := d.srv.Close()
+	d.faults.set.Close()
 	err = errors.Join(err, <-d.served)
+	err = errors.Join(err, d.cov.write(d.df.coverage, d.n.Device(), d.stderr))
 	return errors.Join(err, d.n.Close())
 }
 
@@ -88,6 +112,7 @@ func runServe(e *env) error {
 	stdout := e.stdout
 	fs := newFlagSet(e, "serve")
 	lf := serveLinkFlags(fs)
+	df := addDaemonFlags(fs)
 	operands, err := parseFlags(fs, e.args)
 	if err != nil {
 		return err
@@ -104,7 +129,7 @@ func runServe(e *env) error {
 	if err != nil {
 		return err
 	}
-	d, err := startDaemon(e, lf, dir)
+	d, err := startDaemon(e, lf, df, dir)
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func TestRunUsesTheServingDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := startDaemon(&env{stdout: &errb, stderr: &errb}, lf, dir)
+	d, err := startDaemon(&env{stdout: &errb, stderr: &errb}, lf, &daemonFlags{}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/host"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/node"
@@ -41,6 +43,12 @@ type linkFlags struct {
 	printSeed          bool
 	udp                bool
 	vlan               uint16
+	// recorder, if set, is the device's coverage recorder (not a flag:
+	// serve and run set it).
+	recorder emu.Recorder
+	// deviceLink, if set, wraps the device's link (node.Config.DeviceLink;
+	// serve and run set it for wire faults).
+	deviceLink func(link.Link) link.Link
 }
 
 // linkFlag defines one link flag. It is the one definition of the link
@@ -229,6 +237,10 @@ func (f *linkFlags) config() (node.Config, error) {
 		return node.Config{}, fmt.Errorf("--vlan needs --tap or --iface")
 	}
 	cfg := node.Config{Name: f.dev, Addrs: f.ips, PcapPath: f.pcap, NoDAD: f.nodad}
+	cfg.DeviceLink = f.deviceLink
+	if rec := f.recorder; rec != nil {
+		cfg.Rxe = func(rc *rxe.Config) { rc.Device.Recorder = rec }
+	}
 	if f.tap == "" && f.iface == "" && !f.udp {
 		cfg.MTU = f.mtu // the in-memory link's; a TAP's is set when open opens it
 	}

@@ -56,8 +56,9 @@ type verbsLink struct {
 	// mtu is the path MTU of the cells (-m; ud_pingpong's -s): 4096 on
 	// the TAP (MTU 9000), 1024 on --udp's default link MTU of 1500.
 	mtu int
-	// softAddr is softroce's RoCE address (its GID 1).
-	softAddr netip.Addr
+	// softAddr and softAddr6 are softroce's RoCE addresses (its GIDs 1
+	// and 2).
+	softAddr, softAddr6 netip.Addr
 	// ipv6 runs verbsIPv6Tools over the IPv6 GIDs too.
 	ipv6 bool
 }
@@ -65,9 +66,9 @@ type verbsLink struct {
 func verbsLinks(lab *Lab) []verbsLink {
 	sr4, sr6 := lab.SoftroceAddr()
 	return []verbsLink{
-		{name: "tap", dev: "rxe1", mtu: 4096, softAddr: sr4.Addr(),
+		{name: "tap", dev: "rxe1", mtu: 4096, softAddr: sr4.Addr(), softAddr6: sr6.Addr(),
 			serve: []string{"--tap", softroceUserTAP, "--ip", sr4.String(), "--ip", sr6.String(), "--nodad"}},
-		{name: "udp", dev: "rxe2", mtu: 1024, softAddr: lab.Addr().Addr(), ipv6: true,
+		{name: "udp", dev: "rxe2", mtu: 1024, softAddr: lab.Addr().Addr(), softAddr6: lab.Addr6().Addr(), ipv6: true,
 			serve: []string{"--udp", "--ip", lab.Addr().Addr().String(), "--ip", lab.Addr6().Addr().String()}},
 	}
 }
@@ -339,10 +340,14 @@ func (c verbsCell) args(port int) (vm string, soft []string) {
 // the IPv6 ones for rc_pingpong and write_bw). Each run must end with
 // exit status 0 and the tool's result line on both sides; every RoCEv2
 // frame of its capture on the bridge must parse with a good ICRC and
-// decode in tshark, with the run's address family and opcodes; and the
-// VM's rxe must have accepted every frame sent to it (rcvd_pkts of `rdma
-// statistic`, counted after rxe_rcv's header and ICRC checks, grows by
-// the number of frames to the VM in the capture) and logged no bad ICRC.
+// decode in tshark, with the run's address family and opcodes; the VM's
+// rxe must have logged no bad ICRC and accepted every frame sent to it
+// (rcvd_pkts of `rdma statistic`, counted after rxe_rcv's header and ICRC
+// checks, grows by the number of frames to the VM in the capture, less at
+// most the retransmitted ones). After each link's runs, softroce's own
+// counters (printed by serve at exit) must show every frame sent to it
+// received or dropped, no ICRC error, and on --udp exactly the IPv4
+// frames with a nonzero identification (rxe's) counted unverifiable.
 // SOFTROCE_INTEROP_RUN=REGEXP selects cells by name (link/tool/dir/ip).
 func TestInteropVerbs(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -427,13 +432,6 @@ func TestInteropVerbs(t *testing.T) {
 					}
 				})
 			}
-			r, err := vm.Run(ctx, "dmesg | grep -c 'bad ICRC'")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := strings.TrimSpace(r.Output); n != "0" {
-				t.Errorf("the VM's kernel logged %s bad ICRCs:\n%s", n, vm.Console())
-			}
 			if err := d.stop(); err != nil {
 				t.Fatal(err)
 			}
@@ -451,6 +449,10 @@ func runVerbsCell(t *testing.T, ctx context.Context, lab *Lab, vm *VM, u *verbsU
 	vmCmd, softArgs := c.args(port)
 	base := filepath.Join(dir, c.link.name+"_"+strings.ReplaceAll(c.name(), "/", "_"))
 	before, err := rxeCounters(ctx, vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	badBefore, err := rxeBadICRCs(ctx, vm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,41 +541,42 @@ func runVerbsCell(t *testing.T, ctx context.Context, lab *Lab, vm *VM, u *verbsU
 		errorf("softroce %s exited %d, want 0 and a line matching %v:\n%s", strings.Join(runArgs, " "), softStatus, softWant, softOut)
 	}
 	rep := checkPairCapture(t, ctx, base+".pcap", toolPair{opcodes: c.tool.opcodes(c.link.mtu), ipv6: c.ipv6}, errorf)
-	vmAddr := peerIP.Addr()
+	softAddr := c.link.softAddr
 	if c.ipv6 {
-		_, ip6 := lab.PeerAddr(1)
-		vmAddr = ip6.Addr()
+		softAddr = c.link.softAddr6
 	}
-	toVM, fromVM := 0, 0
-	for a, n := range rep.ByDst {
-		if a.Unmap() == vmAddr {
-			toVM += n
-		} else {
-			fromVM += n
-		}
+	dirs, err := captureDirections(base+".pcap", softAddr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := after["rcvd_pkts"] - before["rcvd_pkts"]; got != int64(toVM) {
-		errorf("rxe accepted %d packets (rcvd_pkts), the capture has %d to it: it dropped some (a bad ICRC or header?)", got, toVM)
+	toVM, toSoft := dirs[false], dirs[true]
+	t.Logf("%v; %d frames, %d RoCEv2 (%d to rxe, %d to softroce; repeated %d and %d): %s", elapsed.Round(time.Millisecond),
+		rep.Frames, rep.RoCE, toVM.frames, toSoft.frames, toVM.repeats, toSoft.repeats, rep.OpcodeSummary())
+	// rxe_rcv counts rcvd_pkts after its header and ICRC checks. A
+	// frame repeated by a retransmission may find its QP gone (the
+	// tool exited meanwhile) and be dropped in hdr_check uncounted; any
+	// other shortfall is a frame rxe refused.
+	got := int(after["rcvd_pkts"] - before["rcvd_pkts"])
+	if got > toVM.frames || got < toVM.frames-toVM.repeats {
+		errorf("rxe accepted %d packets (rcvd_pkts), the capture has %d to it (%d repeated): it refused some", got, toVM.frames, toVM.repeats)
 	}
-	t.Logf("%v; %d frames, %d RoCEv2 (%d to rxe, %d to softroce): %s", elapsed.Round(time.Millisecond), rep.Frames, rep.RoCE, toVM, fromVM, rep.OpcodeSummary())
-	sum.toSoftroce += fromVM
-	if c.link.name == "udp" {
+	if bad, err := rxeBadICRCs(ctx, vm); err != nil {
+		t.Fatal(err)
+	} else if bad != badBefore {
+		errorf("the VM's kernel logged %d more \"bad ICRC\" lines", bad-badBefore)
+	}
+	sum.toSoftroce += toSoft.frames
+	sum.unverifiable += toSoft.nonzeroID
+	if c.link.name == "udp" && !c.ipv6 {
 		// softroce's datagrams leave with identification 0 (the ICRC
 		// it computes assumes it, and the capture's ICRCs are good);
 		// rxe's carry nonzero ones, which softroce's link counts as
 		// unverifiable.
-		ids, err := ipv4IDs(base+".pcap", c.link.softAddr)
-		if err != nil {
-			t.Fatal(err)
+		if toVM.nonzeroID != 0 {
+			errorf("%d of softroce's IPv4 frames carry a nonzero identification", toVM.nonzeroID)
 		}
-		sum.unverifiable += ids[true][true]
-		if ids[false][true] != 0 {
-			errorf("%d of softroce's IPv4 frames carry a nonzero identification", ids[false][true])
-		}
-		if !c.ipv6 {
-			t.Logf("IPv4 identification: rxe's frames %d nonzero, %d zero (unverifiable on softroce's side: the nonzero ones); softroce's %d zero",
-				ids[true][true], ids[true][false], ids[false][false])
-		}
+		t.Logf("IPv4 identification: rxe's frames %d nonzero of %d (unverifiable on softroce's side), softroce's %d nonzero of %d",
+			toSoft.nonzeroID, toSoft.frames, toVM.nonzeroID, toVM.frames)
 	}
 	if len(problems) > 0 {
 		t.Logf("capture and logs: %s.*", base)
@@ -600,9 +603,19 @@ func pinNeighbours(ctx context.Context, lab *Lab, i int) error {
 	return nil
 }
 
-// ipv4IDs counts the IPv4 RoCEv2 frames of a capture by direction (to
-// softAddr: true) and by whether their identification is nonzero.
-func ipv4IDs(path string, softAddr netip.Addr) (map[bool]map[bool]int, error) {
+// direction counts the RoCEv2 frames of a capture to one side.
+type direction struct {
+	frames int
+	// nonzeroID counts the IPv4 frames with a nonzero identification.
+	nonzeroID int
+	// repeats counts the frames whose destination QP, PSN and opcode an
+	// earlier frame had (retransmissions).
+	repeats int
+}
+
+// captureDirections reads a capture's RoCEv2 frames by direction: to
+// softAddr (true) or not.
+func captureDirections(path string, softAddr netip.Addr) (map[bool]*direction, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -612,21 +625,48 @@ func ipv4IDs(path string, softAddr netip.Addr) (map[bool]map[bool]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := map[bool]map[bool]int{false: {}, true: {}}
+	type key struct {
+		toSoft bool
+		qp     uint32
+		psn    uint32
+		op     wire.Opcode
+	}
+	seen := map[key]bool{}
+	d := map[bool]*direction{false: {}, true: {}}
 	for {
 		data, _, err := r.ReadPacketData()
 		if errors.Is(err, io.EOF) {
-			return n, nil
+			return d, nil
 		}
 		if err != nil {
 			return nil, err
 		}
 		pkt, err := wire.Parse(data)
-		if err != nil || pkt.IsIPv6() {
+		if err != nil {
 			continue
 		}
-		n[pkt.Dst().Unmap() == softAddr][pkt.IPID() != 0]++
+		toSoft := pkt.Dst().Unmap() == softAddr
+		s := d[toSoft]
+		s.frames++
+		if !pkt.IsIPv6() && pkt.IPID() != 0 {
+			s.nonzeroID++
+		}
+		k := key{toSoft, pkt.BTH().DestQP(), pkt.BTH().PSN(), pkt.Opcode()}
+		if seen[k] {
+			s.repeats++
+		}
+		seen[k] = true
 	}
+}
+
+// rxeBadICRCs counts the "bad ICRC" lines in the VM's kernel log
+// (rxe_icrc_check's warning: rxe has no counter of them).
+func rxeBadICRCs(ctx context.Context, vm *VM) (int, error) {
+	r, err := vm.Run(ctx, "dmesg | grep -c 'bad ICRC'")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(r.Output))
 }
 
 // verbsTally sums what a link's captures show softroce received.
@@ -656,8 +696,12 @@ func checkServeCounters(t *testing.T, l verbsLink, out string, sum verbsTally) {
 	}
 	st := parseStatistic(line)
 	t.Logf("softroce's counters: %s", line)
-	if st["rcvd_pkts"] != int64(sum.toSoftroce) {
-		t.Errorf("softroce accepted %d packets (rcvd_pkts), the captures have %d to it", st["rcvd_pkts"], sum.toSoftroce)
+	// Like rxe, the device drops a frame whose QP is gone or not in a
+	// state to take it before counting it or checking its ICRC; it
+	// counts those in softroce_dropped_pkts.
+	if got := st["rcvd_pkts"] + st["softroce_dropped_pkts"]; got != int64(sum.toSoftroce) {
+		t.Errorf("softroce accepted %d packets (rcvd_pkts) and dropped %d, the captures have %d to it",
+			st["rcvd_pkts"], st["softroce_dropped_pkts"], sum.toSoftroce)
 	}
 	if st["softroce_icrc_err"] != 0 {
 		t.Errorf("softroce counted %d bad ICRCs", st["softroce_icrc_err"])

@@ -14,6 +14,7 @@ type cq struct {
 	wcs    []emu.WC
 	notify emu.CQNotifyFlags
 	ring   func(emu.WC) bool // a userspace CQ's ring (emu.CQInitAttr.Ring), else nil
+	gone   bool              // destroyed: a delayed completion (SetCQFault) is dropped
 	// resizeRing moves a userspace CQ to a new ring (emu.CQInitAttr.RingResize).
 	resizeRing func(cqe, n int) error
 }
@@ -73,6 +74,7 @@ func (r *device) DestroyCQ(c *emu.CQ) error {
 	r.lock()
 	defer r.unlock()
 	cqOf(c).wcs = nil
+	cqOf(c).gone = true
 	r.numCQ.put()
 	return nil
 }
@@ -105,6 +107,20 @@ func (r *device) ReqNotifyCQ(c *emu.CQ, flags emu.CQNotifyFlags) int {
 // raises IB_EVENT_CQ_ERR and returns false. An armed CQ calls its
 // completion handler once and disarms.
 func (r *device) post(q *cq, wc emu.WC, solicited bool) bool {
+	if r.cqFault != nil {
+		if f := r.cqFault(q.core, &wc); f.Overflow {
+			r.event(emu.Event{Type: emu.EventCQErr, CQ: q.core})
+			return false
+		} else if f.Delay > 0 {
+			r.postLater(q, wc, solicited, f.Delay)
+			return true
+		}
+	}
+	return r.postNow(q, wc, solicited)
+}
+
+// postNow is post without the injected faults; r.mu held.
+func (r *device) postNow(q *cq, wc emu.WC, solicited bool) bool {
 	if q.ring != nil {
 		// A userspace CQ: the completion goes to the ring the consumer
 		// maps, which is what overflows (rxe_cq_post on a user queue).

@@ -2,11 +2,13 @@ package rxe
 
 import (
 	"encoding/binary"
+	"errors"
 	"sync"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/dma"
 	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
@@ -733,6 +735,11 @@ func (r *device) memIO(m *mr, addr uint64, buf []byte, write bool) error {
 		// out, as process_vm_readv/writev reach it.
 		if write {
 			_, err := m.space.WriteAt(buf, addr)
+			if errors.Is(err, dma.ErrSpaceGone) {
+				// The owner died with the MR registered: the
+				// kernel's pinned pages would take the write.
+				return nil
+			}
 			return err
 		}
 		_, err := m.space.ReadAt(buf, addr)

@@ -136,9 +136,10 @@ type device struct {
 	numPD      counter // PDs, CQs and SRQs have no index, only a count
 	numCQ      counter
 	numSRQ     counter
-	qps        map[uint32]*qp // by QPN
-	mrs        map[uint32]*mr // by index
-	mws        map[uint32]*mw // by index
+	qps        map[uint32]*qp                 // by QPN
+	cqFault    func(*emu.CQ, *emu.WC) CQFault // SetCQFault; nil: none
+	mrs        map[uint32]*mr                 // by index
+	mws        map[uint32]*mw                 // by index
 	mcgs       map[emu.GID]*mcg
 	attached   int
 	gsi        bool

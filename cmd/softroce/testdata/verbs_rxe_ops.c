@@ -7,6 +7,8 @@
  *   resize:  ibv_resize_cq below the unpolled completions (EINVAL), of 0
  *            (EINVAL), then up: the flushed completions come out of the
  *            new ring in order and traffic completes on it; down to 1.
+ *   srq:     ibv_modify_srq resizes an SRQ (below the posted WRs EINVAL);
+ *            the WRs posted before move to the new ring, in order.
  *   rereg:   ibv_rereg_mr stops in librxe (no rereg_mr: EOPNOTSUPP, as
  *            on kernel rxe); the REREG_MR command itself (the flags are the
  *            kernel's IB_MR_REREG_* values), written to the
@@ -21,7 +23,8 @@
  *            ibv_wr_send, ibv_wr_complete) librxe implements.
  *   mcast:   ibv_attach_mcast of a UD QP (twice), of an RC QP (EINVAL);
  *            ibv_detach_mcast of a group not attached (EINVAL);
- *            ibv_destroy_qp while attached (EBUSY).
+ *            ibv_destroy_qp while attached (EBUSY); a UD SEND to an IPv4
+ *            group reaches the attached QP, and no longer once detached.
  *
  * Prints "ok NAME" per check and exits 0, or "FAIL NAME: why" and 1.
  */
@@ -243,6 +246,61 @@ int main(int argc, char **argv)
 	err = ibv_resize_cq(cq, 16);
 	CHECK("and back to 16", err == 0 && cq->cqe == 31, "%d (%s), cqe %d", err, strerror(err), cq->cqe);
 
+	/* srq */
+	{
+		struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+		struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+		struct ibv_qp_init_attr qa = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 16, .max_send_sge = 1 } };
+		struct ibv_qp *sender, *receiver;
+		struct ibv_srq_attr attr;
+		int in_order = 1;
+
+		MUST("create srq", srq);
+		qa.srq = srq;
+		receiver = ibv_create_qp(pd, &qa);
+		sender = rc_qp(pd, cq);
+		MUST("create srq qps", receiver && sender);
+		for (i = 0; i < 3; i++) {
+			struct ibv_sge sge = { .addr = (uintptr_t)bbuf + 4096 + 64 * i, .length = 64, .lkey = bmr->lkey };
+			struct ibv_recv_wr wr = { .wr_id = 40 + i, .sg_list = &sge, .num_sge = 1 }, *bad;
+			MUST("post srq recv", !ibv_post_srq_recv(srq, &wr, &bad));
+		}
+		attr.max_wr = 1;
+		err = ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR);
+		CHECK("ibv_modify_srq below the 3 posted WRs is EINVAL", err == EINVAL, "%d (%s)", err, strerror(err));
+		attr.max_wr = 64;
+		err = ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR);
+		CHECK("ibv_modify_srq resizes", err == 0, "%d (%s)", err, strerror(err));
+		err = ibv_query_srq(srq, &attr);
+		CHECK("ibv_query_srq has the new size", err == 0 && attr.max_wr == 127, "%d, max_wr %u", err,
+		      attr.max_wr);
+		for (i = 3; i < 6; i++) {
+			struct ibv_sge sge = { .addr = (uintptr_t)bbuf + 4096 + 64 * i, .length = 64, .lkey = bmr->lkey };
+			struct ibv_recv_wr wr = { .wr_id = 40 + i, .sg_list = &sge, .num_sge = 1 }, *bad;
+			MUST("post srq recv after the resize", !ibv_post_srq_recv(srq, &wr, &bad));
+		}
+		MUST("connect sender", !connect_qp(sender, receiver->qp_num));
+		MUST("connect receiver", !connect_qp(receiver, sender->qp_num));
+		for (i = 0; i < 6; i++) {
+			struct ibv_sge sge = { .addr = (uintptr_t)abuf + 4096, .length = 8, .lkey = amr->lkey };
+			struct ibv_send_wr wr = { .wr_id = 50 + i, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+				.send_flags = IBV_SEND_SIGNALED }, *bad;
+			MUST("post send to the srq", !ibv_post_send(sender, &wr, &bad));
+		}
+		n = poll_n(cq, wc, 12);
+		for (i = 0, err = 40; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS)
+				in_order = 0;
+			if (wc[i].opcode == IBV_WC_RECV && wc[i].wr_id != (uint64_t)err++)
+				in_order = 0;
+		}
+		CHECK("the SRQ's WRs, from before and after the resize, in order", n == 12 && in_order && err == 46,
+		      "polled %d, in order %d, next %d", n, in_order, err);
+		MUST("destroy srq qps", !ibv_destroy_qp(receiver) && !ibv_destroy_qp(sender));
+		MUST("destroy srq", !ibv_destroy_srq(srq));
+	}
+
 	/* rereg */
 	{
 		struct ib_uverbs_rereg_mr_resp resp;
@@ -392,6 +450,60 @@ int main(int argc, char **argv)
 			CHECK("ibv_destroy_qp after the detach", err == 0, "%d (%s)", err, strerror(err));
 		}
 		MUST("destroy rc", !ibv_destroy_qp(rc));
+	}
+
+	/* mcast delivery */
+	{
+		struct ibv_qp_init_attr ua = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+			.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 } };
+		struct ibv_qp *qs[2];
+		struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1, .grh = { .sgid_index = 1, .hop_limit = 64 } };
+		struct ibv_sge rs = { .addr = (uintptr_t)bbuf + 6144, .length = 1024, .lkey = bmr->lkey };
+		struct ibv_recv_wr rw = { .wr_id = 60, .sg_list = &rs, .num_sge = 1 }, *rbad;
+		struct ibv_sge ss = { .addr = (uintptr_t)abuf + 6144, .length = 10, .lkey = amr->lkey };
+		struct ibv_send_wr sw = { .wr_id = 61, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_SIGNALED, .wr = { .ud = { .remote_qpn = 0xffffff, .remote_qkey = 0x11111111 } } },
+			*sbad;
+		struct ibv_ah *ah;
+		int got_recv = 0;
+
+		for (i = 0; i < 2; i++) {
+			struct ibv_qp_attr x = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x11111111 };
+			qs[i] = ibv_create_qp(pd, &ua);
+			MUST("create ud qp", qs[i]);
+			MUST("ud init", !ibv_modify_qp(qs[i], &x, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY));
+			x.qp_state = IBV_QPS_RTR;
+			MUST("ud rtr", !ibv_modify_qp(qs[i], &x, IBV_QP_STATE));
+			x.qp_state = IBV_QPS_RTS;
+			MUST("ud rts", !ibv_modify_qp(qs[i], &x, IBV_QP_STATE | IBV_QP_SQ_PSN));
+		}
+		MUST("ipv4 group", inet_pton(AF_INET6, "::ffff:239.1.1.1", aa.grh.dgid.raw) == 1);
+		ah = ibv_create_ah(pd, &aa);
+		MUST("group ah", ah);
+		sw.wr.ud.ah = ah;
+		err = ibv_attach_mcast(qs[1], &aa.grh.dgid, 0);
+		CHECK("ibv_attach_mcast to ::ffff:239.1.1.1", err == 0, "%d (%s)", err, strerror(err));
+		MUST("post ud recv", !ibv_post_recv(qs[1], &rw, &rbad));
+		strcpy(abuf + 6144, "multicast");
+		MUST("post ud send", !ibv_post_send(qs[0], &sw, &sbad));
+		n = poll_n(cq, wc, 2);
+		for (i = 0; i < n; i++)
+			if (wc[i].wr_id == 60 && wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len == 40 + 10 &&
+			    !strcmp(bbuf + 6144 + 40, "multicast"))
+				got_recv = 1;
+		CHECK("a UD SEND to the group reaches the attached QP", n == 2 && got_recv, "polled %d, received %d", n,
+		      got_recv);
+		err = ibv_detach_mcast(qs[1], &aa.grh.dgid, 0);
+		CHECK("ibv_detach_mcast of the group", err == 0, "%d (%s)", err, strerror(err));
+		MUST("post ud recv", !ibv_post_recv(qs[1], &rw, &rbad));
+		sw.wr_id = 62;
+		MUST("post ud send", !ibv_post_send(qs[0], &sw, &sbad));
+		n = poll_n(cq, wc, 1);
+		usleep(300 * 1000);
+		n += ibv_poll_cq(cq, 4, wc + n);
+		CHECK("after the detach only the send completes", n == 1 && wc[0].wr_id == 62, "polled %d", n);
+		MUST("destroy ah", !ibv_destroy_ah(ah));
+		MUST("destroy ud qps", !ibv_destroy_qp(qs[0]) && !ibv_destroy_qp(qs[1]));
 	}
 
 	MUST("destroy a", !ibv_destroy_qp(a));

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/softroce/softroce/coverage"
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/uverbsd"
+)
+
+// daemonFlags are the flags serve and run add to the link flags: where the
+// coverage profile goes, and the faults to inject.
+type daemonFlags struct {
+	coverage string
+	faults   faultFlag
+}
+
+func addDaemonFlags(fs *flag.FlagSet) *daemonFlags {
+	df := &daemonFlags{}
+	fs.StringVar(&df.coverage, "coverage", "", "record what the programs make the device go through (transitions, completions, events, failed verbs and commands, faults) and write the profile to `FILE` when the daemon ends (read it with softroce coverage FILE)")
+	fs.Var(&df.faults, "fault", "inject the fault `RULE` (repeatable; softroce fault -h shows the syntax), e.g. wire:drop,qp=0x11,opcode=RDMA_WRITE_FIRST,nth=3 or verbs:fail,verb=create_qp,errno=ENOMEM; --seed replays the probabilistic ones")
+	return df
+}
+
+// daemonCoverage is the coverage of a daemon: always recorded (softroce
+// coverage --live asks for it), written to a file at the end when asked.
+type daemonCoverage struct {
+	col *coverage.Collector
+	rec *coverage.Recorder
+	dev string
+}
+
+func newDaemonCoverage(dev string) *daemonCoverage {
+	col := coverage.NewCollector()
+	return &daemonCoverage{col: col, rec: col.Recorder(dev), dev: dev}
+}
+
+// profile returns the profile so far, with the device's transport counters.
+func (c *daemonCoverage) profile(d *emu.Device) *coverage.Profile {
+	if d != nil {
+		c.col.ReadCounters(d)
+	}
+	return c.col.Profile()
+}
+
+// serverConfig adds the coverage to the daemon's server: failed commands
+// recorded, and the control command "coverage" (the profile so far, in
+// the file format).
+func (c *daemonCoverage) serverConfig(cfg *uverbsd.Config) {
+	cfg.Recorder = c.rec
+	if cfg.Control == nil {
+		cfg.Control = map[string]uverbsd.ControlFunc{}
+	}
+	dev := cfg.Device
+	cfg.Control["coverage"] = func(args []string) (string, error) {
+		if len(args) != 0 {
+			return "", fmt.Errorf("coverage takes no argument")
+		}
+		var b bytes.Buffer
+		if err := coverage.Encode(&b, c.profile(dev)); err != nil {
+			return "", err
+		}
+		return b.String(), nil
+	}
+}
+
+// write writes the profile to path (nothing when path is "") and says so.
+func (c *daemonCoverage) write(path string, d *emu.Device, stderr io.Writer) error {
+	if path == "" {
+		return nil
+	}
+	if err := coverage.WriteFile(path, c.profile(d)); err != nil {
+		return fmt.Errorf("coverage: %w", err)
+	}
+	fmt.Fprintf(stderr, "softroce: coverage of %s written to %s (softroce coverage %s)\n", c.dev, path, path)
+	return nil
+}
