@@ -50,6 +50,10 @@ type NetDev struct {
 	// Down marks the interface administratively down; NoCarrier marks it
 	// up without carrier. The zero value is up with carrier.
 	Down, NoCarrier bool
+	// VLANID is the 802.1Q VLAN ID when the interface is a VLAN device
+	// (is_vlan_dev; `ip link add link IF name IF.ID type vlan id ID`),
+	// 0 otherwise. The GIDs carry it and receive completions report it.
+	VLANID uint16
 }
 
 // Config configures a Device. Every zero value has a documented default.
@@ -446,6 +450,14 @@ func (d *Device) IsPortValid(port uint32) bool {
 
 // qpstate re-exports used in signatures.
 var _ = qpstate.StateReset
+
+// setNetDevState records the bound interface's state: administratively
+// down, or up without carrier (rxe.Device.SetLinkState).
+func (d *Device) setNetDevState(down, noCarrier bool) {
+	d.mu.Lock()
+	d.netdev.Down, d.netdev.NoCarrier = down, noCarrier && !down
+	d.mu.Unlock()
+}
 
 // setNetDevLink records the bound interface going up (with carrier) or
 // down; drivers call it from their link notifier (rxe.Device.SetLink).

@@ -10,6 +10,7 @@ func init() {
 	driver.NewDevice = func(ops, cfg any) (any, error) { return newDevice(ops.(DeviceOps), cfg.(Config)) }
 	driver.Unregister = func(dev any) { dev.(*Device).unregister() }
 	driver.SetNetDevLink = func(dev any, up bool) { dev.(*Device).setNetDevLink(up) }
+	driver.SetNetDevState = func(dev any, down, noCarrier bool) { dev.(*Device).setNetDevState(down, noCarrier) }
 	driver.Ops = func(dev any) any { return dev.(*Device).ops }
 	driver.Dispatch = func(dev, ev any) { dev.(*Device).dispatch(ev.(Event)) }
 	driver.Priv = func(obj any) any { return *privOf(obj) }

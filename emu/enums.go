@@ -426,6 +426,15 @@ const (
 	MulticastLIDBase = 0xC000     // IB_MULTICAST_LID_BASE
 )
 
+// FLUSH placement types and selectivity levels (IB_FLUSH_*), the FETH's
+// PLT and SEL fields.
+const (
+	FlushGlobal     uint8 = 1 // IB_FLUSH_GLOBAL: global visibility
+	FlushPersistent uint8 = 2 // IB_FLUSH_PERSISTENT: persistence
+	FlushRange      uint8 = 0 // IB_FLUSH_RANGE: the RETH's range
+	FlushMR         uint8 = 1 // IB_FLUSH_MR: the whole memory region
+)
+
 // MRReregFlags is enum ib_mr_rereg_flags: what a re-registration changes.
 type MRReregFlags uint32
 

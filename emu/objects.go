@@ -159,6 +159,16 @@ type SendWR struct {
 	CompareAdd uint64 // compare value of CMP_AND_SWP, addend of FETCH_AND_ADD (atomic_wr.compare_add)
 	Swap       uint64 // swap value of CMP_AND_SWP (atomic_wr.swap)
 
+	// FLUSH (rxe's send WR flush fields, ibv_wr_flush): RemoteAddr and
+	// RKey name the target, FlushLen the bytes of an IB_FLUSH_RANGE flush;
+	// FlushType is what to make of the data before the response
+	// (FlushGlobal, FlushPersistent, or both), FlushLevel the selectivity
+	// (FlushRange or FlushMR, the whole region). The gather list is not
+	// used.
+	FlushLen   uint32
+	FlushType  uint8
+	FlushLevel uint8
+
 	// UD.
 	AH         *AH    // destination address handle (ud_wr.ah)
 	RemoteQPN  uint32 // destination QP number (ud_wr.remote_qpn)

@@ -240,6 +240,7 @@ type GIDEntry struct {
 	Index  int        // index in the port's GID table (index)
 	Port   uint32     // port number (port_num)
 	NetDev string     // name of the netdev the GID belongs to (ndev), "" for none
+	VLANID uint16     // VLAN of that netdev (rdma_read_gid_l2_fields' vlan_id), 0 for none
 }
 
 // eui64GID returns the default GID fe80::EUI-64(MAC).
@@ -305,7 +306,7 @@ func (d *Device) fillGIDs() []int {
 		}
 		for i := range d.gids {
 			if d.gids[i].GID.IsZero() {
-				d.gids[i] = GIDEntry{GID: w, Type: ib.GIDTypeRoCEv2, Index: i, Port: 1, NetDev: d.netdev.Name}
+				d.gids[i] = GIDEntry{GID: w, Type: ib.GIDTypeRoCEv2, Index: i, Port: 1, NetDev: d.netdev.Name, VLANID: d.netdev.VLANID}
 				changed = append(changed, i)
 				break
 			}

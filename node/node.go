@@ -148,10 +148,18 @@ type Node struct {
 	dev     *rxe.Device
 	clk     clock.Clock
 	runErr  chan error
+	// stopCarrier ends the watch of the link's carrier (nil: none).
+	stopCarrier func()
 
 	mu      sync.Mutex
 	closed  bool
 	created bool // the device exists: address changes reach it
+}
+
+// carrierWatcher is a link that reports its interface's link state
+// (tap.Device: TAP devices and AF_PACKET sockets).
+type carrierWatcher interface {
+	WatchCarrier(f func(up, carrier bool)) (stop func(), err error)
 }
 
 // OpenTAP creates (or attaches to) the TAP device name for Config.Link,
@@ -269,6 +277,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	rc.McastFilter = n.mcastFilter
 	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveBounded), Recorder: rc.Device.Recorder,
 		NetDev: emu.NetDev{Name: netdevName, MAC: mac, MTU: l.MTU(), Addrs: n.addrs()}}
+	if v, ok := cfg.Link.(interface{ VLANID() uint16 }); ok {
+		rc.Device.NetDev.VLANID = v.VLANID()
+	}
 	n.mu.Lock()
 	dev, err := rxe.New(rc)
 	if err != nil {
@@ -278,6 +289,17 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.dev, n.created = dev, true
 	n.mu.Unlock()
 	go func() { n.runErr <- h.Run() }()
+	if w, ok := cfg.Link.(carrierWatcher); ok {
+		// The port follows the interface: carrier or administrative
+		// state changes give IB_EVENT_PORT_ERR / PORT_ACTIVE as rxe's
+		// netdev notifier does.
+		stop, err := w.WatchCarrier(dev.SetLinkState)
+		if err != nil {
+			n.Close()
+			return nil, fmt.Errorf("node %s: %w", n.name, err)
+		}
+		n.stopCarrier = stop
+	}
 	tentative := h.Tentative()
 	h.Announce()
 	for _, p := range tentative {
@@ -478,6 +500,9 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
+	if n.stopCarrier != nil {
+		n.stopCarrier()
+	}
 	// Closes the RoCE adapter (on a UDP link, the link itself), waits for
 	// the device's readers and unregisters the device.
 	cerr := n.dev.Close()

@@ -3,6 +3,7 @@ package oob
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -355,8 +356,11 @@ func (c *PerftestConn) ExchangeBWReports(my BWReport, perPort bool) (BWReport, e
 // Close is ctx_close_connection: one more hand shake, then each side
 // writes "done" and reads the peer's (both write first, so on the wire
 // either may come first). The write runs beside the read so that an
-// unbuffered stream (net.Pipe) cannot deadlock. Close does not close the
-// stream.
+// unbuffered stream (net.Pipe) cannot deadlock. perftest 25.01 (Debian
+// 13) writes no "done": its close is the hand shake and close(2), so the
+// peer's end of the stream (EOF, or a reset because our "done" reached a
+// closed socket) in place of its "done" also ends the exchange cleanly.
+// Close does not close the stream.
 func (c *PerftestConn) Close(my PerftestDest, withGID bool) error {
 	if _, err := c.HandShake(my, withGID); err != nil {
 		return fmt.Errorf("oob: close connection: %w", err)
@@ -367,13 +371,27 @@ func (c *PerftestConn) Close(my PerftestDest, withGID bool) error {
 		werr <- err
 	}()
 	rerr := readDone(c.rw)
-	if err := <-werr; err != nil {
+	err := <-werr
+	if peerClosed(rerr) {
+		rerr = nil
+		if peerClosed(err) {
+			err = nil
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("oob: close connection: write done: %w", err)
 	}
 	if rerr != nil {
 		return fmt.Errorf("oob: close connection: %w", rerr)
 	}
 	return nil
+}
+
+// peerClosed reports whether err says the peer closed its end of the
+// stream: end of file, a reset or a broken pipe.
+func peerClosed(err error) bool {
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) ||
+		errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE)
 }
 
 // PerftestShake is one group of ctx_hand_shake calls in a perftest tool's

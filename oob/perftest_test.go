@@ -509,3 +509,63 @@ func TestPerftestFlowFor(t *testing.T) {
 		t.Errorf("write_bw's flow changed: %d hand shakes after connect, was %d", after, before)
 	}
 }
+
+// TestPerftestCloseWithoutDone: perftest 25.01's close is the hand shake
+// and close(2), no "done": Close takes the peer's end of the stream (over
+// net.Pipe and over TCP, where our "done" reaching the closed socket may
+// reset the connection) as the end of the exchange, while a peer that
+// sends something other than "done" is still an error.
+func TestPerftestCloseWithoutDone(t *testing.T) {
+	peer := func(rw io.ReadWriter, closeIt func(), reply []byte) {
+		b := make([]byte, PerftestDestGIDSize)
+		if _, err := io.ReadFull(rw, b); err != nil {
+			return
+		}
+		rw.Write(b) // the hand shake answered with the same message
+		if reply != nil {
+			rw.Write(reply)
+		}
+		closeIt()
+	}
+	t.Run("pipe", func(t *testing.T) {
+		a, b := net.Pipe()
+		defer a.Close()
+		go peer(b, func() { b.Close() }, nil)
+		c, _ := NewPerftestConn(a, PerftestClient)
+		if err := c.Close(writeBWClient, true); err != nil {
+			t.Errorf("Close against a peer that closes after the hand shake: %v", err)
+		}
+	})
+	t.Run("tcp", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Skip(err)
+		}
+		defer ln.Close()
+		go func() {
+			s, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			peer(s, func() { s.Close() }, nil)
+		}()
+		a, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		c, _ := NewPerftestConn(a, PerftestClient)
+		if err := c.Close(writeBWClient, true); err != nil {
+			t.Errorf("Close against a TCP peer that closes after the hand shake: %v", err)
+		}
+	})
+	t.Run("garbage instead of done", func(t *testing.T) {
+		a, b := net.Pipe()
+		defer a.Close()
+		go peer(b, func() { io.Copy(io.Discard, b); b.Close() }, []byte("nope!"))
+		c, _ := NewPerftestConn(a, PerftestClient)
+		if err := c.Close(writeBWClient, true); !errors.Is(err, unix.EPROTO) {
+			t.Errorf("Close with %q for done: %v, want EPROTO", "nope!", err)
+		}
+	})
+}

@@ -67,6 +67,7 @@ type Device struct {
 	name   string
 	kind   string // "tap" or "packet", the Net of its errors
 	mtu    int
+	vlan   uint16 // the VLAN ID of a packet socket's VLAN interface
 	queues []*Queue
 }
 
@@ -87,6 +88,11 @@ var (
 // Name returns the interface's name (the kernel's choice if Open was
 // given an empty name or a pattern such as "tap%d").
 func (d *Device) Name() string { return d.name }
+
+// VLANID returns the 802.1Q VLAN ID of the interface when it is a VLAN
+// device (an AF_PACKET socket on `ip link add … type vlan id ID`: the
+// kernel tags what it sends and untags what it reads), 0 otherwise.
+func (d *Device) VLANID() uint16 { return d.vlan }
 
 // Queues returns the number of queues.
 func (d *Device) Queues() int { return len(d.queues) }

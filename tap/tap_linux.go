@@ -140,6 +140,9 @@ func OpenPacket(iface string, cfg *Config) (*Device, error) {
 	// Configure (and bring up) the interface first: binding to a down
 	// interface leaves ENETDOWN pending on the socket (packet_do_bind).
 	d := &Device{name: iface, kind: "packet"}
+	if v, ok := l.(*netlink.Vlan); ok {
+		d.vlan = uint16(v.VlanId)
+	}
 	c.Queues = 0
 	if err := d.configure(&c); err != nil {
 		return nil, err

@@ -11,3 +11,8 @@ func Open(name string, cfg *Config) (*Device, error) {
 func OpenPacket(iface string, cfg *Config) (*Device, error) {
 	return nil, unsupported("AF_PACKET sockets need Linux")
 }
+
+// WatchCarrier fails: link notifications are watched on Linux only.
+func (d *Device) WatchCarrier(f func(up, carrier bool)) (stop func(), err error) {
+	return nil, unsupported("link notifications need Linux")
+}

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"hash/crc32"
 	"net/netip"
@@ -99,6 +100,12 @@ func referenceICRC(frame []byte, l3, icrcOff int) uint32 {
 	}
 	udp[6], udp[7] = 0xff, 0xff
 	udp[8+4] = 0xff
+	if udp[8] == byte(RCFlush) {
+		// rxe's FLUSH covers the BTH and its headers once more, as they
+		// are on the wire.
+		bth := l3 + len(ip) - len(udp) + UDPSize
+		d = append(d, frame[bth:icrcOff]...)
+	}
 	return crc32.ChecksumIEEE(d)
 }
 
@@ -138,8 +145,11 @@ func icrcCovers(p *Packet, off int, bit uint) bool {
 		return false
 	}
 	u := off - p.UDPOffset()
-	if u == 6 || u == 7 || off-p.BTHOffset() == bthResv8a {
+	if u == 6 || u == 7 {
 		return false
+	}
+	if off-p.BTHOffset() == bthResv8a {
+		return p.Opcode() == RCFlush // rxe's FLUSH ICRC covers the BTH twice, the second time unmasked
 	}
 	return true
 }
@@ -251,4 +261,49 @@ func TestUpdateSmall(t *testing.T) {
 			t.Fatalf("n=%d: %#x, want %#x", n, got, want)
 		}
 	}
+}
+
+// TestICRCFlushAsRxe: an RC FLUSH as Debian 13's kernel 6.12 rxe sent it
+// (FETH PLT 1 SEL 0, RETH of 8 bytes; captured by conformance/peer's
+// TestInteropExtOps) carries rxe's ICRC, which covers the BTH, FETH and
+// RETH a second time: VerifyICRC accepts it, SealICRC reproduces it, and
+// the specification's ICRC in its place is accepted too; any other
+// value is not.
+func TestICRCFlushAsRxe(t *testing.T) {
+	frame, _ := hex.DecodeString("ea02b3dec3975254004d000b08004500" +
+		"00400aa7400040111b600a4d000b0a4d" +
+		"0002c12112b7002c00001c00ffff0000" +
+		"00118011111200000001000000000001" +
+		"20000000033f000000084162544a")
+	if err := VerifyICRC(frame, EthernetSize); err != nil {
+		t.Fatalf("rxe's FLUSH: %v", err)
+	}
+	icrcOff := len(frame) - ICRCSize
+	want := binary.LittleEndian.Uint32(frame[icrcOff:])
+	binary.LittleEndian.PutUint32(frame[icrcOff:], 0)
+	if err := SealICRC(frame, EthernetSize); err != nil || binary.LittleEndian.Uint32(frame[icrcOff:]) != want {
+		t.Errorf("SealICRC gave %#x (%v), rxe sent %#x", binary.LittleEndian.Uint32(frame[icrcOff:]), err, want)
+	}
+	spec := referenceSpecICRC(frame, EthernetSize, icrcOff)
+	if spec == want {
+		t.Fatal("the specification's ICRC equals rxe's for FLUSH")
+	}
+	binary.LittleEndian.PutUint32(frame[icrcOff:], spec)
+	if err := VerifyICRC(frame, EthernetSize); err != nil {
+		t.Errorf("FLUSH with the specification's ICRC: %v", err)
+	}
+	binary.LittleEndian.PutUint32(frame[icrcOff:], spec^1)
+	if err := VerifyICRC(frame, EthernetSize); !errors.Is(err, ErrBadICRC) {
+		t.Errorf("FLUSH with a wrong ICRC: %v, want ErrBadICRC", err)
+	}
+}
+
+// referenceSpecICRC is the specification's ICRC of an IPv4 frame, the
+// slow way (referenceICRC without rxe's FLUSH rule).
+func referenceSpecICRC(frame []byte, l3, icrcOff int) uint32 {
+	d := append(bytes.Repeat([]byte{0xff}, 8), frame[l3:icrcOff]...)
+	d[8+1], d[8+8], d[8+10], d[8+11] = 0xff, 0xff, 0xff, 0xff
+	d[8+IPv4Size+6], d[8+IPv4Size+7] = 0xff, 0xff
+	d[8+IPv4Size+UDPSize+4] = 0xff
+	return crc32.ChecksumIEEE(d)
 }

@@ -42,6 +42,7 @@ type linkFlags struct {
 	seedSet            bool // --seed given: replay
 	printSeed          bool
 	udp                bool
+	vlan               uint16
 	// recorder, if set, is the device's coverage recorder (not a flag:
 	// serve and run set it).
 	recorder emu.Recorder
@@ -94,6 +95,15 @@ var linkFlagDefs = []linkFlag{
 				return fmt.Errorf("not a size: %q", v)
 			}
 			f.mtu = n
+			return nil
+		}},
+	{"vlan", "ID", "put softroce on 802.1Q VLAN ID (1-4094) of the --tap or --iface link, as on a VLAN interface (ip link add ... type vlan id ID): its frames are tagged (priority 0, as rxe's), its GIDs and receive completions carry the VLAN", true,
+		func(f *linkFlags, v string) error {
+			n, err := strconv.ParseUint(v, 10, 16)
+			if err != nil || n < 1 || n > 4094 {
+				return fmt.Errorf("not a VLAN ID (1-4094): %q", v)
+			}
+			f.vlan = uint16(n)
 			return nil
 		}},
 	{"pcap", "FILE", "write every frame softroce sends or receives to the pcap FILE", true,
@@ -223,6 +233,9 @@ func (f *linkFlags) config() (node.Config, error) {
 	if f.bridge != "" && f.tap == "" && f.iface == "" {
 		return node.Config{}, fmt.Errorf("--bridge needs --tap or --iface")
 	}
+	if f.vlan != 0 && f.tap == "" && f.iface == "" {
+		return node.Config{}, fmt.Errorf("--vlan needs --tap or --iface")
+	}
 	cfg := node.Config{Name: f.dev, Addrs: f.ips, PcapPath: f.pcap, NoDAD: f.nodad}
 	cfg.DeviceLink = f.deviceLink
 	if rec := f.recorder; rec != nil {
@@ -286,6 +299,11 @@ func (f *linkFlags) open(ctx context.Context, stderr io.Writer) (*node.Node, err
 	}
 	if err != nil {
 		return nil, err
+	}
+	if f.vlan != 0 {
+		if cfg.Link, err = link.NewVLAN(cfg.Link, f.vlan); err != nil {
+			return nil, err
+		}
 	}
 	n, err := node.New(ctx, cfg)
 	if errors.Is(err, unix.EADDRINUSE) && !f.udp {

@@ -1,28 +1,63 @@
 package peer
 
 import (
+	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 )
 
+// readModule returns a kernel module file's ELF image: the file itself,
+// or for a compressed module (.ko.xz, as Debian 13's kernel ships them)
+// its content decompressed with the host's xz, so that busybox insmod
+// loads it whatever the kernel's own decompression support. The
+// decompressed module is kept next to the compressed one (PATH without
+// .xz, in the image cache's unpacked kernel tree) for the next build.
+func readModule(path string) ([]byte, error) {
+	switch {
+	case strings.HasSuffix(path, ".ko"):
+		return os.ReadFile(path)
+	case strings.HasSuffix(path, ".ko.xz"):
+		plain := strings.TrimSuffix(path, ".xz")
+		if b, err := os.ReadFile(plain); err == nil {
+			return b, nil
+		}
+		var stderr bytes.Buffer
+		cmd := exec.Command("xz", "-dc", path)
+		cmd.Stderr = &stderr
+		b, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("module %s: xz -dc (apt-get install xz-utils): %w: %s", path, err, strings.TrimSpace(stderr.String()))
+		}
+		if err := writeFileAtomic(plain, b); err != nil {
+			return nil, fmt.Errorf("module %s: %w", path, err)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("module %s: compression not supported (want .ko or .ko.xz): %w", path, errors.ErrUnsupported)
+}
+
 // moduleInfo reads the "key=value" strings of a kernel module's .modinfo
 // section (what modinfo(8) prints).
 func moduleInfo(path string) (map[string]string, error) {
-	f, err := elf.Open(path)
+	b, err := readModule(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := elf.NewFile(bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", path, err)
 	}
-	defer f.Close()
 	s := f.Section(".modinfo")
 	if s == nil {
 		return nil, fmt.Errorf("module %s: no .modinfo section", path)
 	}
-	b, err := s.Data()
+	b, err = s.Data()
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", path, err)
 	}
@@ -93,9 +128,6 @@ func resolveModules(modDir string, roots []string) ([]string, error) {
 		path, ok := index[name]
 		if !ok {
 			return fmt.Errorf("module %s: not in %s: %w", name, modDir, fs.ErrNotExist)
-		}
-		if !strings.HasSuffix(path, ".ko") {
-			return fmt.Errorf("module %s: compressed module %s is not supported: %w", name, path, errors.ErrUnsupported)
 		}
 		state[name] = 1
 		info, err := moduleInfo(path)

@@ -74,3 +74,34 @@ func TestWriteRunInitrd(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteRunArchivePrograms: programs go into the run archive as
+// /bin/NAME, executable, after /cmd.sh; a name with a slash is refused.
+func TestWriteRunArchivePrograms(t *testing.T) {
+	dir := t.TempDir()
+	var base bytes.Buffer
+	tr := newCPIOTree()
+	tr.file("init", 0o755, []byte("#!/bin/sh\n"))
+	if err := tr.writeTo(&base); err != nil {
+		t.Fatal(err)
+	}
+	basePath := filepath.Join(dir, "base")
+	os.WriteFile(basePath, base.Bytes(), 0o644)
+	out := filepath.Join(dir, "run")
+	if err := writeRunArchive(out, basePath, "", map[string][]byte{"b": []byte("B"), "a": []byte("A")}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(out)
+	rest := b[base.Len():]
+	i := bytes.Index(rest, []byte(cpioMagic))
+	entries, err := readCPIO(bytes.NewReader(rest[i:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 || entries[0].Name != "bin/a" || string(entries[1].Data) != "B" || entries[0].Mode != modeFile|0o755 {
+		t.Errorf("run archive %+v, want bin/a and bin/b, mode 0755", entries)
+	}
+	if err := writeRunArchive(out, basePath, "", map[string][]byte{"x/y": nil}); err == nil {
+		t.Error("a program name with a slash was accepted")
+	}
+}

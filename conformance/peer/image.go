@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/softroce/softroce/internal/debroot"
 	"github.com/softroce/softroce/internal/elfdeps"
 )
 
@@ -42,7 +43,27 @@ type Image struct {
 	// modules, tools, libraries, init); the image lives in a cache
 	// directory named after it.
 	Hash string
+	// Debian is the Debian release the kernel and the tools come from.
+	Debian Release
 }
+
+// Release is a Debian release a peer image is built from: its kernel
+// (with rdma_rxe) and its rdma-core, perftest, iproute2 and tcpdump.
+type Release string
+
+const (
+	// Bookworm is Debian 12: kernel 6.1, and the tools and libraries of
+	// this host (which must be Debian 12).
+	Bookworm Release = "bookworm"
+	// Trixie is Debian 13: kernel 6.12, rdma-core 56 and perftest 25.01,
+	// taken from Debian 13's packages unpacked into a tree
+	// (internal/debroot) without installing anything on the host; the
+	// libraries are resolved inside that tree.
+	Trixie Release = "trixie"
+)
+
+// Releases are the releases BuildImageFor knows, oldest first.
+var Releases = []Release{Bookworm, Trixie}
 
 // rootModules are the modules the VM needs; resolveModules adds their
 // dependencies. rdma_rxe is the peer; ib_uverbs gives userspace verbs;
@@ -50,7 +71,8 @@ type Image struct {
 // virtio_pci drive qemu's virtio-net-pci NIC; crc32_generic is the
 // "crc32" shash rxe allocates for the ICRC (rxe_icrc_init), which the
 // kernel would otherwise request_module() from a modprobe we lack.
-var rootModules = []string{"virtio_pci", "virtio_net", "crc32_generic", "rdma_rxe", "ib_uverbs", "rdma_ucm"}
+// 8021q gives VLAN interfaces (ip link add … type vlan).
+var rootModules = []string{"virtio_pci", "virtio_net", "crc32_generic", "rdma_rxe", "ib_uverbs", "rdma_ucm", "8021q"}
 
 // peerTool is a host binary copied into the image, with the Debian
 // package that installs it (for the error message when it is missing).
@@ -110,30 +132,67 @@ func DefaultCacheDir() string {
 	return filepath.Join(os.TempDir(), "softroce-peer")
 }
 
-// BuildImage returns the rxe peer image, building it under cacheDir
-// ("" means DefaultCacheDir) unless an image of the same inputs is there
-// already. It fetches the kernel package that linux-image-amd64 depends on
-// with `apt-get download` (or uses $SOFTROCE_PEER_KERNEL_DEB), unpacks it
-// with `dpkg-deb -x`, and packs busybox, the modules rdma_rxe and the NIC
-// need, the rdma-core/perftest/iproute2/tcpdump binaries of this host with
-// their shared libraries, the rxe provider and /init into a gzip newc
-// initramfs. The host must be Debian 12 amd64 with busybox-static,
-// ibverbs-utils, ibverbs-providers, rdmacm-utils, perftest, iproute2 and
-// tcpdump installed.
+// BuildImage returns the Debian 12 rxe peer image (BuildImageFor with
+// Bookworm).
 func BuildImage(ctx context.Context, cacheDir string) (*Image, error) {
+	return BuildImageFor(ctx, cacheDir, Bookworm)
+}
+
+// BuildImageFor returns the rxe peer image of Debian release rel, building
+// it under cacheDir ("" means DefaultCacheDir) unless an image of the same
+// inputs is there already. It fetches the kernel package that the
+// release's linux-image-amd64 depends on with `apt-get download` (for
+// Bookworm from the host's sources, or $SOFTROCE_PEER_KERNEL_DEB; for
+// Trixie from Debian 13's, through internal/debroot), unpacks it with
+// `dpkg-deb -x`, and packs busybox, the modules rdma_rxe, VLANs and the
+// NIC need (compressed modules are decompressed with the host's xz), the
+// rdma-core/perftest/iproute2/tcpdump binaries with their shared libraries,
+// the rxe provider and /init into a gzip newc initramfs. The tools come
+// from this host for Bookworm (which must then be Debian 12 amd64 with
+// ibverbs-utils, ibverbs-providers, rdmacm-utils, perftest, iproute2 and
+// tcpdump installed) and from a Debian 13 tree (debroot.TrixiePeer) for
+// Trixie. busybox-static comes from the host in both.
+func BuildImageFor(ctx context.Context, cacheDir string, rel Release) (*Image, error) {
 	if cacheDir == "" {
 		cacheDir = DefaultCacheDir()
 	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return nil, fmt.Errorf("build peer image: %w", err)
 	}
-	kroot, deb, err := kernelTree(ctx, cacheDir)
-	if err != nil {
-		return nil, fmt.Errorf("build peer image: %w", err)
+	var userland string // the root the tools come from; "" is the host
+	var deb string
+	var err error
+	switch rel {
+	case Bookworm:
+		deb = os.Getenv("SOFTROCE_PEER_KERNEL_DEB")
+		if deb == "" {
+			deb, err = fetchKernelDeb(ctx, filepath.Join(cacheDir, "deb"))
+		}
+	case Trixie:
+		deb, err = debroot.Download(ctx, debroot.TrixiePeer(), "linux-image-amd64", "linux-image-", filepath.Join(cacheDir, "deb"))
+		if err == nil {
+			var tr *debroot.Tree
+			if tr, err = debroot.Build(ctx, debroot.TrixiePeer()); err == nil {
+				userland = tr.Dir
+			}
+		}
+	default:
+		return nil, fmt.Errorf("build peer image: unknown Debian release %q (want one of %v)", rel, Releases)
 	}
-	rels, err := os.ReadDir(filepath.Join(kroot, "lib/modules"))
+	if err != nil {
+		return nil, fmt.Errorf("build %s peer image: %w", rel, err)
+	}
+	kroot, err := kernelTree(ctx, cacheDir, deb)
+	if err != nil {
+		return nil, fmt.Errorf("build %s peer image: %w", rel, err)
+	}
+	modBase := filepath.Join(kroot, "lib/modules")
+	if _, err := os.Stat(modBase); err != nil {
+		modBase = filepath.Join(kroot, "usr/lib/modules") // merged /usr in the package
+	}
+	rels, err := os.ReadDir(modBase)
 	if err != nil || len(rels) != 1 {
-		return nil, fmt.Errorf("build peer image: want one kernel release under %s/lib/modules (err %v)", kroot, err)
+		return nil, fmt.Errorf("build peer image: want one kernel release under %s (err %v)", modBase, err)
 	}
 	release := rels[0].Name()
 	kernel := filepath.Join(kroot, "boot", "vmlinuz-"+release)
@@ -141,12 +200,12 @@ func BuildImage(ctx context.Context, cacheDir string) (*Image, error) {
 		return nil, fmt.Errorf("build peer image: %w", err)
 	}
 
-	tree, mods, err := imageTree(filepath.Join(kroot, "lib/modules", release))
+	tree, mods, err := imageTree(filepath.Join(modBase, release), userland)
 	if err != nil {
-		return nil, fmt.Errorf("build peer image: %w", err)
+		return nil, fmt.Errorf("build %s peer image: %w", rel, err)
 	}
 	hash := treeHash(tree, deb)
-	img := &Image{Kernel: kernel, Release: release, Modules: mods, Hash: hash}
+	img := &Image{Kernel: kernel, Release: release, Modules: mods, Hash: hash, Debian: rel}
 	dir := filepath.Join(cacheDir, "image-"+hash[:16])
 	img.Initrd = filepath.Join(dir, "initrd.gz")
 	if _, err := os.Stat(img.Initrd); err == nil {
@@ -170,8 +229,10 @@ func BuildImage(ctx context.Context, cacheDir string) (*Image, error) {
 }
 
 // imageTree assembles the base initramfs for the kernel whose modules are
-// in modDir, returning it and the module load order.
-func imageTree(modDir string) (*cpioTree, []string, error) {
+// in modDir, with the tools and libraries of the root file system
+// userland ("" for the host), returning it and the module load order.
+func imageTree(modDir, userland string) (*cpioTree, []string, error) {
+	inRoot := func(p string) string { return filepath.Join("/", userland, p) }
 	t := newCPIOTree()
 	for _, d := range []string{"dev", "proc", "sys", "tmp", "run", "root", "etc/softroce", "usr/lib64", "usr/sbin", "sbin"} {
 		t.mkdirAll(d)
@@ -221,28 +282,31 @@ func imageTree(modDir string) (*cpioTree, []string, error) {
 	// Tools, the provider, and every library they need.
 	var elfs []string
 	for _, tool := range peerTools {
-		p, err := findTool(tool.name)
+		p, err := findTool(userland, tool.name)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s (apt-get install %s): %w", tool.name, tool.pkg, err)
 		}
-		b, err := os.ReadFile(p)
+		b, err := os.ReadFile(inRoot(p))
 		if err != nil {
 			return nil, nil, err
 		}
 		t.file("usr/bin/"+tool.name, 0o755, b)
 		elfs = append(elfs, p)
 	}
-	provs, _ := filepath.Glob(providerGlob)
+	provs, _ := filepath.Glob(inRoot(providerGlob))
+	for i, p := range provs {
+		provs[i] = "/" + strings.TrimPrefix(strings.TrimPrefix(p, userland), "/")
+	}
 	if len(provs) == 0 {
 		return nil, nil, fmt.Errorf("rxe provider %s (apt-get install ibverbs-providers): %w", providerGlob, fs.ErrNotExist)
 	}
-	conf, err := os.ReadFile(providerConf)
+	conf, err := os.ReadFile(inRoot(providerConf))
 	if err != nil {
 		return nil, nil, fmt.Errorf("rxe provider (apt-get install ibverbs-providers): %w", err)
 	}
 	t.file(providerConf, 0o644, conf)
 	for _, p := range provs {
-		b, err := os.ReadFile(p)
+		b, err := os.ReadFile(inRoot(p))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -253,11 +317,11 @@ func imageTree(modDir string) (*cpioTree, []string, error) {
 	// (rping's threads exit that way); no DT_NEEDED names it, so without
 	// it rping aborts ("libgcc_s.so.1 must be installed for pthread_exit
 	// to work") and loses its buffered output.
-	if _, err := os.Stat(libgccS); err != nil {
+	if _, err := os.Stat(inRoot(libgccS)); err != nil {
 		return nil, nil, fmt.Errorf("%s (apt-get install libgcc-s1): %w", libgccS, err)
 	}
 	elfs = append(elfs, libgccS)
-	libs, err := elfdeps.SharedLibs("", elfs)
+	libs, err := elfdeps.SharedLibs(userland, elfs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -265,7 +329,7 @@ func imageTree(modDir string) (*cpioTree, []string, error) {
 		libs = append(libs, libgccS)
 	}
 	for _, l := range libs {
-		b, err := os.ReadFile(l)
+		b, err := os.ReadFile(inRoot(l))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -280,7 +344,7 @@ func imageTree(modDir string) (*cpioTree, []string, error) {
 	}
 	var names []string
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
+		b, err := readModule(p)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -302,10 +366,12 @@ func usrPath(p string) string {
 	return p
 }
 
-func findTool(name string) (string, error) {
+// findTool returns the path of a program inside the root file system
+// root ("" for the host).
+func findTool(root, name string) (string, error) {
 	for _, d := range []string{"/usr/bin", "/usr/sbin", "/bin", "/sbin"} {
 		p := filepath.Join(d, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		if fi, err := os.Stat(filepath.Join("/", root, p)); err == nil && fi.Mode().IsRegular() {
 			return p, nil
 		}
 	}
@@ -330,31 +396,24 @@ func treeHash(t *cpioTree, deb string) string {
 }
 
 // kernelTree returns the directory holding the unpacked kernel package
-// and the package file, fetching and unpacking it on first use.
-func kernelTree(ctx context.Context, cacheDir string) (root, deb string, err error) {
-	deb = os.Getenv("SOFTROCE_PEER_KERNEL_DEB")
-	if deb == "" {
-		deb, err = fetchKernelDeb(ctx, filepath.Join(cacheDir, "deb"))
-		if err != nil {
-			return "", "", err
-		}
-	}
+// deb, unpacking it on first use.
+func kernelTree(ctx context.Context, cacheDir, deb string) (root string, err error) {
 	root = filepath.Join(cacheDir, "kernel", strings.TrimSuffix(filepath.Base(deb), ".deb"))
 	done := root + ".done"
 	if _, err := os.Stat(done); err == nil {
-		return root, deb, nil
+		return root, nil
 	}
 	os.RemoveAll(root)
 	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", "", err
+		return "", err
 	}
 	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", deb, root).CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("dpkg-deb -x %s: %w: %s", deb, err, out)
+		return "", fmt.Errorf("dpkg-deb -x %s: %w: %s", deb, err, out)
 	}
 	if err := os.WriteFile(done, nil, 0o644); err != nil {
-		return "", "", err
+		return "", err
 	}
-	return root, deb, nil
+	return root, nil
 }
 
 // fetchKernelDeb downloads (once) the linux-image-* package that
@@ -418,18 +477,39 @@ func writeFileAtomic(path string, b []byte) error {
 // writeRunInitrd writes the base initramfs followed by a small archive
 // holding /cmd.sh (none when cmd is empty), padded so the second archive
 // starts on the 4-byte boundary the kernel's unpacker requires.
-func writeRunInitrd(path, base, cmd string) error {
+func writeRunInitrd(path, base, cmd string) error { return writeRunArchive(path, base, cmd, nil) }
+
+// writeRunArchive is writeRunInitrd with programs (name → content) added
+// to the run archive as /bin/NAME, mode 0755.
+func writeRunArchive(path, base, cmd string, programs map[string][]byte) error {
 	b, err := os.ReadFile(base)
 	if err != nil {
 		return err
 	}
-	if cmd != "" {
+	if cmd != "" || len(programs) > 0 {
 		for len(b)%4 != 0 {
 			b = append(b, 0)
 		}
 		var buf bytes.Buffer
 		cw := newCPIOWriter(&buf)
-		cw.add(cpioEntry{Name: "cmd.sh", Mode: modeFile | 0o755, Data: []byte(cmd)})
+		if cmd != "" {
+			if err := cw.add(cpioEntry{Name: "cmd.sh", Mode: modeFile | 0o755, Data: []byte(cmd)}); err != nil {
+				return err
+			}
+		}
+		names := make([]string, 0, len(programs))
+		for n := range programs {
+			if n == "" || strings.Contains(n, "/") {
+				return fmt.Errorf("run archive: program name %q: want a file name", n)
+			}
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if err := cw.add(cpioEntry{Name: "bin/" + n, Mode: modeFile | 0o755, Data: programs[n]}); err != nil {
+				return err
+			}
+		}
 		if err := cw.close(); err != nil {
 			return err
 		}

@@ -6,51 +6,101 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/softroce/softroce/internal/debroot"
 	"github.com/softroce/softroce/internal/testenv"
 )
 
 var testImage struct {
 	sync.Mutex
-	img *Image
+	imgs map[Release]*Image
 }
 
-// buildTestImage builds (or finds in the cache) the peer image, once per
-// test binary, skipping the test where the host lacks the Debian packages
-// the image is made of.
-func buildTestImage(t *testing.T) *Image {
+// buildTestImage builds (or finds in the cache) the Debian 12 peer image,
+// once per test binary, skipping the test where the host lacks the Debian
+// packages the image is made of.
+func buildTestImage(t *testing.T) *Image { return buildTestImageFor(t, Bookworm) }
+
+// buildTestImageFor is buildTestImage for the Debian release rel.
+func buildTestImageFor(t *testing.T, rel Release) *Image {
 	t.Helper()
 	testImage.Lock()
 	defer testImage.Unlock()
-	if testImage.img != nil {
-		return testImage.img
+	if img := testImage.imgs[rel]; img != nil {
+		return img
 	}
 	_, err := os.Stat("/usr/bin/qemu-system-x86_64")
 	testenv.Require(t, err == nil, "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)")
 	_, err = os.Stat("/bin/busybox")
 	testenv.Require(t, err == nil, "busybox is not installed (apt-get install busybox-static)")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	if rel != Bookworm {
+		_, err = exec.LookPath("xz")
+		testenv.Require(t, err == nil, "xz is not installed (apt-get install xz-utils)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	img, err := BuildImage(ctx, "")
+	img, err := BuildImageFor(ctx, "", rel)
 	if err != nil {
-		t.Fatalf("BuildImage: %v", err)
+		t.Fatalf("BuildImageFor %s: %v", rel, err)
 	}
-	t.Logf("image %s (kernel %s, %d modules) ready in %v", img.Initrd, img.Release, len(img.Modules), time.Since(start).Round(time.Millisecond))
-	testImage.img = img
+	t.Logf("%s image %s (kernel %s, %d modules) ready in %v", rel, img.Initrd, img.Release, len(img.Modules), time.Since(start).Round(time.Millisecond))
+	if testImage.imgs == nil {
+		testImage.imgs = make(map[Release]*Image)
+	}
+	testImage.imgs[rel] = img
 	return img
 }
 
 func TestImageBuild(t *testing.T) {
 	testenv.RequireRoot(t)
 	img := buildTestImage(t)
-	if !strings.HasPrefix(img.Release, "6.1.") {
-		t.Errorf("kernel release %q, want Debian 12's 6.1", img.Release)
+	if !strings.HasPrefix(img.Release, "6.1.") || img.Debian != Bookworm {
+		t.Errorf("kernel release %q of %s, want Debian 12's 6.1", img.Release, img.Debian)
 	}
+	checkImage(t, img)
+}
+
+// TestImageBuildTrixie checks the Debian 13 image as TestImageBuild checks
+// Debian 12's, and that its kernel is 6.12 and its tools and libraries are
+// the files of Debian 13's packages (rdma-core 56, perftest 25.01), not
+// the host's.
+func TestImageBuildTrixie(t *testing.T) {
+	testenv.RequireRoot(t)
+	img := buildTestImageFor(t, Trixie)
+	if !strings.HasPrefix(img.Release, "6.12.") || img.Debian != Trixie {
+		t.Errorf("kernel release %q of %s, want Debian 13's 6.12", img.Release, img.Debian)
+	}
+	byName := checkImage(t, img)
+	tr := debroot.ForTest(t, debroot.TrixiePeer())
+	for pkg, prefix := range map[string]string{"ibverbs-providers": "56.", "libibverbs1": "56.", "perftest": "25.01"} {
+		if v := tr.Versions[pkg]; !strings.HasPrefix(v, prefix) {
+			t.Errorf("the Debian 13 tree has %s %q, want %s*", pkg, v, prefix)
+		}
+	}
+	for _, p := range []string{"/usr/bin/ib_write_bw", "/usr/bin/ibv_rc_pingpong", "/usr/lib/x86_64-linux-gnu/libibverbs.so.1", "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"} {
+		want, err := os.ReadFile(filepath.Join(tr.Dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := byName[strings.TrimPrefix(p, "/")].Data; !bytes.Equal(got, want) {
+			t.Errorf("%s in the image (%d bytes) is not the Debian 13 tree's (%d bytes)", p, len(got), len(want))
+		}
+		if host, err := os.ReadFile(p); err == nil && bytes.Equal(host, want) {
+			t.Errorf("%s: the host's file and Debian 13's are the same", p)
+		}
+	}
+}
+
+// checkImage checks the content every peer image must have and returns
+// the image's entries by name.
+func checkImage(t *testing.T, img *Image) map[string]cpioEntry {
 	f, err := os.Open(img.Initrd)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +127,11 @@ func TestImageBuild(t *testing.T) {
 	for _, tool := range peerTools {
 		want = append(want, "usr/bin/"+tool.name)
 	}
-	for _, m := range []string{"rdma_rxe", "ib_core", "ib_uverbs", "udp_tunnel", "ip6_udp_tunnel", "virtio_net", "virtio_pci", "rdma_ucm", "crc32_generic"} {
+	mods := []string{"rdma_rxe", "ib_core", "ib_uverbs", "udp_tunnel", "ip6_udp_tunnel", "virtio_net", "rdma_ucm", "crc32_generic", "8021q"}
+	if img.Debian == Bookworm {
+		mods = append(mods, "virtio", "virtio_pci") // built in from Debian 13's 6.12 on
+	}
+	for _, m := range mods {
 		want = append(want, "usr/lib/modules/"+m+".ko")
 	}
 	for _, name := range want {
@@ -109,7 +163,7 @@ func TestImageBuild(t *testing.T) {
 	for i, m := range order {
 		pos[m] = i
 	}
-	for _, pair := range [][2]string{{"ib_core", "rdma_rxe"}, {"ib_uverbs", "rdma_rxe"}, {"udp_tunnel", "rdma_rxe"}, {"virtio", "virtio_net"}, {"ib_cm", "rdma_ucm"}} {
+	for _, pair := range [][2]string{{"ib_core", "rdma_rxe"}, {"ib_uverbs", "rdma_rxe"}, {"udp_tunnel", "rdma_rxe"}, {"ib_cm", "rdma_ucm"}, {"garp", "8021q"}} {
 		a, okA := pos[pair[0]]
 		b, okB := pos[pair[1]]
 		if !okA || !okB || a >= b {
@@ -122,7 +176,7 @@ func TestImageBuild(t *testing.T) {
 
 	// A rebuild with the same inputs is a cache hit with the same hash.
 	start := time.Now()
-	again, err := BuildImage(context.Background(), "")
+	again, err := BuildImageFor(context.Background(), "", img.Debian)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +184,7 @@ func TestImageBuild(t *testing.T) {
 		t.Errorf("rebuild: hash %s at %s, want %s at %s", again.Hash, again.Initrd, img.Hash, img.Initrd)
 	}
 	t.Logf("cached rebuild in %v", time.Since(start).Round(time.Millisecond))
+	return byName
 }
 
 func fileGlob(m map[string]cpioEntry, prefix string) []string {

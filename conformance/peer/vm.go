@@ -62,6 +62,10 @@ type VMConfig struct {
 	// Accel is qemu's -accel value; "" means $SOFTROCE_PEER_ACCEL or, if
 	// that is unset, "tcg" (no KVM needed).
 	Accel string
+	// Programs are extra executables for this VM only, by name: each is
+	// put in /bin of the run archive (for example a test program built
+	// on the host against the image's libraries). nil means none.
+	Programs map[string][]byte
 }
 
 // Result is the outcome of a command run in a VM.
@@ -144,7 +148,7 @@ func Start(ctx context.Context, cfg VMConfig) (*VM, error) {
 		return nil, fmt.Errorf("start peer VM %s: %w", cfg.Name, err)
 	}
 	initrd := filepath.Join(dir, "initrd")
-	if err := writeRunInitrd(initrd, cfg.Image.Initrd, cfg.Cmd); err != nil {
+	if err := writeRunArchive(initrd, cfg.Image.Initrd, cfg.Cmd, cfg.Programs); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start peer VM %s: %w", cfg.Name, err)
 	}

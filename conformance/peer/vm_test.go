@@ -104,9 +104,15 @@ func startTestVM(t *testing.T, ctx context.Context, lab *Lab, img *Image, dir st
 	return vm
 }
 
-func TestVMOneShot(t *testing.T) {
+func TestVMOneShot(t *testing.T) { testVMOneShot(t, Bookworm) }
+
+// TestVMOneShotTrixie boots Debian 13's kernel 6.12 with its rdma-core 56
+// tools as TestVMOneShot boots Debian 12's.
+func TestVMOneShotTrixie(t *testing.T) { testVMOneShot(t, Trixie) }
+
+func testVMOneShot(t *testing.T, rel Release) {
 	testenv.RequireRoot(t)
-	img := buildTestImage(t)
+	img := buildTestImageFor(t, rel)
 	lab := newTestLab(t)
 	dir := artifactDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -115,6 +121,7 @@ func TestVMOneShot(t *testing.T) {
 	vm := startTestVM(t, ctx, lab, img, dir, 1, `
 ibv_devinfo -d rxe0 -v | grep -E 'state|active_mtu|GID\[' 
 rdma link show
+echo "uname $(uname -r)"
 exit 7
 `)
 	// A second VM whose init must fail: eth0 refuses an MTU above the
@@ -144,6 +151,7 @@ exit 7
 		"PORT_ACTIVE",
 		"active_mtu:		4096",
 		"link rxe0/1 state ACTIVE",
+		"uname " + img.Release,
 	} {
 		if !strings.Contains(con, want) {
 			t.Errorf("console lacks %q%s", want, vm.tail())

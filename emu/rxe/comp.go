@@ -70,7 +70,7 @@ func (r *device) handleResponse(q *qp, w *sendWQE, p *wire.Packet) {
 			r.fail(q, w, emu.WCBadRespErr)
 			return
 		}
-		if wop == emu.WRAtomicWrite && op == wire.RCRDMAReadResponseOnly {
+		if (wop == emu.WRAtomicWrite || wop == emu.WRFlush) && op == wire.RCRDMAReadResponseOnly {
 			q.reload()
 			q.compPSN = ib.PSNAdd(psn, 1)
 			r.finish(q, w, emu.WCSuccess)

@@ -41,6 +41,12 @@ func (d *Device) Received() uint64 { return d.r.Received() }
 // rxe_port_up / rxe_port_down; each down counts in link_downed.
 func (d *Device) SetLink(up bool) { d.r.SetLink(up) }
 
+// SetLinkState changes the bound interface's administrative state (up)
+// and carrier apart, which the port's physical state tells apart
+// (rxe_query_port: POLLING when up without carrier, DISABLED when down);
+// the events and link_downed are SetLink's.
+func (d *Device) SetLinkState(up, carrier bool) { d.r.SetLinkState(up, carrier) }
+
 // The driver implements the device ops and the optional ops rxe has.
 var (
 	_ emu.DeviceOps       = (*device)(nil)

@@ -84,6 +84,11 @@ func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.Acce
 	if bad := access &^ accessMR; bad != 0 {
 		return errorf(unix.EOPNOTSUPP, "reg MR: access %v not supported", bad)
 	}
+	if access&ib.AccessFlushPersistent != 0 {
+		// rxe_mr_fill_pages_from_sgt: a persistent-flush MR must be
+		// persistent memory (is_pmem_page); the emulator's never is.
+		return errorf(unix.EINVAL, "reg MR: IB_ACCESS_FLUSH_PERSISTENT on memory that is not persistent memory")
+	}
 	space := m.PD.Space
 	if space == nil {
 		if _, err := r.dev.Memory().Slice(start, int(length)); err != nil {

@@ -476,6 +476,10 @@ func (q *qp) checkSend(wr *emu.SendWR) (uint64, error) {
 	if uint32(len(wr.SGList)) > q.sqMaxSGE {
 		return 0, errorf(unix.EINVAL, "post send QP %#x: %d SGEs > max %d", q.qpn, len(wr.SGList), q.sqMaxSGE)
 	}
+	if op == emu.WRFlush {
+		// librxe's wr_flush: the length is the flush's, no gather list.
+		return uint64(wr.FlushLen), nil
+	}
 	var n uint64
 	for _, s := range wr.SGList {
 		n += uint64(s.Length)

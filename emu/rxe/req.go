@@ -69,6 +69,7 @@ const (
 // needs for a replay.
 type respRes struct {
 	atomic   bool
+	flush    bool // a FLUSH: its duplicate gets the empty read response again
 	firstPSN uint32
 	lastPSN  uint32
 	va       uint64
@@ -180,7 +181,7 @@ func (r *device) runSQ(q *qp) {
 		}
 		n := uint32(1)
 		mtu := uint64(q.mtu())
-		if !isAtomic(op) && !q.isUD() && mtu > 0 {
+		if !isAtomic(op) && op != emu.WRFlush && !q.isUD() && mtu > 0 {
 			n = uint32(max(1, (w.length+mtu-1)/mtu))
 		}
 		w.firstPSN = q.reqPSN
@@ -309,7 +310,7 @@ func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCSt
 	var plen uint64
 	isRead := op == emu.WRRDMARead || op == emu.WRRDMAReadWithInv
 	switch {
-	case isRead, isAtomic(op):
+	case isRead, isAtomic(op), op == emu.WRFlush:
 	case op == emu.WRAtomicWrite:
 		plen = 8
 	default:
@@ -347,6 +348,9 @@ func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCSt
 			left -= min(off, left)
 		}
 		f.RETH = wire.RETHFields{VA: va, RKey: w.wr.RKey, DMALen: uint32(left)}
+	}
+	if h.Has(wire.HdrFETH) {
+		f.FETH = wire.FETHFields{Selectivity: w.wr.FlushLevel, Placement: w.wr.FlushType}
 	}
 	if h.Has(wire.HdrAtomicETH) {
 		f.AtomicETH = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/dma"
 	"github.com/softroce/softroce/ib"
@@ -86,8 +88,10 @@ func (r *device) responder(q *qp, p *wire.Packet) {
 		need = ib.AccessRemoteAtomic
 	case fl&(wire.FlagWrite|wire.FlagAtomicWrite) != 0:
 		need = ib.AccessRemoteWrite
+	case fl&wire.FlagFlush != 0:
+		need = flushAccess(p.FETH().Placement())
 	}
-	if need != 0 && !q.isUD() && q.attr.QPAccessFlags&need == 0 {
+	if need != 0 && !q.isUD() && q.attr.QPAccessFlags&need != need {
 		if rc {
 			syn := nakInvalidReq
 			if r.cfg.Quirks.AccessNAK62 {
@@ -173,8 +177,10 @@ func (r *device) responder(q *qp, p *wire.Packet) {
 	case fl&wire.FlagAtomicWrite != 0:
 		r.execAtomicWrite(q, p)
 		return
+	case fl&wire.FlagFlush != 0:
+		r.execFlush(q, p)
+		return
 	default:
-		// FLUSH is not implemented by the emulator: invalid request.
 		if rc {
 			r.nakErr(q, psn, nakInvalidReq)
 		}
@@ -493,6 +499,78 @@ func (r *device) execAtomicWrite(q *qp, p *wire.Packet) {
 	r.readReply(q, res, psn, 0, 0)
 }
 
+// flushAccess is the access a FLUSH of placement type plt needs of the QP
+// and of the MR (check_qp_attr_access, check_rkey): FLUSH_GLOBAL for
+// global visibility, FLUSH_PERSISTENT for persistence.
+func flushAccess(plt uint8) ib.AccessFlags {
+	var a ib.AccessFlags
+	if plt&emu.FlushGlobal != 0 {
+		a |= ib.AccessFlushGlobal
+	}
+	if plt&emu.FlushPersistent != 0 {
+		a |= ib.AccessFlushPersistent
+	}
+	return a
+}
+
+// execFlush performs FLUSH as rxe's check_length, check_rkey and
+// process_flush do, answering with an empty RDMA_READ_RESPONSE_ONLY: a
+// RETH length above 2^31 is NAK 0x61; the R_Key must name an MR (or MW)
+// with the FLUSH access of the placement type, and an IB_FLUSH_RANGE
+// flush must lie inside it (an IB_FLUSH_MR one flushes the whole region
+// and its RETH address and length are not checked), else NAK 0x62. The
+// emulator's memory is coherent, so global visibility needs nothing; a
+// persistent flush of a DMA MR fails (rxe_flush_pmem_iova's -EFAULT,
+// NAK 0x62) and of any other MR succeeds, which can only be a region of
+// persistent memory (RegUserMR refuses FLUSH_PERSISTENT otherwise). The
+// request takes a responder resource, so a duplicate is answered again.
+func (r *device) execFlush(q *qp, p *wire.Packet) {
+	psn := p.BTH().PSN()
+	reth, feth := p.RETH(), p.FETH()
+	if reth.DMALen() > maxMsgSize {
+		r.nakErr(q, psn, nakInvalidReq)
+		return
+	}
+	va, n := reth.VA(), uint64(reth.DMALen())
+	if feth.Selectivity() == emu.FlushMR {
+		// Only the key and the access count: check an empty range at
+		// the region's own start.
+		va, n = r.regionStart(reth.RKey()), 0
+	}
+	m, _, err := r.rkeyMR(q, reth.RKey(), flushAccess(feth.Placement()), va, n)
+	if err == nil && feth.Placement()&emu.FlushPersistent != 0 && m.typ == emu.MRTypeDMA {
+		err = errorf(unix.EFAULT, "persistent flush of a DMA MR")
+	}
+	if err != nil {
+		r.nakErr(q, psn, nakRemAccess)
+		return
+	}
+	if q.respRes == 0 {
+		q.msn = ib.PSNAdd(q.msn, 1)
+		q.respPSN, q.ackPSN = ib.PSNAdd(psn, 1), psn
+		r.readReply(q, &respRes{firstPSN: psn, lastPSN: psn}, psn, 0, 0)
+		return
+	}
+	res := q.saveSinglePacketRes(respRes{firstPSN: psn, lastPSN: psn, va: va, rkey: reth.RKey(), flush: true})
+	r.readReply(q, res, psn, 0, 0)
+}
+
+// regionStart is the address at which the MR or MW rkey names starts, in
+// the terms rkeyMR takes (0 for a zero-based MW); 0 for an unknown key,
+// which rkeyMR then refuses.
+func (r *device) regionStart(rkey uint32) uint64 {
+	if idx := rkey >> 8; idx >= minMWIndex {
+		if w, ok := r.mws[idx]; ok && w.access&ib.AccessZeroBased == 0 {
+			return w.addr
+		}
+		return 0
+	}
+	if m, ok := r.mrs[rkey>>8]; ok {
+		return m.iova
+	}
+	return 0
+}
+
 // saveRes records a read, atomic or atomic-write request in the responder
 // resource ring, for replay of a duplicate, and counts its message (MSN).
 func (q *qp) saveRes(rr respRes) *respRes {
@@ -560,7 +638,14 @@ func (r *device) duplicate(q *qp, p *wire.Packet) {
 			r.sendAtomicAck(q, psn, res.orig)
 		}
 	case fl&wire.FlagAtomicWrite != 0:
-		if res := q.findRes(psn); res != nil && !res.atomic {
+		if res := q.findRes(psn); res != nil && !res.atomic && !res.flush {
+			r.readReply(q, res, psn, 0, 0)
+		}
+	case fl&wire.FlagFlush != 0:
+		// rxe's duplicate_request: a FLUSH found among the responder
+		// resources is answered again (process_flush's replay), else
+		// dropped.
+		if res := q.findRes(psn); res != nil && res.flush {
 			r.readReply(q, res, psn, 0, 0)
 		}
 	}
@@ -624,6 +709,11 @@ func (r *device) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n ui
 			}
 			if deth := p.DETH(); deth != nil {
 				wc.SrcQP = deth.SrcQP()
+			}
+			if v := r.cfg.Device.NetDev.VLANID; v != 0 && st == emu.WCSuccess {
+				// do_complete: a packet that came in on a VLAN
+				// device says so.
+				wc.VLANID, wc.WCFlags = v, wc.WCFlags|emu.WCWithVLAN
 			}
 		}
 		solicited = p.BTH().SE()

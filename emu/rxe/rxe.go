@@ -466,6 +466,24 @@ func (r *device) SetLink(up bool) {
 	r.unlock()
 }
 
+// SetLinkState is SetLink with the interface's two states apart: up is
+// its administrative state, carrier its carrier. The port is ACTIVE when
+// both hold (IB_EVENT_PORT_ACTIVE), else DOWN (IB_EVENT_PORT_ERR, counted
+// in link_downed), its physical state POLLING while the interface is up
+// without carrier and DISABLED while it is down, as rxe_query_port
+// reports them.
+func (r *device) SetLinkState(up, carrier bool) {
+	r.lock()
+	driver.SetNetDevState(r.dev, !up, !carrier)
+	t := emu.EventPortActive
+	if !up || !carrier {
+		t = emu.EventPortErr
+		r.counters[cntLinkDowned]++
+	}
+	r.event(emu.Event{Type: t, Port: 1})
+	r.unlock()
+}
+
 // AllocPD allocates a PD (rxe_alloc_pd).
 func (r *device) AllocPD(pd *emu.PD) error {
 	if !r.numPD.take(r.attr.MaxPD) {

@@ -225,3 +225,35 @@ func TestCommandRefusesBindsOutsideRun(t *testing.T) {
 		t.Error("Command accepted a relative program path")
 	}
 }
+
+// TestDownloadOnePackage fetches one package of Debian 13 without its
+// dependencies, names the file after the suite's version, and takes it
+// from the directory the second time; a follow prefix no dependency has
+// is an error.
+func TestDownloadOnePackage(t *testing.T) {
+	tr := trixie(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	p, err := Download(ctx, TrixieRDMA(), "perftest", "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "perftest_" + tr.Versions["perftest"] + "_amd64.deb"; filepath.Base(p) != want {
+		t.Errorf("downloaded %s, want %s", filepath.Base(p), want)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("%d files in the directory, want the one package", len(ents))
+	}
+	again, err := Download(ctx, TrixieRDMA(), "perftest", "", dir)
+	if st2, _ := os.Stat(again); err != nil || again != p || !st2.ModTime().Equal(st.ModTime()) {
+		t.Errorf("second download: %s %v, want the same file untouched", again, err)
+	}
+	if _, err := Download(ctx, TrixieRDMA(), "perftest", "no-such-prefix-", dir); err == nil {
+		t.Error("a follow prefix no dependency has was accepted")
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -370,4 +371,73 @@ func output(ctx context.Context, dir, name string, args ...string) ([]byte, erro
 		return nil, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
+}
+
+// Download fetches one package of cfg's suite (cfg.Packages is not used)
+// into dir with `apt-get download`, without its dependencies, and returns
+// the path of the .deb file. A virtual or meta package is followed to the
+// package its first Depends names when that name starts with follow (for
+// example "linux-image-amd64" with follow "linux-image-" gives the
+// kernel package of the suite's current ABI). A package already in dir is
+// not fetched again. Nothing is installed or unpacked.
+func Download(ctx context.Context, cfg Config, pkg, follow, dir string) (string, error) {
+	if cfg.Suite == "" || pkg == "" {
+		return "", errors.New("debroot: Download needs Config.Suite and a package name")
+	}
+	cache := cfg.CacheDir
+	if cache == "" {
+		cache = DefaultCacheDir()
+	}
+	a, err := newApt(cache, cfg)
+	if err != nil {
+		return "", err
+	}
+	lock, err := os.OpenFile(filepath.Join(a.dir, "build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("debroot: %w", err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return "", fmt.Errorf("debroot: lock %s: %w", lock.Name(), err)
+	}
+	if err := a.update(ctx); err != nil {
+		return "", err
+	}
+	if follow != "" {
+		out, err := a.run(ctx, "", "apt-cache", "depends", "--no-recommends", "--no-suggests",
+			"--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances", pkg)
+		if err != nil {
+			return "", fmt.Errorf("debroot: %w", err)
+		}
+		deps, err := parseDepends(out)
+		if err != nil {
+			return "", fmt.Errorf("debroot: %w", err)
+		}
+		i := slices.IndexFunc(deps, func(d string) bool { return strings.HasPrefix(d, follow) })
+		if i < 0 {
+			return "", fmt.Errorf("debroot: %s in %s depends on no %s* package (%v)", pkg, cfg.Suite, follow, deps)
+		}
+		pkg = deps[i]
+	}
+	v, err := a.versions(ctx, []string{pkg})
+	if err != nil {
+		return "", err
+	}
+	// apt-get download names the file NAME_VERSION_ARCH.deb with the
+	// epoch's colon escaped.
+	glob := filepath.Join(dir, pkg+"_"+strings.ReplaceAll(v[pkg], ":", "%3a")+"_*.deb")
+	if m, _ := filepath.Glob(glob); len(m) == 1 {
+		return m[0], nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("debroot: %w", err)
+	}
+	if _, err := a.run(ctx, dir, "apt-get", "download", pkg+"="+v[pkg]); err != nil {
+		return "", fmt.Errorf("debroot: %w", err)
+	}
+	m, _ := filepath.Glob(glob)
+	if len(m) != 1 {
+		return "", fmt.Errorf("debroot: apt-get download %s=%s: no %s: %w", pkg, v[pkg], glob, fs.ErrNotExist)
+	}
+	return m[0], nil
 }

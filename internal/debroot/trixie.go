@@ -12,3 +12,12 @@ func TrixieRDMA() Config {
 		},
 	}
 }
+
+// TrixiePeer is the Debian 13 userspace of a kernel rxe peer: TrixieRDMA
+// and the network tools the peer image carries (iproute2's ip and rdma,
+// tcpdump).
+func TrixiePeer() Config {
+	c := TrixieRDMA()
+	c.Packages = append(c.Packages, "iproute2", "tcpdump", "libgcc-s1")
+	return c
+}

@@ -51,3 +51,7 @@ var Ops func(dev any) any
 // SetNetDevLink records a *emu.Device's interface going up (with carrier)
 // or down, from the driver's link notifier.
 var SetNetDevLink func(dev any, up bool)
+
+// SetNetDevState records a *emu.Device's interface state: administratively
+// down, or up without carrier, from the driver's link notifier.
+var SetNetDevState func(dev any, down, noCarrier bool)
