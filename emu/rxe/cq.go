@@ -108,13 +108,21 @@ func (r *device) ReqNotifyCQ(c *emu.CQ, flags emu.CQNotifyFlags) int {
 // completion handler once and disarms.
 func (r *device) post(q *cq, wc emu.WC, solicited bool) bool {
 	if r.cqFault != nil {
-		if f := r.cqFault(q.core, &wc); f.Overflow {
-			r.event(emu.Event{Type: emu.EventCQErr, CQ: q.core})
-			return false
-		} else if f.Delay > 0 {
-			r.postLater(q, wc, solicited, f.Delay)
-			return true
-		}
+		return r.postFaulted(q, wc, solicited)
+	}
+	return r.postNow(q, wc, solicited)
+}
+
+// postFaulted is post with a completion hook (injected faults). Apart
+// from post so that wc, which the hook and a delayed post take the
+// address of, moves to the heap only here: post allocates nothing.
+func (r *device) postFaulted(q *cq, wc emu.WC, solicited bool) bool {
+	if f := r.cqFault(q.core, &wc); f.Overflow {
+		r.event(emu.Event{Type: emu.EventCQErr, CQ: q.core})
+		return false
+	} else if f.Delay > 0 {
+		r.postLater(q, wc, solicited, f.Delay)
+		return true
 	}
 	return r.postNow(q, wc, solicited)
 }
