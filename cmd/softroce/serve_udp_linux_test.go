@@ -282,7 +282,8 @@ func captureOn(t *testing.T, h *udpHost, filter string) func() [][]byte {
 // in its namespace (`ip addr add`) and takes it away when the address is
 // removed, and Debian's unmodified ibv_asyncwatch, run through softroce
 // run, receives IBV_EVENT_GID_CHANGE for each change, as with the kernel's
-// rxe on a netdev.
+// rxe on a netdev. A second "softroce serve --udp" in the namespace fails
+// with the port-taken message.
 func TestServeUDPGIDsFollowTheNamespacesAddresses(t *testing.T) {
 	distroTool(t, "ibv_asyncwatch", "ibverbs-utils")
 	distroTool(t, "ibv_devinfo", "ibverbs-utils")
@@ -297,6 +298,11 @@ func TestServeUDPGIDsFollowTheNamespacesAddresses(t *testing.T) {
 	serveAsUserIn(t, h.ns, h.home, defaultServeName, "--udp")
 	if i := h.gidIndex(t, h.v4); i < 0 {
 		t.Fatalf("no GID of %v before any change", h.v4)
+	}
+	// A second daemon (another device name) cannot have the port.
+	second, err := h.command(t, "softroce", "serve", "--udp", "-d", "rxe1").CombinedOutput()
+	if err == nil || !strings.Contains(string(second), "address already in use") || !strings.Contains(string(second), "another softroce") {
+		t.Errorf("a second serve --udp in the namespace: %v\n%s", err, second)
 	}
 	// ibv_asyncwatch's stdout is a pipe: stdbuf makes it line-buffered.
 	watch := h.run(t, "stdbuf", "-oL", "ibv_asyncwatch", "-d", defaultServeName)
