@@ -221,7 +221,8 @@ func socketPath(c *container) string {
 // restricted namespace refuses: no host network, PID or IPC namespace, no
 // host path, no privilege, no capability (all dropped), no privilege
 // escalation, not root, the runtime's default seccomp profile, and no
-// resource but CPU and memory (no device plugin). The rest holds the
+// resource but CPU and memory (no device plugin); the image's user is the
+// pods' user. The rest holds the
 // pods together: a headless Service publishing not-ready addresses that
 // selects the pods and names UDP 4791; an Indexed Job whose completions,
 // parallelism and SOFTROCE_PODS agree; a sidecar that is a native one
@@ -244,6 +245,10 @@ func TestManifestPodsAreUnprivileged(t *testing.T) {
 	}
 	if sc.SeccompProfile.Type != "RuntimeDefault" {
 		t.Errorf("seccompProfile %q, want RuntimeDefault", sc.SeccompProfile.Type)
+	}
+	if u := parseContainerfile(t, containerfilePath).stages[1].the("USER"); sc.RunAsUser != nil && sc.RunAsGroup != nil &&
+		(len(u) != 1 || u[0] != fmt.Sprintf("%d:%d", *sc.RunAsUser, *sc.RunAsGroup)) {
+		t.Errorf("the image's USER %q is not the pods' runAsUser:runAsGroup", u)
 	}
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		t.Error("the pod mounts a service account token it does not use")
