@@ -76,6 +76,16 @@ func gidIndexIn(out string, addr netip.Addr) int {
 // the namespace's addresses, as in a pod) as nobody in each.
 func udpHostPair(t *testing.T, subnet byte) (a, b *udpHost) {
 	t.Helper()
+	a, b = udpNamespaces(t, subnet)
+	for _, h := range []*udpHost{a, b} {
+		serveAsUserIn(t, h.ns, h.home, defaultServeName, "--udp")
+	}
+	return a, b
+}
+
+// udpNamespaces is udpHostPair without the daemons.
+func udpNamespaces(t *testing.T, subnet byte) (a, b *udpHost) {
+	t.Helper()
 	needCC(t)
 	hosts := [2]*udpHost{}
 	for i := range hosts {
@@ -89,7 +99,6 @@ func udpHostPair(t *testing.T, subnet byte) (a, b *udpHost) {
 		h.ns.Run(t, "ip", "addr", "add", h.v4.String()+"/24", "dev", h.ifname)
 		h.ns.Run(t, "ip", "addr", "add", h.v6.String()+"/64", "dev", h.ifname, "nodad")
 		h.ns.Run(t, "ip", "link", "set", h.ifname, "up")
-		serveAsUserIn(t, h.ns, h.home, defaultServeName, "--udp")
 	}
 	return a, b
 }
@@ -372,4 +381,41 @@ func TestServeUDPGIDsFollowTheNamespacesAddresses(t *testing.T) {
 	if i := h.gidIndex(t, h.v4); i < 0 {
 		t.Errorf("the GID of %v, which stayed, is gone", h.v4)
 	}
+}
+
+// TestRunUDPServesItsOwnDaemon: without a "softroce serve", "softroce run
+// --udp -- PROGRAM" serves the device on UDP for the program's lifetime:
+// Debian's ibv_rc_pingpong, server and client in two namespaces, each
+// under its own "softroce run --udp" as nobody, completes with the data
+// checked and both runs exit 0 with the program's status.
+func TestRunUDPServesItsOwnDaemon(t *testing.T) {
+	distroTool(t, "ibv_rc_pingpong", "ibverbs-utils")
+	a, b := udpNamespaces(t, 2)
+	args := []string{"-g", "1", "-n", "100", "-c", "-p", "18960"}
+	runUDP := func(h *udpHost, extra ...string) *exec.Cmd {
+		return h.command(t, "softroce", append(append([]string{"run", "--udp", "--", "ibv_rc_pingpong"}, args...), extra...)...)
+	}
+	server := runUDP(b)
+	var sb bytes.Buffer
+	server.Stdout, server.Stderr = &sb, &sb
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer server.Process.Kill()
+	var out []byte
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, err = runUDP(a, b.v4.String()).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "Couldn't connect") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("client: %v\n%s\nserver:\n%s", err, out, sb.String())
+	}
+	if err := server.Wait(); err != nil {
+		t.Fatalf("server: %v\n%s", err, sb.String())
+	}
+	checkToolOutput(t, sb.String(), string(out), "819200 bytes in", "819200 bytes in",
+		[]string{gidString(a.v4), gidString(b.v4)})
 }
