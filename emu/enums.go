@@ -425,3 +425,46 @@ const (
 	PermissiveLID    = 0xFFFF     // IB_LID_PERMISSIVE
 	MulticastLIDBase = 0xC000     // IB_MULTICAST_LID_BASE
 )
+
+// MRReregFlags is enum ib_mr_rereg_flags: what a re-registration changes.
+type MRReregFlags uint32
+
+// Re-registration flags with the kernel's values.
+const (
+	MRReregTrans  MRReregFlags = 1 // IB_MR_REREG_TRANS: the address range
+	MRReregPD     MRReregFlags = 2 // IB_MR_REREG_PD: the protection domain
+	MRReregAccess MRReregFlags = 4 // IB_MR_REREG_ACCESS: the access rights
+
+	// MRReregSupported is IB_MR_REREG_SUPPORTED, every defined flag.
+	MRReregSupported = MRReregTrans | MRReregPD | MRReregAccess
+)
+
+// IsValid reports whether f holds only defined flags.
+func (f MRReregFlags) IsValid() bool { return f&^MRReregSupported == 0 }
+
+// String returns the kernel names of the bits of f joined by "|", bits
+// without a name as one trailing hex number, "0" for none.
+func (f MRReregFlags) String() string {
+	if f == 0 {
+		return "0"
+	}
+	var s string
+	for _, n := range []struct {
+		f    MRReregFlags
+		name string
+	}{{MRReregTrans, "IB_MR_REREG_TRANS"}, {MRReregPD, "IB_MR_REREG_PD"}, {MRReregAccess, "IB_MR_REREG_ACCESS"}} {
+		if f&n.f != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += n.name
+		}
+	}
+	if rest := f &^ MRReregSupported; rest != 0 {
+		if s != "" {
+			s += "|"
+		}
+		s += "0x" + strconv.FormatUint(uint64(rest), 16)
+	}
+	return s
+}

@@ -227,6 +227,14 @@ type CQInitAttr struct {
 	// overflows). The driver calls it under its lock: it must not call
 	// back into the device.
 	Ring func(wc WC) bool
+	// RingResize, with Ring, moves a userspace CQ to a ring of n entries
+	// when the CQ is resized to cqe (rxe_cq_resize_queue: a new ring the
+	// consumer maps, the completions it has not polled copied over in
+	// order). It fails with EINVAL when the ring holds more than cqe
+	// completions, and changes nothing when it fails. The driver calls it
+	// under its lock: it must not call back into the device. Without it a
+	// userspace CQ cannot be resized (EOPNOTSUPP).
+	RingResize func(cqe, n int) error
 }
 
 // PollContext is enum ib_poll_context.
@@ -288,6 +296,17 @@ func (cq *CQ) SetModeration(count, period uint16) error {
 	return m.ModifyCQ(cq, count, period)
 }
 
+// Resize changes the CQ's capacity to at least cqe entries, keeping the
+// completions it holds in order, and updates CQE (ib_resize_cq). A driver
+// without resize_cq gives EOPNOTSUPP.
+func (cq *CQ) Resize(cqe int) error {
+	r, ok := cq.Device.ops.(CQResizer)
+	if !ok {
+		return errorf(unix.EOPNOTSUPP, "resize CQ: driver has no resize_cq")
+	}
+	return r.ResizeCQ(cq, cqe)
+}
+
 // Destroy destroys the CQ (ib_destroy_cq); EBUSY while a QP or SRQ uses it.
 func (cq *CQ) Destroy() error { return cq.DestroyUser(nil) }
 
@@ -317,6 +336,16 @@ type SRQInitAttr struct {
 	// and reports whether there was one. The driver calls it under its
 	// lock: it must not call back into the device.
 	RecvRing func(wr *RecvWR) bool
+	// RecvRingResize, with RecvRing, moves a userspace SRQ to a ring of
+	// maxWR entries when a modify resizes it (rxe_srq_from_attr: a new ring
+	// the consumer maps, the WRs it posted and the responder has not taken
+	// copied over in order). The driver may already hold WRs it took from
+	// the ring; room is what is left of maxWR for the ring's. It fails with
+	// EINVAL when the ring holds more than room WRs, and changes nothing
+	// when it fails. The driver calls it under its lock: it must not call
+	// back into the device. Without it a userspace SRQ cannot be resized
+	// (EOPNOTSUPP).
+	RecvRingResize func(maxWR, room uint32) error
 }
 
 // SRQ is struct ib_srq, a shared receive queue.
@@ -489,6 +518,66 @@ func (mr *MR) DeregUser(udata *UData) error {
 		return err
 	}
 	mr.PD.use.dec()
+	return nil
+}
+
+// CheckReregFlags applies ib_uverbs_rereg_mr's first checks: no flags is
+// EINVAL, undefined ones EOPNOTSUPP, a new range whose start and iova
+// differ in the offset within the page EINVAL.
+func CheckReregFlags(flags MRReregFlags, start, iova uint64) error {
+	switch {
+	case flags == 0:
+		return errorf(unix.EINVAL, "rereg MR: no flags")
+	case !flags.IsValid():
+		return errorf(unix.EOPNOTSUPP, "rereg MR: flags %v", flags)
+	case flags&MRReregTrans != 0 && (start^iova)%dma.PageSize != 0:
+		return errorf(unix.EINVAL, "rereg MR: start %#x and iova %#x differ in the page offset", start, iova)
+	}
+	return nil
+}
+
+// ReregUser re-registers a user MR in place (the uverbs rereg_mr path:
+// CheckReregFlags, ib_check_mr_access with MRReregAccess, then the
+// driver's rereg_user_mr): a new range with MRReregTrans, pd with
+// MRReregPD (nil or another device's is EINVAL), access with
+// MRReregAccess. Keys stay. An MR that is not a user MR is EINVAL; a
+// driver without the op gives EOPNOTSUPP. When it fails, nothing changed.
+func (mr *MR) ReregUser(flags MRReregFlags, pd *PD, start, length, iova uint64, access ib.AccessFlags) error {
+	if err := CheckReregFlags(flags, start, iova); err != nil {
+		return err
+	}
+	if mr.Type != MRTypeUser {
+		return errorf(unix.EINVAL, "rereg MR: %v is not a user MR", mr.Type)
+	}
+	if flags&MRReregAccess != 0 {
+		if err := mr.Device.CheckMRAccess(access); err != nil {
+			return err
+		}
+	}
+	if flags&MRReregPD != 0 && (pd == nil || pd.Device != mr.Device) {
+		return errorf(unix.EINVAL, "rereg MR: no PD of the MR's device")
+	}
+	if flags&MRReregPD == 0 {
+		pd = mr.PD
+	}
+	r, ok := mr.Device.ops.(MRReregisterer)
+	if !ok {
+		return errorf(unix.EOPNOTSUPP, "rereg MR: driver has no rereg_user_mr")
+	}
+	if err := r.ReregUserMR(mr, flags, start, length, iova, access, pd); err != nil {
+		return err
+	}
+	if flags&MRReregPD != 0 {
+		mr.PD.use.dec()
+		pd.use.inc()
+		mr.PD = pd
+	}
+	if flags&MRReregTrans != 0 {
+		mr.IOVA, mr.Length = iova, length
+	}
+	if flags&MRReregAccess != 0 {
+		mr.Access = access
+	}
 	return nil
 }
 

@@ -16,7 +16,7 @@ import (
 // ...), which check their arguments first.
 //
 // Ops the kernel lets a driver leave NULL are separate optional interfaces
-// (SRQModifier, CQModerator, MRStatusChecker, AHModifier, McastAttacher,
+// (SRQModifier, CQResizer, CQModerator, MRReregisterer, MRStatusChecker, AHModifier, McastAttacher,
 // GIDAdder, XRCDAllocator, RDMANetdevAllocator, HWStatsProvider,
 // MADLayerTaker): the core answers EOPNOTSUPP where the kernel does for a
 // NULL op.
@@ -97,6 +97,23 @@ type SRQModifier interface {
 	ModifySRQ(srq *SRQ, attr *SRQAttr, mask SRQAttrMask) error
 	// QuerySRQ returns the SRQ's attributes (query_srq).
 	QuerySRQ(srq *SRQ) (SRQAttr, error)
+}
+
+// CQResizer is the optional resize_cq op.
+type CQResizer interface {
+	// ResizeCQ changes the CQ's capacity to at least cqe entries, keeping
+	// the completions it holds, and sets CQ.CQE (resize_cq).
+	ResizeCQ(cq *CQ, cqe int) error
+}
+
+// MRReregisterer is the optional rereg_user_mr op.
+type MRReregisterer interface {
+	// ReregUserMR changes a user MR in place (rereg_user_mr): the range
+	// (start, length, iova) with MRReregTrans, the PD with MRReregPD, the
+	// access with MRReregAccess. The core has checked the flags and the
+	// access and updates MR.PD, the PDs' use counts, MR.Access and, for a
+	// new range, MR.IOVA and MR.Length after it succeeds.
+	ReregUserMR(mr *MR, flags MRReregFlags, start, length, iova uint64, access ib.AccessFlags, pd *PD) error
 }
 
 // CQModerator is the optional modify_cq op (rdma_set_cq_moderation).

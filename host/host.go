@@ -27,6 +27,12 @@
 //     delay below their maximum response delay, drawn from Config.Seed on
 //     the injected clock. Reports go out once (no robustness
 //     retransmissions) and always as MLDv2 (no MLDv1 compatibility mode);
+//   - joins IP multicast groups on the link (JoinIPGroup, as the kernel's
+//     ip_mc_inc_group and ipv6_dev_mc_inc): an IGMPv3 (or, configured,
+//     IGMPv2) report for an IPv4 group, an MLDv2 report for an IPv6 one,
+//     the matching leave when the last membership goes, and answers to
+//     IGMP and MLD queries for the joined groups; JoinGroup alone only
+//     opens the MAC filter, as a driver's dev_mc_add;
 //   - answers ICMP and ICMPv6 echo requests (icmp_echo, icmpv6_echo_reply);
 //   - answers a UDP datagram to a port other than 4791 with ICMP port
 //     unreachable, an IP protocol it does not know with protocol
@@ -154,6 +160,10 @@ type Config struct {
 	// OnAddrChange, if set, is called after each address change, in
 	// order, outside the Host's locks.
 	OnAddrChange func(AddrChange)
+	// IGMPVersion is the IGMP version of the reports JoinIPGroup and
+	// query answers send: 3 (and 0, the default) as the kernel with
+	// force_igmp_version=0 and no older querier heard, or 2.
+	IGMPVersion int
 }
 
 // Stats counts what a Host did with the frames it received.
@@ -188,6 +198,10 @@ type Stats struct {
 	// MLDReports counts MLDv2 reports sent; MLDQueries counts the
 	// multicast listener queries answered (or already being answered).
 	MLDReports, MLDQueries uint64
+	// IGMPReports counts IGMP reports and leaves sent; IGMPQueries
+	// counts the membership queries answered (or already being
+	// answered).
+	IGMPReports, IGMPQueries uint64
 	// Solicitations counts ARP requests and neighbour solicitations sent
 	// to resolve peers.
 	Solicitations uint64
@@ -215,7 +229,13 @@ type Host struct {
 
 	addrMu sync.RWMutex
 	addrs  []netip.Prefix
-	groups []netip.Addr // joined multicast groups
+	groups []netip.Addr // joined multicast groups (the MAC filter)
+	// ipGroups counts the JoinIPGroup memberships of each group.
+	ipGroups    map[netip.Addr]int
+	igmpVersion int
+	// igmpPending holds the IGMP query responses waiting for their
+	// delay, by group (0.0.0.0 for a general query).
+	igmpPending map[netip.Addr]*mldResponse
 	// tentative holds the IPv6 addresses under duplicate address
 	// detection; dadFailed the last detection error of each address.
 	tentative []*dadState
@@ -250,6 +270,7 @@ type Host struct {
 		unreach, resets, rateLimited               atomic.Uint64
 		dadProbes, dadFailures                     atomic.Uint64
 		mldReports, mldQueries                     atomic.Uint64
+		igmpReports, igmpQueries                   atomic.Uint64
 	}
 }
 
@@ -288,7 +309,7 @@ func New(l link.Link, cfg Config) (*Host, error) {
 		roce:     cfg.RoCE,
 		onChange: cfg.OnAddrChange,
 		neigh:    make(map[netip.Addr]*neighbor),
-		groups:   []netip.Addr{allNodes},
+		groups:   []netip.Addr{allNodes, allHosts},
 
 		noDAD:        cfg.NoDAD,
 		dadTransmits: cfg.DADTransmits,
@@ -296,6 +317,12 @@ func New(l link.Link, cfg Config) (*Host, error) {
 		rnd:          rand.New(rand.NewPCG(cfg.Seed, 0x686f7374)),
 		dadFailed:    make(map[netip.Addr]error),
 		mldPending:   make(map[netip.Addr]*mldResponse),
+		ipGroups:     make(map[netip.Addr]int),
+		igmpPending:  make(map[netip.Addr]*mldResponse),
+		igmpVersion:  cfg.IGMPVersion,
+	}
+	if h.igmpVersion != 0 && h.igmpVersion != 2 && h.igmpVersion != 3 {
+		return nil, fmt.Errorf("host: IGMP version %d, want 2 or 3: %w", cfg.IGMPVersion, syscall.EINVAL)
 	}
 	if h.dadTransmits <= 0 {
 		h.dadTransmits = 1
@@ -509,7 +536,7 @@ func (h *Host) LeaveGroup(g netip.Addr) error {
 	h.addrMu.Lock()
 	defer h.addrMu.Unlock()
 	i := slices.Index(h.groups, g)
-	if i < 0 || g == allNodes && slices.Index(h.groups[i+1:], g) < 0 {
+	if i < 0 || (g == allNodes || g == allHosts) && slices.Index(h.groups[i+1:], g) < 0 {
 		return fmt.Errorf("host: leave %v: %w", g, syscall.EADDRNOTAVAIL)
 	}
 	h.groups = slices.Delete(h.groups, i, i+1)
@@ -641,6 +668,10 @@ func (h *Host) Close() error {
 		pend.timer.Stop()
 		delete(h.mldPending, g)
 	}
+	for g, pend := range h.igmpPending {
+		pend.timer.Stop()
+		delete(h.igmpPending, g)
+	}
 	h.addrMu.Unlock()
 	return h.l.Close()
 }
@@ -668,6 +699,7 @@ func (h *Host) Stats() Stats {
 		DestUnreachables: s.unreach.Load(), TCPResets: s.resets.Load(), ICMPRateLimited: s.rateLimited.Load(),
 		DADProbes: s.dadProbes.Load(), DADFailures: s.dadFailures.Load(),
 		MLDReports: s.mldReports.Load(), MLDQueries: s.mldQueries.Load(),
+		IGMPReports: s.igmpReports.Load(), IGMPQueries: s.igmpQueries.Load(),
 	}
 }
 

@@ -141,6 +141,10 @@ func (h *Host) inputIPv4(frame []byte) {
 			h.stats.echoReplies.Add(1)
 		}
 	default:
+		if ip.Protocol == layers.IPProtocolIGMP {
+			h.inputIGMP(ip.Payload)
+			return
+		}
 		h.stats.unhandled.Add(1)
 		if !knownProto4(ip.Protocol) {
 			h.sendUnreach4(frame, layers.ICMPv4CodeProtocol, src, dst)

@@ -29,7 +29,8 @@ var allMLDv2Routers = netip.MustParseAddr("ff02::16")
 // solicited-node groups of its addresses, tentative ones included (the
 // kernel's addrconf_join_solict), each once. All-nodes is never reported
 // (RFC 3810 §6); groups joined with JoinGroup only program the MAC filter,
-// as rxe's multicast attach (dev_mc_add) does.
+// as rxe's multicast attach (dev_mc_add) does, and those joined with
+// JoinIPGroup are reported too.
 func (h *Host) reportedLocked() []netip.Addr {
 	var gs []netip.Addr
 	add := func(a netip.Addr) {
@@ -42,6 +43,11 @@ func (h *Host) reportedLocked() []netip.Addr {
 	}
 	for _, st := range h.tentative {
 		add(st.p.Addr())
+	}
+	for g := range h.ipGroups {
+		if g.Is6() && reportable(g) && !slices.Contains(gs, g) {
+			gs = append(gs, g)
+		}
 	}
 	return gs
 }

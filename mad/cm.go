@@ -309,6 +309,7 @@ const (
 	RejInvalidClassVer    RejReason = 31
 	RejInvalidFlowLabel   RejReason = 32
 	RejInvalidAltFlowLbl  RejReason = 33
+	RejVendorOptionNotSup RejReason = 35
 )
 
 // String returns the reason as the kernel's ibcm_reject_msg prints it
@@ -327,7 +328,7 @@ func (r RejReason) String() string {
 		RejInsufficientRespRe: "INSUFFICIENT_RESP_RESOURCES", RejConsumerDefined: "CONSUMER_DEFINED",
 		RejInvalidRNRRetry: "INVALID_RNR_RETRY", RejDuplicateLocalComm: "DUPLICATE_LOCAL_COMM_ID",
 		RejInvalidClassVer: "INVALID_CLASS_VERSION", RejInvalidFlowLabel: "INVALID_FLOW_LABEL",
-		RejInvalidAltFlowLbl: "INVALID_ALT_FLOW_LABEL",
+		RejInvalidAltFlowLbl: "INVALID_ALT_FLOW_LABEL", RejVendorOptionNotSup: "VENDOR_OPTION_NOT_SUPPORTED",
 	}
 	if n, ok := names[r]; ok {
 		return n

@@ -24,28 +24,51 @@ const CMAHeaderSize = 36
 // CMAVersion is the only version of the header (CMA_VERSION).
 const CMAVersion = 0x00
 
-// PortSpaceTCP is RDMA_PS_TCP, the port space of rping and of every RC
-// connection made with rdma_create_id(..., RDMA_PS_TCP).
-const PortSpaceTCP = 0x0106
+// The rdma_cm port spaces (enum rdma_ucm_port_space).
+const (
+	// PortSpaceTCP is RDMA_PS_TCP: RC connections (REQ/REP/RTU), the
+	// port space of rping, ucmatose and perftest -R.
+	PortSpaceTCP = 0x0106
+	// PortSpaceUDP is RDMA_PS_UDP: UD service resolution (SIDR) and
+	// multicast with Q_Key RDMAUDPQKey (udaddy, mckey).
+	PortSpaceUDP = 0x0111
+	// PortSpaceIB is RDMA_PS_IB: either QP type.
+	PortSpaceIB = 0x013F
+	// PortSpaceIPoIB is RDMA_PS_IPOIB: UD, IPoIB only (rdma_cm refuses
+	// it on a RoCE port, cma_acquire_dev: EINVAL).
+	PortSpaceIPoIB = 0x0002
+)
 
-// ServiceIDPrefix is the top of every rdma_cm service ID
-// (RDMA_IB_IP_PS_MASK's fixed part): 0x0000000001 << 24.
+// RDMAUDPQKey is the Q_Key rdma_cm gives UD QPs and multicast groups of
+// RDMA_PS_UDP and RDMA_PS_IB (RDMA_UDP_QKEY), and that a SIDR_REP of
+// such a listener carries.
+const RDMAUDPQKey = 0x01234567
+
+// ServiceIDPrefix is the top of the service IDs of the 0x01xx port spaces
+// (TCP, UDP, IB): 0x0000000001 << 24.
 const ServiceIDPrefix uint64 = 0x0000000001000000
 
 // ServiceID returns the service ID of port in port space ps as rdma_cm
-// builds it (cma_get_service_id): 0x0000000001 ps port, e.g.
-// 0x0000000001064e20 for RDMA_PS_TCP port 20000.
+// builds it for an IP address (cma_get_service_id: ps << 16 + port), e.g.
+// 0x0000000001064e20 for RDMA_PS_TCP port 20000, 0x0000000001111c06 for
+// RDMA_PS_UDP port 7174 and 0x0000000000021c06 for RDMA_PS_IPOIB.
 func ServiceID(ps uint16, port uint16) uint64 {
-	return ServiceIDPrefix | uint64(ps&0xff)<<16 | uint64(port)
+	return uint64(ps)<<16 | uint64(port)
 }
 
-// ServicePort splits an rdma_cm service ID into its port space and port;
-// ok is false for a service ID outside the IP port spaces.
+// ServicePort splits an rdma_cm service ID into its port space and port
+// (cma_ps_from_service_id, cma_port_from_service_id); ok is false for a
+// service ID outside the four port spaces.
 func ServicePort(sid uint64) (ps uint16, port uint16, ok bool) {
-	if sid&^0xffffff != ServiceIDPrefix {
+	ps = uint16(sid >> 16)
+	if sid>>32 != 0 {
 		return 0, 0, false
 	}
-	return 0x0100 | uint16(sid>>16&0xff), uint16(sid), true
+	switch ps {
+	case PortSpaceTCP, PortSpaceUDP, PortSpaceIB, PortSpaceIPoIB:
+		return ps, uint16(sid), true
+	}
+	return 0, 0, false
 }
 
 // CMAHeader is a view of the rdma_cm private-data header; it must be at
@@ -106,7 +129,8 @@ func (h CMAHeader) Encode(f *CMAHeaderFields) {
 	copy(h[20:36], b[:])
 }
 
-// ParseCMAHeader returns the header at the start of a REQ's private data,
+// ParseCMAHeader returns the header at the start of a REQ's or a
+// SIDR_REQ's private data,
 // checking its length, version and IP version.
 func ParseCMAHeader(b []byte) (CMAHeader, error) {
 	if len(b) < CMAHeaderSize {

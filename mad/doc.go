@@ -1,9 +1,12 @@
 // Package mad holds zero-copy views of InfiniBand Management Datagrams
-// (IBA vol. 1 §13.4) and of the Communication Management messages of §12.6
-// that an RDMA CM connection exchanges (REQ, MRA, REJ, REP, RTU, DREQ,
-// DREP), plus the private-data header librdmacm and the kernel's rdma_cm
-// (drivers/infiniband/core/cma.c, struct cma_hdr) put in a REQ to carry IP
-// addressing, and the service IDs of the RDMA_PS_TCP port space.
+// (IBA vol. 1 §13.4) and of the Communication Management messages an RDMA
+// CM exchanges: REQ, MRA, REJ, REP, RTU, DREQ and DREP for connections
+// (§12.6), SIDR_REQ and SIDR_REP for UD service ID resolution (§12.11);
+// plus the private-data header librdmacm and the kernel's rdma_cm
+// (drivers/infiniband/core/cma.c, struct cma_hdr) put in a REQ or a
+// SIDR_REQ to carry IP addressing, the service IDs of the rdma_cm port
+// spaces, and the private-data limits the kernel's cm enforces
+// (CheckPrivateData, REJFields.Check, SIDRREPFields.Check).
 //
 // A MAD is exactly Size (256) bytes: a 24-byte common header followed by
 // 232 bytes of class data. On RoCE it is the payload of a UD SEND to QP1

@@ -147,7 +147,8 @@ func Parse(b []byte) (MAD, error) {
 
 // ParseCM is Parse for a Communication Management MAD: class ClassCM,
 // class version 2, method Send, and an attribute this package decodes
-// (ClassPortInfo is refused too: nothing here needs it).
+// (REQ, MRA, REJ, REP, RTU, DREQ, DREP, SIDR_REQ, SIDR_REP; LAP and APR,
+// which the kernel drops on a RoCE port, and ClassPortInfo are refused).
 func ParseCM(b []byte) (MAD, error) {
 	m, err := Parse(b)
 	if err != nil {
@@ -162,7 +163,7 @@ func ParseCM(b []byte) (MAD, error) {
 		return nil, fmt.Errorf("mad: CM method %#02x, want Send", m[hdrMethod])
 	}
 	switch a := m.AttributeID(); a {
-	case AttrREQ, AttrMRA, AttrREJ, AttrREP, AttrRTU, AttrDREQ, AttrDREP:
+	case AttrREQ, AttrMRA, AttrREJ, AttrREP, AttrRTU, AttrDREQ, AttrDREP, AttrSIDRREQ, AttrSIDRREP:
 	default:
 		return nil, fmt.Errorf("mad: CM attribute %v not supported", a)
 	}

@@ -120,9 +120,9 @@ type Config struct {
 	// Seed seeds the device's key generator and a random MAC.
 	Seed uint64
 	// Rxe, if set, adjusts the rxe configuration (quirks, tuning, policy)
-	// before the device is created; Device, Link and Neighbor are the
-	// Node's and must be left alone, except Device.Recorder, which the
-	// device keeps (a coverage recorder).
+	// before the device is created; Device, Link, Neighbor and
+	// McastFilter are the Node's and must be left alone, except
+	// Device.Recorder, which the device keeps (a coverage recorder).
 	Rxe func(*rxe.Config)
 }
 
@@ -251,6 +251,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	rc.Seed = cfg.Seed
 	rc.Link = n.roce
 	rc.Neighbor = n
+	rc.McastFilter = n.mcastFilter
 	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveBounded), Recorder: rc.Device.Recorder,
 		NetDev: emu.NetDev{Name: netdevName, MAC: mac, MTU: l.MTU(), Addrs: n.addrs()}}
 	n.mu.Lock()

@@ -81,7 +81,7 @@ func (r *roceLink) ReadPackets(bufs [][]byte, sizes []int) (int, error) {
 
 // WritePackets implements link.Link: frames to the node's own MAC are
 // looped back (checked against the MTU like any other), the rest are
-// written to the real link in runs.
+// written to the real link in runs, and multicast frames looped back too.
 func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
 	r.mu.Lock()
 	closed := r.closed
@@ -97,6 +97,14 @@ func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
 		}
 		if j > done {
 			n, err := r.out.WritePackets(bufs[done:j])
+			// A multicast frame also comes back to the node, as the
+			// kernel's ip_mc_output loops a copy to local members:
+			// QPs of this device attached to the group receive it.
+			for _, b := range bufs[done : done+n] {
+				if ipMulticastMAC(b) {
+					r.push(b)
+				}
+			}
 			done += n
 			if err != nil {
 				return done, err
@@ -110,6 +118,12 @@ func (r *roceLink) WritePackets(bufs [][]byte) (int, error) {
 		done++
 	}
 	return done, nil
+}
+
+// ipMulticastMAC reports whether frame goes to an IP multicast MAC
+// (01:00:5e for IPv4 groups, 33:33 for IPv6 ones).
+func ipMulticastMAC(frame []byte) bool {
+	return len(frame) >= 6 && (frame[0] == 0x01 && frame[1] == 0x00 && frame[2] == 0x5e || frame[0] == 0x33 && frame[1] == 0x33)
 }
 
 // toSelf reports whether frame is addressed to the node's own MAC.

@@ -50,6 +50,18 @@ func TestRoCELinkQueue(t *testing.T) {
 			t.Fatalf("peer read %d, %v", n, err)
 		}
 	}
+	// A frame to an IP multicast MAC goes out and comes back (local
+	// members of the group), as ip_mc_output loops a copy.
+	mc := append([]byte{0x01, 0x00, 0x5e, 0x01, 0x02, 0x03}, bytes.Repeat([]byte{5}, 54)...)
+	if n, err := r.WritePackets([][]byte{mc}); n != 1 || err != nil {
+		t.Fatalf("WritePackets multicast = %d, %v", n, err)
+	}
+	if n, err := b.ReadPackets(bufs[:1], sizes[:1]); n != 1 || err != nil || !bytes.Equal(bufs[0][:sizes[0]], mc) {
+		t.Fatalf("peer read of the multicast frame %d, %v", n, err)
+	}
+	if n, err := r.ReadPackets(bufs, sizes); n != 1 || err != nil || !bytes.Equal(bufs[0][:sizes[0]], mc) {
+		t.Fatalf("multicast frame looped: read %d, %v", n, err)
+	}
 	if n, err := r.WritePackets([][]byte{append(self, make([]byte, 2000)...)}); n != 0 || !errors.Is(err, unix.EMSGSIZE) {
 		t.Fatalf("looping back a frame over the MTU: %d, %v; want EMSGSIZE", n, err)
 	}

@@ -23,9 +23,17 @@ import (
 // Operations (request payload → reply payload, descriptors with SCM_RIGHTS):
 //
 //   - OpOpen: the first request on a connection; payload the device node's
-//     name ("uverbs0"). Reply: Ret 0, or -ENODEV for a name the daemon does
-//     not serve, -EPROTO for another Version. Nothing else is accepted
-//     before it succeeds.
+//     name ("uverbs0", "rdma_cm"). Reply: Ret 0, or -ENODEV for a name the
+//     daemon does not serve, -EPROTO for another Version. Nothing else is
+//     accepted before it succeeds. For "rdma_cm" the reply's payload is a
+//     u32, the daemon's name of the file (the client puts it in
+//     MIGRATE_ID's fd field in place of its descriptor number, or
+//     0xffffffff for a descriptor not open, 0xfffffffe for one that is not
+//     an rdma_cm file), and one descriptor is passed: an eventfd counting
+//     the queued CM events, which the client returns from open() (the
+//     connection stays behind it); before a GET_EVENT write the client
+//     takes one count from it (waiting unless it is O_NONBLOCK), and the
+//     daemon answers an empty queue with -EAGAIN.
 //   - OpWrite: write(cmd_fd, buf): payload buf (at most MaxPayload). Reply:
 //     Ret is write()'s result or -errno. The daemon has already written the
 //     command's response into the client's memory. The payload is one u64

@@ -17,13 +17,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Defaults of Config.
+// Timeouts and retries of the kernel's cm for an rdma_cm connection on
+// RoCE, the defaults of Config.
 const (
-	// DefaultRetryInterval is 4.096 µs × 2^20, the CM response timeout of
-	// 20 that rdma_cm advertises (CMA_CM_RESPONSE_TIMEOUT).
-	DefaultRetryInterval = 4096 * time.Nanosecond << 20
+	// DefaultRetryInterval is how long a REP (and the passive side's
+	// DREQ) waits per try: the REQ's Local CM Response Timeout of 20
+	// (CMA_CM_RESPONSE_TIMEOUT) as cm_convert_to_ms reads it, 4096 ms.
+	DefaultRetryInterval = 4096 * time.Millisecond
+	// REQTimeout is how long a REQ (and the active side's DREQ) waits
+	// per try: twice the packet lifetime of 18 plus the remote CM
+	// response timeout of 20, 2·1024 + 4096 ms (cm_send_req).
+	REQTimeout = 6144 * time.Millisecond
 	// DefaultMaxRetries is CMA_MAX_CM_RETRIES.
 	DefaultMaxRetries = 15
+	// MRAServiceTimeout is the service timeout of the MRA the passive
+	// side sends for a duplicate REQ the consumer has not answered yet
+	// (CMA_CM_MRA_SETTING): 24, about 67 s.
+	MRAServiceTimeout = 24
 
 	cmResponseTimeout = 20 // in REQ: 4.096 µs * 2^20
 	packetLifeTime    = 18 // Primary Local ACK Timeout the kernel puts in a RoCE REQ is 19 = lifetime + 1
@@ -47,11 +57,17 @@ type Config struct {
 	// the kernel's rdma_resolve_addr does with the neighbour table). Nil
 	// leaves the DMAC zero, for a device with its own neighbour table.
 	Resolver emu.Resolver
-	// RetryInterval is how long a REQ, REP or DREQ waits for its answer
-	// before it is sent again; 0 means DefaultRetryInterval.
+	// RetryInterval, if not 0, is how long every REQ, REP or DREQ waits
+	// for its answer before it is sent again; 0 means the kernel's
+	// times: REQTimeout for a REQ and the active side's DREQ, the REQ's
+	// Local CM Response Timeout (DefaultRetryInterval from rdma_cm) for
+	// a REP and the passive side's DREQ. An MRA stretches the wait of
+	// the message it acknowledges to its service timeout plus the
+	// path's ACK timeout either way (cm_mra_handler).
 	RetryInterval time.Duration
 	// MaxRetries is how many times it is sent again before the operation
-	// fails with ETIMEDOUT; 0 means DefaultMaxRetries.
+	// fails with ETIMEDOUT; 0 means DefaultMaxRetries (the passive side
+	// uses the REQ's Max CM Retries).
 	MaxRetries int
 
 	// dropTx, if set, is asked about each outgoing MAD; true drops it
@@ -81,10 +97,21 @@ type CM struct {
 	mu        sync.Mutex
 	rnd       *rand.Rand
 	freeSlots []int
-	ahs       map[emu.GID]*emu.AH
-	conns     map[uint32]*Conn // by local communication ID
+	ahs       map[emu.GID]*emu.AH // of the connections' peers
+	slotAH    map[int]*emu.AH     // transient AHs of replies, destroyed when their send completes
+	conns     map[uint32]*Conn    // by local communication ID
+	remote    map[remoteKey]*Conn // passive connections by the REQ's (CA GUID, comm ID)
 	listeners map[uint16]*Listener
 	closed    bool
+
+	stats counters
+}
+
+// remoteKey identifies a REQ as the kernel's cm does to find duplicates:
+// the sender's CA GUID and Local Communication ID.
+type remoteKey struct {
+	guid uint64
+	id   uint32
 }
 
 type attrs struct {
@@ -102,12 +129,9 @@ func New(cfg Config) (*CM, error) {
 	}
 	c := &CM{cfg: cfg, dev: cfg.Dev, clk: cfg.Clock, notify: make(chan struct{}, 1), done: make(chan struct{}),
 		rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), ahs: map[emu.GID]*emu.AH{},
-		conns: map[uint32]*Conn{}, listeners: map[uint16]*Listener{}}
+		slotAH: map[int]*emu.AH{}, conns: map[uint32]*Conn{}, remote: map[remoteKey]*Conn{}, listeners: map[uint16]*Listener{}}
 	if c.clk == nil {
 		c.clk = clock.Real{}
-	}
-	if c.cfg.RetryInterval == 0 {
-		c.cfg.RetryInterval = DefaultRetryInterval
 	}
 	if c.cfg.MaxRetries == 0 {
 		c.cfg.MaxRetries = DefaultMaxRetries
@@ -193,6 +217,9 @@ func (c *CM) teardown() {
 	for _, ah := range c.ahs {
 		ah.Destroy()
 	}
+	for _, ah := range c.slotAH {
+		ah.Destroy()
+	}
 	if c.mr != nil {
 		c.mr.Dereg()
 	}
@@ -255,7 +282,12 @@ func (c *CM) run() {
 			if w.Opcode&emu.WCRecv == 0 {
 				c.mu.Lock()
 				c.freeSlots = append(c.freeSlots, slot)
+				ah := c.slotAH[slot]
+				delete(c.slotAH, slot)
 				c.mu.Unlock()
+				if ah != nil {
+					ah.Destroy()
+				}
 				continue
 			}
 			if w.Status == emu.WCSuccess {
@@ -275,6 +307,7 @@ func (c *CM) run() {
 // receive handles one GSI receive: 40 bytes of GRH room, then the MAD.
 func (c *CM) receive(w *emu.WC, b []byte) {
 	if int(w.ByteLen) < emu.GRHSize+mad.Size {
+		c.stats.malformed.Add(1)
 		return
 	}
 	nt := w.NetworkHdrType
@@ -283,29 +316,65 @@ func (c *CM) receive(w *emu.WC, b []byte) {
 	}
 	sgid, _, err := emu.GetGIDsFromRDMAHdr((*[emu.GRHSize]byte)(b[:emu.GRHSize]), nt)
 	if err != nil {
+		c.stats.malformed.Add(1)
 		return
 	}
 	m, err := mad.ParseCM(b[emu.GRHSize:])
 	if err != nil {
+		// The MAD layer drops what no agent registered for (another
+		// class or class version, a response, a bad base version) and
+		// the cm what it does not handle (LAP and APR on RoCE).
+		c.stats.malformed.Add(1)
 		return
 	}
+	c.stats.rx[attrIndex(m.AttributeID())].Add(1)
 	// The views are of our receive buffer, reposted after this returns:
 	// handlers copy what they keep.
 	m = append(mad.MAD(nil), m...)
 	switch m.AttributeID() {
 	case mad.AttrREQ:
 		c.onREQ(sgid, m)
+	case mad.AttrSIDRREQ:
+		c.onSIDRREQ(sgid, m)
 	case mad.AttrREJ:
 		// A REJ of a REQ may carry no remote ID of ours if it was of
 		// a REP; look it up by the ID it names.
-		c.toConn(m.RemoteCommID(), m)
+		if !c.toConn(m.RemoteCommID(), m) {
+			c.stats.unmatched.Add(1)
+		}
 	case mad.AttrREP, mad.AttrRTU, mad.AttrDREQ, mad.AttrDREP, mad.AttrMRA:
-		if !c.toConn(m.RemoteCommID(), m) && m.AttributeID() == mad.AttrDREQ {
+		if c.toConn(m.RemoteCommID(), m) {
+			return
+		}
+		c.stats.unmatched.Add(1)
+		switch m.AttributeID() {
+		case mad.AttrDREQ:
 			// A DREQ of a connection we no longer know: answer, so
 			// the peer stops (cm_dreq_handler's "DREP for unknown").
-			c.send(sgid, buildDREP(m.TransactionID(), m.RemoteCommID(), m.LocalCommID()))
+			c.reply(sgid, buildDREP(m.TransactionID(), m.RemoteCommID(), m.LocalCommID()))
+		case mad.AttrREP:
+			// cm_rep_handler: a REP naming no REQ of ours is
+			// rejected, "invalid communication ID" (cm_issue_rej).
+			rej := mad.NewCM(mad.AttrREJ, m.TransactionID())
+			mad.REJ(rej).Encode(&mad.REJFields{LocalCommID: m.RemoteCommID(), RemoteCommID: m.LocalCommID(),
+				MessageREJected: mad.MsgREP, Reason: mad.RejInvalidCommID})
+			c.reply(sgid, rej)
 		}
+	default: // SIDR_REP: this CM sends no SIDR_REQ
+		c.stats.unmatched.Add(1)
 	}
+}
+
+// onSIDRREQ answers a service ID resolution request: this CM has no UD
+// listeners, so every SIDR_REQ gets a SIDR_REP "unsupported" (no
+// listener: cm_sidr_req_handler) with the request ID, the service ID and
+// the transaction ID echoed, as udaddy's client sees before its server
+// listens.
+func (c *CM) onSIDRREQ(sgid emu.GID, m mad.MAD) {
+	req := mad.SIDRREQ(m)
+	rep := mad.NewCM(mad.AttrSIDRREP, m.TransactionID())
+	mad.SIDRREP(rep).Encode(&mad.SIDRREPFields{RequestID: req.RequestID(), Status: mad.SIDRUnsupported, ServiceID: req.ServiceID()})
+	c.reply(sgid, rep)
 }
 
 func (c *CM) toConn(id uint32, m mad.MAD) bool {
@@ -396,15 +465,53 @@ func (c *CM) localGIDFor(dgid emu.GID) (int, emu.GID, error) {
 	return i, e.GID, err
 }
 
-// send posts m to QP1 at dgid. Failures are dropped as a lost datagram
-// would be: the retransmission timers cover them.
+// send posts m to QP1 at dgid, through the cached address handle of a
+// connection's peer. Failures are dropped as a lost datagram would be:
+// the retransmission timers cover them.
 func (c *CM) send(dgid emu.GID, m mad.MAD) error {
-	if c.cfg.dropTx != nil && c.cfg.dropTx(m) {
-		return nil
-	}
 	ah, err := c.ah(dgid)
 	if err != nil {
 		return err
+	}
+	return c.post(dgid, m, ah, false)
+}
+
+// reply sends m to dgid for a message that has no connection here (a REJ
+// of an unknown service ID, a SIDR_REP, a DREP or REJ for an unknown
+// ID): the peer's cached address handle if a connection has one, else
+// one made for this send and destroyed when it completes, as the
+// kernel's cm makes a response AH from each received MAD. A flood from
+// many addresses thus leaves nothing behind.
+func (c *CM) reply(dgid emu.GID, m mad.MAD) error {
+	c.mu.Lock()
+	ah := c.ahs[dgid]
+	c.mu.Unlock()
+	if ah != nil {
+		return c.post(dgid, m, ah, false)
+	}
+	av, err := c.av(context.Background(), dgid)
+	if err != nil {
+		return err
+	}
+	if ah, err = c.pd.CreateAH(&av); err != nil {
+		return err
+	}
+	if err := c.post(dgid, m, ah, true); err != nil {
+		ah.Destroy()
+		return err
+	}
+	return nil
+}
+
+// post sends m with ah; with transient, ah is destroyed when the send
+// completes (and stays the caller's if post fails).
+func (c *CM) post(dgid emu.GID, m mad.MAD, ah *emu.AH, transient bool) error {
+	c.stats.tx[attrIndex(m.AttributeID())].Add(1)
+	if c.cfg.dropTx != nil && c.cfg.dropTx(m) {
+		if transient {
+			ah.Destroy()
+		}
+		return nil
 	}
 	c.mu.Lock()
 	if c.closed || len(c.freeSlots) == 0 {
@@ -413,15 +520,19 @@ func (c *CM) send(dgid emu.GID, m mad.MAD) error {
 	}
 	slot := c.freeSlots[len(c.freeSlots)-1]
 	c.freeSlots = c.freeSlots[:len(c.freeSlots)-1]
+	if transient {
+		c.slotAH[slot] = ah
+	}
 	c.mu.Unlock()
 	off := slot * slotSize
 	copy(c.buf[off:off+mad.Size], m)
-	_, err = c.gsi.PostSend([]emu.SendWR{{WRID: uint64(slot), Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
+	_, err := c.gsi.PostSend([]emu.SendWR{{WRID: uint64(slot), Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
 		SGList: []emu.SGE{{Addr: c.addr + uint64(off), Length: mad.Size, LKey: c.mr.LKey()}},
 		AH:     ah, RemoteQPN: 1, RemoteQKey: emu.GSIQKey}})
 	if err != nil {
 		c.mu.Lock()
 		c.freeSlots = append(c.freeSlots, slot)
+		delete(c.slotAH, slot)
 		c.mu.Unlock()
 	}
 	return err

@@ -27,7 +27,7 @@ type side struct {
 	qp  *emu.QP
 }
 
-func newPair(t *testing.T, ca, cb Config) (*workload.Loopback, *side, *side) {
+func newPair(t testing.TB, ca, cb Config) (*workload.Loopback, *side, *side) {
 	t.Helper()
 	lb, err := workload.NewLoopback(workload.LoopbackConfig{Seed: 1})
 	if err != nil {

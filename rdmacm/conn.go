@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu"
@@ -70,21 +71,27 @@ type Conn struct {
 	peerGID emu.GID
 	gidIdx  int
 
-	mu        sync.Mutex
-	state     State
-	remoteID  uint32
-	remoteQPN uint32
-	req, rep  mad.MAD // the REQ and the REP (ours or the peer's)
-	last      mad.MAD // the message the timer resends
-	tries     int
-	timer     clock.Timer
-	param     Param
-	peerParam Param // the peer's depths and retries from its REQ or REP
-	peerPD    []byte
-	result    chan error // the pending Connect/Accept/Disconnect
-	done      chan struct{}
-	doneOnce  sync.Once
-	err       error
+	mu         sync.Mutex
+	state      State
+	remoteID   uint32
+	remoteGUID uint64
+	remoteQPN  uint32
+	req, rep   mad.MAD // the REQ and the REP (ours or the peer's)
+	last       mad.MAD // the message the timer resends
+	tries      int
+	maxTries   int           // retransmissions before giving up (max_cm_retries)
+	timeout    time.Duration // the connection's wait per try (cm_id_priv->timeout_ms)
+	interval   time.Duration // the pending message's wait per try: timeout, or an MRA's
+	mraRcvd    bool          // the pending message was acknowledged by an MRA
+	mraSent    bool          // we sent an MRA for the peer's REQ (MRA_REQ_SENT)
+	timer      clock.Timer
+	param      Param
+	peerParam  Param // the peer's depths and retries from its REQ or REP
+	peerPD     []byte
+	result     chan error // the pending Connect/Accept/Disconnect
+	done       chan struct{}
+	doneOnce   sync.Once
+	err        error
 }
 
 // QP returns the connection's data QP.
@@ -118,10 +125,14 @@ func (cn *Conn) Err() error { cn.mu.Lock(); defer cn.mu.Unlock(); return cn.err 
 // or INIT) is connected to the peer's listener, and the Conn returned
 // once the REP came and the RTU was sent. A REJ fails it with a
 // *RejectError; ctx ending or the retries running out (ETIMEDOUT) fail it
-// too.
+// too. Private data beyond the 56 bytes a REQ leaves after the rdma_cm
+// header is EINVAL (mad.CheckPrivateData).
 func (c *CM) Connect(ctx context.Context, qp *emu.QP, dst netip.Addr, port uint16, p Param) (*Conn, error) {
 	if qp.QPType != qpstate.TypeRC {
 		return nil, fmt.Errorf("rdmacm: connect: QP type %v, want RC: %w", qp.QPType, unix.EINVAL)
+	}
+	if err := mad.CheckPrivateData(mad.AttrREQ, len(p.PrivateData), true); err != nil {
+		return nil, fmt.Errorf("rdmacm: connect: %w", err)
 	}
 	dgid := emu.GIDFromAddr(dst)
 	gidIdx, sgid, err := c.localGIDFor(dgid)
@@ -140,7 +151,8 @@ func (c *CM) Connect(ctx context.Context, qp *emu.QP, dst netip.Addr, port uint1
 		return nil, fmt.Errorf("rdmacm: connect: %w", unix.ECONNABORTED)
 	}
 	cn := &Conn{cm: c, qp: qp, active: true, localID: c.newIDLocked(), peerGID: dgid, gidIdx: gidIdx,
-		state: StateREQSent, param: p, result: make(chan error, 1), done: make(chan struct{})}
+		state: StateREQSent, param: p, result: make(chan error, 1), done: make(chan struct{}),
+		timeout: c.timeoutOr(REQTimeout), maxTries: c.cfg.MaxRetries}
 	cn.tid = c.rnd.Uint64() & 0xffffffff
 	psn := c.psnLocked()
 	srcPort := uint16(c.rnd.IntN(0x4000)) + 0xc000 // an ephemeral port, as the kernel's rdma_bind_addr picks
@@ -193,14 +205,29 @@ func (cn *Conn) complete(err error) {
 
 // sendLocked sends m and arms the retransmission timer for it.
 func (cn *Conn) sendLocked(m mad.MAD) {
-	cn.last, cn.tries = m, 0
+	cn.last, cn.tries, cn.interval, cn.mraRcvd = m, 0, cn.timeout, false
 	cn.cm.send(cn.peerGID, m)
 	cn.armLocked()
 }
 
 func (cn *Conn) armLocked() {
 	cn.stopTimerLocked()
-	cn.timer = cn.cm.clk.AfterFunc(cn.cm.cfg.RetryInterval, cn.retransmit)
+	cn.timer = cn.cm.clk.AfterFunc(cn.interval, cn.retransmit)
+}
+
+// timeoutOr is Config.RetryInterval if set, else the kernel's time d.
+func (c *CM) timeoutOr(d time.Duration) time.Duration {
+	if c.cfg.RetryInterval != 0 {
+		return c.cfg.RetryInterval
+	}
+	return d
+}
+
+// CMTimeout converts a 5-bit IBA time (4.096 µs × 2^t) to the duration
+// the kernel's cm waits for it: 2^(t−8) ms, at least 1 ms
+// (cm_convert_to_ms).
+func CMTimeout(t uint8) time.Duration {
+	return time.Millisecond << max(int(t&0x1f)-8, 0)
 }
 
 func (cn *Conn) stopTimerLocked() {
@@ -217,9 +244,9 @@ func (cn *Conn) retransmit() {
 		cn.mu.Unlock()
 		return
 	}
-	if cn.tries >= cn.cm.cfg.MaxRetries {
+	if cn.tries >= cn.maxTries {
 		st := cn.state
-		err := fmt.Errorf("no answer to %v after %d retries: %w", cn.last.AttributeID(), cn.cm.cfg.MaxRetries, unix.ETIMEDOUT)
+		err := fmt.Errorf("no answer to %v after %d retries: %w", cn.last.AttributeID(), cn.maxTries, unix.ETIMEDOUT)
 		cn.last, cn.timer = nil, nil
 		cn.mu.Unlock()
 		if st == StateDREQSent {
@@ -234,9 +261,10 @@ func (cn *Conn) retransmit() {
 		return
 	}
 	cn.tries++
+	cn.cm.stats.retries.Add(1)
 	m := cn.last
 	cn.cm.send(cn.peerGID, m)
-	cn.timer = cn.cm.clk.AfterFunc(cn.cm.cfg.RetryInterval, cn.retransmit)
+	cn.timer = cn.cm.clk.AfterFunc(cn.interval, cn.retransmit)
 	cn.mu.Unlock()
 }
 
@@ -261,6 +289,9 @@ func (c *CM) forget(cn *Conn) {
 	c.mu.Lock()
 	if c.conns[cn.localID] == cn {
 		delete(c.conns, cn.localID)
+	}
+	if k := (remoteKey{cn.remoteGUID, cn.remoteID}); !cn.active && c.remote[k] == cn {
+		delete(c.remote, k)
 	}
 	c.mu.Unlock()
 }
@@ -308,14 +339,35 @@ func (cn *Conn) handle(m mad.MAD) {
 			cn.mu.Lock()
 		}
 	case mad.AttrMRA:
-		// The peer needs longer: give the pending message its whole
-		// retry budget again (the kernel extends the timeout by the
-		// MRA's service timeout).
-		if cn.last != nil {
-			cn.tries = 0
-			cn.armLocked()
-		}
+		cn.onMRALocked(mad.MRA(m).Fields())
 	}
+}
+
+// onMRALocked: the peer acknowledged our REQ (or REP) and says its
+// answer will take longer. As cm_mra_handler, the pending message then
+// waits its service timeout plus the path's ACK timeout (2^(19−8) ms) per
+// try, for the tries it has left; an MRA of another message, or a second
+// one, changes nothing.
+func (cn *Conn) onMRALocked(f mad.MRAFields) {
+	want := mad.MsgREQ
+	switch cn.state {
+	case StateREQSent:
+	case StateREPSent:
+		want = mad.MsgREP
+	default:
+		cn.cm.stats.duplicates.Add(1)
+		return
+	}
+	if f.MessageMRAed != want || cn.last == nil {
+		return
+	}
+	if cn.mraRcvd {
+		cn.cm.stats.duplicates.Add(1)
+		return
+	}
+	cn.mraRcvd = true
+	cn.interval = CMTimeout(f.ServiceTimeout) + CMTimeout(packetLifeTime+1)
+	cn.armLocked()
 }
 
 // onREPLocked: the active side's REP (or a duplicate of it).
@@ -323,6 +375,7 @@ func (cn *Conn) onREPLocked(m mad.MAD) {
 	switch cn.state {
 	case StateEstablished:
 		// Our RTU was lost: send it again (cm_dup_rep_handler).
+		cn.cm.stats.duplicates.Add(1)
 		cn.cm.send(cn.peerGID, buildRTU(cn.tid, cn.localID, cn.remoteID))
 		return
 	case StateREQSent:
@@ -370,13 +423,16 @@ func (cn *Conn) onREPLocked(m mad.MAD) {
 // duplicate), move the QP to ERR, end the connection.
 func (cn *Conn) onDREQLocked(m mad.MAD) {
 	f := mad.DREQ(m).Fields()
-	if f.LocalCommID != cn.remoteID {
+	// cm_dreq_handler drops a DREQ from another connection or for
+	// another QP (the Remote QPN must be ours).
+	if f.LocalCommID != cn.remoteID || cn.qp == nil || f.RemoteQPN != cn.qp.QPNum() {
 		return
 	}
 	cn.cm.send(cn.peerGID, buildDREP(m.TransactionID(), cn.localID, cn.remoteID))
 	switch cn.state {
 	case StateEstablished, StateREPSent, StateDREQSent:
 	default:
+		cn.cm.stats.duplicates.Add(1)
 		return
 	}
 	wasDREQSent := cn.state == StateDREQSent

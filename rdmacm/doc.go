@@ -21,10 +21,23 @@
 //     DREP; a DREQ from the peer is answered and closes Conn.Done.
 //
 // The whole connection uses the REQ's transaction ID, as the kernel's cm
-// does. Timeouts are kept simple: a REQ, a REP and a DREQ are sent again
-// every Config.RetryInterval (default the 4.096 µs × 2^20 ≈ 4.3 s the
-// kernel's CM response timeout of 20 means) up to Config.MaxRetries times
-// (default 15, the kernel's max CM retries); duplicates of a REQ, REP or
-// DREQ are answered again with REP, RTU or DREP. MRA, LAP, SIDR and
-// alternate paths are not implemented.
+// does. Timers are the kernel's: a REQ waits 6144 ms per try (REQTimeout),
+// a REP the REQ's Local CM Response Timeout (4096 ms from rdma_cm), a
+// DREQ its side's time, each sent again up to Config.MaxRetries times
+// (the REQ's Max CM Retries on the passive side) before the operation
+// fails with ETIMEDOUT; an MRA stretches the wait of the message it
+// acknowledges (cm_mra_handler). A duplicate REQ the consumer has not
+// accepted yet gets an MRA (service timeout 24), later ones are dropped;
+// a duplicate REP gets the RTU again, a duplicate DREQ the DREP.
+//
+// What the kernel answers without state is answered the same way, with a
+// transient address handle so that a flood leaves nothing behind: REJ
+// "invalid service ID" (8) for a REQ nobody listens for, REJ "consumer
+// defined" (28) for one the listener cannot take, REJ "invalid
+// communication ID" (6) for a REP naming no REQ, a DREP for a DREQ of an
+// unknown connection, SIDR_REP "unsupported" for every SIDR_REQ (there are
+// no UD listeners). A REQ beyond a listener's backlog is dropped silently,
+// malformed MADs are dropped; CM.Stats counts all of it. McastJoinFor
+// derives what rdma_join_multicast gives on RoCE. LAP, APR, SIDR and UD
+// listeners, and alternate paths are not implemented.
 package rdmacm

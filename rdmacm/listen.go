@@ -63,12 +63,23 @@ func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 	}
 }
 
-// Close stops listening; REQs for the port are then rejected.
+// Close stops listening; REQs for the port are then rejected with
+// "invalid service ID". Requests received but not yet taken by Accept are
+// rejected with "consumer defined", as the kernel does for the
+// connection IDs a closing listener leaves unaccepted (cm_destroy_id in
+// REQ_RCVD), and forgotten.
 func (l *Listener) Close() error {
 	l.cm.mu.Lock()
-	defer l.cm.mu.Unlock()
 	l.closeLocked()
-	return nil
+	l.cm.mu.Unlock()
+	for {
+		select {
+		case r := <-l.reqs:
+			r.Reject(nil)
+		default:
+			return nil
+		}
+	}
 }
 
 func (l *Listener) closeLocked() {
@@ -83,61 +94,74 @@ func (c *CM) reject(sgid emu.GID, m mad.MAD, local uint32, reason mad.RejReason,
 	rej := mad.NewCM(mad.AttrREJ, m.TransactionID())
 	mad.REJ(rej).Encode(&mad.REJFields{LocalCommID: local, RemoteCommID: m.LocalCommID(), MessageREJected: mad.MsgREQ,
 		Reason: reason, PrivateData: pd})
-	c.send(sgid, rej)
+	c.reply(sgid, rej)
 }
 
-// onREQ: a connection request from sgid.
+// onREQ: a connection request from sgid, matched as the kernel's cm and
+// rdma_cm match it (cm_req_handler, cma_ib_req_handler): a duplicate of a
+// REQ being handled is answered with an MRA while the consumer has not
+// accepted it and dropped afterwards; a service ID nobody listens on
+// gets REJ "invalid service ID"; a REQ the listener cannot take (not RC,
+// a bad rdma_cm header, a destination address that is not ours) gets
+// REJ "consumer defined"; a full backlog drops it silently, for the
+// peer's retransmission to try again.
 func (c *CM) onREQ(sgid emu.GID, m mad.MAD) {
 	req := mad.REQ(m)
-	// A duplicate of a REQ we have a connection for: the lock order is
-	// cn.mu before c.mu (a Conn sends under its own lock), so look at the
-	// connections without holding c.mu.
+	key := remoteKey{req.LocalCAGUID(), req.LocalCommID()}
 	c.mu.Lock()
-	passive := make([]*Conn, 0, len(c.conns))
-	for _, cn := range c.conns {
-		if !cn.active && cn.peerGID == sgid {
-			passive = append(passive, cn)
-		}
-	}
+	dup := c.remote[key]
 	c.mu.Unlock()
-	for _, cn := range passive {
-		cn.mu.Lock()
-		dup := cn.remoteID == req.LocalCommID()
-		var rep mad.MAD
-		if dup && cn.state == StateREPSent {
-			rep = cn.rep
+	if dup != nil {
+		c.stats.duplicates.Add(1)
+		// The lock order is cn.mu before c.mu (a Conn sends under its
+		// own lock): look at the connection without holding c.mu.
+		dup.mu.Lock()
+		if dup.state == StateREQRcvd {
+			// cm_dup_req_handler in MRA_REQ_SENT: rdma_cm marked the
+			// request "MRA with delay" when it gave it to the
+			// consumer; the duplicate gets the MRA.
+			mra := mad.NewCM(mad.AttrMRA, dup.tid)
+			mad.MRA(mra).Encode(&mad.MRAFields{LocalCommID: dup.localID, RemoteCommID: dup.remoteID,
+				MessageMRAed: mad.MsgREQ, ServiceTimeout: MRAServiceTimeout})
+			dup.mraSent = true
+			c.reply(sgid, mra)
 		}
-		cn.mu.Unlock()
-		if dup {
-			if rep != nil { // our REP was lost (cm_dup_req_handler)
-				c.send(sgid, rep)
-			}
-			return
-		}
+		dup.mu.Unlock()
+		return
 	}
 	c.mu.Lock()
 	ps, port, ok := mad.ServicePort(req.ServiceID())
 	l := c.listeners[port]
-	if !ok || ps != mad.PortSpaceTCP || l == nil || req.TransportServiceType() != mad.TransportRC {
+	if !ok || ps != mad.PortSpaceTCP || l == nil {
 		c.mu.Unlock()
 		c.reject(sgid, m, 0, mad.RejInvalidServiceID, nil)
 		return
 	}
+	c.mu.Unlock()
 	h, err := mad.ParseCMAHeader(req.PrivateData())
-	if err != nil {
-		c.mu.Unlock()
+	if err != nil || req.TransportServiceType() != mad.TransportRC || !c.hasGID(h.Dst()) {
 		c.reject(sgid, m, 0, mad.RejConsumerDefined, nil)
 		return
 	}
 	gidIdx, err := c.localGIDIndex(sgid)
 	if err != nil {
-		c.mu.Unlock()
 		c.reject(sgid, m, 0, mad.RejInvalidGID, nil)
 		return
 	}
 	f := req.Fields()
+	c.mu.Lock()
+	if c.closed || c.listeners[port] != l { // closed meanwhile
+		c.mu.Unlock()
+		c.reject(sgid, m, 0, mad.RejInvalidServiceID, nil)
+		return
+	}
+	maxTries := c.cfg.MaxRetries
+	if n := int(f.MaxCMRetries); n != 0 && n < maxTries {
+		maxTries = n
+	}
 	cn := &Conn{cm: c, tid: m.TransactionID(), localID: c.newIDLocked(), peerGID: sgid, gidIdx: gidIdx,
-		state: StateREQRcvd, remoteID: f.LocalCommID, remoteQPN: f.LocalQPN, req: m,
+		state: StateREQRcvd, remoteID: f.LocalCommID, remoteGUID: f.LocalCAGUID, remoteQPN: f.LocalQPN, req: m,
+		timeout: c.timeoutOr(CMTimeout(f.LocalCMResponseTimeout)), maxTries: maxTries,
 		peerParam: Param{ResponderResources: f.ResponderResources, InitiatorDepth: f.InitiatorDepth, RetryCount: f.RetryCount, RNRRetryCount: f.RNRRetryCount},
 		peerPD:    append([]byte(nil), f.PrivateData[mad.CMAHeaderSize:]...),
 		result:    make(chan error, 1), done: make(chan struct{})}
@@ -146,21 +170,30 @@ func (c *CM) onREQ(sgid emu.GID, m mad.MAD) {
 	select {
 	case l.reqs <- r:
 		c.conns[cn.localID] = cn
-		c.mu.Unlock()
+		c.remote[key] = cn
 	default:
-		c.mu.Unlock()
-		c.reject(sgid, m, 0, mad.RejNoResources, nil)
+		c.stats.backlog.Add(1)
 	}
+	c.mu.Unlock()
+}
+
+// hasGID reports whether ip is one of the port's RoCEv2 GIDs.
+func (c *CM) hasGID(ip netip.Addr) bool {
+	_, err := c.dev.FindGID(emu.GIDFromAddr(ip), ib.GIDTypeRoCEv2, 1)
+	return err == nil
 }
 
 // Accept is rdma_accept: qp (an RC QP in RESET or INIT) moves to RTR
 // with the REQ's attributes, the REP goes out, and Accept returns the
 // Conn once the RTU came and the QP is in RTS. p's depths are cut to what
-// the REQ offers.
+// the REQ offers; private data beyond a REP's 196 bytes is EINVAL.
 func (r *Request) Accept(ctx context.Context, qp *emu.QP, p Param) (*Conn, error) {
 	cn, c := r.cn, r.cn.cm
 	if qp.QPType != qpstate.TypeRC {
 		return nil, fmt.Errorf("rdmacm: accept: QP type %v, want RC: %w", qp.QPType, unix.EINVAL)
+	}
+	if err := mad.CheckPrivateData(mad.AttrREP, len(p.PrivateData), true); err != nil {
+		return nil, fmt.Errorf("rdmacm: accept: %w", err)
 	}
 	req := mad.REQ(cn.req)
 	resp := min(p.ResponderResources, req.InitiatorDepth())
@@ -196,8 +229,12 @@ func (r *Request) Accept(ctx context.Context, qp *emu.QP, p Param) (*Conn, error
 }
 
 // Reject is rdma_reject: a REJ with reason "consumer defined" and pd as
-// its private data.
+// its private data. More private data than a REJ holds (148 bytes) is
+// EINVAL, and the request stays pending.
 func (r *Request) Reject(pd []byte) error {
+	if err := mad.CheckPrivateData(mad.AttrREJ, len(pd), true); err != nil {
+		return fmt.Errorf("rdmacm: reject: %w", err)
+	}
 	cn, c := r.cn, r.cn.cm
 	c.reject(cn.peerGID, cn.req, cn.localID, mad.RejConsumerDefined, pd)
 	cn.finish(StateClosed, unix.ECONNREFUSED)

@@ -1,9 +1,11 @@
 package tap
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/vishvananda/netlink"
@@ -19,8 +21,10 @@ import (
 // goroutine's network namespace is the device's: callers that switch
 // namespaces must lock their OS thread (testenv.NetNS.Do does).
 //
-// It needs CAP_NET_ADMIN; errors wrap the kernel's errno (EPERM without
-// it, EBUSY if name exists with other flags, ENODEV for a missing bridge).
+// It needs CAP_NET_ADMIN, except for a persistent TAP made for the caller
+// (`ip tuntap add dev NAME mode tap user U`) that already has cfg's MTU,
+// bridge and state; errors wrap the kernel's errno (EPERM without it,
+// EBUSY if name exists with other flags, ENODEV for a missing bridge).
 func Open(name string, cfg *Config) (*Device, error) {
 	var c Config
 	if cfg != nil {
@@ -75,12 +79,17 @@ func (d *Device) configure(c *Config) error {
 	if err != nil {
 		return fmt.Errorf("tap: %s: %w", d.name, err)
 	}
-	if c.MTU != 0 {
+	// Each setting the interface already has is left alone: changing a
+	// link needs CAP_NET_ADMIN, and a persistent TAP made for the user
+	// (`ip tuntap add ... user U`) and configured beforehand then opens
+	// without it.
+	a := l.Attrs()
+	if c.MTU != 0 && c.MTU != a.MTU {
 		if err := netlink.LinkSetMTU(l, c.MTU); err != nil {
 			return fmt.Errorf("tap: %s: set MTU %d: %w", d.name, c.MTU, err)
 		}
 	}
-	if c.MAC != nil {
+	if c.MAC != nil && !bytes.Equal(c.MAC, a.HardwareAddr) {
 		if err := netlink.LinkSetHardwareAddr(l, c.MAC); err != nil {
 			return fmt.Errorf("tap: %s: set address %v: %w", d.name, c.MAC, err)
 		}
@@ -90,11 +99,13 @@ func (d *Device) configure(c *Config) error {
 		if err != nil {
 			return fmt.Errorf("tap: %s: bridge %q: %w", d.name, c.Bridge, errors.Join(err, unix.ENODEV))
 		}
-		if err := netlink.LinkSetMaster(l, br); err != nil {
-			return fmt.Errorf("tap: %s: set master %s: %w", d.name, c.Bridge, err)
+		if a.MasterIndex != br.Attrs().Index {
+			if err := netlink.LinkSetMaster(l, br); err != nil {
+				return fmt.Errorf("tap: %s: set master %s: %w", d.name, c.Bridge, err)
+			}
 		}
 	}
-	if !c.NoUp {
+	if !c.NoUp && a.Flags&net.FlagUp == 0 {
 		if err := netlink.LinkSetUp(l); err != nil {
 			return fmt.Errorf("tap: %s: set up: %w", d.name, err)
 		}

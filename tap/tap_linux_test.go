@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +19,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/softroce/softroce/host"
 	"github.com/softroce/softroce/ib"
@@ -380,4 +384,62 @@ func TestPacketSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectFrame(t, ctx, got, f, "RoCE frame over the veth")
+}
+
+// withoutNetAdmin runs f on the current OS thread (locked by the caller)
+// with CAP_NET_ADMIN out of the thread's effective capabilities, as an
+// unprivileged user runs, and puts it back afterwards.
+func withoutNetAdmin(f func() error) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	saved := data
+	data[unix.CAP_NET_ADMIN/32].Effective &^= 1 << (unix.CAP_NET_ADMIN % 32)
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return err
+	}
+	defer unix.Capset(&hdr, &saved[0])
+	return f()
+}
+
+// TestOpenConfiguredTAPWithoutNetAdmin: a persistent TAP made for its
+// user (`ip tuntap add ... user U`) and already configured (MTU, bridge,
+// up) opens without CAP_NET_ADMIN, as TUNSETIFF allows the owner; only a
+// change of a setting needs the capability, and fails with EPERM.
+func TestOpenConfiguredTAPWithoutNetAdmin(t *testing.T) {
+	ns := bridgeNS(t)
+	ns.Run(t, "ip", "tuntap", "add", "dev", "srtapu", "mode", "tap", "user", strconv.Itoa(os.Geteuid()))
+	ns.Run(t, "ip", "link", "set", "srtapu", "mtu", "1400", "master", "br0", "up")
+	err := ns.Do(func() error {
+		return withoutNetAdmin(func() error {
+			d, err := tap.Open("srtapu", &tap.Config{MTU: 1400, Bridge: "br0"})
+			if err != nil {
+				return fmt.Errorf("open as configured: %w", err)
+			}
+			if d.MTU() != 1400 {
+				t.Errorf("MTU() = %d, want 1400", d.MTU())
+			}
+			if err := d.Close(); err != nil {
+				return err
+			}
+			d, err = tap.Open("srtapu", &tap.Config{MTU: 1500})
+			if err == nil {
+				d.Close()
+				return errors.New("changing the MTU without CAP_NET_ADMIN succeeded")
+			}
+			if !errors.Is(err, syscall.EPERM) {
+				return fmt.Errorf("changing the MTU: %w, want EPERM", err)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The persistent TAP outlives its descriptors.
+	if out := ns.Run(t, "ip", "-o", "link", "show", "srtapu"); !strings.Contains(out, "mtu 1400") || !strings.Contains(out, "master br0") {
+		t.Errorf("srtapu after the opens: %s", out)
+	}
 }

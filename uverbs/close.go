@@ -64,6 +64,10 @@ func (f *File) Close() error {
 func (f *File) destroy(o *object) error {
 	switch o.kind {
 	case kindQP:
+		// A close detaches the multicast groups first
+		// (uverbs_free_qp, ib_uverbs_detach_umcast); DESTROY_QP
+		// refuses a QP that has them.
+		o.qp.detachAll()
 		return f.destroyQP(o)
 	case kindCQ:
 		return f.destroyCQ(o)
@@ -74,6 +78,10 @@ func (f *File) destroy(o *object) error {
 	case kindMR:
 		if err := o.mr.DeregUser(&emu.UData{}); err != nil {
 			return wrap("dereg MR", err)
+		}
+	case kindMW:
+		if err := o.mw.Dealloc(); err != nil {
+			return wrap("dealloc MW", err)
 		}
 	case kindPD:
 		if err := o.pd.DeallocUser(&emu.UData{}); err != nil {

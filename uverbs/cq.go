@@ -25,6 +25,7 @@ type ucq struct {
 	cookie   uint64    // user_handle: cq_context in events
 	compSent evCounter // completion events written to the channel
 	async    evCounter // async events reported
+	resizing *call     // the RESIZE_CQ in progress, whose response gets the new ring's mminfo
 }
 
 // post writes a completion into the ring (the device calls it under its
@@ -137,7 +138,7 @@ func (c *call) makeCQ(cookie uint64, cqe, vector uint32, channel int32, flags ui
 	u := &ucq{f: f, channel: ch, cookie: cookie}
 	cq, err := f.dev.CreateCQ(emu.CQInitAttr{CQE: int(int32(cqe)), CompVector: int(vector), Flags: flags,
 		CompHandler: func(*emu.CQ) { u.notify() }, EventHandler: func(e emu.Event) { u.event(e) },
-		Ring: u.post})
+		Ring: u.post, RingResize: u.resizeRing})
 	if err != nil {
 		return nil, wrap("create CQ", err)
 	}
@@ -155,6 +156,71 @@ func (c *call) makeCQ(cookie uint64, cqe, vector uint32, channel int32, flags ui
 		return nil, err
 	}
 	return o, nil
+}
+
+// resizeCQ is ib_uverbs_resize_cq with rxe_resize_cq: rxe wants room for
+// its struct rxe_resize_cq_resp (EINVAL) and answers with the mminfo of a
+// new ring holding the completions the client has not polled; librxe
+// unmaps the old ring and maps the new one. The response's cqe is the new
+// capacity.
+func (c *call) resizeCQ() error {
+	cmd, err := request[ResizeCq](c)
+	if err != nil {
+		return err
+	}
+	o, err := c.f.get(kindCQ, cmd.Handle)
+	if err != nil {
+		return err
+	}
+	if c.drvOutLen < sizeOf[RxeResizeCqResp]() {
+		return errorf(unix.EINVAL, "RESIZE_CQ: driver response room %d bytes", c.drvOutLen)
+	}
+	u := o.cq
+	u.resizing = c
+	err = u.cq.Resize(int(int32(cmd.Cqe)))
+	u.resizing = nil
+	if err != nil {
+		return wrap("RESIZE_CQ", err)
+	}
+	resp := ResizeCqResp{Cqe: uint32(u.cq.CQE)}
+	return c.respond(bytesOf(&resp))
+}
+
+// resizeRing moves the CQ to a ring of n entries (rxe_queue_resize on a
+// user queue): the completions between the client's consumer index and
+// the device's producer index, more than cqe of them being EINVAL
+// (rxe_cq_chk_attr), go in order to the start of a new ring, whose mminfo
+// the RESIZE_CQ response carries (EFAULT if it cannot be written); the old
+// ring is forgotten (the client's mapping of it stays valid until it
+// unmaps it). It runs under the device lock, inside RESIZE_CQ (f.mu held).
+func (u *ucq) resizeRing(cqe, n int) error {
+	c := u.resizing
+	if c == nil {
+		return errorf(unix.EOPNOTSUPP, "resize CQ: not through RESIZE_CQ")
+	}
+	old := u.ring
+	cons := old.load(qbConsumer)
+	count := (old.index - cons) & old.mask
+	if uint32(cqe) < count {
+		return errorf(unix.EINVAL, "resize CQ: cqe %d below the %d completions not polled", cqe, count)
+	}
+	q, _, err := newQueue(uint32(n), cqeSize)
+	if err != nil {
+		return err
+	}
+	resp := RxeResizeCqResp{Mi: u.f.addQueue(q)}
+	if err := c.driverRespond(bytesOf(&resp)); err != nil {
+		u.f.dropQueue(q)
+		return err
+	}
+	for i := range count {
+		copy(q.slot(i), old.slot(cons+i))
+	}
+	q.index = count
+	q.store(qbProducer, count)
+	u.ring = q
+	u.f.dropQueue(old)
+	return nil
 }
 
 // notify is the CQ's completion handler (ib_uverbs_comp_handler): one

@@ -355,7 +355,9 @@ func TestSRQLimitCountsTheRing(t *testing.T) {
 		sizeOf[CreateSrqResp]()+sizeOf[RxeCreateSrqResp]())
 	sr := load[CreateSrqResp](out)
 	srqRing := ring(b.client.mapQueue(load[RxeCreateSrqResp](out[sizeOf[CreateSrqResp]():]).Mi))
-	must(b.client, CmdModifySrq, &ModifySrq{Srq_handle: sr.Srq_handle, Attr_mask: uint32(emu.SRQLimit), Srq_limit: 2}, 0)
+	if err := b.modifySRQ(ModifySrq{Srq_handle: sr.Srq_handle, Attr_mask: uint32(emu.SRQLimit), Srq_limit: 2}, 0); err != nil {
+		t.Fatal(err)
+	}
 	out, _ = must(b.client, CmdCreateQp, &CreateQp{Pd_handle: b.pd, Send_cq_handle: b.cq, Recv_cq_handle: b.cq,
 		Srq_handle: sr.Srq_handle, Is_srq: 1, Max_send_wr: 4, Max_send_sge: 1, Qp_type: uint8(qpstate.TypeRC)},
 		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())

@@ -70,6 +70,7 @@ const (
 	kindQP
 	kindSRQ
 	kindAH
+	kindMW
 )
 
 func (k objKind) String() string {
@@ -86,6 +87,8 @@ func (k objKind) String() string {
 		return "SRQ"
 	case kindAH:
 		return "AH"
+	case kindMW:
+		return "MW"
 	}
 	return fmt.Sprintf("objKind(%d)", uint8(k))
 }
@@ -102,6 +105,7 @@ type object struct {
 	srq        *usrq
 	ah         *emu.AH
 	ahNum      uint32 // rxe's number of an AH
+	mw         *emu.MW
 }
 
 // Open is open("/dev/infiniband/uverbsN") by one client: a new

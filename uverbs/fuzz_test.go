@@ -53,6 +53,17 @@ func FuzzWrite(f *testing.F) {
 	chn := seedWrite(CmdCreateCompChannel, CreateCompChannel{}, sizeOf[CreateCompChannelResp]())
 	srq := seedWrite(CmdCreateSrq, CreateSrq{Max_wr: 4, Max_sge: 1}, sizeOf[CreateSrqResp]()+sizeOf[RxeCreateSrqResp]())
 	dcq := seedWrite(CmdDestroyCq, DestroyCq{Handle: 2}, sizeOf[DestroyCqResp]())
+	resize := seedWrite(CmdResizeCq, ResizeCq{Handle: 2, Cqe: 20}, sizeOf[ResizeCqResp]()+sizeOf[RxeResizeCqResp]())
+	rereg := seedWrite(CmdReregMr, ReregMr{Mr_handle: 1, Flags: 6, Access_flags: uint32(ib.AccessLocalWrite)},
+		sizeOf[ReregMrResp]())
+	mw := seedWrite(CmdAllocMw, AllocMw{Mw_type: 2}, sizeOf[AllocMwResp]())
+	dmw := seedWrite(CmdDeallocMw, DeallocMw{Handle: 3}, 0)
+	udqp := seedWrite(CmdCreateQp, CreateQp{Send_cq_handle: 2, Recv_cq_handle: 2, Max_send_wr: 4, Max_recv_wr: 4,
+		Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeUD)}, sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+	attach := seedWrite(CmdAttachMcast, AttachMcast{Gid: [16]uint8{0xff, 0x0e, 15: 1}, Handle: 3}, 0)
+	detach := seedWrite(CmdDetachMcast, DetachMcast{Gid: [16]uint8{0xff, 0x0e, 15: 1}, Handle: 3}, 0)
+	modSRQ := legacy(CmdModifySrq, bytesOf(&ModifySrq{Srq_handle: 2, Attr_mask: uint32(emu.SRQMaxWR), Max_wr: 16}),
+		bytesOf(&RxeModifySrqCmd{Info_addr: clientBase + 0x90000}), 0)
 	h := CmdHdr{Command: CmdFlagExtended | ExCmdQueryDevice, In_words: 1, Out_words: 24}
 	e := ExCmdHdr{Response: clientBase + 0x80000}
 	exq := append(append(append([]byte(nil), bytesOf(&h)...), bytesOf(&e)...), make([]byte, 8)...)
@@ -61,6 +72,9 @@ func FuzzWrite(f *testing.F) {
 	f.Add(writes(ctx, chn, cq, dcq, srq))
 	f.Add(writes(exq, ctx, exq))
 	f.Add(writes(ctx, pd, cq, qp, dcq))
+	f.Add(writes(ctx, pd, mr, cq, resize, rereg, mw, dmw))
+	f.Add(writes(ctx, pd, mr, cq, udqp, attach, attach, detach))
+	f.Add(writes(ctx, pd, cq, srq, modSRQ))
 
 	dev := newDeviceFor(f)
 	f.Fuzz(func(t *testing.T, in []byte) {

@@ -44,6 +44,11 @@ var cTypes = []struct {
 	{reflect.TypeFor[RegMr](), "struct ib_uverbs_reg_mr"},
 	{reflect.TypeFor[RegMrResp](), "struct ib_uverbs_reg_mr_resp"},
 	{reflect.TypeFor[DeregMr](), "struct ib_uverbs_dereg_mr"},
+	{reflect.TypeFor[ReregMr](), "struct ib_uverbs_rereg_mr"},
+	{reflect.TypeFor[ReregMrResp](), "struct ib_uverbs_rereg_mr_resp"},
+	{reflect.TypeFor[AllocMw](), "struct ib_uverbs_alloc_mw"},
+	{reflect.TypeFor[AllocMwResp](), "struct ib_uverbs_alloc_mw_resp"},
+	{reflect.TypeFor[DeallocMw](), "struct ib_uverbs_dealloc_mw"},
 	{reflect.TypeFor[CreateCompChannel](), "struct ib_uverbs_create_comp_channel"},
 	{reflect.TypeFor[CreateCompChannelResp](), "struct ib_uverbs_create_comp_channel_resp"},
 	{reflect.TypeFor[CreateCq](), "struct ib_uverbs_create_cq"},
@@ -84,6 +89,8 @@ var cTypes = []struct {
 	{reflect.TypeFor[QuerySrqResp](), "struct ib_uverbs_query_srq_resp"},
 	{reflect.TypeFor[DestroySrq](), "struct ib_uverbs_destroy_srq"},
 	{reflect.TypeFor[DestroySrqResp](), "struct ib_uverbs_destroy_srq_resp"},
+	{reflect.TypeFor[AttachMcast](), "struct ib_uverbs_attach_mcast"},
+	{reflect.TypeFor[DetachMcast](), "struct ib_uverbs_detach_mcast"},
 	{reflect.TypeFor[RxeGlobalRoute](), "struct rxe_global_route"},
 	{reflect.TypeFor[RxeAv](), "struct rxe_av"},
 	{reflect.TypeFor[RxeSendWr](), "struct rxe_send_wr"},
@@ -98,6 +105,7 @@ var cTypes = []struct {
 	{reflect.TypeFor[RxeRecvWqe](), "struct rxe_recv_wqe"},
 	{reflect.TypeFor[RxeCreateAhResp](), "struct rxe_create_ah_resp"},
 	{reflect.TypeFor[RxeCreateCqResp](), "struct rxe_create_cq_resp"},
+	{reflect.TypeFor[RxeResizeCqResp](), "struct rxe_resize_cq_resp"},
 	{reflect.TypeFor[RxeCreateQpResp](), "struct rxe_create_qp_resp"},
 	{reflect.TypeFor[RxeCreateSrqResp](), "struct rxe_create_srq_resp"},
 	{reflect.TypeFor[RxeModifySrqCmd](), "struct rxe_modify_srq_cmd"},
@@ -137,6 +145,8 @@ var cTypes = []struct {
 	{reflect.TypeFor[UcmSetOption](), "struct rdma_ucm_set_option"},
 	{reflect.TypeFor[UcmMigrateID](), "struct rdma_ucm_migrate_id"},
 	{reflect.TypeFor[UcmMigrateResp](), "struct rdma_ucm_migrate_resp"},
+	{reflect.TypeFor[QPAttr](), "struct ib_uverbs_qp_attr"},
+	{reflect.TypeFor[PathRecData](), "struct ib_path_rec_data"},
 }
 
 // TestLayoutsMatchCCompiler compiles a C file holding one variable of every

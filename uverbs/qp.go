@@ -36,7 +36,8 @@ type uqp struct {
 	cookie     uint64
 	events     evCounter
 	sqCapacity uint32
-	stalled    bool // WQEs wait on the ring for room in the device's queue; f.mu
+	stalled    bool         // WQEs wait on the ring for room in the device's queue; f.mu
+	mcast      []mcastEntry // the multicast groups attached (ib_uqp_object's mcast_list)
 	// The doorbell's WRs and their SGE arrays, reused (the device copies
 	// them when posted).
 	wrs  [doorbellBatch]emu.SendWR
@@ -232,6 +233,9 @@ func (u *uqp) sendWR(slot []byte, i int, wr *emu.SendWR) error {
 	case emu.WRAtomicCmpAndSwp, emu.WRAtomicFetchAndAdd:
 		a := load[RxeSendWrAtomic](w.Wr.Wr[:])
 		wr.RemoteAddr, wr.CompareAdd, wr.Swap, wr.RKey = a.Remote_addr, a.Compare_add, a.Swap, a.Rkey
+	case emu.WRBindMW:
+		u.f.bindWR(load[RxeSendWrMw](w.Wr.Wr[:]), wr)
+		return nil
 	default:
 		r := load[RxeSendWrRdma](w.Wr.Wr[:])
 		wr.RemoteAddr, wr.RKey = r.Addr, r.Rkey
@@ -502,6 +506,10 @@ func (c *call) destroyQP() error {
 	if err != nil {
 		return err
 	}
+	if len(o.qp.mcast) > 0 {
+		// uverbs_free_qp: a QP still attached to a group stays.
+		return errorf(unix.EBUSY, "destroy QP %d: attached to %d multicast groups", cmd.Handle, len(o.qp.mcast))
+	}
 	if err := c.f.destroyQP(o); err != nil {
 		return err
 	}
@@ -512,6 +520,7 @@ func (c *call) destroyQP() error {
 // destroyQP destroys a QP object with its rings; f.mu held.
 func (f *File) destroyQP(o *object) error {
 	u := o.qp
+	u.detachAll()
 	if err := u.qp.DestroyUser(&emu.UData{}); err != nil {
 		return wrap("destroy QP", err)
 	}

@@ -9,11 +9,15 @@ import (
 
 // usrq is an SRQ of the file: the emu SRQ and rxe's user receive ring.
 type usrq struct {
+	f      *File
 	srq    *emu.SRQ
 	rq     *queue
 	maxSGE uint32
 	num    uint32 // srq_num of rxe's response
 	events evCounter
+	// mmapInfo is where the MODIFY_SRQ in progress wants the mminfo of a
+	// resized ring (struct rxe_modify_srq_cmd's mmap_info_addr).
+	mmapInfo uint64
 }
 
 // takeRecv moves the oldest receive WQE of the ring into wr (the
@@ -44,9 +48,9 @@ func (c *call) createSRQ() error {
 	if c.drvOutLen < sizeOf[RxeCreateSrqResp]() {
 		return errorf(unix.EINVAL, "create SRQ: driver response room %d bytes", c.drvOutLen)
 	}
-	u := &usrq{}
+	u := &usrq{f: f}
 	attr := &emu.SRQInitAttr{Attr: emu.SRQAttr{MaxWR: cmd.Max_wr, MaxSGE: cmd.Max_sge, SRQLimit: cmd.Srq_limit},
-		Type: emu.SRQBasic, RecvRing: u.takeRecv,
+		Type: emu.SRQBasic, RecvRing: u.takeRecv, RecvRingResize: u.resizeRing,
 		EventHandler: func(e emu.Event) { f.asyncEvent(cmd.User_handle, e.Type, &u.events) }}
 	srq, err := pdo.pd.CreateSRQ(attr)
 	if err != nil {
@@ -57,7 +61,7 @@ func (c *call) createSRQ() error {
 	u.num = f.srqNum
 	o := &object{kind: kindSRQ, srq: u, userHandle: cmd.User_handle}
 	f.newObject(o)
-	if u.rq, _, err = newQueue(attr.Attr.MaxWR, uint32(recvWqeSize)+attr.Attr.MaxSGE*uint32(sgeSize)); err != nil {
+	if u.rq, _, err = newQueue(attr.Attr.MaxWR, u.wqeSize()); err != nil {
 		f.destroySRQ(o)
 		return err
 	}
@@ -74,9 +78,14 @@ func (c *call) createSRQ() error {
 	return nil
 }
 
-// modifySRQ is ib_uverbs_modify_srq. Arming the limit works; resizing a
-// user SRQ would move its ring (rxe maps a new one), which this device
-// does not do: EOPNOTSUPP.
+// wqeSize is the size of one receive WQE of the SRQ's ring.
+func (u *usrq) wqeSize() uint32 { return uint32(recvWqeSize) + u.maxSGE*uint32(sgeSize) }
+
+// modifySRQ is ib_uverbs_modify_srq with rxe_modify_srq: the driver's
+// request is struct rxe_modify_srq_cmd (shorter is EINVAL, whatever the
+// mask); a resize (IB_SRQ_MAX_WR) moves the SRQ to a new ring, whose
+// mminfo goes to the address the request names, and librxe maps it in
+// place of the old.
 func (c *call) modifySRQ() error {
 	cmd, err := request[ModifySrq](c)
 	if err != nil {
@@ -86,13 +95,50 @@ func (c *call) modifySRQ() error {
 	if err != nil {
 		return err
 	}
-	mask := emu.SRQAttrMask(cmd.Attr_mask)
-	if mask&emu.SRQMaxWR != 0 {
-		return errorf(unix.EOPNOTSUPP, "MODIFY_SRQ: resizing a user SRQ")
+	if len(c.drvIn) < sizeOf[RxeModifySrqCmd]() {
+		return errorf(unix.EINVAL, "MODIFY_SRQ: driver request of %d bytes", len(c.drvIn))
 	}
-	if err := o.srq.srq.Modify(&emu.SRQAttr{MaxWR: cmd.Max_wr, SRQLimit: cmd.Srq_limit}, mask); err != nil {
+	drv := load[RxeModifySrqCmd](c.drvIn)
+	u := o.srq
+	u.mmapInfo = drv.Info_addr
+	err = u.srq.Modify(&emu.SRQAttr{MaxWR: cmd.Max_wr, SRQLimit: cmd.Srq_limit}, emu.SRQAttrMask(cmd.Attr_mask))
+	u.mmapInfo = 0
+	if err != nil {
 		return wrap("MODIFY_SRQ", err)
 	}
+	return nil
+}
+
+// resizeRing moves the SRQ to a ring of maxWR entries (rxe_queue_resize
+// on a user queue): the WQEs between the device's consumer index and the
+// client's producer index, more than room of them being EINVAL
+// (resize_finish), go in order to the start of a new ring, whose mminfo is
+// written to the address of the MODIFY_SRQ request (EFAULT if it cannot
+// be); the old ring is forgotten (the client's mapping of it stays valid
+// until it unmaps it). It runs under the device lock, inside MODIFY_SRQ
+// (f.mu held).
+func (u *usrq) resizeRing(maxWR, room uint32) error {
+	old := u.rq
+	prod := old.load(qbProducer) & old.mask
+	count := (prod - old.index) & old.mask
+	if count > room {
+		return errorf(unix.EINVAL, "resize SRQ: %d entries below the %d WQEs posted", maxWR, count)
+	}
+	q, _, err := newQueue(maxWR, u.wqeSize())
+	if err != nil {
+		return err
+	}
+	mi := u.f.addQueue(q)
+	if _, err := u.f.mem.WriteAt(bytesOf(&mi), u.mmapInfo); err != nil {
+		u.f.dropQueue(q)
+		return errorf(unix.EFAULT, "resize SRQ: mminfo at %#x: %v", u.mmapInfo, err)
+	}
+	for i := range count {
+		copy(q.slot(i), old.slot(old.index+i))
+	}
+	q.store(qbProducer, count)
+	u.rq = q
+	u.f.dropQueue(old)
 	return nil
 }
 

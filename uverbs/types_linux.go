@@ -55,6 +55,11 @@ type (
 	RegMr                 C.struct_ib_uverbs_reg_mr
 	RegMrResp             C.struct_ib_uverbs_reg_mr_resp
 	DeregMr               C.struct_ib_uverbs_dereg_mr
+	ReregMr               C.struct_ib_uverbs_rereg_mr
+	ReregMrResp           C.struct_ib_uverbs_rereg_mr_resp
+	AllocMw               C.struct_ib_uverbs_alloc_mw
+	AllocMwResp           C.struct_ib_uverbs_alloc_mw_resp
+	DeallocMw             C.struct_ib_uverbs_dealloc_mw
 	CreateCompChannel     C.struct_ib_uverbs_create_comp_channel
 	CreateCompChannelResp C.struct_ib_uverbs_create_comp_channel_resp
 	CreateCq              C.struct_ib_uverbs_create_cq
@@ -95,6 +100,8 @@ type (
 	QuerySrqResp          C.struct_ib_uverbs_query_srq_resp
 	DestroySrq            C.struct_ib_uverbs_destroy_srq
 	DestroySrqResp        C.struct_ib_uverbs_destroy_srq_resp
+	AttachMcast           C.struct_ib_uverbs_attach_mcast
+	DetachMcast           C.struct_ib_uverbs_detach_mcast
 )
 
 // rxe's queue ABI.
@@ -113,6 +120,7 @@ type (
 	RxeRecvWqe       C.struct_rxe_recv_wqe
 	RxeCreateAhResp  C.struct_rxe_create_ah_resp
 	RxeCreateCqResp  C.struct_rxe_create_cq_resp
+	RxeResizeCqResp  C.struct_rxe_resize_cq_resp
 	RxeCreateQpResp  C.struct_rxe_create_qp_resp
 	RxeCreateSrqResp C.struct_rxe_create_srq_resp
 	RxeModifySrqCmd  C.struct_rxe_modify_srq_cmd
@@ -157,6 +165,8 @@ type (
 	UcmSetOption          C.struct_rdma_ucm_set_option
 	UcmMigrateID          C.struct_rdma_ucm_migrate_id
 	UcmMigrateResp        C.struct_rdma_ucm_migrate_resp
+	QPAttr                C.struct_ib_uverbs_qp_attr
+	PathRecData           C.struct_ib_path_rec_data
 )
 
 // Command numbers (enum ib_uverbs_write_cmds) and header flags.
@@ -245,6 +255,9 @@ const (
 	UcmCmdBind         = C.RDMA_USER_CM_CMD_BIND
 	UcmCmdResolveAddr  = C.RDMA_USER_CM_CMD_RESOLVE_ADDR
 	UcmCmdJoinMcast    = C.RDMA_USER_CM_CMD_JOIN_MCAST
+	UcmQueryAddr       = C.RDMA_USER_CM_QUERY_ADDR
+	UcmQueryPath       = C.RDMA_USER_CM_QUERY_PATH
+	UcmQueryGID        = C.RDMA_USER_CM_QUERY_GID
 	RxeNetworkTypeIPv4 = C.RXE_NETWORK_TYPE_IPV4
 	RxeNetworkTypeIPv6 = C.RXE_NETWORK_TYPE_IPV6
 )

@@ -186,6 +186,33 @@ type (
 	DeregMr struct {
 		Handle uint32
 	}
+	ReregMr struct {
+		Response     uint64
+		Mr_handle    uint32
+		Flags        uint32
+		Start        uint64
+		Length       uint64
+		Hca_va       uint64
+		Pd_handle    uint32
+		Access_flags uint32
+	}
+	ReregMrResp struct {
+		Lkey uint32
+		Rkey uint32
+	}
+	AllocMw struct {
+		Response  uint64
+		Pd_handle uint32
+		Mw_type   uint8
+		Reserved  [3]uint8
+	}
+	AllocMwResp struct {
+		Handle uint32
+		Rkey   uint32
+	}
+	DeallocMw struct {
+		Handle uint32
+	}
 	CreateCompChannel struct {
 		Response uint64
 	}
@@ -505,6 +532,18 @@ type (
 	DestroySrqResp struct {
 		Reported uint32
 	}
+	AttachMcast struct {
+		Gid      [16]uint8
+		Handle   uint32
+		Mlid     uint16
+		Reserved uint16
+	}
+	DetachMcast struct {
+		Gid      [16]uint8
+		Handle   uint32
+		Mlid     uint16
+		Reserved uint16
+	}
 )
 
 type (
@@ -603,6 +642,9 @@ type (
 		Reserved uint32
 	}
 	RxeCreateCqResp struct {
+		Mi Mminfo
+	}
+	RxeResizeCqResp struct {
 		Mi Mminfo
 	}
 	RxeCreateQpResp struct {
@@ -850,6 +892,44 @@ type (
 	UcmMigrateResp struct {
 		Reported uint32
 	}
+	QPAttr struct {
+		Qp_attr_mask        uint32
+		Qp_state            uint32
+		Cur_qp_state        uint32
+		Path_mtu            uint32
+		Path_mig_state      uint32
+		Qkey                uint32
+		Rq_psn              uint32
+		Sq_psn              uint32
+		Dest_qp_num         uint32
+		Qp_access_flags     uint32
+		Ah_attr             AhAttr
+		Alt_ah_attr         AhAttr
+		Max_send_wr         uint32
+		Max_recv_wr         uint32
+		Max_send_sge        uint32
+		Max_recv_sge        uint32
+		Max_inline_data     uint32
+		Pkey_index          uint16
+		Alt_pkey_index      uint16
+		En_sqd_async_notify uint8
+		Sq_draining         uint8
+		Max_rd_atomic       uint8
+		Max_dest_rd_atomic  uint8
+		Min_rnr_timer       uint8
+		Port_num            uint8
+		Timeout             uint8
+		Retry_cnt           uint8
+		Rnr_retry           uint8
+		Alt_port_num        uint8
+		Alt_timeout         uint8
+		Reserved            [5]uint8
+	}
+	PathRecData struct {
+		Flags    uint32
+		Reserved uint32
+		Rec      [16]uint32
+	}
 )
 
 const (
@@ -937,6 +1017,9 @@ const (
 	UcmCmdBind         = 0x14
 	UcmCmdResolveAddr  = 0x15
 	UcmCmdJoinMcast    = 0x16
+	UcmQueryAddr       = 0x0
+	UcmQueryPath       = 0x1
+	UcmQueryGID        = 0x2
 	RxeNetworkTypeIPv4 = 0x1
 	RxeNetworkTypeIPv6 = 0x2
 )

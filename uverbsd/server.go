@@ -13,8 +13,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/cma"
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/preload"
+	"github.com/softroce/softroce/ucma"
 )
 
 // Config configures New.
@@ -32,6 +34,14 @@ type Config struct {
 	// Logf, if set, is told of clients coming and going and of their
 	// protocol errors.
 	Logf func(format string, args ...any)
+	// NoRDMACM leaves /dev/infiniband/rdma_cm unserved. Otherwise the
+	// Server runs a Communication Manager (package cma) on the device's
+	// QP1 and serves its IDs to librdmacm programs (package ucma).
+	NoRDMACM bool
+	// Groups, if set, is the host's IP multicast membership on the
+	// device's link: rdma_join_multicast of an IPv4 group joins it there
+	// (IGMP), as on the kernel.
+	Groups cma.GroupMembership
 }
 
 // Server serves one device on a unix socket. It is safe for concurrent use.
@@ -42,6 +52,9 @@ type Server struct {
 	gids chan struct{} // a GID change to write to the sysfs tree
 
 	lock *os.File // flock of the directory's lock file, held while serving
+
+	cm   *cma.CM       // the device's CM (nil: rdma_cm not served)
+	ucma *ucma.Service // the rdma_cm device over it
 
 	mu     sync.Mutex
 	conns  map[*net.UnixConn]struct{}
@@ -136,6 +149,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	ln.SetUnlinkOnClose(true)
 	s.ln = ln
+	if !cfg.NoRDMACM {
+		if cm, err := cma.New(cma.Config{Dev: cfg.Device, Seed: cfg.Device.Query().NodeGUID, Groups: cfg.Groups}); err != nil {
+			s.logf("rdma_cm not served: %v", err)
+		} else {
+			s.cm, s.ucma = cm, ucma.NewService(cm, cfg.Device.Query().NodeGUID)
+		}
+	}
 	cfg.Device.RegisterEventHandler(func(ev emu.Event) {
 		if ev.Type == emu.EventGIDChange {
 			select {
@@ -235,6 +255,9 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	if s.cm != nil {
+		err = errors.Join(err, s.cm.Close())
+	}
 	err = errors.Join(err, os.RemoveAll(s.SysfsPath()))
 	return errors.Join(err, s.lock.Close())
 }
@@ -418,6 +441,8 @@ func (cn *conn) handle(frame []byte) bool {
 			ret = -int32(unix.EINVAL)
 		case h.Aux != preload.Version:
 			ret = -int32(unix.EPROTO)
+		case string(p) == RDMACMNode:
+			return cn.openRDMACM(h)
 		case string(p) != UverbsNode:
 			ret = -int32(unix.ENODEV)
 		default:
@@ -504,4 +529,32 @@ func closeAll(fds *[]int) {
 	for _, fd := range *fds {
 		unix.Close(fd)
 	}
+}
+
+// openRDMACM opens /dev/infiniband/rdma_cm for the client: the reply
+// carries the File's token (u32) and passes its event file, which the
+// client returns from open().
+func (cn *conn) openRDMACM(h preload.Header) bool {
+	s := cn.s
+	if s.ucma == nil {
+		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.ENODEV)}, nil, nil)
+	}
+	f, err := s.ucma.Open(procMemory{pid: cn.pid, pidfd: cn.pidfd}, cn.pid)
+	if err != nil {
+		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+	}
+	fd, err := dupFile(f.EventFile())
+	if err != nil {
+		f.Close()
+		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+	}
+	defer unix.Close(fd)
+	cn.file = ucmaFile{f}
+	s.mu.Lock()
+	s.opened++
+	s.mu.Unlock()
+	s.logf("pid %d: opened %s", cn.pid, RDMACMNode)
+	var tok [4]byte
+	binary.NativeEndian.PutUint32(tok[:], f.Token())
+	return cn.reply(preload.Header{Op: h.Op}, tok[:], []int{fd})
 }

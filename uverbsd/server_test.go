@@ -476,3 +476,64 @@ func mustPrefix(t *testing.T, s string) netip.Prefix {
 	}
 	return p
 }
+
+// TestRDMACMNode: opening rdma_cm gives the File's token and passes its
+// event file (an eventfd with nothing counted); its commands are the
+// rdma_ucm ABI's, with the kernel's errnos, and it has no mmap.
+func TestRDMACMNode(t *testing.T) {
+	h := newHarness(t)
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: h.srv.SocketPath(), Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, _, err := c.WriteMsgUnix(preload.Frame(preload.Header{Op: preload.OpOpen, Aux: preload.Version}, []byte(uverbsd.RDMACMNode)), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(4*4))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rh, payload, err := preload.ParseFrame(buf[:n])
+	if err != nil || rh.Ret != 0 || len(payload) != 4 || binary.NativeEndian.Uint32(payload) == 0 {
+		t.Fatalf("open rdma_cm: %+v %x %v", rh, payload, err)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("open rdma_cm passed %d control messages: %v", len(msgs), err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		t.Fatalf("open rdma_cm passed %v: %v", fds, err)
+	}
+	ev := fds[0]
+	defer unix.Close(ev)
+	if err := unix.SetNonblock(ev, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Read(ev, make([]byte, 8)); !errors.Is(err, unix.EAGAIN) {
+		t.Fatalf("read of the event file with no event: %v, want EAGAIN", err)
+	}
+	getEvent := func() []byte { // RDMA_USER_CM_CMD_GET_EVENT, in 8, out 0
+		b := make([]byte, 16)
+		binary.NativeEndian.PutUint32(b, 12)
+		binary.NativeEndian.PutUint16(b[4:], 8)
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		pkt  []byte
+		want unix.Errno
+	}{
+		{"short command", preload.Frame(preload.Header{Op: preload.OpWrite}, []byte{1}), unix.EINVAL},
+		{"unknown command", preload.Frame(preload.Header{Op: preload.OpWrite}, []byte{99, 0, 0, 0, 0, 0, 0, 0}), unix.EINVAL},
+		{"GET_EVENT without room", preload.Frame(preload.Header{Op: preload.OpWrite}, getEvent()), unix.ENOSPC},
+		{"mmap", preload.Frame(preload.Header{Op: preload.OpMmap}, make([]byte, 16)), unix.ENODEV},
+	} {
+		if rh := exchange(t, c, tc.pkt, nil); rh.Ret != -int32(tc.want) {
+			t.Errorf("%s: reply Ret %d, want %d (%v)", tc.name, rh.Ret, -int32(tc.want), tc.want)
+		}
+	}
+}

@@ -27,8 +27,13 @@ const (
 	// UcmaABIVersion is class/misc/rdma_cm/abi_version
 	// (RDMA_USER_CM_ABI_VERSION).
 	UcmaABIVersion = 4
-	// UverbsNode is the one device node a daemon serves.
+	// UverbsNode is the verbs device node a daemon serves.
 	UverbsNode = "uverbs0"
+	// RDMACMNode is the rdma_cm device node (ucma's misc device).
+	RDMACMNode = "rdma_cm"
+	// MiscMajor and RDMACMMinor are the char device numbers of rdma_cm
+	// (the misc major; the kernel's minor is dynamic).
+	MiscMajor, RDMACMMinor = 10, 122
 )
 
 // sysfs writes and refreshes the tree of one device under root.
@@ -136,6 +141,7 @@ func (s *sysfs) write() error {
 		"class/infiniband_verbs/" + UverbsNode + "/dev":         fmt.Sprintf("%d:%d\n", UverbsMajor, UverbsBaseMinor),
 		"class/infiniband_verbs/" + UverbsNode + "/abi_version": fmt.Sprintf("%d\n", a.UverbsABIVer),
 		"class/misc/rdma_cm/abi_version":                        fmt.Sprintf("%d\n", UcmaABIVersion),
+		"class/misc/rdma_cm/dev":                                fmt.Sprintf("%d:%d\n", MiscMajor, RDMACMMinor),
 	}
 	ib := filepath.Join("class", "infiniband", s.dev.Name())
 	files[filepath.Join(ib, "node_type")] = fmt.Sprintf("%d: CA\n", a.NodeType)

@@ -4,7 +4,9 @@ import (
 	"os"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ucma"
 	"github.com/softroce/softroce/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // OpenUverbs is the Opener of a real daemon (Config.Open's default):
@@ -32,3 +34,17 @@ func (u uverbsFile) Close() error { return u.f.Close() }
 
 // FilesStored forwards the client's descriptor numbers.
 func (u uverbsFile) FilesStored(fds []uint32) { u.f.FilesStored(fds) }
+
+// ucmaFile adapts *ucma.File to File: rdma_cm has no mmap.
+type ucmaFile struct{ f *ucma.File }
+
+func (u ucmaFile) Write(buf []byte) (Reply, error) {
+	n, err := u.f.Write(buf)
+	return Reply{N: n}, err
+}
+
+func (u ucmaFile) Mmap(offset, length uint64) (*os.File, int64, error) {
+	return nil, 0, unix.ENODEV
+}
+
+func (u ucmaFile) Close() error { return u.f.Close() }

@@ -45,6 +45,30 @@ func TestIbvDevinfoPrintsTheDevice(t *testing.T) {
 	}
 }
 
+// pingpongCases are the pingpong runs of the daemon tests: each tool with
+// and without a completion channel (-e), with the bytes both sides report.
+var pingpongCases = []struct {
+	tool  string
+	extra []string
+	bytes string
+}{
+	{"ibv_rc_pingpong", nil, "1638400 bytes in"},
+	{"ibv_rc_pingpong", []string{"-e"}, "1638400 bytes in"},
+	{"ibv_uc_pingpong", nil, "1638400 bytes in"},
+	{"ibv_uc_pingpong", []string{"-e"}, "1638400 bytes in"},
+	{"ibv_ud_pingpong", nil, "409600 bytes in"},
+	{"ibv_ud_pingpong", []string{"-e"}, "409600 bytes in"},
+	{"ibv_srq_pingpong", nil, "1638400 bytes in"},
+	{"ibv_srq_pingpong", []string{"-e"}, "1638400 bytes in"},
+}
+
+// pingpongArgs are the arguments of the i'th pingpong case on device dev:
+// 200 iterations with the data checked (-c), GID index 1 (the --ip
+// address), a port of its own from base.
+func pingpongArgs(dev string, base, i int, extra []string) []string {
+	return append([]string{"-d", dev, "-g", "1", "-n", "200", "-c", "-p", strconv.Itoa(base + i)}, extra...)
+}
+
 // TestPingpongsOnOneDaemon: Debian's ibv_*_pingpong as server and as
 // client, both unprivileged, on one "softroce serve" on the default
 // in-memory link: the client reaches the server's GID (the device loops a
@@ -55,70 +79,77 @@ func TestPingpongsOnOneDaemon(t *testing.T) {
 	needCC(t)
 	home := userHome(t)
 	env := serveAsUser(t, home, "rxe6", "--ip", "10.78.0.1/24")
-	for i, tc := range []struct {
-		tool  string
-		extra []string
-		bytes string
-	}{
-		{"ibv_rc_pingpong", nil, "1638400 bytes in"},
-		{"ibv_rc_pingpong", []string{"-e"}, "1638400 bytes in"},
-		{"ibv_uc_pingpong", nil, "1638400 bytes in"},
-		{"ibv_uc_pingpong", []string{"-e"}, "1638400 bytes in"},
-		{"ibv_ud_pingpong", nil, "409600 bytes in"},
-		{"ibv_ud_pingpong", []string{"-e"}, "409600 bytes in"},
-		{"ibv_srq_pingpong", nil, "1638400 bytes in"},
-		{"ibv_srq_pingpong", []string{"-e"}, "1638400 bytes in"},
-	} {
+	for i, tc := range pingpongCases {
 		t.Run(strings.Join(append([]string{tc.tool}, tc.extra...), " "), func(t *testing.T) {
 			tool := distroTool(t, tc.tool, "ibverbs-utils")
-			args := append([]string{"-d", "rxe6", "-g", "1", "-n", "200", "-c", "-p", strconv.Itoa(18780 + i)}, tc.extra...)
-			pingpongs(t, home, env, tool, args, tc.bytes, tc.bytes)
+			pingpongs(t, home, env, tool, pingpongArgs("rxe6", 18780, i, tc.extra), tc.bytes, tc.bytes)
 		})
 	}
 }
 
+// perftestCase is one perftest run of the daemon tests.
+type perftestCase struct {
+	tool  string
+	extra []string
+}
+
+// perftestCases are the perftest runs of the daemon tests: the eight
+// tools with their defaults and 200 iterations, then in their modes: a
+// timed run (-D: SIGALRM in the middle of the verbs), both directions,
+// several QPs, every size from 2 bytes to 8 MiB (-a, with perftest's least
+// iteration count), SRQ, UC and UD. perftest posts with ibv_post_send on
+// rxe (its ibv_wr_* path is for the devices it lists, "ibv_wr* API: OFF"),
+// as on kernel rxe; testdata/verbs_rxe_ops.c drives ibv_wr_*.
+func perftestCases() []perftestCase {
+	var cases []perftestCase
+	for _, tool := range []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw",
+		"ib_write_lat", "ib_read_lat", "ib_send_lat", "ib_atomic_lat"} {
+		cases = append(cases, perftestCase{tool, []string{"-n", "200"}})
+	}
+	return append(cases,
+		perftestCase{"ib_write_bw", []string{"-D", "2"}},
+		perftestCase{"ib_atomic_bw", []string{"-D", "2"}},
+		perftestCase{"ib_send_bw", []string{"-b", "-n", "200"}},
+		perftestCase{"ib_write_bw", []string{"-q", "4", "-n", "200"}},
+		perftestCase{"ib_read_bw", []string{"-q", "4", "-n", "200"}},
+		perftestCase{"ib_write_bw", []string{"-a", "-n", "5"}},
+		perftestCase{"ib_send_bw", []string{"--use-srq", "-n", "200"}},
+		perftestCase{"ib_send_bw", []string{"-c", "UC", "-n", "200"}},
+		perftestCase{"ib_write_bw", []string{"-c", "UC", "-n", "200"}},
+		perftestCase{"ib_send_bw", []string{"-c", "UD", "-n", "200"}},
+		perftestCase{"ib_send_lat", []string{"-c", "UD", "-n", "200"}},
+	)
+}
+
+// perftestRun returns the arguments of the i'th perftest case on device
+// dev (GID index 1, a port of its own from base) and what the server must
+// print: the passive side of READ and atomic latency tests prints no
+// result, as with the kernel's rxe.
+//
+// perftest calibrates its cycle counter against gettimeofday for each
+// report (some 0.2 s of samples) and exits when a busy machine spoils the
+// fit ("Can't produce a report"); -F lets it report anyway, so a run
+// depends on its transfers alone (-a makes 23 reports).
+func perftestRun(c perftestCase, dev string, base, i int) (args []string, serverWant string) {
+	args = append([]string{"-d", dev, "-x", "1", "-F", "-p", strconv.Itoa(base + i)}, c.extra...)
+	serverWant = "#bytes"
+	if c.tool == "ib_read_lat" || c.tool == "ib_atomic_lat" {
+		serverWant = ""
+	}
+	return args, serverWant
+}
+
 // TestPerftestOnOneDaemon: the eight perftest tools of Debian, unprivileged,
-// server and client on one "softroce serve", with their defaults (the
-// post-send API of ibv_wr_*) and 200 iterations, then in their modes
-// (-D, -b, -q 4, --use-srq, -c UC, -c UD): both exit 0 and print their
-// result line.
+// server and client on one "softroce serve", in every case of
+// perftestCases: both exit 0 and print their result line.
 func TestPerftestOnOneDaemon(t *testing.T) {
 	needCC(t)
 	home := userHome(t)
 	env := serveAsUser(t, home, "rxe8", "--ip", "10.78.0.1/24")
-	type tc struct {
-		tool  string
-		extra []string
-	}
-	var cases []tc
-	for _, tool := range []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw",
-		"ib_write_lat", "ib_read_lat", "ib_send_lat", "ib_atomic_lat"} {
-		cases = append(cases, tc{tool, []string{"-n", "200"}})
-	}
-	// The modes: a timed run (SIGALRM in the middle of the verbs), both
-	// directions, several QPs, SRQ, UC and UD.
-	cases = append(cases,
-		tc{"ib_write_bw", []string{"-D", "2"}},
-		tc{"ib_atomic_bw", []string{"-D", "2"}},
-		tc{"ib_send_bw", []string{"-b", "-n", "200"}},
-		tc{"ib_write_bw", []string{"-q", "4", "-n", "200"}},
-		tc{"ib_read_bw", []string{"-q", "4", "-n", "200"}},
-		tc{"ib_send_bw", []string{"--use-srq", "-n", "200"}},
-		tc{"ib_send_bw", []string{"-c", "UC", "-n", "200"}},
-		tc{"ib_write_bw", []string{"-c", "UC", "-n", "200"}},
-		tc{"ib_send_bw", []string{"-c", "UD", "-n", "200"}},
-		tc{"ib_send_lat", []string{"-c", "UD", "-n", "200"}},
-	)
-	for i, c := range cases {
+	for i, c := range perftestCases() {
 		t.Run(strings.Join(append([]string{c.tool}, c.extra...), " "), func(t *testing.T) {
 			path := distroTool(t, c.tool, "perftest")
-			args := append([]string{"-d", "rxe8", "-x", "1", "-p", strconv.Itoa(18790 + i)}, c.extra...)
-			// The passive side of READ and atomic latency tests
-			// prints no result, as with the kernel's rxe.
-			serverWant := "#bytes"
-			if c.tool == "ib_read_lat" || c.tool == "ib_atomic_lat" {
-				serverWant = ""
-			}
+			args, serverWant := perftestRun(c, "rxe8", 18790, i)
 			pingpongs(t, home, env, path, args, serverWant, "#bytes")
 		})
 	}
@@ -128,12 +159,20 @@ func TestPerftestOnOneDaemon(t *testing.T) {
 // it.
 var gidRE = regexp.MustCompile(`GID ::ffff:10\.78\.0\.1|GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:78:00:01`)
 
-// pingpongs runs tool as server, then as client of 127.0.0.1, with env,
-// and checks that both exit 0, name the GID of 10.78.0.1 and print
-// serverWant and clientWant.
+// pingpongs runs tool as server, then as client of 127.0.0.1, with env
+// (userCommand in home), and checks what pair checks.
 func pingpongs(t *testing.T, home string, env []string, tool string, args []string, serverWant, clientWant string) {
 	t.Helper()
-	server := userCommand(t, home, env, tool, args...)
+	pair(t, func(argv ...string) *exec.Cmd { return userCommand(t, home, env, argv[0], argv[1:]...) },
+		tool, args, serverWant, clientWant)
+}
+
+// pair runs tool as server, then as client of 127.0.0.1, each with the
+// command start makes for its argv, and checks that both exit 0, name the
+// GID of 10.78.0.1 and print serverWant and clientWant.
+func pair(t *testing.T, start func(argv ...string) *exec.Cmd, tool string, args []string, serverWant, clientWant string) {
+	t.Helper()
+	server := start(append([]string{tool}, args...)...)
 	var sout bytes.Buffer
 	server.Stdout, server.Stderr = &sout, &sout
 	if err := server.Start(); err != nil {
@@ -144,10 +183,10 @@ func pingpongs(t *testing.T, home string, env []string, tool string, args []stri
 	defer server.Process.Kill()
 	var cout []byte
 	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		// The server listens once it has its QP; until then the
 		// client cannot connect and says so.
-		cout, err = userCommand(t, home, env, tool, append(args, "127.0.0.1")...).CombinedOutput()
+		cout, err = start(append(append([]string{tool}, args...), "127.0.0.1")...).CombinedOutput()
 		if err == nil || !strings.Contains(string(cout), "Couldn't connect") || time.Now().After(deadline) {
 			break
 		}

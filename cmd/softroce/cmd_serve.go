@@ -49,7 +49,7 @@ func startDaemon(e *env, lf *linkFlags, dir string) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir})
+	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n})
 	if err != nil {
 		n.Close()
 		return nil, err
@@ -118,6 +118,12 @@ func runServe(e *env) error {
 	case <-sig:
 	case err := <-d.served:
 		d.served <- err
+	}
+	// What the device counted in its life, as `softroce stats` prints it
+	// (on --udp with the link's unverifiable ICRCs), for the CI log.
+	if st, err := nodeStats(d.n); err == nil {
+		fmt.Fprintf(e.stderr, "softroce serve: %s's counters at exit:\n", lf.dev)
+		writeStats(e.stderr, lf.dev, 1, st)
 	}
 	return d.stop()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"sort"
@@ -26,6 +27,8 @@ type CaptureReport struct {
 	RoCEv6 int
 	// Opcodes counts RoCEv2 frames by BTH opcode.
 	Opcodes map[uint8]int
+	// ByDst counts RoCEv2 frames by destination IP address.
+	ByDst map[netip.Addr]int
 	// BadICRC describes each frame that wire.Parse refuses (other than a
 	// well-formed frame that is not RoCEv2) and each RoCEv2 frame whose
 	// ICRC is wrong.
@@ -68,7 +71,7 @@ func CheckCapture(path string) (*CaptureReport, error) {
 	if lt := r.LinkType(); lt != layers.LinkTypeEthernet {
 		return nil, fmt.Errorf("check capture %s: link type %v, want Ethernet", path, lt)
 	}
-	rep := &CaptureReport{Opcodes: make(map[uint8]int)}
+	rep := &CaptureReport{Opcodes: make(map[uint8]int), ByDst: make(map[netip.Addr]int)}
 	for {
 		data, ci, err := r.ReadPacketData()
 		if errors.Is(err, io.EOF) {
@@ -102,6 +105,7 @@ func CheckCapture(path string) (*CaptureReport, error) {
 		}
 		op := uint8(pkt.BTH().Opcode())
 		rep.Opcodes[op]++
+		rep.ByDst[pkt.Dst()]++
 		if err := pkt.VerifyICRC(); err != nil {
 			rep.BadICRC = append(rep.BadICRC, fmt.Sprintf("frame %d: opcode 0x%02x ICRC %08x, computed %08x: %v", rep.Frames, op, pkt.ICRC(), pkt.ComputeICRC(), err))
 		}

@@ -1,6 +1,8 @@
 package rxe
 
 import (
+	"errors"
+
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/internal/driver"
 	"github.com/softroce/softroce/ib"
@@ -94,7 +96,9 @@ type mcg struct {
 
 // AttachMcast adds q to the group gid (rxe_attach_mcast): a new group
 // beyond 8192 groups, a 57th member or the 458753rd attachment is ENOMEM;
-// a QP already in the group succeeds without counting twice.
+// a QP already in the group succeeds without counting twice. A new group
+// opens the netdev's multicast filter (Config.McastFilter), as
+// rxe_mcast_add's dev_mc_add does; the last detach closes it.
 func (r *device) AttachMcast(c *emu.QP, gid emu.GID, lid uint16) error {
 	r.lock()
 	defer r.unlock()
@@ -116,6 +120,13 @@ func (r *device) AttachMcast(c *emu.QP, gid emu.GID, lid uint16) error {
 	}
 	if r.attached >= r.attr.MaxTotalMcastQPAttach {
 		return errorf(unix.ENOMEM, "attach mcast %v: %d attachments on the device", gid, r.attr.MaxTotalMcastQPAttach)
+	}
+	if !ok && r.cfg.McastFilter != nil {
+		if err := r.cfg.McastFilter(gid, true); err != nil {
+			errno := unix.ENOMEM // dev_mc_add's failure
+			errors.As(err, &errno)
+			return errorf(errno, "attach mcast %v: netdev filter: %v", gid, err)
+		}
 	}
 	g.members = append(g.members, q)
 	r.mcgs[gid] = g
@@ -139,6 +150,9 @@ func (r *device) DetachMcast(c *emu.QP, gid emu.GID, lid uint16) error {
 			r.attached--
 			if len(g.members) == 0 {
 				delete(r.mcgs, gid)
+				if r.cfg.McastFilter != nil {
+					r.cfg.McastFilter(gid, false) // rxe_mcast_del ignores dev_mc_del's result
+				}
 			}
 			return nil
 		}

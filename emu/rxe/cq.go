@@ -14,6 +14,8 @@ type cq struct {
 	wcs    []emu.WC
 	notify emu.CQNotifyFlags
 	ring   func(emu.WC) bool // a userspace CQ's ring (emu.CQInitAttr.Ring), else nil
+	// resizeRing moves a userspace CQ to a new ring (emu.CQInitAttr.RingResize).
+	resizeRing func(cqe, n int) error
 }
 
 func cqOf(c *emu.CQ) *cq { return driver.Priv(c).(*cq) }
@@ -33,7 +35,36 @@ func (r *device) CreateCQ(c *emu.CQ, attr *emu.CQInitAttr) error {
 	}
 	n := int(roundQueue(uint32(attr.CQE)))
 	c.CQE = n
-	driver.SetPriv(c, &cq{core: c, cap: n, ring: attr.Ring})
+	driver.SetPriv(c, &cq{core: c, cap: n, ring: attr.Ring, resizeRing: attr.RingResize})
+	return nil
+}
+
+// ResizeCQ resizes the CQ (rxe_resize_cq with rxe_cq_chk_attr and
+// rxe_queue_resize): cqe <= 0, above max_cqe or below the number of
+// completions the CQ holds is EINVAL; the capacity becomes the next power
+// of two above cqe, minus one, as at creation, and the held completions
+// stay, in order. A userspace CQ moves to a new ring its consumer maps
+// (emu.CQInitAttr.RingResize).
+func (r *device) ResizeCQ(c *emu.CQ, cqe int) error {
+	if cqe <= 0 || cqe > r.attr.MaxCQE {
+		return errorf(unix.EINVAL, "resize CQ: cqe %d not in 1..%d", cqe, r.attr.MaxCQE)
+	}
+	r.lock()
+	defer r.unlock()
+	q := cqOf(c)
+	n := int(roundQueue(uint32(cqe)))
+	switch {
+	case q.ring != nil && q.resizeRing == nil:
+		return errorf(unix.EOPNOTSUPP, "resize CQ: the CQ's ring cannot move")
+	case q.ring != nil:
+		if err := q.resizeRing(cqe, n); err != nil {
+			return err
+		}
+	case cqe < len(q.wcs):
+		return errorf(unix.EINVAL, "resize CQ: cqe %d below the %d completions it holds", cqe, len(q.wcs))
+	}
+	q.cap = n
+	c.CQE = n
 	return nil
 }
 

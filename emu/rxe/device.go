@@ -45,6 +45,8 @@ func (d *Device) SetLink(up bool) { d.r.SetLink(up) }
 var (
 	_ emu.DeviceOps       = (*device)(nil)
 	_ emu.SRQModifier     = (*device)(nil)
+	_ emu.CQResizer       = (*device)(nil)
+	_ emu.MRReregisterer  = (*device)(nil)
 	_ emu.AHModifier      = (*device)(nil)
 	_ emu.McastAttacher   = (*device)(nil)
 	_ emu.HWStatsProvider = (*device)(nil)

@@ -171,6 +171,31 @@ func (r *device) MapMRSG(m *emu.MR, sg []dma.Scatterlist, pageSize int) (int, er
 	return mapped, nil
 }
 
+// ReregUserMR changes a user MR in place (rxe_rereg_user_mr): rxe does
+// the PD and the access, a new range is EOPNOTSUPP, and so is access
+// outside rxe's MR set; keys and memory stay. The access is checked before
+// the PD moves, so a refused rereg changes nothing (6.12 moves the PD
+// first and leaves it moved when it then refuses the access; later kernels
+// check first).
+func (r *device) ReregUserMR(m *emu.MR, flags emu.MRReregFlags, start, length, iova uint64, access ib.AccessFlags, pd *emu.PD) error {
+	if bad := flags &^ (emu.MRReregPD | emu.MRReregAccess); bad != 0 {
+		return errorf(unix.EOPNOTSUPP, "rereg MR: flags %v not supported", bad)
+	}
+	if flags&emu.MRReregAccess != 0 && access&^accessMR != 0 {
+		return errorf(unix.EOPNOTSUPP, "rereg MR: access %v not supported", access&^accessMR)
+	}
+	r.lock()
+	defer r.unlock()
+	x := mrOf(m)
+	if flags&emu.MRReregPD != 0 {
+		x.pd = pd
+	}
+	if flags&emu.MRReregAccess != 0 {
+		x.access = access
+	}
+	return nil
+}
+
 // DeregMR frees an MR (rxe_dereg_mr): bound memory windows make it EINVAL.
 func (r *device) DeregMR(m *emu.MR) error {
 	r.lock()

@@ -83,6 +83,13 @@ type Config struct {
 	// context: a cache answer or none, in which case the address vector's
 	// DMAC is used.
 	Neighbor emu.Resolver
+	// McastFilter, if set, is told when a multicast group gets its first
+	// QP (add true) and loses its last one (add false): the netdev's
+	// multicast address filter rxe programs with dev_mc_add and
+	// dev_mc_del (rxe_mcast_add, rxe_mcast_del). An error fails the
+	// attach. It is called with the device's lock held and must not call
+	// back into the device.
+	McastFilter func(gid emu.GID, add bool) error
 }
 
 // Limits of rxe 6.12 (rxe_param.h).

@@ -23,7 +23,10 @@ type srq struct {
 	// recvRing is a userspace SRQ (emu.SRQInitAttr.RecvRing): the
 	// responder takes WRs from it when wqes is empty.
 	recvRing func(*emu.RecvWR) bool
-	err      bool // rxe has no path into the SRQ error state; kept for its checks
+	// resizeRing moves a userspace SRQ to a new ring
+	// (emu.SRQInitAttr.RecvRingResize).
+	resizeRing func(maxWR, room uint32) error
+	err        bool // rxe has no path into the SRQ error state; kept for its checks
 }
 
 func srqOf(s *emu.SRQ) *srq { return driver.Priv(s).(*srq) }
@@ -49,14 +52,19 @@ func (r *device) CreateSRQ(s *emu.SRQ, attr *emu.SRQInitAttr, udata *emu.UData) 
 		return poolLimit("create SRQ", "max_srq", r.attr.MaxSRQ, r.attr.MaxSRQ)
 	}
 	a.MaxWR = roundQueue(a.MaxWR)
-	driver.SetPriv(s, &srq{core: s, cap: a.MaxWR, maxSGE: a.MaxSGE, limit: a.SRQLimit, recvRing: attr.RecvRing})
+	driver.SetPriv(s, &srq{core: s, cap: a.MaxWR, maxSGE: a.MaxSGE, limit: a.SRQLimit, recvRing: attr.RecvRing,
+		resizeRing: attr.RecvRingResize})
 	return nil
 }
 
 // ModifySRQ resizes and/or arms the limit (rxe_modify_srq,
 // rxe_srq_chk_attr): MAX_WR 0, > 2^20 or below the armed limit and LIMIT
-// above 2^20 or the capacity are EINVAL; a resize below the queued count
-// is EINVAL too (the ring cannot shrink under its contents).
+// above 2^20 or the capacity before the modify are EINVAL; a resize below
+// the queued count is EINVAL too (the ring cannot shrink under its
+// contents). A userspace SRQ moves to a new ring its consumer maps
+// (emu.SRQInitAttr.RecvRingResize). A resize that fails leaves the SRQ as
+// it was, where rxe_srq_from_attr frees the SRQ's queue (the kernel then
+// faults on its next use of the SRQ).
 func (r *device) ModifySRQ(s *emu.SRQ, attr *emu.SRQAttr, mask emu.SRQAttrMask) error {
 	r.lock()
 	defer r.unlock()
@@ -75,17 +83,24 @@ func (r *device) ModifySRQ(s *emu.SRQ, attr *emu.SRQAttr, mask emu.SRQAttrMask) 
 		}
 	}
 	if mask&emu.SRQLimit != 0 {
-		capAfter := q.cap
-		if mask&emu.SRQMaxWR != 0 {
-			capAfter = roundQueue(attr.MaxWR)
-		}
-		if attr.SRQLimit > uint32(r.attr.MaxSRQWR) || attr.SRQLimit > capAfter {
-			return errorf(unix.EINVAL, "modify SRQ: limit %d above the capacity %d", attr.SRQLimit, capAfter)
+		// rxe_srq_chk_attr holds the limit against the queue's
+		// index_mask before any resize of the same modify.
+		if attr.SRQLimit > uint32(r.attr.MaxSRQWR) || attr.SRQLimit > q.cap {
+			return errorf(unix.EINVAL, "modify SRQ: limit %d above the capacity %d", attr.SRQLimit, q.cap)
 		}
 	}
 	if mask&emu.SRQMaxWR != 0 {
-		q.cap = roundQueue(attr.MaxWR)
-		attr.MaxWR = q.cap
+		n := roundQueue(attr.MaxWR)
+		if q.recvRing != nil {
+			if q.resizeRing == nil {
+				return errorf(unix.EOPNOTSUPP, "modify SRQ: the SRQ's ring cannot move")
+			}
+			if err := q.resizeRing(n, n-uint32(len(q.wqes))); err != nil {
+				return err
+			}
+		}
+		q.cap = n
+		attr.MaxWR = n
 	}
 	if mask&emu.SRQLimit != 0 {
 		q.limit = attr.SRQLimit

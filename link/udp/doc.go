@@ -66,6 +66,9 @@
 // (rxe_net_init binds UDP 4791 on the wildcard addresses when the rdma_rxe
 // module loads, in the initial network namespace, or in each namespace on
 // kernels whose rxe has per-namespace sockets) or by another softroce.
+// IPv6 sockets accept datagrams with a zero UDP checksum
+// (UDP_NO_CHECK6_RX), as rxe's own tunnel socket does: the kernel's rxe
+// sends its IPv6 RoCEv2 packets without one, and the ICRC covers them.
 //
 // Datagrams move in batches with recvmmsg and sendmmsg. UDP GSO
 // (UDP_SEGMENT) and GRO (UDP_GRO) are not used yet, though they would

@@ -188,6 +188,11 @@ func (l *Link) bind(a netip.Addr) (*sock, error) {
 			{unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1},
 			{unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, 1},
 			{unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO},
+			// Accept datagrams with a zero UDP checksum, as rxe's
+			// own tunnel socket does (rxe_setup_udp_tunnel clears
+			// use_udp6_rx_checksums): the kernel's rxe sends its IPv6
+			// packets without one, and the ICRC protects them.
+			{unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_RX, 1},
 		}
 	} else {
 		opts = [][3]int{

@@ -424,3 +424,46 @@ func BenchmarkBatchSize(b *testing.B) {
 		})
 	}
 }
+
+// TestZeroChecksumIPv6IsReceived: an IPv6 datagram with a zero UDP
+// checksum, as the kernel's rxe sends them (its tunnel socket does not
+// compute IPv6 UDP checksums), reaches the link with its frame intact.
+func TestZeroChecksumIPv6IsReceived(t *testing.T) {
+	p := newPair(t)
+	lb := p.open(t, 1, &Config{Addrs: []netip.Addr{p.v6[1]}})
+	f := frame(t, p.v6[0], p.v6[1], 0, 64, []byte("no checksum"))
+	pk, err := wire.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := f[pk.BTHOffset():]
+	err = p.ns[0].Do(func() error {
+		c, err := net.DialUDP("udp6", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.v6[1], Port)))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		rc, err := c.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_TX, 1)
+		}); err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+		_, err = c.Write(pay)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := read(t, lb)
+	if !bytes.Equal(transport(t, got), pay) {
+		t.Errorf("received transport % x, want % x", transport(t, got), pay)
+	}
+}

@@ -28,6 +28,13 @@
  *   close, and dup2/dup3 onto such a descriptor: forget it, then close it
  *       (the daemon sees the end of the connection when the last reference
  *       goes, as ib_uverbs_close);
+ *   /dev/infiniband/rdma_cm: the daemon passes an eventfd with the OPEN
+ *       reply, and that is the descriptor open() returns (poll-readable
+ *       while events are queued, as the kernel's ucma file); the
+ *       connection stays behind it. A GET_EVENT write first takes one
+ *       count from the eventfd (blocking unless the descriptor is
+ *       O_NONBLOCK: then EAGAIN), then asks the daemon; MIGRATE_ID's fd
+ *       field is translated to the daemon's name for that file;
  *   socket(AF_NETLINK, ..., NETLINK_RDMA): EPROTONOSUPPORT, so libibverbs
  *       and librdmacm read the sysfs tree instead of asking the kernel.
  *
@@ -94,7 +101,17 @@ struct frame_hdr {
 struct fake {
 	pthread_mutex_t mu;
 	dev_t rdev;
+	int sock;       /* the connection to the daemon (the fd itself for uverbs) */
+	int cm;         /* an rdma_cm file: the fd is its eventfd */
+	uint32_t token; /* rdma_cm: the daemon's name of the file (MIGRATE_ID) */
 };
+
+/* rdma_user_cm.h: the commands the library looks at, and the daemon's
+ * MIGRATE_ID names for descriptors that are not rdma_cm files. */
+#define UCM_CMD_GET_EVENT 12
+#define UCM_CMD_MIGRATE_ID 18
+#define UCM_TOKEN_NOT_OPEN 0xffffffffu
+#define UCM_TOKEN_NOT_UCMA 0xfffffffeu
 
 static struct fake fakes[MAX_FAKE] = {[0 ... MAX_FAKE - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER}};
 static unsigned char slot_of[MAX_FD];
@@ -145,6 +162,7 @@ REAL(int, close, (int))
 REAL(int, socket, (int, int, int))
 REAL(int, dup2, (int, int))
 REAL(int, dup3, (int, int, int))
+REAL(int, fcntl, (int, int, ...))
 
 static int fake_slot(int fd)
 {
@@ -319,7 +337,8 @@ static int fake_open(const char *name, int flags)
 	struct frame_hdr h, rh;
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
-	int fd, s, err, nfds, fds[MAX_FDS];
+	int fd, s, err, nfds, fds[MAX_FDS], user;
+	uint32_t token = 0;
 	dev_t rdev;
 	char rbuf[16];
 
@@ -364,11 +383,25 @@ static int fake_open(const char *name, int flags)
 	h.ret = 0;
 	h.aux = PROTO_VERSION;
 	err = xfer(fd, &h, name, rbuf, sizeof(rbuf), &rh, fds, &nfds);
-	for (int i = 0; i < nfds; i++)
-		get_close()(fds[i]);
 	if (err == 0 && rh.ret < 0)
 		err = rh.ret;
+	user = fd;
+	if (err == 0 && nfds == 1 && rh.len == sizeof(token)) {
+		/* rdma_cm: the program gets the eventfd; the connection stays
+		 * behind it. */
+		memcpy(&token, rbuf, sizeof(token));
+		user = fds[0];
+		nfds = 0;
+		if (!(flags & O_CLOEXEC))
+			get_fcntl()(user, F_SETFD, 0);
+		if (user >= MAX_FD)
+			err = -EMFILE;
+	}
+	for (int i = 0; i < nfds; i++)
+		get_close()(fds[i]);
 	if (err < 0) {
+		if (user != fd)
+			get_close()(user);
 		get_close()(fd);
 		errno = -err;
 		return -1;
@@ -378,26 +411,35 @@ static int fake_open(const char *name, int flags)
 		;
 	if (s == MAX_FAKE) {
 		pthread_mutex_unlock(&table_mu);
+		if (user != fd)
+			get_close()(user);
 		get_close()(fd);
 		errno = EMFILE;
 		return -1;
 	}
 	slot_used[s] = 1;
 	fakes[s].rdev = rdev;
-	__atomic_store_n(&slot_of[fd], (unsigned char)(s + 1), __ATOMIC_RELEASE);
+	fakes[s].sock = fd;
+	fakes[s].cm = user != fd;
+	fakes[s].token = token;
+	__atomic_store_n(&slot_of[user], (unsigned char)(s + 1), __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&table_mu);
-	return fd;
+	return user;
 }
 
 static void forget(int fd)
 {
-	int s = fake_slot(fd);
+	int s = fake_slot(fd), sock = -1;
 	if (s < 0)
 		return;
 	pthread_mutex_lock(&table_mu);
 	__atomic_store_n(&slot_of[fd], 0, __ATOMIC_RELEASE);
+	if (fakes[s].cm)
+		sock = fakes[s].sock;
 	slot_used[s] = 0;
 	pthread_mutex_unlock(&table_mu);
+	if (sock >= 0)
+		get_close()(sock);
 }
 
 static mode_t open_mode(int flags, va_list ap)
@@ -619,6 +661,71 @@ int ioctl(int fd, unsigned long req, ...)
 	return get_ioctl()(fd, req, arg);
 }
 
+/* cm_write is write() on an rdma_cm descriptor: GET_EVENT waits on the
+ * eventfd first, MIGRATE_ID names the other file as the daemon knows it. */
+static ssize_t cm_write(int fd, int s, const void *buf, size_t n)
+{
+	struct frame_hdr h, rh;
+	uint64_t at[MAX_FDS];
+	uint32_t cmd = 0;
+	unsigned char copy[64];
+	int err, nfds = 0, fds[MAX_FDS];
+
+	if (n >= sizeof(cmd))
+		memcpy(&cmd, buf, sizeof(cmd));
+	if (cmd == UCM_CMD_MIGRATE_ID && n >= 24 && n <= sizeof(copy)) {
+		uint32_t other, token;
+		int o;
+		memcpy(copy, buf, n);
+		memcpy(&other, copy + 20, sizeof(other));
+		o = fake_slot((int)other);
+		if (o >= 0 && fakes[o].cm)
+			token = fakes[o].token;
+		else if (get_fcntl()((int)other, F_GETFD) < 0)
+			token = UCM_TOKEN_NOT_OPEN;
+		else
+			token = UCM_TOKEN_NOT_UCMA;
+		memcpy(copy + 20, &token, sizeof(token));
+		buf = copy;
+	}
+	h.op = OP_WRITE;
+	h.len = n;
+	h.ret = 0;
+	h.aux = 0;
+	for (;;) {
+		if (cmd == UCM_CMD_GET_EVENT) {
+			uint64_t one;
+			ssize_t r = get_read()(fd, &one, sizeof(one));
+			if (r < 0)
+				return -1; /* EAGAIN when O_NONBLOCK, EINTR */
+			/* Closed by another thread meanwhile: the kernel's
+			 * GET_EVENT keeps waiting on the file it holds, for
+			 * an event that no longer comes. */
+			while (fake_slot(fd) != s)
+				pause();
+		}
+		pthread_mutex_lock(&fakes[s].mu);
+		err = xfer(fakes[s].sock, &h, buf, at, sizeof(at), &rh, fds, &nfds);
+		pthread_mutex_unlock(&fakes[s].mu);
+		for (int i = 0; i < nfds; i++)
+			get_close()(fds[i]);
+		if (err < 0) {
+			errno = -err;
+			return -1;
+		}
+		/* A count whose event went away (its ID destroyed): wait
+		 * for the next one. */
+		if (cmd == UCM_CMD_GET_EVENT && rh.ret == -EAGAIN)
+			continue;
+		break;
+	}
+	if (rh.ret < 0) {
+		errno = -rh.ret;
+		return -1;
+	}
+	return rh.ret;
+}
+
 ssize_t write(int fd, const void *buf, size_t n)
 {
 	struct frame_hdr h, rh;
@@ -631,6 +738,8 @@ ssize_t write(int fd, const void *buf, size_t n)
 		errno = EINVAL;
 		return -1;
 	}
+	if (fakes[s].cm)
+		return cm_write(fd, s, buf, n);
 	h.op = OP_WRITE;
 	h.len = n;
 	h.ret = 0;
@@ -691,7 +800,7 @@ ssize_t read(int fd, void *buf, size_t n)
 	return get_read()(fd, buf, n);
 }
 
-static void *fake_mmap(int s, void *addr, size_t len, int prot, int flags, int fd, off_t off)
+static void *fake_mmap(int s, void *addr, size_t len, int prot, int flags, off_t off)
 {
 	struct frame_hdr h, rh;
 	uint64_t req[2] = {(uint64_t)off, (uint64_t)len};
@@ -704,7 +813,7 @@ static void *fake_mmap(int s, void *addr, size_t len, int prot, int flags, int f
 	h.ret = 0;
 	h.aux = 0;
 	pthread_mutex_lock(&fakes[s].mu);
-	err = xfer(fd, &h, req, &foff, sizeof(foff), &rh, fds, &nfds);
+	err = xfer(fakes[s].sock, &h, req, &foff, sizeof(foff), &rh, fds, &nfds);
 	pthread_mutex_unlock(&fakes[s].mu);
 	if (err == 0 && rh.ret < 0)
 		err = rh.ret;
@@ -727,7 +836,7 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	int s = fake_slot(fd);
 	if (s >= 0 && !(flags & MAP_ANONYMOUS))
-		return fake_mmap(s, addr, len, prot, flags, fd, off);
+		return fake_mmap(s, addr, len, prot, flags, off);
 	return get_mmap()(addr, len, prot, flags, fd, off);
 }
 
@@ -735,7 +844,7 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 {
 	int s = fake_slot(fd);
 	if (s >= 0 && !(flags & MAP_ANONYMOUS))
-		return fake_mmap(s, addr, len, prot, flags, fd, (off_t)off);
+		return fake_mmap(s, addr, len, prot, flags, (off_t)off);
 	return get_mmap64()(addr, len, prot, flags, fd, off);
 }
 

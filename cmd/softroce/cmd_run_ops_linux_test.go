@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/softroce/softroce/internal/debroot"
+	"github.com/softroce/softroce/internal/testenv"
+)
+
+// buildVerbsProgram compiles testdata/NAME.c against the system's
+// libibverbs into dir and returns the binary's path.
+func buildVerbsProgram(t *testing.T, dir, name string) string {
+	t.Helper()
+	needCC(t)
+	_, err := os.Stat("/usr/include/infiniband/verbs.h")
+	testenv.Require(t, err == nil, "libibverbs' headers are not installed (Debian package libibverbs-dev)")
+	bin := filepath.Join(dir, name)
+	out, err := exec.Command("cc", "-Wall", "-Werror", "-o", bin, filepath.Join("testdata", name+".c"), "-libverbs").CombinedOutput()
+	if err != nil {
+		t.Fatalf("cc %s.c: %v\n%s", name, err, out)
+	}
+	return bin
+}
+
+// rxeOpsChecks are the checks verbs_rxe_ops.c makes,
+// as it names them; each must print "ok".
+var rxeOpsChecks = []string{
+	"create cq rounds 8 to 15",
+	"resize below the 5 unpolled completions is EINVAL",
+	"resize to 0 is EINVAL",
+	"resize to 100",
+	"the flushed completions moved to the new ring",
+	"in order, flushed",
+	"traffic completes on the resized CQ",
+	"resize an empty CQ to 1",
+	"ibv_rereg_mr stops in librxe (no rereg_mr)",
+	"REREG_MR without flags is EINVAL",
+	"REREG_MR of the range is EOPNOTSUPP (rxe)",
+	"REREG_MR to remote write without local write is EINVAL",
+	"REREG_MR of the access keeps the keys",
+	"a peer writes through the new access",
+	"the new PD holds the MR (EBUSY)",
+	"ibv_bind_mw completes",
+	"an RDMA WRITE through the window's rkey",
+	"ibv_dealloc_mw",
+	"ibv_create_qp_ex with send ops",
+	"ibv_wr_* work requests complete",
+	"ibv_wr_rdma_write moved the data",
+	"ibv_wr_rdma_read moved the data",
+	"ibv_wr_send moved the data",
+	"ibv_attach_mcast again",
+	"ibv_attach_mcast of an RC QP is EINVAL",
+	"ibv_detach_mcast of a group not attached is EINVAL",
+	"ibv_destroy_qp while attached is EBUSY",
+	"ibv_destroy_qp after the detach",
+}
+
+// checkProgramOutput fails the test unless the program exited 0 and
+// printed "ok NAME" for each of checks.
+func checkProgramOutput(t *testing.T, err error, out, errOut string, checks []string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("program: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	for _, c := range checks {
+		if !strings.Contains(out, "ok "+c+"\n") {
+			t.Errorf("no %q in the program's output", "ok "+c)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+}
+
+// TestRxeOpsThroughLibibverbs: a C program on Debian's libibverbs and
+// librxe, run unprivileged through "softroce run", resizes CQs
+// (ibv_resize_cq: rxe's errnos, the unpolled completions in the new ring,
+// traffic on it), re-registers an MR (ibv_rereg_mr stops in librxe as on
+// kernel rxe; the REREG_MR command changes access and PD), binds a memory
+// window a peer then writes through, posts with the ibv_wr_* API, and
+// attaches a UD QP to a multicast group, with the kernel's answers for
+// the misuses.
+func TestRxeOpsThroughLibibverbs(t *testing.T) {
+	distroTool(t, "ibv_devices", "ibverbs-utils")
+	home := userHome(t)
+	prog := buildVerbsProgram(t, home, "verbs_rxe_ops")
+	cmd := userCommand(t, home, nil, "softroce", "run", "-d", "rxe13", "--ip", "10.78.0.1/24", "--", prog, "rxe13")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	checkProgramOutput(t, cmd.Run(), out.String(), errb.String(), rxeOpsChecks)
+}
+
+// TestTrixieRxeOpsThroughDaemon: the same program on Debian 13's
+// libibverbs and librxe (rdma-core 56) in the trixie chroot, through a
+// daemon on the host (libibverbs keeps its ABI across the releases).
+func TestTrixieRxeOpsThroughDaemon(t *testing.T) {
+	c := serveForTrixie(t, "rxe14", "--ip", "10.78.0.1/24")
+	dir := userHome(t)
+	prog := buildVerbsProgram(t, dir, "verbs_rxe_ops")
+	c.binds = append(c.binds, debroot.Bind{Host: dir, Path: "/run/prog"})
+	out, errOut, err := c.run(t, "/run/prog/"+filepath.Base(prog), "rxe14")
+	checkProgramOutput(t, err, out, errOut, rxeOpsChecks)
+}

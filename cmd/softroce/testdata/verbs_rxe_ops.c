@@ -1,0 +1,405 @@
+/*
+ * verbs_rxe_ops: drives the verbs rxe has beyond the pingpongs
+ * through the distribution's libibverbs and librxe on the first device
+ * (or argv[1]) and checks the kernel's answers. Run unprivileged through
+ * `softroce run`; the device needs an IPv4 address at GID index 1.
+ *
+ *   resize:  ibv_resize_cq below the unpolled completions (EINVAL), of 0
+ *            (EINVAL), then up: the flushed completions come out of the
+ *            new ring in order and traffic completes on it; down to 1.
+ *   rereg:   ibv_rereg_mr stops in librxe (no rereg_mr: EOPNOTSUPP, as
+ *            on kernel rxe); the REREG_MR command itself (the flags are the
+ *            kernel's IB_MR_REREG_* values), written to the
+ *            command fd as libibverbs writes commands: no flags EINVAL, a
+ *            new range EOPNOTSUPP, remote write without local write
+ *            EINVAL, an access change the peer's RDMA WRITE then uses
+ *            with the keys unchanged, a PD change that holds the new PD.
+ *   mw:      ibv_alloc_mw, ibv_bind_mw (IBV_WC_BIND_MW), an RDMA WRITE
+ *            through the window's new rkey, ibv_dealloc_mw.
+ *   wr:      the extended post-send API (ibv_create_qp_ex with send ops,
+ *            ibv_wr_start, ibv_wr_rdma_write, ibv_wr_rdma_read,
+ *            ibv_wr_send, ibv_wr_complete) librxe implements.
+ *   mcast:   ibv_attach_mcast of a UD QP (twice), of an RC QP (EINVAL);
+ *            ibv_detach_mcast of a group not attached (EINVAL);
+ *            ibv_destroy_qp while attached (EBUSY).
+ *
+ * Prints "ok NAME" per check and exits 0, or "FAIL NAME: why" and 1.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <rdma/ib_user_verbs.h>
+
+static int failed;
+
+#define CHECK(name, cond, ...)                                   \
+	do {                                                         \
+		if (cond) {                                              \
+			printf("ok %s\n", name);                             \
+		} else {                                                 \
+			printf("FAIL %s: ", name);                           \
+			printf(__VA_ARGS__);                                 \
+			printf("\n");                                        \
+			failed = 1;                                          \
+		}                                                        \
+	} while (0)
+
+#define MUST(name, cond)                                         \
+	do {                                                         \
+		if (!(cond)) {                                           \
+			printf("FAIL %s: %s\n", name, strerror(errno));      \
+			exit(1);                                             \
+		}                                                        \
+	} while (0)
+
+static struct ibv_context *ctx;
+static union ibv_gid gid;
+
+static struct ibv_qp *rc_qp(struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr a = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	return ibv_create_qp(pd, &a);
+}
+
+static int to_init(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ };
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+/* connect walks qp to RTS towards the QP numbered dest on this device's
+ * GID 1. */
+static int connect_qp(struct ibv_qp *qp, uint32_t dest)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = dest,
+		.rq_psn = 0, .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
+		.ah_attr = { .is_global = 1, .port_num = 1,
+			.grh = { .dgid = gid, .sgid_index = 1, .hop_limit = 64 } } };
+	int err = to_init(qp);
+	if (err)
+		return err;
+	err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (err)
+		return err;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* poll_n polls n completions into wc, giving up after 5 s; it returns how
+ * many it got. */
+static int poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int n)
+{
+	struct timespec start, now;
+	int got = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (got < n) {
+		int k = ibv_poll_cq(cq, n - got, wc + got);
+		if (k < 0)
+			return got;
+		got += k;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - start.tv_sec > 5)
+			break;
+	}
+	return got;
+}
+
+static int post_write(struct ibv_qp *qp, uint64_t id, struct ibv_mr *mr, void *buf, uint32_t len,
+		      uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = len, .lkey = mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED, .wr = { .rdma = { .remote_addr = raddr, .rkey = rkey } } };
+	struct ibv_send_wr *bad;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* rereg_cmd writes the REREG_MR command to the command fd as libibverbs
+ * writes its commands; it returns 0 or the errno. */
+static int rereg_cmd(struct ibv_mr *mr, uint32_t flags, uint64_t start, uint64_t length,
+		     uint32_t pd_handle, uint32_t access, struct ib_uverbs_rereg_mr_resp *resp)
+{
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_rereg_mr cmd;
+	} req;
+
+	memset(&req, 0, sizeof(req));
+	memset(resp, 0, sizeof(*resp));
+	req.hdr.command = IB_USER_VERBS_CMD_REREG_MR;
+	req.hdr.in_words = sizeof(req) / 4;
+	req.hdr.out_words = sizeof(*resp) / 4;
+	req.cmd.response = (uintptr_t)resp;
+	req.cmd.mr_handle = mr->handle;
+	req.cmd.flags = flags;
+	req.cmd.start = start;
+	req.cmd.length = length;
+	req.cmd.hca_va = start;
+	req.cmd.pd_handle = pd_handle;
+	req.cmd.access_flags = access;
+	if (write(ctx->cmd_fd, &req, sizeof(req)) != sizeof(req))
+		return errno;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct ibv_device **list;
+	struct ibv_device *dev = NULL;
+	struct ibv_pd *pd, *pd2;
+	struct ibv_cq *cq;
+	struct ibv_qp *a, *b, *qerr, *ud, *rc;
+	struct ibv_mr *amr, *bmr;
+	struct ibv_wc wc[32];
+	char *abuf, *bbuf;
+	int n, i, err;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	list = ibv_get_device_list(&n);
+	MUST("device list", list && n > 0);
+	for (i = 0; i < n; i++)
+		if (argc < 2 || !strcmp(ibv_get_device_name(list[i]), argv[1]))
+			dev = list[i];
+	MUST("device", dev);
+	ctx = ibv_open_device(dev);
+	MUST("open", ctx);
+	MUST("query gid 1", !ibv_query_gid(ctx, 1, 1, &gid));
+	pd = ibv_alloc_pd(ctx);
+	MUST("alloc pd", pd);
+	abuf = aligned_alloc(4096, 8192);
+	bbuf = aligned_alloc(4096, 8192);
+	MUST("buffers", abuf && bbuf);
+	memset(abuf, 0, 8192);
+	memset(bbuf, 0, 8192);
+	amr = ibv_reg_mr(pd, abuf, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			 IBV_ACCESS_MW_BIND);
+	bmr = ibv_reg_mr(pd, bbuf, 8192, IBV_ACCESS_LOCAL_WRITE);
+	MUST("reg mr", amr && bmr);
+
+	/* resize */
+	cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	MUST("create cq", cq);
+	CHECK("create cq rounds 8 to 15", cq->cqe == 15, "cqe %d", cq->cqe);
+	qerr = rc_qp(pd, cq);
+	MUST("create qp", qerr);
+	MUST("init", !to_init(qerr));
+	for (i = 1; i <= 5; i++) {
+		struct ibv_sge sge = { .addr = (uintptr_t)bbuf, .length = 16, .lkey = bmr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
+		MUST("post recv", !ibv_post_recv(qerr, &wr, &bad));
+	}
+	{
+		struct ibv_qp_attr e = { .qp_state = IBV_QPS_ERR };
+		MUST("to ERR", !ibv_modify_qp(qerr, &e, IBV_QP_STATE));
+	}
+	err = ibv_resize_cq(cq, 4);
+	CHECK("resize below the 5 unpolled completions is EINVAL", err == EINVAL, "%d (%s)", err, strerror(err));
+	err = ibv_resize_cq(cq, 0);
+	CHECK("resize to 0 is EINVAL", err == EINVAL, "%d (%s)", err, strerror(err));
+	CHECK("a refused resize keeps cqe", cq->cqe == 15, "cqe %d", cq->cqe);
+	err = ibv_resize_cq(cq, 100);
+	CHECK("resize to 100", err == 0 && cq->cqe == 127, "%d (%s), cqe %d", err, strerror(err), cq->cqe);
+	n = poll_n(cq, wc, 5);
+	CHECK("the flushed completions moved to the new ring", n == 5, "polled %d", n);
+	for (i = 0; i < n; i++)
+		if (wc[i].wr_id != (uint64_t)i + 1 || wc[i].status != IBV_WC_WR_FLUSH_ERR)
+			break;
+	CHECK("in order, flushed", i == n, "completion %d: wr_id %llu status %s", i,
+	      (unsigned long long)wc[i].wr_id, ibv_wc_status_str(wc[i].status));
+	CHECK("nothing else", ibv_poll_cq(cq, 1, wc) == 0, "an extra completion");
+	MUST("destroy qp", !ibv_destroy_qp(qerr));
+
+	a = rc_qp(pd, cq);
+	b = rc_qp(pd, cq);
+	MUST("create qps", a && b);
+	MUST("connect a", !connect_qp(a, b->qp_num));
+	MUST("connect b", !connect_qp(b, a->qp_num));
+	strcpy(bbuf, "through the resized ring");
+	MUST("write a<-b", !post_write(b, 7, bmr, bbuf, 25, (uintptr_t)abuf, amr->rkey));
+	n = poll_n(cq, wc, 1);
+	CHECK("traffic completes on the resized CQ", n == 1 && wc[0].wr_id == 7 && wc[0].status == IBV_WC_SUCCESS &&
+	      !strcmp(abuf, "through the resized ring"), "polled %d, status %s, data %.25s", n,
+	      n ? ibv_wc_status_str(wc[0].status) : "-", abuf);
+	err = ibv_resize_cq(cq, 1);
+	CHECK("resize an empty CQ to 1", err == 0 && cq->cqe == 1, "%d (%s), cqe %d", err, strerror(err), cq->cqe);
+	err = ibv_resize_cq(cq, 16);
+	CHECK("and back to 16", err == 0 && cq->cqe == 31, "%d (%s), cqe %d", err, strerror(err), cq->cqe);
+
+	/* rereg */
+	{
+		struct ib_uverbs_rereg_mr_resp resp;
+		uint32_t lkey = bmr->lkey, rkey = bmr->rkey;
+
+		errno = 0;
+		err = ibv_rereg_mr(bmr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		CHECK("ibv_rereg_mr stops in librxe (no rereg_mr)", err == IBV_REREG_MR_ERR_CMD && errno == EOPNOTSUPP,
+		      "%d errno %d (%s)", err, errno, strerror(errno));
+		err = rereg_cmd(bmr, 0, 0, 0, 0, 0, &resp);
+		CHECK("REREG_MR without flags is EINVAL", err == EINVAL, "%d (%s)", err, strerror(err));
+		err = rereg_cmd(bmr, IBV_REREG_MR_CHANGE_TRANSLATION, (uintptr_t)bbuf, 4096, 0, 0, &resp);
+		CHECK("REREG_MR of the range is EOPNOTSUPP (rxe)", err == EOPNOTSUPP, "%d (%s)", err, strerror(err));
+		err = rereg_cmd(bmr, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, IBV_ACCESS_REMOTE_WRITE, &resp);
+		CHECK("REREG_MR to remote write without local write is EINVAL", err == EINVAL, "%d (%s)", err,
+		      strerror(err));
+		err = rereg_cmd(bmr, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+				&resp);
+		CHECK("REREG_MR of the access keeps the keys", err == 0 && resp.lkey == lkey && resp.rkey == rkey,
+		      "%d (%s), keys %#x/%#x were %#x/%#x", err, strerror(err), resp.lkey, resp.rkey, lkey, rkey);
+		strcpy(abuf + 4096, "reregistered");
+		MUST("write b<-a", !post_write(a, 8, amr, abuf + 4096, 13, (uintptr_t)bbuf + 64, rkey));
+		n = poll_n(cq, wc, 1);
+		CHECK("a peer writes through the new access", n == 1 && wc[0].status == IBV_WC_SUCCESS &&
+		      !strcmp(bbuf + 64, "reregistered"), "polled %d, status %s, data %.13s", n,
+		      n ? ibv_wc_status_str(wc[0].status) : "-", bbuf + 64);
+		pd2 = ibv_alloc_pd(ctx);
+		MUST("alloc pd2", pd2);
+		err = rereg_cmd(bmr, IBV_REREG_MR_CHANGE_PD, 0, 0, pd2->handle, 0, &resp);
+		CHECK("REREG_MR to another PD", err == 0, "%d (%s)", err, strerror(err));
+		err = ibv_dealloc_pd(pd2);
+		CHECK("the new PD holds the MR (EBUSY)", err == EBUSY, "%d (%s)", err, strerror(err));
+		err = rereg_cmd(bmr, IBV_REREG_MR_CHANGE_PD, 0, 0, pd->handle, 0, &resp);
+		CHECK("REREG_MR back", err == 0, "%d (%s)", err, strerror(err));
+		err = ibv_dealloc_pd(pd2);
+		CHECK("the other PD is free again", err == 0, "%d (%s)", err, strerror(err));
+	}
+
+	/* mw */
+	{
+		struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+		struct ibv_mw_bind bind = { .wr_id = 9, .send_flags = IBV_SEND_SIGNALED,
+			.bind_info = { .mr = amr, .addr = (uintptr_t)abuf + 256, .length = 64,
+				       .mw_access_flags = IBV_ACCESS_REMOTE_WRITE } };
+		uint32_t old;
+
+		CHECK("ibv_alloc_mw", mw != NULL, "%s", strerror(errno));
+		if (mw) {
+			old = mw->rkey;
+			err = ibv_bind_mw(a, mw, &bind);
+			n = err ? 0 : poll_n(cq, wc, 1);
+			CHECK("ibv_bind_mw completes", n == 1 && wc[0].wr_id == 9 && wc[0].status == IBV_WC_SUCCESS &&
+			      wc[0].opcode == IBV_WC_BIND_MW && mw->rkey != old, "%d, polled %d, status %s", err, n,
+			      n ? ibv_wc_status_str(wc[0].status) : "-");
+			strcpy(bbuf + 512, "in the window");
+			MUST("write through the window", !post_write(b, 10, bmr, bbuf + 512, 14,
+								     (uintptr_t)abuf + 256, mw->rkey));
+			n = poll_n(cq, wc, 1);
+			CHECK("an RDMA WRITE through the window's rkey", n == 1 && wc[0].status == IBV_WC_SUCCESS &&
+			      !strcmp(abuf + 256, "in the window"), "polled %d, status %s", n,
+			      n ? ibv_wc_status_str(wc[0].status) : "-");
+			err = ibv_dealloc_mw(mw);
+			CHECK("ibv_dealloc_mw", err == 0, "%d (%s)", err, strerror(err));
+		}
+	}
+
+	/* wr */
+	{
+		struct ibv_qp_init_attr_ex xa = {
+			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .pd = pd,
+			.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 },
+			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND,
+		};
+		struct ibv_qp *xq = ibv_create_qp_ex(ctx, &xa), *peer = rc_qp(pd, cq);
+		struct ibv_qp_ex *qx;
+		struct ibv_sge sge = { .addr = (uintptr_t)abuf + 3072, .length = 16, .lkey = amr->lkey };
+		struct ibv_recv_wr rwr = { .wr_id = 32, .sg_list = &sge, .num_sge = 1 }, *bad;
+		int seen = 0;
+
+		CHECK("ibv_create_qp_ex with send ops", xq != NULL, "%s", strerror(errno));
+		MUST("peer", peer);
+		if (xq) {
+			qx = ibv_qp_to_qp_ex(xq);
+			MUST("connect the ex QP", !connect_qp(xq, peer->qp_num));
+			MUST("connect its peer", !connect_qp(peer, xq->qp_num));
+			MUST("post recv", !ibv_post_recv(peer, &rwr, &bad));
+			strcpy(bbuf + 1024, "ibv_wr_rdma_write");
+			strcpy(abuf + 2048, "ibv_wr_rdma_read");
+			strcpy(bbuf + 3072, "ibv_wr_send");
+			ibv_wr_start(qx);
+			qx->wr_id = 30;
+			qx->wr_flags = IBV_SEND_SIGNALED;
+			ibv_wr_rdma_write(qx, amr->rkey, (uintptr_t)abuf + 1024);
+			ibv_wr_set_sge(qx, bmr->lkey, (uintptr_t)bbuf + 1024, 18);
+			qx->wr_id = 31;
+			ibv_wr_rdma_read(qx, amr->rkey, (uintptr_t)abuf + 2048);
+			ibv_wr_set_sge(qx, bmr->lkey, (uintptr_t)bbuf + 2048, 17);
+			qx->wr_id = 33;
+			ibv_wr_send(qx);
+			ibv_wr_set_sge(qx, bmr->lkey, (uintptr_t)bbuf + 3072, 12);
+			err = ibv_wr_complete(qx);
+			CHECK("ibv_wr_complete", err == 0, "%d (%s)", err, strerror(err));
+			n = poll_n(cq, wc, 4);
+			for (i = 0; i < n; i++)
+				if (wc[i].status == IBV_WC_SUCCESS)
+					seen |= 1 << (wc[i].wr_id - 30);
+			CHECK("ibv_wr_* work requests complete", n == 4 && seen == 0xf, "polled %d, seen %#x", n, seen);
+			CHECK("ibv_wr_rdma_write moved the data", !strcmp(abuf + 1024, "ibv_wr_rdma_write"), "%.18s",
+			      abuf + 1024);
+			CHECK("ibv_wr_rdma_read moved the data", !strcmp(bbuf + 2048, "ibv_wr_rdma_read"), "%.17s",
+			      bbuf + 2048);
+			CHECK("ibv_wr_send moved the data", !strcmp(abuf + 3072, "ibv_wr_send"), "%.12s", abuf + 3072);
+			MUST("destroy the ex QP", !ibv_destroy_qp(xq));
+		}
+		MUST("destroy its peer", !ibv_destroy_qp(peer));
+	}
+
+	/* mcast */
+	{
+		struct ibv_qp_init_attr ua = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+			.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 } };
+		union ibv_gid g1, g2;
+
+		ud = ibv_create_qp(pd, &ua);
+		rc = rc_qp(pd, cq);
+		MUST("create ud and rc qps", ud && rc);
+		MUST("group 1", inet_pton(AF_INET6, "ff0e::1", g1.raw) == 1);
+		MUST("group 2", inet_pton(AF_INET6, "ff0e::2", g2.raw) == 1);
+		err = ibv_attach_mcast(ud, &g1, 0);
+		CHECK("ibv_attach_mcast", err == 0, "%d (%s)", err, strerror(err));
+		err = ibv_attach_mcast(ud, &g1, 0);
+		CHECK("ibv_attach_mcast again", err == 0, "%d (%s)", err, strerror(err));
+		err = ibv_attach_mcast(rc, &g1, 0);
+		CHECK("ibv_attach_mcast of an RC QP is EINVAL", err == EINVAL, "%d (%s)", err, strerror(err));
+		err = ibv_detach_mcast(ud, &g2, 0);
+		CHECK("ibv_detach_mcast of a group not attached is EINVAL", err == EINVAL, "%d (%s)", err,
+		      strerror(err));
+		err = ibv_destroy_qp(ud);
+		CHECK("ibv_destroy_qp while attached is EBUSY", err == EBUSY, "%d (%s)", err, strerror(err));
+		if (err == EBUSY) {
+			/* Otherwise the QP is gone. */
+			err = ibv_detach_mcast(ud, &g1, 0);
+			CHECK("ibv_detach_mcast", err == 0, "%d (%s)", err, strerror(err));
+			err = ibv_destroy_qp(ud);
+			CHECK("ibv_destroy_qp after the detach", err == 0, "%d (%s)", err, strerror(err));
+		}
+		MUST("destroy rc", !ibv_destroy_qp(rc));
+	}
+
+	MUST("destroy a", !ibv_destroy_qp(a));
+	MUST("destroy b", !ibv_destroy_qp(b));
+	MUST("destroy cq", !ibv_destroy_cq(cq));
+	MUST("dereg", !ibv_dereg_mr(amr) && !ibv_dereg_mr(bmr));
+	MUST("dealloc pd", !ibv_dealloc_pd(pd));
+	ibv_close_device(ctx);
+	ibv_free_device_list(list);
+	return failed;
+}
