@@ -207,8 +207,18 @@ func rawUDP(na, nb *benchNS, ipA, ipB netip.Addr, mtu int, d time.Duration) (flo
 	}()
 	time.Sleep(d / 10) // warm up
 	n0, t0 := got.Load(), time.Now()
-	time.Sleep(d)
-	n1, el := got.Load(), time.Since(t0)
+	// A window in which the receiver never ran (a loaded machine, a
+	// --quick window of 20 ms) measures nothing: extend it, up to 20
+	// windows, until 100 datagrams arrived.
+	var n1 uint64
+	var el time.Duration
+	for {
+		time.Sleep(d)
+		n1, el = got.Load(), time.Since(t0)
+		if n1-n0 >= 100 || el >= 20*d {
+			break
+		}
+	}
 	quit.Store(true)
 	if err := <-werr; err != nil {
 		return 0, err

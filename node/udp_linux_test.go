@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/wire"
 )
 
 var (
@@ -193,5 +195,81 @@ func TestMulticastOverUDP(t *testing.T) {
 	}
 	if err := b.LeaveMulticast(group); !errors.Is(err, unix.EADDRNOTAVAIL) {
 		t.Errorf("a leave too many: %v, want EADDRNOTAVAIL", err)
+	}
+}
+
+// TestUDPFramesCarryTheQPsTrafficClassAndHopLimit: the QP's path (its
+// GRH's traffic class and hop limit, as ibv_modify_qp gives them) reaches
+// the wire through the UDP socket: a capture on the veth shows every frame
+// one end sends with IPv4 TOS or IPv6 traffic class 0xb8 (DSCP 46, ECN 0)
+// and TTL or hop limit 9, the other end's with 0 and 64, over IPv4 and
+// IPv6, every frame's ICRC verifying.
+func TestUDPFramesCarryTheQPsTrafficClassAndHopLimit(t *testing.T) {
+	na, nb := vethPair(t, []netip.Addr{udpA, udpA6}, []netip.Addr{udpB, udpB6})
+	a := udpNodeIn(t, na, "softroce0", []netip.Addr{udpA, udpA6})
+	b := udpNodeIn(t, nb, "softroce1", []netip.Addr{udpB, udpB6})
+	var fd int
+	err := nb.Do(func() error {
+		ifi, err := net.InterfaceByName("ve1")
+		if err != nil {
+			return err
+		}
+		all := uint16(unix.ETH_P_ALL)<<8 | uint16(unix.ETH_P_ALL)>>8
+		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(all)); err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: all, Ifindex: ifi.Index})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 300000})
+	for _, fam := range []struct {
+		name   string
+		ia, ib netip.Addr
+	}{{"IPv4", udpA, udpB}, {"IPv6", udpA6, udpB6}} {
+		t.Run(fam.name, func(t *testing.T) {
+			ea, eb := newEnd(t, a, fam.ia), newEnd(t, b, fam.ib)
+			ea.hopLimit, ea.tclass = 9, 0xb8
+			ea.connect(t, eb)
+			eb.connect(t, ea)
+			write(t, ea, eb, 4000, 0, 5)
+			var fromA, fromB int
+			buf := make([]byte, 9000)
+			for {
+				n, _, err := unix.Recvfrom(fd, buf, 0)
+				if err != nil {
+					break // quiet for 300 ms: all captured
+				}
+				f := buf[:n]
+				pk, err := wire.Parse(f)
+				if err != nil || pk.Src().Is4() != fam.ia.Is4() {
+					continue // ND, ARP, the other family
+				}
+				if err := wire.VerifyICRC(f, wire.EthernetSize); err != nil {
+					t.Errorf("%v -> %v: %v", pk.Src(), pk.Dst(), err)
+				}
+				var tc, hop byte
+				if fam.ia.Is4() {
+					tc, hop = f[wire.EthernetSize+1], f[wire.EthernetSize+8]
+				} else {
+					tc, hop = f[wire.EthernetSize]<<4|f[wire.EthernetSize+1]>>4, f[wire.EthernetSize+7]
+				}
+				want := [2]byte{0, 64}
+				if pk.Src() == fam.ia {
+					fromA++
+					want = [2]byte{0xb8, 9}
+				} else {
+					fromB++
+				}
+				if [2]byte{tc, hop} != want {
+					t.Errorf("%v -> %v: traffic class %#x hop limit %d, want %#x and %d", pk.Src(), pk.Dst(), tc, hop, want[0], want[1])
+				}
+			}
+			if fromA < 4 || fromB < 1 {
+				t.Errorf("captured %d frames from %v and %d from %v, want the WRITE (4 or more) and its ACKs", fromA, fam.ia, fromB, fam.ib)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"net/netip"
 	"testing"
@@ -25,6 +26,9 @@ type end struct {
 	addr uint64 // buffer address (also its IOVA)
 	buf  []byte
 	mr   *emu.MR
+	// hopLimit and tclass are the GRH's hop limit (0 means 64) and
+	// traffic class that connect gives the QP's path.
+	hopLimit, tclass uint8
 }
 
 const bufSize = 64 << 10
@@ -87,7 +91,8 @@ func (e *end) connect(t testing.TB, peer *end) {
 	modify(qpstate.Attr{QPState: qpstate.StateInit, PortNum: 1, QPAccessFlags: allAccess},
 		qpstate.AttrState|qpstate.AttrPKeyIndex|qpstate.AttrPort|qpstate.AttrAccessFlags)
 	av := ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH,
-		GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: uint8(sgid), HopLimit: 64}}
+		GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(peer.ip), SGIDIndex: uint8(sgid), HopLimit: cmp.Or(e.hopLimit, 64),
+			TrafficClass: e.tclass}}
 	av.DMAC = mac
 	modify(qpstate.Attr{QPState: qpstate.StateRTR, PathMTU: ib.MTU1024, DestQPNum: peer.qpn,
 		RQPSN: 0x100, MaxDestRdAtomic: 16, MinRNRTimer: 12, AHAttr: av},

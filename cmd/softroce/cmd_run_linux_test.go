@@ -103,6 +103,17 @@ func userCommand(t *testing.T, home string, env []string, prog string, args ...s
 	return cmd
 }
 
+// inNetNS returns cmd run in the network namespace ns with `ip netns
+// exec`, or cmd itself when ns is nil.
+func inNetNS(ns *testenv.NetNS, cmd *exec.Cmd) *exec.Cmd {
+	if ns == nil {
+		return cmd
+	}
+	c := exec.Command("ip", append([]string{"netns", "exec", ns.Name}, cmd.Args...)...)
+	c.Env = cmd.Env
+	return c
+}
+
 // userHome makes a home for userCommand: readable by everyone, its run
 // and cache directories the user's own.
 func userHome(t *testing.T) string {
@@ -181,7 +192,14 @@ func TestIbvDevicesListsTheDevice(t *testing.T) {
 // SIGTERM at the end of the test, which must end it cleanly.
 func serveAsUser(t *testing.T, home, name string, args ...string) []string {
 	t.Helper()
-	serve := userCommand(t, home, nil, "softroce", append([]string{"serve", "-d", name}, args...)...)
+	return serveAsUserIn(t, nil, home, name, args...)
+}
+
+// serveAsUserIn is serveAsUser in the network namespace ns (nil: the
+// test's own).
+func serveAsUserIn(t *testing.T, ns *testenv.NetNS, home, name string, args ...string) []string {
+	t.Helper()
+	serve := inNetNS(ns, userCommand(t, home, nil, "softroce", append([]string{"serve", "-d", name}, args...)...))
 	stdout, err := serve.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -49,6 +49,9 @@ type linkFlags struct {
 	// deviceLink, if set, wraps the device's link (node.Config.DeviceLink;
 	// serve and run set it for wire faults).
 	deviceLink func(link.Link) link.Link
+	// hostname names the host for the MAC of --udp without --ip; nil
+	// means os.Hostname (tests set it).
+	hostname func() (string, error)
 }
 
 // linkFlag defines one link flag. It is the one definition of the link
@@ -218,9 +221,10 @@ func parsePrefix(s string) (netip.Prefix, error) {
 
 // config turns the flags into a node.Config, without the link (open opens
 // it). Without --mac the MAC is
-// derived from the device name, the link and the addresses, so that one
-// command line always gives the same MAC (and GUID) and two softroce
-// processes on one bridge with different addresses get different ones.
+// derived from the device name, the link and the addresses (and, for
+// --udp without --ip, the host's name), so that one command line always
+// gives the same MAC (and GUID) on one host and two softroce processes on
+// one bridge with different addresses, or in two pods, get different ones.
 // The seed of everything a peer should not predict (PSNs, keys, IDs,
 // nonces) is --seed, or else drawn at random (and kept in f.seed).
 func (f *linkFlags) config() (node.Config, error) {
@@ -248,6 +252,18 @@ func (f *linkFlags) config() (node.Config, error) {
 	fmt.Fprintf(h, "%s|%s|%s|%v", f.dev, f.tap, f.iface, f.ips)
 	if f.udp {
 		fmt.Fprint(h, "|udp")
+	}
+	if f.udp && len(f.ips) == 0 {
+		// Bound to all of the host's addresses, every host (every pod
+		// of one manifest) has the same command line: its name tells
+		// them apart, as each rxe takes its MAC from its own netdev.
+		hostname := f.hostname
+		if hostname == nil {
+			hostname = os.Hostname
+		}
+		if name, err := hostname(); err == nil {
+			fmt.Fprintf(h, "|%s", name)
+		}
 	}
 	cfg.MAC = host.RandomMAC(rand.New(rand.NewPCG(h.Sum64(), 0x736f6674726f6365)))
 	if !f.seedSet {
