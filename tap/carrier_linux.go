@@ -20,20 +20,30 @@ import (
 // a time. stop ends the watch and waits for a running call of f to
 // return.
 func (d *Device) WatchCarrier(f func(up, carrier bool)) (stop func(), err error) {
+	ch := make(chan netlink.LinkUpdate, 16)
+	done := make(chan struct{})
+	// No ListExisting: the library sends that dump to the socket's own
+	// multicast group, which the kernel refuses (EPERM) to a process
+	// without CAP_NET_ADMIN (netlink_sendmsg's NL_CFG_F_NONROOT_SEND).
+	// The state at the start is read after subscribing instead, so no
+	// change falls between the two.
+	if err := netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{}); err != nil {
+		return nil, fmt.Errorf("tap: watch carrier of %q: %w", d.name, err)
+	}
 	l, err := netlink.LinkByName(d.name)
 	if err != nil {
+		close(done)
 		return nil, fmt.Errorf("tap: watch carrier of %q: %w", d.name, err)
 	}
 	index := l.Attrs().Index
-	ch := make(chan netlink.LinkUpdate, 16)
-	done := make(chan struct{})
-	if err := netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{ListExisting: true}); err != nil {
-		return nil, fmt.Errorf("tap: watch carrier of %q: %w", d.name, err)
-	}
+	up := l.Attrs().RawFlags&unix.IFF_UP != 0
+	carrier := l.Attrs().RawFlags&unix.IFF_LOWER_UP != 0
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		up, carrier := true, true
+		if !up || !carrier {
+			f(up, carrier)
+		}
 		for u := range ch {
 			if int(u.IfInfomsg.Index) != index {
 				continue
