@@ -653,7 +653,7 @@ func pipeNodes(t *testing.T, wrap func(link.Link) link.Link) (drv, peer *node.No
 func bootEdgeVM(t *testing.T, ctx context.Context) (*Lab, *VM, string) {
 	t.Helper()
 	testenv.RequireRoot(t)
-	img := buildTestImage(t)
+	img := buildTestImageFor(t, Trixie)
 	lab := newTestLab(t)
 	dir := artifactDir(t)
 	if err := lab.AddTAP(ctx, softroceTAP); err != nil {
