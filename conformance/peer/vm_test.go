@@ -100,8 +100,25 @@ func startTestVM(t *testing.T, ctx context.Context, lab *Lab, img *Image, dir st
 		vm.Kill()
 		<-vm.Done()
 		con.Close()
+		if t.Failed() {
+			// The artifacts may live in a temporary directory that goes
+			// with the test: say how the VM ended where CI shows it.
+			logConsoleTail(t, con.Name(), 40)
+		}
 	})
 	return vm
+}
+
+// logConsoleTail logs the last n lines of the console log at path.
+func logConsoleTail(t *testing.T, path string, n int) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("console log: %v", err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	t.Logf("the last %d lines of %s:\n%s", len(lines), path, strings.Join(lines, "\n"))
 }
 
 func TestVMOneShot(t *testing.T) { testVMOneShot(t, Bookworm) }
