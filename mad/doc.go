@@ -1,7 +1,7 @@
 // Package mad holds zero-copy views of InfiniBand Management Datagrams
 // (IBA vol. 1 §13.4) and of the Communication Management messages an RDMA
 // CM exchanges: REQ, MRA, REJ, REP, RTU, DREQ and DREP for connections
-// (§12.6), SIDR_REQ and SIDR_REP for UD service ID resolution (§12.11);
+// (IBA vol. 1 §12.6), SIDR_REQ and SIDR_REP for UD service ID resolution (IBA vol. 1 §12.11);
 // plus the private-data header librdmacm and the kernel's rdma_cm
 // (drivers/infiniband/core/cma.c, struct cma_hdr) put in a REQ or a
 // SIDR_REQ to carry IP addressing, the service IDs of the rdma_cm port
