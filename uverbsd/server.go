@@ -302,7 +302,8 @@ type conn struct {
 	c     *net.UnixConn
 	raw   syscall.RawConn
 	pid   int
-	pidfd *pidFD // the client process while it lives (nil: no pidfd)
+	pidfd *pidFD   // the client process while it lives (nil: no pidfd)
+	mrs   *memFile // the client's address space for its MRs (nil: none opened)
 	file  File
 	// passed is how many files the last reply passed: the client's
 	// OpFds must come next and carry that many numbers.
@@ -323,14 +324,20 @@ func (s *Server) serveConn(c *net.UnixConn) {
 	}
 	var cred *unix.Ucred
 	var cerr error
+	var pidfd *pidFD
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if cerr == nil && cred.Pid > 0 {
+			pidfd = peerPidFD(int(fd), int(cred.Pid))
+		}
 	}); err != nil || cerr != nil || cred.Pid <= 0 {
 		s.logf("client without credentials: %v %v", err, cerr)
+		pidfd.close()
 		return
 	}
-	cn := &conn{s: s, c: c, raw: raw, pid: int(cred.Pid), pidfd: openPidFD(int(cred.Pid))}
+	cn := &conn{s: s, c: c, raw: raw, pid: int(cred.Pid), pidfd: pidfd}
 	defer cn.pidfd.close()
+	defer func() { cn.mrs.close() }()
 	defer func() {
 		if cn.file != nil {
 			defer func() {
@@ -381,36 +388,25 @@ func closeRights(oob []byte) int {
 }
 
 // loop reads frames until the client goes away. A zero-length packet reads
-// as the end of the connection.
+// as the end of the connection. Each frame is one recvmsg into a buffer
+// that holds the largest frame accepted; MSG_TRUNC makes a larger one
+// report its length, and it is refused once consumed.
 func (cn *conn) loop() {
-	var peek [preload.HeaderSize]byte
-	buf := make([]byte, 4096)
+	buf := make([]byte, preload.HeaderSize+preload.MaxPayload)
 	oob := make([]byte, unix.CmsgSpace(4*16))
 	for {
-		size, _, _, err := cn.recv(peek[:], nil, unix.MSG_PEEK|unix.MSG_TRUNC)
-		if err != nil || size == 0 {
+		n, oobn, rflags, err := cn.recv(buf, oob, unix.MSG_TRUNC)
+		if err != nil || n == 0 {
 			return
 		}
-		if size > preload.HeaderSize+preload.MaxPayload {
-			// Consume the packet without taking it in, then refuse it.
-			n, oobn, _, err := cn.recv(peek[:], oob, 0)
-			if err != nil || n == 0 {
-				return
-			}
+		if n > len(buf) {
 			closeRights(oob[:oobn])
-			h, _, _ := preload.ParseFrame(peek[:])
+			h, _, _ := preload.ParseFrame(buf[:preload.HeaderSize])
 			if !cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.E2BIG)}, nil, nil) {
 				return
 			}
-			cn.s.logf("pid %d: frame of %d bytes refused", cn.pid, size)
+			cn.s.logf("pid %d: frame of %d bytes refused", cn.pid, n)
 			continue
-		}
-		if size > len(buf) {
-			buf = make([]byte, size)
-		}
-		n, oobn, rflags, err := cn.recv(buf[:size], oob, 0)
-		if err != nil || n == 0 {
-			return
 		}
 		if closeRights(oob[:oobn]) > 0 || rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
 			h, _, _ := preload.ParseFrame(buf[:n])
@@ -473,7 +469,10 @@ func (cn *conn) handle(frame []byte) bool {
 		case string(p) != UverbsNode:
 			ret = -int32(unix.ENODEV)
 		default:
-			cn.file = cn.s.cfg.Open(cn.s.cfg.Device, procMemory{pid: cn.pid, pidfd: cn.pidfd})
+			// The client allowed the daemon (PR_SET_PTRACER) before
+			// OPEN: its address space can be opened now.
+			cn.mrs = openMemFile(cn.pid, cn.pidfd)
+			cn.file = cn.s.cfg.Open(cn.s.cfg.Device, procMemory{pid: cn.pid, pidfd: cn.pidfd, mrs: cn.mrs})
 			cn.s.mu.Lock()
 			cn.s.opened++
 			cn.s.mu.Unlock()
