@@ -189,6 +189,7 @@ func (r *device) runSQ(q *qp) {
 		w.npkts, w.next = n, 0
 		q.reqPSN = ib.PSNAdd(q.reqPSN, n)
 		w.state = wqePending
+		q.dropReadAhead()
 		if q.isUD() && w.length > mtu {
 			// IBA C10-93.1.1 as rxe: no packet, success.
 			w.next = n
@@ -378,7 +379,7 @@ func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCSt
 		frame, buf = r.txBuf(f, int(plen))
 		if w.inline != nil {
 			copy(buf, w.inline[off:])
-		} else if _, err := r.gatherAt(q, w.wr.SGList, off, buf); err != nil {
+		} else if _, err := r.gatherAt(q, w, off, buf); err != nil {
 			r.dropTx(frame)
 			if errors.Is(err, unix.EFAULT) {
 				return emu.WCLocProtErr, false
@@ -396,10 +397,10 @@ func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCSt
 	return emu.WCSuccess, true
 }
 
-// gatherAt copies the bytes of an SGE list from offset off into dst.
-func (r *device) gatherAt(q *qp, sgl []emu.SGE, off uint64, dst []byte) (int, error) {
+// gatherAt copies the bytes of w's SGE list from offset off into dst.
+func (r *device) gatherAt(q *qp, w *sendWQE, off uint64, dst []byte) (int, error) {
 	n := 0
-	for _, s := range sgl {
+	for _, s := range w.wr.SGList {
 		if n == len(dst) {
 			break
 		}
@@ -412,7 +413,7 @@ func (r *device) gatherAt(q *qp, sgl []emu.SGE, off uint64, dst []byte) (int, er
 			return n, err
 		}
 		k := min(int(uint64(s.Length)-off), len(dst)-n)
-		if err := r.sgeIO(m, emu.SGE{Addr: s.Addr + off, Length: uint32(k), LKey: s.LKey}, dst[n:n+k], false); err != nil {
+		if err := r.readSGE(q, w, m, emu.SGE{Addr: s.Addr + off, Length: uint32(k), LKey: s.LKey}, uint64(s.Length)-off, dst[n:n+k]); err != nil {
 			return n, errorf(unix.EFAULT, "SGE %#x: %v", s.Addr, err)
 		}
 		n += k
