@@ -44,6 +44,7 @@ func (r *device) readSGE(q *qp, w *sendWQE, m *mr, s emu.SGE, rest uint64, dst [
 	if err != nil {
 		return err
 	}
+	r.flushWrites()
 	a := q.ahead
 	if a != nil && a.w == w && a.failed {
 		return r.memIO(m, addr, dst, false)

@@ -155,3 +155,64 @@ func BenchmarkRCWriteForeignSpace(b *testing.B) {
 	}
 	b.ReportMetric(float64(w.space.reads)/float64(b.N), "reads/op")
 }
+
+// countWrites counts a foreignSpace's writes (each a system call in a
+// daemon).
+type countWrites struct {
+	*foreignSpace
+	writes int
+}
+
+func (s *countWrites) WriteAt(p []byte, addr uint64) (int, error) {
+	s.writes++
+	return s.Memory.WriteAt(p, addr)
+}
+
+// TestResponderWritesBehindToAnotherAddressSpace checks that RDMA WRITE
+// payload for a user MR in another address space reaches it in one write
+// per writeBehindSize of a message, and that a READ of the same bytes
+// queued right behind the WRITE returns them.
+func TestResponderWritesBehindToAnotherAddressSpace(t *testing.T) {
+	const size = 3 * writeBehindSize / 2 // 96 packets of 1 KiB
+	p := newPair(t, pairOpts{})
+	space := &countWrites{foreignSpace: &foreignSpace{Memory: dma.NewMemory(0)}}
+	pd, err := p.b.dev.AllocUserPD(space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raddr, dst := space.Alloc(size)
+	rmr, err := pd.RegUserMR(raddr, size, raddr, allAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := &emu.QPInitAttr{SendCQ: p.b.scq, RecvCQ: p.b.rcq, QPType: qpstate.TypeRC, SQSigType: emu.SignalAllWR, PortNum: 1,
+		Cap: qpstate.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4}}
+	qb, err := pd.CreateQP(init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := qpOpts{typ: qpstate.TypeRC, mtu: ib.MTU1024, timeout: 14, retry: 7, rnr: 7, minRNR: 12, rdAtomic: 16, destAtom: 16}
+	qa := p.a.newQP(qpstate.TypeRC, nil, o)
+	p.a.connect(qa, p.b, qb.QPNum(), 0, 0, o, allAccess)
+	p.b.connect(qb, p.a, qa.QPNum(), 0, 0, o, allAccess)
+	src, sbuf, smr := p.a.buf(size, 5)
+	back, bbuf, bmr := p.a.buf(size, 0)
+	p.a.postSend(qa,
+		emu.SendWR{WRID: 1, Opcode: emu.WRRDMAWrite, SGList: []emu.SGE{{Addr: src, Length: size, LKey: smr.LKey()}},
+			RemoteAddr: raddr, RKey: rmr.RKey()},
+		emu.SendWR{WRID: 2, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
+			SGList: []emu.SGE{{Addr: back, Length: size, LKey: bmr.LKey()}}, RemoteAddr: raddr, RKey: rmr.RKey()})
+	p.settle()
+	if wcs := poll(p.a.scq); len(wcs) != 1 || wcs[0].Status != emu.WCSuccess {
+		t.Fatalf("completions %+v", wcs)
+	}
+	if !bytes.Equal(dst, sbuf) {
+		t.Fatal("the WRITE's data differ in the destination")
+	}
+	if !bytes.Equal(bbuf, sbuf) {
+		t.Fatal("the READ behind the WRITE returned other bytes")
+	}
+	if space.writes != 2 {
+		t.Errorf("%d writes to the destination space for a %d-byte WRITE, want 2", space.writes, size)
+	}
+}

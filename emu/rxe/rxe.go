@@ -168,6 +168,7 @@ type device struct {
 	addrs    []netip.Addr // cached netdev addresses (recv.go)
 	mac      [6]byte
 	wqeFree  []*sendWQE
+	wb       writeBehind // RDMA WRITE payload not yet in a client's memory (writebehind.go)
 	// QPs with READ replies to send (readjob.go); readsPending is its
 	// length, read without r.mu by the work loop.
 	readQPs      []*qp
@@ -227,6 +228,7 @@ func errorf(errno unix.Errno, format string, args ...any) error {
 func (r *device) lock() { r.mu.Lock() }
 
 func (r *device) unlock() {
+	r.flushWrites()
 	fs := r.deferred
 	if len(fs) > 0 {
 		r.deferred, r.deferSpare = r.deferSpare, nil
