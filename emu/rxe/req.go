@@ -30,6 +30,7 @@ type xport struct {
 	rtimer    clock.Timer
 	rgen      uint64    // generation of the retransmit timer
 	rdeadline time.Time // when the retransmit timer expires
+	ridle     bool      // nothing is outstanding: a pending retransmit timer lapses
 	rnrWait   bool
 	rnrTimer  clock.Timer
 	rnrGen    uint64
@@ -455,18 +456,24 @@ func (r *device) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
 // restarts it with reset (the completer's mod_timer); r.mu held. A restart
 // only moves the deadline: the pending timer, when it fires before it,
 // sleeps again for the rest (retransmitTimeout). The expiry is the same as
-// stopping and starting a timer, without a new timer for every ACK.
+// stopping and starting a timer, without a new timer for every ACK; and a
+// QP whose every packet was acknowledged leaves its timer to lapse
+// (afterComp), so that a QP sending message after message, each
+// acknowledged before the next (a pingpong), does not start a timer for
+// each either: starting one wakes the Go runtime's network poller, a
+// context switch in the daemon's every round trip.
 func (r *device) armRetransmit(q *qp, reset bool) {
 	d := r.cfg.Quirks.RetransmitTimeout(q.attr.Timeout)
 	if d == 0 || r.tp == nil {
 		return
 	}
 	if q.rtimer != nil {
-		if reset {
-			q.rdeadline = r.clock().Now().Add(d)
+		if reset || q.ridle {
+			q.rdeadline, q.ridle = r.clock().Now().Add(d), false
 		}
 		return
 	}
+	q.ridle = false
 	q.rgen++
 	q.rdeadline = r.clock().Now().Add(d)
 	r.startRetransmit(q, d)
@@ -487,7 +494,7 @@ func (r *device) retransmitTimeout(q *qp, gen uint64) {
 	if gen != q.rgen || !q.valid || r.detached {
 		return
 	}
-	if rest := q.rdeadline.Sub(r.clock().Now()); rest > 0 {
+	if rest := q.rdeadline.Sub(r.clock().Now()); rest > 0 && !q.ridle {
 		r.startRetransmit(q, rest)
 		return
 	}
@@ -603,10 +610,10 @@ func (r *device) afterComp(q *qp) {
 	}
 	if q.unacked() {
 		r.armRetransmit(q, true)
-	} else if q.rtimer != nil {
-		q.rtimer.Stop()
-		q.rtimer = nil
-		q.rgen++
+	} else {
+		// Nothing outstanding: a pending timer lapses (retransmitTimeout
+		// finds nothing to retry) unless a new packet re-arms it first.
+		q.ridle = true
 	}
 }
 
