@@ -422,6 +422,12 @@ func (cn *conn) loop() {
 	}
 }
 
+// settler is a File whose commands settle some of their work themselves
+// (uverbs.File.SetSettle), before their response.
+type settler interface {
+	SetSettle(settle func(fn func()))
+}
+
 // errno is the errno an error carries, EIO for one that carries none.
 func errno(err error) int32 {
 	var e unix.Errno
@@ -473,6 +479,9 @@ func (cn *conn) handle(frame []byte) bool {
 			// OPEN: its address space can be opened now.
 			cn.mrs = openMemFile(cn.pid, cn.pidfd)
 			cn.file = cn.s.cfg.Open(cn.s.cfg.Device, procMemory{pid: cn.pid, pidfd: cn.pidfd, mrs: cn.mrs})
+			if st, ok := cn.file.(settler); ok && cn.s.cfg.Settle != nil {
+				st.SetSettle(cn.s.cfg.Settle)
+			}
 			cn.s.mu.Lock()
 			cn.s.opened++
 			cn.s.mu.Unlock()
