@@ -85,6 +85,12 @@ type Config struct {
 	// Frames looped back are processed by the device's goroutine, or by a
 	// caller of Device.Settle in its own goroutine.
 	Loopback bool
+	// LoopbackWhile, if set with Loopback, is asked before each batch of
+	// frames the device sends: its own frames loop back only while it
+	// returns true, and go to the link like any other when it returns
+	// false (a link that must see every frame while it has rules for
+	// them, as package fault's Link).
+	LoopbackWhile func() bool
 	// Neighbor, if set, gives the Ethernet destination of each packet's
 	// IP address (the host's neighbour table), asked with a cancelled
 	// context: a cache answer or none, in which case the address vector's

@@ -406,7 +406,7 @@ func (r *device) flushTx() {
 	t.txSpare = nil
 	r.mu.Unlock()
 	var failed int
-	if r.cfg.Loopback {
+	if r.cfg.Loopback && (r.cfg.LoopbackWhile == nil || r.cfg.LoopbackWhile()) {
 		tx, failed = r.loopBack(tx)
 	}
 	bs := max(1, t.l.BatchSize())
