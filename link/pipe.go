@@ -203,6 +203,13 @@ func (p *PipeEnd) WritePackets(bufs [][]byte) (int, error) { return p.write(bufs
 // (wire.Frame.NoICRC): the pipe carries them marked, a ReadNoICRC reader
 // takes them as they are, and ReadPackets computes the ICRC before it
 // hands them out, so a frame is never seen without its exact ICRC.
+//
+// Unlike WritePackets it may keep the caller's buffer instead of copying
+// it, as ReadNoICRC hands over the queue's: the frame must start its
+// buffer (bufs[i][:cap(bufs[i])] is the caller's whole buffer), and
+// bufs[i] of a frame the pipe took is then replaced by a buffer of at
+// least its capacity (of length 0), which the caller owns. The caller
+// must not keep other references to the buffers it passes.
 func (p *PipeEnd) WriteNoICRC(bufs [][]byte) (int, error) { return p.write(bufs, true) }
 
 func (p *PipeEnd) write(bufs [][]byte, noICRC bool) (int, error) {
@@ -218,11 +225,7 @@ func (p *PipeEnd) write(bufs [][]byte, noICRC bool) (int, error) {
 			break
 		}
 	}
-	queued, dropped, selfClosed := p.tx.push(bufs, noICRC, p.drop, &p.closed)
-	var bytes int
-	for _, b := range bufs[:queued+dropped] {
-		bytes += len(b)
-	}
+	queued, dropped, bytes, selfClosed := p.tx.push(bufs, noICRC, p.drop, &p.closed)
 	n = queued + dropped
 	p.txFrames.Add(uint64(queued))
 	p.txBytes.Add(uint64(bytes))
@@ -284,15 +287,18 @@ func newFrameQueue(n, maxFrame int) *frameQueue {
 	return q
 }
 
-// push copies frames into the queue. It returns how many it queued and how
-// many it dropped (queue full in drop mode, or the reader closed; the
-// frames after a close are all counted dropped), and whether it stopped
+// push copies frames into the queue; with trade (frames written without
+// their ICRC, WriteNoICRC) it takes a large frame's buffer instead and
+// gives the writer the slot's, or a new one, of at least the same
+// capacity in frames[i]. It returns how many it queued and how many it
+// dropped (queue full in drop mode, or the reader closed; the frames after
+// a close are all counted dropped) and their bytes, and whether it stopped
 // because the writer itself closed (writerClosed), in which case the rest
 // were neither.
-func (q *frameQueue) push(frames [][]byte, noICRC, drop bool, writerClosed *atomic.Bool) (queued, dropped int, selfClosed bool) {
+func (q *frameQueue) push(frames [][]byte, trade, drop bool, writerClosed *atomic.Bool) (queued, dropped, bytes int, selfClosed bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, f := range frames {
+	for j, f := range frames {
 		for q.n == len(q.slots) && !q.closed && !drop && !writerClosed.Load() {
 			q.notEmpty.Broadcast() // let the reader drain what is queued
 			q.notFull.Wait()
@@ -301,23 +307,31 @@ func (q *frameQueue) push(frames [][]byte, noICRC, drop bool, writerClosed *atom
 			selfClosed = true
 			break
 		}
+		bytes += len(f)
 		if q.closed || q.n == len(q.slots) {
 			dropped++
 			continue
 		}
 		i := (q.head + q.n) % len(q.slots)
-		if cap(q.slots[i]) < len(f) && len(f) > smallFrame {
-			q.slots[i] = make([]byte, 0, max(q.maxFrame, len(f)))
+		switch slot := q.slots[i]; {
+		case trade && len(f) > smallFrame:
+			if cap(slot) < cap(f) {
+				slot = make([]byte, 0, cap(f)) // until the slots hold large buffers
+			}
+			q.slots[i], frames[j] = f, slot[:0]
+		case cap(slot) < len(f) && len(f) > smallFrame:
+			q.slots[i] = append(make([]byte, 0, max(q.maxFrame, len(f))), f...)
+		default:
+			q.slots[i] = append(slot[:0], f...)
 		}
-		q.slots[i] = append(q.slots[i][:0], f...)
-		q.noICRC[i] = noICRC
+		q.noICRC[i] = trade
 		q.n++
 		queued++
 	}
 	if queued > 0 {
 		q.notEmpty.Broadcast()
 	}
-	return queued, dropped, selfClosed
+	return queued, dropped, bytes, selfClosed
 }
 
 // pop moves up to len(bufs) frames into bufs, and their marks into

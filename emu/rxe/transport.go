@@ -426,6 +426,7 @@ func (r *device) flushTx() {
 			}
 		}
 	}
+	// WriteNoICRC may have traded buffers: tx holds the pipe's, as large.
 	t.put(tx)
 	clear(tx)
 	t.txSpare = tx[:0]
