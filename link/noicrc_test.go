@@ -181,3 +181,35 @@ func TestWriteNoICRCTradesBuffers(t *testing.T) {
 		t.Errorf("stats %+v, want 32 frames queued and 4 dropped", s)
 	}
 }
+
+// TestWriteNoICRCGetsTheReadersBuffer: the buffer a ReadNoICRC reader
+// traded in last is the one the next WriteNoICRC writer gets back (the
+// buffer most likely still in a cache), not a slot's.
+func TestWriteNoICRCGetsTheReadersBuffer(t *testing.T) {
+	a, b := NewPipe(&PipeConfig{MTU: 4200, QueueLen: 16})
+	size := MaxFrameSize(4200)
+	frame := func() []byte {
+		buf := make([]byte, size)
+		return buf[:copy(buf, roceFrame(t, 2000, true))]
+	}
+	for i := range 40 {
+		if _, err := a.WriteNoICRC([][]byte{frame()}); err != nil {
+			t.Fatal(err)
+		}
+		rb := [][]byte{make([]byte, size)}
+		mine := &rb[0][0]
+		if n, err := b.ReadNoICRC(rb, make([]int, 1), make([]bool, 1)); n != 1 || err != nil {
+			t.Fatalf("read %d: %d, %v", i, n, err)
+		}
+		w := [][]byte{frame()}
+		if _, err := a.WriteNoICRC(w); err != nil {
+			t.Fatal(err)
+		}
+		if &w[0][:1][0] != mine {
+			t.Fatalf("round %d: the writer did not get the buffer the reader traded in", i)
+		}
+		if n, err := b.ReadNoICRC(rb, make([]int, 1), make([]bool, 1)); n != 1 || err != nil {
+			t.Fatalf("read %d: %d, %v", i, n, err)
+		}
+	}
+}

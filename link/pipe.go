@@ -275,7 +275,11 @@ type frameQueue struct {
 	notFull  sync.Cond
 	slots    [][]byte
 	noICRC   []bool // slot i's frame was written without its ICRC
-	maxFrame int    // a slot's first buffer holds the largest frame, so that it can be traded (pop)
+	// free holds the buffers readers traded in (pop), most recent last:
+	// a writer trading its buffer (push) gets the one a reader released
+	// last, still in a cache, rather than the slot's.
+	free     [][]byte
+	maxFrame int // a slot's first buffer holds the largest frame, so that it can be traded (pop)
 	head, n  int
 	closed   bool // the reading end closed
 }
@@ -289,8 +293,8 @@ func newFrameQueue(n, maxFrame int) *frameQueue {
 
 // push copies frames into the queue; with trade (frames written without
 // their ICRC, WriteNoICRC) it takes a large frame's buffer instead and
-// gives the writer the slot's, or a new one, of at least the same
-// capacity in frames[i]. It returns how many it queued and how many it
+// gives the writer in frames[i] one of at least the same capacity: the
+// last a reader traded in (free), else the slot's, else a new one. It returns how many it queued and how many it
 // dropped (queue full in drop mode, or the reader closed; the frames after
 // a close are all counted dropped) and their bytes, and whether it stopped
 // because the writer itself closed (writerClosed), in which case the rest
@@ -316,11 +320,11 @@ func (q *frameQueue) push(frames [][]byte, trade, drop bool, writerClosed *atomi
 		switch slot := q.slots[i]; {
 		case trade && len(f) > smallFrame:
 			if cap(slot) < cap(f) {
-				slot = make([]byte, 0, cap(f)) // until the slots hold large buffers
+				slot = q.takeFree(cap(f))
 			}
 			q.slots[i], frames[j] = f, slot[:0]
-		case cap(slot) < len(f) && len(f) > smallFrame:
-			q.slots[i] = append(make([]byte, 0, max(q.maxFrame, len(f))), f...)
+		case cap(slot) < len(f) && (len(f) > smallFrame || len(q.free) > 0):
+			q.slots[i] = append(q.takeFree(max(q.maxFrame, len(f))), f...)
 		default:
 			q.slots[i] = append(slot[:0], f...)
 		}
@@ -352,7 +356,13 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (
 		slot := q.slots[q.head]
 		if swap && cap(slot) >= cap(bufs[i]) && len(slot) <= len(bufs[i]) {
 			sizes[i] = len(slot)
-			bufs[i], q.slots[q.head] = slot[:cap(slot)], bufs[i][:0]
+			if q.noICRC[q.head] && len(q.free) < len(q.slots) {
+				// A writer trades for it next (push).
+				q.free = append(q.free, bufs[i][:0])
+				bufs[i], q.slots[q.head] = slot[:cap(slot)], nil
+			} else {
+				bufs[i], q.slots[q.head] = slot[:cap(slot)], bufs[i][:0]
+			}
 		} else {
 			sizes[i] = copy(bufs[i], slot)
 		}
@@ -364,6 +374,18 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (
 		q.notFull.Broadcast()
 	}
 	return k, true
+}
+
+// takeFree returns the buffer a reader traded in last if it holds n
+// bytes, or a new one; q.mu held.
+func (q *frameQueue) takeFree(n int) []byte {
+	if k := len(q.free) - 1; k >= 0 && cap(q.free[k]) >= n {
+		b := q.free[k]
+		q.free[k] = nil
+		q.free = q.free[:k]
+		return b[:0]
+	}
+	return make([]byte, 0, n)
 }
 
 func (q *frameQueue) close() {
