@@ -305,6 +305,24 @@ func TestICRCRandomFrames(t *testing.T) {
 	}
 }
 
+// TestUpdateTail checks updateTail against hash/crc32 for every length
+// below 16 bytes.
+func TestUpdateTail(t *testing.T) {
+	r := testenv.Rand(t)
+	for n := range 16 {
+		for range 50 {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(r.Uint32())
+			}
+			seed := r.Uint32()
+			if got, want := updateTail(seed, b), crc32.Update(seed, crc32.IEEETable, b); got != want {
+				t.Fatalf("n=%d: %#x, want %#x", n, got, want)
+			}
+		}
+	}
+}
+
 // TestICRCFixTables checks that each entry of the masked-field tables,
 // folded into the CRC register before the IP header, changes the CRC as
 // changing the byte at its position does.
