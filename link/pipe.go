@@ -323,7 +323,10 @@ func (q *frameQueue) push(frames [][]byte, trade, drop bool, writerClosed *atomi
 				slot = q.takeFree(cap(f))
 			}
 			q.slots[i], frames[j] = f, slot[:0]
-		case cap(slot) < len(f) && (len(f) > smallFrame || len(q.free) > 0):
+		case cap(slot) < len(f) && (len(f) > smallFrame || trade || len(q.free) > 0):
+			// A trading writer's small frame (an ACK among WRITEs) gets a
+			// large buffer, as the reader trades one back for it: a slot
+			// its own size would be thrown away by the next large frame.
 			q.slots[i] = append(q.takeFree(max(q.maxFrame, len(f))), f...)
 		default:
 			q.slots[i] = append(slot[:0], f...)
@@ -376,6 +379,11 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (
 	return k, true
 }
 
+// freeChunk is how many buffers takeFree allocates at once: the queue's
+// buffers grow with the most frames it has held, which a burst of load may
+// raise long after warm-up, and one allocation per chunk keeps that rare.
+const freeChunk = 16
+
 // takeFree returns the buffer a reader traded in last if it holds n
 // bytes, or a new one; q.mu held.
 func (q *frameQueue) takeFree(n int) []byte {
@@ -385,7 +393,14 @@ func (q *frameQueue) takeFree(n int) []byte {
 		q.free = q.free[:k]
 		return b[:0]
 	}
-	return make([]byte, 0, n)
+	if n <= smallFrame || len(q.free) > 0 {
+		return make([]byte, 0, n)
+	}
+	arr := make([]byte, freeChunk*n)
+	for i := 1; i < freeChunk; i++ {
+		q.free = append(q.free, arr[i*n:i*n:(i+1)*n])
+	}
+	return arr[:0:n]
 }
 
 func (q *frameQueue) close() {
