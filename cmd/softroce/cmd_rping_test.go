@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/softroce/softroce/cma"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/node"
-	"github.com/softroce/softroce/rdmacm"
 )
 
 // rpingData is what rping -v prints for ping i of the default 64 bytes.
@@ -92,7 +92,7 @@ func TestRpingReject(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer peer.Close()
-	cm, err := rdmacm.New(rdmacm.Config{Dev: peer.Device()})
+	cm, err := cma.New(cma.Config{Dev: peer.Device()})
 	if err != nil {
 		t.Fatal(err)
 	}
