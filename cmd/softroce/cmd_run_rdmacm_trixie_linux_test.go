@@ -13,12 +13,15 @@ import (
 // and its tools, as nobody in a chroot of trixie's packages, on one daemon
 // of this host (its preload library, sysfs tree and socket bound in):
 // rping, ucmatose, udaddy, rdma_server/rdma_client, rstream, riostream,
-// ib_write_bw -R and mckey, each pair exiting 0 with its result.
+// ib_write_bw -R and mckey, each pair exiting 0 with its result; and
+// ib_write_bw, ib_send_bw and ib_read_lat -R over IPv6 (--ipv6-addr,
+// which Debian 12's perftest lacks: it resolves -R addresses as IPv4
+// only).
 func TestTrixieRDMACMToolsThroughDaemon(t *testing.T) {
 	tree := debroot.ForTest(t, debroot.TrixieRDMA())
 	needCC(t)
-	const dev, ip = "rxe14", "10.78.5.1"
-	served := serveAsUser(t, userHome(t), dev, "--ip", ip+"/24")
+	const dev, ip, ip6 = "rxe14", "10.78.5.1", "fd00:78:5::1"
+	served := serveAsUser(t, userHome(t), dev, "--ip", ip+"/24", "--ip", ip6+"/64", "--nodad")
 	env, binds := debroot.HostPaths(append([]string{"PATH=/usr/bin:/bin"}, served...), "LD_PRELOAD", "SYSFS_PATH", "SOFTROCE_SOCK")
 	run := func(tool string, args ...string) *exec.Cmd {
 		cmd, err := tree.Command(context.Background(), binds, env, append([]string{"/usr/bin/" + tool}, args...)...)
@@ -62,6 +65,24 @@ func TestTrixieRDMACMToolsThroughDaemon(t *testing.T) {
 			func(p string) []string { return []string{"-R", "-F", "-d", dev, "-n", "200", "-p", p} },
 			func(p string) []string { return []string{"-R", "-F", "-d", dev, "-n", "200", "-p", p, ip} },
 			"#bytes", "#bytes"},
+		{"ib_write_bw -R --ipv6-addr", "ib_write_bw", "ib_write_bw",
+			func(p string) []string { return []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p} },
+			func(p string) []string {
+				return []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p, ip6}
+			},
+			"#bytes", "#bytes"},
+		{"ib_send_bw -R --ipv6-addr", "ib_send_bw", "ib_send_bw",
+			func(p string) []string { return []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p} },
+			func(p string) []string {
+				return []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p, ip6}
+			},
+			"#bytes", "#bytes"},
+		{"ib_read_lat -R --ipv6-addr", "ib_read_lat", "ib_read_lat",
+			func(p string) []string { return []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p} },
+			func(p string) []string {
+				return []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p, ip6}
+			},
+			"", "#bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := next()
