@@ -927,18 +927,25 @@ func (id *ID) disconnectLocked() {
 	c := id.cm
 	switch id.cm_ {
 	case cmREPSent, cmEstablished:
-		id.cm_ = cmDREQSent
-		d := mad.NewCM(mad.AttrDREQ, id.dreqTID())
-		mad.DREQ(d).Encode(&mad.DREQFields{LocalCommID: id.localID, RemoteCommID: id.remoteID, RemoteQPN: id.remoteQPN})
-		timeout := c.cfg.REPTimeout
-		if id.listener == nil {
-			timeout = c.cfg.REQTimeout
-		}
-		id.sendTimedLocked(d, timeout, c.cfg.MaxRetries)
+		id.sendDREQLocked()
 	case cmDREQRcvd:
 		c.send(id.dgid, buildDREP(id.drepTID, id.localID, id.remoteID))
 		id.enterTimewaitLocked()
 	}
+}
+
+// sendDREQLocked sends the DREQ of a connection on its timer
+// (ib_send_cm_dreq); the DREP, or the retries running out, ends it.
+func (id *ID) sendDREQLocked() {
+	c := id.cm
+	id.cm_ = cmDREQSent
+	d := mad.NewCM(mad.AttrDREQ, id.dreqTID())
+	mad.DREQ(d).Encode(&mad.DREQFields{LocalCommID: id.localID, RemoteCommID: id.remoteID, RemoteQPN: id.remoteQPN})
+	timeout := c.cfg.REPTimeout
+	if id.listener == nil {
+		timeout = c.cfg.REQTimeout
+	}
+	id.sendTimedLocked(d, timeout, c.cfg.MaxRetries)
 }
 
 // dreqTID: the active side's DREQ reuses its REQ's TID; the passive side
@@ -994,7 +1001,9 @@ func (id *ID) destroyLocked() {
 		for i := range 8 {
 			ari[i] = byte(c.guid >> (56 - 8*i))
 		}
-		mad.REJ(rej).Encode(&mad.REJFields{LocalCommID: id.localID, MessageREJected: mad.MsgREQ,
+		// cm_format_rej outside REQ_RCVD and REP_RCVD: the kind is
+		// "other".
+		mad.REJ(rej).Encode(&mad.REJFields{LocalCommID: id.localID, MessageREJected: mad.MsgOther,
 			RejectInfoLength: 8, Reason: mad.RejTimeout, ARI: ari[:]})
 		c.send(id.dgid, rej)
 	case cmREQRcvd, cmREPRcvd, cmREPSent:

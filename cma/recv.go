@@ -69,6 +69,16 @@ func (c *CM) onREQ(sgid, _ emu.GID, m mad.MAD) {
 		}
 		return
 	}
+	if old := c.liveConnFromLocked(f.LocalCAGUID, f.LocalQPN); old != nil {
+		// cm_match_req: a QP that still has a connection here asks
+		// for another: the REQ is stale (REJ 10), and the old
+		// connection is torn down with a DREQ.
+		c.rejectREQLocked(sgid, m, mad.RejStaleConn)
+		if old.cm_ == cmREPSent || old.cm_ == cmEstablished {
+			old.sendDREQLocked()
+		}
+		return
+	}
 	ps, port, ok := splitServiceID(f.ServiceID)
 	if !ok || len(c.ports[portKey{ps, port}]) == 0 {
 		c.rejectREQLocked(sgid, m, mad.RejInvalidServiceID)
@@ -121,6 +131,22 @@ func (c *CM) onREQ(sgid, _ emu.GID, m mad.MAD) {
 		id.cm_ = cmIdle
 		id.destroyLocked()
 	}
+}
+
+// liveConnFromLocked returns the connection whose peer is the QP qpn of
+// the CA guid, if it is not over yet (the kernel's remote_qp_table, whose
+// entries leave at the timewait).
+func (c *CM) liveConnFromLocked(guid uint64, qpn uint32) *ID {
+	for _, id := range c.conns {
+		if id.remoteGUID != guid || id.remoteQPN != qpn {
+			continue
+		}
+		switch id.cm_ {
+		case cmREQRcvd, cmREPSent, cmREPRcvd, cmEstablished, cmDREQSent, cmDREQRcvd:
+			return id
+		}
+	}
+	return nil
 }
 
 func b2u(b bool) uint8 {
