@@ -65,28 +65,22 @@ func TestTrixieRDMACMToolsThroughDaemon(t *testing.T) {
 			func(p string) []string { return []string{"-R", "-F", "-d", dev, "-n", "200", "-p", p} },
 			func(p string) []string { return []string{"-R", "-F", "-d", dev, "-n", "200", "-p", p, ip} },
 			"#bytes", "#bytes"},
-		{"ib_write_bw -R --ipv6-addr", "ib_write_bw", "ib_write_bw",
-			func(p string) []string { return []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p} },
-			func(p string) []string {
-				return []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p, ip6}
-			},
-			"#bytes", "#bytes"},
-		{"ib_send_bw -R --ipv6-addr", "ib_send_bw", "ib_send_bw",
-			func(p string) []string { return []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p} },
-			func(p string) []string {
-				return []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p, ip6}
-			},
-			"#bytes", "#bytes"},
-		{"ib_read_lat -R --ipv6-addr", "ib_read_lat", "ib_read_lat",
-			func(p string) []string { return []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p} },
-			func(p string) []string {
-				return []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p, ip6}
-			},
-			"", "#bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := next()
 			cmPairWith(t, run, c.server, c.client, c.serverArgs(p), c.clientArgs(p), c.serverWant, c.clientWant)
+		})
+	}
+	// IPv6 needs --ipv6-addr, which Debian 12's perftest lacks.
+	for _, tool := range []string{"ib_write_bw", "ib_send_bw", "ib_read_lat"} {
+		t.Run(tool+" -R --ipv6-addr", func(t *testing.T) {
+			p := next()
+			args := []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p}
+			serverWant := "#bytes"
+			if tool == "ib_read_lat" {
+				serverWant = "" // the passive side of a READ latency test prints no result
+			}
+			cmPairWith(t, run, tool, tool, args, append(args, ip6), serverWant, "#bytes")
 		})
 	}
 	t.Run("mckey", func(t *testing.T) { mckeyGroup(t, run, "mckey", ip, "239.1.2.4") })
