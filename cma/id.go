@@ -21,14 +21,14 @@ type PortSpace uint16
 
 // The port spaces.
 const (
-	PSIPoIB PortSpace = 0x0002
-	PSIB    PortSpace = 0x013F
-	PSTCP   PortSpace = 0x0106
-	PSUDP   PortSpace = 0x0111
+	PSIPoIB PortSpace = mad.PortSpaceIPoIB
+	PSIB    PortSpace = mad.PortSpaceIB
+	PSTCP   PortSpace = mad.PortSpaceTCP
+	PSUDP   PortSpace = mad.PortSpaceUDP
 )
 
 // UDPQKey is RDMA_UDP_QKEY, the Q_Key of the UD QPs of RDMA_PS_UDP.
-const UDPQKey = 0x01234567
+const UDPQKey = mad.RDMAUDPQKey
 
 // State is enum rdma_cm_state.
 type State int
@@ -281,9 +281,7 @@ func (id *ID) Info() Info {
 	return in
 }
 
-func serviceID(ps PortSpace, port uint16) uint64 {
-	return uint64(ps)<<16 | uint64(port)
-}
+func serviceID(ps PortSpace, port uint16) uint64 { return mad.ServiceID(uint16(ps), port) }
 
 // event delivers an event of id to its handler; c.mu held.
 func (id *ID) event(ev Event) error {

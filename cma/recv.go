@@ -25,10 +25,8 @@ func (c *CM) rejectREQLocked(sgid emu.GID, m mad.MAD, reason mad.RejReason) {
 
 // splitServiceID returns the port space and port of an rdma_cm service ID.
 func splitServiceID(sid uint64) (PortSpace, uint16, bool) {
-	if sid>>32 != 0 {
-		return 0, 0, false
-	}
-	return PortSpace(sid >> 16), uint16(sid), true
+	ps, port, ok := mad.ServicePort(sid)
+	return PortSpace(ps), port, ok
 }
 
 // listenerFor finds the listener of ps/port whose address takes dst
