@@ -338,6 +338,18 @@ func (cb *session) postSend(wr emu.SendWR) error {
 	return nil
 }
 
+// perror prints what rping's perror(what) prints for err: its errno's
+// text as strerror words it (capitalized), or err itself without one.
+func (o *Options) perror(what string, err error) {
+	msg := err.Error()
+	var e unix.Errno
+	if errors.As(err, &e) {
+		msg = e.Error()
+		msg = strings.ToUpper(msg[:1]) + msg[1:]
+	}
+	o.errorf("%s: %s\n", what, msg)
+}
+
 func errnoOf(err error) int {
 	var e unix.Errno
 	if errors.As(err, &e) {
@@ -454,13 +466,13 @@ func runServer(cfg Config, o *Options) error {
 		addr = netip.IPv4Unspecified()
 	}
 	if err := lid.Bind(netip.AddrPortFrom(addr, uint16(o.Port))); err != nil {
-		o.errorf("rdma_bind_addr: %v\n", err)
+		o.perror("rdma_bind_addr", err)
 		return ErrFailed
 	}
 	o.debugf("rdma_bind_addr successful\n")
 	o.debugf("rdma_listen\n")
 	if err := lid.Listen(3); err != nil {
-		o.errorf("rdma_listen: %v\n", err)
+		o.perror("rdma_listen", err)
 		return ErrFailed
 	}
 	o.flush()
