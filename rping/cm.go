@@ -15,6 +15,9 @@ import (
 // timeout (2000 ms).
 const resolveTimeout = 2 * time.Second
 
+// disconnectWait bounds the client's wait for the DREP after its DREQ.
+const disconnectWait = 5 * time.Second
+
 // channel is rping's rdma_event_channel. The CM calls handle with its lock
 // held, so handle only queues the event; rping takes them in order with
 // next. A DISCONNECTED event also closes disconnected, which the

@@ -625,11 +625,14 @@ func runClient(cfg Config, o *Options) error {
 	select {
 	case <-events.disconnected: // the server went first; wait printed it
 	default:
+		// rping prints the DISCONNECTED event if it comes (the DREP)
+		// while it tears down; a peer that never answers the DREQ does
+		// not keep it.
 		cb.disconnect()
 		select {
 		case <-events.disconnected:
 			o.errorf("client DISCONNECT EVENT...\n")
-		case <-ctx.Done():
+		case <-time.After(disconnectWait):
 		}
 	}
 	if ret != 0 {
