@@ -233,8 +233,11 @@ func TestRDMACMToolsOnOneDaemon(t *testing.T) {
 	// hints.ai_family = AF_INET into a struct sockaddr_in, so glibc
 	// refuses an IPv6 literal (EAI_ADDRFAMILY) right after
 	// RDMA_USER_CM_CMD_CREATE_ID, before any BIND_IP, RESOLVE_IP or
-	// LISTEN reaches a CM: the kernel's rdma_cm on rxe gets the same
-	// nothing. Later perftest (23.07 on) takes --ipv6-addr for it;
+	// LISTEN reaches a CM. The kernel's rxe fails the same way: on a
+	// Debian 12 peer (kernel 6.1, conformance/peer's bookworm image)
+	// "ib_write_bw -R -d rxe0 fd77::11" prints this very error while
+	// the same pair over IPv4 passes. Later perftest (23.07 on) takes
+	// --ipv6-addr for it;
 	// TestTrixieRDMACMToolsThroughDaemon runs the three tools over IPv6
 	// that way. This pins the old tools' failure, so that a fixed Debian
 	// 12 perftest shows up here.
