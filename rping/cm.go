@@ -2,6 +2,7 @@ package rping
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"sync"
 	"time"
@@ -18,13 +19,19 @@ const resolveTimeout = 2 * time.Second
 // disconnectWait bounds the client's wait for the DREP after its DREQ.
 const disconnectWait = 5 * time.Second
 
+// backlog is rping's rdma_listen backlog.
+const backlog = 3
+
 // channel is rping's rdma_event_channel. The CM calls handle with its lock
 // held, so handle only queues the event; rping takes them in order with
 // next. A DISCONNECTED event also closes disconnected, which the
-// completion loop watches as rping's CM thread posts its semaphore.
+// completion loop watches as rping's CM thread posts its semaphore. As
+// ucma does for a listener, it refuses a CONNECT_REQUEST beyond the
+// backlog of requests queued and not taken (the CM then drops the REQ).
 type channel struct {
 	mu           sync.Mutex
 	queue        []cma.Event
+	requests     int // CONNECT_REQUESTs in queue
 	ready        chan struct{}
 	disconnected chan struct{}
 	once         sync.Once
@@ -39,6 +46,13 @@ func (ch *channel) handle(ev *cma.Event) error {
 	e := *ev
 	e.Conn.PrivateData = nil // the CM's buffer; rping sends and reads none
 	ch.mu.Lock()
+	if e.Type == cma.EventConnectRequest {
+		if ch.requests >= backlog {
+			ch.mu.Unlock()
+			return errBacklog
+		}
+		ch.requests++
+	}
 	ch.queue = append(ch.queue, e)
 	ch.mu.Unlock()
 	if ev.Type == cma.EventDisconnected {
@@ -51,6 +65,9 @@ func (ch *channel) handle(ev *cma.Event) error {
 	return nil
 }
 
+// errBacklog refuses a connection request beyond the backlog.
+var errBacklog = errors.New("rping: backlog full")
+
 // next returns the next event (rdma_get_cm_event), or ctx's error.
 func (ch *channel) next(ctx context.Context) (cma.Event, error) {
 	for {
@@ -58,6 +75,9 @@ func (ch *channel) next(ctx context.Context) (cma.Event, error) {
 		if len(ch.queue) > 0 {
 			ev := ch.queue[0]
 			ch.queue = ch.queue[1:]
+			if ev.Type == cma.EventConnectRequest {
+				ch.requests--
+			}
 			ch.mu.Unlock()
 			return ev, nil
 		}

@@ -471,7 +471,7 @@ func runServer(cfg Config, o *Options) error {
 	}
 	o.debugf("rdma_bind_addr successful\n")
 	o.debugf("rdma_listen\n")
-	if err := lid.Listen(3); err != nil {
+	if err := lid.Listen(backlog); err != nil {
 		o.perror("rdma_listen", err)
 		return ErrFailed
 	}

@@ -108,3 +108,33 @@ func TestRun(t *testing.T) {
 		t.Errorf("server:\n%s%s\nclient:\n%s%s", sout.String(), serr.String(), cout.String(), cerr.String())
 	}
 }
+
+// TestChannelBacklog: the event channel takes CONNECT_REQUESTs up to
+// rping's backlog of 3 not yet taken and refuses the next, so that the
+// CM drops it; taking one makes room again. Other events always queue.
+func TestChannelBacklog(t *testing.T) {
+	ch := newChannel()
+	req := &cma.Event{Type: cma.EventConnectRequest}
+	for i := range backlog {
+		if err := ch.handle(req); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if err := ch.handle(req); !errors.Is(err, errBacklog) {
+		t.Fatalf("request beyond the backlog: %v", err)
+	}
+	if err := ch.handle(&cma.Event{Type: cma.EventDisconnected}); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := ch.next(context.Background()); err != nil || ev.Type != cma.EventConnectRequest {
+		t.Fatalf("next: %v %v", ev.Type, err)
+	}
+	if err := ch.handle(req); err != nil {
+		t.Fatalf("a request after one was taken: %v", err)
+	}
+	select {
+	case <-ch.disconnected:
+	default:
+		t.Error("DISCONNECTED did not close disconnected")
+	}
+}
