@@ -100,6 +100,8 @@ var peerTools = []peerTool{
 	{"udaddy", "rdmacm-utils"},
 	{"rdma_server", "rdmacm-utils"},
 	{"rdma_client", "rdmacm-utils"},
+	{"rdma_xserver", "rdmacm-utils"},
+	{"rdma_xclient", "rdmacm-utils"},
 	{"rstream", "rdmacm-utils"},
 	{"riostream", "rdmacm-utils"},
 	{"mckey", "rdmacm-utils"},

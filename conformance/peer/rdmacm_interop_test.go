@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,8 +43,9 @@ type rdmacmCase struct {
 	// opcodes are the BTH opcodes the run must put on the wire besides
 	// the CM's UD SENDs to QP1.
 	opcodes []uint8
-	// ipv4Only: the case runs over IPv4 only (perftest's -R resolves
-	// the server's name as IPv4).
+	// ipv4Only: the case runs over IPv4 only (perftest's -R client
+	// resolves the server's name as IPv4; rdma_xserver listens on the
+	// IPv4 wildcard).
 	ipv4Only bool
 	// port is the program's fixed port (udaddy's 7174: its -p is the
 	// port space); 0 gives each cell a port of its own.
@@ -92,6 +94,11 @@ var rdmacmCases = []rdmacmCase{
 		serverWant: rdmacmStatus0, clientWant: rdmacmStatus0},
 	{name: "rdma_server", server: "rdma_server -s {addr} -p {port}", client: "rdma_client -s {addr} -p {port}",
 		serverWant: rdmaServerEnd0, clientWant: rdmaClientEnd0, opcodes: []uint8{opRCSendOnly, opRCAck}},
+	// rdma_xserver/rdma_xclient in their default RC mode (rxe has no
+	// XRC).
+	{name: "rdma_xserver", server: "rdma_xserver -p {port}", client: "rdma_xclient -s {addr} -p {port}", ipv4Only: true,
+		serverWant: regexp.MustCompile(`(?m)^rdma_xserver: end 0$`), clientWant: regexp.MustCompile(`(?m)^rdma_xclient: end 0$`),
+		opcodes: []uint8{opRCSendOnly, opRCAck}},
 	{name: "rstream", server: "rstream -b {addr} -p {port} -S 4096 -C 200", client: "rstream -s {addr} -p {port} -S 4096 -C 200",
 		serverWant: rstreamRow, clientWant: rstreamRow, opcodes: []uint8{opRCAck}},
 	{name: "riostream", server: "riostream -b {addr} -p {port} -S 4096 -C 200", client: "riostream -s {addr} -p {port} -S 4096 -C 200",
@@ -126,25 +133,26 @@ func (c rdmacmCell) cellName() string {
 }
 
 // TestInteropRDMACM runs Debian 12's unmodified librdmacm programs
-// (rdmacm-utils: rping, ucmatose, udaddy, rdma_server/rdma_client, rstream
-// and riostream over rsockets, mckey; perftest's ib_write_bw, ib_send_bw
-// and ib_read_lat with -R) on softroce — `softroce serve --tap` on the lab
-// and the program under `softroce run`, both as nobody without
-// capabilities — against the same programs on one Debian 12 kernel rxe
-// VM, softroce as server and as client, over IPv4 and (but perftest, whose
-// -R client resolves IPv4 names only) IPv6. The programs connect through
-// the RDMA CM: softroce's Communication Manager talks to the kernel's
-// ib_cm over QP1 (REQ/REP/RTU, SIDR for udaddy, DREQ/DREP). Each run must
-// end with exit status 0 and the program's result on both sides; every
-// RoCEv2 frame of its capture on the bridge must parse with a good ICRC
-// and decode in tshark (checked while the next cells run, reported in the
-// subtests tshark/CELL), with the run's address family and opcodes (the
-// CM's UD SENDs among them); the VM's rxe must accept every frame the
-// capture has to it (rcvd_pkts) and log no bad ICRC; softroce's counters
-// at the end must show every frame of the captures to it received or
-// dropped, none with a bad ICRC. mckey runs across the link, a receiver
-// on one side and a sender on the other, over IPv4 only: the kernel's
-// rdma_cm refuses to join an IPv6 group on a RoCEv2 port
+// (rdmacm-utils: rping, ucmatose, udaddy, rdma_server/rdma_client,
+// rdma_xserver/rdma_xclient, rstream and riostream over rsockets, mckey;
+// perftest's ib_write_bw, ib_send_bw and ib_read_lat with -R) on softroce
+// — `softroce serve --tap` on the lab and the program under `softroce
+// run`, both as nobody without capabilities — against the same programs
+// on one Debian 12 kernel rxe VM, softroce as server and as client, over
+// IPv4 and IPv6 (not perftest, whose -R client resolves IPv4 names only,
+// nor rdma_xserver, which listens on the IPv4 wildcard). The programs
+// connect through the RDMA CM: softroce's Communication Manager talks to
+// the kernel's ib_cm over QP1 (REQ/REP/RTU, SIDR for udaddy, DREQ/DREP).
+// Each run must end with exit status 0 and the program's result on both
+// sides; every RoCEv2 frame of its capture on the bridge must parse with
+// a good ICRC and decode in tshark (checked while the next cells run,
+// reported in the subtests tshark/CELL), with the run's address family
+// and opcodes (the CM's UD SENDs among them); the VM's rxe must accept
+// every frame the capture has to it (rcvd_pkts) and log no bad ICRC;
+// softroce's counters at the end must show every frame of the captures to
+// it received or dropped, none with a bad ICRC. mckey runs across the
+// link, a receiver on one side and a sender on the other, over IPv4 only:
+// the kernel's rdma_cm refuses to join an IPv6 group on a RoCEv2 port
 // (cma_iboe_join_multicast: ENOTSUPP, which reaches mckey as errno 524),
 // and the cell mckey/ipv6-group-refused checks that both sides refuse it
 // alike. The test boots one VM (agent mode) and takes about 3 minutes
@@ -159,7 +167,7 @@ func TestInteropRDMACM(t *testing.T) {
 	testutil.Tshark(t)
 	_, err := os.Stat("/dev/net/tun")
 	testenv.Require(t, err == nil, "no /dev/net/tun (the tun module)")
-	for _, name := range []string{"rping", "ucmatose", "udaddy", "rdma_server", "rdma_client", "rstream", "riostream", "mckey"} {
+	for _, name := range []string{"rping", "ucmatose", "udaddy", "rdma_server", "rdma_client", "rdma_xserver", "rdma_xclient", "rstream", "riostream", "mckey"} {
 		debianTool(t, name, "rdmacm-utils")
 	}
 	for _, name := range []string{"ib_write_bw", "ib_send_bw", "ib_read_lat"} {
@@ -202,8 +210,19 @@ func TestInteropRDMACM(t *testing.T) {
 	if l.name != "tap" {
 		t.Fatalf("verbsLinks' first link is %q, want the TAP", l.name)
 	}
+	// The VM's neighbour entries of softroce's addresses are permanent:
+	// the kernel's rdma_resolve_addr, when it has to ask ARP or ND
+	// first, completed only when the programs' resolution timeout (2 s)
+	// came, softroce's answer notwithstanding, which would add 2 s to
+	// every cell with softroce as server.
+	l.serve = append(slices.Clip(l.serve), "--mac", rdmacmSoftMAC)
 	d := u.serve(t, ctx, lab, l)
 	t.Cleanup(func() { os.WriteFile(filepath.Join(dir, "serve.log"), []byte(d.out.String()), 0o644) })
+	for _, a := range []netip.Addr{l.softAddr, l.softAddr6} {
+		if res, err := vm.Run(ctx, "/usr/bin/ip neigh replace "+a.String()+" lladdr "+rdmacmSoftMAC+" dev eth0 nud permanent"); err != nil || res.Status != 0 {
+			t.Fatalf("pin the VM's neighbour %v: %v %s", a, err, res.Output)
+		}
+	}
 	r := &rdmacmRun{ctx: ctx, lab: lab, vm: vm, u: u, l: l, dir: dir, tshark: newTsharkQueue(ctx)}
 	badBefore, err := rxeBadICRCs(ctx, vm)
 	if err != nil {
@@ -276,6 +295,9 @@ func TestInteropRDMACM(t *testing.T) {
 	}
 	checkServeCounters(t, l, d.out.String(), r.sum)
 }
+
+// rdmacmSoftMAC is softroce's MAC address on the TAP.
+const rdmacmSoftMAC = "52:54:00:4d:00:02"
 
 // rdmacmRun is what TestInteropRDMACM's cells share.
 type rdmacmRun struct {
