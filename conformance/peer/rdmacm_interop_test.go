@@ -210,11 +210,14 @@ func TestInteropRDMACM(t *testing.T) {
 	if l.name != "tap" {
 		t.Fatalf("verbsLinks' first link is %q, want the TAP", l.name)
 	}
-	// The VM's neighbour entries of softroce's addresses are permanent:
-	// the kernel's rdma_resolve_addr, when it has to ask ARP or ND
-	// first, completed only when the programs' resolution timeout (2 s)
-	// came, softroce's answer notwithstanding, which would add 2 s to
-	// every cell with softroce as server.
+	// The VM's neighbour entries of softroce's addresses are permanent.
+	// Unpinned, the kernel's rdma_resolve_addr completed only at the
+	// programs' resolution timeout (2 s), which added 2 s to every cell
+	// with softroce as server: rdma_resolve_ip sends the ARP request or
+	// neighbour solicitation (addr_resolve) before it queues the request
+	// that a neighbour update wakes (queue_req), and softroce's answer
+	// (0.2 ms) reaches the VM, slow under TCG, in between, so only the
+	// timeout retries the resolution.
 	l.serve = append(slices.Clip(l.serve), "--mac", rdmacmSoftMAC)
 	d := u.serve(t, ctx, lab, l)
 	t.Cleanup(func() { os.WriteFile(filepath.Join(dir, "serve.log"), []byte(d.out.String()), 0o644) })
