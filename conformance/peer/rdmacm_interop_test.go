@@ -487,7 +487,7 @@ func (r *rdmacmRun) cell(t *testing.T, c rdmacmCell, port int) (problems []strin
 			}
 			sp := r.startUserProc(t, ctx, strings.Fields(clientCmd))
 			softStatus, softOut = sp.wait(ctx)
-			if c.perftest && softStatus != 0 && strings.Contains(softOut, perftestRejected) && attempt < 3 {
+			if c.perftest && softStatus != 0 && strings.Contains(softOut, perftestRejected) && attempt < 4 {
 				job.Kill()
 				job.Wait(shortly())
 				t.Logf("attempt %d: the VM's server had not listened for the test QPs yet (REJ 8) and the client crashed in its retry; again", attempt)
