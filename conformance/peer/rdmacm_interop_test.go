@@ -88,10 +88,12 @@ var rdmacmCases = []rdmacmCase{
 		serverWant: rdmacmStatus0, clientWant: rdmacmStatus0, opcodes: []uint8{opRCSendOnly, opRCAck}},
 	{name: "ucmatose-c4", server: "ucmatose -b {addr} -p {port} -c 4", client: "ucmatose -s {addr} -p {port} -c 4",
 		serverWant: rdmacmStatus0, clientWant: rdmacmStatus0, opcodes: []uint8{opRCSendOnly, opRCAck}},
+	// udaddy resolves the service (SIDR_REQ/SIDR_REP), then sends UD
+	// SENDs with immediate data.
 	{name: "udaddy", server: "udaddy -b {addr}", client: "udaddy -s {addr}", port: 7174, settle: 2 * time.Second,
-		serverWant: rdmacmStatus0, clientWant: rdmacmStatus0},
+		serverWant: rdmacmStatus0, clientWant: rdmacmStatus0, opcodes: []uint8{opUDSendOnlyImm}},
 	{name: "udaddy-c4", server: "udaddy -b {addr} -c 4", client: "udaddy -s {addr} -c 4", port: 7174, settle: 2 * time.Second,
-		serverWant: rdmacmStatus0, clientWant: rdmacmStatus0},
+		serverWant: rdmacmStatus0, clientWant: rdmacmStatus0, opcodes: []uint8{opUDSendOnlyImm}},
 	{name: "rdma_server", server: "rdma_server -s {addr} -p {port}", client: "rdma_client -s {addr} -p {port}",
 		serverWant: rdmaServerEnd0, clientWant: rdmaClientEnd0, opcodes: []uint8{opRCSendOnly, opRCAck}},
 	// rdma_xserver/rdma_xclient in their default RC mode (rxe has no
@@ -99,10 +101,13 @@ var rdmacmCases = []rdmacmCase{
 	{name: "rdma_xserver", server: "rdma_xserver -p {port}", client: "rdma_xclient -s {addr} -p {port}", ipv4Only: true,
 		serverWant: regexp.MustCompile(`(?m)^rdma_xserver: end 0$`), clientWant: regexp.MustCompile(`(?m)^rdma_xclient: end 0$`),
 		opcodes: []uint8{opRCSendOnly, opRCAck}},
+	// rsockets carries its data in RDMA WRITEs with immediate data;
+	// riostream's riowrite writes into the peer's mapped buffer with
+	// plain WRITEs.
 	{name: "rstream", server: "rstream -b {addr} -p {port} -S 4096 -C 200", client: "rstream -s {addr} -p {port} -S 4096 -C 200",
-		serverWant: rstreamRow, clientWant: rstreamRow, opcodes: []uint8{opRCAck}},
+		serverWant: rstreamRow, clientWant: rstreamRow, opcodes: []uint8{opRCWriteOnlyImm, opRCAck}},
 	{name: "riostream", server: "riostream -b {addr} -p {port} -S 4096 -C 200", client: "riostream -s {addr} -p {port} -S 4096 -C 200",
-		serverWant: rstreamRow, clientWant: rstreamRow, opcodes: []uint8{opRCAck}},
+		serverWant: rstreamRow, clientWant: rstreamRow, opcodes: []uint8{opRCWriteOnly, opRCWriteOnlyImm, opRCAck}},
 	{name: "ib_write_bw-R", server: "ib_write_bw -R -F -n 200 -s 16384 -p {port}", client: "ib_write_bw -R -F -n 200 -s 16384 -p {port} {addr}",
 		serverWant: perftestOK("16384", "200"), clientWant: perftestOK("16384", "200"), ipv4Only: true, perftest: true,
 		opcodes: []uint8{opRCWriteFirst, opRCWriteLast, opRCAck}},
