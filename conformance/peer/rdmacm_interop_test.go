@@ -57,12 +57,13 @@ type rdmacmCase struct {
 	// rejected and tried again instead.
 	settle time.Duration
 	// perftest marks perftest's -R tools. Their client connects its
-	// test QPs right after the control connection; a server on the VM
-	// (slow under TCG) that has not yet listened again rejects it (REJ,
-	// invalid service ID, as the kernel answers a REQ nobody listens
-	// for), and the client's own retry then reuses the IDs it has just
-	// destroyed and crashes (perftest 4.5's rdma_cm_client_connection).
-	// A softroce client rejected so runs again, with a new server.
+	// test QPs right after the control connection; a server that has
+	// not yet listened again (the VM's, slow under TCG, or softroce's on
+	// a loaded host) rejects it (REJ, invalid service ID, as the kernel
+	// answers a REQ nobody listens for), and the client's own retry then
+	// reuses the IDs it has just destroyed and crashes (perftest 4.5's
+	// rdma_cm_client_connection). A pair whose client is rejected so
+	// runs again, server and client.
 	perftest bool
 }
 
@@ -423,13 +424,24 @@ func (r *rdmacmRun) startUserProc(t *testing.T, ctx context.Context, args []stri
 
 // vmRetry is a VM shell line running cmd until it succeeds, at most n
 // times a pause apart: a client of a softroce server that is not yet
-// listening is rejected (REJ, invalid service ID) and tries again.
-func vmRetry(cmd string, n int) string {
-	return fmt.Sprintf(`n=0; until %s; do n=$((n+1)); [ $n -ge %d ] && exit 1; echo "softroce-test: try again"; sleep 0.3; done`, cmd, n)
+// listening is rejected (REJ, invalid service ID) and tries again. A
+// run whose output holds stop (if not empty) is not tried again: the
+// line exits with vmRetryStopped.
+func vmRetry(cmd string, n int, stop string) string {
+	check := ""
+	if stop != "" {
+		check = fmt.Sprintf(`grep -qF '%s' /tmp/softroce-try && exit %d; `, stop, vmRetryStopped)
+	}
+	return fmt.Sprintf(`n=0; while :; do %s >/tmp/softroce-try 2>&1; s=$?; cat /tmp/softroce-try; [ $s = 0 ] && exit 0; %sn=$((n+1)); [ $n -ge %d ] && exit 1; echo "softroce-test: try again"; sleep 0.3; done`,
+		cmd, check, n)
 }
 
+// vmRetryStopped is the status of a vmRetry line whose run printed stop.
+const vmRetryStopped = 75
+
 // perftestRejected is what perftest's -R client prints when the server
-// rejects its test QPs' connection for want of a listener.
+// rejects its test QPs' connection for want of a listener (its control
+// connection, rejected, prints "Unexpected CM event").
 const perftestRejected = "Event: RDMA_CM_EVENT_REJECTED; error: 8."
 
 // cell runs one cell and returns what went wrong with it (a harness
@@ -461,7 +473,6 @@ func (r *rdmacmRun) cell(t *testing.T, c rdmacmCell, port int) (problems []strin
 		vmErr      error
 		softStatus int
 		softOut    string
-		softCmd    string
 	)
 	// A side that fails leaves the other a few seconds to end.
 	shortly := func() context.Context {
@@ -469,42 +480,50 @@ func (r *rdmacmRun) cell(t *testing.T, c rdmacmCell, port int) (problems []strin
 		t.Cleanup(cancel)
 		return c
 	}
+	softCmd, stop := clientCmd, ""
 	if c.softroceServer {
 		softCmd = serverCmd
-		sp := r.startUserProc(t, ctx, strings.Fields(serverCmd))
-		settle := c.settle
-		if settle == 0 {
-			settle = 300 * time.Millisecond
-		}
-		time.Sleep(settle)
-		vmRes, vmErr = r.vm.Run(ctx, vmRetry(clientCmd, 40))
-		wctx := ctx
-		if vmErr != nil || vmRes.Status != 0 {
-			wctx = shortly()
-		}
-		softStatus, softOut = sp.wait(wctx)
-	} else {
-		softCmd = clientCmd
-		for attempt := 1; ; attempt++ {
+	}
+	if c.perftest {
+		stop = perftestRejected
+	}
+	for attempt := 1; ; attempt++ {
+		var raced bool
+		if c.softroceServer {
+			sp := r.startUserProc(t, ctx, strings.Fields(serverCmd))
+			settle := c.settle
+			if settle == 0 {
+				settle = 300 * time.Millisecond
+			}
+			time.Sleep(settle)
+			vmRes, vmErr = r.vm.Run(ctx, vmRetry(clientCmd, 40, stop))
+			wctx := ctx
+			if vmErr != nil || vmRes.Status != 0 {
+				wctx = shortly()
+			}
+			if raced = vmErr == nil && vmRes.Status == vmRetryStopped && attempt < 4; raced {
+				killGroup(sp.cmd)
+			}
+			softStatus, softOut = sp.wait(wctx)
+		} else {
 			job, err := startCMListening(ctx, r.vm, serverCmd, port)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sp := r.startUserProc(t, ctx, strings.Fields(clientCmd))
-			softStatus, softOut = sp.wait(ctx)
-			if c.perftest && softStatus != 0 && strings.Contains(softOut, perftestRejected) && attempt < 4 {
+			softStatus, softOut = r.startUserProc(t, ctx, strings.Fields(clientCmd)).wait(ctx)
+			if raced = c.perftest && softStatus != 0 && strings.Contains(softOut, perftestRejected) && attempt < 4; raced {
 				job.Kill()
-				job.Wait(shortly())
-				t.Logf("attempt %d: the VM's server had not listened for the test QPs yet (REJ 8) and the client crashed in its retry; again", attempt)
-				continue
 			}
 			wctx := ctx
 			if softStatus != 0 {
 				wctx = shortly()
 			}
 			vmRes, vmErr = job.Wait(wctx)
+		}
+		if !raced {
 			break
 		}
+		t.Logf("attempt %d: the server had not listened for the test QPs yet (REJ 8) and the client crashed in its retry; again", attempt)
 	}
 	elapsed := time.Since(runStart)
 	if err := capture.Stop(); err != nil {
