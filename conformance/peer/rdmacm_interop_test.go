@@ -430,11 +430,14 @@ func (r *rdmacmRun) startUserProc(t *testing.T, ctx context.Context, args []stri
 func vmRetry(cmd string, n int, stop string) string {
 	check := ""
 	if stop != "" {
-		check = fmt.Sprintf(`grep -qF '%s' /tmp/softroce-try && exit %d; `, stop, vmRetryStopped)
+		check = fmt.Sprintf(`grep -qF '%s' %s && exit %d; `, stop, vmRetryOut, vmRetryStopped)
 	}
-	return fmt.Sprintf(`n=0; while :; do %s >/tmp/softroce-try 2>&1; s=$?; cat /tmp/softroce-try; [ $s = 0 ] && exit 0; %sn=$((n+1)); [ $n -ge %d ] && exit 1; echo "softroce-test: try again"; sleep 0.3; done`,
-		cmd, check, n)
+	return fmt.Sprintf(`n=0; while :; do %s >%s 2>&1; s=$?; cat %s; [ $s = 0 ] && exit 0; %sn=$((n+1)); [ $n -ge %d ] && exit 1; echo "softroce-test: try again"; sleep 0.3; done`,
+		cmd, vmRetryOut, vmRetryOut, check, n)
 }
+
+// vmRetryOut is where a vmRetry line keeps a run's output in the VM.
+const vmRetryOut = "/tmp/softroce-try"
 
 // vmRetryStopped is the status of a vmRetry line whose run printed stop.
 const vmRetryStopped = 75
@@ -742,4 +745,51 @@ func (r *rdmacmRun) mckeyIPv6Refused(t *testing.T) {
 		t.Errorf("softroce run -- mckey of %s exited %d, want 255 and %q:\n%s", mckeyIPv6Group, st, want, out)
 	}
 	r.rxeAccepted(t)
+}
+
+// TestVMRetryLine runs vmRetry's shell line in busybox's sh (the VM's):
+// a command that fails is run again until it succeeds, or n times; one
+// whose output holds stop is not, and the line exits vmRetryStopped;
+// every run's output is printed.
+func TestVMRetryLine(t *testing.T) {
+	_, err := os.Stat("/bin/busybox")
+	testenv.Require(t, err == nil, "busybox is not installed (apt-get install busybox-static)")
+	dir := t.TempDir()
+	count := filepath.Join(dir, "count")
+	// The command fails (printing its run number) until its third run.
+	cmd := fmt.Sprintf(`sh -c 'echo x >>%[1]s; r=$(wc -l <%[1]s); echo run $r; [ $r -ge 3 ]'`, count)
+	for _, tc := range []struct {
+		name, stop string
+		n          int
+		status     int
+		runs       int
+	}{
+		{"succeeds at the third run", "", 5, 0, 3},
+		{"gives up after n runs", "", 2, 1, 2},
+		{"stops on the output", "run 1", 5, vmRetryStopped, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(count)
+			line := strings.ReplaceAll(vmRetry(cmd, tc.n, tc.stop), vmRetryOut, filepath.Join(dir, "out"))
+			out, err := exec.Command("/bin/busybox", "sh", "-c", line).CombinedOutput()
+			status := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				status = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if status != tc.status {
+				t.Errorf("status %d, want %d; output:\n%s", status, tc.status, out)
+			}
+			for i := 1; i <= tc.runs; i++ {
+				if !strings.Contains(string(out), fmt.Sprintf("run %d\n", i)) {
+					t.Errorf("output lacks run %d:\n%s", i, out)
+				}
+			}
+			if strings.Contains(string(out), fmt.Sprintf("run %d\n", tc.runs+1)) {
+				t.Errorf("more than %d runs:\n%s", tc.runs, out)
+			}
+		})
+	}
 }
