@@ -125,11 +125,15 @@ type portKey struct {
 
 // Stats counts what the CM received and refused.
 type Stats struct {
-	Received   uint64 // MADs received on QP1
-	Malformed  uint64 // dropped: not a CM MAD the CM understands
-	Unmatched  uint64 // dropped: naming no ID
-	RejSent    uint64 // REJs sent
-	Duplicates uint64 // duplicate REQs dropped or answered with a MRA
+	Received  uint64 // MADs received on QP1
+	Malformed uint64 // not a CM MAD the CM understands: dropped, or answered (Unsupported)
+	// Unsupported counts the Malformed MADs answered with a GetResp of
+	// status "unsupported method/attribute": the Gets and Sets no agent
+	// takes (mad.UnmatchedReply).
+	Unsupported uint64
+	Unmatched   uint64 // dropped: naming no ID
+	RejSent     uint64 // REJs sent
+	Duplicates  uint64 // duplicate REQs dropped or answered with a MRA
 }
 
 // New creates the CM of cfg.Dev: a PD, a CQ and the GSI QP in RTS with
@@ -349,6 +353,17 @@ func (c *CM) receive(w *emu.WC, b []byte) {
 		c.mu.Lock()
 		c.stats.Malformed++
 		c.mu.Unlock()
+		if sgid.IsZero() {
+			return
+		}
+		// A Get or Set no agent takes is answered, as by the kernel's
+		// MAD layer (ib_mad_recv_done, generate_unmatched_resp).
+		if r, ok := mad.UnmatchedReply(b[emu.GRHSize:]); ok {
+			c.mu.Lock()
+			c.stats.Unsupported++
+			c.mu.Unlock()
+			c.send(sgid, r)
+		}
 		return
 	}
 	// The view is of our receive buffer, reposted after this returns.
