@@ -18,17 +18,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Timers of the kernel's CM for a RoCE path (packet life time 18, CM
-// response timeout 20, the rxe CA ACK delay 15): a REQ waits
-// 2·2^(18−8) + 2^(20−8) ms for its answer, a REP and a DREQ 2^(20−8) ms,
-// the timewait lasts 2^(19−8) ms; each message is sent at most 16 times.
+// Timers of the kernel's CM for a RoCE path as of Linux 6.12 (packet life
+// time 16, CM response timeout 20, the rxe CA ACK delay 15): a REQ waits
+// 2·2^(16−8) + 2^(20−8) ms for its answer, a REP and a DREQ 2^(20−8) ms;
+// each message is sent at most 16 times. The timewait lasts 2^(t−8) ms
+// for the connection's ACK timeout t (ID.timewaitLocked): 17, so 512 ms,
+// between two such CMs.
 const (
-	DefaultREQTimeout  = 6144 * time.Millisecond
+	DefaultREQTimeout  = 4608 * time.Millisecond
 	DefaultREPTimeout  = 4096 * time.Millisecond
-	DefaultTimewait    = 2048 * time.Millisecond
 	DefaultMaxRetries  = 15
 	cmResponseTimeout  = 20 // CMA_CM_RESPONSE_TIMEOUT
-	packetLifeTime     = 18 // CMA_IBOE_PACKET_LIFETIME
+	packetLifeTime     = 16 // CMA_IBOE_PACKET_LIFETIME (18 in Linux 6.1)
 	caACKDelay         = 15 // rxe's local CA ACK delay
 	mraServiceTimeout  = 24 // CMA_CM_MRA_SETTING
 	defaultHopLimit    = 64
@@ -50,8 +51,9 @@ type Config struct {
 	Clock clock.Clock
 	// Seed seeds communication IDs, PSNs and ephemeral ports.
 	Seed uint64
-	// REQTimeout, REPTimeout and Timewait replace the defaults when set;
-	// MaxRetries too (tests).
+	// REQTimeout, REPTimeout and MaxRetries replace the defaults when
+	// set, Timewait the timewait the connection's ACK timeout gives
+	// (tests).
 	REQTimeout, REPTimeout, Timewait time.Duration
 	MaxRetries                       int
 	// DropTx, if set, is asked about each outgoing MAD; true drops it
@@ -153,9 +155,6 @@ func New(cfg Config) (*CM, error) {
 	}
 	if c.cfg.REPTimeout == 0 {
 		c.cfg.REPTimeout = DefaultREPTimeout
-	}
-	if c.cfg.Timewait == 0 {
-		c.cfg.Timewait = DefaultTimewait
 	}
 	if c.cfg.MaxRetries == 0 {
 		c.cfg.MaxRetries = DefaultMaxRetries

@@ -629,3 +629,70 @@ func TestJoinMulticast(t *testing.T) {
 		t.Fatalf("link joins %q, want %q", g.log, want)
 	}
 }
+
+// TestTimersAsLinux612: the REQ carries the ACK timeout of Linux 6.12's
+// RoCE path (packet life time 16, rxe's CA ACK delay 15: 17, which a 6.12
+// peer sends too), both QPs get it as their timeout, and the timewait
+// follows it (2^(17−8) = 512 ms on both sides, as measured against a 6.12
+// peer) or, on the passive side, whatever the peer's REQ said (19 from a
+// Linux 6.1 peer: 2048 ms).
+func TestTimersAsLinux612(t *testing.T) {
+	var mu sync.Mutex
+	var req mad.MAD
+	tap := func(m mad.MAD) bool {
+		if m.AttributeID() == mad.AttrREQ {
+			mu.Lock()
+			req = append(mad.MAD(nil), m...)
+			mu.Unlock()
+		}
+		return false
+	}
+	a, b := newPair(t, Config{Seed: 1, DropTx: tap}, Config{Seed: 2})
+	ca, cb := established(t, a, b, 7174)
+	mu.Lock()
+	f := mad.REQ(req).Fields()
+	mu.Unlock()
+	if f.PrimaryLocalACKTimeout != 17 || f.LocalCMResponseTimeout != 20 || f.RemoteCMResponseTimeout != 20 || f.MaxCMRetries != 15 {
+		t.Errorf("REQ ACK timeout %d, CM response timeouts %d %d, retries %d; want 17, 20, 20, 15",
+			f.PrimaryLocalACKTimeout, f.LocalCMResponseTimeout, f.RemoteCMResponseTimeout, f.MaxCMRetries)
+	}
+	if DefaultREQTimeout != 2*cmTimeout(packetLifeTime)+cmTimeout(cmResponseTimeout) {
+		t.Errorf("REQ timeout %v", DefaultREQTimeout)
+	}
+	for _, id := range []*ID{ca, cb} {
+		a, _, err := id.InitQPAttr(qpstate.StateRTS)
+		if err != nil || a.Timeout != 17 {
+			t.Errorf("QP timeout %d (%v), want 17", a.Timeout, err)
+		}
+		id.cm.mu.Lock()
+		tw := id.timewaitLocked()
+		id.cm.mu.Unlock()
+		if tw != 512*time.Millisecond {
+			t.Errorf("timewait %v, want 512ms", tw)
+		}
+	}
+	b.cm.mu.Lock()
+	cb.req[119] = 19 << 3
+	tw := cb.timewaitLocked()
+	b.cm.mu.Unlock()
+	if tw != 2048*time.Millisecond {
+		t.Errorf("timewait after a REQ with ACK timeout 19: %v, want 2048ms", tw)
+	}
+	b.cm.mu.Lock()
+	cb.req[119] = 17 << 3
+	b.cm.mu.Unlock()
+	start := time.Now()
+	if err := ca.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	b.want(EventDisconnected, 0)
+	if err := cb.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	a.want(EventDisconnected, 0)
+	a.want(EventTimewaitExit, 0)
+	b.want(EventTimewaitExit, 0)
+	if d := time.Since(start); d < 500*time.Millisecond || d > 5*time.Second {
+		t.Errorf("TIMEWAIT_EXIT %v after the disconnect, want 512 ms", d)
+	}
+}

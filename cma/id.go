@@ -770,12 +770,36 @@ func (id *ID) forgetConnLocked() {
 	}
 }
 
+// avTimeoutLocked is the kernel CM's ACK timeout of the connection's
+// path (cm_id_priv->av.timeout): on the passive side the REQ's Primary
+// Local ACK Timeout (cm_format_paths_from_req), on the active side the
+// packet life time + 1 until the REP, then cm_ack_timeout of the REP's
+// Target ACK Delay and the packet life time (cm_rep_handler).
+func (id *ID) avTimeoutLocked() uint8 {
+	switch {
+	case id.listener != nil && id.req != nil:
+		return max(mad.REQ(id.req).PrimaryLocalACKTimeout(), 1)
+	case id.listener == nil && id.rep != nil:
+		return cmAckTimeout(mad.REP(id.rep).Fields().TargetACKDelay, packetLifeTime)
+	}
+	return packetLifeTime + 1
+}
+
+// timewaitLocked is how long the connection stays in timewait:
+// 2^(av.timeout−8) ms (cm_enter_timewait), or Config.Timewait.
+func (id *ID) timewaitLocked() time.Duration {
+	if t := id.cm.cfg.Timewait; t != 0 {
+		return t
+	}
+	return cmTimeout(id.avTimeoutLocked())
+}
+
 // enterTimewaitLocked is cm_enter_timewait: after the timewait the ID is
 // IDLE again and the consumer gets TIMEWAIT_EXIT.
 func (id *ID) enterTimewaitLocked() {
 	id.stopTimerLocked()
 	id.cm_ = cmTimewait
-	id.timer = id.cm.clk.AfterFunc(id.cm.cfg.Timewait, func() {
+	id.timer = id.cm.clk.AfterFunc(id.timewaitLocked(), func() {
 		c := id.cm
 		c.mu.Lock()
 		defer c.mu.Unlock()

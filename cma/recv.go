@@ -235,7 +235,7 @@ func (c *CM) onMRA(m mad.MAD) {
 		return
 	}
 	id.tries = 0
-	id.lastTimeout = cmTimeout(f.ServiceTimeout) + cmTimeout(cmAckTimeout(caACKDelay, packetLifeTime))
+	id.lastTimeout = cmTimeout(f.ServiceTimeout) + cmTimeout(id.avTimeoutLocked())
 	id.armLocked()
 }
 
