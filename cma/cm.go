@@ -136,6 +136,11 @@ type Stats struct {
 	Unmatched   uint64 // dropped: naming no ID
 	RejSent     uint64 // REJs sent
 	Duplicates  uint64 // duplicate REQs dropped or answered with a MRA
+	// BacklogDrops counts the REQs dropped without an answer because the
+	// listener's consumer refused them (a full backlog), so that the
+	// peer's retransmission may find room (ib_cm's cm_destroy_id on
+	// -ENOMEM).
+	BacklogDrops uint64
 }
 
 // New creates the CM of cfg.Dev: a PD, a CQ and the GSI QP in RTS with

@@ -118,6 +118,7 @@ func (c *CM) onREQ(sgid, _ emu.GID, m mad.MAD) {
 	if l.handler == nil || l.handler(&ev) != nil {
 		// The backlog is full: drop the request without a word, so
 		// that the peer's retransmission may find room.
+		c.stats.BacklogDrops++
 		id.cm_ = cmIdle
 		id.destroyLocked()
 	}
