@@ -3,6 +3,7 @@
 package peer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,9 +19,15 @@ import (
 	"time"
 
 	"github.com/google/gopacket/pcapgo"
+	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/mad"
+	"github.com/softroce/softroce/node"
+	"github.com/softroce/softroce/qpstate"
+	"github.com/softroce/softroce/tap"
 	"github.com/softroce/softroce/wire"
 )
 
@@ -335,7 +342,12 @@ func cmCount(ms []cmMAD, src netip.Addr, attr mad.AttrID) int {
 //     side left disconnects, its DREQ is sent 16 times 4096 ms apart,
 //     then DISCONNECTED with -ETIMEDOUT; both directions at once. Once the
 //     link is back the other side's DREQ finds no connection and is
-//     answered all the same.
+//     answered all the same;
+//   - MADs for QP1 that no agent takes, from an in-process softroce node's
+//     GSI QP: a Get (CM ClassPortInfo, PerfMgt PortCounters) is answered
+//     by both with the same MAD as a GetResp of status 0x000c, byte for
+//     byte; a CM Get of a REQ, a LAP, a CM MAD of class version 1 get
+//     nothing from either.
 //
 // Every disconnect ends with TIMEWAIT_EXIT 512 ms after DISCONNECTED
 // (the timewait of two 6.12 CMs). One VM boot serves every case; the test
@@ -588,6 +600,54 @@ func TestInteropCMEdge(t *testing.T) {
 		}
 	})
 
+	// MADs QP1 takes no agent for: the kernel's MAD layer answers a Get
+	// or a Set with a GetResp of status 0x000c and drops the rest;
+	// softroce's daemon must answer the same.
+	sub("unmatched-mad", func(l *cmEdgeLab) {
+		c := l.capture("unmatched-mad")
+		probeIP := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 77, 0, 3}), 24)
+		p := newGSIProbe(l.t, l.ctx, l.lab, probeIP)
+		mads := []struct {
+			name   string
+			make   func(m mad.MAD)
+			answer bool
+		}{
+			{"CM Get ClassPortInfo", func(m mad.MAD) { m[3], m[16], m[17] = mad.MethodGet, 0, 1 }, true},
+			{"PerfMgt Get PortCounters", func(m mad.MAD) { m[1], m[2], m[3], m[16], m[17] = 0x04, 1, mad.MethodGet, 0, 0x12 }, true},
+			{"CM Get of a REQ", func(m mad.MAD) { m[3] = mad.MethodGet }, false},
+			{"CM LAP", func(m mad.MAD) { m[17] = 0x19 }, false},
+			{"CM class version 1", func(m mad.MAD) { m[2] = 1 }, false},
+		}
+		for i, mm := range mads {
+			m := mad.NewCM(mad.AttrREQ, 0x5a5a0000+uint64(i))
+			for j := mad.HeaderSize; j < mad.Size; j++ {
+				m[j] = byte(j)
+			}
+			mm.make(m)
+			for _, peer := range []struct {
+				name string
+				addr netip.Addr
+			}{{"rxe", l.vmIP}, {"softroce", soft}} {
+				got := p.exchange(l.t, peer.addr, m, 500*time.Millisecond)
+				want := mad.MAD(nil)
+				if mm.answer {
+					want = append(mad.MAD(nil), m...)
+					want[3] = mad.MethodGetResp
+					want[4], want[5] = 0, 0x0c
+				}
+				switch {
+				case want == nil && len(got) != 0:
+					l.t.Errorf("%s: %s answers %x, want nothing", mm.name, peer.name, got[0][:mad.HeaderSize])
+				case want != nil && (len(got) != 1 || !bytes.Equal(got[0], want)):
+					l.t.Errorf("%s: %s answers %d MADs %x, want the GetResp %x", mm.name, peer.name, len(got), got, want[:mad.HeaderSize])
+				case want != nil:
+					l.t.Logf("%s: %s answers %x", mm.name, peer.name, got[0][:mad.HeaderSize])
+				}
+			}
+		}
+		checkEdgeCapture(l.t, c)
+	})
+
 	if err := l.d.stop(); err != nil {
 		t.Error(err)
 	}
@@ -646,4 +706,134 @@ func checkREJ(t *testing.T, ms []cmMAD, from netip.Addr, reason mad.RejReason) {
 	if n != 1 {
 		t.Errorf("%d REJs on the wire, want 1", n)
 	}
+}
+
+// gsiProbe is a GSI QP of an in-process softroce node on the lab: it
+// sends MADs to QP1 of an address and takes what comes back.
+type gsiProbe struct {
+	n    *node.Node
+	pd   *emu.PD
+	cq   *emu.CQ
+	qp   *emu.QP
+	mr   *emu.MR
+	addr uint64
+	buf  []byte
+	sgid int
+}
+
+// gsiSlot is the room of one receive (GRH and MAD) or send.
+const gsiSlot = emu.GRHSize + mad.Size
+
+// newGSIProbe starts a node on the lab's TAP softroceTAP with address
+// ip and a GSI QP on its device with 16 receives posted.
+func newGSIProbe(t *testing.T, ctx context.Context, lab *Lab, ip netip.Prefix) *gsiProbe {
+	t.Helper()
+	if err := lab.AddTAP(ctx, softroceTAP); err != nil {
+		t.Fatal(err)
+	}
+	p := &gsiProbe{}
+	if err := lab.Do(func() error {
+		td, err := tap.Open(softroceTAP, &tap.Config{Bridge: lab.Bridge(), MTU: lab.MTU()})
+		if err != nil {
+			return err
+		}
+		if p.n, err = node.New(context.Background(), node.Config{Link: td, NoDAD: true, Addrs: []netip.Prefix{ip}, Seed: 11}); err != nil {
+			td.Close()
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.n.Close() })
+	dev := p.n.Device()
+	var err error
+	if p.pd, err = dev.AllocPD(0); err != nil {
+		t.Fatal(err)
+	}
+	if p.cq, err = dev.CreateCQ(emu.CQInitAttr{CQE: 64}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.TakeMADLayer(); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Fatal(err)
+	}
+	if p.qp, err = p.pd.CreateQP(&emu.QPInitAttr{SendCQ: p.cq, RecvCQ: p.cq, QPType: qpstate.TypeGSI, PortNum: 1,
+		Cap: qpstate.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		a qpstate.Attr
+		m qpstate.AttrMask
+	}{
+		{qpstate.Attr{QPState: qpstate.StateInit, QKey: emu.GSIQKey}, qpstate.AttrState | qpstate.AttrPKeyIndex | qpstate.AttrQKey},
+		{qpstate.Attr{QPState: qpstate.StateRTR}, qpstate.AttrState},
+		{qpstate.Attr{QPState: qpstate.StateRTS}, qpstate.AttrState | qpstate.AttrSQPSN},
+	} {
+		if err := p.qp.Modify(&s.a, s.m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.addr, p.buf = dev.Memory().Alloc(17 * gsiSlot)
+	if p.mr, err = p.pd.RegUserMR(p.addr, uint64(len(p.buf)), p.addr, ib.AccessLocalWrite); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 16 {
+		if _, err := p.qp.PostRecv([]emu.RecvWR{{WRID: uint64(i), SGList: []emu.SGE{{Addr: p.addr + uint64(i*gsiSlot), Length: gsiSlot, LKey: p.mr.LKey()}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pa, err := dev.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.sgid = -1
+	for i := 0; i < pa.GIDTblLen && p.sgid < 0; i++ {
+		if e, err := dev.QueryGID(1, i); err == nil && e.Type == ib.GIDTypeRoCEv2 && e.GID.Addr() == ip.Addr() {
+			p.sgid = i
+		}
+	}
+	if p.sgid < 0 {
+		t.Fatalf("no RoCEv2 GID of %v", ip)
+	}
+	return p
+}
+
+// exchange sends m to QP1 of dst and returns the MADs that come back
+// within wait.
+func (p *gsiProbe) exchange(t *testing.T, dst netip.Addr, m mad.MAD, wait time.Duration) []mad.MAD {
+	t.Helper()
+	dmac, err := nodeResolver(p.n)(emu.GIDFromAddr(dst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ah, err := p.pd.CreateAH(&ib.AHAttr{Type: ib.AHAttrTypeRoCE, PortNum: 1, AHFlags: ib.AHGRH, DMAC: dmac,
+		GRH: ib.GlobalRoute{DGID: emu.GIDFromAddr(dst), SGIDIndex: uint8(p.sgid), HopLimit: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ah.Destroy()
+	send := 16 * gsiSlot
+	copy(p.buf[send:], m)
+	if _, err := p.qp.PostSend([]emu.SendWR{{WRID: 100, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
+		SGList: []emu.SGE{{Addr: p.addr + uint64(send), Length: mad.Size, LKey: p.mr.LKey()}},
+		AH:     ah, RemoteQPN: 1, RemoteQKey: emu.GSIQKey}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []mad.MAD
+	wc := make([]emu.WC, 4)
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for _, w := range wc[:p.cq.Poll(wc)] {
+			if w.Opcode&emu.WCRecv == 0 {
+				if w.Status != emu.WCSuccess {
+					t.Fatalf("send to QP1 of %v: %v", dst, w.Status)
+				}
+				continue
+			}
+			i := int(w.WRID)
+			if w.Status == emu.WCSuccess && int(w.ByteLen) >= gsiSlot {
+				got = append(got, append(mad.MAD(nil), p.buf[i*gsiSlot+emu.GRHSize:(i+1)*gsiSlot]...))
+			}
+			p.qp.PostRecv([]emu.RecvWR{{WRID: uint64(i), SGList: []emu.SGE{{Addr: p.addr + uint64(i*gsiSlot), Length: gsiSlot, LKey: p.mr.LKey()}}}})
+		}
+	}
+	return got
 }
