@@ -336,7 +336,9 @@ func cmCount(ms []cmMAD, src netip.Addr, attr mad.AttrID) int {
 //   - softroce's first REQ lost (a fault rule of the daemon): the REQ
 //     timer (4608 ms) sends it again and the connection is made; with
 //     softroce as the server its first REP lost: its REP timer (4096 ms)
-//     sends it again before the kernel's REQ timer runs out;
+//     sends it again before the kernel's REQ timer runs out; the VM's
+//     first REQ lost (an ebtables rule on the lab's bridge): the kernel's
+//     REQ timer (4608 ms) sends it again, with the same TID;
 //   - two connects racing for one listener: both are made;
 //   - a peer that disappears (the VM's TAP goes down between them): the
 //     side left disconnects, its DREQ is sent 16 times 4096 ms apart,
@@ -503,6 +505,66 @@ func TestInteropCMEdge(t *testing.T) {
 		l.t.Logf("wire: %s", cmMADSummary(ms, soft))
 		if n, m := cmCount(ms, l.vmIP, mad.AttrREQ), cmCount(ms, soft, mad.AttrREP); n != 1 || m != 1 {
 			l.t.Errorf("%d REQs from rxe and %d REPs from softroce on the wire, want 1 and the retransmitted 1", n, m)
+		}
+	})
+
+	// The VM's first REQ lost: softroce's fault rules act on what it
+	// sends, so a bridge filter drops the frames to softroce's TAP until
+	// it has dropped one (the bridge's capture still sees it).
+	sub("lost-req/rxe-client", func(l *cmEdgeLab) {
+		_, err := exec.LookPath("ebtables")
+		testenv.Require(l.t, err == nil, "ebtables is not installed")
+		rule := []string{"FORWARD", "-p", "IPv4", "--ip-proto", "udp", "--ip-dport", "4791", "-o", softroceUserTAP, "-j", "DROP"}
+		if out, err := l.lab.Exec(l.ctx, append([]string{"ebtables", "-A"}, rule...)...); err != nil {
+			l.t.Skipf("the kernel takes no bridge filter: %v %s", err, out)
+		}
+		removed := false
+		remove := func() {
+			if !removed {
+				removed = true
+				if _, err := l.lab.Exec(context.Background(), append([]string{"ebtables", "-D"}, rule...)...); err != nil {
+					l.t.Error(err)
+				}
+			}
+		}
+		defer remove()
+		c := l.capture("lost-req-rxe-client")
+		srv := l.softServer("19811")
+		cli := l.vmClient(19811)
+		dropped := regexp.MustCompile(`pcnt = [1-9]`)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			out, err := l.lab.Exec(l.ctx, "ebtables", "-L", "FORWARD", "--Lc")
+			if err != nil {
+				l.t.Fatal(err)
+			}
+			if dropped.Match(out) {
+				break
+			}
+			if time.Now().After(deadline) {
+				l.t.Fatalf("the VM's REQ never came:\n%s", out)
+			}
+		}
+		remove()
+		out := l.waitVM(cli, 60*time.Second)
+		sout := l.waitSoft(srv, 30*time.Second)
+		evs := cmEdgeEvents(out, 0)
+		checkCMSeq(l.t, "rxe client", evs, cmSeqClient)
+		checkCMSeq(l.t, "softroce server", cmEdgeEvents(sout, 0), cmSeqServer)
+		if len(evs) > 0 && (evs[0].t < 4500*time.Millisecond || evs[0].t > 6*time.Second) {
+			l.t.Errorf("ESTABLISHED %v after rdma_connect, want one REQ timeout later (4608 ms)", evs[0].t)
+		}
+		ms := cmMADs(l.t, c)
+		l.t.Logf("wire: %s", cmMADSummary(ms, soft))
+		var reqs []cmMAD
+		for _, m := range ms {
+			if m.src == l.vmIP && m.attr == mad.AttrREQ {
+				reqs = append(reqs, m)
+			}
+		}
+		if len(reqs) != 2 || reqs[0].tid != reqs[1].tid {
+			l.t.Errorf("REQs from rxe on the wire: %+v, want the lost one and its retransmission", reqs)
+		} else {
+			l.t.Logf("rxe retransmitted its REQ %v later", reqs[1].at.Sub(reqs[0].at).Round(time.Millisecond))
 		}
 	})
 
