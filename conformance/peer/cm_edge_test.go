@@ -294,7 +294,7 @@ func cmMADs(t *testing.T, c *Capture) []cmMAD {
 	}
 }
 
-// summary prints the MADs with their sender and time from the first.
+// cmMADSummary prints the MADs with their sender and time from the first.
 func cmMADSummary(ms []cmMAD, soft netip.Addr) string {
 	var s []string
 	for _, m := range ms {
@@ -311,7 +311,7 @@ func cmMADSummary(ms []cmMAD, soft netip.Addr) string {
 	return strings.Join(s, ", ")
 }
 
-// count counts the MADs of attr from src.
+// cmCount counts the MADs of attr from src.
 func cmCount(ms []cmMAD, src netip.Addr, attr mad.AttrID) int {
 	n := 0
 	for _, m := range ms {
