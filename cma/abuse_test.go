@@ -10,16 +10,6 @@ import (
 	"github.com/softroce/softroce/mad"
 )
 
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // objects is what a CM holds: IDs, connections by local and remote ID,
 // service requests, bound ports, cached address handles, send slots in
 // use and sends waiting for one.

@@ -386,31 +386,8 @@ func TestServiceResolution(t *testing.T) {
 // both IDs, their QPs moved through INIT, RTR and RTS.
 func established(t *testing.T, a, b *side, port uint16) (*ID, *ID) {
 	t.Helper()
-	l := b.id(PSTCP)
-	if err := l.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), port)); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Listen(0); err != nil {
-		t.Fatal(err)
-	}
-	ca := a.resolved(b.ip, port)
-	qa, qb := a.qp(), b.qp()
-	modify(t, ca, qa, qpstate.StateInit)
-	if err := ca.Connect(&ConnParam{QPNum: qa.QPNum(), ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}); err != nil {
-		t.Fatal(err)
-	}
-	cb := b.want(EventConnectRequest, 0).ID
-	modify(t, cb, qb, qpstate.StateInit, qpstate.StateRTR, qpstate.StateRTS)
-	if err := cb.Accept(&ConnParam{QPNum: qb.QPNum(), ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7}); err != nil {
-		t.Fatal(err)
-	}
-	a.want(EventConnectResponse, 0)
-	modify(t, ca, qa, qpstate.StateInit, qpstate.StateRTR, qpstate.StateRTS)
-	if err := ca.Accept(nil); err != nil {
-		t.Fatal(err)
-	}
-	b.want(EventEstablished, 0)
-	return ca, cb
+	ca, cb := connected(t, a, b, port, rpingParam, ConnParam{ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7})
+	return ca.id, cb.id
 }
 
 // TestLostREQIsRetransmitted: the first REQ is lost; the timer sends the

@@ -21,14 +21,14 @@ type PortSpace uint16
 
 // The port spaces.
 const (
-	PSIPoIB PortSpace = 0x0002
-	PSIB    PortSpace = 0x013F
-	PSTCP   PortSpace = 0x0106
-	PSUDP   PortSpace = 0x0111
+	PSIPoIB PortSpace = mad.PortSpaceIPoIB
+	PSIB    PortSpace = mad.PortSpaceIB
+	PSTCP   PortSpace = mad.PortSpaceTCP
+	PSUDP   PortSpace = mad.PortSpaceUDP
 )
 
 // UDPQKey is RDMA_UDP_QKEY, the Q_Key of the UD QPs of RDMA_PS_UDP.
-const UDPQKey = 0x01234567
+const UDPQKey = mad.RDMAUDPQKey
 
 // State is enum rdma_cm_state.
 type State int
@@ -281,9 +281,7 @@ func (id *ID) Info() Info {
 	return in
 }
 
-func serviceID(ps PortSpace, port uint16) uint64 {
-	return uint64(ps)<<16 | uint64(port)
-}
+func serviceID(ps PortSpace, port uint16) uint64 { return mad.ServiceID(uint16(ps), port) }
 
 // event delivers an event of id to its handler; c.mu held.
 func (id *ID) event(ev Event) error {
@@ -951,18 +949,25 @@ func (id *ID) disconnectLocked() {
 	c := id.cm
 	switch id.cm_ {
 	case cmREPSent, cmEstablished:
-		id.cm_ = cmDREQSent
-		d := mad.NewCM(mad.AttrDREQ, id.dreqTID())
-		mad.DREQ(d).Encode(&mad.DREQFields{LocalCommID: id.localID, RemoteCommID: id.remoteID, RemoteQPN: id.remoteQPN})
-		timeout := c.cfg.REPTimeout
-		if id.listener == nil {
-			timeout = c.cfg.REQTimeout
-		}
-		id.sendTimedLocked(d, timeout, c.cfg.MaxRetries)
+		id.sendDREQLocked()
 	case cmDREQRcvd:
 		c.send(id.dgid, buildDREP(id.drepTID, id.localID, id.remoteID))
 		id.enterTimewaitLocked()
 	}
+}
+
+// sendDREQLocked sends the DREQ of a connection on its timer
+// (ib_send_cm_dreq); the DREP, or the retries running out, ends it.
+func (id *ID) sendDREQLocked() {
+	c := id.cm
+	id.cm_ = cmDREQSent
+	d := mad.NewCM(mad.AttrDREQ, id.dreqTID())
+	mad.DREQ(d).Encode(&mad.DREQFields{LocalCommID: id.localID, RemoteCommID: id.remoteID, RemoteQPN: id.remoteQPN})
+	timeout := c.cfg.REPTimeout
+	if id.listener == nil {
+		timeout = c.cfg.REQTimeout
+	}
+	id.sendTimedLocked(d, timeout, c.cfg.MaxRetries)
 }
 
 // dreqTID: the active side's DREQ reuses its REQ's TID; the passive side
@@ -1018,7 +1023,9 @@ func (id *ID) destroyLocked() {
 		for i := range 8 {
 			ari[i] = byte(c.guid >> (56 - 8*i))
 		}
-		mad.REJ(rej).Encode(&mad.REJFields{LocalCommID: id.localID, MessageREJected: mad.MsgREQ,
+		// cm_format_rej outside REQ_RCVD and REP_RCVD: the kind is
+		// "other".
+		mad.REJ(rej).Encode(&mad.REJFields{LocalCommID: id.localID, MessageREJected: mad.MsgOther,
 			RejectInfoLength: 8, Reason: mad.RejTimeout, ARI: ari[:]})
 		c.send(id.dgid, rej)
 	case cmREQRcvd, cmREPRcvd, cmREPSent:
