@@ -541,6 +541,20 @@ func (c *CM) gidAt(i int) emu.GID {
 	return e.GID
 }
 
+// madAgentHiTID is the high half of the CM's transaction IDs: its MAD
+// agent's hi_tid, which the kernel numbers in registration order; 2 for
+// the CM of a Linux 6.12 host with one rxe device, as its REQs show.
+const madAgentHiTID = 2
+
+// formTID is cm_form_tid, the transaction ID of the REQ, SIDR_REQ or DREQ
+// of the ID with local communication ID localID: the agent's hi_tid above
+// the ID, which the kernel keeps in network byte order and widens as a
+// host integer, so its bytes come out reversed on the little-endian hosts
+// rxe runs on.
+func formTID(localID uint32) uint64 {
+	return madAgentHiTID<<32 | uint64(bits.ReverseBytes32(localID))
+}
+
 // newCommIDLocked returns a fresh local communication ID (nonzero, unused).
 func (c *CM) newCommIDLocked() uint32 {
 	for {

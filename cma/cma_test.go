@@ -687,3 +687,43 @@ func TestTimersAsLinux612(t *testing.T) {
 		t.Errorf("TIMEWAIT_EXIT %v after the disconnect, want 512 ms", d)
 	}
 }
+
+// TestTransactionIDsAsKernel: the REQ's and each side's DREQ's TIDs are
+// cm_form_tid's: the CM agent's hi_tid above the sender's communication
+// ID as a little-endian kernel widens it (a Linux 6.12 REQ with Local
+// Communication ID 0x21c6aa84 carries TID 0x0000000284aac621).
+func TestTransactionIDsAsKernel(t *testing.T) {
+	if got := formTID(0x21c6aa84); got != 0x0000000284aac621 {
+		t.Fatalf("formTID(0x21c6aa84) = %#016x", got)
+	}
+	var mu sync.Mutex
+	sent := map[mad.AttrID][]mad.MAD{}
+	tap := func(m mad.MAD) bool {
+		mu.Lock()
+		sent[m.AttributeID()] = append(sent[m.AttributeID()], append(mad.MAD(nil), m...))
+		mu.Unlock()
+		return false
+	}
+	a, b := newPair(t, Config{Seed: 1, DropTx: tap, Timewait: 10 * time.Millisecond}, Config{Seed: 2, DropTx: tap, Timewait: 10 * time.Millisecond})
+	ca, cb := established(t, a, b, 7174)
+	if err := cb.Disconnect(); err != nil { // the passive side's DREQ
+		t.Fatal(err)
+	}
+	a.want(EventDisconnected, 0)
+	if err := ca.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	b.want(EventDisconnected, 0)
+	mu.Lock()
+	defer mu.Unlock()
+	req, rep, dreq := sent[mad.AttrREQ], sent[mad.AttrREP], sent[mad.AttrDREQ]
+	if len(req) != 1 || len(rep) != 1 || len(dreq) != 1 {
+		t.Fatalf("%d REQs, %d REPs, %d DREQs", len(req), len(rep), len(dreq))
+	}
+	if tid := req[0].TransactionID(); tid != formTID(req[0].LocalCommID()) || rep[0].TransactionID() != tid {
+		t.Errorf("REQ TID %#x for communication ID %#x, REP TID %#x", tid, req[0].LocalCommID(), rep[0].TransactionID())
+	}
+	if tid := dreq[0].TransactionID(); tid != formTID(rep[0].LocalCommID()) {
+		t.Errorf("passive DREQ TID %#x, want %#x", tid, formTID(rep[0].LocalCommID()))
+	}
+}

@@ -662,7 +662,7 @@ func (id *ID) Connect(p *ConnParam) error {
 	}
 	id.state = StateConnect
 	id.localID = c.newCommIDLocked()
-	id.tid = uint64(c.rnd.Uint32())
+	id.tid = formTID(id.localID)
 	id.qpNum = p.QPNum & 0xffffff
 	id.respRes, id.initDepth = p.ResponderResources, p.InitiatorDepth
 	sgid := c.gidAt(id.gidIdx)
@@ -970,14 +970,9 @@ func (id *ID) sendDREQLocked() {
 	id.sendTimedLocked(d, timeout, c.cfg.MaxRetries)
 }
 
-// dreqTID: the active side's DREQ reuses its REQ's TID; the passive side
-// takes a new one.
-func (id *ID) dreqTID() uint64 {
-	if id.listener == nil {
-		return id.tid
-	}
-	return uint64(id.cm.rnd.Uint32())<<1 | 1
-}
+// dreqTID is the DREQ's TID, cm_form_tid's of the sender's ID: the
+// active side's equals its REQ's, the passive side's is its own.
+func (id *ID) dreqTID() uint64 { return formTID(id.localID) }
 
 // Notify is rdma_notify with IB_EVENT_COMM_EST (2): data arrived on a
 // passive connection before the RTU; it becomes established.
