@@ -206,8 +206,8 @@ func (l *txLog) last(a mad.AttrID) mad.MAD {
 // PSN is what the active side receives with, the REP's what the passive
 // side does), the depths each side offered, the REQ's retry count on
 // both sides, each side's RNR retry count from the other's message,
-// timeout 19, path MTU 4096; then data moves both ways, RDMA READ
-// included.
+// timeout 17 (the packet life time + 1), path MTU 4096; then data moves
+// both ways, RDMA READ included.
 func TestConnectQPAttributes(t *testing.T) {
 	clk := clock.Real{}
 	for i, c := range []struct {
@@ -423,7 +423,7 @@ func checkEvery(t *testing.T, what string, ts []time.Duration, n int, step time.
 }
 
 // TestKernelTimers: with the kernel's times, an unanswered REQ goes out
-// 16 times, every 6144 ms (twice the packet life time of 18 plus the
+// 16 times, every 4608 ms (twice the packet life time of 16 plus the
 // response timeout of 20), then the consumer gets UNREACHABLE −ETIMEDOUT;
 // an unanswered REP every 4096 ms (the REQ's Local CM Response Timeout),
 // as many times as the REQ's Max CM Retries allow, then the passive
@@ -481,10 +481,11 @@ func TestKernelTimers(t *testing.T) {
 }
 
 // TestMRA: a consumer slow to accept. The active side's REQ times out
-// after 6144 ms and goes out again; the passive side, still holding the
+// after 4608 ms and goes out again; the passive side, still holding the
 // first copy for its consumer, answers the duplicate with an MRA (service
-// timeout 24); the active side then waits 2^(24−8) + 2^(19−8) ms before
-// its next copy, and the connection comes up when the consumer accepts.
+// timeout 24); the active side then waits 2^(24−8) + 2^(17−8) ms (its
+// path's ACK timeout, the packet life time + 1) before its next copy, and
+// the connection comes up when the consumer accepts.
 func TestMRA(t *testing.T) {
 	clk := clock.NewManual(time.Unix(0, 0))
 	la, lb := newTxLog(clk, nil), newTxLog(clk, nil)
@@ -499,17 +500,17 @@ func TestMRA(t *testing.T) {
 		t.Fatal(err)
 	}
 	cb := b.want(EventConnectRequest, 0).ID
-	clk.AdvanceToNext() // 6144 ms: the REQ again
+	clk.AdvanceToNext() // 4608 ms: the REQ again
 	waitFor(t, "the MRA", func() bool { return len(lb.times(mad.AttrMRA)) == 1 })
 	if f := mad.MRA(lb.last(mad.AttrMRA)).Fields(); f.MessageMRAed != mad.MsgREQ || f.ServiceTimeout != mraServiceTimeout {
 		t.Errorf("MRA %+v", f)
 	}
 	waitFor(t, "the REQ timer", func() bool {
 		d, ok := clk.NextDeadline()
-		return ok && d.Sub(time.Unix(0, 0)) == DefaultREQTimeout+65536*time.Millisecond+2048*time.Millisecond
+		return ok && d.Sub(time.Unix(0, 0)) == DefaultREQTimeout+65536*time.Millisecond+512*time.Millisecond
 	})
 	clk.AdvanceToNext()
-	want := []time.Duration{0, DefaultREQTimeout, DefaultREQTimeout + 65536*time.Millisecond + 2048*time.Millisecond}
+	want := []time.Duration{0, DefaultREQTimeout, DefaultREQTimeout + 65536*time.Millisecond + 512*time.Millisecond}
 	waitFor(t, "the third REQ", func() bool { return len(la.times(mad.AttrREQ)) == 3 })
 	if got := la.times(mad.AttrREQ); got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Errorf("REQs at %v, want %v", got, want)

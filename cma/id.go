@@ -662,7 +662,7 @@ func (id *ID) Connect(p *ConnParam) error {
 	}
 	id.state = StateConnect
 	id.localID = c.newCommIDLocked()
-	id.tid = uint64(c.rnd.Uint32())
+	id.tid = formTID(id.localID)
 	id.qpNum = p.QPNum & 0xffffff
 	id.respRes, id.initDepth = p.ResponderResources, p.InitiatorDepth
 	sgid := c.gidAt(id.gidIdx)
@@ -768,12 +768,36 @@ func (id *ID) forgetConnLocked() {
 	}
 }
 
+// avTimeoutLocked is the kernel CM's ACK timeout of the connection's
+// path (cm_id_priv->av.timeout): on the passive side the REQ's Primary
+// Local ACK Timeout (cm_format_paths_from_req), on the active side the
+// packet life time + 1 until the REP, then cm_ack_timeout of the REP's
+// Target ACK Delay and the packet life time (cm_rep_handler).
+func (id *ID) avTimeoutLocked() uint8 {
+	switch {
+	case id.listener != nil && id.req != nil:
+		return max(mad.REQ(id.req).PrimaryLocalACKTimeout(), 1)
+	case id.listener == nil && id.rep != nil:
+		return cmAckTimeout(mad.REP(id.rep).Fields().TargetACKDelay, packetLifeTime)
+	}
+	return packetLifeTime + 1
+}
+
+// timewaitLocked is how long the connection stays in timewait:
+// 2^(av.timeout−8) ms (cm_enter_timewait), or Config.Timewait.
+func (id *ID) timewaitLocked() time.Duration {
+	if t := id.cm.cfg.Timewait; t != 0 {
+		return t
+	}
+	return cmTimeout(id.avTimeoutLocked())
+}
+
 // enterTimewaitLocked is cm_enter_timewait: after the timewait the ID is
 // IDLE again and the consumer gets TIMEWAIT_EXIT.
 func (id *ID) enterTimewaitLocked() {
 	id.stopTimerLocked()
 	id.cm_ = cmTimewait
-	id.timer = id.cm.clk.AfterFunc(id.cm.cfg.Timewait, func() {
+	id.timer = id.cm.clk.AfterFunc(id.timewaitLocked(), func() {
 		c := id.cm
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -946,14 +970,9 @@ func (id *ID) sendDREQLocked() {
 	id.sendTimedLocked(d, timeout, c.cfg.MaxRetries)
 }
 
-// dreqTID: the active side's DREQ reuses its REQ's TID; the passive side
-// takes a new one.
-func (id *ID) dreqTID() uint64 {
-	if id.listener == nil {
-		return id.tid
-	}
-	return uint64(id.cm.rnd.Uint32())<<1 | 1
-}
+// dreqTID is the DREQ's TID, cm_form_tid's of the sender's ID: the
+// active side's equals its REQ's, the passive side's is its own.
+func (id *ID) dreqTID() uint64 { return formTID(id.localID) }
 
 // Notify is rdma_notify with IB_EVENT_COMM_EST (2): data arrived on a
 // passive connection before the RTU; it becomes established.

@@ -126,6 +126,7 @@ func (c *CM) onREQ(sgid, _ emu.GID, m mad.MAD) {
 	if l.handler == nil || l.handler(&ev) != nil {
 		// The backlog is full: drop the request without a word, so
 		// that the peer's retransmission may find room.
+		c.stats.BacklogDrops++
 		id.cm_ = cmIdle
 		id.destroyLocked()
 	}
@@ -259,7 +260,7 @@ func (c *CM) onMRA(m mad.MAD) {
 		return
 	}
 	id.tries = 0
-	id.lastTimeout = cmTimeout(f.ServiceTimeout) + cmTimeout(cmAckTimeout(caACKDelay, packetLifeTime))
+	id.lastTimeout = cmTimeout(f.ServiceTimeout) + cmTimeout(id.avTimeoutLocked())
 	id.armLocked()
 }
 
