@@ -174,15 +174,27 @@ func (r *device) attach() {
 	}
 }
 
+// poolChunk is how many frame buffers get allocates at once when the pool
+// is empty: the pool grows to the most frames in flight, which a burst
+// of load may raise long after warm-up, and one allocation per chunk
+// keeps that rare.
+const poolChunk = 16
+
 func (t *transport) get() []byte {
 	t.poolMu.Lock()
 	defer t.poolMu.Unlock()
 	if n := len(t.pool); n > 0 {
 		b := t.pool[n-1]
+		t.pool[n-1] = nil
 		t.pool = t.pool[:n-1]
 		return b[:cap(b)]
 	}
-	return make([]byte, t.frame)
+	n := t.frame
+	arr := make([]byte, poolChunk*n)
+	for i := 1; i < poolChunk; i++ {
+		t.pool = append(t.pool, arr[i*n:(i+1)*n:(i+1)*n])
+	}
+	return arr[:n:n]
 }
 
 func (t *transport) put(bs [][]byte) {
@@ -426,6 +438,7 @@ func (r *device) flushTx() {
 			}
 		}
 	}
+	// WriteNoICRC may have traded buffers: tx holds the pipe's, as large.
 	t.put(tx)
 	clear(tx)
 	t.txSpare = tx[:0]
