@@ -22,6 +22,7 @@ const minPayload = wire.BTHSize + wire.ICRCSize
 type rxMeta struct {
 	src, dst netip.AddrPort
 	tos, ttl uint8
+	seg      int // the datagram size of a UDP GRO train; 0 for one datagram
 }
 
 // synthesize writes the Ethernet, IP and UDP headers in front of the n
@@ -91,6 +92,18 @@ type txMeta struct {
 	src, dst netip.Addr
 	dport    uint16
 	tos, ttl uint8
+	// frame is the prepared frame (in the scratch space) and l3 where its
+	// IP header starts, for setIPID.
+	frame []byte
+	l3    int
+}
+
+// setIPID gives the prepared IPv4 frame of m the identification id and
+// reseals its ICRC: the kernel numbers the segments of one UDP GSO send
+// id 0, 1, 2, ... (inet_gso_segment counts up from the first segment's).
+func setIPID(m *txMeta, id uint16) {
+	binary.BigEndian.PutUint16(m.frame[m.l3+4:], id)
+	wire.SealICRC(m.frame, m.l3)
 }
 
 // errNotRoCE is a frame the link cannot send: not IPv4 or IPv6 over UDP.
@@ -162,20 +175,79 @@ func prepare(scratch, frame []byte, sport uint16, mtu int) ([]byte, txMeta, erro
 	if err := wire.SealICRC(b, l3); err != nil {
 		return nil, m, fmt.Errorf("%w: %w", errNotRoCE, err)
 	}
+	m.frame, m.l3 = b, l3
 	return b[l4+wire.UDPSize : l4+ulen], m, nil
 }
 
-// checkRx verifies the ICRC of a synthesized frame. An IPv4 frame that does
-// not verify is unverifiable (its sender's identification is unknown): its
-// ICRC is resealed and checkRx reports true. IPv6 frames are left as they
-// are, for the device to check.
-func checkRx(frame []byte) (unverifiable bool) {
+// idBits is how many low bits of the IPv4 identification checker.check
+// tries: the identifications the segments of one GSO send carry.
+const idBits = 6 // 1 << idBits == maxSegments
+
+// checker verifies the ICRC of synthesized frames. It keeps, per frame
+// length, what each low bit of the IPv4 identification changes in the
+// ICRC; one per receiving goroutine.
+type checker struct {
+	deltas map[int]*[idBits]uint32
+}
+
+// check verifies the ICRC of a synthesized frame. An IPv4 frame is
+// synthesized with identification 0; when its ICRC matches another
+// identification below 1<<idBits instead (a segment of a GSO send, which
+// the kernel numbers 0, 1, 2, ...), the frame gets that identification
+// and is verified. An IPv4 frame that matches none of them is
+// unverifiable (its sender's identification is unknown): its ICRC is
+// resealed for identification 0 and check reports true. IPv6 frames are
+// left as they are, for the device to check.
+//
+// The ICRC is a CRC: for frames of one length, changing the
+// identification changes the ICRC by a value that depends only on the
+// change, so one CRC of the frame and a table of idBits values per length
+// try every identification.
+func (c *checker) check(frame []byte) (unverifiable bool) {
+	const l3, ipid = wire.EthernetSize, wire.EthernetSize + 4
 	if binary.BigEndian.Uint16(frame[12:]) != wire.EtherTypeIPv4 {
 		return false
 	}
-	if wire.VerifyICRC(frame, wire.EthernetSize) == nil {
+	if wire.VerifyICRC(frame, l3) == nil {
 		return false
 	}
-	wire.SealICRC(frame, wire.EthernetSize)
+	icrc := frame[len(frame)-wire.ICRCSize:]
+	got := binary.LittleEndian.Uint32(icrc)
+	if wire.SealICRC(frame, l3) != nil {
+		return true
+	}
+	zero := binary.LittleEndian.Uint32(icrc)
+	d := c.deltas[len(frame)]
+	if d == nil {
+		d = new([idBits]uint32)
+		for b := range idBits {
+			binary.BigEndian.PutUint16(frame[ipid:], 1<<b)
+			wire.SealICRC(frame, l3)
+			d[b] = binary.LittleEndian.Uint32(icrc) ^ zero
+		}
+		binary.BigEndian.PutUint16(frame[ipid:], 0)
+		binary.LittleEndian.PutUint32(icrc, zero)
+		if c.deltas == nil || len(c.deltas) >= 64 {
+			c.deltas = map[int]*[idBits]uint32{}
+		}
+		c.deltas[len(frame)] = d
+	}
+	diff := got ^ zero
+	for id := 1; id < 1<<idBits; id++ {
+		var x uint32
+		for b := range idBits {
+			if id&(1<<b) != 0 {
+				x ^= d[b]
+			}
+		}
+		if x == diff {
+			h := frame[l3 : l3+wire.IPv4Size]
+			binary.BigEndian.PutUint16(h[4:], uint16(id))
+			h[10], h[11] = 0, 0
+			binary.BigEndian.PutUint16(h[10:], ipv4Checksum(h))
+			binary.LittleEndian.PutUint32(icrc, got)
+			return false
+		}
+	}
 	return true
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softroce/softroce/link"
+	"github.com/softroce/softroce/wire"
 )
 
 // Link is the UDP link. It is safe for concurrent use.
@@ -31,9 +32,14 @@ type Link struct {
 	readers sync.WaitGroup
 	pool    sync.Pool // *[]byte receive buffers of bufSize
 
-	wmu     sync.Mutex // guards the send scratch space
-	tx      []txSlot
-	txMsgs  []mmsghdr
+	wmu    sync.Mutex   // guards the send scratch space
+	tx     []txSlot     // one per frame of a batch
+	txIov  []unix.Iovec // one per frame: a message's segments are contiguous
+	txMsg  []txMsg      // one per message
+	txMsgs []mmsghdr    // one per message
+	// gso is whether frames go out with UDP GSO: Config.GSO, until the
+	// kernel refuses a segmented send.
+	gso     atomic.Bool
 	txErrs  atomic.Uint64
 	txCount atomic.Uint64
 	// The sendmmsg call of send, made once so that sending allocates
@@ -63,14 +69,27 @@ type rxFrame struct {
 	start, end int
 }
 
-// txSlot is the per-message send state, reused between calls.
+// txSlot is the per-frame send state, reused between calls.
 type txSlot struct {
 	scratch []byte
-	iov     unix.Iovec
-	name    [unix.SizeofSockaddrInet6]byte
-	oob     [96]byte
+	pay     []byte // the datagram, in scratch
+	meta    txMeta
 	s       *sock
+	pktinfo bool // the source address goes in a control message
 }
+
+// txMsg is the per-message send state: one datagram, or with GSO several
+// segments of one size to one destination.
+type txMsg struct {
+	name [unix.SizeofSockaddrInet6]byte
+	oob  [128]byte
+	s    *sock
+	segs int
+}
+
+// maxGSOBytes bounds the payload of one GSO send: a UDP length that fits
+// its 16 bits.
+const maxGSOBytes = 0xffff - wire.UDPSize - wire.IPv6Size
 
 // mmsghdr is struct mmsghdr: a msghdr and the byte count the kernel fills
 // in (Go pads it to the C size).
@@ -108,7 +127,10 @@ func Open(cfg *Config) (*Link, error) {
 	for i := range l.tx {
 		l.tx[i].scratch = make([]byte, l.mtu+64)
 	}
+	l.txIov = make([]unix.Iovec, l.batch)
+	l.txMsg = make([]txMsg, l.batch)
 	l.txMsgs = make([]mmsghdr, l.batch)
+	l.gso.Store(cfg.GSO)
 	l.sendFn = func(fd uintptr) bool {
 		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&l.txMsgs[l.sendFrom])),
 			uintptr(l.sendTo-l.sendFrom), 0, 0, 0)
@@ -204,7 +226,10 @@ func (l *Link) bind(a netip.Addr) (*sock, error) {
 			{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO},
 		}
 	}
-	opts = append(opts, [3]int{unix.SOL_SOCKET, unix.SO_RCVBUF, 4 << 20}, [3]int{unix.SOL_SOCKET, unix.SO_SNDBUF, 4 << 20})
+	opts = append(opts, [3]int{unix.SOL_SOCKET, unix.SO_RCVBUF, 4 << 20}, [3]int{unix.SOL_SOCKET, unix.SO_SNDBUF, 4 << 20},
+		// Trains of datagrams a GSO sender sent together arrive as one
+		// message (readLoop splits them): fewer trips through the stack.
+		[3]int{unix.SOL_UDP, unix.UDP_GRO, 1})
 	var serr error
 	err = s.rc.Control(func(fd uintptr) {
 		for _, o := range opts {
@@ -224,16 +249,26 @@ func (l *Link) bind(a netip.Addr) (*sock, error) {
 	return s, nil
 }
 
+// groBatch is how many messages one recvmmsg takes: each may be a UDP
+// GRO train of up to 64 KiB.
+const groBatch = 16
+
 // readLoop receives batches from s and queues them as frames until the
-// link closes.
+// link closes. The socket has UDP_GRO on: a message may hold several
+// datagrams of one size (the last may be shorter) that the kernel kept
+// together, from a sender's GSO send; each becomes a frame of its own.
 func (l *Link) readLoop(s *sock) {
 	defer l.readers.Done()
-	n := l.batch
-	bufs := make([]*[]byte, n)
+	n := min(l.batch, groBatch)
+	raw := make([][]byte, n)
 	msgs := make([]mmsghdr, n)
 	iovs := make([]unix.Iovec, n)
 	names := make([][unix.SizeofSockaddrInet6]byte, n)
 	oobs := make([][128]byte, n)
+	for i := range raw {
+		raw[i] = make([]byte, 0x10000)
+	}
+	var chk checker
 	var got int
 	var errno syscall.Errno
 	recv := func(fd uintptr) bool {
@@ -247,12 +282,8 @@ func (l *Link) readLoop(s *sock) {
 	}
 	for {
 		for i := range n {
-			if bufs[i] == nil {
-				bufs[i] = l.pool.Get().(*[]byte)
-			}
-			b := *bufs[i]
-			iovs[i].Base = &b[headroom]
-			iovs[i].SetLen(len(b) - headroom)
+			iovs[i].Base = &raw[i][0]
+			iovs[i].SetLen(len(raw[i]))
 			msgs[i] = mmsghdr{}
 			h := &msgs[i].hdr
 			h.Name = &names[i][0]
@@ -270,29 +301,50 @@ func (l *Link) readLoop(s *sock) {
 		}
 		for i := range got {
 			mh := &msgs[i]
-			if mh.hdr.Flags&unix.MSG_TRUNC != 0 || int(mh.n) < minPayload {
-				l.rxDropped.Add(1)
-				continue
-			}
 			var m rxMeta
-			if !parseName(names[i][:], &m) || !parseOOB(oobs[i][:mh.hdr.Controllen], &m, l.port) {
+			if mh.hdr.Flags&unix.MSG_TRUNC != 0 || !parseName(names[i][:], &m) ||
+				!parseOOB(oobs[i][:mh.hdr.Controllen], &m, l.port) {
 				l.rxDropped.Add(1)
 				continue
 			}
-			b := *bufs[i]
-			start := synthesize(b, int(mh.n), &m)
-			end := headroom + int(mh.n)
-			if checkRx(b[start:end]) {
-				l.unverifiable.Add(1)
+			data := raw[i][:mh.n]
+			seg := m.seg
+			if seg <= 0 {
+				seg = len(data)
 			}
-			l.rxCount.Add(1)
-			select {
-			case l.rx <- rxFrame{buf: bufs[i], start: start, end: end}:
-				bufs[i] = nil
-			case <-l.done:
-				return
+			for len(data) > 0 {
+				k := min(seg, len(data))
+				if !l.deliver(data[:k], &m, &chk) {
+					return
+				}
+				data = data[k:]
 			}
 		}
+	}
+}
+
+// deliver queues the datagram pay as a frame; it reports false when the
+// link closed.
+func (l *Link) deliver(pay []byte, m *rxMeta, chk *checker) bool {
+	if len(pay) < minPayload || len(pay) > l.mtu {
+		l.rxDropped.Add(1)
+		return true
+	}
+	bp := l.pool.Get().(*[]byte)
+	b := *bp
+	copy(b[headroom:], pay)
+	start := synthesize(b, len(pay), m)
+	end := headroom + len(pay)
+	if chk.check(b[start:end]) {
+		l.unverifiable.Add(1)
+	}
+	l.rxCount.Add(1)
+	select {
+	case l.rx <- rxFrame{buf: bp, start: start, end: end}:
+		return true
+	case <-l.done:
+		l.pool.Put(bp)
+		return false
 	}
 }
 
@@ -341,6 +393,8 @@ func parseOOB(oob []byte, m *rxMeta, port uint16) bool {
 			m.tos = uint8(*(*int32)(unsafe.Pointer(&data[0])))
 		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_HOPLIMIT && len(data) >= 4:
 			m.ttl = uint8(*(*int32)(unsafe.Pointer(&data[0])))
+		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
+			m.seg = int(*(*int32)(unsafe.Pointer(&data[0])))
 		}
 		next := unix.CmsgSpace(l - hdr)
 		if next >= len(oob) {
@@ -392,7 +446,7 @@ func (l *Link) WritePackets(bufs [][]byte) (int, error) {
 	for done < len(bufs) {
 		k := min(len(bufs)-done, len(l.tx))
 		var stop error
-		m := 0 // messages prepared
+		m := 0 // frames prepared
 		for i := range k {
 			t := &l.tx[m]
 			pay, meta, err := prepare(t.scratch, bufs[done+i], l.port, l.mtu)
@@ -400,17 +454,14 @@ func (l *Link) WritePackets(bufs [][]byte) (int, error) {
 				k, stop = i, err
 				break
 			}
-			if err != nil {
+			if err != nil || !l.route(t, &meta) {
 				l.txErrs.Add(1)
 				continue
 			}
-			if !l.fill(t, &l.txMsgs[m], pay, &meta) {
-				l.txErrs.Add(1)
-				continue
-			}
+			t.pay, t.meta = pay, meta
 			m++
 		}
-		l.send(m)
+		l.send(l.group(m))
 		done += k
 		if stop != nil {
 			return done, stop
@@ -419,36 +470,79 @@ func (l *Link) WritePackets(bufs [][]byte) (int, error) {
 	return done, nil
 }
 
-// fill builds the message of one datagram: its socket, destination and
-// control messages.
-func (l *Link) fill(t *txSlot, mh *mmsghdr, pay []byte, m *txMeta) bool {
-	src, dst := m.src.Unmap(), m.dst.Unmap()
-	if src.Is4() != dst.Is4() {
+// route picks the socket of a frame: the one bound to its source address,
+// else the wildcard socket of its family with the source address in a
+// control message. It reports false when the link has none.
+func (l *Link) route(t *txSlot, m *txMeta) bool {
+	src := m.src.Unmap()
+	if src.Is4() != m.dst.Unmap().Is4() {
 		return false
 	}
-	t.s = l.byAddr[src]
-	pktinfo := false
+	t.s, t.pktinfo = l.byAddr[src], false
 	if t.s == nil {
+		t.s, t.pktinfo = l.wild6, true
 		if src.Is4() {
 			t.s = l.wild4
-		} else {
-			t.s = l.wild6
 		}
-		pktinfo = true
 	}
-	if t.s == nil {
-		return false
+	return t.s != nil
+}
+
+// group makes the messages of the m prepared frames and returns how many.
+// With GSO, a run of frames to one destination through one socket with
+// the same control messages, all of one size but the last (which may be
+// shorter), is one message; the kernel cuts it into datagrams, numbering
+// the IPv4 identifications 0, 1, 2, ..., so each frame's ICRC is sealed
+// for its own.
+func (l *Link) group(m int) int {
+	gso := l.gso.Load()
+	g := 0
+	for i := 0; i < m; g++ {
+		t := &l.tx[i]
+		seg := len(t.pay)
+		j := i + 1
+		if gso {
+			limit := min(MaxSegments, maxGSOBytes/seg)
+			for j < m && j-i < limit && len(l.tx[j].pay) <= seg && len(l.tx[j-1].pay) == seg && sameFlow(t, &l.tx[j]) {
+				j++
+			}
+			if t.meta.dst.Unmap().Is4() {
+				for k := i + 1; k < j; k++ {
+					setIPID(&l.tx[k].meta, uint16(k-i))
+				}
+			}
+		}
+		for k := i; k < j; k++ {
+			l.txIov[k].Base = unsafe.SliceData(l.tx[k].pay)
+			l.txIov[k].SetLen(len(l.tx[k].pay))
+		}
+		l.fill(&l.txMsg[g], &l.txMsgs[g], i, j)
+		i = j
 	}
+	return g
+}
+
+// sameFlow reports whether frames a and b can be segments of one send.
+func sameFlow(a, b *txSlot) bool {
+	return a.s == b.s && a.pktinfo == b.pktinfo && a.meta.src == b.meta.src && a.meta.dst == b.meta.dst &&
+		a.meta.dport == b.meta.dport && a.meta.tos == b.meta.tos && a.meta.ttl == b.meta.ttl
+}
+
+// fill builds the message of the frames tx[i:j]: one datagram, or the
+// segments of one GSO send. Their iovecs are set.
+func (l *Link) fill(mm *txMsg, mh *mmsghdr, i, j int) {
+	t := &l.tx[i]
+	m := &t.meta
+	src, dst := m.src.Unmap(), m.dst.Unmap()
+	mm.s, mm.segs = t.s, j-i
 	*mh = mmsghdr{}
-	t.iov.Base = unsafe.SliceData(pay)
-	t.iov.SetLen(len(pay))
 	h := &mh.hdr
-	h.Iov = &t.iov
-	h.SetIovlen(1)
-	h.Name = &t.name[0]
-	oob := t.oob[:0]
+	h.Iov = &l.txIov[i]
+	h.SetIovlen(j - i)
+	h.Name = &mm.name[0]
+	oob := mm.oob[:0]
 	if dst.Is4() {
-		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&t.name[0]))
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&mm.name[0]))
 		*sa = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: dst.As4()}
 		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
 		p[0], p[1] = byte(m.dport>>8), byte(m.dport)
@@ -457,13 +551,13 @@ func (l *Link) fill(t *txSlot, mh *mmsghdr, pay []byte, m *txMeta) bool {
 		if m.ttl != 0 {
 			oob = appendCmsgInt(oob, unix.IPPROTO_IP, unix.IP_TTL, int32(m.ttl))
 		}
-		if pktinfo {
+		if t.pktinfo {
 			var pi unix.Inet4Pktinfo
 			pi.Spec_dst = src.As4()
 			oob = appendCmsg(oob, unix.IPPROTO_IP, unix.IP_PKTINFO, unsafe.Slice((*byte)(unsafe.Pointer(&pi)), unix.SizeofInet4Pktinfo))
 		}
 	} else {
-		sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(&t.name[0]))
+		sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(&mm.name[0]))
 		*sa = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: dst.As16()}
 		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
 		p[0], p[1] = byte(m.dport>>8), byte(m.dport)
@@ -472,15 +566,18 @@ func (l *Link) fill(t *txSlot, mh *mmsghdr, pay []byte, m *txMeta) bool {
 		if m.ttl != 0 {
 			oob = appendCmsgInt(oob, unix.IPPROTO_IPV6, unix.IPV6_HOPLIMIT, int32(m.ttl))
 		}
-		if pktinfo {
+		if t.pktinfo {
 			var pi unix.Inet6Pktinfo
 			pi.Addr = src.As16()
 			oob = appendCmsg(oob, unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, unsafe.Slice((*byte)(unsafe.Pointer(&pi)), unix.SizeofInet6Pktinfo))
 		}
 	}
-	h.Control = &t.oob[0]
+	if j-i > 1 {
+		seg := uint16(len(t.pay))
+		oob = appendCmsg(oob, unix.SOL_UDP, unix.UDP_SEGMENT, unsafe.Slice((*byte)(unsafe.Pointer(&seg)), 2))
+	}
+	h.Control = &mm.oob[0]
 	h.SetControllen(len(oob))
-	return true
 }
 
 func appendCmsgInt(oob []byte, level, typ int, v int32) []byte {
@@ -498,14 +595,16 @@ func appendCmsg(oob []byte, level, typ int, data []byte) []byte {
 	return oob
 }
 
-// send sends the m prepared messages, each run of one socket with one
+// send sends the g messages made by group, each run of one socket with one
 // sendmmsg (more when the kernel takes fewer); a message the kernel
-// refuses is counted and skipped.
-func (l *Link) send(m int) {
-	for i := 0; i < m; {
-		s := l.tx[i].s
+// refuses is counted and skipped. A segmented message refused with EIO,
+// EINVAL or EOPNOTSUPP (a path without UDP GSO) turns GSO off: its frames
+// are lost, as on a failed transmit, and later ones go out one by one.
+func (l *Link) send(g int) {
+	for i := 0; i < g; {
+		s := l.txMsg[i].s
 		j := i + 1
-		for j < m && l.tx[j].s == s {
+		for j < g && l.txMsg[j].s == s {
 			j++
 		}
 		for i < j {
@@ -513,17 +612,24 @@ func (l *Link) send(m int) {
 			err := s.rc.Write(l.sendFn)
 			sent, errno := l.sendN, l.sendErrno
 			if err != nil { // closed
-				l.txErrs.Add(uint64(m - i))
+				for ; i < g; i++ {
+					l.txErrs.Add(uint64(l.txMsg[i].segs))
+				}
 				return
 			}
 			if errno != 0 {
 				// The first message failed: drop it and go on.
-				l.txErrs.Add(1)
+				if segs := l.txMsg[i].segs; segs > 1 && (errno == unix.EIO || errno == unix.EINVAL || errno == unix.EOPNOTSUPP) {
+					l.gso.Store(false)
+				}
+				l.txErrs.Add(uint64(l.txMsg[i].segs))
 				i++
 				continue
 			}
-			l.txCount.Add(uint64(sent))
-			i += sent
+			for range sent {
+				l.txCount.Add(uint64(l.txMsg[i].segs))
+				i++
+			}
 		}
 	}
 }
