@@ -143,15 +143,16 @@ type Config struct {
 
 // Stats counts what the link did.
 type Stats struct {
-	// RxFrames and TxFrames count datagrams received and sent.
+	// RxFrames counts the frames ReadPackets returned (datagrams
+	// received), TxFrames the datagrams sent.
 	RxFrames, TxFrames uint64
 	// Unverifiable counts IPv4 frames whose ICRC did not match under the
 	// assumption of identification 0 with DF: their sender's
 	// identification is unknown, so the ICRC could not be checked. They
 	// were delivered with a recomputed ICRC.
 	Unverifiable uint64
-	// RxDropped counts datagrams dropped on receive: truncated (larger than
-	// the MTU), or too short to hold a BTH and an ICRC.
+	// RxDropped counts datagrams dropped on receive: larger than the MTU
+	// allows (or truncated), or too short to hold a BTH and an ICRC.
 	RxDropped uint64
 	// TxErrors counts frames not sent: no bound socket for their source
 	// address, or an error from sendmmsg (EHOSTUNREACH, ENETUNREACH, ...).

@@ -26,14 +26,15 @@ type rxMeta struct {
 }
 
 // synthesize writes the Ethernet, IP and UDP headers in front of the n
-// payload bytes at b[headroom:] and returns where the frame starts. The
+// payload bytes at b[off:] and returns where the frame starts; off must
+// leave room for them (headroom always does). The
 // IPv4 header carries identification 0 and DF, as this link's sender puts
 // on the wire; the UDP checksum is 0 (masked by the ICRC, not checked by
 // rxe). The addresses must both be IPv4 (or IPv4-mapped) or both IPv6.
-func synthesize(b []byte, n int, m *rxMeta) (start int) {
+func synthesize(b []byte, off, n int, m *rxMeta) (start int) {
 	src, dst := m.src.Addr().Unmap(), m.dst.Addr().Unmap()
-	l4 := headroom - wire.UDPSize
-	u := b[l4:headroom]
+	l4 := off - wire.UDPSize
+	u := b[l4:off]
 	binary.BigEndian.PutUint16(u[0:], m.src.Port())
 	binary.BigEndian.PutUint16(u[2:], m.dst.Port())
 	binary.BigEndian.PutUint16(u[4:], uint16(wire.UDPSize+n))

@@ -49,7 +49,7 @@ func TestPrepareThenSynthesizeRoundTrips(t *testing.T) {
 			}
 			buf := make([]byte, headroom+len(pay))
 			copy(buf[headroom:], pay)
-			start := synthesize(buf, len(pay), &rxMeta{src: netip.AddrPortFrom(tc.src, Port),
+			start := synthesize(buf, headroom, len(pay), &rxMeta{src: netip.AddrPortFrom(tc.src, Port),
 				dst: netip.AddrPortFrom(tc.dst, ib.RoCEv2UDPPort), tos: 0x2e, ttl: 17})
 			got := buf[start:]
 			if new(checker).check(got) {
@@ -116,7 +116,7 @@ func FuzzFrameRewrite(f *testing.F) {
 		if pay, m, err := prepare(scratch, frame, Port, 1500); err == nil {
 			buf := make([]byte, headroom+len(pay))
 			copy(buf[headroom:], pay)
-			start := synthesize(buf, len(pay), &rxMeta{src: netip.AddrPortFrom(m.src, Port),
+			start := synthesize(buf, headroom, len(pay), &rxMeta{src: netip.AddrPortFrom(m.src, Port),
 				dst: netip.AddrPortFrom(m.dst, m.dport), tos: m.tos, ttl: m.ttl})
 			if m.src.Is4() && new(checker).check(buf[start:]) {
 				t.Errorf("a frame prepare accepted does not verify")
@@ -131,7 +131,7 @@ func FuzzFrameRewrite(f *testing.F) {
 		}
 		buf := make([]byte, headroom+len(frame))
 		copy(buf[headroom:], frame)
-		start := synthesize(buf, len(frame), &rxMeta{src: netip.AddrPortFrom(src, 49152), dst: netip.AddrPortFrom(dst, Port), ttl: 64})
+		start := synthesize(buf, headroom, len(frame), &rxMeta{src: netip.AddrPortFrom(src, 49152), dst: netip.AddrPortFrom(dst, Port), ttl: 64})
 		new(checker).check(buf[start:])
 		wire.Parse(buf[start:])
 	})
@@ -159,7 +159,7 @@ func TestCheckerFindsTheGSOIdentification(t *testing.T) {
 				}
 				buf := make([]byte, headroom+len(pay))
 				copy(buf[headroom:], pay)
-				start := synthesize(buf, len(pay), &rxMeta{src: netip.AddrPortFrom(src, Port),
+				start := synthesize(buf, headroom, len(pay), &rxMeta{src: netip.AddrPortFrom(src, Port),
 					dst: netip.AddrPortFrom(dst, Port), tos: 0x2e, ttl: 17})
 				got := buf[start:]
 				want := id < MaxSegments && !corrupt

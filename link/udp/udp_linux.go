@@ -26,11 +26,15 @@ type Link struct {
 	wild4  *sock
 	wild6  *sock
 
-	rx      chan rxFrame
+	full    chan *rxBatch // received batches, for ReadPackets
 	done    chan struct{}
 	closeMu sync.Once
 	readers sync.WaitGroup
-	pool    sync.Pool // *[]byte receive buffers of bufSize
+
+	rmu     sync.Mutex // guards cur, chk and rxSpare
+	cur     *rxBatch   // the batch ReadPackets takes frames from
+	chk     checker
+	rxSpare []byte // a frame too long for the caller's buffer is built here
 
 	wmu    sync.Mutex   // guards the send scratch space
 	tx     []txSlot     // one per frame of a batch
@@ -63,10 +67,21 @@ type sock struct {
 	wild bool
 }
 
-// rxFrame is a received frame in its pooled buffer.
-type rxFrame struct {
-	buf        *[]byte
-	start, end int
+// rxBatch is what one recvmmsg received, handed from a socket's reader to
+// ReadPackets, which takes its frames out and hands it back through free.
+type rxBatch struct {
+	free  chan *rxBatch
+	n     int // messages received
+	raw   [][]byte
+	msgs  []mmsghdr
+	iovs  []unix.Iovec
+	names [][unix.SizeofSockaddrInet6]byte
+	oobs  [][128]byte
+	// ReadPackets' place: message i, from byte off on; meta is message
+	// i's, when parsed.
+	i, off int
+	parsed bool
+	meta   rxMeta
 }
 
 // txSlot is the per-frame send state, reused between calls.
@@ -120,9 +135,8 @@ func Open(cfg *Config) (*Link, error) {
 	if l.batch <= 0 {
 		l.batch = 64
 	}
-	bufSize := headroom + l.mtu
-	l.pool.New = func() any { b := make([]byte, bufSize); return &b }
-	l.rx = make(chan rxFrame, 4*l.batch)
+	l.full = make(chan *rxBatch, 2)
+	l.rxSpare = make([]byte, headroom+l.mtu)
 	l.tx = make([]txSlot, l.batch)
 	for i := range l.tx {
 		l.tx[i].scratch = make([]byte, l.mtu+64)
@@ -253,99 +267,128 @@ func (l *Link) bind(a netip.Addr) (*sock, error) {
 // GRO train of up to 64 KiB.
 const groBatch = 16
 
-// readLoop receives batches from s and queues them as frames until the
-// link closes. The socket has UDP_GRO on: a message may hold several
+// readLoop receives batches from s and hands them to ReadPackets until the
+// link closes, two batches in turn: one filling while ReadPackets empties
+// the other. The socket has UDP_GRO on: a message may hold several
 // datagrams of one size (the last may be shorter) that the kernel kept
-// together, from a sender's GSO send; each becomes a frame of its own.
+// together, from a sender's GSO send; ReadPackets makes each a frame.
 func (l *Link) readLoop(s *sock) {
 	defer l.readers.Done()
 	n := min(l.batch, groBatch)
-	raw := make([][]byte, n)
-	msgs := make([]mmsghdr, n)
-	iovs := make([]unix.Iovec, n)
-	names := make([][unix.SizeofSockaddrInet6]byte, n)
-	oobs := make([][128]byte, n)
-	for i := range raw {
-		raw[i] = make([]byte, 0x10000)
+	free := make(chan *rxBatch, 2)
+	for range cap(free) {
+		b := &rxBatch{free: free, raw: make([][]byte, n), msgs: make([]mmsghdr, n), iovs: make([]unix.Iovec, n),
+			names: make([][unix.SizeofSockaddrInet6]byte, n), oobs: make([][128]byte, n)}
+		for i := range b.raw {
+			b.raw[i] = make([]byte, 0x10000)
+		}
+		free <- b
 	}
-	var chk checker
-	var got int
+	var b *rxBatch
 	var errno syscall.Errno
 	recv := func(fd uintptr) bool {
-		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&msgs[0])), uintptr(n),
+		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(n),
 			unix.MSG_DONTWAIT, 0, 0)
 		if e == unix.EAGAIN || e == unix.EINTR {
 			return false
 		}
-		got, errno = int(r), e
+		b.n, errno = int(r), e
 		return true
 	}
 	for {
+		select {
+		case b = <-free:
+		case <-l.done:
+			return
+		}
 		for i := range n {
-			iovs[i].Base = &raw[i][0]
-			iovs[i].SetLen(len(raw[i]))
-			msgs[i] = mmsghdr{}
-			h := &msgs[i].hdr
-			h.Name = &names[i][0]
-			h.Namelen = uint32(len(names[i]))
-			h.Iov = &iovs[i]
+			b.iovs[i].Base = &b.raw[i][0]
+			b.iovs[i].SetLen(len(b.raw[i]))
+			b.msgs[i] = mmsghdr{}
+			h := &b.msgs[i].hdr
+			h.Name = &b.names[i][0]
+			h.Namelen = uint32(len(b.names[i]))
+			h.Iov = &b.iovs[i]
 			h.SetIovlen(1)
-			h.Control = &oobs[i][0]
-			h.SetControllen(len(oobs[i]))
+			h.Control = &b.oobs[i][0]
+			h.SetControllen(len(b.oobs[i]))
 		}
 		if err := s.rc.Read(recv); err != nil {
 			return // closed
 		}
 		if errno != 0 {
-			continue // e.g. ECONNREFUSED from an ICMP error: keep reading
+			free <- b // e.g. ECONNREFUSED from an ICMP error: keep reading
+			continue
 		}
-		for i := range got {
-			mh := &msgs[i]
-			var m rxMeta
-			if mh.hdr.Flags&unix.MSG_TRUNC != 0 || !parseName(names[i][:], &m) ||
-				!parseOOB(oobs[i][:mh.hdr.Controllen], &m, l.port) {
-				l.rxDropped.Add(1)
-				continue
-			}
-			data := raw[i][:mh.n]
-			seg := m.seg
-			if seg <= 0 {
-				seg = len(data)
-			}
-			for len(data) > 0 {
-				k := min(seg, len(data))
-				if !l.deliver(data[:k], &m, &chk) {
-					return
-				}
-				data = data[k:]
-			}
+		b.i, b.off, b.parsed = 0, 0, false
+		select {
+		case l.full <- b:
+		case <-l.done:
+			return
 		}
 	}
 }
 
-// deliver queues the datagram pay as a frame; it reports false when the
-// link closed.
-func (l *Link) deliver(pay []byte, m *rxMeta, chk *checker) bool {
-	if len(pay) < minPayload || len(pay) > l.mtu {
-		l.rxDropped.Add(1)
-		return true
+// next returns the next datagram of the batch (a message, or a datagram
+// of a GRO train) with its metadata; ok is false when the batch is done.
+// Messages that cannot be frames are counted and skipped.
+func (l *Link) next(b *rxBatch) (pay []byte, m *rxMeta, ok bool) {
+	for b.i < b.n {
+		mh := &b.msgs[b.i]
+		if !b.parsed {
+			b.meta = rxMeta{}
+			if mh.hdr.Flags&unix.MSG_TRUNC != 0 || mh.n == 0 || !parseName(b.names[b.i][:], &b.meta) ||
+				!parseOOB(b.oobs[b.i][:mh.hdr.Controllen], &b.meta, l.port) {
+				l.rxDropped.Add(1)
+				b.i++
+				continue
+			}
+			b.parsed, b.off = true, 0
+		}
+		data := b.raw[b.i][:mh.n]
+		seg := b.meta.seg
+		if seg <= 0 {
+			seg = len(data)
+		}
+		k := min(seg, len(data)-b.off)
+		pay = data[b.off : b.off+k]
+		b.off += k
+		if b.off >= len(data) {
+			b.i++
+			b.parsed = false
+		}
+		return pay, &b.meta, true
 	}
-	bp := l.pool.Get().(*[]byte)
-	b := *bp
-	copy(b[headroom:], pay)
-	start := synthesize(b, len(pay), m)
-	end := headroom + len(pay)
-	if chk.check(b[start:end]) {
+	return nil, nil, false
+}
+
+// frame writes the frame of datagram pay into buf (truncated to buf when
+// longer) and returns its length, or -1 for a datagram that is no frame
+// (counted in Stats.RxDropped). l.rmu held.
+func (l *Link) frame(buf, pay []byte, m *rxMeta) int {
+	off := wire.EthernetSize + wire.IPv6Size + wire.UDPSize
+	if m.src.Addr().Unmap().Is4() {
+		off = wire.EthernetSize + wire.IPv4Size + wire.UDPSize
+	}
+	if len(pay) < minPayload || off-wire.EthernetSize+len(pay) > l.mtu {
+		l.rxDropped.Add(1)
+		return -1
+	}
+	b := buf
+	if off+len(pay) > len(buf) {
+		b = l.rxSpare
+	}
+	copy(b[off:], pay)
+	start := synthesize(b, off, len(pay), m)
+	f := b[start : off+len(pay)]
+	if l.chk.check(f) {
 		l.unverifiable.Add(1)
 	}
 	l.rxCount.Add(1)
-	select {
-	case l.rx <- rxFrame{buf: bp, start: start, end: end}:
-		return true
-	case <-l.done:
-		l.pool.Put(bp)
-		return false
+	if start != 0 || len(b) != len(buf) {
+		return copy(buf, f)
 	}
+	return len(f)
 }
 
 // parseName reads the sender's address from a sockaddr_in or sockaddr_in6.
@@ -405,29 +448,41 @@ func parseOOB(oob []byte, m *rxMeta, port uint16) bool {
 	return ok && m.src.Addr().Is4() == m.dst.Addr().Is4()
 }
 
-// ReadPackets implements link.Link.
+// ReadPackets implements link.Link. It builds the frames in bufs from the
+// datagrams the sockets' readers received: one copy from the receive
+// buffer.
 func (l *Link) ReadPackets(bufs [][]byte, sizes []int) (int, error) {
-	var f rxFrame
-	select {
-	case f = <-l.rx:
-	case <-l.done:
-		return 0, fmt.Errorf("udp: read: %w", net.ErrClosed)
-	}
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
 	n := 0
-	for {
-		b := *f.buf
-		sizes[n] = copy(bufs[n], b[f.start:f.end])
-		l.pool.Put(f.buf)
-		n++
-		if n == len(bufs) {
-			return n, nil
+	for n < len(bufs) {
+		if l.cur == nil {
+			if n > 0 {
+				select {
+				case l.cur = <-l.full:
+				default:
+					return n, nil
+				}
+			} else {
+				select {
+				case l.cur = <-l.full:
+				case <-l.done:
+					return 0, fmt.Errorf("udp: read: %w", net.ErrClosed)
+				}
+			}
 		}
-		select {
-		case f = <-l.rx:
-		default:
-			return n, nil
+		pay, m, ok := l.next(l.cur)
+		if !ok {
+			l.cur.free <- l.cur // never blocks: it came from there
+			l.cur = nil
+			continue
+		}
+		if k := l.frame(bufs[n], pay, m); k >= 0 {
+			sizes[n] = k
+			n++
 		}
 	}
+	return n, nil
 }
 
 // WritePackets implements link.Link. Frames from an address the link has
