@@ -93,18 +93,28 @@ type txMeta struct {
 	src, dst netip.Addr
 	dport    uint16
 	tos, ttl uint8
-	// frame is the prepared frame (in the scratch space) and l3 where its
-	// IP header starts, for setIPID.
-	frame []byte
-	l3    int
+	// frame is the prepared frame (in the scratch space), l3 where its
+	// IP header starts and icrc where its ICRC is, for setIPID.
+	frame    []byte
+	l3, icrc int
 }
 
-// setIPID gives the prepared IPv4 frame of m the identification id and
-// reseals its ICRC: the kernel numbers the segments of one UDP GSO send
-// id 0, 1, 2, ... (inet_gso_segment counts up from the first segment's).
-func setIPID(m *txMeta, id uint16) {
+// setIPID gives the prepared IPv4 frame of m, sealed for identification
+// 0, the identification id and its ICRC: the kernel numbers the segments
+// of one UDP GSO send id 0, 1, 2, ... (inet_gso_segment counts up from the
+// first segment's). Below MaxSegments the ICRC changes by the values of
+// t, with no CRC of the frame.
+func setIPID(m *txMeta, id uint16, t *idDeltas) {
 	binary.BigEndian.PutUint16(m.frame[m.l3+4:], id)
-	wire.SealICRC(m.frame, m.l3)
+	if id >= 1<<idBits {
+		wire.SealICRC(m.frame, m.l3)
+		return
+	}
+	binary.BigEndian.PutUint16(m.frame[m.l3+4:], 0)
+	d := t.of(m.frame, m.l3, m.icrc)
+	binary.BigEndian.PutUint16(m.frame[m.l3+4:], id)
+	icrc := m.frame[m.icrc:]
+	binary.LittleEndian.PutUint32(icrc, binary.LittleEndian.Uint32(icrc)^d.of(id))
 }
 
 // errNotRoCE is a frame the link cannot send: not IPv4 or IPv6 over UDP.
@@ -176,7 +186,7 @@ func prepare(scratch, frame []byte, sport uint16, mtu int) ([]byte, txMeta, erro
 	if err := wire.SealICRC(b, l3); err != nil {
 		return nil, m, fmt.Errorf("%w: %w", errNotRoCE, err)
 	}
-	m.frame, m.l3 = b, l3
+	m.frame, m.l3, m.icrc = b, l3, l4+ulen-wire.ICRCSize
 	return b[l4+wire.UDPSize : l4+ulen], m, nil
 }
 
@@ -184,11 +194,58 @@ func prepare(scratch, frame []byte, sport uint16, mtu int) ([]byte, txMeta, erro
 // tries: the identifications the segments of one GSO send carry.
 const idBits = 6 // 1 << idBits == maxSegments
 
-// checker verifies the ICRC of synthesized frames. It keeps, per frame
-// length, what each low bit of the IPv4 identification changes in the
-// ICRC; one per receiving goroutine.
+// idDeltas keeps, per length of what the ICRC covers, what each of the
+// low idBits bits of the IPv4 identification changes in the ICRC. The ICRC
+// is a CRC: for frames of one length, changing the identification changes
+// the ICRC by a value that depends only on the change.
+type idDeltas struct {
+	m map[int]*deltas
+}
+
+// deltas are the ICRC changes of the identification bits of one length.
+type deltas [idBits]uint32
+
+// of returns what identification id (below 1<<idBits) changes in the
+// ICRC, from identification 0.
+func (d *deltas) of(id uint16) uint32 {
+	var x uint32
+	for b := range idBits {
+		if id&(1<<b) != 0 {
+			x ^= d[b]
+		}
+	}
+	return x
+}
+
+// of returns the deltas of the IPv4 frame whose IP header starts at l3 and
+// ICRC at icrc, computing them from the frame (sealed, left as it was)
+// the first time a length comes.
+func (t *idDeltas) of(frame []byte, l3, icrc int) *deltas {
+	k := icrc - l3
+	if d := t.m[k]; d != nil {
+		return d
+	}
+	id := frame[l3+4 : l3+6]
+	old := binary.BigEndian.Uint16(id)
+	sealed := binary.LittleEndian.Uint32(frame[icrc:])
+	d := new(deltas)
+	for b := range idBits {
+		binary.BigEndian.PutUint16(id, old^1<<b)
+		wire.SealICRC(frame, l3)
+		d[b] = binary.LittleEndian.Uint32(frame[icrc:]) ^ sealed
+	}
+	binary.BigEndian.PutUint16(id, old)
+	binary.LittleEndian.PutUint32(frame[icrc:], sealed)
+	if t.m == nil || len(t.m) >= 64 {
+		t.m = map[int]*deltas{}
+	}
+	t.m[k] = d
+	return d
+}
+
+// checker verifies the ICRC of synthesized frames; one per reader.
 type checker struct {
-	deltas map[int]*[idBits]uint32
+	deltas idDeltas
 }
 
 // check verifies the ICRC of a synthesized frame. An IPv4 frame is
@@ -198,52 +255,28 @@ type checker struct {
 // and is verified. An IPv4 frame that matches none of them is
 // unverifiable (its sender's identification is unknown): its ICRC is
 // resealed for identification 0 and check reports true. IPv6 frames are
-// left as they are, for the device to check.
-//
-// The ICRC is a CRC: for frames of one length, changing the
-// identification changes the ICRC by a value that depends only on the
-// change, so one CRC of the frame and a table of idBits values per length
-// try every identification.
+// left as they are, for the device to check. One CRC of the frame and the
+// idDeltas of its length try every identification.
 func (c *checker) check(frame []byte) (unverifiable bool) {
-	const l3, ipid = wire.EthernetSize, wire.EthernetSize + 4
+	const l3 = wire.EthernetSize
 	if binary.BigEndian.Uint16(frame[12:]) != wire.EtherTypeIPv4 {
 		return false
 	}
 	if wire.VerifyICRC(frame, l3) == nil {
 		return false
 	}
-	icrc := frame[len(frame)-wire.ICRCSize:]
+	icrcOff := len(frame) - wire.ICRCSize
+	icrc := frame[icrcOff:]
 	got := binary.LittleEndian.Uint32(icrc)
 	if wire.SealICRC(frame, l3) != nil {
 		return true
 	}
-	zero := binary.LittleEndian.Uint32(icrc)
-	d := c.deltas[len(frame)]
-	if d == nil {
-		d = new([idBits]uint32)
-		for b := range idBits {
-			binary.BigEndian.PutUint16(frame[ipid:], 1<<b)
-			wire.SealICRC(frame, l3)
-			d[b] = binary.LittleEndian.Uint32(icrc) ^ zero
-		}
-		binary.BigEndian.PutUint16(frame[ipid:], 0)
-		binary.LittleEndian.PutUint32(icrc, zero)
-		if c.deltas == nil || len(c.deltas) >= 64 {
-			c.deltas = map[int]*[idBits]uint32{}
-		}
-		c.deltas[len(frame)] = d
-	}
-	diff := got ^ zero
-	for id := 1; id < 1<<idBits; id++ {
-		var x uint32
-		for b := range idBits {
-			if id&(1<<b) != 0 {
-				x ^= d[b]
-			}
-		}
-		if x == diff {
+	diff := got ^ binary.LittleEndian.Uint32(icrc)
+	d := c.deltas.of(frame, l3, icrcOff)
+	for id := uint16(1); id < 1<<idBits; id++ {
+		if d.of(id) == diff {
 			h := frame[l3 : l3+wire.IPv4Size]
-			binary.BigEndian.PutUint16(h[4:], uint16(id))
+			binary.BigEndian.PutUint16(h[4:], id)
 			h[10], h[11] = 0, 0
 			binary.BigEndian.PutUint16(h[10:], ipv4Checksum(h))
 			binary.LittleEndian.PutUint32(icrc, got)

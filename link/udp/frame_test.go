@@ -153,7 +153,7 @@ func TestCheckerFindsTheGSOIdentification(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				setIPID(&m, uint16(id))
+				setIPID(&m, uint16(id), new(idDeltas))
 				if corrupt {
 					pay[len(pay)/2] ^= 0x10
 				}

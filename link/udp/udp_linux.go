@@ -43,9 +43,10 @@ type Link struct {
 	txMsgs []mmsghdr    // one per message
 	// gso is whether frames go out with UDP GSO: Config.GSO, until the
 	// kernel refuses a segmented send.
-	gso     atomic.Bool
-	txErrs  atomic.Uint64
-	txCount atomic.Uint64
+	gso      atomic.Bool
+	txDeltas idDeltas // for the identifications of GSO segments
+	txErrs   atomic.Uint64
+	txCount  atomic.Uint64
 	// The sendmmsg call of send, made once so that sending allocates
 	// nothing: it sends txMsgs[sendFrom:sendTo] and leaves the count or
 	// the errno in sendN and sendErrno. wmu held.
@@ -563,7 +564,7 @@ func (l *Link) group(m int) int {
 			}
 			if t.meta.dst.Unmap().Is4() {
 				for k := i + 1; k < j; k++ {
-					setIPID(&l.tx[k].meta, uint16(k-i))
+					setIPID(&l.tx[k].meta, uint16(k-i), &l.txDeltas)
 				}
 			}
 		}
