@@ -476,7 +476,8 @@ func TestZeroChecksumIPv6IsReceived(t *testing.T) {
 // segmentation off, so the kernel cuts the datagrams before the veth and
 // a capture on the other end sees each; and with it on, so the train
 // crosses the veth whole and reaches the receiving socket, which has
-// UDP_GRO on, as one message the link splits. The receiving link
+// UDP_GRO on, as one message the link splits; there the sender's sockets
+// are the wildcard ones. The receiving link
 // verifies every frame, with the identification it had, and counts none
 // unverifiable.
 func TestGSOSegmentsCarryTheirOwnICRC(t *testing.T) {
@@ -508,7 +509,13 @@ func TestGSOSegmentsCarryTheirOwnICRC(t *testing.T) {
 			defer unix.Close(fd)
 			unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2})
 
-			la := p.open(t, 0, &Config{Addrs: []netip.Addr{p.v4[0], p.v6[0]}, GSO: true})
+			// The sender binds its addresses in one run and the
+			// wildcard ones in the other (the source in IP_PKTINFO).
+			cfg := &Config{GSO: true}
+			if segOff {
+				cfg.Addrs = []netip.Addr{p.v4[0], p.v6[0]}
+			}
+			la := p.open(t, 0, cfg)
 			lb := p.open(t, 1, &Config{Addrs: []netip.Addr{p.v4[1], p.v6[1]}})
 			const run = 12
 			var frames [][]byte
