@@ -132,8 +132,10 @@ type Config struct {
 	Port uint16
 	// MTU is the largest IP packet the link sends; 0 means DefaultMTU.
 	MTU int
-	// BatchSize is the most datagrams one recvmmsg or sendmmsg moves; 0
-	// means 64.
+	// BatchSize is the most messages one sendmmsg moves, and the most
+	// frames one WritePackets or ReadPackets call should carry; 0 means
+	// 64. A recvmmsg takes at most 16 messages (each into a 64 KiB
+	// buffer, for GRO trains).
 	BatchSize int
 	// GSO sends runs of equal-sized frames to one destination as one UDP
 	// GSO send (UDP_SEGMENT), each frame's ICRC sealed for the IPv4
