@@ -241,10 +241,7 @@ func (l *Link) bind(a netip.Addr) (*sock, error) {
 			{unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO},
 		}
 	}
-	opts = append(opts, [3]int{unix.SOL_SOCKET, unix.SO_RCVBUF, 4 << 20}, [3]int{unix.SOL_SOCKET, unix.SO_SNDBUF, 4 << 20},
-		// Trains of datagrams a GSO sender sent together arrive as one
-		// message (readLoop splits them): fewer trips through the stack.
-		[3]int{unix.SOL_UDP, unix.UDP_GRO, 1})
+	opts = append(opts, [3]int{unix.SOL_SOCKET, unix.SO_RCVBUF, 4 << 20}, [3]int{unix.SOL_SOCKET, unix.SO_SNDBUF, 4 << 20})
 	var serr error
 	err = s.rc.Control(func(fd uintptr) {
 		for _, o := range opts {
@@ -252,6 +249,10 @@ func (l *Link) bind(a netip.Addr) (*sock, error) {
 				serr = fmt.Errorf("setsockopt(%d, %d): %w", o[0], o[1], e)
 			}
 		}
+		// Trains of datagrams a GSO sender sent together arrive as one
+		// message (ReadPackets splits them): fewer trips through the
+		// stack. Without it (before Linux 5.0) the kernel cuts them.
+		unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1)
 	})
 	if err == nil {
 		err = serr
