@@ -194,28 +194,21 @@ func prepare(scratch, frame []byte, sport uint16, mtu int) ([]byte, txMeta, erro
 // tries: the identifications the segments of one GSO send carry.
 const idBits = 6 // 1 << idBits == maxSegments
 
-// idDeltas keeps, per length of what the ICRC covers, what each of the
-// low idBits bits of the IPv4 identification changes in the ICRC. The ICRC
+// idDeltas keeps, per length of what the ICRC covers, what each IPv4
+// identification below 1<<idBits changes in the ICRC. The ICRC
 // is a CRC: for frames of one length, changing the identification changes
 // the ICRC by a value that depends only on the change.
 type idDeltas struct {
 	m map[int]*deltas
 }
 
-// deltas are the ICRC changes of the identification bits of one length.
-type deltas [idBits]uint32
+// deltas are, for one length, the ICRC change of every identification
+// below 1<<idBits, from identification 0.
+type deltas [1 << idBits]uint32
 
 // of returns what identification id (below 1<<idBits) changes in the
 // ICRC, from identification 0.
-func (d *deltas) of(id uint16) uint32 {
-	var x uint32
-	for b := range idBits {
-		if id&(1<<b) != 0 {
-			x ^= d[b]
-		}
-	}
-	return x
-}
+func (d *deltas) of(id uint16) uint32 { return d[id] }
 
 // of returns the deltas of the IPv4 frame whose IP header starts at l3 and
 // ICRC at icrc, computing them from the frame (sealed, left as it was)
@@ -232,10 +225,14 @@ func (t *idDeltas) of(frame []byte, l3, icrc int) *deltas {
 	for b := range idBits {
 		binary.BigEndian.PutUint16(id, old^1<<b)
 		wire.SealICRC(frame, l3)
-		d[b] = binary.LittleEndian.Uint32(frame[icrc:]) ^ sealed
+		d[1<<b] = binary.LittleEndian.Uint32(frame[icrc:]) ^ sealed
 	}
 	binary.BigEndian.PutUint16(id, old)
 	binary.LittleEndian.PutUint32(frame[icrc:], sealed)
+	for i := 3; i < len(d); i++ {
+		low := i & -i // the lowest bit of i; the rest, i-low, came before
+		d[i] = d[i-low] ^ d[low]
+	}
 	if t.m == nil || len(t.m) >= 64 {
 		t.m = map[int]*deltas{}
 	}
