@@ -589,3 +589,32 @@ func TestGSOSegmentsCarryTheirOwnICRC(t *testing.T) {
 		})
 	}
 }
+
+// TestReadIntoShortBufferTruncates: a frame longer than the reader's
+// buffer is cut to the buffer, as link.Link says, and a datagram larger
+// than the receiving link's MTU allows is dropped and counted.
+func TestReadIntoShortBufferTruncates(t *testing.T) {
+	p := newPair(t)
+	la := p.open(t, 0, &Config{Addrs: []netip.Addr{p.v4[0]}, MTU: 2000})
+	lb := p.open(t, 1, &Config{Addrs: []netip.Addr{p.v4[1]}, MTU: 1000})
+	big := frame(t, p.v4[0], p.v4[1], 0, 64, bytes.Repeat([]byte{7}, 1200)) // over lb's MTU
+	sent := frame(t, p.v4[0], p.v4[1], 0, 64, bytes.Repeat([]byte{9}, 500))
+	if n, err := la.WritePackets([][]byte{big, sent}); n != 2 || err != nil {
+		t.Fatalf("WritePackets = %d, %v", n, err)
+	}
+	b := make([]byte, 100)
+	sizes := make([]int, 1)
+	if n, err := lb.ReadPackets([][]byte{b}, sizes); n != 1 || err != nil || sizes[0] != len(b) {
+		t.Fatalf("ReadPackets = %d, %v, size %d; want 1 frame of %d bytes", n, err, sizes[0], len(b))
+	}
+	addrs := func(f []byte) []byte { return f[wire.EthernetSize+12 : wire.EthernetSize+wire.IPv4Size] }
+	if !bytes.Equal(addrs(b), addrs(sent)) {
+		t.Errorf("truncated frame's addresses %x, want %x", addrs(b), addrs(sent))
+	}
+	if got, want := b[wire.EthernetSize+wire.IPv4Size+wire.UDPSize:], transport(t, sent)[:len(b)-wire.EthernetSize-wire.IPv4Size-wire.UDPSize]; !bytes.Equal(got, want) {
+		t.Errorf("truncated frame's transport %x, want %x", got, want)
+	}
+	if s := lb.Stats(); s.RxFrames != 1 || s.RxDropped != 1 || s.Unverifiable != 0 {
+		t.Errorf("receiver stats %+v, want 1 frame, 1 dropped (over the MTU), none unverifiable", s)
+	}
+}
