@@ -366,15 +366,18 @@ func (l *Link) next(b *rxBatch) (pay []byte, m *rxMeta, ok bool) {
 
 // frame writes the frame of datagram pay into buf (truncated to buf when
 // longer) and returns its length, or -1 for a datagram that is no frame
-// (counted in Stats.RxDropped). l.rmu held.
-func (l *Link) frame(buf, pay []byte, m *rxMeta) int {
+// (counted in Stats.RxDropped). verified reports that the frame's ICRC
+// is good: an IPv4 frame always is (checked, or resealed when
+// unverifiable); an IPv6 frame is checked only with checkV6. l.rmu held.
+func (l *Link) frame(buf, pay []byte, m *rxMeta, checkV6 bool) (n int, verified bool) {
+	v4 := m.src.Addr().Unmap().Is4()
 	off := wire.EthernetSize + wire.IPv6Size + wire.UDPSize
-	if m.src.Addr().Unmap().Is4() {
+	if v4 {
 		off = wire.EthernetSize + wire.IPv4Size + wire.UDPSize
 	}
 	if len(pay) < minPayload || off-wire.EthernetSize+len(pay) > l.mtu {
 		l.rxDropped.Add(1)
-		return -1
+		return -1, false
 	}
 	b := buf
 	if off+len(pay) > len(buf) {
@@ -383,14 +386,19 @@ func (l *Link) frame(buf, pay []byte, m *rxMeta) int {
 	copy(b[off:], pay)
 	start := synthesize(b, off, len(pay), m)
 	f := b[start : off+len(pay)]
-	if l.chk.check(f) {
-		l.unverifiable.Add(1)
+	if v4 {
+		if l.chk.check(f) {
+			l.unverifiable.Add(1)
+		}
+		verified = true
+	} else if checkV6 {
+		verified = wire.VerifyICRC(f, wire.EthernetSize) == nil
 	}
 	l.rxCount.Add(1)
 	if start != 0 || len(b) != len(buf) {
-		return copy(buf, f)
+		return copy(buf, f), verified && len(b) == len(buf)
 	}
-	return len(f)
+	return len(f), verified
 }
 
 // parseName reads the sender's address from a sockaddr_in or sockaddr_in6.
@@ -454,6 +462,20 @@ func parseOOB(oob []byte, m *rxMeta, port uint16) bool {
 // datagrams the sockets' readers received: one copy from the receive
 // buffer.
 func (l *Link) ReadPackets(bufs [][]byte, sizes []int) (int, error) {
+	return l.read(bufs, sizes, nil)
+}
+
+// ReadNoICRC is ReadPackets for an emulated device that trusts the link's
+// own ICRC check (emu/rxe takes it from any link that has it and
+// WriteNoICRC): verified[i] reports that frame i's ICRC is good, so the
+// device need not check it again; a frame not marked is checked by the
+// device (and counted there when bad). It reads at most len(verified)
+// frames.
+func (l *Link) ReadNoICRC(bufs [][]byte, sizes []int, verified []bool) (int, error) {
+	return l.read(bufs[:min(len(bufs), len(verified))], sizes, verified)
+}
+
+func (l *Link) read(bufs [][]byte, sizes []int, verified []bool) (int, error) {
 	l.rmu.Lock()
 	defer l.rmu.Unlock()
 	n := 0
@@ -479,13 +501,29 @@ func (l *Link) ReadPackets(bufs [][]byte, sizes []int) (int, error) {
 			l.cur = nil
 			continue
 		}
-		if k := l.frame(bufs[n], pay, m); k >= 0 {
+		if k, v := l.frame(bufs[n], pay, m, verified != nil); k >= 0 {
 			sizes[n] = k
+			if verified != nil {
+				verified[n] = v
+			}
 			n++
 		}
 	}
 	return n, nil
 }
+
+// SealsICRC marks the link as one that computes the ICRC of every frame
+// it sends and checks every frame it receives: an emulated device (package
+// emu/rxe) then builds its frames without an ICRC for WriteNoICRC and
+// skips its own check of the frames ReadNoICRC marks verified. A wrapper
+// that must see every frame's ICRC (a capture) holds the link rather than
+// embedding *Link, which would pass this method on.
+func (l *Link) SealsICRC() {}
+
+// WriteNoICRC is WritePackets for RoCEv2 frames built without their ICRC
+// (wire.Frame.NoICRC): the link computes every frame's ICRC for the
+// datagram the kernel sends anyway.
+func (l *Link) WriteNoICRC(bufs [][]byte) (int, error) { return l.WritePackets(bufs) }
 
 // WritePackets implements link.Link. Frames from an address the link has
 // no socket for, and datagrams the kernel refuses (no route, ...), are

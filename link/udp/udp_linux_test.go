@@ -618,3 +618,69 @@ func TestReadIntoShortBufferTruncates(t *testing.T) {
 		t.Errorf("receiver stats %+v, want 1 frame, 1 dropped (over the MTU), none unverifiable", s)
 	}
 }
+
+// TestReadNoICRCMarksWhatTheLinkVerified: ReadNoICRC marks a frame
+// verified when the link checked its ICRC (IPv4: good, or unverifiable and
+// resealed; IPv6: good), and leaves a bad IPv6 ICRC unmarked for the
+// device to check and count.
+func TestReadNoICRCMarksWhatTheLinkVerified(t *testing.T) {
+	p := newPair(t)
+	lb := p.open(t, 1, &Config{Addrs: []netip.Addr{p.v4[1], p.v6[1]}})
+	la := p.open(t, 0, &Config{Addrs: []netip.Addr{p.v4[0], p.v6[0]}})
+	for _, tc := range []struct {
+		name     string
+		src, dst netip.Addr
+		corrupt  bool
+		want     bool
+	}{
+		{"IPv4 good", p.v4[0], p.v4[1], false, true},
+		{"IPv4 unverifiable", p.v4[0], p.v4[1], true, true},
+		{"IPv6 good", p.v6[0], p.v6[1], false, true},
+		{"IPv6 bad", p.v6[0], p.v6[1], true, false},
+	} {
+		f := frame(t, tc.src, tc.dst, 0, 64, []byte("mark me"))
+		if tc.corrupt {
+			pk, err := wire.Parse(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pay := append([]byte(nil), f[pk.BTHOffset():]...)
+			pay[len(pay)-1] ^= 0x80
+			err = p.ns[0].Do(func() error {
+				c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(tc.dst, Port)))
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				_, err = c.Write(pay)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			// Built without its ICRC, as the device builds for a link
+			// with WriteNoICRC: the link seals it.
+			b := make([]byte, 2048)
+			n, err := wire.Build(b, &wire.Frame{Src: tc.src, Dst: tc.dst, HopLimit: 64, SrcPort: 0xc123, NoICRC: true,
+				BTH: wire.BTHFields{Opcode: wire.RCSendOnly, DestQP: 0x11, PSN: 7, PKey: 0xffff}, Payload: []byte("mark me")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := la.WriteNoICRC([][]byte{b[:n]}); n != 1 || err != nil {
+				t.Fatalf("%s: WriteNoICRC = %d, %v", tc.name, n, err)
+			}
+		}
+		bufs, sizes, verified := [][]byte{make([]byte, 4096)}, make([]int, 1), make([]bool, 1)
+		if n, err := lb.ReadNoICRC(bufs, sizes, verified); n != 1 || err != nil {
+			t.Fatalf("%s: ReadNoICRC = %d, %v", tc.name, n, err)
+		}
+		if verified[0] != tc.want {
+			t.Errorf("%s: verified %v, want %v", tc.name, verified[0], tc.want)
+		}
+		got := bufs[0][:sizes[0]]
+		if err := wire.VerifyICRC(got, wire.EthernetSize); (err == nil) != tc.want {
+			t.Errorf("%s: the frame's ICRC: %v", tc.name, err)
+		}
+	}
+}
