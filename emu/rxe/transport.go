@@ -139,9 +139,10 @@ type transport struct {
 	holders atomic.Int32 // callers inside Settle: they process loopback frames
 
 	// nl is the link when it carries frames without their ICRC
-	// (link.PipeEnd): frames are built with wire.Frame.NoICRC and written
-	// with WriteNoICRC, and read with ReadNoICRC, which marks the frames
-	// whose ICRC the peer did not compute.
+	// (link.PipeEnd) or seals and checks them itself (the UDP link):
+	// frames are built with wire.Frame.NoICRC and written with
+	// WriteNoICRC, and read with ReadNoICRC, which marks the frames
+	// whose ICRC the device need not check.
 	nl noICRCLink
 
 	poolMu sync.Mutex
@@ -156,10 +157,17 @@ func (r *device) attach() {
 	l := r.cfg.Link
 	t := &transport{l: l, sync: r.cfg.Synchronous, frame: link.MaxFrameSize(l.MTU())}
 	t.inCond = sync.NewCond(&t.inMu)
-	// Only a bare pipe end: a wrapper (a capture, a fault injector, a
-	// test's gate) sees every frame, so its frames carry their ICRC.
-	if pe, ok := l.(*link.PipeEnd); ok && !r.cfg.Loopback {
-		t.nl = pe
+	// Only a bare pipe end, or a link that seals and checks every ICRC
+	// itself (the UDP link): a wrapper (a capture, a fault injector, a
+	// test's gate embedding a pipe end) sees every frame, so its frames
+	// carry their ICRC.
+	if !r.cfg.Loopback {
+		switch nl := l.(type) {
+		case *link.PipeEnd:
+			t.nl = nl
+		case icrcSealer:
+			t.nl = nl
+		}
 	}
 	r.tp = t
 	if pl, ok := l.(Pender); ok && t.sync {
@@ -331,10 +339,20 @@ type rxFrame struct {
 }
 
 // noICRCLink is a link that carries frames without their ICRC where
-// nobody can observe them (link.PipeEnd).
+// nobody can observe them (link.PipeEnd), or computes and checks the
+// ICRC itself (icrcSealer).
 type noICRCLink interface {
 	WriteNoICRC(bufs [][]byte) (int, error)
 	ReadNoICRC(bufs [][]byte, sizes []int, noICRC []bool) (int, error)
+}
+
+// icrcSealer is a link that computes the ICRC of every frame it sends and
+// checks every frame it receives (the UDP link): WriteNoICRC takes frames
+// built without it, and ReadNoICRC marks the frames whose ICRC the link
+// verified. SealsICRC only names the kind.
+type icrcSealer interface {
+	noICRCLink
+	SealsICRC()
 }
 
 // Poll processes every frame that has arrived and returns how many it
