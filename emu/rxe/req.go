@@ -30,10 +30,14 @@ type xport struct {
 	rtimer    clock.Timer
 	rgen      uint64    // generation of the retransmit timer
 	rdeadline time.Time // when the retransmit timer expires
-	ridle     bool      // nothing is outstanding: a pending retransmit timer lapses
-	rnrWait   bool
-	rnrTimer  clock.Timer
-	rnrGen    uint64
+	// ridle: everything sent was acknowledged while rtimer was pending;
+	// the timer is left to find nothing to retransmit, and the next send
+	// gives it a fresh deadline (so that a stream of messages with idle
+	// moments between them does not start a timer for each).
+	ridle    bool
+	rnrWait  bool
+	rnrTimer clock.Timer
+	rnrGen   uint64
 	// startedRetry: a retry pass is under way; further retry triggers
 	// other than a timeout are ignored until a valid response arrives
 	// (rxe's comp.started_retry).
@@ -469,12 +473,13 @@ func (r *device) armRetransmit(q *qp, reset bool) {
 	}
 	if q.rtimer != nil {
 		if reset || q.ridle {
-			q.rdeadline, q.ridle = r.clock().Now().Add(d), false
+			q.rdeadline = r.clock().Now().Add(d)
+			q.ridle = false
 		}
 		return
 	}
-	q.ridle = false
 	q.rgen++
+	q.ridle = false
 	q.rdeadline = r.clock().Now().Add(d)
 	r.startRetransmit(q, d)
 }
@@ -610,10 +615,8 @@ func (r *device) afterComp(q *qp) {
 	}
 	if q.unacked() {
 		r.armRetransmit(q, true)
-	} else {
-		// Nothing outstanding: a pending timer lapses (retransmitTimeout
-		// finds nothing to retry) unless a new packet re-arms it first.
-		q.ridle = true
+	} else if q.rtimer != nil {
+		q.ridle = true // del_timer in effect: it finds nothing unacknowledged
 	}
 }
 
