@@ -160,8 +160,9 @@ type device struct {
 	// Transport state (nil tp: no link).
 	tp       *transport
 	detached bool
-	rxNoICRC bool // the frame being received carries no ICRC (rxFrame)
-	txq      [][]byte
+	rxNoICRC bool                 // the frame being received carries no ICRC (rxFrame)
+	txq      [numStreams][][]byte // frames to write, per stream (transport.go)
+	hold     ackHold              // held ACKs (ackhold.go)
 	fr       wire.Frame
 	ipID     uint16
 	scratch  []byte
@@ -231,14 +232,21 @@ func (r *device) unlock() {
 	if len(fs) > 0 {
 		r.deferred, r.deferSpare = r.deferSpare, nil
 	}
-	if len(r.txq) > 0 && r.tp != nil {
-		r.flushTx() // releases r.mu
-	} else {
-		r.mu.Unlock()
-	}
+	r.endBatch(len(fs) > 0)
 	if len(fs) == 0 {
+		if r.tp != nil && r.txPending() {
+			r.flushTx() // releases r.mu
+		} else {
+			r.mu.Unlock()
+		}
 		return
 	}
+	// Completion handlers and events run before the frames queued with
+	// them are written, as rxe's responder posts the CQE (do_complete,
+	// rxe_cq_post, which calls the handler) before it sends the ACK
+	// (acknowledge, send_ack): the application woken can post its next
+	// request while the ACK goes out.
+	r.mu.Unlock()
 	for _, d := range fs {
 		if d.cq != nil {
 			d.cq.CompHandler(d.cq)
@@ -253,7 +261,17 @@ func (r *device) unlock() {
 	if r.deferSpare == nil {
 		r.deferSpare = fs[:0]
 	}
-	r.mu.Unlock()
+	if r.tp != nil && r.txPending() {
+		r.flushTx() // releases r.mu
+	} else {
+		r.mu.Unlock()
+	}
+}
+
+// txPending reports whether frames wait to be written: requests, or
+// responses that are not held (ackhold.go); r.mu held.
+func (r *device) txPending() bool {
+	return len(r.txq[streamReq]) > 0 || len(r.txq[streamRsp]) > 0 && !r.hold.held
 }
 
 // deferredCall is a callback run by unlock: f, or cq's completion
