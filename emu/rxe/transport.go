@@ -261,12 +261,13 @@ func (r *device) readLoop() {
 				bufs[i] = nil
 			}
 			t.procMu.Lock()
-			notified := r.processBatch(batch, true)
+			held := r.processBatch(batch, true)
 			t.procMu.Unlock()
 			t.rbatch = batch[:0]
-			if notified {
-				// Let the goroutine the completion woke run before
-				// this one reads again: it is ready to run on this
+			if held {
+				// A request was received and its completion woke a
+				// handler: let the goroutine it woke run before this
+				// one reads again. It is ready to run on this
 				// processor, and the next frame is the peer's answer
 				// to what it will post.
 				runtime.Gosched()
@@ -363,8 +364,9 @@ func (r *device) process(batch []rxFrame) { r.processBatch(batch, false) }
 
 // processBatch is process; inline marks a batch the reading goroutine
 // processes itself (NonBlockingWriter), whose ACKs may be held
-// (ackhold.go). It reports whether the batch deferred callbacks
-// (completion handlers, events).
+// (ackhold.go). It reports whether the batch held its responses: it
+// queued some and woke a completion handler (or ran another deferred
+// callback).
 func (r *device) processBatch(batch []rxFrame, inline bool) bool {
 	r.lock()
 	r.hold.reading = inline
@@ -373,7 +375,7 @@ func (r *device) processBatch(batch []rxFrame, inline bool) bool {
 		r.receive(f.b)
 	}
 	r.rxNoICRC = false
-	notified := len(r.deferred) > 0
+	held := inline && len(r.deferred) > 0 && r.hold.queued
 	r.unlock()
 	t := r.tp
 	t.poolMu.Lock()
@@ -382,7 +384,7 @@ func (r *device) processBatch(batch []rxFrame, inline bool) bool {
 	}
 	t.poolMu.Unlock()
 	clear(batch)
-	return notified
+	return held
 }
 
 // rxFrame is a frame in the inbox: noICRC marks one that carries no ICRC
