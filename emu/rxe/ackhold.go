@@ -20,8 +20,10 @@ import (
 // ACK that arrived first. A held ACK goes out
 //
 //   - with the next batch that queues a response without notifying
-//     anybody (an RDMA WRITE's ACK), or a response that is not a plain
-//     ACK (a NAK, a READ response, an atomic ACK), in queue order;
+//     anybody (an RDMA WRITE's ACK), a response that is not a plain ACK
+//     (a NAK, a READ response, an atomic ACK), or a response queued
+//     outside the reader (a looped-back frame's, which a Settle caller
+//     waits for), in queue order;
 //   - when maxMergedAcks later ACKs to the same QP were merged into it;
 //   - when heldAckTime has passed since the hold began;
 //   - when the device closes.
@@ -101,7 +103,7 @@ func (r *device) queueResponse(f *wire.Frame, b []byte) bool {
 	h.queued = h.reading
 	ack := f.BTH.Opcode == wire.RCAcknowledge && f.AETH.Syndrome == synACK
 	q := r.txq[streamRsp]
-	if h.held && !ack {
+	if h.held && (!ack || !h.reading) {
 		h.held = false
 	}
 	if (h.held || h.reading) && ack && h.lastAck && h.lastQPN == f.BTH.DestQP && h.lastDst == f.Dst && len(q) > 0 {

@@ -12,11 +12,15 @@
 // applies rxe's drop rules and hands requests to the responder (resp.go)
 // and responses to the completer (comp.go), which retires WQEs in order.
 // Timers (retransmission, RNR) run on the device's injected clock. All of
-// it runs under one device lock, like rxe's serialized tasks; frames built
-// under the lock are written to the link, in order, when it is released,
-// and events and completion handlers are delivered after that. With
-// Config.Synchronous nothing runs on its own: Poll processes what arrived,
-// so tests on a clock.Manual replay exactly.
+// it runs under one device lock, like rxe's serialized tasks; when it is
+// released, events and completion handlers are delivered and then the
+// frames built under it are written to the link, requests and responses
+// each in their order (two streams, as rxe's requester and responder
+// tasks transmit independently). On a link whose writes never wait
+// (NonBlockingWriter) the reading goroutine processes what it reads and
+// may hold the ACKs of a receive that woke a handler, merged, for a
+// moment (ackhold.go). With Config.Synchronous nothing runs on its own:
+// Poll processes what arrived, so tests on a clock.Manual replay exactly.
 package rxe
 
 import (
