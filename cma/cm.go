@@ -18,17 +18,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Timers of the kernel's CM for a RoCE path (packet life time 18, CM
-// response timeout 20, the rxe CA ACK delay 15): a REQ waits
-// 2·2^(18−8) + 2^(20−8) ms for its answer, a REP and a DREQ 2^(20−8) ms,
-// the timewait lasts 2^(19−8) ms; each message is sent at most 16 times.
+// Timers of the kernel's CM for a RoCE path as of Linux 6.12 (packet life
+// time 16, CM response timeout 20, the rxe CA ACK delay 15): a REQ waits
+// 2·2^(16−8) + 2^(20−8) ms for its answer, a REP and a DREQ 2^(20−8) ms;
+// each message is sent at most 16 times. The timewait lasts 2^(t−8) ms
+// for the connection's ACK timeout t (ID.timewaitLocked): 17, so 512 ms,
+// between two such CMs.
 const (
-	DefaultREQTimeout  = 6144 * time.Millisecond
+	DefaultREQTimeout  = 4608 * time.Millisecond
 	DefaultREPTimeout  = 4096 * time.Millisecond
-	DefaultTimewait    = 2048 * time.Millisecond
 	DefaultMaxRetries  = 15
 	cmResponseTimeout  = 20 // CMA_CM_RESPONSE_TIMEOUT
-	packetLifeTime     = 18 // CMA_IBOE_PACKET_LIFETIME
+	packetLifeTime     = 16 // CMA_IBOE_PACKET_LIFETIME (18 in Linux 6.1)
 	caACKDelay         = 15 // rxe's local CA ACK delay
 	mraServiceTimeout  = 24 // CMA_CM_MRA_SETTING
 	defaultHopLimit    = 64
@@ -50,8 +51,9 @@ type Config struct {
 	Clock clock.Clock
 	// Seed seeds communication IDs, PSNs and ephemeral ports.
 	Seed uint64
-	// REQTimeout, REPTimeout and Timewait replace the defaults when set;
-	// MaxRetries too (tests).
+	// REQTimeout, REPTimeout and MaxRetries replace the defaults when
+	// set, Timewait the timewait the connection's ACK timeout gives
+	// (tests).
 	REQTimeout, REPTimeout, Timewait time.Duration
 	MaxRetries                       int
 	// DropTx, if set, is asked about each outgoing MAD; true drops it
@@ -125,11 +127,20 @@ type portKey struct {
 
 // Stats counts what the CM received and refused.
 type Stats struct {
-	Received   uint64 // MADs received on QP1
-	Malformed  uint64 // dropped: not a CM MAD the CM understands
-	Unmatched  uint64 // dropped: naming no ID
-	RejSent    uint64 // REJs sent
-	Duplicates uint64 // duplicate REQs dropped or answered with a MRA
+	Received  uint64 // MADs received on QP1
+	Malformed uint64 // not a CM MAD the CM understands: dropped, or answered (Unsupported)
+	// Unsupported counts the Malformed MADs answered with a GetResp of
+	// status "unsupported method/attribute": the Gets and Sets no agent
+	// takes (mad.UnmatchedReply).
+	Unsupported uint64
+	Unmatched   uint64 // dropped: naming no ID
+	RejSent     uint64 // REJs sent
+	Duplicates  uint64 // duplicate REQs dropped or answered with a MRA
+	// BacklogDrops counts the REQs dropped without an answer because the
+	// listener's consumer refused them (a full backlog), so that the
+	// peer's retransmission may find room (ib_cm's cm_destroy_id on
+	// -ENOMEM).
+	BacklogDrops uint64
 }
 
 // New creates the CM of cfg.Dev: a PD, a CQ and the GSI QP in RTS with
@@ -149,9 +160,6 @@ func New(cfg Config) (*CM, error) {
 	}
 	if c.cfg.REPTimeout == 0 {
 		c.cfg.REPTimeout = DefaultREPTimeout
-	}
-	if c.cfg.Timewait == 0 {
-		c.cfg.Timewait = DefaultTimewait
 	}
 	if c.cfg.MaxRetries == 0 {
 		c.cfg.MaxRetries = DefaultMaxRetries
@@ -349,6 +357,17 @@ func (c *CM) receive(w *emu.WC, b []byte) {
 		c.mu.Lock()
 		c.stats.Malformed++
 		c.mu.Unlock()
+		if sgid.IsZero() {
+			return
+		}
+		// A Get or Set no agent takes is answered, as by the kernel's
+		// MAD layer (ib_mad_recv_done, generate_unmatched_resp).
+		if r, ok := mad.UnmatchedReply(b[emu.GRHSize:]); ok {
+			c.mu.Lock()
+			c.stats.Unsupported++
+			c.mu.Unlock()
+			c.send(sgid, r)
+		}
 		return
 	}
 	// The view is of our receive buffer, reposted after this returns.
@@ -520,6 +539,20 @@ func (c *CM) gidAt(i int) emu.GID {
 		return emu.GID{}
 	}
 	return e.GID
+}
+
+// madAgentHiTID is the high half of the CM's transaction IDs: its MAD
+// agent's hi_tid, which the kernel numbers in registration order; 2 for
+// the CM of a Linux 6.12 host with one rxe device, as its REQs show.
+const madAgentHiTID = 2
+
+// formTID is cm_form_tid, the transaction ID of the REQ, SIDR_REQ or DREQ
+// of the ID with local communication ID localID: the agent's hi_tid above
+// the ID, which the kernel keeps in network byte order and widens as a
+// host integer, so its bytes come out reversed on the little-endian hosts
+// rxe runs on.
+func formTID(localID uint32) uint64 {
+	return madAgentHiTID<<32 | uint64(bits.ReverseBytes32(localID))
 }
 
 // newCommIDLocked returns a fresh local communication ID (nonzero, unused).

@@ -14,9 +14,14 @@
 // DISCONNECTED, and TIMEWAIT_EXIT once the timewait is over).
 //
 // The CM never touches a consumer's QP: as for a userspace QP under the
-// kernel's rdma_cm, the consumer (librdmacm through package ucma) asks
-// InitQPAttr for the attributes of each transition and modifies its QP
-// itself, then calls Accept on the active side to send the RTU.
+// kernel's rdma_cm, the consumer (librdmacm through package ucma, or
+// package rping's librdmacm calls in Go) asks InitQPAttr for the
+// attributes of each transition and modifies its QP itself, then calls
+// Accept on the active side to send the RTU.
+//
+// A REQ from a QP (CA GUID and QP number) that still has a connection
+// here is stale: it gets REJ "stale connection" and the old connection a
+// DREQ (cm_match_req).
 //
 // Handlers run with the CM's lock held, one event at a time: they must not
 // call back into the CM (package ucma queues the event and returns).

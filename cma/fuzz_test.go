@@ -17,6 +17,9 @@ func FuzzReceive(f *testing.F) {
 		mad.AttrDREQ, mad.AttrDREP, mad.AttrSIDRREQ, mad.AttrSIDRREP} {
 		f.Add([]byte(mad.NewCM(attr, 1)))
 	}
+	cpi := mad.NewCM(mad.AttrClassPortInfo, 3)
+	cpi[3] = mad.MethodGet // answered with a GetResp, as by the kernel's MAD layer
+	f.Add([]byte(cpi))
 	req := mad.NewCM(mad.AttrREQ, 7)
 	pd := make([]byte, mad.REQPrivateDataSize)
 	mad.CMAHeader(pd).Encode(&mad.CMAHeaderFields{Version: mad.CMAVersion, SrcPort: 40000,

@@ -21,14 +21,14 @@ type PortSpace uint16
 
 // The port spaces.
 const (
-	PSIPoIB PortSpace = 0x0002
-	PSIB    PortSpace = 0x013F
-	PSTCP   PortSpace = 0x0106
-	PSUDP   PortSpace = 0x0111
+	PSIPoIB PortSpace = mad.PortSpaceIPoIB
+	PSIB    PortSpace = mad.PortSpaceIB
+	PSTCP   PortSpace = mad.PortSpaceTCP
+	PSUDP   PortSpace = mad.PortSpaceUDP
 )
 
 // UDPQKey is RDMA_UDP_QKEY, the Q_Key of the UD QPs of RDMA_PS_UDP.
-const UDPQKey = 0x01234567
+const UDPQKey = mad.RDMAUDPQKey
 
 // State is enum rdma_cm_state.
 type State int
@@ -281,9 +281,7 @@ func (id *ID) Info() Info {
 	return in
 }
 
-func serviceID(ps PortSpace, port uint16) uint64 {
-	return uint64(ps)<<16 | uint64(port)
-}
+func serviceID(ps PortSpace, port uint16) uint64 { return mad.ServiceID(uint16(ps), port) }
 
 // event delivers an event of id to its handler; c.mu held.
 func (id *ID) event(ev Event) error {
@@ -664,7 +662,7 @@ func (id *ID) Connect(p *ConnParam) error {
 	}
 	id.state = StateConnect
 	id.localID = c.newCommIDLocked()
-	id.tid = uint64(c.rnd.Uint32())
+	id.tid = formTID(id.localID)
 	id.qpNum = p.QPNum & 0xffffff
 	id.respRes, id.initDepth = p.ResponderResources, p.InitiatorDepth
 	sgid := c.gidAt(id.gidIdx)
@@ -770,12 +768,36 @@ func (id *ID) forgetConnLocked() {
 	}
 }
 
+// avTimeoutLocked is the kernel CM's ACK timeout of the connection's
+// path (cm_id_priv->av.timeout): on the passive side the REQ's Primary
+// Local ACK Timeout (cm_format_paths_from_req), on the active side the
+// packet life time + 1 until the REP, then cm_ack_timeout of the REP's
+// Target ACK Delay and the packet life time (cm_rep_handler).
+func (id *ID) avTimeoutLocked() uint8 {
+	switch {
+	case id.listener != nil && id.req != nil:
+		return max(mad.REQ(id.req).PrimaryLocalACKTimeout(), 1)
+	case id.listener == nil && id.rep != nil:
+		return cmAckTimeout(mad.REP(id.rep).Fields().TargetACKDelay, packetLifeTime)
+	}
+	return packetLifeTime + 1
+}
+
+// timewaitLocked is how long the connection stays in timewait:
+// 2^(av.timeout−8) ms (cm_enter_timewait), or Config.Timewait.
+func (id *ID) timewaitLocked() time.Duration {
+	if t := id.cm.cfg.Timewait; t != 0 {
+		return t
+	}
+	return cmTimeout(id.avTimeoutLocked())
+}
+
 // enterTimewaitLocked is cm_enter_timewait: after the timewait the ID is
 // IDLE again and the consumer gets TIMEWAIT_EXIT.
 func (id *ID) enterTimewaitLocked() {
 	id.stopTimerLocked()
 	id.cm_ = cmTimewait
-	id.timer = id.cm.clk.AfterFunc(id.cm.cfg.Timewait, func() {
+	id.timer = id.cm.clk.AfterFunc(id.timewaitLocked(), func() {
 		c := id.cm
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -927,28 +949,30 @@ func (id *ID) disconnectLocked() {
 	c := id.cm
 	switch id.cm_ {
 	case cmREPSent, cmEstablished:
-		id.cm_ = cmDREQSent
-		d := mad.NewCM(mad.AttrDREQ, id.dreqTID())
-		mad.DREQ(d).Encode(&mad.DREQFields{LocalCommID: id.localID, RemoteCommID: id.remoteID, RemoteQPN: id.remoteQPN})
-		timeout := c.cfg.REPTimeout
-		if id.listener == nil {
-			timeout = c.cfg.REQTimeout
-		}
-		id.sendTimedLocked(d, timeout, c.cfg.MaxRetries)
+		id.sendDREQLocked()
 	case cmDREQRcvd:
 		c.send(id.dgid, buildDREP(id.drepTID, id.localID, id.remoteID))
 		id.enterTimewaitLocked()
 	}
 }
 
-// dreqTID: the active side's DREQ reuses its REQ's TID; the passive side
-// takes a new one.
-func (id *ID) dreqTID() uint64 {
+// sendDREQLocked sends the DREQ of a connection on its timer
+// (ib_send_cm_dreq); the DREP, or the retries running out, ends it.
+func (id *ID) sendDREQLocked() {
+	c := id.cm
+	id.cm_ = cmDREQSent
+	d := mad.NewCM(mad.AttrDREQ, id.dreqTID())
+	mad.DREQ(d).Encode(&mad.DREQFields{LocalCommID: id.localID, RemoteCommID: id.remoteID, RemoteQPN: id.remoteQPN})
+	timeout := c.cfg.REPTimeout
 	if id.listener == nil {
-		return id.tid
+		timeout = c.cfg.REQTimeout
 	}
-	return uint64(id.cm.rnd.Uint32())<<1 | 1
+	id.sendTimedLocked(d, timeout, c.cfg.MaxRetries)
 }
+
+// dreqTID is the DREQ's TID, cm_form_tid's of the sender's ID: the
+// active side's equals its REQ's, the passive side's is its own.
+func (id *ID) dreqTID() uint64 { return formTID(id.localID) }
 
 // Notify is rdma_notify with IB_EVENT_COMM_EST (2): data arrived on a
 // passive connection before the RTU; it becomes established.
@@ -994,7 +1018,9 @@ func (id *ID) destroyLocked() {
 		for i := range 8 {
 			ari[i] = byte(c.guid >> (56 - 8*i))
 		}
-		mad.REJ(rej).Encode(&mad.REJFields{LocalCommID: id.localID, MessageREJected: mad.MsgREQ,
+		// cm_format_rej outside REQ_RCVD and REP_RCVD: the kind is
+		// "other".
+		mad.REJ(rej).Encode(&mad.REJFields{LocalCommID: id.localID, MessageREJected: mad.MsgOther,
 			RejectInfoLength: 8, Reason: mad.RejTimeout, ARI: ari[:]})
 		c.send(id.dgid, rej)
 	case cmREQRcvd, cmREPRcvd, cmREPSent:

@@ -25,10 +25,8 @@ func (c *CM) rejectREQLocked(sgid emu.GID, m mad.MAD, reason mad.RejReason) {
 
 // splitServiceID returns the port space and port of an rdma_cm service ID.
 func splitServiceID(sid uint64) (PortSpace, uint16, bool) {
-	if sid>>32 != 0 {
-		return 0, 0, false
-	}
-	return PortSpace(sid >> 16), uint16(sid), true
+	ps, port, ok := mad.ServicePort(sid)
+	return PortSpace(ps), port, ok
 }
 
 // listenerFor finds the listener of ps/port whose address takes dst
@@ -66,6 +64,16 @@ func (c *CM) onREQ(sgid, _ emu.GID, m mad.MAD) {
 			mad.MRA(mra).Encode(&mad.MRAFields{LocalCommID: dup.localID, RemoteCommID: dup.remoteID,
 				MessageMRAed: mad.MsgREQ, ServiceTimeout: mraServiceTimeout})
 			c.send(dup.dgid, mra)
+		}
+		return
+	}
+	if old := c.liveConnFromLocked(f.LocalCAGUID, f.LocalQPN); old != nil {
+		// cm_match_req: a QP that still has a connection here asks
+		// for another: the REQ is stale (REJ 10), and the old
+		// connection is torn down with a DREQ.
+		c.rejectREQLocked(sgid, m, mad.RejStaleConn)
+		if old.cm_ == cmREPSent || old.cm_ == cmEstablished {
+			old.sendDREQLocked()
 		}
 		return
 	}
@@ -118,9 +126,26 @@ func (c *CM) onREQ(sgid, _ emu.GID, m mad.MAD) {
 	if l.handler == nil || l.handler(&ev) != nil {
 		// The backlog is full: drop the request without a word, so
 		// that the peer's retransmission may find room.
+		c.stats.BacklogDrops++
 		id.cm_ = cmIdle
 		id.destroyLocked()
 	}
+}
+
+// liveConnFromLocked returns the connection whose peer is the QP qpn of
+// the CA guid, if it is not over yet (the kernel's remote_qp_table, whose
+// entries leave at the timewait).
+func (c *CM) liveConnFromLocked(guid uint64, qpn uint32) *ID {
+	for _, id := range c.conns {
+		if id.remoteGUID != guid || id.remoteQPN != qpn {
+			continue
+		}
+		switch id.cm_ {
+		case cmREQRcvd, cmREPSent, cmREPRcvd, cmEstablished, cmDREQSent, cmDREQRcvd:
+			return id
+		}
+	}
+	return nil
 }
 
 func b2u(b bool) uint8 {
@@ -235,7 +260,7 @@ func (c *CM) onMRA(m mad.MAD) {
 		return
 	}
 	id.tries = 0
-	id.lastTimeout = cmTimeout(f.ServiceTimeout) + cmTimeout(cmAckTimeout(caACKDelay, packetLifeTime))
+	id.lastTimeout = cmTimeout(f.ServiceTimeout) + cmTimeout(id.avTimeoutLocked())
 	id.armLocked()
 }
 

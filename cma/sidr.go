@@ -34,7 +34,7 @@ func (id *ID) resolveServiceLocked(p *ConnParam) error {
 	}
 	id.state = StateConnect
 	id.localID = c.newCommIDLocked()
-	id.tid = uint64(c.rnd.Uint32())
+	id.tid = formTID(id.localID)
 	pd := make([]byte, mad.SIDRREQPrivateDataSize)
 	mad.CMAHeader(pd).Encode(&mad.CMAHeaderFields{Version: mad.CMAVersion, SrcPort: id.src.Port(),
 		Src: id.src.Addr(), Dst: id.dst.Addr()})

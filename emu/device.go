@@ -84,7 +84,7 @@ type Config struct {
 // ND) of the host a device is bound to, as the kernel's
 // rdma_addr_find_l2_eth_by_grh asks it. It is the one shape every layer
 // takes: the device resolves user AHs and user modifies with it, the driver
-// its per-packet destinations, workload and rdmacm their address vectors.
+// its per-packet destinations, workload and cma their address vectors.
 type Resolver interface {
 	// Resolve returns the Ethernet address of ip (IPv4 unmapped). It may
 	// send requests and wait until ctx ends; with an already cancelled
@@ -193,7 +193,7 @@ func (d *Device) Resolver() Resolver { return d.cfg.Resolver }
 // ib_mad_port_open is on a running kernel: the next GSI QP created (by a
 // kernel consumer, QP.Modify without udata) takes the QP the device
 // reserved for that layer and receives what arrives for QPN 1. Package
-// rdmacm's CM uses it to run the Communication Manager on the device. On
+// cma's CM uses it to run the Communication Manager on the device. On
 // rxe it fails with EINVAL on a device made with Config.NoMADLayer (create
 // the GSI QP directly there) and with EBUSY once taken; a driver without a
 // MAD layer of its own gives EOPNOTSUPP.

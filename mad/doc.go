@@ -11,7 +11,7 @@
 // A MAD is exactly Size (256) bytes: a 24-byte common header followed by
 // 232 bytes of class data. On RoCE it is the payload of a UD SEND to QP1
 // (the GSI QP) with Q_Key 0x80010000. The package knows nothing of how it
-// travels: package rdmacm sends and receives it.
+// travels: package cma sends and receives it.
 //
 // As package wire does for RoCEv2 headers, each message is a []byte view
 // over the whole MAD with getters and setters named after the IBA fields,

@@ -5,7 +5,9 @@ import (
 	"testing"
 )
 
-// FuzzParseCM: ParseCM never panics, and for everything it accepts every
+// FuzzParseCM: ParseCM and UnmatchedReply never panic, UnmatchedReply
+// answers no CM message and answers with the MAD itself as a GetResp, and
+// for everything ParseCM accepts every
 // accessor of the message its attribute names runs within the view, and
 // re-encoding the decoded fields reproduces the decoded fields.
 func FuzzParseCM(f *testing.F) {
@@ -17,6 +19,14 @@ func FuzzParseCM(f *testing.F) {
 	f.Add(udaddySIDRREP())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := ParseCM(b)
+		if r, ok := UnmatchedReply(b); ok {
+			if err == nil {
+				t.Fatal("a CM message is answered as unmatched")
+			}
+			if len(r) != Size || r[3] != MethodGetResp || r.Status() != StatusUnsupportedMethodAttr || !bytes.Equal(r[HeaderSize:], b[HeaderSize:Size]) {
+				t.Fatalf("unmatched reply %x", r)
+			}
+		}
 		if err != nil {
 			return
 		}

@@ -1,7 +1,9 @@
 // Package rping is librdmacm's rping (rdma-core 44, librdmacm/examples/
 // rping.c) over an emulated device: its command line, its ping protocol
-// and its output, connected by package rdmacm's Communication Manager, so
-// that either side can be the real rping on the kernel's rxe.
+// and its output, connected by package cma's Communication Manager as
+// librdmacm connects the real rping through the kernel's rdma_cm (the
+// same calls, events and QP transitions), so that either side can be the
+// real rping on the kernel's rxe.
 //
 // The protocol is rping's: the client SENDs the address, rkey and length
 // of its start buffer (16 bytes, big-endian), the server RDMA READs it,
@@ -21,17 +23,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/softroce/softroce/cma"
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/getopt"
 	"github.com/softroce/softroce/qpstate"
-	"github.com/softroce/softroce/rdmacm"
 	"golang.org/x/sys/unix"
 )
 
@@ -161,12 +162,12 @@ func ParseFlags(args []string) (*Options, error) {
 // Config is what a run of rping uses.
 type Config struct {
 	Dev *emu.Device
-	CM  *rdmacm.CM // on Dev
-	// Resolver resolves the server's address to a neighbour (the client's
-	// rdma_resolve_addr); its failure is rping's ADDR_ERROR.
-	Resolver emu.Resolver
-	Stdout   io.Writer
-	Stderr   io.Writer
+	// CM is Dev's Communication Manager. The client's rdma_resolve_addr
+	// goes through it to Dev's Resolver; its failure is rping's
+	// ADDR_ERROR.
+	CM     *cma.CM
+	Stdout io.Writer
+	Stderr io.Writer
 	// Ready, if set, is called once the server listens, with its port.
 	Ready func(port int)
 }
@@ -179,8 +180,8 @@ var ErrFailed = errors.New("rping failed")
 // would exit 0, ErrFailed when it would exit 255 (having printed why), and
 // any other error for a failure of the emulated device.
 //
-// Differences from rping: -a on the server only selects the address family
-// (the server listens on all of the device's addresses).
+// The server binds to -a (0.0.0.0 or :: for all of the device's
+// addresses), as rping does.
 func Run(cfg Config, o *Options) error {
 	w := bufio.NewWriter(cfg.Stdout)
 	defer w.Flush()
@@ -253,11 +254,12 @@ type session struct {
 	cq     *emu.CQ
 	qp     *emu.QP
 	notify chan struct{}
-	recv   buffer // struct rping_rdma_info, received
-	send   buffer // struct rping_rdma_info, sent
-	rdma   buffer // RDMA sink (server: READ target and WRITE source)
-	start  buffer // client: the ping data the server READs
-	conn   *rdmacm.Conn
+	recv   buffer   // struct rping_rdma_info, received
+	send   buffer   // struct rping_rdma_info, sent
+	rdma   buffer   // RDMA sink (server: READ target and WRITE source)
+	start  buffer   // client: the ping data the server READs
+	id     *cma.ID  // the connection's rdma_cm_id
+	events *channel // its event channel
 	remote struct {
 		addr      uint64
 		rkey, len uint32
@@ -271,8 +273,10 @@ type buffer struct {
 	mr   *emu.MR
 }
 
-func newSession(dev *emu.Device, o *Options) (*session, error) {
-	cb := &session{o: o, dev: dev, notify: make(chan struct{}, 1)}
+// newSession creates rping's QP for id (rping_setup_qp, rdma_create_qp:
+// the QP starts in INIT) and its buffers, and posts the first receive.
+func newSession(dev *emu.Device, o *Options, id *cma.ID, events *channel) (*session, error) {
+	cb := &session{o: o, dev: dev, notify: make(chan struct{}, 1), id: id, events: events}
 	var err error
 	if cb.pd, err = dev.AllocPD(0); err != nil {
 		return nil, err
@@ -310,7 +314,7 @@ func newSession(dev *emu.Device, o *Options) (*session, error) {
 		}
 	}
 	o.debugf("allocated & registered buffers...\n")
-	if err := rdmacm.InitQP(cb.qp, Param); err != nil { // rdma_create_qp
+	if err := cb.modify(nil, qpstate.StateInit); err != nil { // rdma_create_qp
 		return nil, err
 	}
 	if err := cb.postRecv(); err != nil {
@@ -332,6 +336,18 @@ func (cb *session) postSend(wr emu.SendWR) error {
 		return err
 	}
 	return nil
+}
+
+// perror prints what rping's perror(what) prints for err: its errno's
+// text as strerror words it (capitalized), or err itself without one.
+func (o *Options) perror(what string, err error) {
+	msg := err.Error()
+	var e unix.Errno
+	if errors.As(err, &e) {
+		msg = e.Error()
+		msg = strings.ToUpper(msg[:1]) + msg[1:]
+	}
+	o.errorf("%s: %s\n", what, msg)
 }
 
 func errnoOf(err error) int {
@@ -365,13 +381,9 @@ func (cb *session) wait(state int) int {
 		if cb.cq.Poll(wc) == 0 {
 			cb.cq.ReqNotify(emu.CQNextComp | emu.CQReportMissedEvents)
 			if cb.cq.Poll(wc) == 0 {
-				var done <-chan struct{}
-				if cb.conn != nil {
-					done = cb.conn.Done()
-				}
 				select {
 				case <-cb.notify:
-				case <-done:
+				case <-cb.events.disconnected:
 					if cb.cq.Poll(wc) == 0 {
 						cb.o.errorf("%s DISCONNECT EVENT...\n", map[bool]string{true: "server", false: "client"}[cb.o.Server])
 						return stateDisconnected
@@ -438,50 +450,62 @@ func (cb *session) wait(state int) int {
 	}
 }
 
-// Param is rping's connection parameters: one outstanding READ each
-// way, retry and RNR retry counts 7.
-var Param = rdmacm.Param{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
+// Param is rping's connection parameters (rping_connect_client): one
+// outstanding READ each way, retry and RNR retry counts 7.
+var Param = cma.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
 
 func runServer(cfg Config, o *Options) error {
-	cm := cfg.CM
-	port := o.Port
-	if port == 0 { // rdma_bind_addr picks a free port
-		port = 20000 + rand.IntN(20000)
-	}
-	l, err := cm.Listen(uint16(port))
-	if err != nil {
-		o.errorf("rdma_bind_addr: %v\n", err)
-		return ErrFailed
-	}
-	defer l.Close()
-	o.debugf("rdma_bind_addr successful\n")
-	o.debugf("rdma_listen\n")
-	o.flush()
-	if cfg.Ready != nil {
-		cfg.Ready(port)
-	}
-	req, err := l.Accept(context.Background())
+	events := newChannel()
+	lid, err := cfg.CM.CreateID(cma.PSTCP, qpstate.TypeRC, events.handle, nil)
 	if err != nil {
 		return err
 	}
+	defer lid.Destroy()
+	addr := o.Addr
+	if !addr.IsValid() {
+		addr = netip.IPv4Unspecified()
+	}
+	if err := lid.Bind(netip.AddrPortFrom(addr, uint16(o.Port))); err != nil {
+		o.perror("rdma_bind_addr", err)
+		return ErrFailed
+	}
+	o.debugf("rdma_bind_addr successful\n")
+	o.debugf("rdma_listen\n")
+	if err := lid.Listen(backlog); err != nil {
+		o.perror("rdma_listen", err)
+		return ErrFailed
+	}
+	o.flush()
+	if cfg.Ready != nil {
+		cfg.Ready(int(lid.Info().Src.Port()))
+	}
+	var req cma.Event
+	for req.Type != cma.EventConnectRequest {
+		if req, err = events.next(context.Background()); err != nil {
+			return err
+		}
+	}
+	child := req.ID
+	defer child.Destroy()
 	o.debugf("cma_event type RDMA_CM_EVENT_CONNECT_REQUEST (child)\n")
-	cb, err := newSession(cfg.Dev, o)
+	cb, err := newSession(cfg.Dev, o, child, events)
 	if err != nil {
 		return err
 	}
 	o.debugf("accepting client connection request\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cb.conn, err = req.Accept(ctx, cb.qp, Param)
-	if err != nil {
-		o.errorf("cma event RDMA_CM_EVENT_CONNECT_ERROR, error %d\n", -errnoOf(err))
+	if ev, err := cb.accept(ctx, req.Conn); err != nil {
+		return err
+	} else if ev.Type != cma.EventEstablished {
+		o.errorf("cma event %v, error %d\n", ev.Type, ev.Status)
 		o.errorf("wait for CONNECTED state %d\n", stateError)
 		o.errorf("connect error -1\n")
 		return ErrFailed
 	}
 	o.debugf("ESTABLISHED\n")
 	ret := cb.testServer()
-	cb.conn.Disconnect(ctx)
+	cb.disconnect()
 	if ret != 0 {
 		o.errorf("rping server failed: %d\n", ret)
 		return ErrFailed
@@ -561,28 +585,33 @@ func cString(b []byte) []byte {
 }
 
 func runClient(cfg Config, o *Options) error {
-	cm := cfg.CM
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := cfg.Resolver.Resolve(ctx, o.Addr); err != nil {
-		o.errorf("cma event RDMA_CM_EVENT_ADDR_ERROR, error %d\n", -int(unix.ETIMEDOUT))
+	events := newChannel()
+	id, err := cfg.CM.CreateID(cma.PSTCP, qpstate.TypeRC, events.handle, nil)
+	if err != nil {
+		return err
+	}
+	defer id.Destroy()
+	ev, err := resolve(ctx, id, events, netip.AddrPortFrom(o.Addr, uint16(o.Port)))
+	if err != nil {
+		return err
+	}
+	if ev.Type != cma.EventRouteResolved {
+		o.errorf("cma event %v, error %d\n", ev.Type, ev.Status)
 		o.errorf("waiting for addr/route resolution state %d\n", stateError)
 		return ErrFailed
 	}
 	o.debugf("rdma_resolve_addr - rdma_resolve_route successful\n")
-	cb, err := newSession(cfg.Dev, o)
+	cb, err := newSession(cfg.Dev, o, id, events)
 	if err != nil {
 		return err
 	}
-	cb.conn, err = cm.Connect(ctx, cb.qp, o.Addr, uint16(o.Port), Param)
-	if err != nil {
-		var rej *rdmacm.RejectError
-		switch {
-		case errors.As(err, &rej):
-			o.errorf("cma event RDMA_CM_EVENT_REJECTED, error %d\n", int(rej.Reason))
-		default:
-			o.errorf("cma event RDMA_CM_EVENT_UNREACHABLE, error %d\n", -errnoOf(err))
-		}
+	if ev, err = cb.connect(ctx); err != nil {
+		return err
+	}
+	if ev.Type != cma.EventEstablished {
+		o.errorf("cma event %v, error %d\n", ev.Type, ev.Status)
 		o.errorf("wait for CONNECTED state %d\n", stateRouteResolved)
 		o.errorf("connect error -1\n")
 		return ErrFailed
@@ -593,9 +622,17 @@ func runClient(cfg Config, o *Options) error {
 	if ret != 0 {
 		o.errorf("rping client failed: %d\n", ret)
 	}
-	if cb.conn.State() == rdmacm.StateEstablished {
-		if err := cb.conn.Disconnect(ctx); err == nil {
+	select {
+	case <-events.disconnected: // the server went first; wait printed it
+	default:
+		// rping prints the DISCONNECTED event if it comes (the DREP)
+		// while it tears down; a peer that never answers the DREQ does
+		// not keep it.
+		cb.disconnect()
+		select {
+		case <-events.disconnected:
 			o.errorf("client DISCONNECT EVENT...\n")
+		case <-time.After(disconnectWait):
 		}
 	}
 	if ret != 0 {

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 
-	"github.com/softroce/softroce/emu"
-	"github.com/softroce/softroce/node"
-	"github.com/softroce/softroce/rdmacm"
+	"github.com/softroce/softroce/cma"
 	"github.com/softroce/softroce/rping"
 	"golang.org/x/sys/unix"
 )
@@ -34,14 +30,13 @@ func rpingHelp(e *env) {
 }
 
 // runRping is "softroce rping": rdma-core 44's rping (package rping: its
-// options, protocol and output), connected by softroce's own Communication
-// Manager (package rdmacm: CM MADs on QP1, service ID of RDMA_PS_TCP port
-// -p, default 7174) instead of the kernel's rdma_cm, so either side can be
-// the real rping on rxe.
+// options, protocol and output), connected by softroce's Communication
+// Manager (package cma, the one the daemon serves librdmacm with: CM MADs
+// on QP1, service ID of RDMA_PS_TCP port -p, default 7174) instead of the
+// kernel's rdma_cm, so either side can be the real rping on rxe.
 //
-// Differences: -a on the server only selects the address family (the
-// server listens on all of the node's addresses); -I, -P, -q and -t are
-// refused; -d is rping's debug flag, so the device is named with --dev.
+// Differences: -I, -P, -q and -t are refused; -d is rping's debug flag,
+// so the device is named with --dev.
 func runRping(e *env) error {
 	linkArgs, toolArgs, err := splitLinkArgs(e.args)
 	if err != nil {
@@ -62,18 +57,12 @@ func runRping(e *env) error {
 		return err
 	}
 	defer n.Close()
-	cm, err := rdmacm.New(rdmacm.Config{Dev: n.Device(), Seed: seedFor(seed, "rdmacm"),
-		Resolver: emu.ResolverFunc(func(ctx context.Context, ip netip.Addr) ([6]byte, error) {
-			ctx, cancel := context.WithTimeout(ctx, 2*node.ResolveTimeout)
-			defer cancel()
-			return n.Resolve(ctx, ip)
-		})})
+	cm, err := cma.New(cma.Config{Dev: n.Device(), Seed: seedFor(seed, "cma")})
 	if err != nil {
 		return err
 	}
 	defer cm.Close()
 	err = rping.Run(rping.Config{Dev: n.Device(), CM: cm, Stdout: e.stdout, Stderr: e.stderr,
-		Resolver: n,
 		Ready: func(port int) {
 			if e.serverReady != nil {
 				e.serverReady(&net.TCPAddr{Port: port})

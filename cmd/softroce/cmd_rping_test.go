@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/softroce/softroce/cma"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/node"
-	"github.com/softroce/softroce/rdmacm"
 )
 
 // rpingData is what rping -v prints for ping i of the default 64 bytes.
@@ -74,6 +74,55 @@ func TestRpingCommand(t *testing.T) {
 	}
 }
 
+// TestRpingAddresses: the server binds to the address -a names (IPv4 or
+// IPv6, as rping's rdma_bind_addr), and the client reaches it over the
+// same family: the RoCEv2 GIDs of IPv6 addresses carry the CM MADs and
+// the pings.
+func TestRpingAddresses(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		srvIP, cliIP   string // --ip of each side
+		srvAddr, dstIP string // the server's -a and the client's -a
+	}{
+		{"IPv4 address", "10.9.0.2/24", "10.9.0.1/24", "10.9.0.2", "10.9.0.2"},
+		{"IPv6 address", "fd00:9::2/64", "fd00:9::1/64", "fd00:9::2", "fd00:9::2"},
+		{"IPv6 wildcard", "fd00:9::2/64", "fd00:9::1/64", "::", "fd00:9::2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := pipeNodes(t)
+			sv, cl := runPair(t, h,
+				[]string{"rping", "-s", "-a", c.srvAddr, "-p", port, "-v", "--dev", "b", "--ip", c.srvIP, "--nodad"},
+				[]string{"rping", "-c", "-a", c.dstIP, "-p", port, "-v", "-V", "-C", "2", "--dev", "a", "--ip", c.cliIP, "--nodad"})
+			if sv.code != 0 || cl.code != 0 || sv.out != rpingData("server ", 0)+rpingData("server ", 1) ||
+				cl.out != rpingData("", 0)+rpingData("", 1) || cl.errout != "client DISCONNECT EVENT...\n" {
+				t.Errorf("exit %d %d\nserver:\n%s%s\nclient:\n%s%s", sv.code, cl.code, sv.out, sv.errout, cl.out, cl.errout)
+			}
+		})
+	}
+}
+
+// TestRpingAddrError: a client whose server address no neighbour answers
+// gets ADDR_ERROR with -ETIMEDOUT once rping's 2000 ms resolution
+// timeout is over, and fails as rping does.
+func TestRpingAddrError(t *testing.T) {
+	var o, e strings.Builder
+	code := runWith(pipeNodes(t), []string{"rping", "-c", "-a", "10.9.0.77", "-p", "9999", "--dev", "a", "--ip", "10.9.0.1/24"}, &o, &e)
+	want := "cma event RDMA_CM_EVENT_ADDR_ERROR, error -110\nwaiting for addr/route resolution state 11\n"
+	if code != 255 || e.String() != want {
+		t.Errorf("exit %d, stderr %q, want 255 %q", code, e.String(), want)
+	}
+}
+
+// TestRpingBindError: a server -a that is not the node's address fails
+// as rping's rdma_bind_addr does (EADDRNOTAVAIL, perror's words).
+func TestRpingBindError(t *testing.T) {
+	var o, e strings.Builder
+	code := runWith(pipeNodes(t), []string{"rping", "-s", "-a", "10.9.0.99", "--dev", "b", "--ip", "10.9.0.2/24"}, &o, &e)
+	if want := "rdma_bind_addr: Cannot assign requested address\n"; code != 255 || e.String() != want {
+		t.Errorf("exit %d, stderr %q, want 255 %q", code, e.String(), want)
+	}
+}
+
 // TestRpingReject: a client whose REQ finds no listener gets the kernel's
 // REJ (invalid service ID) and fails as rping does.
 func TestRpingReject(t *testing.T) {
@@ -92,7 +141,7 @@ func TestRpingReject(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer peer.Close()
-	cm, err := rdmacm.New(rdmacm.Config{Dev: peer.Device()})
+	cm, err := cma.New(cma.Config{Dev: peer.Device()})
 	if err != nil {
 		t.Fatal(err)
 	}

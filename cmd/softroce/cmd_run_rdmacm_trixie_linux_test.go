@@ -13,12 +13,15 @@ import (
 // and its tools, as nobody in a chroot of trixie's packages, on one daemon
 // of this host (its preload library, sysfs tree and socket bound in):
 // rping, ucmatose, udaddy, rdma_server/rdma_client, rstream, riostream,
-// ib_write_bw -R and mckey, each pair exiting 0 with its result.
+// ib_write_bw -R and mckey, each pair exiting 0 with its result; and
+// ib_write_bw, ib_send_bw and ib_read_lat -R over IPv6 (--ipv6-addr,
+// which Debian 12's perftest lacks: it resolves -R addresses as IPv4
+// only).
 func TestTrixieRDMACMToolsThroughDaemon(t *testing.T) {
 	tree := debroot.ForTest(t, debroot.TrixieRDMA())
 	needCC(t)
-	const dev, ip = "rxe14", "10.78.5.1"
-	served := serveAsUser(t, userHome(t), dev, "--ip", ip+"/24")
+	const dev, ip, ip6 = "rxe14", "10.78.5.1", "fd00:78:5::1"
+	served := serveAsUser(t, userHome(t), dev, "--ip", ip+"/24", "--ip", ip6+"/64", "--nodad")
 	env, binds := debroot.HostPaths(append([]string{"PATH=/usr/bin:/bin"}, served...), "LD_PRELOAD", "SYSFS_PATH", "SOFTROCE_SOCK")
 	run := func(tool string, args ...string) *exec.Cmd {
 		cmd, err := tree.Command(context.Background(), binds, env, append([]string{"/usr/bin/" + tool}, args...)...)
@@ -66,6 +69,18 @@ func TestTrixieRDMACMToolsThroughDaemon(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := next()
 			cmPairWith(t, run, c.server, c.client, c.serverArgs(p), c.clientArgs(p), c.serverWant, c.clientWant)
+		})
+	}
+	// IPv6 needs --ipv6-addr, which Debian 12's perftest lacks.
+	for _, tool := range []string{"ib_write_bw", "ib_send_bw", "ib_read_lat"} {
+		t.Run(tool+" -R --ipv6-addr", func(t *testing.T) {
+			p := next()
+			args := []string{"-R", "--ipv6-addr", "-F", "-d", dev, "-n", "200", "-p", p}
+			serverWant := "#bytes"
+			if tool == "ib_read_lat" {
+				serverWant = "" // the passive side of a READ latency test prints no result
+			}
+			cmPairWith(t, run, tool, tool, args, append(args, ip6), serverWant, "#bytes")
 		})
 	}
 	t.Run("mckey", func(t *testing.T) { mckeyGroup(t, run, "mckey", ip, "239.1.2.4") })
