@@ -33,6 +33,12 @@ type containerfile struct {
 	stages []stage
 }
 
+// expand replaces ${NAME} and $NAME in s with the default of the global
+// ARG NAME, as a FROM line is expanded when no --build-arg is given.
+func (cf *containerfile) expand(s string) string {
+	return os.Expand(s, func(k string) string { return cf.args[k] })
+}
+
 // parseContainerfile reads the Containerfile at path: comments and blank
 // lines dropped, lines ending in a backslash joined to the next.
 func parseContainerfile(t *testing.T, path string) *containerfile {
@@ -61,7 +67,7 @@ func parseContainerfile(t *testing.T, path string) *containerfile {
 		switch {
 		case in.cmd == "FROM":
 			f := strings.Fields(in.args)
-			s := stage{from: f[0]}
+			s := stage{from: cf.expand(f[0])}
 			if len(f) == 3 && strings.EqualFold(f[1], "AS") {
 				s.name = f[2]
 			}

@@ -203,6 +203,13 @@ func (p *PipeEnd) WritePackets(bufs [][]byte) (int, error) { return p.write(bufs
 // (wire.Frame.NoICRC): the pipe carries them marked, a ReadNoICRC reader
 // takes them as they are, and ReadPackets computes the ICRC before it
 // hands them out, so a frame is never seen without its exact ICRC.
+//
+// Unlike WritePackets it may keep the caller's buffer instead of copying
+// it, as ReadNoICRC hands over the queue's: the frame must start its
+// buffer (bufs[i][:cap(bufs[i])] is the caller's whole buffer), and
+// bufs[i] of a frame the pipe took is then replaced by a buffer of at
+// least its capacity (of length 0), which the caller owns. The caller
+// must not keep other references to the buffers it passes.
 func (p *PipeEnd) WriteNoICRC(bufs [][]byte) (int, error) { return p.write(bufs, true) }
 
 func (p *PipeEnd) write(bufs [][]byte, noICRC bool) (int, error) {
@@ -218,11 +225,7 @@ func (p *PipeEnd) write(bufs [][]byte, noICRC bool) (int, error) {
 			break
 		}
 	}
-	queued, dropped, selfClosed := p.tx.push(bufs, noICRC, p.drop, &p.closed)
-	var bytes int
-	for _, b := range bufs[:queued+dropped] {
-		bytes += len(b)
-	}
+	queued, dropped, bytes, selfClosed := p.tx.push(bufs, noICRC, p.drop, &p.closed)
 	n = queued + dropped
 	p.txFrames.Add(uint64(queued))
 	p.txBytes.Add(uint64(bytes))
@@ -272,7 +275,11 @@ type frameQueue struct {
 	notFull  sync.Cond
 	slots    [][]byte
 	noICRC   []bool // slot i's frame was written without its ICRC
-	maxFrame int    // a slot's first buffer holds the largest frame, so that it can be traded (pop)
+	// free holds the buffers readers traded in (pop), most recent last:
+	// a writer trading its buffer (push) gets the one a reader released
+	// last, still in a cache, rather than the slot's.
+	free     [][]byte
+	maxFrame int // a slot's first buffer holds the largest frame, so that it can be traded (pop)
 	head, n  int
 	closed   bool // the reading end closed
 }
@@ -284,15 +291,18 @@ func newFrameQueue(n, maxFrame int) *frameQueue {
 	return q
 }
 
-// push copies frames into the queue. It returns how many it queued and how
-// many it dropped (queue full in drop mode, or the reader closed; the
-// frames after a close are all counted dropped), and whether it stopped
+// push copies frames into the queue; with trade (frames written without
+// their ICRC, WriteNoICRC) it takes a large frame's buffer instead and
+// gives the writer in frames[i] one of at least the same capacity: the
+// last a reader traded in (free), else the slot's, else a new one. It returns how many it queued and how many it
+// dropped (queue full in drop mode, or the reader closed; the frames after
+// a close are all counted dropped) and their bytes, and whether it stopped
 // because the writer itself closed (writerClosed), in which case the rest
 // were neither.
-func (q *frameQueue) push(frames [][]byte, noICRC, drop bool, writerClosed *atomic.Bool) (queued, dropped int, selfClosed bool) {
+func (q *frameQueue) push(frames [][]byte, trade, drop bool, writerClosed *atomic.Bool) (queued, dropped, bytes int, selfClosed bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, f := range frames {
+	for j, f := range frames {
 		for q.n == len(q.slots) && !q.closed && !drop && !writerClosed.Load() {
 			q.notEmpty.Broadcast() // let the reader drain what is queued
 			q.notFull.Wait()
@@ -301,23 +311,34 @@ func (q *frameQueue) push(frames [][]byte, noICRC, drop bool, writerClosed *atom
 			selfClosed = true
 			break
 		}
+		bytes += len(f)
 		if q.closed || q.n == len(q.slots) {
 			dropped++
 			continue
 		}
 		i := (q.head + q.n) % len(q.slots)
-		if cap(q.slots[i]) < len(f) && len(f) > smallFrame {
-			q.slots[i] = make([]byte, 0, max(q.maxFrame, len(f)))
+		switch slot := q.slots[i]; {
+		case trade && len(f) > smallFrame:
+			if cap(slot) < cap(f) {
+				slot = q.takeFree(cap(f))
+			}
+			q.slots[i], frames[j] = f, slot[:0]
+		case cap(slot) < len(f) && (len(f) > smallFrame || trade || len(q.free) > 0):
+			// A trading writer's small frame (an ACK among WRITEs) gets a
+			// large buffer, as the reader trades one back for it: a slot
+			// its own size would be thrown away by the next large frame.
+			q.slots[i] = append(q.takeFree(max(q.maxFrame, len(f))), f...)
+		default:
+			q.slots[i] = append(slot[:0], f...)
 		}
-		q.slots[i] = append(q.slots[i][:0], f...)
-		q.noICRC[i] = noICRC
+		q.noICRC[i] = trade
 		q.n++
 		queued++
 	}
 	if queued > 0 {
 		q.notEmpty.Broadcast()
 	}
-	return queued, dropped, selfClosed
+	return queued, dropped, bytes, selfClosed
 }
 
 // pop moves up to len(bufs) frames into bufs, and their marks into
@@ -338,7 +359,13 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (
 		slot := q.slots[q.head]
 		if swap && cap(slot) >= cap(bufs[i]) && len(slot) <= len(bufs[i]) {
 			sizes[i] = len(slot)
-			bufs[i], q.slots[q.head] = slot[:cap(slot)], bufs[i][:0]
+			if q.noICRC[q.head] && len(q.free) < len(q.slots) {
+				// A writer trades for it next (push).
+				q.free = append(q.free, bufs[i][:0])
+				bufs[i], q.slots[q.head] = slot[:cap(slot)], nil
+			} else {
+				bufs[i], q.slots[q.head] = slot[:cap(slot)], bufs[i][:0]
+			}
 		} else {
 			sizes[i] = copy(bufs[i], slot)
 		}
@@ -350,6 +377,30 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (
 		q.notFull.Broadcast()
 	}
 	return k, true
+}
+
+// freeChunk is how many buffers takeFree allocates at once: the queue's
+// buffers grow with the most frames it has held, which a burst of load may
+// raise long after warm-up, and one allocation per chunk keeps that rare.
+const freeChunk = 16
+
+// takeFree returns the buffer a reader traded in last if it holds n
+// bytes, or a new one; q.mu held.
+func (q *frameQueue) takeFree(n int) []byte {
+	if k := len(q.free) - 1; k >= 0 && cap(q.free[k]) >= n {
+		b := q.free[k]
+		q.free[k] = nil
+		q.free = q.free[:k]
+		return b[:0]
+	}
+	if n <= smallFrame || len(q.free) > 0 {
+		return make([]byte, 0, n)
+	}
+	arr := make([]byte, freeChunk*n)
+	for i := 1; i < freeChunk; i++ {
+		q.free = append(q.free, arr[i*n:i*n:(i+1)*n])
+	}
+	return arr[:0:n]
 }
 
 func (q *frameQueue) close() {

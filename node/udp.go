@@ -31,7 +31,13 @@ import (
 // as rxe follows its netdev's. Node.Host is nil and Node.AddAddr fails
 // with EOPNOTSUPP: the kernel owns the addresses.
 func OpenUDP(addrs []netip.Addr, mtu int) (link.Link, error) {
-	l, err := udp.Open(&udp.Config{Addrs: addrs, MTU: mtu})
+	return OpenUDPLink(&udp.Config{Addrs: addrs, MTU: mtu})
+}
+
+// OpenUDPLink is OpenUDP with the link's whole configuration (UDP GSO,
+// the port, the batch size).
+func OpenUDPLink(cfg *udp.Config) (link.Link, error) {
+	l, err := udp.Open(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"math/bits"
 )
 
 // The ICRC of RoCEv2 (IBTA Annex A17.3.3; rxe_icrc.c rxe_icrc_hdr and
@@ -22,9 +23,6 @@ import (
 // icrcSeed is crc32.ChecksumIEEE of 8 bytes of 0xff: the CRC after the LRH
 // placeholder (the kernel's raw register value 0xdebb20e3, inverted).
 const icrcSeed = 0x2144df1c
-
-// maxMaskedHeaders is the most header bytes the ICRC masks: IPv6 + UDP + BTH.
-const maxMaskedHeaders = IPv6Size + UDPSize + BTHSize
 
 // computeICRC returns the ICRC of the frame whose IP header is at l3Off, UDP
 // header at l4Off, and ICRC at icrcOff, as rxe computes it: the
@@ -46,43 +44,45 @@ func computeICRC(frame []byte, l3Off, l4Off, icrcOff int, v6 bool) uint32 {
 }
 
 // specICRC is the ICRC the specification defines (see the top of this
-// file).
+// file), in one crc32.Update pass over the unmasked bytes from the IP
+// header to the ICRC, the same pass as hash/crc32 over those bytes.
+//
+// CRC-32 is linear: a byte b_i at position i of the covered bytes, changed
+// by d, changes the CRC register after the last byte by S^(n-i)(d), where S
+// is the (invertible) step of the register over one zero byte and n the
+// number of bytes; and the register's initial value r changes it by
+// S^n(r). So the masked fields, instead of being overwritten with ones in a
+// copy, are folded into the initial value: with d_i = frame byte ^ masked
+// byte, starting from r ^ XOR_i S^-i(d_i) over the frame's own bytes gives
+// the masked CRC. S^-i(d) depends only on the field's position from the IP
+// header, not on the length of the frame: icrcFix4 and icrcFix6 hold it
+// for every value of each masked byte.
 func specICRC(frame []byte, l3Off, l4Off, icrcOff int, v6 bool) uint32 {
-	var hdr [maxMaskedHeaders]byte
-	bth := l4Off + UDPSize
-	n := copy(hdr[:], frame[l3Off:bth+BTHSize])
-	ip := l4Off - l3Off
+	h := frame[l3Off:icrcOff]
+	var fix uint32
 	if v6 {
-		hdr[0] |= 0x0f // traffic class (high nibble) ...
-		hdr[1] = 0xff  // ... and flow label
-		hdr[2] = 0xff
-		hdr[3] = 0xff
-		hdr[7] = 0xff // hop limit
+		_ = h[IPv6Size+UDPSize+BTHSize-1]
+		t := &icrcFix6
+		fix = t[0][^h[0]&0x0f] ^ t[1][^h[1]] ^ t[2][^h[2]] ^ t[3][^h[3]] ^ t[4][^h[7]] ^
+			t[5][^h[IPv6Size+6]] ^ t[6][^h[IPv6Size+7]] ^ t[7][^h[IPv6Size+UDPSize+bthResv8a]]
 	} else {
-		hdr[1] = 0xff  // TOS
-		hdr[8] = 0xff  // TTL
-		hdr[10] = 0xff // header checksum
-		hdr[11] = 0xff
+		_ = h[IPv4Size+UDPSize+BTHSize-1]
+		t := &icrcFix4
+		fix = t[0][^h[1]] ^ t[1][^h[8]] ^ t[2][^h[10]] ^ t[3][^h[11]] ^
+			t[4][^h[IPv4Size+6]] ^ t[5][^h[IPv4Size+7]] ^ t[6][^h[IPv4Size+UDPSize+bthResv8a]]
 	}
-	hdr[ip+6] = 0xff // UDP checksum
-	hdr[ip+7] = 0xff
-	hdr[ip+UDPSize+bthResv8a] = 0xff // FECN, BECN, resv6
-	crc := updateSmall(icrcSeed, &hdr, n)
-	return crc32.Update(crc, crc32.IEEETable, frame[bth+BTHSize:icrcOff])
-}
-
-// specFlushOK reports whether frame is an RC FLUSH carrying the
-// specification's ICRC (which computeICRC does not give it).
-func specFlushOK(frame []byte, l3Off, l4Off, icrcOff int, v6 bool, icrc uint32) bool {
-	return frame[l4Off+UDPSize] == byte(RCFlush) && specICRC(frame, l3Off, l4Off, icrcOff, v6) == icrc
+	// The register is the complement of crc32.Update's argument. Its
+	// vectorised pass takes multiples of 16 bytes and leaves the rest
+	// (8 bytes for an IPv4 frame with 1 or 4 KiB of payload) to a
+	// byte-at-a-time loop after it; updateTail does it in one step.
+	n := len(h) &^ 15
+	return updateTail(crc32.Update(icrcSeed^fix, crc32.IEEETable, h[:n]), h[n:])
 }
 
 // slicing8 holds the tables of a slicing-by-8 CRC-32 (IEEE, reflected).
-// hash/crc32 would do, but its Update lets its argument escape, and the
-// masked header copy lives on the stack.
 var slicing8 = func() (t [8][256]uint32) {
 	t[0] = *crc32.MakeTable(crc32.IEEE)
-	for i := 0; i < 256; i++ {
+	for i := range 256 {
 		c := t[0][i]
 		for j := 1; j < 8; j++ {
 			c = t[0][c&0xff] ^ c>>8
@@ -92,20 +92,86 @@ var slicing8 = func() (t [8][256]uint32) {
 	return t
 }()
 
-// updateSmall adds p[:n] to crc with the semantics of crc32.Update.
-func updateSmall(crc uint32, p *[maxMaskedHeaders]byte, n int) uint32 {
+// updateTail adds p (less than 16 bytes) to crc with the semantics of
+// crc32.Update: 8 and 4 bytes at a time, each with independent table
+// lookups, rather than crc32's one serial lookup per byte below 16 bytes.
+func updateTail(crc uint32, p []byte) uint32 {
 	t := &slicing8
 	crc = ^crc
-	i := 0
-	for ; i+8 <= n; i += 8 {
-		crc ^= binary.LittleEndian.Uint32(p[i:])
-		crc = t[0][p[i+7]] ^ t[1][p[i+6]] ^ t[2][p[i+5]] ^ t[3][p[i+4]] ^
+	if len(p) >= 8 {
+		crc ^= binary.LittleEndian.Uint32(p)
+		crc = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
 			t[4][crc>>24] ^ t[5][crc>>16&0xff] ^ t[6][crc>>8&0xff] ^ t[7][crc&0xff]
+		p = p[8:]
 	}
-	for ; i < n; i++ {
-		crc = t[0][byte(crc)^p[i]] ^ crc>>8
+	if len(p) >= 4 {
+		crc ^= binary.LittleEndian.Uint32(p)
+		crc = t[0][crc>>24] ^ t[1][crc>>16&0xff] ^ t[2][crc>>8&0xff] ^ t[3][crc&0xff]
+		p = p[4:]
+	}
+	for _, v := range p {
+		crc = t[0][byte(crc)^v] ^ crc>>8
 	}
 	return ^crc
+}
+
+// icrcMasked4 and icrcMasked6 are the positions, from the IP header, of the
+// bytes the ICRC masks (all their bits, except the first byte of IPv6,
+// whose low 4 bits only are traffic class and flow label), in the order
+// specICRC indexes icrcFix4 and icrcFix6.
+var (
+	icrcMasked4 = [...]int{1, 8, 10, 11, IPv4Size + 6, IPv4Size + 7, IPv4Size + UDPSize + bthResv8a}
+	icrcMasked6 = [...]int{0, 1, 2, 3, 7, IPv6Size + 6, IPv6Size + 7, IPv6Size + UDPSize + bthResv8a}
+)
+
+// icrcFix4[k][d] (icrcFix6 for IPv6) is S^-i(d): the change to the CRC
+// register before the IP header equivalent to changing the byte at
+// position i = icrcMasked4[k] by d (see specICRC).
+var (
+	icrcFix4 [len(icrcMasked4)][256]uint32
+	icrcFix6 [len(icrcMasked6)][256]uint32
+)
+
+func init() {
+	icrcFixTables(icrcFix4[:], icrcMasked4[:])
+	icrcFixTables(icrcFix6[:], icrcMasked6[:])
+}
+
+// icrcFixTables fills out[k] with S^-pos[k] of every byte value.
+func icrcFixTables(out [][256]uint32, pos []int) {
+	tab := crc32.IEEETable
+	// S(x) = tab[x&0xff] ^ x>>8. The top bytes of the table's entries are
+	// all distinct, so S^-1(y) = (y^tab[k])<<8 | k with k the entry whose
+	// top byte is y's.
+	var byTop [256]byte
+	for k := range 256 {
+		byTop[tab[k]>>24] = byte(k)
+	}
+	unstep := func(y uint32) uint32 {
+		k := byTop[y>>24]
+		return (y^tab[k])<<8 | uint32(k)
+	}
+	for j, i := range pos {
+		// S^-i is linear: compute it on the 8 bits and combine.
+		var bit [8]uint32
+		for b := range bit {
+			x := uint32(1) << b
+			for range i {
+				x = unstep(x)
+			}
+			bit[b] = x
+		}
+		for d := 1; d < 256; d++ {
+			low := d & -d
+			out[j][d] = out[j][d^low] ^ bit[bits.TrailingZeros(uint(low))]
+		}
+	}
+}
+
+// specFlushOK reports whether frame is an RC FLUSH carrying the
+// specification's ICRC (which computeICRC does not give it).
+func specFlushOK(frame []byte, l3Off, l4Off, icrcOff int, v6 bool, icrc uint32) bool {
+	return frame[l4Off+UDPSize] == byte(RCFlush) && specICRC(frame, l3Off, l4Off, icrcOff, v6) == icrc
 }
 
 // icrcBounds checks the IP and UDP headers at l3Off just enough to compute
@@ -115,12 +181,10 @@ func icrcBounds(frame []byte, l3Off int) (l4Off, icrcOff int, v6 bool, err error
 	if l3Off < 0 || l3Off >= len(frame) {
 		return 0, 0, false, ErrTruncated
 	}
-	var p Packet
-	p.frame = frame
 	v6 = frame[l3Off]>>4 == 6
-	l4, end, perr := p.ipBounds(l3Off, v6)
-	if perr != nil {
-		return 0, 0, false, p.err.Err
+	l4, end, _, bad := ipBounds(frame, l3Off, v6)
+	if bad != nil {
+		return 0, 0, false, bad.err
 	}
 	if end-l4 < UDPSize {
 		return 0, 0, false, ErrTruncated

@@ -247,18 +247,103 @@ func TestSealICRC(t *testing.T) {
 	}
 }
 
-// TestUpdateSmall checks the slicing-by-8 CRC against hash/crc32 for every
-// length it is used with.
-func TestUpdateSmall(t *testing.T) {
+// TestICRCRandomFrames compares SealICRC and Packet.ComputeICRC with
+// referenceICRC on random frames: IPv4 and IPv6, with and without a VLAN
+// tag, every opcode byte, every masked field and every other header byte
+// random (except the lengths, versions and protocol the bounds checks
+// read), payloads of 0 to 4200 bytes.
+func TestICRCRandomFrames(t *testing.T) {
 	r := testenv.Rand(t)
-	var b [maxMaskedHeaders]byte
-	for n := 0; n <= maxMaskedHeaders; n++ {
-		for i := range b {
-			b[i] = byte(r.Uint32())
+	for i := range 4000 {
+		v6 := r.IntN(2) == 1
+		f := sampleFrame(RCSendOnly, v6, r.IntN(4) == 0, 0)
+		n := r.IntN(300)
+		if r.IntN(8) == 0 {
+			n = r.IntN(4200)
 		}
-		seed := r.Uint32()
-		if got, want := updateSmall(seed, &b, n), crc32.Update(seed, crc32.IEEETable, b[:n]); got != want {
-			t.Fatalf("n=%d: %#x, want %#x", n, got, want)
+		f.Payload = make([]byte, n)
+		buf := make([]byte, f.Len())
+		if _, err := Build(buf, f); err != nil {
+			t.Fatal(err)
+		}
+		l3 := EthernetSize
+		if f.VLAN {
+			l3 += VLANTagSize
+		}
+		// Keep: IP version and IHL, IPv4 total length, flags and fragment
+		// offset, protocol; IPv6 payload length and next header; UDP
+		// length.
+		keep := map[int]bool{0: true, 2: true, 3: true, 6: true, 7: true, 9: true}
+		udp := IPv4Size
+		if v6 {
+			keep = map[int]bool{4: true, 5: true, 6: true}
+			udp = IPv6Size
+		}
+		keep[udp+4], keep[udp+5] = true, true
+		for j := l3; j < len(buf); j++ {
+			if !keep[j-l3] {
+				buf[j] = byte(r.Uint32())
+			}
+		}
+		if v6 {
+			buf[l3] = 0x60 | buf[l3+1]&0x0f // version 6, random traffic class bits
+		}
+		icrcOff := len(buf) - ICRCSize
+		want := referenceICRC(buf, l3, icrcOff)
+		if err := SealICRC(buf, l3); err != nil {
+			t.Fatalf("frame %d: SealICRC: %v", i, err)
+		}
+		if got := binary.LittleEndian.Uint32(buf[icrcOff:]); got != want {
+			t.Fatalf("frame %d (v6 %v, opcode %#x, %d bytes): SealICRC %#x, reference %#x", i, v6, buf[l3+udp+UDPSize], len(buf), got, want)
+		}
+		var p Packet
+		if p.Decode(buf) == nil {
+			if got := p.ComputeICRC(); got != want {
+				t.Fatalf("frame %d: ComputeICRC %#x, reference %#x", i, got, want)
+			}
+		}
+	}
+}
+
+// TestUpdateTail checks updateTail against hash/crc32 for every length
+// below 16 bytes.
+func TestUpdateTail(t *testing.T) {
+	r := testenv.Rand(t)
+	for n := range 16 {
+		for range 50 {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(r.Uint32())
+			}
+			seed := r.Uint32()
+			if got, want := updateTail(seed, b), crc32.Update(seed, crc32.IEEETable, b); got != want {
+				t.Fatalf("n=%d: %#x, want %#x", n, got, want)
+			}
+		}
+	}
+}
+
+// TestICRCFixTables checks that each entry of the masked-field tables,
+// folded into the CRC register before the IP header, changes the CRC as
+// changing the byte at its position does.
+func TestICRCFixTables(t *testing.T) {
+	r := testenv.Rand(t)
+	for _, c := range []struct {
+		pos []int
+		tab [][256]uint32
+	}{{icrcMasked4[:], icrcFix4[:]}, {icrcMasked6[:], icrcFix6[:]}} {
+		for k, i := range c.pos {
+			for d := range 256 {
+				b := make([]byte, i+1+r.IntN(64))
+				for j := range b {
+					b[j] = byte(r.Uint32())
+				}
+				want := crc32.Update(icrcSeed, crc32.IEEETable, b)
+				b[i] ^= byte(d)
+				if got := crc32.Update(icrcSeed^c.tab[k][d], crc32.IEEETable, b); got != want {
+					t.Fatalf("position %d, change %#x: %#x, want %#x", i, d, got, want)
+				}
+			}
 		}
 	}
 }

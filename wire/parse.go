@@ -192,64 +192,90 @@ func (p *Packet) DecodeIP(frame []byte) error {
 
 func (p *Packet) decodeIP(off int, v6 bool) error {
 	p.l3Off = off
-	l4, end, err := p.ipBounds(off, v6)
-	if err != nil {
-		return err
+	l4, end, v, bad := ipBounds(p.frame, off, v6)
+	if bad != nil {
+		return p.fail(bad.layer, off+bad.off, bad.reason, v, true, bad.err)
 	}
+	p.ipv6 = v6
 	return p.decodeUDP(l4, end)
 }
 
+// ipCheck is a check of the IP header that failed: the layer, the
+// failing field's offset from the IP header, the reason and the error.
+type ipCheck struct {
+	layer  Layer
+	off    int
+	reason string
+	err    error
+}
+
+// The IP header checks, in the order ipBounds makes them.
+var (
+	ipv4Short     = &ipCheck{LayerIPv4, 0, "shorter than an IPv4 header", ErrTruncated}
+	ipv4Version   = &ipCheck{LayerIPv4, 0, "IP version is not 4", ErrMalformed}
+	ipv4IHLShort  = &ipCheck{LayerIPv4, 0, "IHL below 5", ErrMalformed}
+	ipv4Options   = &ipCheck{LayerIPv4, 0, "IPv4 options", ErrUnsupported}
+	ipv4TotShort  = &ipCheck{LayerIPv4, 2, "total length below header length", ErrMalformed}
+	ipv4TotLong   = &ipCheck{LayerIPv4, 2, "total length exceeds frame", ErrTruncated}
+	ipv4Fragment  = &ipCheck{LayerIPv4, 6, "fragment", ErrUnsupported}
+	ipv4NotUDP    = &ipCheck{LayerIPv4, 9, "protocol is not UDP", ErrNotRoCE}
+	ipv6Short     = &ipCheck{LayerIPv6, 0, "shorter than an IPv6 header", ErrTruncated}
+	ipv6Version   = &ipCheck{LayerIPv6, 0, "IP version is not 6", ErrMalformed}
+	ipv6PayloadLn = &ipCheck{LayerIPv6, 4, "payload length exceeds frame", ErrTruncated}
+	ipv6NotUDP    = &ipCheck{LayerIPv6, 6, "next header is not UDP", ErrNotRoCE}
+)
+
 // ipBounds checks the IP header at off and returns the offset of the UDP
-// header and the end of the IP datagram.
-func (p *Packet) ipBounds(off int, v6 bool) (l4, end int, err error) {
-	frame := p.frame
+// header and the end of the IP datagram, or the check that failed and the
+// value it found. It needs no Packet, so that SealICRC and VerifyICRC
+// check a frame without setting one up.
+func ipBounds(frame []byte, off int, v6 bool) (l4, end, v int, bad *ipCheck) {
 	avail := len(frame) - off
 	if !v6 {
 		if avail < IPv4Size {
-			return 0, 0, p.fail(LayerIPv4, off, "shorter than an IPv4 header", avail, true, ErrTruncated)
+			return 0, 0, avail, ipv4Short
 		}
-		h := frame[off:]
+		h := frame[off : off+IPv4Size]
 		if v := h[0] >> 4; v != 4 {
-			return 0, 0, p.fail(LayerIPv4, off, "IP version is not 4", int(v), true, ErrMalformed)
+			return 0, 0, int(v), ipv4Version
 		}
 		ihl := int(h[0]&0x0f) * 4
 		if ihl < IPv4Size {
-			return 0, 0, p.fail(LayerIPv4, off, "IHL below 5", ihl/4, true, ErrMalformed)
+			return 0, 0, ihl / 4, ipv4IHLShort
 		}
 		if ihl > IPv4Size {
-			return 0, 0, p.fail(LayerIPv4, off, "IPv4 options", ihl-IPv4Size, true, ErrUnsupported)
+			return 0, 0, ihl - IPv4Size, ipv4Options
 		}
 		tot := int(binary.BigEndian.Uint16(h[2:]))
 		if tot < ihl {
-			return 0, 0, p.fail(LayerIPv4, off+2, "total length below header length", tot, true, ErrMalformed)
+			return 0, 0, tot, ipv4TotShort
 		}
 		if tot > avail {
-			return 0, 0, p.fail(LayerIPv4, off+2, "total length exceeds frame", tot, true, ErrTruncated)
+			return 0, 0, tot, ipv4TotLong
 		}
 		if fr := binary.BigEndian.Uint16(h[6:]); fr&(ipv4FlagMF|ipv4FragOffMask) != 0 {
-			return 0, 0, p.fail(LayerIPv4, off+6, "fragment", int(fr), true, ErrUnsupported)
+			return 0, 0, int(fr), ipv4Fragment
 		}
 		if h[9] != IPProtocolUDP {
-			return 0, 0, p.fail(LayerIPv4, off+9, "protocol is not UDP", int(h[9]), true, ErrNotRoCE)
+			return 0, 0, int(h[9]), ipv4NotUDP
 		}
-		return off + IPv4Size, off + tot, nil
+		return off + IPv4Size, off + tot, 0, nil
 	}
 	if avail < IPv6Size {
-		return 0, 0, p.fail(LayerIPv6, off, "shorter than an IPv6 header", avail, true, ErrTruncated)
+		return 0, 0, avail, ipv6Short
 	}
-	h := frame[off:]
+	h := frame[off : off+IPv6Size]
 	if v := h[0] >> 4; v != 6 {
-		return 0, 0, p.fail(LayerIPv6, off, "IP version is not 6", int(v), true, ErrMalformed)
+		return 0, 0, int(v), ipv6Version
 	}
 	pl := int(binary.BigEndian.Uint16(h[4:]))
 	if pl > avail-IPv6Size {
-		return 0, 0, p.fail(LayerIPv6, off+4, "payload length exceeds frame", pl, true, ErrTruncated)
+		return 0, 0, pl, ipv6PayloadLn
 	}
 	if h[6] != IPProtocolUDP {
-		return 0, 0, p.fail(LayerIPv6, off+6, "next header is not UDP", int(h[6]), true, ErrNotRoCE)
+		return 0, 0, int(h[6]), ipv6NotUDP
 	}
-	p.ipv6 = true
-	return off + IPv6Size, off + IPv6Size + pl, nil
+	return off + IPv6Size, off + IPv6Size + pl, 0, nil
 }
 
 func (p *Packet) decodeUDP(off, ipEnd int) error {

@@ -32,9 +32,10 @@ func unprivileged(t *testing.T, ns *testenv.NetNS, bin string) []string {
 // TestToolsOverUDPUnprivileged: two softroce processes, each in its own
 // namespace joined by a veth and each running as nobody, run every
 // "softroce pingpong" mode and the eight perftest tools against each
-// other over --udp, with IPv4 and with IPv6 GIDs. The pingpongs check
-// the data (-c); every run must exit 0 on both sides and print its
-// result.
+// other over --udp, with IPv4 and with IPv6 GIDs, and a WRITE, a READ and
+// a pingpong of multi-packet messages with --udp-gso on both sides. The
+// pingpongs check the data (-c); every run must exit 0 on both sides and
+// print its result.
 func TestToolsOverUDPUnprivileged(t *testing.T) {
 	na, nb := testenv.NewNetNS(t), testenv.NewNetNS(t)
 	bin := softrocePath(t)
@@ -68,6 +69,10 @@ func TestToolsOverUDPUnprivileged(t *testing.T) {
 		{"perf", "read_lat", "-n", "200"},
 		{"perf", "send_lat", "-n", "200"},
 		{"perf", "atomic_lat", "-n", "200"},
+		// With UDP GSO: the message trains go out as GSO sends.
+		{"pingpong", "--mode", "rc", "-c", "-n", "200", "-s", "8192", "--udp-gso"},
+		{"perf", "write_bw", "-n", "500", "--udp-gso"},
+		{"perf", "read_bw", "-n", "500", "--udp-gso"},
 	}
 	for _, fam := range []struct{ name, a, b string }{{"IPv4", "10.82.0.1", "10.82.0.2"}, {"IPv6", "fd82::1", "fd82::2"}} {
 		for _, tc := range tools {

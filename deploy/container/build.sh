@@ -13,7 +13,7 @@
 # default): CC is left unset so that the name is the one softroce looks
 # for at run time.
 #
-# The Containerfile's build stage runs this script; deploy/deploy_test.go
+# The Containerfile's build stage runs this script; deploy/containerfile_test.go
 # runs the same RUN step on the CI machine.
 set -eu
 dest=${1:?usage: build.sh DESTDIR}

@@ -30,9 +30,14 @@ type xport struct {
 	rtimer    clock.Timer
 	rgen      uint64    // generation of the retransmit timer
 	rdeadline time.Time // when the retransmit timer expires
-	rnrWait   bool
-	rnrTimer  clock.Timer
-	rnrGen    uint64
+	// ridle: everything sent was acknowledged while rtimer was pending;
+	// the timer is left to find nothing to retransmit, and the next send
+	// gives it a fresh deadline (so that a stream of messages with idle
+	// moments between them does not start a timer for each).
+	ridle    bool
+	rnrWait  bool
+	rnrTimer clock.Timer
+	rnrGen   uint64
 	// startedRetry: a retry pass is under way; further retry triggers
 	// other than a timeout are ignored until a valid response arrives
 	// (rxe's comp.started_retry).
@@ -461,12 +466,14 @@ func (r *device) armRetransmit(q *qp, reset bool) {
 		return
 	}
 	if q.rtimer != nil {
-		if reset {
+		if reset || q.ridle {
 			q.rdeadline = r.clock().Now().Add(d)
+			q.ridle = false
 		}
 		return
 	}
 	q.rgen++
+	q.ridle = false
 	q.rdeadline = r.clock().Now().Add(d)
 	r.startRetransmit(q, d)
 }
@@ -603,9 +610,7 @@ func (r *device) afterComp(q *qp) {
 	if q.unacked() {
 		r.armRetransmit(q, true)
 	} else if q.rtimer != nil {
-		q.rtimer.Stop()
-		q.rtimer = nil
-		q.rgen++
+		q.ridle = true // del_timer in effect: it finds nothing unacknowledged
 	}
 }
 

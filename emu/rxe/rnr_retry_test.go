@@ -186,3 +186,45 @@ func TestRNRDelayQuirk(t *testing.T) {
 		})
 	}
 }
+
+// TestRetransmitTimerAcrossIdle: when everything sent is acknowledged the
+// retransmit timer stays pending (one timer per QP however many messages,
+// rather than one per message after an idle moment), and a message sent
+// after an idle moment is retransmitted a full timeout after it was sent,
+// not at the deadline the timer had before.
+func TestRetransmitTimerAcrossIdle(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	c := p.connect(qpOpts{timeout: 14, retry: 2})
+	src, _, mra := p.a.buf(8, 1)
+	dst, _, mrb := p.b.buf(8, 0)
+	wr := emu.SendWR{Opcode: emu.WRRDMAWrite, SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}},
+		RemoteAddr: dst, RKey: mrb.RKey()}
+	period := 4096 * time.Nanosecond << 14
+	base := p.clk.Pending()
+	for i := range 5 {
+		p.a.postSend(c.qa, wr)
+		p.settle()
+		if n := p.clk.Pending(); n != base+1 {
+			t.Fatalf("message %d acknowledged: %d timers pending, want %d", i, n, base+1)
+		}
+	}
+	p.a.rec.take(t)
+	p.clk.Advance(period * 3 / 4)
+	p.b.r.Close() // silent peer from now on
+	wr.SendFlags = emu.SendSignaled
+	p.a.postSend(c.qa, wr)
+	start := p.clk.Now()
+	var times []time.Duration
+	for len(times) < 2 && p.clk.Now().Sub(start) < 3*period {
+		p.settle()
+		for range p.a.rec.take(t) {
+			times = append(times, p.clk.Now().Sub(start))
+		}
+		if !p.clk.AdvanceToNext() {
+			break
+		}
+	}
+	if len(times) < 2 || times[0] != 0 || times[1] != period {
+		t.Errorf("transmissions at %v after the send, want 0 and %v", times, period)
+	}
+}

@@ -157,9 +157,10 @@ type transport struct {
 	holders atomic.Int32 // callers inside Settle: they process loopback frames
 
 	// nl is the link when it carries frames without their ICRC
-	// (link.PipeEnd): frames are built with wire.Frame.NoICRC and written
-	// with WriteNoICRC, and read with ReadNoICRC, which marks the frames
-	// whose ICRC the peer did not compute.
+	// (link.PipeEnd) or seals and checks them itself (the UDP link):
+	// frames are built with wire.Frame.NoICRC and written with
+	// WriteNoICRC, and read with ReadNoICRC, which marks the frames
+	// whose ICRC the device need not check.
 	nl noICRCLink
 
 	poolMu sync.Mutex
@@ -196,10 +197,17 @@ func (r *device) attach() {
 	l := r.cfg.Link
 	t := &transport{l: l, sync: r.cfg.Synchronous, frame: link.MaxFrameSize(l.MTU())}
 	t.inCond = sync.NewCond(&t.inMu)
-	// Only a bare pipe end: a wrapper (a capture, a fault injector, a
-	// test's gate) sees every frame, so its frames carry their ICRC.
-	if pe, ok := l.(*link.PipeEnd); ok && !r.cfg.Loopback {
-		t.nl = pe
+	// Only a bare pipe end, or a link that seals and checks every ICRC
+	// itself (the UDP link): a wrapper (a capture, a fault injector, a
+	// test's gate embedding a pipe end) sees every frame, so its frames
+	// carry their ICRC.
+	if !r.cfg.Loopback {
+		switch nl := l.(type) {
+		case *link.PipeEnd:
+			t.nl = nl
+		case icrcSealer:
+			t.nl = nl
+		}
 	}
 	if nb, ok := l.(NonBlockingWriter); ok && !t.sync {
 		t.inline = nb.NonBlockingWrites()
@@ -217,15 +225,27 @@ func (r *device) attach() {
 	}
 }
 
+// poolChunk is how many frame buffers get allocates at once when the pool
+// is empty: the pool grows to the most frames in flight, which a burst
+// of load may raise long after warm-up, and one allocation per chunk
+// keeps that rare.
+const poolChunk = 16
+
 func (t *transport) get() []byte {
 	t.poolMu.Lock()
 	defer t.poolMu.Unlock()
 	if n := len(t.pool); n > 0 {
 		b := t.pool[n-1]
+		t.pool[n-1] = nil
 		t.pool = t.pool[:n-1]
 		return b[:cap(b)]
 	}
-	return make([]byte, t.frame)
+	n := t.frame
+	arr := make([]byte, poolChunk*n)
+	for i := 1; i < poolChunk; i++ {
+		t.pool = append(t.pool, arr[i*n:(i+1)*n:(i+1)*n])
+	}
+	return arr[:n:n]
 }
 
 func (t *transport) put(bs [][]byte) {
@@ -396,10 +416,20 @@ type rxFrame struct {
 }
 
 // noICRCLink is a link that carries frames without their ICRC where
-// nobody can observe them (link.PipeEnd).
+// nobody can observe them (link.PipeEnd), or computes and checks the
+// ICRC itself (icrcSealer).
 type noICRCLink interface {
 	WriteNoICRC(bufs [][]byte) (int, error)
 	ReadNoICRC(bufs [][]byte, sizes []int, noICRC []bool) (int, error)
+}
+
+// icrcSealer is a link that computes the ICRC of every frame it sends and
+// checks every frame it receives (the UDP link): WriteNoICRC takes frames
+// built without it, and ReadNoICRC marks the frames whose ICRC the link
+// verified. SealsICRC only names the kind.
+type icrcSealer interface {
+	noICRCLink
+	SealsICRC()
 }
 
 // Poll processes every frame that has arrived and returns how many it
@@ -510,6 +540,8 @@ func (r *device) flushTx() {
 		}
 		tx, n := r.write(tx)
 		failed += n
+		// WriteNoICRC may have traded buffers: tx holds the pipe's, as
+		// large.
 		t.put(tx)
 		clear(tx)
 		t.tx[i].spare = tx[:0]

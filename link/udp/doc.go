@@ -48,13 +48,19 @@
 // IPV6_RECVTCLASS/IPV6_RECVHOPLIMIT, the lengths from the datagram. IPv6
 // frames are then complete and their ICRC is checked by the device as on
 // any link. An IPv4 sender's identification is not visible to a UDP
-// socket: the link assumes 0 with DF (what softroce over this link sends).
-// When the ICRC does not match under that assumption, the frame cannot be
+// socket: the link tries 0 (what softroce over this link sends) and 1 to
+// MaxSegments-1 (the segments of a GSO send, below), and gives the frame
+// the identification its ICRC matches. The ICRC is a CRC, so for frames of
+// one length a change of identification changes it by a value that
+// depends on the change alone: one CRC of the frame and a table of six
+// values per length try all 64. When none matches, the frame cannot be
 // verified: the sender may have used another identification (the kernel's
-// rxe does: prepare_ipv4_hdr sets DF and lets __ip_select_ident draw a
-// nonzero identification), or the frame may be corrupt. The link counts it
-// in Stats.Unverifiable and reseals its ICRC so the device accepts it; such
-// frames are protected only by the UDP checksum, where the sender set one.
+// rxe does: prepare_ipv4_hdr sets DF and lets __ip_select_ident draw one),
+// or the frame may be corrupt. The link counts it in Stats.Unverifiable
+// and reseals its ICRC for identification 0 so the device accepts it; such
+// frames are protected only by the UDP checksum, where the sender set
+// one. Trying 64 identifications lets a corrupt frame pass with
+// probability 64 in 2^32 instead of 1.
 //
 // # Sockets
 //
@@ -70,19 +76,26 @@
 // (UDP_NO_CHECK6_RX), as rxe's own tunnel socket does: the kernel's rxe
 // sends its IPv6 RoCEv2 packets without one, and the ICRC covers them.
 //
-// Datagrams move in batches with recvmmsg and sendmmsg. UDP GSO
-// (UDP_SEGMENT) and GRO (UDP_GRO) are not used yet, though they would
-// help: measured once between two namespaces on a veth (1036-byte
-// datagrams, a shared two-core machine), one sendto per datagram carried
-// about 0.9 Gb/s and sendmmsg of 44 about the same, while one send of 44
-// segments carried 2 Gb/s to a plain receiver and 10 Gb/s to one with
-// UDP_GRO. Two things stand in the way: GSO needs equal-sized segments to
-// one destination with the same control messages (a WRITE burst of one
-// QP, not ACKs of many QPs interleaved), and the kernel numbers the IPv4
-// identification of the segments of one send 0, 1, 2, ... (inet_gso_segment
-// increments it per segment), so segment k must carry the ICRC of
-// identification k, and a receiver behind GRO cannot see which k a
-// segment had.
+// Datagrams move in batches with recvmmsg and sendmmsg.
+//
+// # GSO and GRO
+//
+// With Config.GSO, a run of frames of one batch to one destination through
+// one socket with the same traffic class and TTL, all of one size but the
+// last (the packets of one message at the path MTU), is one message with
+// UDP_SEGMENT: the kernel cuts it into datagrams on the way out, or passes
+// it whole where the path takes GSO packets (a veth, a bridge, loopback).
+// The kernel numbers the IPv4 identifications of the segments of one send
+// 0, 1, 2, ... (inet_gso_segment counts up from the first segment's 0), so
+// the link seals segment k's ICRC for identification k. A segmented send
+// the kernel refuses with EIO, EINVAL or EOPNOTSUPP (a route without GSO)
+// turns GSO off for the link; its frames are lost, as on a failed
+// transmit. GSO is off by default: a capture on a device that passes GSO
+// packets whole shows one packet per send, not the frames.
+//
+// Every socket has UDP_GRO on and 64 KiB receive buffers: a train of
+// datagrams that reaches the socket whole (a GSO send over a veth) is one
+// message, which the link splits into its frames.
 package udp
 
 import (
@@ -100,6 +113,12 @@ var (
 	PeerMAC  = [6]byte{0x02, 0x00, 0x00, 0x00, 0x00, 0x02}
 )
 
+// MaxSegments is the most datagrams one GSO send carries (the kernel's
+// UDP_MAX_SEGMENTS before Linux 6.9). The kernel numbers their IPv4
+// identifications 0 to MaxSegments-1, so a received IPv4 frame is
+// checked against each of these.
+const MaxSegments = 1 << idBits
+
 // DefaultMTU is the link's MTU when Config.MTU is zero.
 const DefaultMTU = 1500
 
@@ -113,22 +132,29 @@ type Config struct {
 	Port uint16
 	// MTU is the largest IP packet the link sends; 0 means DefaultMTU.
 	MTU int
-	// BatchSize is the most datagrams one recvmmsg or sendmmsg moves; 0
-	// means 64.
+	// BatchSize is the most messages one sendmmsg moves, and the most
+	// frames one WritePackets or ReadPackets call should carry; 0 means
+	// 64. A recvmmsg takes at most 16 messages (each into a 64 KiB
+	// buffer, for GRO trains).
 	BatchSize int
+	// GSO sends runs of equal-sized frames to one destination as one UDP
+	// GSO send (UDP_SEGMENT), each frame's ICRC sealed for the IPv4
+	// identification the kernel gives its segment.
+	GSO bool
 }
 
 // Stats counts what the link did.
 type Stats struct {
-	// RxFrames and TxFrames count datagrams received and sent.
+	// RxFrames counts the frames ReadPackets returned (datagrams
+	// received), TxFrames the datagrams sent.
 	RxFrames, TxFrames uint64
 	// Unverifiable counts IPv4 frames whose ICRC did not match under the
 	// assumption of identification 0 with DF: their sender's
 	// identification is unknown, so the ICRC could not be checked. They
 	// were delivered with a recomputed ICRC.
 	Unverifiable uint64
-	// RxDropped counts datagrams dropped on receive: truncated (larger than
-	// the MTU), or too short to hold a BTH and an ICRC.
+	// RxDropped counts datagrams dropped on receive: larger than the MTU
+	// allows (or truncated), or too short to hold a BTH and an ICRC.
 	RxDropped uint64
 	// TxErrors counts frames not sent: no bound socket for their source
 	// address, or an error from sendmmsg (EHOSTUNREACH, ENETUNREACH, ...).

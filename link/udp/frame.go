@@ -22,17 +22,19 @@ const minPayload = wire.BTHSize + wire.ICRCSize
 type rxMeta struct {
 	src, dst netip.AddrPort
 	tos, ttl uint8
+	seg      int // the datagram size of a UDP GRO train; 0 for one datagram
 }
 
 // synthesize writes the Ethernet, IP and UDP headers in front of the n
-// payload bytes at b[headroom:] and returns where the frame starts. The
+// payload bytes at b[off:] and returns where the frame starts; off must
+// leave room for them (headroom always does). The
 // IPv4 header carries identification 0 and DF, as this link's sender puts
 // on the wire; the UDP checksum is 0 (masked by the ICRC, not checked by
 // rxe). The addresses must both be IPv4 (or IPv4-mapped) or both IPv6.
-func synthesize(b []byte, n int, m *rxMeta) (start int) {
+func synthesize(b []byte, off, n int, m *rxMeta) (start int) {
 	src, dst := m.src.Addr().Unmap(), m.dst.Addr().Unmap()
-	l4 := headroom - wire.UDPSize
-	u := b[l4:headroom]
+	l4 := off - wire.UDPSize
+	u := b[l4:off]
 	binary.BigEndian.PutUint16(u[0:], m.src.Port())
 	binary.BigEndian.PutUint16(u[2:], m.dst.Port())
 	binary.BigEndian.PutUint16(u[4:], uint16(wire.UDPSize+n))
@@ -91,6 +93,28 @@ type txMeta struct {
 	src, dst netip.Addr
 	dport    uint16
 	tos, ttl uint8
+	// frame is the prepared frame (in the scratch space), l3 where its
+	// IP header starts and icrc where its ICRC is, for setIPID.
+	frame    []byte
+	l3, icrc int
+}
+
+// setIPID gives the prepared IPv4 frame of m, sealed for identification
+// 0, the identification id and its ICRC: the kernel numbers the segments
+// of one UDP GSO send id 0, 1, 2, ... (inet_gso_segment counts up from the
+// first segment's). Below MaxSegments the ICRC changes by the values of
+// t, with no CRC of the frame.
+func setIPID(m *txMeta, id uint16, t *idDeltas) {
+	binary.BigEndian.PutUint16(m.frame[m.l3+4:], id)
+	if id >= 1<<idBits {
+		wire.SealICRC(m.frame, m.l3)
+		return
+	}
+	binary.BigEndian.PutUint16(m.frame[m.l3+4:], 0)
+	d := t.of(m.frame, m.l3, m.icrc)
+	binary.BigEndian.PutUint16(m.frame[m.l3+4:], id)
+	icrc := m.frame[m.icrc:]
+	binary.LittleEndian.PutUint32(icrc, binary.LittleEndian.Uint32(icrc)^d.of(id))
 }
 
 // errNotRoCE is a frame the link cannot send: not IPv4 or IPv6 over UDP.
@@ -162,20 +186,99 @@ func prepare(scratch, frame []byte, sport uint16, mtu int) ([]byte, txMeta, erro
 	if err := wire.SealICRC(b, l3); err != nil {
 		return nil, m, fmt.Errorf("%w: %w", errNotRoCE, err)
 	}
+	m.frame, m.l3, m.icrc = b, l3, l4+ulen-wire.ICRCSize
 	return b[l4+wire.UDPSize : l4+ulen], m, nil
 }
 
-// checkRx verifies the ICRC of a synthesized frame. An IPv4 frame that does
-// not verify is unverifiable (its sender's identification is unknown): its
-// ICRC is resealed and checkRx reports true. IPv6 frames are left as they
-// are, for the device to check.
-func checkRx(frame []byte) (unverifiable bool) {
+// idBits is how many low bits of the IPv4 identification checker.check
+// tries: the identifications the segments of one GSO send carry.
+const idBits = 6 // 1 << idBits == maxSegments
+
+// idDeltas keeps, per length of what the ICRC covers, what each IPv4
+// identification below 1<<idBits changes in the ICRC. The ICRC
+// is a CRC: for frames of one length, changing the identification changes
+// the ICRC by a value that depends only on the change.
+type idDeltas struct {
+	m map[int]*deltas
+}
+
+// deltas are, for one length, the ICRC change of every identification
+// below 1<<idBits, from identification 0.
+type deltas [1 << idBits]uint32
+
+// of returns what identification id (below 1<<idBits) changes in the
+// ICRC, from identification 0.
+func (d *deltas) of(id uint16) uint32 { return d[id] }
+
+// of returns the deltas of the IPv4 frame whose IP header starts at l3 and
+// ICRC at icrc, computing them from the frame (sealed, left as it was)
+// the first time a length comes.
+func (t *idDeltas) of(frame []byte, l3, icrc int) *deltas {
+	k := icrc - l3
+	if d := t.m[k]; d != nil {
+		return d
+	}
+	id := frame[l3+4 : l3+6]
+	old := binary.BigEndian.Uint16(id)
+	sealed := binary.LittleEndian.Uint32(frame[icrc:])
+	d := new(deltas)
+	for b := range idBits {
+		binary.BigEndian.PutUint16(id, old^1<<b)
+		wire.SealICRC(frame, l3)
+		d[1<<b] = binary.LittleEndian.Uint32(frame[icrc:]) ^ sealed
+	}
+	binary.BigEndian.PutUint16(id, old)
+	binary.LittleEndian.PutUint32(frame[icrc:], sealed)
+	for i := 3; i < len(d); i++ {
+		low := i & -i // the lowest bit of i; the rest, i-low, came before
+		d[i] = d[i-low] ^ d[low]
+	}
+	if t.m == nil || len(t.m) >= 64 {
+		t.m = map[int]*deltas{}
+	}
+	t.m[k] = d
+	return d
+}
+
+// checker verifies the ICRC of synthesized frames; one per reader.
+type checker struct {
+	deltas idDeltas
+}
+
+// check verifies the ICRC of a synthesized frame. An IPv4 frame is
+// synthesized with identification 0; when its ICRC matches another
+// identification below 1<<idBits instead (a segment of a GSO send, which
+// the kernel numbers 0, 1, 2, ...), the frame gets that identification
+// and is verified. An IPv4 frame that matches none of them is
+// unverifiable (its sender's identification is unknown): its ICRC is
+// resealed for identification 0 and check reports true. IPv6 frames are
+// left as they are, for the device to check. One CRC of the frame and the
+// idDeltas of its length try every identification.
+func (c *checker) check(frame []byte) (unverifiable bool) {
+	const l3 = wire.EthernetSize
 	if binary.BigEndian.Uint16(frame[12:]) != wire.EtherTypeIPv4 {
 		return false
 	}
-	if wire.VerifyICRC(frame, wire.EthernetSize) == nil {
+	if wire.VerifyICRC(frame, l3) == nil {
 		return false
 	}
-	wire.SealICRC(frame, wire.EthernetSize)
+	icrcOff := len(frame) - wire.ICRCSize
+	icrc := frame[icrcOff:]
+	got := binary.LittleEndian.Uint32(icrc)
+	if wire.SealICRC(frame, l3) != nil {
+		return true
+	}
+	diff := got ^ binary.LittleEndian.Uint32(icrc)
+	d := c.deltas.of(frame, l3, icrcOff)
+	for id := uint16(1); id < 1<<idBits; id++ {
+		if d.of(id) == diff {
+			h := frame[l3 : l3+wire.IPv4Size]
+			binary.BigEndian.PutUint16(h[4:], id)
+			h[10], h[11] = 0, 0
+			binary.BigEndian.PutUint16(h[10:], ipv4Checksum(h))
+			binary.LittleEndian.PutUint32(icrc, got)
+			return false
+		}
+	}
 	return true
 }

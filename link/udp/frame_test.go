@@ -49,10 +49,10 @@ func TestPrepareThenSynthesizeRoundTrips(t *testing.T) {
 			}
 			buf := make([]byte, headroom+len(pay))
 			copy(buf[headroom:], pay)
-			start := synthesize(buf, len(pay), &rxMeta{src: netip.AddrPortFrom(tc.src, Port),
+			start := synthesize(buf, headroom, len(pay), &rxMeta{src: netip.AddrPortFrom(tc.src, Port),
 				dst: netip.AddrPortFrom(tc.dst, ib.RoCEv2UDPPort), tos: 0x2e, ttl: 17})
 			got := buf[start:]
-			if checkRx(got) {
+			if new(checker).check(got) {
 				t.Error("a frame prepared by the link is unverifiable")
 			}
 			if err := wire.VerifyICRC(got, wire.EthernetSize); err != nil {
@@ -116,9 +116,9 @@ func FuzzFrameRewrite(f *testing.F) {
 		if pay, m, err := prepare(scratch, frame, Port, 1500); err == nil {
 			buf := make([]byte, headroom+len(pay))
 			copy(buf[headroom:], pay)
-			start := synthesize(buf, len(pay), &rxMeta{src: netip.AddrPortFrom(m.src, Port),
+			start := synthesize(buf, headroom, len(pay), &rxMeta{src: netip.AddrPortFrom(m.src, Port),
 				dst: netip.AddrPortFrom(m.dst, m.dport), tos: m.tos, ttl: m.ttl})
-			if m.src.Is4() && checkRx(buf[start:]) {
+			if m.src.Is4() && new(checker).check(buf[start:]) {
 				t.Errorf("a frame prepare accepted does not verify")
 			}
 		}
@@ -131,8 +131,52 @@ func FuzzFrameRewrite(f *testing.F) {
 		}
 		buf := make([]byte, headroom+len(frame))
 		copy(buf[headroom:], frame)
-		start := synthesize(buf, len(frame), &rxMeta{src: netip.AddrPortFrom(src, 49152), dst: netip.AddrPortFrom(dst, Port), ttl: 64})
-		checkRx(buf[start:])
+		start := synthesize(buf, headroom, len(frame), &rxMeta{src: netip.AddrPortFrom(src, 49152), dst: netip.AddrPortFrom(dst, Port), ttl: 64})
+		new(checker).check(buf[start:])
 		wire.Parse(buf[start:])
 	})
+}
+
+// TestCheckerFindsTheGSOIdentification: an IPv4 frame sealed for any
+// identification a GSO send gives its segments (0 to MaxSegments-1)
+// verifies and comes back with that identification and its own ICRC; one
+// sealed for a larger identification, or corrupted, is unverifiable and
+// resealed for identification 0.
+func TestCheckerFindsTheGSOIdentification(t *testing.T) {
+	src, dst := netip.MustParseAddr("10.1.0.1"), netip.MustParseAddr("10.1.0.2")
+	var c checker
+	for _, size := range []int{0, 300, 1024} {
+		for _, id := range []int{0, 1, 2, 5, 31, 62, 63, 64, 65, 1000, 0xffff} {
+			for _, corrupt := range []bool{false, true} {
+				scratch := make([]byte, 4096)
+				pay, m, err := prepare(scratch, builtFrame(t, src, dst, bytes.Repeat([]byte{0x5a}, size)), Port, 1500)
+				if err != nil {
+					t.Fatal(err)
+				}
+				setIPID(&m, uint16(id), new(idDeltas))
+				if corrupt {
+					pay[len(pay)/2] ^= 0x10
+				}
+				buf := make([]byte, headroom+len(pay))
+				copy(buf[headroom:], pay)
+				start := synthesize(buf, headroom, len(pay), &rxMeta{src: netip.AddrPortFrom(src, Port),
+					dst: netip.AddrPortFrom(dst, Port), tos: 0x2e, ttl: 17})
+				got := buf[start:]
+				want := id < MaxSegments && !corrupt
+				if unverifiable := c.check(got); unverifiable == want {
+					t.Errorf("size %d id %d corrupt %v: unverifiable %v", size, id, corrupt, unverifiable)
+				}
+				if err := wire.VerifyICRC(got, wire.EthernetSize); err != nil {
+					t.Errorf("size %d id %d corrupt %v: delivered ICRC: %v", size, id, corrupt, err)
+				}
+				gotID := int(binary.BigEndian.Uint16(got[wire.EthernetSize+4:]))
+				if want && gotID != id || !want && gotID != 0 {
+					t.Errorf("size %d id %d corrupt %v: delivered identification %d", size, id, corrupt, gotID)
+				}
+				if ipv4Checksum(got[wire.EthernetSize:wire.EthernetSize+wire.IPv4Size]) != 0 {
+					t.Errorf("size %d id %d corrupt %v: bad IPv4 header checksum", size, id, corrupt)
+				}
+			}
+		}
+	}
 }

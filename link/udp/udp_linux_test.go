@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -205,9 +206,8 @@ func TestSentICRCMatchesTheKernelsPackets(t *testing.T) {
 	if v4 != each || v6 != each {
 		t.Errorf("captured %d IPv4 and %d IPv6 frames, want %d each", v4, v6, each)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for lb.Stats().RxFrames < uint64(len(frames)) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	for range frames {
+		read(t, lb)
 	}
 	if s := lb.Stats(); s.RxFrames != uint64(len(frames)) || s.Unverifiable != 0 {
 		t.Errorf("receiver stats %+v, want %d frames, none unverifiable", s, len(frames))
@@ -465,5 +465,222 @@ func TestZeroChecksumIPv6IsReceived(t *testing.T) {
 	got := read(t, lb)
 	if !bytes.Equal(transport(t, got), pay) {
 		t.Errorf("received transport % x, want % x", transport(t, got), pay)
+	}
+}
+
+// TestGSOSegmentsCarryTheirOwnICRC sends runs of equal-sized frames (the
+// last shorter) with Config.GSO, one GSO send per run, and checks each
+// datagram as a RoCE NIC or the kernel's rxe would: segment k of an IPv4
+// run carries identification k (the kernel numbers them), and its ICRC
+// covers that identification. It runs twice: with the sending veth's UDP
+// segmentation off, so the kernel cuts the datagrams before the veth and
+// a capture on the other end sees each; and with it on, so the train
+// crosses the veth whole and reaches the receiving socket, which has
+// UDP_GRO on, as one message the link splits; there the sender's sockets
+// are the wildcard ones. The receiving link
+// verifies every frame, with the identification it had, and counts none
+// unverifiable.
+func TestGSOSegmentsCarryTheirOwnICRC(t *testing.T) {
+	_, err := exec.LookPath("ethtool")
+	testenv.Require(t, err == nil, "ethtool is not installed")
+	for _, segOff := range []bool{true, false} {
+		t.Run("segmentation-off="+strconv.FormatBool(segOff), func(t *testing.T) {
+			p := newPair(t)
+			state := "on"
+			if segOff {
+				state = "off"
+			}
+			p.ns[0].Run(t, "ethtool", "-K", p.ifname[0], "tx-udp-segmentation", state)
+			var fd int
+			err := p.ns[1].Do(func() error {
+				ifi, err := net.InterfaceByName(p.ifname[1])
+				if err != nil {
+					return err
+				}
+				fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
+				if err != nil {
+					return err
+				}
+				return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2})
+
+			// The sender binds its addresses in one run and the
+			// wildcard ones in the other (the source in IP_PKTINFO).
+			cfg := &Config{GSO: true}
+			if segOff {
+				cfg.Addrs = []netip.Addr{p.v4[0], p.v6[0]}
+			}
+			la := p.open(t, 0, cfg)
+			lb := p.open(t, 1, &Config{Addrs: []netip.Addr{p.v4[1], p.v6[1]}})
+			const run = 12
+			var frames [][]byte
+			for _, fam := range [][2]netip.Addr{{p.v4[0], p.v4[1]}, {p.v6[0], p.v6[1]}} {
+				for i := range run {
+					size := 1000
+					if i == run-1 {
+						size = 333
+					}
+					b := make([]byte, 2048)
+					n, err := wire.Build(b, &wire.Frame{Src: fam[0], Dst: fam[1], HopLimit: 64, SrcPort: 0xc123,
+						BTH:     wire.BTHFields{Opcode: wire.RCSendMiddle, DestQP: 0x11, PSN: uint32(i), PKey: 0xffff},
+						Payload: bytes.Repeat([]byte{byte(i)}, size)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					frames = append(frames, b[:n])
+				}
+			}
+			if n, err := la.WritePackets(frames); n != len(frames) || err != nil {
+				t.Fatalf("WritePackets = %d, %v", n, err)
+			}
+			if s := la.Stats(); s.TxFrames != uint64(len(frames)) || s.TxErrors != 0 {
+				t.Errorf("sender stats %+v, want %d frames sent", s, len(frames))
+			}
+			if segOff {
+				var v4, v6 int
+				buf := make([]byte, 1<<16)
+				for v4+v6 < len(frames) {
+					n, _, err := unix.Recvfrom(fd, buf, 0)
+					if err != nil {
+						t.Fatalf("capture: %v after %d IPv4 and %d IPv6 frames", err, v4, v6)
+					}
+					f := buf[:n]
+					pk, err := wire.Parse(f)
+					if err != nil {
+						continue // ND, MLD and the like
+					}
+					if err := wire.VerifyICRC(f, wire.EthernetSize); err != nil {
+						t.Errorf("captured PSN %d: %v", pk.BTH().PSN(), err)
+					}
+					if pk.Src().Is4() {
+						if id := pk.IPID(); id != uint16(v4) {
+							t.Errorf("captured IPv4 frame %d: identification %d, want %d", v4, id, v4)
+						}
+						v4++
+					} else {
+						v6++
+					}
+				}
+			}
+			for i := range frames {
+				got := read(t, lb)
+				pk, err := wire.Parse(got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := wire.VerifyICRC(got, wire.EthernetSize); err != nil {
+					t.Errorf("received frame %d: %v", i, err)
+				}
+				if want := transport(t, frames[i])[:wire.BTHSize]; !bytes.Equal(transport(t, got)[:wire.BTHSize], want) {
+					t.Errorf("received frame %d out of order: BTH %x, want %x", i, transport(t, got)[:wire.BTHSize], want)
+				}
+				if pk.Src().Is4() && pk.IPID() != uint16(i) {
+					t.Errorf("received IPv4 frame %d: identification %d", i, pk.IPID())
+				}
+			}
+			if s := lb.Stats(); s.RxFrames != uint64(len(frames)) || s.Unverifiable != 0 || s.RxDropped != 0 {
+				t.Errorf("receiver stats %+v, want %d frames, none unverifiable or dropped", s, len(frames))
+			}
+		})
+	}
+}
+
+// TestReadIntoShortBufferTruncates: a frame longer than the reader's
+// buffer is cut to the buffer, as link.Link says, and a datagram larger
+// than the receiving link's MTU allows is dropped and counted.
+func TestReadIntoShortBufferTruncates(t *testing.T) {
+	p := newPair(t)
+	la := p.open(t, 0, &Config{Addrs: []netip.Addr{p.v4[0]}, MTU: 2000})
+	lb := p.open(t, 1, &Config{Addrs: []netip.Addr{p.v4[1]}, MTU: 1000})
+	big := frame(t, p.v4[0], p.v4[1], 0, 64, bytes.Repeat([]byte{7}, 1200)) // over lb's MTU
+	sent := frame(t, p.v4[0], p.v4[1], 0, 64, bytes.Repeat([]byte{9}, 500))
+	if n, err := la.WritePackets([][]byte{big, sent}); n != 2 || err != nil {
+		t.Fatalf("WritePackets = %d, %v", n, err)
+	}
+	b := make([]byte, 100)
+	sizes := make([]int, 1)
+	if n, err := lb.ReadPackets([][]byte{b}, sizes); n != 1 || err != nil || sizes[0] != len(b) {
+		t.Fatalf("ReadPackets = %d, %v, size %d; want 1 frame of %d bytes", n, err, sizes[0], len(b))
+	}
+	addrs := func(f []byte) []byte { return f[wire.EthernetSize+12 : wire.EthernetSize+wire.IPv4Size] }
+	if !bytes.Equal(addrs(b), addrs(sent)) {
+		t.Errorf("truncated frame's addresses %x, want %x", addrs(b), addrs(sent))
+	}
+	if got, want := b[wire.EthernetSize+wire.IPv4Size+wire.UDPSize:], transport(t, sent)[:len(b)-wire.EthernetSize-wire.IPv4Size-wire.UDPSize]; !bytes.Equal(got, want) {
+		t.Errorf("truncated frame's transport %x, want %x", got, want)
+	}
+	if s := lb.Stats(); s.RxFrames != 1 || s.RxDropped != 1 || s.Unverifiable != 0 {
+		t.Errorf("receiver stats %+v, want 1 frame, 1 dropped (over the MTU), none unverifiable", s)
+	}
+}
+
+// TestReadNoICRCMarksWhatTheLinkVerified: ReadNoICRC marks a frame
+// verified when the link checked its ICRC (IPv4: good, or unverifiable and
+// resealed; IPv6: good), and leaves a bad IPv6 ICRC unmarked for the
+// device to check and count.
+func TestReadNoICRCMarksWhatTheLinkVerified(t *testing.T) {
+	p := newPair(t)
+	lb := p.open(t, 1, &Config{Addrs: []netip.Addr{p.v4[1], p.v6[1]}})
+	la := p.open(t, 0, &Config{Addrs: []netip.Addr{p.v4[0], p.v6[0]}})
+	for _, tc := range []struct {
+		name     string
+		src, dst netip.Addr
+		corrupt  bool
+		want     bool
+	}{
+		{"IPv4 good", p.v4[0], p.v4[1], false, true},
+		{"IPv4 unverifiable", p.v4[0], p.v4[1], true, true},
+		{"IPv6 good", p.v6[0], p.v6[1], false, true},
+		{"IPv6 bad", p.v6[0], p.v6[1], true, false},
+	} {
+		f := frame(t, tc.src, tc.dst, 0, 64, []byte("mark me"))
+		if tc.corrupt {
+			pk, err := wire.Parse(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pay := append([]byte(nil), f[pk.BTHOffset():]...)
+			pay[len(pay)-1] ^= 0x80
+			err = p.ns[0].Do(func() error {
+				c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(tc.dst, Port)))
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				_, err = c.Write(pay)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			// Built without its ICRC, as the device builds for a link
+			// with WriteNoICRC: the link seals it.
+			b := make([]byte, 2048)
+			n, err := wire.Build(b, &wire.Frame{Src: tc.src, Dst: tc.dst, HopLimit: 64, SrcPort: 0xc123, NoICRC: true,
+				BTH: wire.BTHFields{Opcode: wire.RCSendOnly, DestQP: 0x11, PSN: 7, PKey: 0xffff}, Payload: []byte("mark me")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := la.WriteNoICRC([][]byte{b[:n]}); n != 1 || err != nil {
+				t.Fatalf("%s: WriteNoICRC = %d, %v", tc.name, n, err)
+			}
+		}
+		bufs, sizes, verified := [][]byte{make([]byte, 4096)}, make([]int, 1), make([]bool, 1)
+		if n, err := lb.ReadNoICRC(bufs, sizes, verified); n != 1 || err != nil {
+			t.Fatalf("%s: ReadNoICRC = %d, %v", tc.name, n, err)
+		}
+		if verified[0] != tc.want {
+			t.Errorf("%s: verified %v, want %v", tc.name, verified[0], tc.want)
+		}
+		got := bufs[0][:sizes[0]]
+		if err := wire.VerifyICRC(got, wire.EthernetSize); (err == nil) != tc.want {
+			t.Errorf("%s: the frame's ICRC: %v", tc.name, err)
+		}
 	}
 }
