@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/tap"
@@ -137,6 +138,13 @@ func (c *countLink) WritePackets(bufs [][]byte) (int, error) {
 	n, err := c.Link.WritePackets(bufs)
 	c.n.Add(uint64(n))
 	return n, err
+}
+
+// NonBlockingWrites is the wrapped link's (rxe.NonBlockingWriter), so
+// that counting does not change how the device reads.
+func (c *countLink) NonBlockingWrites() bool {
+	nb, ok := c.Link.(rxe.NonBlockingWriter)
+	return ok && nb.NonBlockingWrites()
 }
 
 // euid is os.Geteuid; tests replace it to check the rows without root even

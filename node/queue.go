@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/link"
 )
 
@@ -162,6 +163,16 @@ func ipMulticastMAC(frame []byte) bool {
 // toSelf reports whether frame is addressed to the node's own MAC.
 func (r *roceLink) toSelf(frame []byte) bool {
 	return len(frame) >= 6 && [6]byte(frame[:6]) == r.self
+}
+
+// NonBlockingWrites reports whether the real link's writes never wait for
+// a reader (rxe.NonBlockingWriter: a TAP or AF_PACKET socket, not a pcap
+// capture around one); frames looped back are queued or dropped, never
+// waited for. The device then processes frames in the goroutine that
+// reads them from this queue.
+func (r *roceLink) NonBlockingWrites() bool {
+	nb, ok := r.out.(rxe.NonBlockingWriter)
+	return ok && nb.NonBlockingWrites()
 }
 
 // BatchSize implements link.Link.

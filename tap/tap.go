@@ -111,6 +111,12 @@ func (d *Device) WritePackets(bufs [][]byte) (int, error) { return d.queues[0].W
 // BatchSize is 1: each frame is one system call.
 func (d *Device) BatchSize() int { return 1 }
 
+// NonBlockingWrites reports true: a write hands the frame to the kernel,
+// which queues or drops it, and never waits for a reader on the other
+// side (emu/rxe.NonBlockingWriter: the device then processes frames in
+// the goroutine that reads them).
+func (d *Device) NonBlockingWrites() bool { return true }
+
 // MTU returns the interface's MTU when the Device was opened.
 func (d *Device) MTU() int { return d.mtu }
 
@@ -158,6 +164,9 @@ func (q *Queue) WritePackets(bufs [][]byte) (int, error) {
 
 // BatchSize is 1.
 func (q *Queue) BatchSize() int { return 1 }
+
+// NonBlockingWrites reports true, as Device.NonBlockingWrites.
+func (q *Queue) NonBlockingWrites() bool { return true }
 
 // MTU returns the interface's MTU when the Device was opened.
 func (q *Queue) MTU() int { return q.mtu }

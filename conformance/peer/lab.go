@@ -217,12 +217,15 @@ type Capture struct {
 // --immediate-mode -U -w path`: immediate mode, or the frames of the last
 // partly filled TPACKET_V3 block are lost when tcpdump stops), and returns
 // once tcpdump is capturing. tcpdump's messages go to path+".log".
+// tcpdump runs at nice -10: immediate mode wakes it for every frame, and
+// on a loaded machine at the default priority it fell behind a
+// bandwidth test's frames until the kernel dropped some from its ring.
 func (l *Lab) StartCapture(ctx context.Context, path string) (*Capture, error) {
 	f, err := os.Create(path + ".log")
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("ip", "netns", "exec", l.cfg.Name, "tcpdump", "-i", l.cfg.Bridge, "-s", "0", "-B", "65536", "--immediate-mode", "-U", "-n", "-w", path)
+	cmd := exec.Command("ip", "netns", "exec", l.cfg.Name, "nice", "-n", "-10", "tcpdump", "-i", l.cfg.Bridge, "-s", "0", "-B", "65536", "--immediate-mode", "-U", "-n", "-w", path)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

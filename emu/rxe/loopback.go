@@ -6,7 +6,7 @@ import "github.com/softroce/softroce/link"
 // its inbox (Config.Loopback, rxe_loopback) and returns the rest, in
 // order, and how many it refused (larger than the link's MTU allows, as
 // the IP stack would refuse them). The work loop is woken for them unless
-// a Settle caller will process them. txMu held.
+// a Settle caller will process them. The stream's lock held.
 func (r *device) loopBack(tx [][]byte) ([][]byte, int) {
 	t := r.tp
 	k, looped, failed := 0, 0, 0

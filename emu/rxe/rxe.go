@@ -12,11 +12,15 @@
 // applies rxe's drop rules and hands requests to the responder (resp.go)
 // and responses to the completer (comp.go), which retires WQEs in order.
 // Timers (retransmission, RNR) run on the device's injected clock. All of
-// it runs under one device lock, like rxe's serialized tasks; frames built
-// under the lock are written to the link, in order, when it is released,
-// and events and completion handlers are delivered after that. With
-// Config.Synchronous nothing runs on its own: Poll processes what arrived,
-// so tests on a clock.Manual replay exactly.
+// it runs under one device lock, like rxe's serialized tasks; when it is
+// released, events and completion handlers are delivered and then the
+// frames built under it are written to the link, requests and responses
+// each in their order (two streams, as rxe's requester and responder
+// tasks transmit independently). On a link whose writes never wait
+// (NonBlockingWriter) the reading goroutine processes what it reads and
+// may hold the ACKs of a receive that woke a handler, merged, for a
+// moment (ackhold.go). With Config.Synchronous nothing runs on its own:
+// Poll processes what arrived, so tests on a clock.Manual replay exactly.
 package rxe
 
 import (
@@ -166,8 +170,9 @@ type device struct {
 	// Transport state (nil tp: no link).
 	tp       *transport
 	detached bool
-	rxNoICRC bool // the frame being received carries no ICRC (rxFrame)
-	txq      [][]byte
+	rxNoICRC bool                 // the frame being received carries no ICRC (rxFrame)
+	txq      [numStreams][][]byte // frames to write, per stream (transport.go)
+	hold     ackHold              // held ACKs (ackhold.go)
 	fr       wire.Frame
 	ipID     uint16
 	scratch  []byte
@@ -239,14 +244,21 @@ func (r *device) unlock() {
 	if len(fs) > 0 {
 		r.deferred, r.deferSpare = r.deferSpare, nil
 	}
-	if len(r.txq) > 0 && r.tp != nil {
-		r.flushTx() // releases r.mu
-	} else {
-		r.mu.Unlock()
-	}
+	r.endBatch(len(fs) > 0)
 	if len(fs) == 0 {
+		if r.tp != nil && r.txPending() {
+			r.flushTx() // releases r.mu
+		} else {
+			r.mu.Unlock()
+		}
 		return
 	}
+	// Completion handlers and events run before the frames queued with
+	// them are written, as rxe's responder posts the CQE (do_complete,
+	// rxe_cq_post, which calls the handler) before it sends the ACK
+	// (acknowledge, send_ack): the application woken can post its next
+	// request while the ACK goes out.
+	r.mu.Unlock()
 	for _, d := range fs {
 		if d.cq != nil {
 			d.cq.CompHandler(d.cq)
@@ -261,7 +273,17 @@ func (r *device) unlock() {
 	if r.deferSpare == nil {
 		r.deferSpare = fs[:0]
 	}
-	r.mu.Unlock()
+	if r.tp != nil && r.txPending() {
+		r.flushTx() // releases r.mu
+	} else {
+		r.mu.Unlock()
+	}
+}
+
+// txPending reports whether frames wait to be written: requests, or
+// responses that are not held (ackhold.go); r.mu held.
+func (r *device) txPending() bool {
+	return len(r.txq[streamReq]) > 0 || len(r.txq[streamRsp]) > 0 && !r.hold.held
 }
 
 // deferredCall is a callback run by unlock: f, or cq's completion

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,6 +115,18 @@ type Pender interface {
 	Pending() int
 }
 
+// NonBlockingWriter is a Link whose WritePackets never waits for the
+// peer to read: the kernel queues or drops (a TAP, an AF_PACKET or UDP
+// socket). On such a link, when NonBlockingWrites reports true, the
+// asynchronous device processes frames in the goroutine that reads them,
+// which writes the answers itself: no hand-off to another goroutine per
+// frame, and no deadlock with a peer that does the same, as there would
+// be on a link whose writes wait for the peer's reader (a link.Pipe
+// without DropWhenFull).
+type NonBlockingWriter interface {
+	NonBlockingWrites() bool
+}
+
 // transport is the device's attachment to its link.
 type transport struct {
 	l     link.Link
@@ -124,6 +137,11 @@ type transport struct {
 	rbufs  [][]byte
 	rsizes []int
 	spare  []rxFrame // the inbox's other half, for Poll
+
+	// inline: the reading goroutine processes what it reads
+	// (NonBlockingWriter); rbatch is its batch.
+	inline bool
+	rbatch []rxFrame
 
 	inMu   sync.Mutex
 	inCond *sync.Cond
@@ -148,9 +166,31 @@ type transport struct {
 	poolMu sync.Mutex
 	pool   [][]byte
 
-	txMu    sync.Mutex
-	txSpare [][]byte
+	// tx are the two transmit streams, requests and responses (see
+	// device.txq).
+	tx [numStreams]txStream
 }
+
+// txStream is one transmit stream's writer state: mu is held from the
+// moment a batch is taken off the device's queue (under r.mu) until it
+// is written, so that batches reach the link in the order they were
+// queued.
+type txStream struct {
+	mu    sync.Mutex
+	spare [][]byte
+}
+
+// The transmit streams. A device's requester and responder are separate
+// tasks in rxe (rxe_requester, rxe_responder) that each transmit in their
+// own order and may run at the same time on two CPUs: the wire order
+// within each stream is fixed, the interleaving of the two is not. Kept
+// apart here, the ACK the responder sends after a receive completion
+// does not hold up the request the woken application posts.
+const (
+	streamReq = iota // requests (the requester: runSQ, its retries)
+	streamRsp        // responses (ACK, NAK, READ responses, atomic ACK)
+	numStreams
+)
 
 // attach starts the receive side over cfg.Link.
 func (r *device) attach() {
@@ -168,6 +208,9 @@ func (r *device) attach() {
 		case icrcSealer:
 			t.nl = nl
 		}
+	}
+	if nb, ok := l.(NonBlockingWriter); ok && !t.sync {
+		t.inline = nb.NonBlockingWrites()
 	}
 	r.tp = t
 	if pl, ok := l.(Pender); ok && t.sync {
@@ -230,7 +273,31 @@ func (r *device) readLoop() {
 		} else {
 			k, err = t.l.ReadPackets(bufs, sizes)
 		}
-		if k > 0 {
+		if k > 0 && t.inline {
+			t.rxRead.Add(uint64(k))
+			batch := t.rbatch[:0]
+			for i := range k {
+				batch = append(batch, rxFrame{bufs[i][:sizes[i]], t.nl != nil && noICRC[i]})
+				bufs[i] = nil
+			}
+			t.procMu.Lock()
+			held := r.processBatch(batch, true)
+			t.procMu.Unlock()
+			t.rbatch = batch[:0]
+			if held {
+				// A request was received and its completion woke a
+				// handler: let the goroutine it woke run before this
+				// one reads again. It is ready to run on this
+				// processor, and the next frame is the peer's answer
+				// to what it will post.
+				runtime.Gosched()
+			}
+			if r.readsPending.Load() > 0 {
+				t.inMu.Lock()
+				t.inCond.Broadcast()
+				t.inMu.Unlock()
+			}
+		} else if k > 0 {
 			t.inMu.Lock()
 			for i := range k {
 				t.inbox = append(t.inbox, rxFrame{bufs[i][:sizes[i]], t.nl != nil && noICRC[i]})
@@ -313,13 +380,22 @@ func (r *device) workLoop() {
 
 // process runs the receive pipeline over a batch of frames and recycles
 // their buffers.
-func (r *device) process(batch []rxFrame) {
+func (r *device) process(batch []rxFrame) { r.processBatch(batch, false) }
+
+// processBatch is process; inline marks a batch the reading goroutine
+// processes itself (NonBlockingWriter), whose ACKs may be held
+// (ackhold.go). It reports whether the batch held its responses: it
+// queued some and woke a completion handler (or ran another deferred
+// callback).
+func (r *device) processBatch(batch []rxFrame, inline bool) bool {
 	r.lock()
+	r.hold.reading = inline
 	for _, f := range batch {
 		r.rxNoICRC = f.noICRC
 		r.receive(f.b)
 	}
 	r.rxNoICRC = false
+	held := inline && len(r.deferred) > 0 && r.hold.queued
 	r.unlock()
 	t := r.tp
 	t.poolMu.Lock()
@@ -328,6 +404,7 @@ func (r *device) process(batch []rxFrame) {
 	}
 	t.poolMu.Unlock()
 	clear(batch)
+	return held
 }
 
 // rxFrame is a frame in the inbox: noICRC marks one that carries no ICRC
@@ -405,20 +482,30 @@ func (r *device) Received() uint64 {
 //
 // A frame the device has handed to its link writer (an ACK, the last
 // packet of a message whose sender already completed) is written before
-// the link closes: Close takes the device lock, whose release flushes the
-// transmit queue, and then closes the link under txMu, after any flush
-// still writing (the kernel's rxe drains its tasks before the device goes,
-// rxe_dealloc / rxe_cleanup_task).
+// the link closes, held ACKs too (ackhold.go): Close takes the device
+// lock, whose release flushes the transmit queues, and then closes the
+// link holding both streams' locks, after any flush still writing (the
+// kernel's rxe drains its tasks before the device goes, rxe_dealloc /
+// rxe_cleanup_task).
 func (r *device) Close() error {
 	t := r.tp
 	if t == nil {
 		return nil
 	}
 	r.lock()
+	r.hold.held = false
+	if r.hold.timer != nil {
+		r.hold.timer.Stop()
+		r.hold.timer = nil
+	}
 	r.unlock() // flushes r.txq
-	t.txMu.Lock()
+	for i := range t.tx {
+		t.tx[i].mu.Lock()
+	}
 	err := t.l.Close()
-	t.txMu.Unlock()
+	for i := range t.tx {
+		t.tx[i].mu.Unlock()
+	}
 	t.wg.Wait()
 	r.lock()
 	r.detached = true
@@ -427,14 +514,52 @@ func (r *device) Close() error {
 }
 
 // flushTx writes the frames queued under the lock; called by unlock with
-// r.mu held, it releases r.mu. txMu keeps the wire order of batches.
+// r.mu held, it releases r.mu. Each stream's lock, taken before its batch
+// is, keeps the wire order of that stream's batches.
 func (r *device) flushTx() {
 	t := r.tp
-	t.txMu.Lock()
-	tx := r.txq
-	r.txq = t.txSpare
-	t.txSpare = nil
+	var batches [numStreams][][]byte
+	for i := range r.txq {
+		if len(r.txq[i]) == 0 {
+			continue
+		}
+		if i == streamRsp && r.hold.held {
+			continue
+		}
+		s := &t.tx[i]
+		s.mu.Lock()
+		batches[i] = r.txq[i]
+		r.txq[i] = s.spare
+		s.spare = nil
+	}
 	r.mu.Unlock()
+	var failed int
+	for i, tx := range batches {
+		if tx == nil {
+			continue
+		}
+		tx, n := r.write(tx)
+		failed += n
+		// WriteNoICRC may have traded buffers: tx holds the pipe's, as
+		// large.
+		t.put(tx)
+		clear(tx)
+		t.tx[i].spare = tx[:0]
+		t.tx[i].mu.Unlock()
+	}
+	if failed > 0 {
+		r.mu.Lock()
+		r.counters[cntSendErr] += uint64(failed)
+		r.mu.Unlock()
+	}
+}
+
+// write writes tx to the link, looping back frames to the device's own
+// MAC (whose buffers go to the inbox), and returns the frames it wrote or
+// tried to, whose buffers are free again, and how many failed; the
+// stream's lock held.
+func (r *device) write(tx [][]byte) ([][]byte, int) {
+	t := r.tp
 	var failed int
 	if r.cfg.Loopback && (r.cfg.LoopbackWhile == nil || r.cfg.LoopbackWhile()) {
 		tx, failed = r.loopBack(tx)
@@ -456,16 +581,7 @@ func (r *device) flushTx() {
 			}
 		}
 	}
-	// WriteNoICRC may have traded buffers: tx holds the pipe's, as large.
-	t.put(tx)
-	clear(tx)
-	t.txSpare = tx[:0]
-	t.txMu.Unlock()
-	if failed > 0 {
-		r.mu.Lock()
-		r.counters[cntSendErr] += uint64(failed)
-		r.mu.Unlock()
-	}
+	return tx, failed
 }
 
 // addrOf returns the IP address of GID index idx of port 1.
@@ -553,7 +669,11 @@ func (r *device) emitIn(frame []byte, f *wire.Frame) bool {
 		r.tp.put([][]byte{b})
 		return false
 	}
-	r.txq = append(r.txq, b[:n])
+	if f.BTH.Opcode.IsRequest() {
+		r.txq[streamReq] = append(r.txq[streamReq], b[:n])
+	} else if r.queueResponse(f, b[:n]) {
+		return true
+	}
 	r.counters[cntSentPkts]++
 	r.counters[cntSentBytes] += uint64(n - wire.EthernetSize)
 	return true
