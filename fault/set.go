@@ -470,6 +470,10 @@ type Link struct {
 	mu        sync.Mutex
 }
 
+// Passes reports whether the Set has no rule that rewrites frames or
+// decides their fate: a Link then passes every frame on unchanged.
+func (s *Set) Passes() bool { return s.nFrame.Load() == 0 && s.nRewrite.Load() == 0 }
+
 // NewLink returns a Link writing to inner, or to faulty (which wraps
 // inner and is closed by Close) while s has rules for frames.
 func NewLink(inner, faulty link.Link, s *Set) *Link {

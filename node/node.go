@@ -132,6 +132,12 @@ type Config struct {
 	// addresses): every RoCE frame the device sends passes the returned
 	// link (e.g. a link.Faults). The device closes it.
 	DeviceLink func(link.Link) link.Link
+	// DeviceLinkPasses, if set with DeviceLink, reports whether the
+	// DeviceLink passes frames on unchanged (a fault injector with no
+	// rule for frames): while it does, the device loops its own frames
+	// back past it (and a Settle caller does their work) as without a
+	// DeviceLink; while it does not, they pass it.
+	DeviceLinkPasses func() bool
 }
 
 // Node is one softroce host: a link, an IP host on it and an emulated rxe
@@ -269,7 +275,10 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	rc.Link = n.roce
 	// The device loops its own frames back (and a Settle caller does their
 	// work) unless a DeviceLink must see every frame the device sends.
-	rc.Loopback = cfg.DeviceLink == nil
+	rc.Loopback = cfg.DeviceLink == nil || cfg.DeviceLinkPasses != nil
+	if cfg.DeviceLink != nil {
+		rc.LoopbackWhile = cfg.DeviceLinkPasses
+	}
 	if cfg.DeviceLink != nil {
 		rc.Link = cfg.DeviceLink(n.roce)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -400,5 +401,74 @@ func TestSettleDoesTheLoopbackWork(t *testing.T) {
 	}
 	if capture.Len() != before {
 		t.Errorf("the capture grew by %d bytes: looped-back frames reached the link", capture.Len()-before)
+	}
+}
+
+// countingLink counts the frames the device writes through it.
+type countingLink struct {
+	link.Link
+	frames atomic.Int64
+}
+
+func (c *countingLink) WritePackets(bufs [][]byte) (int, error) {
+	c.frames.Add(int64(len(bufs)))
+	return c.Link.WritePackets(bufs)
+}
+
+// TestSettleLoopsBackPastAPassingDeviceLink checks that a DeviceLink that
+// says it passes frames unchanged (DeviceLinkPasses) does not stop the
+// device's loop-back and Settle's work, and that once it no longer does,
+// every frame passes it again and still arrives.
+func TestSettleLoopsBackPastAPassingDeviceLink(t *testing.T) {
+	var passes atomic.Bool
+	passes.Store(true)
+	var cl *countingLink
+	n, err := New(context.Background(), Config{MAC: macA, NoDAD: true,
+		Addrs:            []netip.Prefix{netip.PrefixFrom(ipA, 24)},
+		DeviceLink:       func(l link.Link) link.Link { cl = &countingLink{Link: l}; return cl },
+		DeviceLinkPasses: passes.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	e1, e2 := connectRC(t, n, n, ipA, ipA)
+	send := func(i int) {
+		t.Helper()
+		if _, err := e2.qp.PostRecv([]emu.RecvWR{{WRID: uint64(i), SGList: []emu.SGE{{Addr: e2.addr, Length: 64, LKey: e2.mr.LKey()}}}}); err != nil {
+			t.Fatal(err)
+		}
+		n.Settle(func() {
+			if _, err := e1.qp.PostSend([]emu.SendWR{{WRID: uint64(i), Opcode: emu.WRSend,
+				SGList: []emu.SGE{{Addr: e1.addr, Length: 64, LKey: e1.mr.LKey()}}}}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	before := cl.frames.Load()
+	for i := range 10 {
+		send(i)
+		var wc [2]emu.WC
+		if k := e2.cq.Poll(wc[:]); k != 1 || wc[0].WRID != uint64(i) {
+			t.Fatalf("message %d: receive completions %+v after Settle", i, wc[:k])
+		}
+		if k := e1.cq.Poll(wc[:]); k != 1 || wc[0].Status != emu.WCSuccess {
+			t.Fatalf("message %d: send completions %+v after Settle", i, wc[:k])
+		}
+	}
+	if d := cl.frames.Load() - before; d != 0 {
+		t.Errorf("%d frames passed the DeviceLink while it passes frames unchanged", d)
+	}
+	passes.Store(false)
+	send(10)
+	deadline := time.Now().Add(5 * time.Second)
+	var wc [2]emu.WC
+	for e2.cq.Poll(wc[:]) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no receive completion through the DeviceLink")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if cl.frames.Load() == before {
+		t.Error("no frame passed the DeviceLink once it has rules")
 	}
 }

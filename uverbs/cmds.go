@@ -182,12 +182,12 @@ func (c *call) queryPort() error {
 }
 
 // allocPD is ib_uverbs_alloc_pd. The PD's user MRs lie in the client's
-// memory.
+// memory (its MRSpace, if it has one).
 func (c *call) allocPD() error {
 	if _, err := request[AllocPd](c); err != nil {
 		return err
 	}
-	pd, err := c.f.dev.AllocUserPD(c.f.mem)
+	pd, err := c.f.dev.AllocUserPD(c.f.mrSpace())
 	if err != nil {
 		return wrap("ALLOC_PD", err)
 	}

@@ -18,8 +18,9 @@
 //   - completion channels and the async event fd as SOCK_SEQPACKET socket
 //     pairs, readable and pollable by the client as the kernel's event files;
 //   - the client's memory behind its MRs: a PD's user MRs lie in the
-//     File's Memory (emu.PD.Space), which the daemon backs with
-//     process_vm_readv/writev;
+//     File's Memory (emu.PD.Space, or the Memory's MRSpace), which the
+//     daemon backs with the client's /proc/PID/mem (or
+//     process_vm_readv/writev);
 //   - File.Close as ib_uverbs_close: every object destroyed, peers see a QP
 //     that vanished.
 //

@@ -40,8 +40,9 @@ type PassFile struct {
 // It is safe for concurrent use; commands run one at a time, as under the
 // kernel's per-file locks for the objects they touch.
 type File struct {
-	dev *emu.Device
-	mem Memory
+	dev    *emu.Device
+	mem    Memory
+	settle func(func()) // SetSettle; nil: the doorbell's work is the device's
 
 	mu       sync.Mutex
 	closed   bool
@@ -115,6 +116,14 @@ func Open(dev *emu.Device, mem Memory) *File {
 	return &File{dev: dev, mem: mem, objects: map[uint32]*object{}, mmaps: map[uint64]*queue{},
 		ahNums: map[uint32]*emu.AH{}}
 }
+
+// SetSettle makes a POST_SEND doorbell run through settle, which returns
+// once the device did the work the doorbell caused
+// (node.Node.Settle), before the command writes its response: the
+// kernel's rxe_post_send runs the requester in the caller's context
+// before ib_uverbs_post_send copies the response, so a peer's completion
+// does not wait for that copy. Call it before the first command.
+func (f *File) SetSettle(settle func(fn func())) { f.settle = settle }
 
 // errorf returns an error wrapping errno with the command's context.
 func errorf(errno unix.Errno, format string, args ...any) error {

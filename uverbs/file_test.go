@@ -421,6 +421,31 @@ func BenchmarkDoorbellToCQE(b *testing.B) {
 	}
 }
 
+// TestPostSendSettlesBeforeItsResponse checks that with SetSettle the
+// POST_SEND doorbell's work is done (here: the WRITE's own completion,
+// after the loopback ACK) before the command writes its response, as
+// rxe_post_send runs the requester before ib_uverbs_post_send copies it.
+func TestPostSendSettlesBeforeItsResponse(t *testing.T) {
+	rd := newRxeDevice(t, true)
+	x, y := setup(t, newClient(t, rd.Device)), setup(t, newClient(t, rd.Device))
+	x.connect(t, y.qpn)
+	y.connect(t, x.qpn)
+	x.client.f.SetSettle(rd.Settle)
+	responded, done := false, false
+	x.client.mem.onWrite = func(addr uint64) {
+		if addr == x.client.resp && !responded {
+			responded, done = true, !x.cqRing.empty()
+		}
+	}
+	x.postSend(t, 7, emu.WRRDMAWrite, RxeSge{Addr: x.buf, Length: 64, Lkey: x.lkey}, y.buf, y.rkey)
+	if !responded || !done {
+		t.Fatalf("POST_SEND response written %v, with the completion in the ring %v", responded, done)
+	}
+	if wc := x.cqRing.poll(t); wc.Status != uint32(emu.WCSuccess) || wc.Wr_id != 7 {
+		t.Fatalf("completion %+v", wc)
+	}
+}
+
 func TestWriteWithImmediateKeepsTheWireBytes(t *testing.T) {
 	dev := newDevice(t)
 	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))

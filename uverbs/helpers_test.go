@@ -23,9 +23,10 @@ import (
 // fakeMem is a client's address space for tests: one buffer at a base
 // address; everything else is unmapped (EFAULT).
 type fakeMem struct {
-	mu   sync.Mutex
-	base uint64
-	buf  []byte
+	mu      sync.Mutex
+	base    uint64
+	buf     []byte
+	onWrite func(addr uint64) // if set, told of each WriteAt before it copies
 }
 
 func (m *fakeMem) rng(addr uint64, n int) ([]byte, error) {
@@ -46,6 +47,9 @@ func (m *fakeMem) ReadAt(p []byte, addr uint64) (int, error) {
 }
 
 func (m *fakeMem) WriteAt(p []byte, addr uint64) (int, error) {
+	if m.onWrite != nil {
+		m.onWrite(addr)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b, err := m.rng(addr, len(p))

@@ -367,7 +367,11 @@ func (c *call) postSend() error {
 	if err != nil {
 		return err
 	}
-	o.qp.doorbell()
+	if c.f.settle != nil {
+		c.f.settle(o.qp.doorbell)
+	} else {
+		o.qp.doorbell()
+	}
 	resp := PostSendResp{}
 	return c.respond(bytesOf(&resp))
 }

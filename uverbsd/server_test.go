@@ -6,12 +6,14 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -310,7 +312,7 @@ func TestSocketDirectoryIsPrivate(t *testing.T) {
 }
 
 // exchange sends one raw packet and returns the reply's header.
-func exchange(t *testing.T, c *net.UnixConn, pkt []byte, oob []byte) preload.Header {
+func exchange(t testing.TB, c *net.UnixConn, pkt []byte, oob []byte) preload.Header {
 	t.Helper()
 	if _, _, err := c.WriteMsgUnix(pkt, oob, nil); err != nil {
 		t.Fatalf("send: %v", err)
@@ -537,3 +539,119 @@ func TestRDMACMNode(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseEndsConnectionsWaitingForFrames checks that Close ends a
+// connection whose goroutine waits for the client's next frame (in poll,
+// on its own thread), and that the client then reads the end.
+func TestCloseEndsConnectionsWaitingForFrames(t *testing.T) {
+	n, err := node.New(context.Background(), node.Config{Name: "rxe0", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: filepath.Join(t.TempDir(), "rxe0"),
+		Open: func(dev *emu.Device, mem uverbsd.Memory) uverbsd.File {
+			return &fakeFile{mem: mem, closed: make(chan struct{}), writes: make(chan struct{}, 1)}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	var conns []*net.UnixConn
+	for range 3 {
+		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: srv.SocketPath(), Net: "unixpacket"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if h := exchange(t, c, preload.Frame(preload.Header{Op: preload.OpOpen, Aux: preload.Version}, []byte(uverbsd.UverbsNode)), nil); h.Ret != 0 {
+			t.Fatalf("OPEN: %d", h.Ret)
+		}
+		conns = append(conns, c)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- srv.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return with clients waiting")
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	for i, c := range conns {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, _, _, _, err := c.ReadMsgUnix(make([]byte, 64), nil); n != 0 || (err != nil && !errors.Is(err, io.EOF)) {
+			t.Errorf("client %d read %d bytes, %v after Close, want the end", i, n, err)
+		}
+	}
+}
+
+// BenchmarkFrameRoundTrip measures one WRITE frame and its reply through
+// the daemon's connection (a File that does nothing but answer): the
+// doorbell's transport, without the device. The client is another process
+// (this test binary, TestFrameClientHelper), as a program is: a client
+// goroutine in the daemon's own process would measure Go's scheduling of
+// its own goroutines instead.
+func BenchmarkFrameRoundTrip(b *testing.B) {
+	n, err := node.New(context.Background(), node.Config{Name: "rxe0", Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Close()
+	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: filepath.Join(b.TempDir(), "rxe0"), NoRDMACM: true,
+		Open: func(dev *emu.Device, mem uverbsd.Memory) uverbsd.File { return nopFile{} }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve()
+	defer srv.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFrameClientHelper$")
+	cmd.Env = append(os.Environ(), "UVERBSD_FRAME_CLIENT="+srv.SocketPath(), "UVERBSD_FRAME_COUNT="+strconv.Itoa(b.N))
+	b.ResetTimer()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("client: %v\n%s", err, out)
+	}
+}
+
+// TestFrameClientHelper is BenchmarkFrameRoundTrip's client process: it
+// opens the device and sends UVERBSD_FRAME_COUNT frames, each after the
+// previous one's reply.
+func TestFrameClientHelper(t *testing.T) {
+	sock := os.Getenv("UVERBSD_FRAME_CLIENT")
+	if sock == "" {
+		t.Skip("the client process of BenchmarkFrameRoundTrip")
+	}
+	count, _ := strconv.Atoi(os.Getenv("UVERBSD_FRAME_COUNT"))
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if h := exchange(t, c, preload.Frame(preload.Header{Op: preload.OpOpen, Aux: preload.Version}, []byte(uverbsd.UverbsNode)), nil); h.Ret != 0 {
+		t.Fatalf("OPEN: %d", h.Ret)
+	}
+	frame := preload.Frame(preload.Header{Op: preload.OpWrite}, make([]byte, 32))
+	buf := make([]byte, 64)
+	for range count {
+		if _, _, err := c.WriteMsgUnix(frame, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, _, err := c.ReadMsgUnix(buf, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// nopFile answers every write with its length.
+type nopFile struct{}
+
+func (nopFile) Write(buf []byte) (uverbsd.Reply, error) { return uverbsd.Reply{N: len(buf)}, nil }
+func (nopFile) Mmap(off, length uint64) (*os.File, int64, error) {
+	return nil, 0, unix.ENODEV
+}
+func (nopFile) Close() error { return nil }

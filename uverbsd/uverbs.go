@@ -32,6 +32,9 @@ func (u uverbsFile) Mmap(offset, length uint64) (*os.File, int64, error) {
 
 func (u uverbsFile) Close() error { return u.f.Close() }
 
+// SetSettle forwards the daemon's Config.Settle (uverbs.File.SetSettle).
+func (u uverbsFile) SetSettle(settle func(fn func())) { u.f.SetSettle(settle) }
+
 // FilesStored forwards the client's descriptor numbers.
 func (u uverbsFile) FilesStored(fds []uint32) { u.f.FilesStored(fds) }
 

@@ -83,6 +83,10 @@ func newDaemonFaults(lf *linkFlags, cov *daemonCoverage, stderr io.Writer) *daem
 		faulty := link.NewFaults(l, link.FaultConfig{Seed: seed, Schedule: df.set.Frame, CorruptFrom: 14})
 		return fault.NewLink(l, faulty, df.set)
 	}
+	// While no rule looks at frames, the device loops its own back past
+	// the fault link, and a doorbell's work is done in the command
+	// (uverbsd.Config.Settle) as on a daemon without faults.
+	lf.deviceLinkPasses = df.set.Passes
 	return df
 }
 

@@ -51,6 +51,9 @@ type linkFlags struct {
 	// deviceLink, if set, wraps the device's link (node.Config.DeviceLink;
 	// serve and run set it for wire faults).
 	deviceLink func(link.Link) link.Link
+	// deviceLinkPasses reports whether deviceLink passes frames on
+	// unchanged (node.Config.DeviceLinkPasses).
+	deviceLinkPasses func() bool
 	// hostname names the host for the MAC of --udp without --ip; nil
 	// means os.Hostname (tests set it).
 	hostname func() (string, error)
@@ -253,7 +256,7 @@ func (f *linkFlags) config() (node.Config, error) {
 		return node.Config{}, fmt.Errorf("--vlan needs --tap or --iface")
 	}
 	cfg := node.Config{Name: f.dev, Addrs: f.ips, PcapPath: f.pcap, NoDAD: f.nodad}
-	cfg.DeviceLink = f.deviceLink
+	cfg.DeviceLink, cfg.DeviceLinkPasses = f.deviceLink, f.deviceLinkPasses
 	if rec := f.recorder; rec != nil {
 		cfg.Rxe = func(rc *rxe.Config) { rc.Device.Recorder = rec }
 	}

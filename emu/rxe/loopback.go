@@ -24,7 +24,9 @@ func (r *device) loopBack(tx [][]byte) ([][]byte, int) {
 		if looped == 0 {
 			t.inMu.Lock()
 		}
-		t.inbox = append(t.inbox, rxFrame{b: b})
+		// The device sealed the frame itself and it never left: its
+		// ICRC is not checked again (noICRC).
+		t.inbox = append(t.inbox, rxFrame{b: b, noICRC: true})
 		looped++
 	}
 	if looped > 0 {

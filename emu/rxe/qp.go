@@ -71,7 +71,8 @@ type qp struct {
 	respRes   int    // responder resources (max_dest_rd_atomic, rounded): slots of the replay ring
 	retryLeft uint8
 	rnrLeft   uint8
-	sport     uint16 // UDP source port
+	sport     uint16     // UDP source port
+	ahead     *readAhead // the requester's read ahead (nil until it reads from another address space)
 
 	xport // transport state (transport.go, req.go, resp.go, comp.go)
 }

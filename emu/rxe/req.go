@@ -194,6 +194,7 @@ func (r *device) runSQ(q *qp) {
 		w.npkts, w.next = n, 0
 		q.reqPSN = ib.PSNAdd(q.reqPSN, n)
 		w.state = wqePending
+		q.dropReadAhead()
 		if q.isUD() && w.length > mtu {
 			// IBA C10-93.1.1 as rxe: no packet, success.
 			w.next = n
@@ -383,7 +384,7 @@ func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCSt
 		frame, buf = r.txBuf(f, int(plen))
 		if w.inline != nil {
 			copy(buf, w.inline[off:])
-		} else if _, err := r.gatherAt(q, w.wr.SGList, off, buf); err != nil {
+		} else if _, err := r.gatherAt(q, w, off, buf); err != nil {
 			r.dropTx(frame)
 			if errors.Is(err, unix.EFAULT) {
 				return emu.WCLocProtErr, false
@@ -401,10 +402,10 @@ func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCSt
 	return emu.WCSuccess, true
 }
 
-// gatherAt copies the bytes of an SGE list from offset off into dst.
-func (r *device) gatherAt(q *qp, sgl []emu.SGE, off uint64, dst []byte) (int, error) {
+// gatherAt copies the bytes of w's SGE list from offset off into dst.
+func (r *device) gatherAt(q *qp, w *sendWQE, off uint64, dst []byte) (int, error) {
 	n := 0
-	for _, s := range sgl {
+	for _, s := range w.wr.SGList {
 		if n == len(dst) {
 			break
 		}
@@ -417,7 +418,7 @@ func (r *device) gatherAt(q *qp, sgl []emu.SGE, off uint64, dst []byte) (int, er
 			return n, err
 		}
 		k := min(int(uint64(s.Length)-off), len(dst)-n)
-		if err := r.sgeIO(m, emu.SGE{Addr: s.Addr + off, Length: uint32(k), LKey: s.LKey}, dst[n:n+k], false); err != nil {
+		if err := r.readSGE(q, w, m, emu.SGE{Addr: s.Addr + off, Length: uint32(k), LKey: s.LKey}, uint64(s.Length)-off, dst[n:n+k]); err != nil {
 			return n, errorf(unix.EFAULT, "SGE %#x: %v", s.Addr, err)
 		}
 		n += k
@@ -459,7 +460,12 @@ func (r *device) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
 // restarts it with reset (the completer's mod_timer); r.mu held. A restart
 // only moves the deadline: the pending timer, when it fires before it,
 // sleeps again for the rest (retransmitTimeout). The expiry is the same as
-// stopping and starting a timer, without a new timer for every ACK.
+// stopping and starting a timer, without a new timer for every ACK; and a
+// QP whose every packet was acknowledged leaves its timer to lapse
+// (afterComp), so that a QP sending message after message, each
+// acknowledged before the next (a pingpong), does not start a timer for
+// each either: starting one wakes the Go runtime's network poller, a
+// context switch in the daemon's every round trip.
 func (r *device) armRetransmit(q *qp, reset bool) {
 	d := r.cfg.Quirks.RetransmitTimeout(q.attr.Timeout)
 	if d == 0 || r.tp == nil {
@@ -493,7 +499,7 @@ func (r *device) retransmitTimeout(q *qp, gen uint64) {
 	if gen != q.rgen || !q.valid || r.detached {
 		return
 	}
-	if rest := q.rdeadline.Sub(r.clock().Now()); rest > 0 {
+	if rest := q.rdeadline.Sub(r.clock().Now()); rest > 0 && !q.ridle {
 		r.startRetransmit(q, rest)
 		return
 	}

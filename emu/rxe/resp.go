@@ -324,7 +324,7 @@ func (r *device) execWrite(q *qp, p *wire.Packet) bool {
 	if len(pay) > 0 {
 		m, addr, err := r.rkeyMR(q, q.wrRKey, ib.AccessRemoteWrite, q.wrVA, uint64(len(pay)))
 		if err == nil {
-			err = r.memIO(m, addr, pay, true)
+			err = r.writePayload(m, addr, pay, q.wrLeft == uint64(len(pay)))
 		}
 		if err != nil {
 			if q.typ == qpstate.TypeRC {
@@ -730,6 +730,7 @@ func (r *device) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n ui
 // MRs through their pinned mapping, DMA and fast-reg MRs through the DMA
 // mapper).
 func (r *device) memIO(m *mr, addr uint64, buf []byte, write bool) error {
+	r.flushWrites()
 	if m.typ == emu.MRTypeUser && m.space != nil {
 		// Another process's memory (a uverbs client's MR): copied in and
 		// out, as process_vm_readv/writev reach it.

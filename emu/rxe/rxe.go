@@ -89,6 +89,12 @@ type Config struct {
 	// Frames looped back are processed by the device's goroutine, or by a
 	// caller of Device.Settle in its own goroutine.
 	Loopback bool
+	// LoopbackWhile, if set with Loopback, is asked before each batch of
+	// frames the device sends: its own frames loop back only while it
+	// returns true, and go to the link like any other when it returns
+	// false (a link that must see every frame while it has rules for
+	// them, as package fault's Link).
+	LoopbackWhile func() bool
 	// Neighbor, if set, gives the Ethernet destination of each packet's
 	// IP address (the host's neighbour table), asked with a cancelled
 	// context: a cache answer or none, in which case the address vector's
@@ -173,6 +179,7 @@ type device struct {
 	addrs    []netip.Addr // cached netdev addresses (recv.go)
 	mac      [6]byte
 	wqeFree  []*sendWQE
+	wb       writeBehind // RDMA WRITE payload not yet in a client's memory (writebehind.go)
 	// QPs with READ replies to send (readjob.go); readsPending is its
 	// length, read without r.mu by the work loop.
 	readQPs      []*qp
@@ -232,6 +239,7 @@ func errorf(errno unix.Errno, format string, args ...any) error {
 func (r *device) lock() { r.mu.Lock() }
 
 func (r *device) unlock() {
+	r.flushWrites()
 	fs := r.deferred
 	if len(fs) > 0 {
 		r.deferred, r.deferSpare = r.deferSpare, nil

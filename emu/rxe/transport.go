@@ -561,7 +561,7 @@ func (r *device) flushTx() {
 func (r *device) write(tx [][]byte) ([][]byte, int) {
 	t := r.tp
 	var failed int
-	if r.cfg.Loopback {
+	if r.cfg.Loopback && (r.cfg.LoopbackWhile == nil || r.cfg.LoopbackWhile()) {
 		tx, failed = r.loopBack(tx)
 	}
 	bs := max(1, t.l.BatchSize())
