@@ -63,6 +63,13 @@ type Config struct {
 	Groups cma.GroupMembership
 }
 
+// MaxPollingConns is how many connections at most wait for their
+// client's frames in poll(2), each holding an OS thread while it waits
+// (a doorbell then wakes the thread that serves it); the connections
+// beyond wait in Go's network poller, a little slower and holding no
+// thread.
+const MaxPollingConns = 256
+
 // Server serves one device on a unix socket. It is safe for concurrent use.
 type Server struct {
 	cfg  Config
@@ -76,12 +83,15 @@ type Server struct {
 	cm   *cma.CM       // the device's CM (nil: rdma_cm not served)
 	ucma *ucma.Service // the rdma_cm device over it
 
-	mu     sync.Mutex
-	conns  map[*net.UnixConn]int // each connection's wake eventfd (-1: none)
-	opened int                   // connections with an open File
-	closed bool
-	wg     sync.WaitGroup
-	done   chan struct{}
+	mu    sync.Mutex
+	conns map[*net.UnixConn]int // each connection's wake eventfd (-1: none)
+	// polling counts the connections that wait in poll(2) (a wake
+	// eventfd each), at most MaxPollingConns.
+	polling int
+	opened  int // connections with an open File
+	closed  bool
+	wg      sync.WaitGroup
+	done    chan struct{}
 }
 
 // SocketName and SysfsName are the names of the socket and the sysfs tree
@@ -256,12 +266,19 @@ func (s *Server) Serve() error {
 			c.Close()
 			return nil
 		}
-		// The connection's goroutine waits for the client's frames in
-		// poll(2) on its own thread (conn.recv); the eventfd ends that
-		// wait when the Server closes.
-		wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-		if err != nil {
-			wake = -1
+		// The first MaxPollingConns connections' goroutines wait for the
+		// client's frames in poll(2), each on its own thread (conn.recv);
+		// the eventfd ends that wait when the Server closes. The others
+		// wait in Go's network poller, which holds no thread: a client
+		// that opens the device thousands of times must not exhaust the
+		// daemon's threads (the Go runtime ends a process past its
+		// limit).
+		wake := -1
+		if s.polling < MaxPollingConns {
+			if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+				wake = fd
+				s.polling++
+			}
 		}
 		s.conns[c] = wake
 		s.wg.Add(1)
@@ -328,6 +345,9 @@ func (s *Server) serveConn(c *net.UnixConn, wake int) {
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
+		if wake >= 0 {
+			s.polling--
+		}
 		s.mu.Unlock()
 		c.Close()
 		if wake >= 0 {
