@@ -78,24 +78,32 @@ func (r *device) GetDMAMR(m *emu.MR, access ib.AccessFlags) error {
 }
 
 // RegUserMR registers user memory (rxe_reg_user_mr): access outside
-// rxe's MR set is EOPNOTSUPP; memory that is not there cannot be pinned
-// (EFAULT).
+// rxe's MR set is EOPNOTSUPP; then ib_umem_get pins the pages the range
+// touches: a range that wraps (or whose end rounds up past the top) or
+// touches no page (length 0 at a page boundary) is EINVAL, memory that is
+// not there is EFAULT, and so is memory the client may not write when the
+// access lets the MR be written (ib_access_writable); last a
+// persistent-flush MR on pages that are not persistent memory is EINVAL.
 func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.AccessFlags) error {
 	if bad := access &^ accessMR; bad != 0 {
 		return errorf(unix.EOPNOTSUPP, "reg MR: access %v not supported", bad)
+	}
+	end := start + length
+	if end < start || alignPage(end) < end {
+		return errorf(unix.EINVAL, "reg MR: %#x+%#x wraps", start, length)
+	}
+	first, last := start&^(dma.PageSize-1), alignPage(end)
+	if first == last {
+		return errorf(unix.EINVAL, "reg MR: %#x+0 holds no page", start)
+	}
+	space := m.PD.Space
+	if err := pin(r.dev.Memory(), space, start, length, first, last, access.Writable()); err != nil {
+		return errorf(unix.EFAULT, "reg MR: pin %#x+%d: %v", start, length, err)
 	}
 	if access&ib.AccessFlushPersistent != 0 {
 		// rxe_mr_fill_pages_from_sgt: a persistent-flush MR must be
 		// persistent memory (is_pmem_page); the emulator's never is.
 		return errorf(unix.EINVAL, "reg MR: IB_ACCESS_FLUSH_PERSISTENT on memory that is not persistent memory")
-	}
-	space := m.PD.Space
-	if space == nil {
-		if _, err := r.dev.Memory().Slice(start, int(length)); err != nil {
-			return errorf(unix.EFAULT, "reg MR: pin %#x+%d: %v", start, length, err)
-		}
-	} else if err := probe(space, start, length); err != nil {
-		return errorf(unix.EFAULT, "reg MR: pin %#x+%d: %v", start, length, err)
 	}
 	r.lock()
 	defer r.unlock()
@@ -105,6 +113,25 @@ func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.Acce
 	}
 	x.access, x.state, x.iova, x.length, x.start, x.space = access, memValid, iova, length, start, space
 	return nil
+}
+
+// alignPage rounds a up to a page boundary (0 when that passes the top).
+func alignPage(a uint64) uint64 { return (a + dma.PageSize - 1) &^ (dma.PageSize - 1) }
+
+// pin finds whether the pages [first, last) around [start, start+length)
+// can be pinned for an MR, writable or not: a space that can tell
+// (dma.RangeChecker, a client process's memory) checks the whole pages as
+// get_user_pages does; the device's own memory and other spaces are read
+// over the range itself (their buffers need not fill their pages).
+func pin(mem *dma.Memory, space dma.Space, start, length, first, last uint64, write bool) error {
+	if space == nil {
+		_, err := mem.Slice(start, int(length))
+		return err
+	}
+	if c, ok := space.(dma.RangeChecker); ok {
+		return c.CheckRange(first, last-first, write)
+	}
+	return probe(space, start, length)
 }
 
 // probe reads every page of [start, start+length) in space: what pinning
