@@ -37,6 +37,7 @@ type mr struct {
 	iova     uint64
 	length   uint64
 	start    uint64    // memory address backing iova (user MRs)
+	writable bool      // a user MR's pages were pinned for writing (ib_umem's writable)
 	space    dma.Space // the address space of a user MR whose PD has one, else nil (the device's Memory)
 	maxPages int
 	pages    []uint64 // fast-reg page addresses
@@ -112,6 +113,7 @@ func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.Acce
 		return err
 	}
 	x.access, x.state, x.iova, x.length, x.start, x.space = access, memValid, iova, length, start, space
+	x.writable = access.Writable()
 	return nil
 }
 
@@ -205,20 +207,29 @@ func (r *device) MapMRSG(m *emu.MR, sg []dma.Scatterlist, pageSize int) (int, er
 
 // ReregUserMR changes a user MR in place (rxe_rereg_user_mr): rxe does
 // the PD and the access, a new range is EOPNOTSUPP, and so is access
-// outside rxe's MR set; keys and memory stay. The access is checked before
-// the PD moves, so a refused rereg changes nothing (6.12 moves the PD
-// first and leaves it moved when it then refuses the access; later kernels
+// outside rxe's MR set; keys and memory stay. First an access that lets
+// the MR be written is EACCES on a user MR whose pages were pinned
+// read-only (ib_umem_check_rereg: registered with an access that did not
+// let it be written); otherwise a PROT_READ buffer registered read-only
+// could be made a remote write target. The access is checked before the
+// PD moves, so a refused rereg changes nothing (6.12 moves the PD first
+// and leaves it moved when it then refuses the access; later kernels
 // check first).
 func (r *device) ReregUserMR(m *emu.MR, flags emu.MRReregFlags, start, length, iova uint64, access ib.AccessFlags, pd *emu.PD) error {
 	if bad := flags &^ (emu.MRReregPD | emu.MRReregAccess); bad != 0 {
 		return errorf(unix.EOPNOTSUPP, "rereg MR: flags %v not supported", bad)
 	}
-	if flags&emu.MRReregAccess != 0 && access&^accessMR != 0 {
-		return errorf(unix.EOPNOTSUPP, "rereg MR: access %v not supported", access&^accessMR)
-	}
 	r.lock()
 	defer r.unlock()
 	x := mrOf(m)
+	if flags&emu.MRReregAccess != 0 && access.Writable() && x.typ == emu.MRTypeUser && !x.writable {
+		// ib_umem_check_rereg: the pages stay pinned as registered, and
+		// were not pinned for writing.
+		return errorf(unix.EACCES, "rereg MR: access %v lets the MR be written; its pages were pinned read-only", access)
+	}
+	if flags&emu.MRReregAccess != 0 && access&^accessMR != 0 {
+		return errorf(unix.EOPNOTSUPP, "rereg MR: access %v not supported", access&^accessMR)
+	}
 	if flags&emu.MRReregPD != 0 {
 		x.pd = pd
 	}
