@@ -498,10 +498,7 @@ func interopMatrix(t *testing.T, rel Release, smoke bool) {
 		}
 	}()
 	strict := os.Getenv("SOFTROCE_INTEROP_STRICT") == "1"
-	var sel *regexp.Regexp
-	if s := os.Getenv("SOFTROCE_INTEROP_RUN"); s != "" {
-		sel = regexp.MustCompile(s)
-	}
+	sel := interopSelection()
 	port := 19000
 	for _, tool := range interopTools {
 		for _, srv := range []bool{true, false} {
@@ -630,4 +627,13 @@ func runInterop(t *testing.T, ctx context.Context, lab *Lab, vm *VM, bin, dir st
 		t.Logf("capture and logs: %s", pcap)
 	}
 	return problems
+}
+
+// interopSelection is the cell filter SOFTROCE_INTEROP_RUN=REGEXP gives
+// (nil: every cell).
+func interopSelection() *regexp.Regexp {
+	if s := os.Getenv("SOFTROCE_INTEROP_RUN"); s != "" {
+		return regexp.MustCompile(s)
+	}
+	return nil
 }

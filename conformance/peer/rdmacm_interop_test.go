@@ -179,39 +179,13 @@ func TestInteropRDMACM(t *testing.T) {
 	for _, name := range []string{"ib_write_bw", "ib_send_bw", "ib_read_lat"} {
 		debianTool(t, name, "perftest")
 	}
-	var sel *regexp.Regexp
-	if s := os.Getenv("SOFTROCE_INTEROP_RUN"); s != "" {
-		sel = regexp.MustCompile(s)
-	}
+	sel := interopSelection()
 
 	testStart := time.Now()
-	img := buildTestImage(t)
-	u := newVerbsUser(t, buildSoftroce(t))
-	lab := newTestLab(t)
-	dir := artifactDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	t.Logf("captures and logs in %s", dir)
-	if err := addUserTAP(ctx, lab, softroceUserTAP, u.uid, u.gid); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	vm := startTestVM(t, ctx, lab, img, dir, 1, "")
-	if _, err := vm.WaitConsole(ctx, markerAgent); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("VM up in %v", time.Since(start).Round(time.Millisecond))
-	if err := pinNeighbours(ctx, lab, 1); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(ctx, time.Minute)
-		defer scancel()
-		if err := vm.Shutdown(sctx); err != nil {
-			t.Error(err)
-		}
-		t.Logf("test took %v", time.Since(testStart).Round(time.Second))
-	}()
+	u, lab, vm, dir := startUserVM(t, ctx)
+	defer func() { t.Logf("test took %v", time.Since(testStart).Round(time.Second)) }()
 	l := verbsLinks(lab)[0]
 	if l.name != "tap" {
 		t.Fatalf("verbsLinks' first link is %q, want the TAP", l.name)

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -371,37 +370,11 @@ func TestInteropVerbs(t *testing.T) {
 	for _, it := range interopTools {
 		tools[it.name] = it
 	}
-	var sel *regexp.Regexp
-	if s := os.Getenv("SOFTROCE_INTEROP_RUN"); s != "" {
-		sel = regexp.MustCompile(s)
-	}
+	sel := interopSelection()
 
-	img := buildTestImage(t)
-	u := newVerbsUser(t, buildSoftroce(t))
-	lab := newTestLab(t)
-	dir := artifactDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	t.Logf("captures and logs in %s", dir)
-	if err := addUserTAP(ctx, lab, softroceUserTAP, u.uid, u.gid); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	vm := startTestVM(t, ctx, lab, img, dir, 1, "")
-	if _, err := vm.WaitConsole(ctx, markerAgent); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("VM up in %v", time.Since(start).Round(time.Millisecond))
-	if err := pinNeighbours(ctx, lab, 1); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(ctx, time.Minute)
-		defer scancel()
-		if err := vm.Shutdown(sctx); err != nil {
-			t.Error(err)
-		}
-	}()
+	u, lab, vm, dir := startUserVM(t, ctx)
 
 	port := 19500
 	for _, l := range verbsLinks(lab) {
@@ -720,4 +693,38 @@ func checkServeCounters(t *testing.T, l verbsLink, out string, sum verbsTally) {
 		t.Errorf("softroce counted %d unverifiable ICRCs, the captures have %d IPv4 frames to it with an identification of at least %d",
 			st["softroce_udp_unverifiable_icrc"], sum.unverifiable, udp.MaxSegments)
 	}
+}
+
+// startUserVM starts what the tests of unmodified programs under an
+// unprivileged softroce share: the Debian 12 peer VM (agent mode) in a new
+// lab, the unprivileged user with the softroce binary, its TAP, and the
+// VM's neighbour entries of softroce's addresses pinned. The VM shuts down
+// at the end of t. dir holds the artifacts.
+func startUserVM(t *testing.T, ctx context.Context) (u *verbsUser, lab *Lab, vm *VM, dir string) {
+	t.Helper()
+	img := buildTestImage(t)
+	u = newVerbsUser(t, buildSoftroce(t))
+	lab = newTestLab(t)
+	dir = artifactDir(t)
+	t.Logf("captures and logs in %s", dir)
+	if err := addUserTAP(ctx, lab, softroceUserTAP, u.uid, u.gid); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	vm = startTestVM(t, ctx, lab, img, dir, 1, "")
+	if _, err := vm.WaitConsole(ctx, markerAgent); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("VM up in %v", time.Since(start).Round(time.Millisecond))
+	if err := pinNeighbours(ctx, lab, 1); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
+		defer scancel()
+		if err := vm.Shutdown(sctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return u, lab, vm, dir
 }
