@@ -184,6 +184,13 @@ var accessNames = map[AccessFlags]string{
 // IsValid reports whether f lies within IB_ACCESS_SUPPORTED.
 func (f AccessFlags) IsValid() bool { return f&^AccessSupported == 0 }
 
+// Writable reports whether memory registered with f may be written
+// (ib_access_writable): LOCAL_WRITE, REMOTE_WRITE, REMOTE_ATOMIC or
+// MW_BIND, the last because a bound window may grant write.
+func (f AccessFlags) Writable() bool {
+	return f&(AccessLocalWrite|AccessRemoteWrite|AccessRemoteAtomic|AccessMWBind) != 0
+}
+
 // String returns the kernel names of the bits of f joined by "|", bits
 // without a name as one trailing hex number, "0" for none.
 func (f AccessFlags) String() string {

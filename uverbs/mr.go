@@ -14,9 +14,10 @@ import (
 // order: the flags (none EINVAL, unknown EOPNOTSUPP, a new range whose
 // start and hca_va differ in the page offset EINVAL), the MR (a free
 // handle ENOENT, as uobj_get_write), the access (ib_check_mr_access), the
-// new PD (EINVAL unless one of the file's); rxe then changes the PD and
-// the access in place and refuses a new range (EOPNOTSUPP). The keys stay
-// and are the response.
+// new PD (EINVAL unless one of the file's); rxe then refuses a new range
+// (EOPNOTSUPP) and an access that lets the MR be written when its pages
+// were pinned read-only (EACCES, ib_umem_check_rereg), and changes the PD
+// and the access in place. The keys stay and are the response.
 func (c *call) reregMR() error {
 	cmd, err := request[ReregMr](c)
 	if err != nil {

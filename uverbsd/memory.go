@@ -143,6 +143,16 @@ func (m procMemory) xfer(p []byte, addr uint64, write bool) (int, error) {
 	return done, nil
 }
 
+// CheckRange implements dma.RangeChecker from the client's
+// /proc/PID/maps: the MRs of a client without a memFile lie here.
+func (m procMemory) CheckRange(addr, length uint64, write bool) error {
+	err := checkPidMaps(m.pid, addr, length, write)
+	if !m.pidfd.alive() {
+		return fmt.Errorf("client memory of pid %d: %w: %w", m.pid, dma.ErrSpaceGone, unix.EFAULT)
+	}
+	return err
+}
+
 // ReadAt implements Memory.
 func (m procMemory) ReadAt(p []byte, addr uint64) (int, error) { return m.xfer(p, addr, false) }
 
@@ -239,6 +249,16 @@ func (m *memFile) xfer(p []byte, addr uint64, write bool) (int, error) {
 		done += got
 	}
 	return done, nil
+}
+
+// CheckRange implements dma.RangeChecker from the client's
+// /proc/PID/maps: /proc/PID/mem would write even where the client may not
+// (FOLL_FORCE), so this is what refuses, as ib_umem_get does, an MR the
+// device could write on pages the client mapped read-only. The pid names
+// the client while it waits for its REG_MR; a client gone since fails its
+// MR's transfers anyway.
+func (m *memFile) CheckRange(addr, length uint64, write bool) error {
+	return checkPidMaps(m.pid, addr, length, write)
 }
 
 // ReadAt implements dma.Space.

@@ -48,6 +48,13 @@ var rxeOpsChecks = []string{
 	"REREG_MR of the access keeps the keys",
 	"a peer writes through the new access",
 	"the new PD holds the MR (EBUSY)",
+	"ibv_reg_mr of PROT_READ memory with local write is EFAULT",
+	"ibv_reg_mr of PROT_READ and read-write memory with remote write is EFAULT",
+	"ibv_reg_mr of private read-write memory with remote write",
+	"ibv_reg_mr of PROT_NONE memory is EFAULT",
+	"ibv_reg_mr over an unmapped page is EFAULT",
+	"ibv_reg_mr of PROT_READ memory read-only",
+	"REREG_MR of a read-only MR to remote write is EACCES",
 	"ibv_bind_mw completes",
 	"an RDMA WRITE through the window's rkey",
 	"ibv_dealloc_mw",
@@ -86,7 +93,9 @@ func checkProgramOutput(t *testing.T, err error, out, errOut string, checks []st
 // librxe, run unprivileged through "softroce run", resizes CQs
 // (ibv_resize_cq: rxe's errnos, the unpolled completions in the new ring,
 // traffic on it) and an SRQ (ibv_modify_srq), re-registers an MR (ibv_rereg_mr stops in librxe as on
-// kernel rxe; the REREG_MR command changes access and PD), binds a memory
+// kernel rxe; the REREG_MR command changes access and PD), registers
+// PROT_READ, PROT_NONE and unmapped memory (EFAULT where ib_umem_get could
+// not pin the pages for the access), binds a memory
 // window a peer then writes through, posts with the ibv_wr_* API, and
 // attaches UD QPs to multicast groups (a SEND to the group reaches the
 // member until it detaches), with the kernel's answers for the misuses.

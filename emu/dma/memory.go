@@ -159,6 +159,17 @@ type Space interface {
 
 var _ Space = (*Memory)(nil)
 
+// RangeChecker is implemented by a Space that can say, as pinning the
+// pages of a user MR does (ib_umem_get), whether a range is there to pin.
+// CheckRange fails with an error wrapping unix.EFAULT where some byte of
+// [addr, addr+length) is not mapped, or, when write is set, lies in a
+// mapping the owner may not write (get_user_pages with FOLL_WRITE and
+// without FOLL_FORCE); a private read-write mapping is writable. A Space
+// without it is pinned by reading each page.
+type RangeChecker interface {
+	CheckRange(addr, length uint64, write bool) error
+}
+
 // ReadAt copies the len(p) bytes at addr into p; the range must lie
 // inside one buffer (EFAULT otherwise).
 func (m *Memory) ReadAt(p []byte, addr uint64) (int, error) {

@@ -37,6 +37,7 @@ type mr struct {
 	iova     uint64
 	length   uint64
 	start    uint64    // memory address backing iova (user MRs)
+	writable bool      // a user MR's pages were pinned for writing (ib_umem's writable)
 	space    dma.Space // the address space of a user MR whose PD has one, else nil (the device's Memory)
 	maxPages int
 	pages    []uint64 // fast-reg page addresses
@@ -78,24 +79,32 @@ func (r *device) GetDMAMR(m *emu.MR, access ib.AccessFlags) error {
 }
 
 // RegUserMR registers user memory (rxe_reg_user_mr): access outside
-// rxe's MR set is EOPNOTSUPP; memory that is not there cannot be pinned
-// (EFAULT).
+// rxe's MR set is EOPNOTSUPP; then ib_umem_get pins the pages the range
+// touches: a range that wraps (or whose end rounds up past the top) or
+// touches no page (length 0 at a page boundary) is EINVAL, memory that is
+// not there is EFAULT, and so is memory the client may not write when the
+// access lets the MR be written (ib_access_writable); last a
+// persistent-flush MR on pages that are not persistent memory is EINVAL.
 func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.AccessFlags) error {
 	if bad := access &^ accessMR; bad != 0 {
 		return errorf(unix.EOPNOTSUPP, "reg MR: access %v not supported", bad)
+	}
+	end := start + length
+	if end < start || alignPage(end) < end {
+		return errorf(unix.EINVAL, "reg MR: %#x+%#x wraps", start, length)
+	}
+	first, last := start&^(dma.PageSize-1), alignPage(end)
+	if first == last {
+		return errorf(unix.EINVAL, "reg MR: %#x+0 holds no page", start)
+	}
+	space := m.PD.Space
+	if err := pin(r.dev.Memory(), space, start, length, first, last, access.Writable()); err != nil {
+		return errorf(unix.EFAULT, "reg MR: pin %#x+%d: %v", start, length, err)
 	}
 	if access&ib.AccessFlushPersistent != 0 {
 		// rxe_mr_fill_pages_from_sgt: a persistent-flush MR must be
 		// persistent memory (is_pmem_page); the emulator's never is.
 		return errorf(unix.EINVAL, "reg MR: IB_ACCESS_FLUSH_PERSISTENT on memory that is not persistent memory")
-	}
-	space := m.PD.Space
-	if space == nil {
-		if _, err := r.dev.Memory().Slice(start, int(length)); err != nil {
-			return errorf(unix.EFAULT, "reg MR: pin %#x+%d: %v", start, length, err)
-		}
-	} else if err := probe(space, start, length); err != nil {
-		return errorf(unix.EFAULT, "reg MR: pin %#x+%d: %v", start, length, err)
 	}
 	r.lock()
 	defer r.unlock()
@@ -104,7 +113,27 @@ func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.Acce
 		return err
 	}
 	x.access, x.state, x.iova, x.length, x.start, x.space = access, memValid, iova, length, start, space
+	x.writable = access.Writable()
 	return nil
+}
+
+// alignPage rounds a up to a page boundary (0 when that passes the top).
+func alignPage(a uint64) uint64 { return (a + dma.PageSize - 1) &^ (dma.PageSize - 1) }
+
+// pin finds whether the pages [first, last) around [start, start+length)
+// can be pinned for an MR, writable or not: a space that can tell
+// (dma.RangeChecker, a client process's memory) checks the whole pages as
+// get_user_pages does; the device's own memory and other spaces are read
+// over the range itself (their buffers need not fill their pages).
+func pin(mem *dma.Memory, space dma.Space, start, length, first, last uint64, write bool) error {
+	if space == nil {
+		_, err := mem.Slice(start, int(length))
+		return err
+	}
+	if c, ok := space.(dma.RangeChecker); ok {
+		return c.CheckRange(first, last-first, write)
+	}
+	return probe(space, start, length)
 }
 
 // probe reads every page of [start, start+length) in space: what pinning
@@ -178,20 +207,29 @@ func (r *device) MapMRSG(m *emu.MR, sg []dma.Scatterlist, pageSize int) (int, er
 
 // ReregUserMR changes a user MR in place (rxe_rereg_user_mr): rxe does
 // the PD and the access, a new range is EOPNOTSUPP, and so is access
-// outside rxe's MR set; keys and memory stay. The access is checked before
-// the PD moves, so a refused rereg changes nothing (6.12 moves the PD
-// first and leaves it moved when it then refuses the access; later kernels
+// outside rxe's MR set; keys and memory stay. First an access that lets
+// the MR be written is EACCES on a user MR whose pages were pinned
+// read-only (ib_umem_check_rereg: registered with an access that did not
+// let it be written); otherwise a PROT_READ buffer registered read-only
+// could be made a remote write target. The access is checked before the
+// PD moves, so a refused rereg changes nothing (6.12 moves the PD first
+// and leaves it moved when it then refuses the access; later kernels
 // check first).
 func (r *device) ReregUserMR(m *emu.MR, flags emu.MRReregFlags, start, length, iova uint64, access ib.AccessFlags, pd *emu.PD) error {
 	if bad := flags &^ (emu.MRReregPD | emu.MRReregAccess); bad != 0 {
 		return errorf(unix.EOPNOTSUPP, "rereg MR: flags %v not supported", bad)
 	}
-	if flags&emu.MRReregAccess != 0 && access&^accessMR != 0 {
-		return errorf(unix.EOPNOTSUPP, "rereg MR: access %v not supported", access&^accessMR)
-	}
 	r.lock()
 	defer r.unlock()
 	x := mrOf(m)
+	if flags&emu.MRReregAccess != 0 && access.Writable() && x.typ == emu.MRTypeUser && !x.writable {
+		// ib_umem_check_rereg: the pages stay pinned as registered, and
+		// were not pinned for writing.
+		return errorf(unix.EACCES, "rereg MR: access %v lets the MR be written; its pages were pinned read-only", access)
+	}
+	if flags&emu.MRReregAccess != 0 && access&^accessMR != 0 {
+		return errorf(unix.EOPNOTSUPP, "rereg MR: access %v not supported", access&^accessMR)
+	}
 	if flags&emu.MRReregPD != 0 {
 		x.pd = pd
 	}

@@ -98,6 +98,65 @@ func TestVerbsObjects(t *testing.T) {
 			_, err := e.pd.RegUserMR(addr, 8192, addr, ib.AccessLocalWrite)
 			wantErrno(t, "reg_mr beyond memory", err, unix.EFAULT)
 		}},
+		{"reg_mr_range", func(t *testing.T, e *env) {
+			// ib_umem_get: a range that wraps or rounds up past the top,
+			// or that touches no page, is EINVAL before any pinning.
+			addr, _ := e.dev.Memory().Alloc(4096)
+			for _, c := range []struct {
+				start, length uint64
+				errno         unix.Errno
+			}{
+				{addr, 0, unix.EINVAL},
+				{addr + 100, 0, 0}, // touches the page holding addr+100
+				{addr, 1, 0},
+				{^uint64(0) - 4095, 4096, unix.EINVAL},
+				{^uint64(0) - 4094, 4095, unix.EINVAL}, // ends at the top byte: rounds up to 0
+				{^uint64(0) - 8191, 4096, unix.EFAULT}, // ends at the top page: fits, not there
+				{1 << 63, 1 << 63, unix.EINVAL},
+			} {
+				_, err := e.pd.RegUserMR(c.start, c.length, c.start, ib.AccessLocalWrite)
+				wantErrno(t, fmt.Sprintf("reg_mr %#x+%#x", c.start, c.length), err, c.errno)
+			}
+			// FLUSH_PERSISTENT is refused once the pages are pinned: an
+			// unpinnable range is EFAULT first.
+			_, err := e.pd.RegUserMR(addr, 8192, addr, ib.AccessLocalWrite|ib.AccessFlushPersistent)
+			wantErrno(t, "reg_mr persistent beyond memory", err, unix.EFAULT)
+		}},
+		{"reg_mr_checks_the_space", func(t *testing.T, e *env) {
+			// A space that can tell what is mapped (a client process) is
+			// asked about whole pages, writable when the access lets the
+			// MR be written (ib_access_writable).
+			sp := &checkSpace{Space: e.dev.Memory()}
+			pd, err := e.dev.AllocUserPD(sp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr, _ := e.dev.Memory().Alloc(8192)
+			for _, c := range []struct {
+				start, length uint64
+				access        ib.AccessFlags
+				want          checkCall
+			}{
+				{addr + 10, 100, 0, checkCall{addr, 4096, false}},
+				{addr + 4000, 200, ib.AccessRemoteRead, checkCall{addr, 8192, false}},
+				{addr, 4096, ib.AccessLocalWrite, checkCall{addr, 4096, true}},
+				{addr, 4096, ib.AccessRemoteWrite | ib.AccessLocalWrite, checkCall{addr, 4096, true}},
+				{addr, 4096, ib.AccessRemoteAtomic | ib.AccessLocalWrite, checkCall{addr, 4096, true}},
+				{addr, 4096, ib.AccessMWBind, checkCall{addr, 4096, true}},
+				{addr + 4095, 0, 0, checkCall{addr, 4096, false}},
+			} {
+				sp.calls = nil
+				if _, err := pd.RegUserMR(c.start, c.length, c.start, c.access); err != nil {
+					t.Errorf("reg_mr %#x+%d %v: %v", c.start, c.length, c.access, err)
+				}
+				if len(sp.calls) != 1 || sp.calls[0] != c.want {
+					t.Errorf("reg_mr %#x+%d %v: checks %+v, want %+v", c.start, c.length, c.access, sp.calls, c.want)
+				}
+			}
+			sp.err = fmt.Errorf("not writable: %w", unix.EFAULT)
+			_, err = pd.RegUserMR(addr, 4096, addr, ib.AccessLocalWrite)
+			wantErrno(t, "reg_mr on a refused range", err, unix.EFAULT)
+		}},
 		{"dereg_MR_with_bound_MW", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
 			e.toRTS(qp)
@@ -457,4 +516,23 @@ func TestTunedAttributes(t *testing.T) {
 		_, err := e.pd.CreateAH(&a)
 		wantErrno(t, fmt.Sprintf("AH %d of max 2", i+1), err, want)
 	}
+}
+
+// checkCall is one CheckRange call.
+type checkCall struct {
+	addr, length uint64
+	write        bool
+}
+
+// checkSpace is a dma.Space that records the ranges asked of it and
+// answers err.
+type checkSpace struct {
+	dma.Space
+	calls []checkCall
+	err   error
+}
+
+func (s *checkSpace) CheckRange(addr, length uint64, write bool) error {
+	s.calls = append(s.calls, checkCall{addr, length, write})
+	return s.err
 }

@@ -112,3 +112,45 @@ func TestMRReregFlagsString(t *testing.T) {
 		}
 	}
 }
+
+// TestReregAccessKeepsThePinnedProtection: the pages stay pinned as
+// registered (ib_umem_check_rereg), so an access that lets the MR be
+// written is EACCES on an MR registered without one, before the access is
+// looked at further and with nothing changed; an MR pinned for writing
+// may drop write access and take it back.
+func TestReregAccessKeepsThePinnedProtection(t *testing.T) {
+	e := newEnv(t)
+	addr, _ := e.dev.Memory().Alloc(4096)
+	ro, err := e.pd.RegUserMR(addr, 4096, addr, ib.AccessRemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		access ib.AccessFlags
+		errno  unix.Errno
+	}{
+		{"local write", ib.AccessLocalWrite, unix.EACCES},
+		{"remote write", ib.AccessLocalWrite | ib.AccessRemoteWrite, unix.EACCES},
+		{"remote atomic", ib.AccessLocalWrite | ib.AccessRemoteAtomic, unix.EACCES},
+		{"MW bind", ib.AccessMWBind, unix.EACCES},
+		{"writable and unsupported", ib.AccessLocalWrite | ib.AccessZeroBased, unix.EACCES},
+	} {
+		wantErrno(t, c.name, ro.ReregUser(emu.MRReregAccess, nil, 0, 0, 0, c.access), c.errno)
+		if ro.Access != ib.AccessRemoteRead || mrOf(ro).access != ib.AccessRemoteRead {
+			t.Fatalf("%s: the refused rereg changed the access to %v", c.name, mrOf(ro).access)
+		}
+	}
+	wantErrno(t, "read-only to none", ro.ReregUser(emu.MRReregAccess, nil, 0, 0, 0, 0), 0)
+	wantErrno(t, "PD only", ro.ReregUser(emu.MRReregPD, e.pd, 0, 0, 0, ib.AccessLocalWrite), 0)
+
+	rw, err := e.pd.RegUserMR(addr, 4096, addr, ib.AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErrno(t, "writable to none", rw.ReregUser(emu.MRReregAccess, nil, 0, 0, 0, 0), 0)
+	wantErrno(t, "back to writable", rw.ReregUser(emu.MRReregAccess, nil, 0, 0, 0, ib.AccessLocalWrite|ib.AccessRemoteWrite), 0)
+	if mrOf(rw).access != ib.AccessLocalWrite|ib.AccessRemoteWrite {
+		t.Fatalf("access %v", mrOf(rw).access)
+	}
+}

@@ -16,6 +16,10 @@
  *            new range EOPNOTSUPP, remote write without local write
  *            EINVAL, an access change the peer's RDMA WRITE then uses
  *            with the keys unchanged, a PD change that holds the new PD.
+ *   pin:     ibv_reg_mr pins as ib_umem_get does: of PROT_READ memory
+ *            with an access that lets the MR be written EFAULT, read-only
+ *            fine; of PROT_NONE or unmapped memory EFAULT; REREG_MR of a
+ *            read-only MR to remote write EACCES.
  *   mw:      ibv_alloc_mw, ibv_bind_mw (IBV_WC_BIND_MW), an RDMA WRITE
  *            through the window's new rkey, ibv_dealloc_mw.
  *   wr:      the extended post-send API (ibv_create_qp_ex with send ops,
@@ -36,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <sys/mman.h>
 #include <infiniband/verbs.h>
 #include <rdma/ib_user_verbs.h>
 
@@ -338,6 +343,48 @@ int main(int argc, char **argv)
 		CHECK("REREG_MR back", err == 0, "%d (%s)", err, strerror(err));
 		err = ibv_dealloc_pd(pd2);
 		CHECK("the other PD is free again", err == 0, "%d (%s)", err, strerror(err));
+	}
+
+	/* pin */
+	{
+		struct ib_uverbs_rereg_mr_resp resp;
+		struct ibv_mr *mr;
+		char *m = mmap(NULL, 4 * 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		MUST("mmap", m != MAP_FAILED);
+		MUST("protect", !mprotect(m + 4096, 4096, PROT_READ | PROT_WRITE) &&
+		     !munmap(m + 2 * 4096, 4096) && !mprotect(m + 3 * 4096, 4096, PROT_NONE));
+		errno = 0;
+		mr = ibv_reg_mr(pd, m, 4096, IBV_ACCESS_LOCAL_WRITE);
+		CHECK("ibv_reg_mr of PROT_READ memory with local write is EFAULT", !mr && errno == EFAULT,
+		      "mr %p errno %d (%s)", (void *)mr, errno, strerror(errno));
+		errno = 0;
+		mr = ibv_reg_mr(pd, m, 2 * 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		CHECK("ibv_reg_mr of PROT_READ and read-write memory with remote write is EFAULT", !mr && errno == EFAULT,
+		      "mr %p errno %d (%s)", (void *)mr, errno, strerror(errno));
+		mr = ibv_reg_mr(pd, m + 4096, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		CHECK("ibv_reg_mr of private read-write memory with remote write", mr != NULL, "errno %d (%s)", errno,
+		      strerror(errno));
+		if (mr)
+			ibv_dereg_mr(mr);
+		errno = 0;
+		mr = ibv_reg_mr(pd, m + 3 * 4096, 4096, 0);
+		CHECK("ibv_reg_mr of PROT_NONE memory is EFAULT", !mr && errno == EFAULT, "mr %p errno %d (%s)",
+		      (void *)mr, errno, strerror(errno));
+		errno = 0;
+		mr = ibv_reg_mr(pd, m + 4096, 2 * 4096, 0);
+		CHECK("ibv_reg_mr over an unmapped page is EFAULT", !mr && errno == EFAULT, "mr %p errno %d (%s)",
+		      (void *)mr, errno, strerror(errno));
+		mr = ibv_reg_mr(pd, m, 2 * 4096, IBV_ACCESS_REMOTE_READ);
+		CHECK("ibv_reg_mr of PROT_READ memory read-only", mr != NULL, "errno %d (%s)", errno, strerror(errno));
+		if (mr) {
+			err = rereg_cmd(mr, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0,
+					IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &resp);
+			CHECK("REREG_MR of a read-only MR to remote write is EACCES", err == EACCES, "%d (%s)", err,
+			      strerror(err));
+			MUST("dereg pinned", !ibv_dereg_mr(mr));
+		}
+		munmap(m, 4 * 4096);
 	}
 
 	/* mw */
