@@ -128,14 +128,7 @@ type rdmacmCell struct {
 }
 
 func (c rdmacmCell) cellName() string {
-	dir, ip := "softroce-client", "ipv4"
-	if c.softroceServer {
-		dir = "softroce-server"
-	}
-	if c.ipv6 {
-		ip = "ipv6"
-	}
-	return c.name + "/" + dir + "/" + ip
+	return c.name + "/" + cellSide(c.softroceServer, c.ipv6)
 }
 
 // TestInteropRDMACM runs Debian 12's unmodified librdmacm programs

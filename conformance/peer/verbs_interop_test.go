@@ -300,14 +300,7 @@ type verbsCell struct {
 }
 
 func (c verbsCell) name() string {
-	dir, ip := "softroce-client", "ipv4"
-	if c.softroceServer {
-		dir = "softroce-server"
-	}
-	if c.ipv6 {
-		ip = "ipv6"
-	}
-	return fmt.Sprintf("%s/%s/%s", c.tool.name, dir, ip)
+	return c.tool.name + "/" + cellSide(c.softroceServer, c.ipv6)
 }
 
 // args returns the VM's command line and softroce's tool command line
@@ -727,4 +720,17 @@ func startUserVM(t *testing.T, ctx context.Context) (u *verbsUser, lab *Lab, vm 
 		}
 	})
 	return u, lab, vm, dir
+}
+
+// cellSide names a cell's direction and address family as the cell names
+// of the tests of unmodified programs end: "softroce-server/ipv4", ...
+func cellSide(softroceServer, ipv6 bool) string {
+	dir, ip := "softroce-client", "ipv4"
+	if softroceServer {
+		dir = "softroce-server"
+	}
+	if ipv6 {
+		ip = "ipv6"
+	}
+	return dir + "/" + ip
 }
