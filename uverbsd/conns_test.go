@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"testing"
-	"time"
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/node"
@@ -63,17 +62,5 @@ func TestManyConnectionsHoldFewThreads(t *testing.T) {
 	if grown := threads.Count() - before; grown > uverbsd.MaxPollingConns+150 {
 		t.Errorf("%d opens made the daemon create %d threads, want about %d (MaxPollingConns)", opens, grown, uverbsd.MaxPollingConns)
 	}
-	closed := make(chan error, 1)
-	go func() { closed <- srv.Close() }()
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Close did not return")
-	}
-	if err := <-served; err != nil {
-		t.Fatalf("Serve: %v", err)
-	}
+	closeServer(t, srv, served)
 }

@@ -570,19 +570,7 @@ func TestCloseEndsConnectionsWaitingForFrames(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	closed := make(chan error, 1)
-	go func() { closed <- srv.Close() }()
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not return with clients waiting")
-	}
-	if err := <-served; err != nil {
-		t.Fatalf("Serve: %v", err)
-	}
+	closeServer(t, srv, served)
 	for i, c := range conns {
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if n, _, _, _, err := c.ReadMsgUnix(make([]byte, 64), nil); n != 0 || (err != nil && !errors.Is(err, io.EOF)) {
@@ -655,3 +643,23 @@ func (nopFile) Mmap(off, length uint64) (*os.File, int64, error) {
 	return nil, 0, unix.ENODEV
 }
 func (nopFile) Close() error { return nil }
+
+// closeServer closes srv with clients still connected and fails t unless
+// Close returns within 20 s without error and Serve (whose result served
+// carries) then returns nil.
+func closeServer(t *testing.T, srv *uverbsd.Server, served <-chan error) {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- srv.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close did not return with clients connected")
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
