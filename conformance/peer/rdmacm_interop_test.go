@@ -375,18 +375,7 @@ func (r *rdmacmRun) rxeAccepted(t *testing.T) int {
 // of it outlives t.
 func (r *rdmacmRun) startUserProc(t *testing.T, ctx context.Context, args []string) *softroceProc {
 	t.Helper()
-	p := &softroceProc{done: make(chan struct{})}
-	p.cmd = r.u.command(ctx, r.lab, false, r.u.bin, append([]string{"run", "-d", r.l.dev, "--"}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { killGroup(p.cmd) })
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	return p
+	return r.u.start(t, ctx, r.lab, append([]string{"run", "-d", r.l.dev, "--"}, args...)...)
 }
 
 // vmRetry is a VM shell line running cmd until it succeeds, at most n

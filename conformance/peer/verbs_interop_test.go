@@ -437,21 +437,7 @@ func runVerbsCell(t *testing.T, ctx context.Context, lab *Lab, vm *VM, u *verbsU
 		softStatus int
 		softOut    string
 	)
-	start := func(args ...string) *softroceProc {
-		p := &softroceProc{done: make(chan struct{})}
-		p.cmd = u.command(ctx, lab, false, u.bin, args...)
-		p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		// Whatever happens, nothing of the run outlives the cell.
-		t.Cleanup(func() { killGroup(p.cmd) })
-		go func() {
-			p.err = p.cmd.Wait()
-			close(p.done)
-		}()
-		return p
-	}
+	start := func(args ...string) *softroceProc { return u.start(t, ctx, lab, args...) }
 	if c.softroceServer {
 		sp := start(runArgs...)
 		if err := waitListening(ctx, lab, sp, port); err != nil {
@@ -733,4 +719,22 @@ func cellSide(softroceServer, ipv6 bool) string {
 		ip = "ipv6"
 	}
 	return dir + "/" + ip
+}
+
+// start runs the softroce binary with args as u in lab; whatever happens,
+// nothing of it outlives t.
+func (u *verbsUser) start(t *testing.T, ctx context.Context, lab *Lab, args ...string) *softroceProc {
+	t.Helper()
+	p := &softroceProc{done: make(chan struct{})}
+	p.cmd = u.command(ctx, lab, false, u.bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killGroup(p.cmd) })
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return p
 }
