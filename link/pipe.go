@@ -208,7 +208,7 @@ func (p *PipeEnd) read(bufs [][]byte, sizes []int, noICRC []bool, refs []Payload
 // WritePackets implements Link.WritePackets. It checks every frame with
 // CheckFrame and stops at the first it refuses, returning how many it
 // wrote before it and the error.
-func (p *PipeEnd) WritePackets(bufs [][]byte) (int, error) { return p.write(bufs, nil, false) }
+func (p *PipeEnd) WritePackets(bufs [][]byte) (int, error) { return p.write(bufs, nil, false, false) }
 
 // WriteNoICRC is WritePackets for RoCEv2 frames built without their ICRC
 // (wire.Frame.NoICRC): the pipe carries them marked, a ReadNoICRC reader
@@ -221,7 +221,7 @@ func (p *PipeEnd) WritePackets(bufs [][]byte) (int, error) { return p.write(bufs
 // bufs[i] of a frame the pipe took is then replaced by a buffer of at
 // least its capacity (of length 0), which the caller owns. The caller
 // must not keep other references to the buffers it passes.
-func (p *PipeEnd) WriteNoICRC(bufs [][]byte) (int, error) { return p.write(bufs, nil, true) }
+func (p *PipeEnd) WriteNoICRC(bufs [][]byte) (int, error) { return p.write(bufs, nil, true, false) }
 
 // PayloadRef is a frame's payload that the in-memory link carries by
 // reference instead of in the frame (WriteRef): the frame's bytes [Off,
@@ -248,11 +248,18 @@ type PayloadRef struct {
 // peer's acknowledgement of the copy completes the send. A reference that
 // does not fit its frame is refused with an error wrapping EINVAL, as a
 // frame too long is.
+//
+// Unlike WritePackets and WriteNoICRC, WriteRef never waits for the peer
+// to read: on a full queue (without DropWhenFull) it makes the queue
+// longer. Its writers are emulated devices whose reading goroutine also
+// processes what it reads and writes the answers: two of them, each
+// waiting for room in the other's queue, would wait forever. The queue
+// keeps its longest length, so a steady stream allocates nothing.
 func (p *PipeEnd) WriteRef(bufs [][]byte, refs []PayloadRef) (int, error) {
-	return p.write(bufs, refs, true)
+	return p.write(bufs, refs, true, true)
 }
 
-func (p *PipeEnd) write(bufs [][]byte, refs []PayloadRef, noICRC bool) (int, error) {
+func (p *PipeEnd) write(bufs [][]byte, refs []PayloadRef, noICRC, grow bool) (int, error) {
 	if p.closed.Load() {
 		return 0, &net.OpError{Op: "write", Net: "pipe", Err: net.ErrClosed}
 	}
@@ -269,7 +276,7 @@ func (p *PipeEnd) write(bufs [][]byte, refs []PayloadRef, noICRC bool) (int, err
 			break
 		}
 	}
-	queued, dropped, bytes, selfClosed := p.tx.push(bufs, refs, noICRC, p.drop, &p.closed)
+	queued, dropped, bytes, selfClosed := p.tx.push(bufs, refs, noICRC, grow && !p.drop, p.drop, &p.closed)
 	n = queued + dropped
 	p.txFrames.Add(uint64(queued))
 	p.txBytes.Add(uint64(bytes))
@@ -343,11 +350,15 @@ func newFrameQueue(n, maxFrame int) *frameQueue {
 // dropped (queue full in drop mode, or the reader closed; the frames after
 // a close are all counted dropped) and their bytes, and whether it stopped
 // because the writer itself closed (writerClosed), in which case the rest
-// were neither. refs[j], if any, is frame j's payload by reference.
-func (q *frameQueue) push(frames [][]byte, refs []PayloadRef, trade, drop bool, writerClosed *atomic.Bool) (queued, dropped, bytes int, selfClosed bool) {
+// were neither. refs[j], if any, is frame j's payload by reference. With
+// grow, a full queue grows instead of making the writer wait.
+func (q *frameQueue) push(frames [][]byte, refs []PayloadRef, trade, grow, drop bool, writerClosed *atomic.Bool) (queued, dropped, bytes int, selfClosed bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for j, f := range frames {
+		if grow && q.n == len(q.slots) && !q.closed {
+			q.grow()
+		}
 		for q.n == len(q.slots) && !q.closed && !drop && !writerClosed.Load() {
 			q.notEmpty.Broadcast() // let the reader drain what is queued
 			q.notFull.Wait()
@@ -436,6 +447,17 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, refs []Paylo
 		q.notFull.Broadcast()
 	}
 	return k, true
+}
+
+// grow doubles the ring, its frames in order from slot 0; q.mu held.
+func (q *frameQueue) grow() {
+	n := max(2*len(q.slots), 16)
+	slots, noICRC, refs := make([][]byte, n), make([]bool, n), make([]PayloadRef, n)
+	for i := range q.n {
+		k := (q.head + i) % len(q.slots)
+		slots[i], noICRC[i], refs[i] = q.slots[k], q.noICRC[k], q.refs[k]
+	}
+	q.slots, q.noICRC, q.refs, q.head = slots, noICRC, refs, 0
 }
 
 // freeChunk is how many buffers takeFree allocates at once: the queue's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/softroce/softroce/wire"
 )
@@ -110,4 +111,49 @@ func TestWriteRefRefusesAReferenceOutsideItsFrame(t *testing.T) {
 			t.Fatalf("ReadRef: %d, %v, reference %v", n, err, refs[0].B != nil)
 		}
 	}
+}
+
+// TestWriteRefNeverWaits: WriteRef on a full queue makes it longer instead
+// of waiting for the reader (two devices whose readers write answers
+// would otherwise wait for each other), keeps the order of the frames,
+// also in a second burst.
+// WriteNoICRC on the same full queue still waits.
+func TestWriteRefNeverWaits(t *testing.T) {
+	a, b := NewPipe(&PipeConfig{MTU: 4200, QueueLen: 4})
+	bufs := [][]byte{make([]byte, MaxFrameSize(4200))}
+	sizes, flags, refs := []int{0}, []bool{false}, []PayloadRef{{}}
+	for round := range 2 {
+		for i := range 40 {
+			f := roceFrame(t, 300+i, true)
+			f[len(f)-1] = byte(i) // the ICRC's place: which frame it is
+			if n, err := a.WriteRef([][]byte{f}, nil); n != 1 || err != nil {
+				t.Fatalf("round %d, frame %d: WriteRef %d, %v", round, i, n, err)
+			}
+		}
+		for i := range 40 {
+			if n, err := b.ReadRef(bufs, sizes, flags, refs); n != 1 || err != nil {
+				t.Fatalf("ReadRef: %d, %v", n, err)
+			}
+			if sizes[0] != len(roceFrame(t, 300+i, true)) || bufs[0][sizes[0]-1] != byte(i) {
+				t.Fatalf("round %d: frame %d read out of order", round, i)
+			}
+		}
+	}
+	for range 64 {
+		if _, err := a.WriteRef([][]byte{roceFrame(t, 100, true)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		a.WriteNoICRC([][]byte{roceFrame(t, 100, true)})
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("WriteNoICRC did not wait on a full queue")
+	case <-time.After(20 * time.Millisecond):
+	}
+	a.Close()
+	<-done
 }

@@ -139,8 +139,9 @@ type transport struct {
 	spare  []rxFrame // the inbox's other half, for Poll
 
 	// inline: the reading goroutine processes what it reads
-	// (NonBlockingWriter); rbatch is its batch.
-	inline bool
+	// (NonBlockingWriter, or a bare link.PipeEnd); rbatch is its batch.
+	// noHold: a batch's ACKs are merged but never held (ackhold.go).
+	inline, noHold bool
 	rbatch []rxFrame
 
 	inMu   sync.Mutex
@@ -217,6 +218,15 @@ func (r *device) attach() {
 	if nb, ok := l.(NonBlockingWriter); ok && !t.sync {
 		t.inline = nb.NonBlockingWrites()
 	}
+	if t.pipe != nil && !t.sync {
+		// The pipe's WriteRef never waits for the peer (its queue
+		// grows), so the reading goroutine may process what it reads
+		// and write the answers itself, as on a NonBlockingWriter: no
+		// hand-off to the work loop per batch. Its ACKs are merged
+		// within a batch but not held (ackhold.go): the in-memory
+		// link's writes are not system calls.
+		t.inline, t.noHold = true, true
+	}
 	r.tp = t
 	if pl, ok := l.(Pender); ok && t.sync {
 		t.pender = pl
@@ -288,7 +298,11 @@ func (r *device) readLoop() {
 			t.rxRead.Add(uint64(k))
 			batch := t.rbatch[:0]
 			for i := range k {
-				batch = append(batch, rxFrame{b: bufs[i][:sizes[i]], noICRC: t.nl != nil && noICRC[i]})
+				f := rxFrame{b: bufs[i][:sizes[i]], noICRC: t.nl != nil && noICRC[i]}
+				if refs != nil {
+					f.ref, refs[i] = refs[i], link.PayloadRef{}
+				}
+				batch = append(batch, f)
 				bufs[i] = nil
 			}
 			t.procMu.Lock()
