@@ -126,3 +126,61 @@ func TestWriteByReferenceAfterDeregMR(t *testing.T) {
 		t.Error("the WRITE's bytes were not placed")
 	}
 }
+
+// drive polls both synchronous devices of l until a completion arrives on
+// A's CQ, and returns it.
+func drive(t *testing.T, l *rxetest.Link) emu.WC {
+	t.Helper()
+	wc := make([]emu.WC, 1)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		l.B.Dev.Poll()
+		l.A.Dev.Poll()
+		if l.A.CQ.Poll(wc) == 1 {
+			return wc[0]
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	t.Fatal("no completion")
+	return emu.WC{}
+}
+
+// TestFreedMemoryFaultsAfterCachedLookups: the devices look a user MR's
+// memory up once and reuse it until a buffer of the Memory is freed: a
+// WRITE from a freed source then completes with IB_WC_LOC_PROT_ERR, and
+// one into a freed destination with IB_WC_REM_ACCESS_ERR, as when every
+// access looked the memory up.
+func TestFreedMemoryFaultsAfterCachedLookups(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		freeDest bool
+		want     emu.WCStatus
+	}{
+		{"source", false, emu.WCLocProtErr},
+		{"destination", true, emu.WCRemAccessErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, a, b := syncLink(t)
+			write := func(id uint64) emu.WC {
+				t.Helper()
+				if _, err := a.PostSend([]emu.SendWR{{WRID: id, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
+					SGList: []emu.SGE{a.SGE(0, 8192)}, RemoteAddr: b.Addr, RKey: b.MR.RKey()}}); err != nil {
+					t.Fatal(err)
+				}
+				return drive(t, l)
+			}
+			if wc := write(1); wc.Status != emu.WCSuccess {
+				t.Fatalf("first WRITE: %v", wc.Status)
+			}
+			e, q := l.A, a
+			if tc.freeDest {
+				e, q = l.B, b
+			}
+			if err := e.Dev.Memory().Free(q.Addr); err != nil {
+				t.Fatal(err)
+			}
+			if wc := write(2); wc.Status != tc.want {
+				t.Fatalf("WRITE after the free: %v, want %v", wc.Status, tc.want)
+			}
+		})
+	}
+}

@@ -450,7 +450,7 @@ func (r *device) payloadRef(q *qp, w *sendWQE, op emu.WROpcode, off uint64, n in
 		if err != nil {
 			return nil
 		}
-		b, err := r.dev.Memory().Slice(addr, n)
+		b, err := r.memSlice(m, addr, n)
 		if err != nil {
 			return nil
 		}

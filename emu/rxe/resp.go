@@ -765,7 +765,7 @@ func (r *device) memIO(m *mr, addr uint64, buf []byte, write bool) error {
 		return err
 	}
 	if m.typ == emu.MRTypeUser {
-		b, err := r.dev.Memory().Slice(addr, len(buf))
+		b, err := r.memSlice(m, addr, len(buf))
 		if err != nil {
 			return err
 		}

@@ -142,7 +142,7 @@ type transport struct {
 	// (NonBlockingWriter, or a bare link.PipeEnd); rbatch is its batch.
 	// noHold: a batch's ACKs are merged but never held (ackhold.go).
 	inline, noHold bool
-	rbatch []rxFrame
+	rbatch         []rxFrame
 
 	inMu   sync.Mutex
 	inCond *sync.Cond
