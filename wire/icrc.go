@@ -44,8 +44,8 @@ func computeICRC(frame []byte, l3Off, l4Off, icrcOff int, v6 bool) uint32 {
 }
 
 // specICRC is the ICRC the specification defines (see the top of this
-// file), in one crc32.Update pass over the unmasked bytes from the IP
-// header to the ICRC, the same pass as hash/crc32 over those bytes.
+// file), in one CRC pass (updateIEEE) over the unmasked bytes from the IP
+// header to the ICRC.
 //
 // CRC-32 is linear: a byte b_i at position i of the covered bytes, changed
 // by d, changes the CRC register after the last byte by S^(n-i)(d), where S
@@ -71,15 +71,13 @@ func specICRC(frame []byte, l3Off, l4Off, icrcOff int, v6 bool) uint32 {
 		fix = t[0][^h[1]] ^ t[1][^h[8]] ^ t[2][^h[10]] ^ t[3][^h[11]] ^
 			t[4][^h[IPv4Size+6]] ^ t[5][^h[IPv4Size+7]] ^ t[6][^h[IPv4Size+UDPSize+bthResv8a]]
 	}
-	// The register is the complement of crc32.Update's argument. Its
-	// vectorised pass takes multiples of 16 bytes and leaves the rest
-	// (8 bytes for an IPv4 frame with 1 or 4 KiB of payload) to a
-	// byte-at-a-time loop after it; updateTail does it in one step.
-	n := len(h) &^ 15
-	return updateTail(crc32.Update(icrcSeed^fix, crc32.IEEETable, h[:n]), h[n:])
+	// The register is the complement of updateIEEE's argument.
+	return updateIEEE(icrcSeed^fix, h)
 }
 
-// slicing8 holds the tables of a slicing-by-8 CRC-32 (IEEE, reflected).
+// slicing8 holds the tables of a slicing-by-8 CRC-32 (IEEE, reflected):
+// slicing8[j][b] is the register after byte b and j zero bytes, from a
+// zero register.
 var slicing8 = func() (t [8][256]uint32) {
 	t[0] = *crc32.MakeTable(crc32.IEEE)
 	for i := range 256 {
@@ -91,6 +89,15 @@ var slicing8 = func() (t [8][256]uint32) {
 	}
 	return t
 }()
+
+// updateIEEEGeneric is crc32.Update(crc, crc32.IEEETable, p) with the
+// bytes after the last multiple of 16 added by updateTail: hash/crc32's
+// vectorised pass takes multiples of 16 bytes and adds the rest one byte
+// at a time.
+func updateIEEEGeneric(crc uint32, p []byte) uint32 {
+	n := len(p) &^ 15
+	return updateTail(crc32.Update(crc, crc32.IEEETable, p[:n]), p[n:])
+}
 
 // updateTail adds p (less than 16 bytes) to crc with the semantics of
 // crc32.Update: 8 and 4 bytes at a time, each with independent table
@@ -139,25 +146,13 @@ func init() {
 
 // icrcFixTables fills out[k] with S^-pos[k] of every byte value.
 func icrcFixTables(out [][256]uint32, pos []int) {
-	tab := crc32.IEEETable
-	// S(x) = tab[x&0xff] ^ x>>8. The top bytes of the table's entries are
-	// all distinct, so S^-1(y) = (y^tab[k])<<8 | k with k the entry whose
-	// top byte is y's.
-	var byTop [256]byte
-	for k := range 256 {
-		byTop[tab[k]>>24] = byte(k)
-	}
-	unstep := func(y uint32) uint32 {
-		k := byTop[y>>24]
-		return (y^tab[k])<<8 | uint32(k)
-	}
 	for j, i := range pos {
 		// S^-i is linear: compute it on the 8 bits and combine.
 		var bit [8]uint32
 		for b := range bit {
 			x := uint32(1) << b
 			for range i {
-				x = unstep(x)
+				x = crcUnstep(x)
 			}
 			bit[b] = x
 		}
@@ -167,6 +162,23 @@ func icrcFixTables(out [][256]uint32, pos []int) {
 		}
 	}
 }
+
+// crcUnstep is S^-1, the inverse of the CRC register's step over one zero
+// byte, S(x) = tab[x&0xff] ^ x>>8 (tab = crc32.IEEETable). The top bytes of
+// the table's entries are all distinct, so S^-1(y) = (y^tab[k])<<8 | k with
+// k the entry whose top byte is y's.
+func crcUnstep(y uint32) uint32 {
+	k := crcByTop[y>>24]
+	return (y^crc32.IEEETable[k])<<8 | uint32(k)
+}
+
+// crcByTop[t] is the index of crc32.IEEETable's entry whose top byte is t.
+var crcByTop = func() (b [256]byte) {
+	for k, v := range crc32.IEEETable {
+		b[v>>24] = byte(k)
+	}
+	return b
+}()
 
 // specFlushOK reports whether frame is an RC FLUSH carrying the
 // specification's ICRC (which computeICRC does not give it).
