@@ -9,10 +9,12 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// foldIEEE is in crcfold_amd64.s.
+// foldIEEE is crc32.Update(crc, crc32.IEEETable, p) with the bits of ones
+// set in p's first 49 bytes; len(p) must be at least 64 (foldMin). See
+// crcfold_amd64.s.
 //
 //go:noescape
-func foldIEEE(reg uint32, p []byte) (lo, hi uint64)
+func foldIEEE(crc uint32, p []byte, ones *[64]byte) uint32
 
 // haveFold reports whether foldIEEE runs on this CPU: it uses AVX-512 (F,
 // BW, VL, VBMI) and VPCLMULQDQ, and the OS saves the AVX-512 registers.
@@ -22,26 +24,27 @@ var haveFold = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL 
 // foldMin is the shortest input updateIEEE gives foldIEEE.
 const foldMin = 64
 
-// updateIEEE is crc32.Update(crc, crc32.IEEETable, p): foldIEEE's pass
-// when the CPU has it and p is long enough, otherwise hash/crc32's.
+// updateIEEE is crc32.Update(crc, crc32.IEEETable, p): foldIEEE when the
+// CPU has it and p is long enough, otherwise hash/crc32's pass.
 func updateIEEE(crc uint32, p []byte) uint32 {
 	if len(p) < foldMin || !haveFold {
 		return updateIEEEGeneric(crc, p)
 	}
-	lo, hi := foldIEEE(^crc, p)
-	return ^crcAfterFold(lo, hi)
+	return foldIEEE(crc, p, &noOnes)
 }
 
-// crcAfterFold returns the register that foldIEEE's 16 bytes lo, hi
-// stand for: their CRC from a zero register, stepped back over 16 zero
-// bytes (the bytes were folded onto the 16 after the input), in 16
-// independent table lookups.
-func crcAfterFold(lo, hi uint64) uint32 {
-	t := &foldTail
-	return t[15][byte(lo)] ^ t[14][byte(lo>>8)] ^ t[13][byte(lo>>16)] ^ t[12][byte(lo>>24)] ^
-		t[11][byte(lo>>32)] ^ t[10][byte(lo>>40)] ^ t[9][byte(lo>>48)] ^ t[8][byte(lo>>56)] ^
-		t[7][byte(hi)] ^ t[6][byte(hi>>8)] ^ t[5][byte(hi>>16)] ^ t[4][byte(hi>>24)] ^
-		t[3][byte(hi>>32)] ^ t[2][byte(hi>>40)] ^ t[1][byte(hi>>48)] ^ t[0][byte(hi>>56)]
+// noOnes sets no bit.
+var noOnes [64]byte
+
+// updateIEEEOnes returns crc32.Update(crc, crc32.IEEETable, p) with the
+// bits of ones set in p's first 64 bytes (p is not written), and true;
+// or false when it cannot: p shorter than 64 bytes, or a CPU without
+// foldIEEE. Bits in the last 15 bytes of ones must be zero.
+func updateIEEEOnes(crc uint32, p []byte, ones *[64]byte) (uint32, bool) {
+	if len(p) < foldMin || !haveFold {
+		return 0, false
+	}
+	return foldIEEE(crc, p, ones), true
 }
 
 // foldLanes is the number of entries of foldConsts: the last 16-byte lane
@@ -57,7 +60,10 @@ var (
 	// reflected operands come out a bit short). foldIEEE reads it.
 	foldConsts [foldLanes][8]uint64
 	// foldTail[j][b] is S^-16 of the register after byte b and j zero
-	// bytes from a zero register (see crcUnstep).
+	// bytes from a zero register (see crcUnstep): foldIEEE's 16 bytes
+	// were folded onto the 16 after the input, so the register after the
+	// input is S^-16 of theirs, and foldTail[15-k][byte k] summed over
+	// them gives it in 16 independent lookups.
 	foldTail [16][256]uint32
 )
 

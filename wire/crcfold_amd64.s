@@ -33,19 +33,22 @@ DATA tailMask<>+48(SB)/8, $-1
 DATA tailMask<>+56(SB)/8, $-1
 GLOBL tailMask<>(SB), RODATA|NOPTR, $64
 
-// func foldIEEE(reg uint32, p []byte) (lo, hi uint64)
+// func foldIEEE(crc uint32, p []byte, ones *[64]byte) uint32
+//
+// crc32.Update(crc, crc32.IEEETable, p) with the bits of ones set in p's
+// first 64 bytes (bits in the last 15 bytes of ones may be lost).
 //
 // p is read as if preceded by pad = -len(p) mod 16 zero bytes, which
-// change nothing with a zero register: reg is added to the 4 bytes at p
-// instead. The padded stream, a multiple of 16 bytes, is folded 256 bytes
-// at a time in four independent 512-bit registers; then every 16-byte
-// lane left, in those registers and in the last bytes of the stream, is
-// folded in one step onto the 16 bytes after the stream's end (constants
-// in foldConsts). The result, lo then hi little-endian, is those 16 bytes:
-// their CRC from a zero register, stepped back over 16 zero bytes, is p's
-// from reg. len(p) must be at least 64.
-TEXT ·foldIEEE(SB), NOSPLIT, $0-48
-	MOVL reg+0(FP), AX
+// change nothing with a zero register: the register (^crc) is added to the
+// 4 bytes at p instead. The padded stream, a multiple of 16 bytes, is
+// folded 256 bytes at a time in four independent 512-bit registers; then
+// every 16-byte lane left, in those registers and in the last bytes of the
+// stream, is folded in one step onto the 16 bytes after the stream's end
+// (constants in foldConsts), whose register, stepped back over them, is
+// summed from foldTail. len(p) must be at least 64.
+TEXT ·foldIEEE(SB), NOSPLIT, $0-44
+	MOVL crc+0(FP), AX
+	NOTL AX
 	MOVQ p_base+8(FP), SI
 	MOVQ p_len+16(FP), DX
 
@@ -61,16 +64,20 @@ TEXT ·foldIEEE(SB), NOSPLIT, $0-48
 	SHLQ  CX, BX
 	KMOVQ BX, K1
 
-	// Z0 = reg moved to byte pad: bytes permuted by iota - pad, those
-	// before pad zeroed by K1.
+	// Z0 = reg and Z3 = *ones moved to byte pad: bytes permuted by
+	// iota - pad, those before pad zeroed by K1.
+	MOVQ         ones+32(FP), DI
 	VMOVD        AX, X0
+	VMOVDQU64    (DI), Z3
 	VPBROADCASTB CX, Z1
 	VMOVDQU64    iota64<>(SB), Z2
 	VPSUBB       Z1, Z2, Z2
 	VPERMB.Z     Z0, Z2, K1, Z0
+	VPERMB.Z     Z3, Z2, K1, Z3
 
+	// Z1 = (first 64 bytes | ones) ^ reg.
 	VMOVDQU8.Z (SI), K1, Z1
-	VPXORQ     Z0, Z1, Z1
+	VPTERNLOGD $0x56, Z0, Z3, Z1
 	CMPQ       DX, $256
 	JAE        long
 
@@ -171,7 +178,70 @@ reduce:
 	VEXTRACTI32X4 $1, Y1, X2
 	VPXORQ        X2, X1, X1
 
-	VMOVQ   X1, lo+32(FP)
-	VPEXTRQ $1, X1, hi+40(FP)
+	// The register for those 16 bytes: foldTail[15-k][byte k].
+	VMOVQ   X1, AX
+	VPEXTRQ $1, X1, BX
 	VZEROUPPER
+	LEAQ    ·foldTail(SB), R8
+	MOVBLZX AL, CX
+	MOVL    15360(R8)(CX*4), R10
+	MOVBLZX AH, CX
+	MOVL    14336(R8)(CX*4), R11
+	MOVQ    AX, CX
+	SHRQ    $16, CX
+	MOVBLZX CL, CX
+	MOVL    13312(R8)(CX*4), R12
+	MOVQ    AX, CX
+	SHRQ    $24, CX
+	MOVBLZX CL, CX
+	MOVL    12288(R8)(CX*4), R13
+	MOVQ    AX, CX
+	SHRQ    $32, CX
+	MOVBLZX CL, CX
+	XORL    11264(R8)(CX*4), R10
+	MOVQ    AX, CX
+	SHRQ    $40, CX
+	MOVBLZX CL, CX
+	XORL    10240(R8)(CX*4), R11
+	MOVQ    AX, CX
+	SHRQ    $48, CX
+	MOVBLZX CL, CX
+	XORL    9216(R8)(CX*4), R12
+	MOVQ    AX, CX
+	SHRQ    $56, CX
+	MOVBLZX CL, CX
+	XORL    8192(R8)(CX*4), R13
+	MOVBLZX BL, CX
+	XORL    7168(R8)(CX*4), R10
+	MOVBLZX BH, CX
+	XORL    6144(R8)(CX*4), R11
+	MOVQ    BX, CX
+	SHRQ    $16, CX
+	MOVBLZX CL, CX
+	XORL    5120(R8)(CX*4), R12
+	MOVQ    BX, CX
+	SHRQ    $24, CX
+	MOVBLZX CL, CX
+	XORL    4096(R8)(CX*4), R13
+	MOVQ    BX, CX
+	SHRQ    $32, CX
+	MOVBLZX CL, CX
+	XORL    3072(R8)(CX*4), R10
+	MOVQ    BX, CX
+	SHRQ    $40, CX
+	MOVBLZX CL, CX
+	XORL    2048(R8)(CX*4), R11
+	MOVQ    BX, CX
+	SHRQ    $48, CX
+	MOVBLZX CL, CX
+	XORL    1024(R8)(CX*4), R12
+	MOVQ    BX, CX
+	SHRQ    $56, CX
+	MOVBLZX CL, CX
+	XORL    0(R8)(CX*4), R13
+	XORL    R11, R10
+	XORL    R13, R12
+	XORL    R12, R10
+	NOTL    R10
+	MOVL    R10, ret+40(FP)
 	RET

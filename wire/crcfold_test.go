@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
 	"testing"
@@ -64,4 +65,106 @@ func FuzzUpdateIEEE(f *testing.F) {
 			t.Fatalf("updateIEEEGeneric(%#x, %d bytes) = %#x, crc32.Update %#x", crc, len(p), got, want)
 		}
 	})
+}
+
+// TestUpdateIEEEOnes compares updateIEEEOnes, where it runs, with
+// hash/crc32 over a copy with the bits set, for seeded random patterns in
+// the first 49 bytes, every length from 64 to 2100 and every offset mod 16.
+func TestUpdateIEEEOnes(t *testing.T) {
+	const seed = 23
+	rng := rand.New(rand.NewPCG(seed, 0))
+	buf := make([]byte, 2100+16)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	var ones [64]byte
+	cp := make([]byte, len(buf))
+	for n := 0; n <= 2100; n++ {
+		for i := range ones[:49] {
+			ones[i] = 0
+			if rng.IntN(4) == 0 {
+				ones[i] = byte(rng.Uint32())
+			}
+		}
+		p := buf[n%16 : n%16+n]
+		crc := rng.Uint32()
+		got, ok := updateIEEEOnes(crc, p, &ones)
+		if !ok {
+			if n >= foldMin && haveFold {
+				t.Fatalf("updateIEEEOnes declined %d bytes", n)
+			}
+			continue
+		}
+		q := cp[:n]
+		copy(q, p)
+		for i := range min(n, len(ones)) {
+			q[i] |= ones[i]
+		}
+		if want := crc32.Update(crc, crc32.IEEETable, q); got != want {
+			t.Fatalf("seed %d: updateIEEEOnes(%#x, %d bytes) = %#x, crc32.Update with the bits set %#x", seed, crc, n, got, want)
+		}
+		if p[0] != buf[n%16] {
+			t.Fatal("updateIEEEOnes wrote into p")
+		}
+	}
+}
+
+// TestICRCBoundsFastPath checks that icrcBounds, which takes the offsets
+// of a frame whose datagrams end where it ends from its length, gives what
+// icrcBoundsChecked gives from the length fields: on IPv4 and IPv6 frames,
+// with every one of their first 64 header bytes changed several ways, and
+// with bytes added or removed at the end.
+func TestICRCBoundsFastPath(t *testing.T) {
+	type result struct {
+		l4, icrc int
+		v6       bool
+		err      error
+	}
+	check := func(name string, fr []byte, l3 int) {
+		t.Helper()
+		var got, want result
+		got.l4, got.icrc, got.v6, got.err = icrcBounds(fr, l3)
+		want.l4, want.icrc, want.v6, want.err = icrcBoundsChecked(fr, l3)
+		if got != want {
+			t.Fatalf("%s: icrcBounds = %+v, icrcBoundsChecked %+v", name, got, want)
+		}
+	}
+	for _, v6 := range []bool{false, true} {
+		for _, n := range []int{0, 3, 24, 1024} {
+			f := sampleFrame(RCRDMAWriteMiddle, v6, n == 3, n)
+			good := frameOf(t, f)
+			l3 := len(good) - f.Len() + EthernetSize
+			if f.VLAN {
+				l3 += VLANTagSize
+			}
+			if _, _, _, err := icrcBoundsChecked(good, l3); err != nil {
+				t.Fatalf("v6=%v n=%d: %v", v6, n, err)
+			}
+			check("valid", good, l3)
+			for _, l := range []int{-1, 0, 1, 7, l3, len(good)} {
+				check(fmt.Sprintf("l3Off %d", l), good, l)
+			}
+			for _, d := range []int{-5, -4, -1, 1, 4, 60} {
+				fr := append([]byte(nil), good...)
+				if d < 0 {
+					fr = fr[:len(fr)+d]
+				} else {
+					fr = append(fr, make([]byte, d)...)
+				}
+				check(fmt.Sprintf("length %+d", d), fr, l3)
+			}
+			for i := l3; i < min(l3+64, len(good)); i++ {
+				for _, x := range []byte{0x01, 0x02, 0x10, 0x20, 0x40, 0x80, 0xff} {
+					fr := append([]byte(nil), good...)
+					fr[i] ^= x
+					check(fmt.Sprintf("v6=%v n=%d byte %d ^ %#x", v6, n, i-l3, x), fr, l3)
+				}
+				for _, v := range []byte{0, 0x45, 0x60, 17} {
+					fr := append([]byte(nil), good...)
+					fr[i] = v
+					check(fmt.Sprintf("v6=%v n=%d byte %d = %#x", v6, n, i-l3, v), fr, l3)
+				}
+			}
+		}
+	}
 }

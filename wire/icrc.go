@@ -59,6 +59,14 @@ func computeICRC(frame []byte, l3Off, l4Off, icrcOff int, v6 bool) uint32 {
 // for every value of each masked byte.
 func specICRC(frame []byte, l3Off, l4Off, icrcOff int, v6 bool) uint32 {
 	h := frame[l3Off:icrcOff]
+	// Where the CPU allows, the pass sets the masked bits of an IPv4
+	// frame itself, in its registers (IPv6's reach past the first 49
+	// bytes).
+	if !v6 {
+		if crc, ok := updateIEEEOnes(icrcSeed, h, &icrcOnes4); ok {
+			return crc
+		}
+	}
 	var fix uint32
 	if v6 {
 		_ = h[IPv6Size+UDPSize+BTHSize-1]
@@ -131,6 +139,15 @@ var (
 	icrcMasked6 = [...]int{0, 1, 2, 3, 7, IPv6Size + 6, IPv6Size + 7, IPv6Size + UDPSize + bthResv8a}
 )
 
+// icrcOnes4 has the bits the ICRC masks of an IPv4 frame set, from the IP
+// header on.
+var icrcOnes4 = func() (m [64]byte) {
+	for _, i := range icrcMasked4 {
+		m[i] = 0xff
+	}
+	return m
+}()
+
 // icrcFix4[k][d] (icrcFix6 for IPv6) is S^-i(d): the change to the CRC
 // register before the IP header equivalent to changing the byte at
 // position i = icrcMasked4[k] by d (see specICRC).
@@ -190,6 +207,35 @@ func specFlushOK(frame []byte, l3Off, l4Off, icrcOff int, v6 bool, icrc uint32) 
 // an ICRC: IP version, header and datagram lengths, and a UDP payload of at
 // least a BTH and an ICRC. It returns the UDP offset and the ICRC offset.
 func icrcBounds(frame []byte, l3Off int) (l4Off, icrcOff int, v6 bool, err error) {
+	if l3Off < 0 || l3Off >= len(frame) {
+		return 0, 0, false, ErrTruncated
+	}
+	// The usual frame first: its IP datagram, and the UDP datagram in it,
+	// end where the frame ends. The offsets returned then come from the
+	// frame's length, not from the length fields: the CRC pass need not
+	// wait for their loads, only the branches that check them do. The
+	// result is icrcBoundsChecked's.
+	if n := len(frame) - l3Off; n >= IPv6Size+UDPSize+BTHSize+ICRCSize {
+		h := frame[l3Off : l3Off+IPv6Size]
+		w := binary.LittleEndian.Uint64(h)
+		switch {
+		case byte(w) == 0x45 && w>>48&0xff3f == 0 && h[9] == IPProtocolUDP &&
+			int(bits.ReverseBytes16(uint16(w>>16))) == n &&
+			int(binary.BigEndian.Uint16(frame[l3Off+IPv4Size+4:])) == n-IPv4Size:
+			// IPv4 without options or fragmentation (ipBounds' checks).
+			return l3Off + IPv4Size, len(frame) - ICRCSize, false, nil
+		case byte(w)>>4 == 6 && h[6] == IPProtocolUDP &&
+			int(bits.ReverseBytes16(uint16(w>>32))) == n-IPv6Size &&
+			int(binary.BigEndian.Uint16(frame[l3Off+IPv6Size+4:])) == n-IPv6Size:
+			return l3Off + IPv6Size, len(frame) - ICRCSize, true, nil
+		}
+	}
+	return icrcBoundsChecked(frame, l3Off)
+}
+
+// icrcBoundsChecked is icrcBounds for any frame: each offset follows from
+// the length fields.
+func icrcBoundsChecked(frame []byte, l3Off int) (l4Off, icrcOff int, v6 bool, err error) {
 	if l3Off < 0 || l3Off >= len(frame) {
 		return 0, 0, false, ErrTruncated
 	}
