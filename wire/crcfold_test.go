@@ -111,7 +111,8 @@ func TestUpdateIEEEOnes(t *testing.T) {
 
 // TestICRCBoundsFastPath checks that icrcBounds, which takes the offsets
 // of a frame whose datagrams end where it ends from its length, gives what
-// icrcBoundsChecked gives from the length fields: on IPv4 and IPv6 frames,
+// icrcBoundsChecked gives from the length fields, and that icrcIPv4 takes
+// exactly the usual IPv4 frames and gives computeICRC's ICRC: on IPv4 and IPv6 frames,
 // with every one of their first 64 header bytes changed several ways, and
 // with bytes added or removed at the end.
 func TestICRCBoundsFastPath(t *testing.T) {
@@ -127,6 +128,17 @@ func TestICRCBoundsFastPath(t *testing.T) {
 		want.l4, want.icrc, want.v6, want.err = icrcBoundsChecked(fr, l3)
 		if got != want {
 			t.Fatalf("%s: icrcBounds = %+v, icrcBoundsChecked %+v", name, got, want)
+		}
+		if crc, ok := icrcIPv4(fr, l3); ok {
+			if want.err != nil || want.v6 || want.icrc != len(fr)-ICRCSize {
+				t.Fatalf("%s: icrcIPv4 took a frame icrcBoundsChecked gives %+v", name, want)
+			}
+			if c := computeICRC(fr, l3, want.l4, want.icrc, false); crc != c {
+				t.Fatalf("%s: icrcIPv4 = %#x, computeICRC %#x", name, crc, c)
+			}
+		} else if haveFold && len(fr)-l3-ICRCSize >= foldMin && want.err == nil && !want.v6 && want.icrc == len(fr)-ICRCSize && want.l4 == l3+IPv4Size &&
+			fr[want.l4+UDPSize] != byte(RCFlush) {
+			t.Fatalf("%s: icrcIPv4 declined a usual frame", name)
 		}
 	}
 	for _, v6 := range []bool{false, true} {
