@@ -10,8 +10,8 @@ import (
 )
 
 // foldIEEE is crc32.Update(crc, crc32.IEEETable, p) with the bits of ones
-// set in p's first 49 bytes; len(p) must be at least 64 (foldMin). See
-// crcfold_amd64.s.
+// set in p's first 64 - (-len(p) mod 16) bytes; len(p) must be at least 64
+// (foldMin). See crcfold_amd64.s.
 //
 //go:noescape
 func foldIEEE(crc uint32, p []byte, ones *[64]byte) uint32
@@ -37,9 +37,10 @@ func updateIEEE(crc uint32, p []byte) uint32 {
 var noOnes [64]byte
 
 // updateIEEEOnes returns crc32.Update(crc, crc32.IEEETable, p) with the
-// bits of ones set in p's first 64 bytes (p is not written), and true;
-// or false when it cannot: p shorter than 64 bytes, or a CPU without
-// foldIEEE. Bits in the last 15 bytes of ones must be zero.
+// bits of ones set in p's first bytes (p is not written), and true; or
+// false when it cannot: p shorter than 64 bytes, or a CPU without
+// foldIEEE. The bits set must be in the first 64 - (-len(p) mod 16) bytes
+// of ones (the pass pads p in front to a multiple of 16 bytes).
 func updateIEEEOnes(crc uint32, p []byte, ones *[64]byte) (uint32, bool) {
 	if len(p) < foldMin || !haveFold {
 		return 0, false

@@ -36,7 +36,8 @@ GLOBL tailMask<>(SB), RODATA|NOPTR, $64
 // func foldIEEE(crc uint32, p []byte, ones *[64]byte) uint32
 //
 // crc32.Update(crc, crc32.IEEETable, p) with the bits of ones set in p's
-// first 64 bytes (bits in the last 15 bytes of ones may be lost).
+// first 64 - pad bytes (pad below; the last pad bytes of ones are not
+// used).
 //
 // p is read as if preceded by pad = -len(p) mod 16 zero bytes, which
 // change nothing with a zero register: the register (^crc) is added to the

@@ -69,7 +69,8 @@ func FuzzUpdateIEEE(f *testing.F) {
 
 // TestUpdateIEEEOnes compares updateIEEEOnes, where it runs, with
 // hash/crc32 over a copy with the bits set, for seeded random patterns in
-// the first 49 bytes, every length from 64 to 2100 and every offset mod 16.
+// the first 64 - (-n mod 16) bytes, every length n from 0 to 2100 and
+// every offset mod 16.
 func TestUpdateIEEEOnes(t *testing.T) {
 	const seed = 23
 	rng := rand.New(rand.NewPCG(seed, 0))
@@ -80,9 +81,9 @@ func TestUpdateIEEEOnes(t *testing.T) {
 	var ones [64]byte
 	cp := make([]byte, len(buf))
 	for n := 0; n <= 2100; n++ {
-		for i := range ones[:49] {
+		for i := range ones {
 			ones[i] = 0
-			if rng.IntN(4) == 0 {
+			if i < 64-(-n&15) && rng.IntN(4) == 0 {
 				ones[i] = byte(rng.Uint32())
 			}
 		}
@@ -111,8 +112,8 @@ func TestUpdateIEEEOnes(t *testing.T) {
 
 // TestICRCBoundsFastPath checks that icrcBounds, which takes the offsets
 // of a frame whose datagrams end where it ends from its length, gives what
-// icrcBoundsChecked gives from the length fields, and that icrcIPv4 takes
-// exactly the usual IPv4 frames and gives computeICRC's ICRC: on IPv4 and IPv6 frames,
+// icrcBoundsChecked gives from the length fields, and that icrcUsual takes
+// exactly the usual frames and gives computeICRC's ICRC: on IPv4 and IPv6 frames,
 // with every one of their first 64 header bytes changed several ways, and
 // with bytes added or removed at the end.
 func TestICRCBoundsFastPath(t *testing.T) {
@@ -129,20 +130,20 @@ func TestICRCBoundsFastPath(t *testing.T) {
 		if got != want {
 			t.Fatalf("%s: icrcBounds = %+v, icrcBoundsChecked %+v", name, got, want)
 		}
-		if crc, ok := icrcIPv4(fr, l3); ok {
-			if want.err != nil || want.v6 || want.icrc != len(fr)-ICRCSize {
-				t.Fatalf("%s: icrcIPv4 took a frame icrcBoundsChecked gives %+v", name, want)
+		if crc, ok := icrcUsual(fr, l3); ok {
+			if want.err != nil || want.icrc != len(fr)-ICRCSize {
+				t.Fatalf("%s: icrcUsual took a frame icrcBoundsChecked gives %+v", name, want)
 			}
-			if c := computeICRC(fr, l3, want.l4, want.icrc, false); crc != c {
-				t.Fatalf("%s: icrcIPv4 = %#x, computeICRC %#x", name, crc, c)
+			if c := computeICRC(fr, l3, want.l4, want.icrc, want.v6); crc != c {
+				t.Fatalf("%s: icrcUsual = %#x, computeICRC %#x", name, crc, c)
 			}
-		} else if haveFold && len(fr)-l3-ICRCSize >= foldMin && want.err == nil && !want.v6 && want.icrc == len(fr)-ICRCSize && want.l4 == l3+IPv4Size &&
-			fr[want.l4+UDPSize] != byte(RCFlush) {
-			t.Fatalf("%s: icrcIPv4 declined a usual frame", name)
+		} else if usual := haveFold && want.err == nil && want.icrc == len(fr)-ICRCSize && fr[want.l4+UDPSize] != byte(RCFlush) &&
+			(!want.v6 && want.l4 == l3+IPv4Size || want.v6 && -(want.icrc-l3)&15 <= 11); usual && want.icrc-l3 >= foldMin {
+			t.Fatalf("%s: icrcUsual declined a usual frame (%d bytes from the IP header, %+v)", name, len(fr)-l3, want)
 		}
 	}
 	for _, v6 := range []bool{false, true} {
-		for _, n := range []int{0, 3, 24, 1024} {
+		for _, n := range []int{0, 3, 24, 1024, 1025, 1028, 1031} {
 			f := sampleFrame(RCRDMAWriteMiddle, v6, n == 3, n)
 			good := frameOf(t, f)
 			l3 := len(good) - f.Len() + EthernetSize

@@ -59,11 +59,18 @@ func computeICRC(frame []byte, l3Off, l4Off, icrcOff int, v6 bool) uint32 {
 // for every value of each masked byte.
 func specICRC(frame []byte, l3Off, l4Off, icrcOff int, v6 bool) uint32 {
 	h := frame[l3Off:icrcOff]
-	// Where the CPU allows, the pass sets the masked bits of an IPv4
-	// frame itself, in its registers (IPv6's reach past the first 49
-	// bytes).
-	if !v6 {
-		if crc, ok := updateIEEEOnes(icrcSeed, h, &icrcOnes4); ok {
+	// Where the CPU allows, the pass sets the masked bits itself, in its
+	// registers; IPv6's reach byte 52, so only when the pass's padding
+	// leaves them room (see updateIEEEOnes).
+	ones := &icrcOnes4
+	if v6 {
+		ones = &icrcOnes6
+		if -len(h)&15 > 64-(IPv6Size+UDPSize+bthResv8a+1) {
+			ones = nil
+		}
+	}
+	if ones != nil {
+		if crc, ok := updateIEEEOnes(icrcSeed, h, ones); ok {
 			return crc
 		}
 	}
@@ -139,14 +146,23 @@ var (
 	icrcMasked6 = [...]int{0, 1, 2, 3, 7, IPv6Size + 6, IPv6Size + 7, IPv6Size + UDPSize + bthResv8a}
 )
 
-// icrcOnes4 has the bits the ICRC masks of an IPv4 frame set, from the IP
+// icrcOnes4 and icrcOnes6 have the bits the ICRC masks set, from the IP
 // header on.
-var icrcOnes4 = func() (m [64]byte) {
-	for _, i := range icrcMasked4 {
-		m[i] = 0xff
-	}
-	return m
-}()
+var (
+	icrcOnes4 = func() (m [64]byte) {
+		for _, i := range icrcMasked4 {
+			m[i] = 0xff
+		}
+		return m
+	}()
+	icrcOnes6 = func() (m [64]byte) {
+		for _, i := range icrcMasked6 {
+			m[i] = 0xff
+		}
+		m[0] = 0x0f // the version stays
+		return m
+	}()
+)
 
 // icrcFix4[k][d] (icrcFix6 for IPv6) is S^-i(d): the change to the CRC
 // register before the IP header equivalent to changing the byte at
@@ -257,27 +273,39 @@ func icrcBoundsChecked(frame []byte, l3Off int) (l4Off, icrcOff int, v6 bool, er
 	return l4, l4 + ul - ICRCSize, v6, nil
 }
 
-// icrcIPv4 returns the ICRC of the usual frame, in as few instructions as
-// possible ahead of the CRC pass, and true; or false for any other frame
-// (which icrcBounds and computeICRC then take): the frame must be IPv4
-// without options or fragmentation (ipBounds' checks), its IP and UDP
-// datagrams must end where it ends, it must not be an RC FLUSH (rxe's ICRC
-// differs, see computeICRC), and the pass must be one that sets the
-// masked bits itself (updateIEEEOnes).
-func icrcIPv4(frame []byte, l3Off int) (uint32, bool) {
+// icrcUsual returns the ICRC of the usual frame, in as few instructions
+// as possible ahead of the CRC pass, and true; or false for any other frame
+// (which icrcBounds and computeICRC then take). The usual frame is IPv4
+// without options or fragmentation or IPv6 (ipBounds' checks), its IP and
+// UDP datagrams end where it ends, it is not an RC FLUSH (rxe's ICRC
+// differs, see computeICRC), and the pass can set its masked bits itself
+// (updateIEEEOnes; for IPv6, when the pass's padding leaves them room).
+func icrcUsual(frame []byte, l3Off int) (uint32, bool) {
 	n := len(frame) - l3Off
-	if l3Off < 0 || n < IPv4Size+UDPSize+BTHSize+ICRCSize {
+	if l3Off < 0 || n < IPv6Size+UDPSize+BTHSize+ICRCSize {
 		return 0, false
 	}
 	h := frame[l3Off:]
 	w := binary.LittleEndian.Uint64(h)
-	if byte(w) != 0x45 || w>>48&0xff3f != 0 || h[9] != IPProtocolUDP ||
-		int(bits.ReverseBytes16(uint16(w>>16))) != n ||
-		int(binary.BigEndian.Uint16(h[IPv4Size+4:])) != n-IPv4Size ||
-		h[IPv4Size+UDPSize] == byte(RCFlush) {
-		return 0, false
+	ones := &icrcOnes4
+	if byte(w) == 0x45 {
+		if w>>48&0xff3f != 0 || h[9] != IPProtocolUDP ||
+			int(bits.ReverseBytes16(uint16(w>>16))) != n ||
+			int(binary.BigEndian.Uint16(h[IPv4Size+4:])) != n-IPv4Size ||
+			h[IPv4Size+UDPSize] == byte(RCFlush) {
+			return 0, false
+		}
+	} else {
+		if byte(w)>>4 != 6 || h[6] != IPProtocolUDP ||
+			int(bits.ReverseBytes16(uint16(w>>32))) != n-IPv6Size ||
+			int(binary.BigEndian.Uint16(h[IPv6Size+4:])) != n-IPv6Size ||
+			h[IPv6Size+UDPSize] == byte(RCFlush) ||
+			-(n-ICRCSize)&15 > 64-(IPv6Size+UDPSize+bthResv8a+1) {
+			return 0, false
+		}
+		ones = &icrcOnes6
 	}
-	return updateIEEEOnes(icrcSeed, h[:n-ICRCSize], &icrcOnes4)
+	return updateIEEEOnes(icrcSeed, h[:n-ICRCSize], ones)
 }
 
 // SealICRC computes the ICRC of the RoCEv2 frame whose IP header starts at
@@ -286,7 +314,7 @@ func icrcIPv4(frame []byte, l3Off int) (uint32, bool) {
 // or ErrMalformed when those headers do not describe a RoCEv2 datagram that
 // fits in frame. Mirrors rxe_icrc_generate.
 func SealICRC(frame []byte, l3Off int) error {
-	if crc, ok := icrcIPv4(frame, l3Off); ok {
+	if crc, ok := icrcUsual(frame, l3Off); ok {
 		binary.LittleEndian.PutUint32(frame[len(frame)-ICRCSize:], crc)
 		return nil
 	}
@@ -303,7 +331,7 @@ func SealICRC(frame []byte, l3Off int) error {
 // headers do not describe a RoCEv2 datagram that fits in frame. Mirrors
 // rxe_icrc_check.
 func VerifyICRC(frame []byte, l3Off int) error {
-	if crc, ok := icrcIPv4(frame, l3Off); ok {
+	if crc, ok := icrcUsual(frame, l3Off); ok {
 		if crc != binary.LittleEndian.Uint32(frame[len(frame)-ICRCSize:]) {
 			return ErrBadICRC
 		}
