@@ -147,6 +147,13 @@ func (c *countLink) NonBlockingWrites() bool {
 	return ok && nb.NonBlockingWrites()
 }
 
+// ReadReady is the wrapped link's (rxe.ReadReadier), so that counting
+// does not change when a retransmission timeout resends.
+func (c *countLink) ReadReady() bool {
+	rr, ok := c.Link.(rxe.ReadReadier)
+	return ok && rr.ReadReady()
+}
+
 // euid is os.Geteuid; tests replace it to check the rows without root even
 // when they run as root.
 var euid = os.Geteuid
