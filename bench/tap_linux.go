@@ -208,7 +208,8 @@ func tapMeasure(ctx context.Context, o *Options, ns *benchNS) ([]Row, error) {
 					return nil, err
 				}
 				runtime.ReadMemStats(&ms)
-				m0, f0 := ms.Mallocs, la.n.Load()+lb.n.Load()
+				m0, a0, b0 := ms.Mallocs, la.n.Load(), lb.n.Load()
+				r0, d0 := p.retries()
 				n, el, err := p.writeLoop(c.msg, c.depth, o.round())
 				runtime.ReadMemStats(&ms)
 				if err != nil {
@@ -216,9 +217,12 @@ func tapMeasure(ctx context.Context, o *Options, ns *benchNS) ([]Row, error) {
 					return nil, fmt.Errorf("RC WRITE mtu=%d msg=%s: %w", mtu.Bytes(), sizeName(c.msg), err)
 				}
 				mallocs += ms.Mallocs - m0
-				frames += la.n.Load() + lb.n.Load() - f0
+				ab, ba := la.n.Load()-a0, lb.n.Load()-b0
+				frames += ab + ba
+				r1, d1 := p.retries()
 				rc[i] = max(rc[i], gbps(n, el))
-				o.logf("tap RC WRITE mtu=%d msg=%s: %.2f Gb/s (raw %.2f)", mtu.Bytes(), sizeName(c.msg), gbps(n, el), r)
+				o.logf("tap RC WRITE mtu=%d msg=%s: %.2f Gb/s (raw %.2f); frames %d requests, %d ACKs; %d retries, %d duplicates",
+					mtu.Bytes(), sizeName(c.msg), gbps(n, el), r, ab, ba, r1-r0, d1-d0)
 			}
 			if err := p.close(); err != nil {
 				return nil, err
