@@ -207,9 +207,9 @@ func tapMeasure(ctx context.Context, o *Options, ns *benchNS) ([]Row, error) {
 					p.close()
 					return nil, err
 				}
+				r0, d0 := p.retries() // before the allocation count: it allocates
 				runtime.ReadMemStats(&ms)
 				m0, a0, b0 := ms.Mallocs, la.n.Load(), lb.n.Load()
-				r0, d0 := p.retries()
 				n, el, err := p.writeLoop(c.msg, c.depth, o.round())
 				runtime.ReadMemStats(&ms)
 				if err != nil {
