@@ -97,7 +97,11 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		bw = max(bw, v)
+		if v > 0 && v < 1e6 { // a rate (perftest printed NaN once)
+			bw = max(bw, v)
+		} else {
+			o.logf("daemon: ib_write_bw reported %v Gb/s, ignored", v)
+		}
 		nb, el, err := wp.writeLoop(wc.msg, wc.depth, o.round())
 		if err != nil {
 			return nil, err
@@ -112,7 +116,14 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		lat = min(lat, time.Duration(v*1000))
+		// perftest was seen to print a t_typical that is not a
+		// Duration (NaN, or past its range: the row then read
+		// -9223372036854776 us): such a round counts for nothing.
+		if v > 0 && v < 1e9 {
+			lat = min(lat, time.Duration(v*1000))
+		} else {
+			o.logf("daemon: ib_send_lat reported t_typical %v us, ignored", v)
+		}
 		rtts, err := lp.pingpong(64, iters)
 		if err != nil {
 			return nil, fmt.Errorf("in-process RC pingpong: %w", err)

@@ -64,6 +64,25 @@ func newPeer(i byte, l link.Link, mtu int) (*peer, error) {
 
 func (p *peer) close() error { return p.r.Close() }
 
+// counter returns the device's port counter called name (its
+// hw_counters file), 0 if it has none.
+func (p *peer) counter(name string) uint64 {
+	s, err := p.dev.AllocHWPortStats(1)
+	if err != nil {
+		return 0
+	}
+	p.dev.GetHWStats(s, 1)
+	v, _ := s.Counter(name)
+	return v
+}
+
+// retries returns the requester's retries (completer_retry_err, every
+// retransmission pass) and the duplicates the responder received
+// (duplicate_request), the cost of a retransmission on the wire.
+func (p *pair) retries() (retry, dup uint64) {
+	return p.a.counter("completer_retry_err"), p.b.counter("duplicate_request")
+}
+
 // rcAccess is what the benchmark QPs allow their peer.
 const rcAccess = ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRead
 

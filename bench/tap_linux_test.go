@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/ib"
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 // TestTAPSkippedWithoutRoot checks the TAP rows' form without root, also
@@ -47,7 +48,7 @@ func tapPairT(b testing.TB, mtu ib.MTU) (*pair, *benchNS) {
 			b.Error(err)
 		}
 	})
-	ta, tb, err := ns.openTAPs()
+	ta, tb, err := ns.openTAPs("srb0", "srb1")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func BenchmarkTAPWrite(b *testing.B) {
 	c := writeCase{mtu: ib.MTU4096, msg: 64 << 10, depth: 16}
 	var raws, rcs []float64
 	for range b.N {
-		ta, tb, err := ns.openTAPs()
+		ta, tb, err := ns.openTAPs("srb0", "srb1")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -145,4 +146,56 @@ func BenchmarkTAPWrite(b *testing.B) {
 	b.ReportMetric(r, "rc-Gb/s")
 	b.ReportMetric(w, "raw-Gb/s")
 	b.ReportMetric(r/w, "ratio")
+}
+
+// TestMedianSampleIsTheMiddleRatio: the TAP rows report the sample whose
+// RC-to-raw ratio is the median, not the best RC rate over the best raw
+// one taken at other moments.
+func TestMedianSampleIsTheMiddleRatio(t *testing.T) {
+	s := []tapSample{{rc: 4, raw: 4}, {rc: 1, raw: 4}, {rc: 3, raw: 5}}
+	if got := medianSample(s); got != (tapSample{rc: 3, raw: 5}) {
+		t.Errorf("median of ratios 1, 0.25, 0.6: %+v, want the 0.6 sample", got)
+	}
+	if got := medianSample(s[:2]); got != (tapSample{rc: 1, raw: 4}) {
+		t.Errorf("median of two: %+v, want the lower", got)
+	}
+	if s[1] != (tapSample{rc: 1, raw: 4}) {
+		t.Error("medianSample reordered its argument")
+	}
+}
+
+// TestRawTAPRunsAgainOnTheSameTAPs: the raw baseline measured twice on one
+// pair of TAPs counts frames both times: the stop frames the first run
+// left queued do not end the second.
+func TestRawTAPRunsAgainOnTheSameTAPs(t *testing.T) {
+	testenv.RequireRoot(t)
+	ns, err := newBenchNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.close()
+	a, b, err := ns.openTAPs("srr0", "srr1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	for i := range 3 {
+		r, err := rawTAP(a, b, 1024, 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r <= 0 {
+			t.Fatalf("run %d on the same TAPs: %v Gb/s", i+1, r)
+		}
+		// The run's stop frame again, as a run whose reader was slow
+		// to take it leaves it queued.
+		stop, err := rawStopFrame(rawRuns.Load())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.WritePackets([][]byte{stop, stop}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -245,6 +245,7 @@ type Info struct {
 	DGID      emu.GID
 	NumPaths  int
 	Path      PathRecord
+	QPNum     uint32 // the QP that connect or accept named (id_priv->qp_num); 0 before
 }
 
 // PathRecord is the route of a resolved ID (struct sa_path_rec, RoCE).
@@ -266,7 +267,7 @@ func (id *ID) Info() Info {
 	c := id.cm
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	in := Info{State: id.state, Src: id.src, Dst: id.dst, HasDevice: id.hasDev, NumPaths: id.numPaths}
+	in := Info{State: id.state, Src: id.src, Dst: id.dst, HasDevice: id.hasDev, NumPaths: id.numPaths, QPNum: id.qpNum}
 	if id.hasDev {
 		in.NodeGUID, in.PortNum, in.PKey = c.guid, 1, 0xffff
 		in.SGID = c.gidAt(id.gidIdx)

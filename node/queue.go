@@ -175,6 +175,20 @@ func (r *roceLink) NonBlockingWrites() bool {
 	return ok && nb.NonBlockingWrites()
 }
 
+// ReadReady reports whether a frame is waiting: queued for the device, or
+// waiting on the real link for the Host to read and hand over
+// (rxe.ReadReadier, asked when a retransmission timeout fires).
+func (r *roceLink) ReadReady() bool {
+	r.mu.Lock()
+	n := len(r.q)
+	r.mu.Unlock()
+	if n > 0 {
+		return true
+	}
+	rr, ok := r.out.(rxe.ReadReadier)
+	return ok && rr.ReadReady()
+}
+
 // BatchSize implements link.Link.
 func (r *roceLink) BatchSize() int { return max(1, r.out.BatchSize()) }
 

@@ -182,3 +182,39 @@ func TestRoCELinkMulticastLoopback(t *testing.T) {
 		t.Errorf("without a membership test: read %d, %v", n, err)
 	}
 }
+
+// readyLink is a link that says whether a frame waits on it.
+type readyLink struct {
+	link.Link
+	ready bool
+}
+
+func (l *readyLink) ReadReady() bool { return l.ready }
+
+// TestRoCELinkReadReady checks that the device's queue reports a frame
+// waiting when one is queued for the device or waits on the real link for
+// the Host, and not otherwise (rxe.ReadReadier).
+func TestRoCELinkReadReady(t *testing.T) {
+	a, b := link.Pipe()
+	defer b.Close()
+	out := &readyLink{Link: a}
+	r := newRoCELink(out, [6]byte{2, 0, 0, 0, 0, 1})
+	if r.ReadReady() {
+		t.Error("ReadReady with nothing queued: true")
+	}
+	r.push([]byte("a RoCE frame"))
+	if !r.ReadReady() {
+		t.Error("ReadReady with a frame queued: false")
+	}
+	bufs, sizes := [][]byte{make([]byte, 64)}, []int{0}
+	if n, err := r.ReadPackets(bufs, sizes); n != 1 || err != nil {
+		t.Fatalf("ReadPackets = %d, %v", n, err)
+	}
+	if r.ReadReady() {
+		t.Error("ReadReady after the frame was read: true")
+	}
+	out.ready = true
+	if !r.ReadReady() {
+		t.Error("ReadReady with a frame waiting on the real link: false")
+	}
+}

@@ -179,6 +179,28 @@ func OpenPacket(iface string, cfg *Config) (*Device, error) {
 	return d, nil
 }
 
+// ReadReady reports whether a frame is waiting to be read on queue 0
+// (emu/rxe.ReadReadier).
+func (d *Device) ReadReady() bool { return d.queues[0].ReadReady() }
+
+// ReadReady reports whether a frame is waiting to be read: poll(2) for
+// POLLIN with no timeout, without reading it. emu/rxe asks it when a
+// retransmission timeout fires, to let a response already received be
+// processed before it resends (rxe.ReadReadier).
+func (q *Queue) ReadReady() bool {
+	rc, err := q.f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ready := false
+	rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		ready = err == nil && n > 0 && fds[0].Revents&unix.POLLIN != 0
+	})
+	return ready
+}
+
 // htons converts a 16-bit value to network byte order for the socket
 // calls that want it so.
 func htons(v uint16) uint16 {

@@ -16,3 +16,9 @@ func OpenPacket(iface string, cfg *Config) (*Device, error) {
 func (d *Device) WatchCarrier(f func(up, carrier bool)) (stop func(), err error) {
 	return nil, unsupported("link notifications need Linux")
 }
+
+// ReadReady reports false: no queue is ever open here.
+func (d *Device) ReadReady() bool { return false }
+
+// ReadReady reports false: no queue is ever open here.
+func (q *Queue) ReadReady() bool { return false }

@@ -715,3 +715,33 @@ func TestStalledDoorbellResumesOnCompletions(t *testing.T) {
 		}
 	}
 }
+
+// TestPostSendBeforeRTSIsEINVAL checks rxe_post_send's answer to a
+// doorbell on a QP that is not ready to send: EINVAL, with the response
+// (bad_wr 0) written as ib_uverbs_post_send writes it; the WQE stays on
+// the ring and goes once a modify takes the QP to RTS.
+func TestPostSendBeforeRTSIsEINVAL(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	b.connect(t, a.qpn)
+	w := RxeSendWqe{Wr: RxeSendWr{Wr_id: 5, Opcode: uint32(emu.WRSend), Send_flags: uint32(emu.SendSignaled)},
+		Dma: RxeDmaInfo{Length: 8, Resid: 8, Num_sge: 1}}
+	sge := RxeSge{Addr: a.buf, Length: 8, Lkey: a.lkey}
+	if !a.sq.produce(append(bytesOf(&w), bytesOf(&sge)...)) {
+		t.Fatal("SQ full")
+	}
+	b.postRecv(t, 9, b.buf, 64)
+	a.mem.WriteAt([]byte{0xff, 0xff, 0xff, 0xff}, a.resp)
+	out, _, err := do(a.client, CmdPostSend, &PostSend{Qp_handle: a.qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
+	errnoIs(t, err, unix.EINVAL)
+	if load[PostSendResp](out).Wr != 0 {
+		t.Errorf("response bad_wr %d, want 0 written", load[PostSendResp](out).Wr)
+	}
+	if !a.cqRing.empty() {
+		t.Fatal("a completion before RTS")
+	}
+	a.connect(t, b.qpn)
+	if wc := a.cqRing.poll(t); wc.Wr_id != 5 || wc.Status != uint32(emu.WCSuccess) {
+		t.Fatalf("completion after RTS %+v", wc)
+	}
+}

@@ -367,13 +367,22 @@ func (c *call) postSend() error {
 	if err != nil {
 		return err
 	}
-	if c.f.settle != nil {
+	// rxe_post_send: a QP before RTS is EINVAL; its WQEs stay on the ring
+	// for a doorbell after a modify takes it to RTS. The response is
+	// written either way (ib_uverbs_post_send), and its fault wins.
+	var refused error
+	if attr, _, qerr := o.qp.qp.Query(qpstate.AttrState); qerr != nil || attr.QPState < qpstate.StateRTS {
+		refused = errorf(unix.EINVAL, "POST_SEND: QP handle %d is not ready to send", cmd.Qp_handle)
+	} else if c.f.settle != nil {
 		c.f.settle(o.qp.doorbell)
 	} else {
 		o.qp.doorbell()
 	}
 	resp := PostSendResp{}
-	return c.respond(bytesOf(&resp))
+	if err := c.respond(bytesOf(&resp)); err != nil {
+		return err
+	}
+	return refused
 }
 
 // modifyQP is ib_uverbs_modify_qp.

@@ -51,7 +51,7 @@ func newQueue(numElem, elemSize uint32) (*queue, uint32, error) {
 	slots := pow2(numElem + 1)
 	esize := pow2(elemSize)
 	size := qbHdr + int(slots)*int(esize)
-	fd, err := unix.MemfdCreate("rxe-queue", unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("rxe-queue", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, 0, errorf(unix.ENOMEM, "queue memfd: %v", err)
 	}
@@ -59,6 +59,13 @@ func newQueue(numElem, elemSize uint32) (*queue, uint32, error) {
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		unix.Close(fd)
 		return nil, 0, errorf(unix.ENOMEM, "queue memfd: %v", err)
+	}
+	// The client gets this descriptor to map the ring: sealed, it cannot
+	// shrink the file under the daemon's mapping (whose next access would
+	// be SIGBUS, the daemon's death) or grow it.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		unix.Close(fd)
+		return nil, 0, errorf(unix.ENOMEM, "queue memfd seals: %v", err)
 	}
 	buf, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 )
 
 // ControlName is the name of the control socket in the Server's
-// directory: softroce's own commands (coverage --live, fault add|del|list)
+// directory: softroce's own commands (res, coverage --live, fault add|del|list)
 // talk to a serving daemon there. It is in the same private directory as
 // the device's socket, so only the daemon's user reaches it.
 const ControlName = "ctl"
@@ -46,8 +46,8 @@ const (
 	maxControlReply   = 64 << 20
 )
 
-// listenControl listens on the control socket when cfg.Control has
-// commands; a stale socket file is replaced (New holds the lock).
+// listenControl listens on the control socket; a stale socket file is
+// replaced (New holds the lock).
 func (s *Server) listenControl() error {
 	if len(s.cfg.Control) == 0 {
 		return nil

@@ -14,7 +14,8 @@ import (
 )
 
 // TestControlSocketServesItsCommands: the control socket sits in the
-// private directory, runs the commands it was given with their arguments,
+// private directory, runs the commands it was given (and its own "res")
+// with their arguments,
 // returns their output and errors, refuses an unknown command and a
 // malformed request with a clear error, and goes away with the server.
 func TestControlSocketServesItsCommands(t *testing.T) {
@@ -38,8 +39,14 @@ func TestControlSocketServesItsCommands(t *testing.T) {
 	if out, err := uverbsd.Control(dir, "fail"); err == nil || err.Error() != "it failed" || out != "partial" {
 		t.Errorf("fail: %q %v", out, err)
 	}
-	if _, err := uverbsd.Control(dir, "nope"); err == nil || !strings.Contains(err.Error(), `unknown command "nope" (the daemon serves: [echo fail])`) {
+	if _, err := uverbsd.Control(dir, "nope"); err == nil || !strings.Contains(err.Error(), `unknown command "nope" (the daemon serves: [echo fail res])`) {
 		t.Errorf("unknown command: %v", err)
+	}
+	if out, err := uverbsd.Control(dir, "res", "cm_id"); err != nil || out != "" {
+		t.Errorf("res of a daemon without programs: %q %v", out, err)
+	}
+	if _, err := uverbsd.Control(dir, "res", "qp"); err == nil || !strings.Contains(err.Error(), `resource "qp": the daemon lists cm_id`) {
+		t.Errorf("res qp: %v", err)
 	}
 	c, err := net.Dial("unix", filepath.Join(dir, uverbsd.ControlName))
 	if err != nil {

@@ -38,8 +38,9 @@ type Config struct {
 	// uverbs0 (OpenUverbs's File) fails, by the uverbs command's name
 	// (uverbs.CommandName) and errno, as VerbFailed.
 	Recorder emu.Recorder
-	// Control, if not empty, are the commands served on the control
-	// socket (ControlName in Dir), by name.
+	// Control are the commands served on the control socket
+	// (ControlName in Dir), by name, besides the Server's own "res" (the
+	// device's resources as `rdma resource show` lists them).
 	Control map[string]ControlFunc
 	// Intercept, if set, sees every write() to uverbs0 (OpenUverbs's
 	// File) before the File: a non-nil error fails the write with it (its
@@ -167,6 +168,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, sys: &sysfs{root: root, dev: cfg.Device}, gids: make(chan struct{}, 1),
 		conns: map[*net.UnixConn]int{}, done: make(chan struct{}), lock: lock}
+	s.cfg.Control = map[string]ControlFunc{"res": s.res}
+	for name, fn := range cfg.Control {
+		s.cfg.Control[name] = fn
+	}
 	if s.cfg.Open == nil {
 		s.cfg.Open = OpenUverbs
 	}

@@ -44,8 +44,8 @@ func computeICRC(frame []byte, l3Off, l4Off, icrcOff int, v6 bool) uint32 {
 }
 
 // specICRC is the ICRC the specification defines (see the top of this
-// file), in one crc32.Update pass over the unmasked bytes from the IP
-// header to the ICRC, the same pass as hash/crc32 over those bytes.
+// file), in one CRC pass (updateIEEE) over the unmasked bytes from the IP
+// header to the ICRC.
 //
 // CRC-32 is linear: a byte b_i at position i of the covered bytes, changed
 // by d, changes the CRC register after the last byte by S^(n-i)(d), where S
@@ -59,6 +59,21 @@ func computeICRC(frame []byte, l3Off, l4Off, icrcOff int, v6 bool) uint32 {
 // for every value of each masked byte.
 func specICRC(frame []byte, l3Off, l4Off, icrcOff int, v6 bool) uint32 {
 	h := frame[l3Off:icrcOff]
+	// Where the CPU allows, the pass sets the masked bits itself, in its
+	// registers; IPv6's reach byte 52, so only when the pass's padding
+	// leaves them room (see updateIEEEOnes).
+	ones := &icrcOnes4
+	if v6 {
+		ones = &icrcOnes6
+		if -len(h)&15 > 64-(IPv6Size+UDPSize+bthResv8a+1) {
+			ones = nil
+		}
+	}
+	if ones != nil {
+		if crc, ok := updateIEEEOnes(icrcSeed, h, ones); ok {
+			return crc
+		}
+	}
 	var fix uint32
 	if v6 {
 		_ = h[IPv6Size+UDPSize+BTHSize-1]
@@ -71,15 +86,13 @@ func specICRC(frame []byte, l3Off, l4Off, icrcOff int, v6 bool) uint32 {
 		fix = t[0][^h[1]] ^ t[1][^h[8]] ^ t[2][^h[10]] ^ t[3][^h[11]] ^
 			t[4][^h[IPv4Size+6]] ^ t[5][^h[IPv4Size+7]] ^ t[6][^h[IPv4Size+UDPSize+bthResv8a]]
 	}
-	// The register is the complement of crc32.Update's argument. Its
-	// vectorised pass takes multiples of 16 bytes and leaves the rest
-	// (8 bytes for an IPv4 frame with 1 or 4 KiB of payload) to a
-	// byte-at-a-time loop after it; updateTail does it in one step.
-	n := len(h) &^ 15
-	return updateTail(crc32.Update(icrcSeed^fix, crc32.IEEETable, h[:n]), h[n:])
+	// The register is the complement of updateIEEE's argument.
+	return updateIEEE(icrcSeed^fix, h)
 }
 
-// slicing8 holds the tables of a slicing-by-8 CRC-32 (IEEE, reflected).
+// slicing8 holds the tables of a slicing-by-8 CRC-32 (IEEE, reflected):
+// slicing8[j][b] is the register after byte b and j zero bytes, from a
+// zero register.
 var slicing8 = func() (t [8][256]uint32) {
 	t[0] = *crc32.MakeTable(crc32.IEEE)
 	for i := range 256 {
@@ -91,6 +104,15 @@ var slicing8 = func() (t [8][256]uint32) {
 	}
 	return t
 }()
+
+// updateIEEEGeneric is crc32.Update(crc, crc32.IEEETable, p) with the
+// bytes after the last multiple of 16 added by updateTail: hash/crc32's
+// vectorised pass takes multiples of 16 bytes and adds the rest one byte
+// at a time.
+func updateIEEEGeneric(crc uint32, p []byte) uint32 {
+	n := len(p) &^ 15
+	return updateTail(crc32.Update(crc, crc32.IEEETable, p[:n]), p[n:])
+}
 
 // updateTail adds p (less than 16 bytes) to crc with the semantics of
 // crc32.Update: 8 and 4 bytes at a time, each with independent table
@@ -124,6 +146,24 @@ var (
 	icrcMasked6 = [...]int{0, 1, 2, 3, 7, IPv6Size + 6, IPv6Size + 7, IPv6Size + UDPSize + bthResv8a}
 )
 
+// icrcOnes4 and icrcOnes6 have the bits the ICRC masks set, from the IP
+// header on.
+var (
+	icrcOnes4 = func() (m [64]byte) {
+		for _, i := range icrcMasked4 {
+			m[i] = 0xff
+		}
+		return m
+	}()
+	icrcOnes6 = func() (m [64]byte) {
+		for _, i := range icrcMasked6 {
+			m[i] = 0xff
+		}
+		m[0] = 0x0f // the version stays
+		return m
+	}()
+)
+
 // icrcFix4[k][d] (icrcFix6 for IPv6) is S^-i(d): the change to the CRC
 // register before the IP header equivalent to changing the byte at
 // position i = icrcMasked4[k] by d (see specICRC).
@@ -139,25 +179,13 @@ func init() {
 
 // icrcFixTables fills out[k] with S^-pos[k] of every byte value.
 func icrcFixTables(out [][256]uint32, pos []int) {
-	tab := crc32.IEEETable
-	// S(x) = tab[x&0xff] ^ x>>8. The top bytes of the table's entries are
-	// all distinct, so S^-1(y) = (y^tab[k])<<8 | k with k the entry whose
-	// top byte is y's.
-	var byTop [256]byte
-	for k := range 256 {
-		byTop[tab[k]>>24] = byte(k)
-	}
-	unstep := func(y uint32) uint32 {
-		k := byTop[y>>24]
-		return (y^tab[k])<<8 | uint32(k)
-	}
 	for j, i := range pos {
 		// S^-i is linear: compute it on the 8 bits and combine.
 		var bit [8]uint32
 		for b := range bit {
 			x := uint32(1) << b
 			for range i {
-				x = unstep(x)
+				x = crcUnstep(x)
 			}
 			bit[b] = x
 		}
@@ -167,6 +195,23 @@ func icrcFixTables(out [][256]uint32, pos []int) {
 		}
 	}
 }
+
+// crcUnstep is S^-1, the inverse of the CRC register's step over one zero
+// byte, S(x) = tab[x&0xff] ^ x>>8 (tab = crc32.IEEETable). The top bytes of
+// the table's entries are all distinct, so S^-1(y) = (y^tab[k])<<8 | k with
+// k the entry whose top byte is y's.
+func crcUnstep(y uint32) uint32 {
+	k := crcByTop[y>>24]
+	return (y^crc32.IEEETable[k])<<8 | uint32(k)
+}
+
+// crcByTop[t] is the index of crc32.IEEETable's entry whose top byte is t.
+var crcByTop = func() (b [256]byte) {
+	for k, v := range crc32.IEEETable {
+		b[v>>24] = byte(k)
+	}
+	return b
+}()
 
 // specFlushOK reports whether frame is an RC FLUSH carrying the
 // specification's ICRC (which computeICRC does not give it).
@@ -178,6 +223,35 @@ func specFlushOK(frame []byte, l3Off, l4Off, icrcOff int, v6 bool, icrc uint32) 
 // an ICRC: IP version, header and datagram lengths, and a UDP payload of at
 // least a BTH and an ICRC. It returns the UDP offset and the ICRC offset.
 func icrcBounds(frame []byte, l3Off int) (l4Off, icrcOff int, v6 bool, err error) {
+	if l3Off < 0 || l3Off >= len(frame) {
+		return 0, 0, false, ErrTruncated
+	}
+	// The usual frame first: its IP datagram, and the UDP datagram in it,
+	// end where the frame ends. The offsets returned then come from the
+	// frame's length, not from the length fields: the CRC pass need not
+	// wait for their loads, only the branches that check them do. The
+	// result is icrcBoundsChecked's.
+	if n := len(frame) - l3Off; n >= IPv6Size+UDPSize+BTHSize+ICRCSize {
+		h := frame[l3Off : l3Off+IPv6Size]
+		w := binary.LittleEndian.Uint64(h)
+		switch {
+		case byte(w) == 0x45 && w>>48&0xff3f == 0 && h[9] == IPProtocolUDP &&
+			int(bits.ReverseBytes16(uint16(w>>16))) == n &&
+			int(binary.BigEndian.Uint16(frame[l3Off+IPv4Size+4:])) == n-IPv4Size:
+			// IPv4 without options or fragmentation (ipBounds' checks).
+			return l3Off + IPv4Size, len(frame) - ICRCSize, false, nil
+		case byte(w)>>4 == 6 && h[6] == IPProtocolUDP &&
+			int(bits.ReverseBytes16(uint16(w>>32))) == n-IPv6Size &&
+			int(binary.BigEndian.Uint16(frame[l3Off+IPv6Size+4:])) == n-IPv6Size:
+			return l3Off + IPv6Size, len(frame) - ICRCSize, true, nil
+		}
+	}
+	return icrcBoundsChecked(frame, l3Off)
+}
+
+// icrcBoundsChecked is icrcBounds for any frame: each offset follows from
+// the length fields.
+func icrcBoundsChecked(frame []byte, l3Off int) (l4Off, icrcOff int, v6 bool, err error) {
 	if l3Off < 0 || l3Off >= len(frame) {
 		return 0, 0, false, ErrTruncated
 	}
@@ -199,12 +273,51 @@ func icrcBounds(frame []byte, l3Off int) (l4Off, icrcOff int, v6 bool, err error
 	return l4, l4 + ul - ICRCSize, v6, nil
 }
 
+// icrcUsual returns the ICRC of the usual frame, in as few instructions
+// as possible ahead of the CRC pass, and true; or false for any other frame
+// (which icrcBounds and computeICRC then take). The usual frame is IPv4
+// without options or fragmentation or IPv6 (ipBounds' checks), its IP and
+// UDP datagrams end where it ends, it is not an RC FLUSH (rxe's ICRC
+// differs, see computeICRC), and the pass can set its masked bits itself
+// (updateIEEEOnes; for IPv6, when the pass's padding leaves them room).
+func icrcUsual(frame []byte, l3Off int) (uint32, bool) {
+	n := len(frame) - l3Off
+	if l3Off < 0 || n < IPv6Size+UDPSize+BTHSize+ICRCSize {
+		return 0, false
+	}
+	h := frame[l3Off:]
+	w := binary.LittleEndian.Uint64(h)
+	ones := &icrcOnes4
+	if byte(w) == 0x45 {
+		if w>>48&0xff3f != 0 || h[9] != IPProtocolUDP ||
+			int(bits.ReverseBytes16(uint16(w>>16))) != n ||
+			int(binary.BigEndian.Uint16(h[IPv4Size+4:])) != n-IPv4Size ||
+			h[IPv4Size+UDPSize] == byte(RCFlush) {
+			return 0, false
+		}
+	} else {
+		if byte(w)>>4 != 6 || h[6] != IPProtocolUDP ||
+			int(bits.ReverseBytes16(uint16(w>>32))) != n-IPv6Size ||
+			int(binary.BigEndian.Uint16(h[IPv6Size+4:])) != n-IPv6Size ||
+			h[IPv6Size+UDPSize] == byte(RCFlush) ||
+			-(n-ICRCSize)&15 > 64-(IPv6Size+UDPSize+bthResv8a+1) {
+			return 0, false
+		}
+		ones = &icrcOnes6
+	}
+	return updateIEEEOnes(icrcSeed, h[:n-ICRCSize], ones)
+}
+
 // SealICRC computes the ICRC of the RoCEv2 frame whose IP header starts at
 // l3Off and stores it (little-endian) in the last 4 bytes of the UDP
 // datagram. The IP and UDP lengths must be final. It returns ErrTruncated
 // or ErrMalformed when those headers do not describe a RoCEv2 datagram that
 // fits in frame. Mirrors rxe_icrc_generate.
 func SealICRC(frame []byte, l3Off int) error {
+	if crc, ok := icrcUsual(frame, l3Off); ok {
+		binary.LittleEndian.PutUint32(frame[len(frame)-ICRCSize:], crc)
+		return nil
+	}
 	l4, icrcOff, v6, err := icrcBounds(frame, l3Off)
 	if err != nil {
 		return err
@@ -218,6 +331,12 @@ func SealICRC(frame []byte, l3Off int) error {
 // headers do not describe a RoCEv2 datagram that fits in frame. Mirrors
 // rxe_icrc_check.
 func VerifyICRC(frame []byte, l3Off int) error {
+	if crc, ok := icrcUsual(frame, l3Off); ok {
+		if crc != binary.LittleEndian.Uint32(frame[len(frame)-ICRCSize:]) {
+			return ErrBadICRC
+		}
+		return nil
+	}
 	l4, icrcOff, v6, err := icrcBounds(frame, l3Off)
 	if err != nil {
 		return err

@@ -392,3 +392,46 @@ func referenceSpecICRC(frame []byte, l3, icrcOff int) uint32 {
 	d[8+IPv4Size+UDPSize+4] = 0xff
 	return crc32.ChecksumIEEE(d)
 }
+
+// FuzzSealICRC checks SealICRC and VerifyICRC on arbitrary frames against
+// referenceICRC: where icrcBoundsChecked accepts the headers, SealICRC
+// changes only the ICRC, to referenceICRC's value, and VerifyICRC accepts
+// it and refuses it with a bit flipped; elsewhere both return
+// icrcBoundsChecked's error.
+func FuzzSealICRC(f *testing.F) {
+	for _, v6 := range []bool{false, true} {
+		for _, n := range []int{0, 100, 1024, 1029} {
+			for _, op := range []Opcode{RCRDMAWriteMiddle, RCFlush} {
+				fr := frameOf(f, sampleFrame(op, v6, false, n))
+				f.Add(fr, uint8(EthernetSize))
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, frame []byte, l3 uint8) {
+		l3Off := int(l3)
+		_, icrcOff, _, wantErr := icrcBoundsChecked(frame, l3Off)
+		fr := append([]byte(nil), frame...)
+		if err := SealICRC(fr, l3Off); err != wantErr {
+			t.Fatalf("SealICRC: %v, icrcBoundsChecked %v", err, wantErr)
+		}
+		if wantErr != nil {
+			if err := VerifyICRC(fr, l3Off); err != wantErr {
+				t.Fatalf("VerifyICRC: %v, icrcBoundsChecked %v", err, wantErr)
+			}
+			return
+		}
+		if !bytes.Equal(fr[:icrcOff], frame[:icrcOff]) || !bytes.Equal(fr[icrcOff+ICRCSize:], frame[icrcOff+ICRCSize:]) {
+			t.Fatal("SealICRC changed bytes other than the ICRC")
+		}
+		if got, want := binary.LittleEndian.Uint32(fr[icrcOff:]), referenceICRC(frame, l3Off, icrcOff); got != want {
+			t.Fatalf("SealICRC stored %#x, reference %#x", got, want)
+		}
+		if err := VerifyICRC(fr, l3Off); err != nil {
+			t.Fatalf("VerifyICRC after SealICRC: %v", err)
+		}
+		fr[icrcOff] ^= 0x10
+		if err := VerifyICRC(fr, l3Off); err != ErrBadICRC {
+			t.Fatalf("VerifyICRC with an ICRC bit flipped: %v", err)
+		}
+	})
+}

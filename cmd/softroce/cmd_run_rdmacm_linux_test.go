@@ -47,21 +47,29 @@ func distroRDMACMTool(t *testing.T, tool, pkg string) string {
 	return ""
 }
 
-// cmPair runs "softroce run -d dev -- serverTool serverArgs" and then
-// clientTool with clientArgs until the client succeeds (the server listens only once
-// it is up; a client that comes too early is rejected, as by the kernel's
-// CM), and checks that both exit 0 with serverWant and clientWant in
-// their output.
-func cmPair(t *testing.T, home, dev, serverTool, clientTool string, serverArgs, clientArgs []string, serverWant, clientWant string) {
+// cmPair runs "softroce run -d dev -- serverTool serverArgs", waits until
+// the daemon lists an ID listening on port (softroce res, as the rdma
+// tool lists the kernel's), then runs clientTool with clientArgs, and
+// checks that both exit 0 with serverWant and clientWant in their output.
+func cmPair(t *testing.T, home, dev, serverTool, clientTool string, serverArgs, clientArgs []string, port, serverWant, clientWant string) {
 	t.Helper()
-	cmPairWith(t, runThrough(t, home, dev), serverTool, clientTool, serverArgs, clientArgs, serverWant, clientWant)
+	cmPairWith(t, cmDaemon(t, home, dev, runThrough(t, home, dev)), serverTool, clientTool, serverArgs, clientArgs, port, serverWant, clientWant)
 }
 
-// udSettle is how long a UD server (udaddy) is given to listen before its
-// client starts: a client that comes too early has some requests answered
-// "unsupported" and others taken, and the server then waits for
-// connections that never come (as with the kernel's CM).
-const udSettle = 2 * time.Second
+// cmPrograms runs programs on one daemon and asks the daemon which IDs
+// its programs hold.
+type cmPrograms struct {
+	run func(tool string, args ...string) *exec.Cmd
+	res func(filters ...string) *exec.Cmd
+}
+
+// cmDaemon is the cmPrograms of the daemon serving dev for the user of
+// home, whose programs run makes.
+func cmDaemon(t *testing.T, home, dev string, run func(tool string, args ...string) *exec.Cmd) cmPrograms {
+	return cmPrograms{run: run, res: func(filters ...string) *exec.Cmd {
+		return userCommand(t, home, nil, "softroce", append([]string{"res", "-d", dev, "cm_id"}, filters...)...)
+	}}
+}
 
 // runThrough returns the commands "softroce run -d dev -- TOOL ARGS..." of
 // userCommand in home.
@@ -71,10 +79,56 @@ func runThrough(t *testing.T, home, dev string) func(tool string, args ...string
 	}
 }
 
-// cmPairWith is cmPair with the commands run makes.
-func cmPairWith(t *testing.T, run func(tool string, args ...string) *exec.Cmd, serverTool, clientTool string, serverArgs, clientArgs []string, serverWant, clientWant string) {
+// waitCMListening waits until the daemon lists an ID of the server (by
+// its command name) in state LISTEN on port, or fails the test when the
+// server ends first or 15 s pass. A
+// client that came before the listener would be rejected (REJ 8, as by
+// the kernel's CM), and a server counting several connections fails on
+// the ones the rejected client then abandons.
+func waitCMListening(t *testing.T, p cmPrograms, server, port string, serverDone <-chan error, sout *bytes.Buffer) {
 	t.Helper()
-	server := run(serverTool, serverArgs...)
+	comm := filepath.Base(server)
+	if len(comm) > 15 { // TASK_COMM_LEN
+		comm = comm[:15]
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, err := p.res("state", "LISTEN", "src-port", port, "comm", comm).CombinedOutput()
+		if err != nil {
+			t.Fatalf("softroce res: %v\n%s", err, out)
+		}
+		if len(out) > 0 {
+			return
+		}
+		select {
+		case err := <-serverDone:
+			t.Fatalf("server ended before it listened on port %s: %v\n%s", port, err, sout.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens on port %s after 15 s; server:\n%s", port, sout.String())
+		}
+	}
+}
+
+// serverPort is the port a server of rdmacm-utils or perftest listens on
+// with args: its -p, except udaddy's (its -p is the port space; it
+// listens on 7174).
+func serverPort(tool string, args []string) string {
+	if strings.HasSuffix(tool, "udaddy") {
+		return "7174"
+	}
+	for i, a := range args {
+		if a == "-p" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// cmPairWith is cmPair with the programs of p.
+func cmPairWith(t *testing.T, p cmPrograms, serverTool, clientTool string, serverArgs, clientArgs []string, port, serverWant, clientWant string) {
+	t.Helper()
+	server := p.run(serverTool, serverArgs...)
 	var sout bytes.Buffer
 	server.Stdout, server.Stderr = &sout, &sout
 	if err := server.Start(); err != nil {
@@ -83,33 +137,24 @@ func cmPairWith(t *testing.T, run func(tool string, args ...string) *exec.Cmd, s
 	serverDone := make(chan error, 1)
 	go func() { serverDone <- server.Wait() }()
 	defer server.Process.Kill()
-	if strings.HasSuffix(serverTool, "udaddy") {
-		time.Sleep(udSettle)
+	waitCMListening(t, p, serverTool, port, serverDone, &sout)
+	cmd := p.run(clientTool, clientArgs...)
+	hung := make(chan struct{})
+	timer := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill(); close(hung) })
+	cout, err := cmd.CombinedOutput()
+	timer.Stop()
+	select {
+	case <-hung:
+		t.Fatalf("client hung:\n%s\nserver:\n%s", cout, sout.String())
+	default:
 	}
-	var cout []byte
-	var err error
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		cmd := run(clientTool, clientArgs...)
-		done := make(chan struct{})
-		timer := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill(); close(done) })
-		cout, err = cmd.CombinedOutput()
-		timer.Stop()
-		select {
-		case <-done:
-			t.Fatalf("client hung:\n%s\nserver:\n%s", cout, sout.String())
-		default:
-		}
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
+	if err != nil {
 		select {
 		case serr := <-serverDone:
 			t.Fatalf("client: %v\n%s\nserver ended: %v\n%s", err, cout, serr, sout.String())
-		default:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("client: %v\n%s\nserver:\n%s", err, cout, sout.String())
 		}
-	}
-	if err != nil {
-		t.Fatalf("client: %v\n%s\nserver:\n%s", err, cout, sout.String())
 	}
 	select {
 	case err := <-serverDone:
@@ -224,7 +269,7 @@ func TestRDMACMToolsOnOneDaemon(t *testing.T) {
 			if c.tool == "rdma_xserver" {
 				client = distroRDMACMTool(t, "rdma_xclient", c.pkg)
 			}
-			cmPair(t, home, dev, path, client, c.server, c.client, c.serverWant, c.clientWant)
+			cmPair(t, home, dev, path, client, c.server, c.client, serverPort(c.tool, c.server), c.serverWant, c.clientWant)
 		})
 	}
 	// Debian 12's perftest (4.5-0.17) cannot use rdma_cm over IPv6:
@@ -392,7 +437,7 @@ func TestKilledRpingClientDisconnectsTheServer(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("server did not see the client go:\n%s", sout.String())
 	}
-	cmPair(t, home, dev, path, path, []string{"-s", "-a", ip, "-p", port, "-C", "3"}, []string{"-c", "-a", ip, "-p", port, "-C", "3"}, "", "")
+	cmPair(t, home, dev, path, path, []string{"-s", "-a", ip, "-p", port, "-C", "3"}, []string{"-c", "-a", ip, "-p", port, "-C", "3"}, port, "", "")
 }
 
 // TestRDMACMEdgesProgram: a C program on the system's librdmacm

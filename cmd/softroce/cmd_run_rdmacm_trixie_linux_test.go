@@ -21,7 +21,8 @@ func TestTrixieRDMACMToolsThroughDaemon(t *testing.T) {
 	tree := debroot.ForTest(t, debroot.TrixieRDMA())
 	needCC(t)
 	const dev, ip, ip6 = "rxe14", "10.78.5.1", "fd00:78:5::1"
-	served := serveAsUser(t, userHome(t), dev, "--ip", ip+"/24", "--ip", ip6+"/64", "--nodad")
+	home := userHome(t)
+	served := serveAsUser(t, home, dev, "--ip", ip+"/24", "--ip", ip6+"/64", "--nodad")
 	env, binds := debroot.HostPaths(append([]string{"PATH=/usr/bin:/bin"}, served...), "LD_PRELOAD", "SYSFS_PATH", "SOFTROCE_SOCK")
 	run := func(tool string, args ...string) *exec.Cmd {
 		cmd, err := tree.Command(context.Background(), binds, env, append([]string{"/usr/bin/" + tool}, args...)...)
@@ -30,6 +31,7 @@ func TestTrixieRDMACMToolsThroughDaemon(t *testing.T) {
 		}
 		return cmd
 	}
+	progs := cmDaemon(t, home, dev, run)
 	port := 19600
 	next := func() string { port++; return strconv.Itoa(port) }
 	for _, c := range []struct {
@@ -68,7 +70,7 @@ func TestTrixieRDMACMToolsThroughDaemon(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := next()
-			cmPairWith(t, run, c.server, c.client, c.serverArgs(p), c.clientArgs(p), c.serverWant, c.clientWant)
+			cmPairWith(t, progs, c.server, c.client, c.serverArgs(p), c.clientArgs(p), serverPort(c.server, c.serverArgs(p)), c.serverWant, c.clientWant)
 		})
 	}
 	// IPv6 needs --ipv6-addr, which Debian 12's perftest lacks.
@@ -80,7 +82,7 @@ func TestTrixieRDMACMToolsThroughDaemon(t *testing.T) {
 			if tool == "ib_read_lat" {
 				serverWant = "" // the passive side of a READ latency test prints no result
 			}
-			cmPairWith(t, run, tool, tool, args, append(args, ip6), serverWant, "#bytes")
+			cmPairWith(t, progs, tool, tool, args, append(args, ip6), p, serverWant, "#bytes")
 		})
 	}
 	t.Run("mckey", func(t *testing.T) { mckeyGroup(t, run, "mckey", ip, "239.1.2.4") })

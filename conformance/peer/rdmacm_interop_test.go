@@ -50,12 +50,6 @@ type rdmacmCase struct {
 	// port is the program's fixed port (udaddy's 7174: its -p is the
 	// port space); 0 gives each cell a port of its own.
 	port int
-	// settle is how long a softroce server is given before the VM's
-	// client starts: a UD client (udaddy) that comes before the server
-	// listens has some of its resolutions refused and waits for the
-	// others forever, as against the kernel; a connecting client is
-	// rejected and tried again instead.
-	settle time.Duration
 	// perftest marks perftest's -R tools. Their client connects its
 	// test QPs right after the control connection; a server that has
 	// not yet listened again (the VM's, slow under TCG, or softroce's on
@@ -91,9 +85,9 @@ var rdmacmCases = []rdmacmCase{
 		serverWant: rdmacmStatus0, clientWant: rdmacmStatus0, opcodes: []uint8{opRCSendOnly, opRCAck}},
 	// udaddy resolves the service (SIDR_REQ/SIDR_REP), then sends UD
 	// SENDs with immediate data.
-	{name: "udaddy", server: "udaddy -b {addr}", client: "udaddy -s {addr}", port: 7174, settle: 2 * time.Second,
+	{name: "udaddy", server: "udaddy -b {addr}", client: "udaddy -s {addr}", port: 7174,
 		serverWant: rdmacmStatus0, clientWant: rdmacmStatus0, opcodes: []uint8{opUDSendOnlyImm}},
-	{name: "udaddy-c4", server: "udaddy -b {addr} -c 4", client: "udaddy -s {addr} -c 4", port: 7174, settle: 2 * time.Second,
+	{name: "udaddy-c4", server: "udaddy -b {addr} -c 4", client: "udaddy -s {addr} -c 4", port: 7174,
 		serverWant: rdmacmStatus0, clientWant: rdmacmStatus0, opcodes: []uint8{opUDSendOnlyImm}},
 	{name: "rdma_server", server: "rdma_server -s {addr} -p {port}", client: "rdma_client -s {addr} -p {port}",
 		serverWant: rdmaServerEnd0, clientWant: rdmaClientEnd0, opcodes: []uint8{opRCSendOnly, opRCAck}},
@@ -378,6 +372,33 @@ func (r *rdmacmRun) startUserProc(t *testing.T, ctx context.Context, args []stri
 	return r.u.start(t, ctx, r.lab, append([]string{"run", "-d", r.l.dev, "--"}, args...)...)
 }
 
+// waitListening waits until softroce's daemon lists an rdma_cm ID of
+// the server sp listening on port (softroce res, as the user), as
+// startCMListening waits for the VM's with the rdma tool: a UD client
+// (udaddy) that came first would have some resolutions refused and wait
+// for the others forever, as against the kernel, and a client that
+// connects several IDs (ucmatose -c 4) would leave the server the ones
+// it abandons after its first rejection.
+func (r *rdmacmRun) waitListening(t *testing.T, ctx context.Context, sp *softroceProc, port int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		st, out := r.u.start(t, ctx, r.lab, "res", "-d", r.l.dev, "cm_id", "state", "LISTEN", "src-port", strconv.Itoa(port)).wait(ctx)
+		switch {
+		case st != 0:
+			t.Fatalf("softroce res: status %d\n%s", st, out)
+		case strings.TrimSpace(out) != "":
+			return
+		case time.Now().After(deadline):
+			t.Fatalf("nothing listens on port %d after 20 s; server:\n%s", port, sp.out.String())
+		}
+		select {
+		case <-sp.done:
+			return // the server failed: the cell reports its output
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // vmRetry is a VM shell line running cmd until it succeeds, at most n
 // times a pause apart: a client of a softroce server that is not yet
 // listening is rejected (REJ, invalid service ID) and tries again. A
@@ -450,11 +471,7 @@ func (r *rdmacmRun) cell(t *testing.T, c rdmacmCell, port int) (problems []strin
 		var raced bool
 		if c.softroceServer {
 			sp := r.startUserProc(t, ctx, strings.Fields(serverCmd))
-			settle := c.settle
-			if settle == 0 {
-				settle = 300 * time.Millisecond
-			}
-			time.Sleep(settle)
+			r.waitListening(t, ctx, sp, port)
 			vmRes, vmErr = r.vm.Run(ctx, vmRetry(clientCmd, 40, stop))
 			wctx := ctx
 			if vmErr != nil || vmRes.Status != 0 {

@@ -39,6 +39,10 @@ type xport struct {
 	rnrWait  bool
 	rnrTimer clock.Timer
 	rnrGen   uint64
+	// rdeferred: a retransmission timeout found frames received and not
+	// yet processed, and put its retry off by one timeout
+	// (retransmitTimeout); cleared when a response is processed.
+	rdeferred bool
 	// startedRetry: a retry pass is under way; further retry triggers
 	// other than a timeout are ignored until a valid response arrives
 	// (rxe's comp.started_retry).
@@ -550,6 +554,17 @@ func (r *device) startRetransmit(q *qp, d time.Duration) {
 // retransmitTimeout is rxe_retransmit_timer: with unacknowledged packets
 // outstanding (and no RNR wait), retry. A timer whose deadline moved
 // (armRetransmit's reset) sleeps again until it.
+//
+// In rxe the timer only schedules the completer, which takes the
+// responses already queued for the QP before it acts on the timeout: one
+// found clears timeout_retry (COMPST_GET_ACK), and the completer re-arms
+// the timer on its way out while packets remain outstanding. Here the
+// responses are processed by the goroutine that reads the link, which a
+// loaded machine may not have run for longer than the timeout while the
+// ACK sat in the link's queue or in its hands: a timeout that finds such
+// a frame puts the retry off by one timeout instead of resending the
+// window, once until a response is processed (so frames for other QPs
+// cannot put it off for ever).
 func (r *device) retransmitTimeout(q *qp, gen uint64) {
 	r.lock()
 	defer r.unlock()
@@ -564,6 +579,12 @@ func (r *device) retransmitTimeout(q *qp, gen uint64) {
 	if q.state < qpstate.StateRTS || q.state == qpstate.StateErr || q.rnrWait || !q.unacked() {
 		return
 	}
+	if !q.rdeferred && r.tp.rxWaiting() {
+		q.rdeferred = true
+		r.armRetransmit(q, false)
+		return
+	}
+	q.rdeferred = false
 	r.retry(q, false, true)
 }
 
@@ -665,6 +686,7 @@ func (r *device) ackUpTo(q *qp, psn uint32) {
 // afterComp retires, restarts the requester and re-arms or stops the
 // retransmit timer, as the completer does on exit. r.mu held.
 func (r *device) afterComp(q *qp) {
+	q.rdeferred = false
 	r.complete(q)
 	r.runSQ(q)
 	if q.state == qpstate.StateErr {

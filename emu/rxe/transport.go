@@ -127,6 +127,15 @@ type NonBlockingWriter interface {
 	NonBlockingWrites() bool
 }
 
+// ReadReadier is a Link that can tell, without reading, whether a frame is
+// waiting to be read (a TAP's poll(2) for POLLIN). A retransmission
+// timeout that finds a frame waiting puts its retry off once, so that a
+// response already received is processed first (rxe_completer: a
+// response queued when the timer's run begins cancels the retry).
+type ReadReadier interface {
+	ReadReady() bool
+}
+
 // transport is the device's attachment to its link.
 type transport struct {
 	l     link.Link
@@ -149,6 +158,7 @@ type transport struct {
 	inbox  []rxFrame
 	closed bool
 	rxRead atomic.Uint64
+	rxDone atomic.Uint64 // frames of rxRead processed (processBatch)
 	wg     sync.WaitGroup
 
 	// procMu orders the processing of inbox batches: whoever takes a
@@ -425,8 +435,9 @@ func (r *device) processBatch(batch []rxFrame, inline bool) bool {
 	}
 	r.rxNoICRC, r.rxRef = false, link.PayloadRef{}
 	held := inline && len(r.deferred) > 0 && r.hold.queued
-	r.unlock()
 	t := r.tp
+	t.rxDone.Add(uint64(len(batch)))
+	r.unlock()
 	t.poolMu.Lock()
 	for i := range batch {
 		t.pool = append(t.pool, batch[i].b)
@@ -495,6 +506,20 @@ func (r *device) Poll() int {
 	}
 	t.inMu.Unlock()
 	return n
+}
+
+// rxWaiting reports whether a frame has arrived that the device has not
+// processed: read (or looped back) and not yet through processBatch, or
+// waiting on the link (Pender, ReadReadier). r.mu held.
+func (t *transport) rxWaiting() bool {
+	if t.rxRead.Load() != t.rxDone.Load() {
+		return true
+	}
+	if t.pender != nil {
+		return t.pender.Pending() > 0
+	}
+	rr, ok := t.l.(ReadReadier)
+	return ok && rr.ReadReady()
 }
 
 // Received returns how many frames the device has read from its link

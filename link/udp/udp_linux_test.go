@@ -181,7 +181,7 @@ func TestSentICRCMatchesTheKernelsPackets(t *testing.T) {
 	var v4, v6 int
 	buf := make([]byte, 4096)
 	for v4+v6 < len(frames) {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
+		n, err := recvRetry(fd, buf)
 		if err != nil {
 			t.Fatalf("capture: %v after %d IPv4 and %d IPv6 frames", err, v4, v6)
 		}
@@ -545,7 +545,7 @@ func TestGSOSegmentsCarryTheirOwnICRC(t *testing.T) {
 				var v4, v6 int
 				buf := make([]byte, 1<<16)
 				for v4+v6 < len(frames) {
-					n, _, err := unix.Recvfrom(fd, buf, 0)
+					n, err := recvRetry(fd, buf)
 					if err != nil {
 						t.Fatalf("capture: %v after %d IPv4 and %d IPv6 frames", err, v4, v6)
 					}
@@ -681,6 +681,17 @@ func TestReadNoICRCMarksWhatTheLinkVerified(t *testing.T) {
 		got := bufs[0][:sizes[0]]
 		if err := wire.VerifyICRC(got, wire.EthernetSize); (err == nil) != tc.want {
 			t.Errorf("%s: the frame's ICRC: %v", tc.name, err)
+		}
+	}
+}
+
+// recvRetry is recvfrom(2) on a capture socket, again when a signal
+// (the Go runtime's preemption) interrupted it.
+func recvRetry(fd int, buf []byte) (int, error) {
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != unix.EINTR {
+			return n, err
 		}
 	}
 }
