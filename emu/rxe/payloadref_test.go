@@ -15,12 +15,18 @@ import (
 // link.Pipe (MTU 4200), with an RC pair connected at path MTU 1024.
 func syncLink(t *testing.T) (l *rxetest.Link, a, b *rxetest.QP) {
 	t.Helper()
+	return syncLinkOf(t, qpstate.TypeRC)
+}
+
+// syncLinkOf is syncLink with a pair of QPs of type typ.
+func syncLinkOf(t *testing.T, typ qpstate.Type) (l *rxetest.Link, a, b *rxetest.QP) {
+	t.Helper()
 	l, err := rxetest.NewLink(rxetest.Options{MTU: 4200, Rxe: func(_ int, c *rxe.Config) { c.Synchronous = true }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	if a, b, err = l.Pair(qpstate.TypeRC, 1<<16); err != nil {
+	if a, b, err = l.Pair(typ, 1<<16); err != nil {
 		t.Fatal(err)
 	}
 	if err := rxetest.Connect(a, b); err != nil {
@@ -182,5 +188,31 @@ func TestFreedMemoryFaultsAfterCachedLookups(t *testing.T) {
 				t.Fatalf("WRITE after the free: %v, want %v", wc.Status, tc.want)
 			}
 		})
+	}
+}
+
+// TestUCWriteCarriesItsBytes: a UC RDMA WRITE completes when its last
+// packet is sent, so the application may change its buffer before the
+// peer has placed anything: its packets carry the bytes as they were when
+// sent, never a reference to the buffer.
+func TestUCWriteCarriesItsBytes(t *testing.T) {
+	l, a, b := syncLinkOf(t, qpstate.TypeUC)
+	const n = 4096
+	for i := range a.Buf[:n] {
+		a.Buf[i] = byte(i * 3)
+	}
+	want := bytes.Clone(a.Buf[:n])
+	if _, err := a.PostSend([]emu.SendWR{{WRID: 1, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
+		SGList: []emu.SGE{a.SGE(0, n)}, RemoteAddr: b.Addr, RKey: b.MR.RKey()}}); err != nil {
+		t.Fatal(err)
+	}
+	if wcs, err := rxetest.Wait(l.A.CQ, 1, time.Second); err != nil || wcs[0].Status != emu.WCSuccess {
+		t.Fatalf("UC WRITE completion %+v, %v", wcs, err)
+	}
+	clear(a.Buf[:n]) // the WR completed: the buffer is the application's again
+	arrive(t, l.B, 4)
+	l.B.Dev.Poll()
+	if !bytes.Equal(b.Buf[:n], want) {
+		t.Error("the UC WRITE placed the buffer's later bytes, not those it was sent with")
 	}
 }

@@ -419,18 +419,19 @@ const refMin = 512
 // payloadRef returns the n bytes of w's payload from offset off as a
 // slice of the source MR's memory, when the packet may carry them by
 // reference (link.PipeEnd.WriteRef): the device is on a bare pipe end, the
-// packet is an RC or UC SEND or RDMA WRITE of at least refMin bytes that
-// lie in one SGE of a user MR in the device's own memory (dma.Memory: Go
+// packet is an RC SEND or RDMA WRITE of at least refMin bytes that lie
+// in one SGE of a user MR in the device's own memory (dma.Memory: Go
 // memory, valid as long as it is referenced). Otherwise, or if a look-up
 // fails, it returns nil and the caller gathers the bytes (gatherAt), which
 // reports the failure. The bytes are the WQE's: its buffer belongs to the
 // device until the WQE completes (the application must not change it
-// while the WR is outstanding), which needs the peer's acknowledgement of
-// the packet, sent after the peer copied them; a retransmission looks
-// them up again. r.mu held.
+// while the WR is outstanding), which on RC needs the peer's
+// acknowledgement of the packet, sent after the peer copied them; a
+// retransmission looks them up again. A UC send completes when its last
+// packet is sent, before the peer has copied anything, so UC packets carry
+// their bytes. r.mu held.
 func (r *device) payloadRef(q *qp, w *sendWQE, op emu.WROpcode, off uint64, n int) []byte {
-	if r.tp == nil || r.tp.pipe == nil || w.inline != nil || n < refMin ||
-		(q.typ != qpstate.TypeRC && q.typ != qpstate.TypeUC) {
+	if r.tp == nil || r.tp.pipe == nil || w.inline != nil || n < refMin || q.typ != qpstate.TypeRC {
 		return nil
 	}
 	switch op {
