@@ -63,7 +63,8 @@ type PipeConfig struct {
 	// DropWhenFull makes WritePackets drop (and count in Stats.Dropped)
 	// frames that find the peer's queue full. When false, the default,
 	// WritePackets blocks until the peer reads or either end closes:
-	// back-pressure, so a lossless test never loses a frame by accident.
+	// back-pressure, so a lossless test never loses a frame by accident
+	// (WriteRef makes the queue longer instead).
 	DropWhenFull bool
 }
 

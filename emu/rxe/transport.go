@@ -121,8 +121,9 @@ type Pender interface {
 // asynchronous device processes frames in the goroutine that reads them,
 // which writes the answers itself: no hand-off to another goroutine per
 // frame, and no deadlock with a peer that does the same, as there would
-// be on a link whose writes wait for the peer's reader (a link.Pipe
-// without DropWhenFull).
+// be on a link whose writes wait for the peer's reader (a link.Pipe's
+// WritePackets without DropWhenFull; a device on a bare link.PipeEnd
+// writes with WriteRef, which never waits, and processes inline too).
 type NonBlockingWriter interface {
 	NonBlockingWrites() bool
 }
