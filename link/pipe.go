@@ -94,6 +94,7 @@ type PipeStats struct {
 // listens to, and the peer can still read what was queued for it.
 type PipeEnd struct {
 	rx, tx    *frameQueue
+	peer      *PipeEnd
 	mtu       int
 	batchSize int
 	drop      bool
@@ -132,6 +133,7 @@ func NewPipe(cfg *PipeConfig) (a, b *PipeEnd) {
 	qa, qb := newFrameQueue(c.QueueLen, MaxFrameSize(c.MTU)), newFrameQueue(c.QueueLen, MaxFrameSize(c.MTU))
 	a = &PipeEnd{rx: qa, tx: qb, mtu: c.MTU, batchSize: c.BatchSize, drop: c.DropWhenFull}
 	b = &PipeEnd{rx: qb, tx: qa, mtu: c.MTU, batchSize: c.BatchSize, drop: c.DropWhenFull}
+	a.peer, b.peer = b, a
 	return a, b
 }
 
@@ -186,14 +188,61 @@ func (p *PipeEnd) ReadRef(bufs [][]byte, sizes []int, noICRC []bool, refs []Payl
 	return p.read(bufs, sizes, noICRC[:min(len(noICRC), len(refs))], refs, true)
 }
 
+// TryReadRef is ReadRef that never waits: it returns 0 and no error when
+// no frame is queued.
+func (p *PipeEnd) TryReadRef(bufs [][]byte, sizes []int, noICRC []bool, refs []PayloadRef) (int, error) {
+	return p.readMode(bufs, sizes, noICRC[:min(len(noICRC), len(refs))], refs, true, false)
+}
+
+// WaitReadable waits until a frame is queued for this end, without
+// reading it, or the end closes (an error wrapping net.ErrClosed). With
+// TryReadRef it lets a reader take a lock between the wait and the read,
+// so that whoever holds the lock reads and processes the frames in order.
+func (p *PipeEnd) WaitReadable() error {
+	if !p.rx.waitReadable() {
+		return &net.OpError{Op: "read", Net: "pipe", Err: net.ErrClosed}
+	}
+	return nil
+}
+
+// HoldWakeups keeps writes to this end from waking a reader waiting in
+// WaitReadable or a read, until the matching ReleaseWakeups: for a caller
+// that reads the frames itself meanwhile (TryReadRef), so that the
+// reader it would wake for nothing sleeps on. Holds nest. ReleaseWakeups
+// wakes the reader if frames are queued, so none is left unread.
+func (p *PipeEnd) HoldWakeups() {
+	q := p.rx
+	q.mu.Lock()
+	q.hush++
+	q.mu.Unlock()
+}
+
+// ReleaseWakeups ends a HoldWakeups.
+func (p *PipeEnd) ReleaseWakeups() {
+	q := p.rx
+	q.mu.Lock()
+	q.hush--
+	if q.hush == 0 && q.n > 0 {
+		q.notEmpty.Broadcast()
+	}
+	q.mu.Unlock()
+}
+
+// Peer returns the other end of the pipe.
+func (p *PipeEnd) Peer() *PipeEnd { return p.peer }
+
 func (p *PipeEnd) read(bufs [][]byte, sizes []int, noICRC []bool, refs []PayloadRef, swap bool) (int, error) {
+	return p.readMode(bufs, sizes, noICRC, refs, swap, true)
+}
+
+func (p *PipeEnd) readMode(bufs [][]byte, sizes []int, noICRC []bool, refs []PayloadRef, swap, block bool) (int, error) {
 	if len(bufs) == 0 || len(sizes) == 0 || len(noICRC) == 0 {
 		if p.closed.Load() {
 			return 0, &net.OpError{Op: "read", Net: "pipe", Err: net.ErrClosed}
 		}
 		return 0, nil
 	}
-	n, ok := p.rx.pop(bufs, sizes, noICRC, refs, swap)
+	n, ok := p.rx.pop(bufs, sizes, noICRC, refs, swap, block)
 	if !ok {
 		return 0, &net.OpError{Op: "read", Net: "pipe", Err: net.ErrClosed}
 	}
@@ -335,6 +384,7 @@ type frameQueue struct {
 	maxFrame int // a slot's first buffer holds the largest frame, so that it can be traded (pop)
 	head, n  int
 	closed   bool // the reading end closed
+	hush     int  // HoldWakeups in force: push wakes no reader
 }
 
 func newFrameQueue(n, maxFrame int) *frameQueue {
@@ -395,7 +445,7 @@ func (q *frameQueue) push(frames [][]byte, refs []PayloadRef, trade, grow, drop 
 		q.n++
 		queued++
 	}
-	if queued > 0 {
+	if queued > 0 && q.hush == 0 {
 		q.notEmpty.Broadcast()
 	}
 	return queued, dropped, bytes, selfClosed
@@ -406,11 +456,12 @@ func (q *frameQueue) push(frames [][]byte, refs []PayloadRef, trade, grow, drop 
 // buffer is at least as large as bufs[i] trades buffers with it instead
 // of copying. A payload carried by reference goes to refs[i] when refs is
 // not nil, else it is copied into the frame. It reports false once the
-// queue is closed.
-func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, refs []PayloadRef, swap bool) (int, bool) {
+// queue is closed. Without block it returns at once when the queue is
+// empty.
+func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, refs []PayloadRef, swap, block bool) (int, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.n == 0 && !q.closed {
+	for block && q.n == 0 && !q.closed {
 		q.notEmpty.Wait()
 	}
 	if q.closed {
@@ -448,6 +499,17 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, refs []Paylo
 		q.notFull.Broadcast()
 	}
 	return k, true
+}
+
+// waitReadable waits until the queue holds a frame (true) or is closed
+// (false).
+func (q *frameQueue) waitReadable() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.n == 0 && !q.closed {
+		q.notEmpty.Wait()
+	}
+	return !q.closed
 }
 
 // grow doubles the ring, its frames in order from slot 0; q.mu held.

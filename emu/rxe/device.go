@@ -36,6 +36,12 @@ func (d *Device) Poll() int { return d.r.Poll() }
 // (processed or waiting for Poll).
 func (d *Device) Received() uint64 { return d.r.Received() }
 
+// InlineFrames returns how many of the frames the device received were
+// processed in the goroutine of a PostSend, on this device or on its peer
+// at the other end of a bare link.PipeEnd (Config.NoInline), instead of
+// in the device's reading goroutine.
+func (d *Device) InlineFrames() uint64 { return d.r.inlineFrames.Load() }
+
 // SetLink changes the bound interface's link state (netdev up/down,
 // carrier) and raises IB_EVENT_PORT_ACTIVE or IB_EVENT_PORT_ERR like
 // rxe_port_up / rxe_port_down; each down counts in link_downed.

@@ -513,6 +513,10 @@ func (q *qp) checkSend(wr *emu.SendWR) (uint64, error) {
 // WRs posted; a full queue is ENOMEM. In ERR, WRs are queued and flushed
 // at once.
 func (r *device) PostSend(c *emu.QP, wrs []emu.SendWR) (int, error) {
+	return r.postInline(func() (int, error) { return r.postSend(c, wrs) })
+}
+
+func (r *device) postSend(c *emu.QP, wrs []emu.SendWR) (int, error) {
 	r.lock()
 	defer r.unlock()
 	q := qpOf(c)

@@ -107,6 +107,11 @@ type Config struct {
 	// attach. It is called with the device's lock held and must not call
 	// back into the device.
 	McastFilter func(gid emu.GID, add bool) error
+	// NoInline keeps an asynchronous device on a bare link.PipeEnd from
+	// processing its peer's frames in the goroutine that posts (inline.go):
+	// every frame then goes through the reading goroutines, as on any
+	// other link. For measurements and tests of that path.
+	NoInline bool
 }
 
 // Limits of rxe 6.12 (rxe_param.h).
@@ -190,6 +195,11 @@ type device struct {
 	// length, read without r.mu by the work loop.
 	readQPs      []*qp
 	readsPending atomic.Int32
+	// inlining is set while a goroutine runs runInline for this device
+	// (inline.go); inlineFrames counts the frames of this device that a
+	// runInline processed.
+	inlining     atomic.Bool
+	inlineFrames atomic.Uint64
 }
 
 // New creates an emulated rxe device (rdma link add rxe0 type rxe netdev

@@ -178,6 +178,11 @@ type transport struct {
 	// their payload by reference (WriteRef, payloadRef) and frames are
 	// read with ReadRef.
 	pipe *link.PipeEnd
+	// The pipe's read buffers (inline.go), procMu held.
+	pbufs   [][]byte
+	psizes  []int
+	pnoICRC []bool
+	prefs   []link.PayloadRef
 
 	poolMu sync.Mutex
 	pool   [][]byte
@@ -244,7 +249,14 @@ func (r *device) attach() {
 		return
 	}
 	t.wg.Add(1)
-	go r.readLoop()
+	if t.inlineCapable() {
+		n := max(1, l.BatchSize())
+		t.pbufs, t.psizes, t.pnoICRC, t.prefs = make([][]byte, n), make([]int, n), make([]bool, n), make([]link.PayloadRef, n)
+		pipeDevices.Store(t.pipe, r)
+		go r.pipeReadLoop()
+	} else {
+		go r.readLoop()
+	}
 	if !t.sync {
 		t.wg.Add(1)
 		go r.workLoop()
@@ -555,6 +567,9 @@ func (r *device) Close() error {
 		r.hold.timer = nil
 	}
 	r.unlock() // flushes r.txq
+	if t.inlineCapable() {
+		pipeDevices.CompareAndDelete(t.pipe, r)
+	}
 	for i := range t.tx {
 		t.tx[i].mu.Lock()
 	}
@@ -563,6 +578,13 @@ func (r *device) Close() error {
 		t.tx[i].mu.Unlock()
 	}
 	t.wg.Wait()
+	if t.inlineCapable() {
+		// A peer's runInline that read frames before the close
+		// processes them under procMu: wait for it, so that nothing
+		// runs once the device is detached.
+		t.procMu.Lock()
+		t.procMu.Unlock()
+	}
 	r.lock()
 	r.detached = true
 	r.unlock()

@@ -59,6 +59,9 @@ type Options struct {
 	// Rxe, if set, adjusts each device's configuration (Seed, Tune,
 	// Quirks ...) before it is created; i is 0 for A, 1 for B.
 	Rxe func(i int, c *rxe.Config)
+	// Wrap, if set, gives the link device i is created on, given its end
+	// of the pipe (a capture, a recorder); i is 0 for A, 1 for B.
+	Wrap func(i int, l link.Link) link.Link
 }
 
 // NewLink creates the two devices, their PDs and CQs. Close removes them.
@@ -73,6 +76,9 @@ func NewLink(o Options) (*Link, error) {
 	}
 	l := &Link{A: ends[0], B: ends[1]}
 	for i, lk := range []link.Link{ea, eb} {
+		if o.Wrap != nil {
+			lk = o.Wrap(i, lk)
+		}
 		e, peer := ends[i], ends[1-i]
 		cfg := rxe.Config{Seed: uint64(i + 1), Link: lk,
 			Neighbor: emu.ResolverFunc(func(_ context.Context, ip netip.Addr) ([6]byte, error) {
