@@ -1,0 +1,78 @@
+package link
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestTryReadRefNeverWaits: TryReadRef returns 0 and no error on an empty
+// queue, the frames in order when some are queued, and ErrClosed once the
+// end is closed.
+func TestTryReadRefNeverWaits(t *testing.T) {
+	a, b := NewPipe(nil)
+	bufs, sizes, noICRC, refs := [][]byte{make([]byte, 1600), make([]byte, 1600)}, make([]int, 2), make([]bool, 2), make([]PayloadRef, 2)
+	if n, err := b.TryReadRef(bufs, sizes, noICRC, refs); n != 0 || err != nil {
+		t.Fatalf("empty queue: %d, %v; want 0, nil", n, err)
+	}
+	f1, f2 := make([]byte, 60), make([]byte, 61)
+	if _, err := a.WriteRef([][]byte{f1, f2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.TryReadRef(bufs, sizes, noICRC, refs); n != 2 || err != nil || sizes[0] != 60 || sizes[1] != 61 {
+		t.Fatalf("read %d (sizes %v), %v; want the two frames in order", n, sizes, err)
+	}
+	if a.Peer() != b || b.Peer() != a {
+		t.Fatal("Peer does not return the other end")
+	}
+	b.Close()
+	if _, err := b.TryReadRef(bufs, sizes, noICRC, refs); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("closed end: %v; want ErrClosed", err)
+	}
+}
+
+// TestHoldWakeupsDefersTheReader: a reader waiting in WaitReadable is not
+// woken by frames written while its end's wake-ups are held, and is woken
+// by ReleaseWakeups when frames remain; when the holder read them all, the
+// reader sleeps on.
+func TestHoldWakeupsDefersTheReader(t *testing.T) {
+	a, b := NewPipe(nil)
+	woke := make(chan error, 1)
+	go func() { woke <- b.WaitReadable() }()
+	time.Sleep(50 * time.Millisecond) // the reader waits (were it late, it would find the frame and fail the test, not pass it)
+	b.HoldWakeups()
+	if _, err := a.WriteRef([][]byte{make([]byte, 60)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woke:
+		t.Fatal("the reader woke while its wake-ups were held")
+	case <-time.After(20 * time.Millisecond):
+	}
+	// The holder reads the frame itself: the release wakes nobody.
+	bufs, sizes, noICRC, refs := [][]byte{make([]byte, 1600)}, make([]int, 1), make([]bool, 1), make([]PayloadRef, 1)
+	if n, _ := b.TryReadRef(bufs, sizes, noICRC, refs); n != 1 {
+		t.Fatalf("holder read %d frames, want 1", n)
+	}
+	b.ReleaseWakeups()
+	select {
+	case <-woke:
+		t.Fatal("the reader woke with nothing queued")
+	case <-time.After(20 * time.Millisecond):
+	}
+	// A frame left when the hold ends wakes the reader.
+	b.HoldWakeups()
+	if _, err := a.WriteRef([][]byte{make([]byte, 60)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.ReleaseWakeups()
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reader was not woken for the frame left after the hold")
+	}
+}
