@@ -50,7 +50,8 @@
  *
  * No threads, no signal handlers. Each fake descriptor has a mutex so that
  * threads sharing a context get their own replies; EINTR never breaks an
- * exchange in the middle.
+ * exchange in the middle. A fork handler resets the child's counts of
+ * calls in flight.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -517,6 +518,41 @@ static void forget(int fd)
 	}
 	pthread_mutex_unlock(&table_mu);
 	close_own(sock, ev);
+}
+
+/* A fork copies the table with the calls in flight of the parent's other
+ * threads, which the child does not have: there each file's count starts
+ * at zero, and a file its program closed meanwhile is closed. table_mu is
+ * held across the fork so that the copy is whole. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&table_mu);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&table_mu);
+}
+
+static void fork_child(void)
+{
+	for (int s = 0; s < MAX_FAKE; s++) {
+		int sock = -1, ev = -1;
+		pthread_mutex_init(&fakes[s].mu, NULL);
+		if (!slot_used[s])
+			continue;
+		fakes[s].refs = 0;
+		if (fakes[s].gone) {
+			unhook(s, &sock, &ev);
+			close_own(sock, ev);
+		}
+	}
+	pthread_mutex_unlock(&table_mu);
+}
+
+__attribute__((constructor)) static void setup(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 static mode_t open_mode(int flags, va_list ap)
