@@ -63,7 +63,8 @@ type PipeConfig struct {
 	// DropWhenFull makes WritePackets drop (and count in Stats.Dropped)
 	// frames that find the peer's queue full. When false, the default,
 	// WritePackets blocks until the peer reads or either end closes:
-	// back-pressure, so a lossless test never loses a frame by accident.
+	// back-pressure, so a lossless test never loses a frame by accident
+	// (WriteRef makes the queue longer instead).
 	DropWhenFull bool
 }
 
@@ -142,7 +143,7 @@ func (p *PipeEnd) ReadPackets(bufs [][]byte, sizes []int) (int, error) {
 	if len(bufs) > len(flags) {
 		bufs = bufs[:len(flags)]
 	}
-	n, err := p.read(bufs, sizes, flags[:], false)
+	n, err := p.read(bufs, sizes, flags[:], nil, false)
 	for i := range n {
 		if flags[i] {
 			sealFrame(bufs[i][:sizes[i]])
@@ -171,17 +172,28 @@ func sealFrame(frame []byte) {
 // holding the frame, and the pipe keeps the one the caller passed. The
 // caller must not keep other references to the buffers it passes.
 func (p *PipeEnd) ReadNoICRC(bufs [][]byte, sizes []int, noICRC []bool) (int, error) {
-	return p.read(bufs, sizes, noICRC, true)
+	return p.read(bufs, sizes, noICRC, nil, true)
 }
 
-func (p *PipeEnd) read(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (int, error) {
+// ReadRef is ReadNoICRC for a reader that also takes payloads by
+// reference (WriteRef): for a frame written with a PayloadRef, refs[i]
+// holds it and the frame's bytes [refs[i].Off, refs[i].Off+len(refs[i].B))
+// in bufs[i] are not its payload (refs[i].B is); for any other frame
+// refs[i] is the zero PayloadRef. It reads at most len(refs) frames. The
+// reader must treat refs[i].B as read-only and drop it once it has copied
+// what it needs.
+func (p *PipeEnd) ReadRef(bufs [][]byte, sizes []int, noICRC []bool, refs []PayloadRef) (int, error) {
+	return p.read(bufs, sizes, noICRC[:min(len(noICRC), len(refs))], refs, true)
+}
+
+func (p *PipeEnd) read(bufs [][]byte, sizes []int, noICRC []bool, refs []PayloadRef, swap bool) (int, error) {
 	if len(bufs) == 0 || len(sizes) == 0 || len(noICRC) == 0 {
 		if p.closed.Load() {
 			return 0, &net.OpError{Op: "read", Net: "pipe", Err: net.ErrClosed}
 		}
 		return 0, nil
 	}
-	n, ok := p.rx.pop(bufs, sizes, noICRC, swap)
+	n, ok := p.rx.pop(bufs, sizes, noICRC, refs, swap)
 	if !ok {
 		return 0, &net.OpError{Op: "read", Net: "pipe", Err: net.ErrClosed}
 	}
@@ -197,7 +209,7 @@ func (p *PipeEnd) read(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (in
 // WritePackets implements Link.WritePackets. It checks every frame with
 // CheckFrame and stops at the first it refuses, returning how many it
 // wrote before it and the error.
-func (p *PipeEnd) WritePackets(bufs [][]byte) (int, error) { return p.write(bufs, false) }
+func (p *PipeEnd) WritePackets(bufs [][]byte) (int, error) { return p.write(bufs, nil, false, false) }
 
 // WriteNoICRC is WritePackets for RoCEv2 frames built without their ICRC
 // (wire.Frame.NoICRC): the pipe carries them marked, a ReadNoICRC reader
@@ -210,22 +222,62 @@ func (p *PipeEnd) WritePackets(bufs [][]byte) (int, error) { return p.write(bufs
 // bufs[i] of a frame the pipe took is then replaced by a buffer of at
 // least its capacity (of length 0), which the caller owns. The caller
 // must not keep other references to the buffers it passes.
-func (p *PipeEnd) WriteNoICRC(bufs [][]byte) (int, error) { return p.write(bufs, true) }
+func (p *PipeEnd) WriteNoICRC(bufs [][]byte) (int, error) { return p.write(bufs, nil, true, false) }
 
-func (p *PipeEnd) write(bufs [][]byte, noICRC bool) (int, error) {
+// PayloadRef is a frame's payload that the in-memory link carries by
+// reference instead of in the frame (WriteRef): the frame's bytes [Off,
+// Off+len(B)) are B's. The zero value means none.
+type PayloadRef struct {
+	// Off is where the payload starts in the frame.
+	Off int
+	// B is the payload, read-only to the pipe and its reader.
+	B []byte
+}
+
+// WriteRef is WriteNoICRC for frames whose payload may stay where it is:
+// for each refs[i] with a non-nil B, bufs[i] holds the frame's headers
+// and trailer and leaves bytes [refs[i].Off, refs[i].Off+len(refs[i].B))
+// unset, and the pipe carries refs[i].B with the frame. A ReadRef reader
+// gets the reference as it is (one copy of the payload instead of two:
+// from the sender's memory straight into the receiver's); ReadNoICRC and
+// ReadPackets copy the payload into the frame first (and ReadPackets
+// computes the ICRC over it), so a frame is never seen without its
+// payload. refs may be shorter than bufs (the rest carry none).
+//
+// The writer must keep refs[i].B unchanged until the reader is done with
+// it: an emulated HCA's send buffer, which belongs to the HCA until the
+// peer's acknowledgement of the copy completes the send. A reference that
+// does not fit its frame is refused with an error wrapping EINVAL, as a
+// frame too long is.
+//
+// Unlike WritePackets and WriteNoICRC, WriteRef never waits for the peer
+// to read: on a full queue (without DropWhenFull) it makes the queue
+// longer. Its writers are emulated devices whose reading goroutine also
+// processes what it reads and writes the answers: two of them, each
+// waiting for room in the other's queue, would wait forever. The queue
+// keeps its longest length, so a steady stream allocates nothing.
+func (p *PipeEnd) WriteRef(bufs [][]byte, refs []PayloadRef) (int, error) {
+	return p.write(bufs, refs, true, true)
+}
+
+func (p *PipeEnd) write(bufs [][]byte, refs []PayloadRef, noICRC, grow bool) (int, error) {
 	if p.closed.Load() {
 		return 0, &net.OpError{Op: "write", Net: "pipe", Err: net.ErrClosed}
 	}
 	n := 0
 	var err error
 	for i, b := range bufs {
-		if e := CheckFrame(b, p.mtu); e != nil {
+		e := CheckFrame(b, p.mtu)
+		if e == nil && i < len(refs) && refs[i].B != nil && (refs[i].Off < 0 || refs[i].Off > len(b) || len(refs[i].B) > len(b)-refs[i].Off) {
+			e = fmt.Errorf("payload of %d bytes at %d does not fit a frame of %d bytes: %w", len(refs[i].B), refs[i].Off, len(b), syscall.EINVAL)
+		}
+		if e != nil {
 			p.rejected.Add(1)
 			bufs, err = bufs[:i], &net.OpError{Op: "write", Net: "pipe", Err: e}
 			break
 		}
 	}
-	queued, dropped, bytes, selfClosed := p.tx.push(bufs, noICRC, p.drop, &p.closed)
+	queued, dropped, bytes, selfClosed := p.tx.push(bufs, refs, noICRC, grow && !p.drop, p.drop, &p.closed)
 	n = queued + dropped
 	p.txFrames.Add(uint64(queued))
 	p.txBytes.Add(uint64(bytes))
@@ -274,7 +326,8 @@ type frameQueue struct {
 	notEmpty sync.Cond
 	notFull  sync.Cond
 	slots    [][]byte
-	noICRC   []bool // slot i's frame was written without its ICRC
+	noICRC   []bool       // slot i's frame was written without its ICRC
+	refs     []PayloadRef // slot i's payload, carried by reference (WriteRef)
 	// free holds the buffers readers traded in (pop), most recent last:
 	// a writer trading its buffer (push) gets the one a reader released
 	// last, still in a cache, rather than the slot's.
@@ -285,7 +338,7 @@ type frameQueue struct {
 }
 
 func newFrameQueue(n, maxFrame int) *frameQueue {
-	q := &frameQueue{slots: make([][]byte, n), noICRC: make([]bool, n), maxFrame: maxFrame}
+	q := &frameQueue{slots: make([][]byte, n), noICRC: make([]bool, n), refs: make([]PayloadRef, n), maxFrame: maxFrame}
 	q.notEmpty.L = &q.mu
 	q.notFull.L = &q.mu
 	return q
@@ -298,11 +351,15 @@ func newFrameQueue(n, maxFrame int) *frameQueue {
 // dropped (queue full in drop mode, or the reader closed; the frames after
 // a close are all counted dropped) and their bytes, and whether it stopped
 // because the writer itself closed (writerClosed), in which case the rest
-// were neither.
-func (q *frameQueue) push(frames [][]byte, trade, drop bool, writerClosed *atomic.Bool) (queued, dropped, bytes int, selfClosed bool) {
+// were neither. refs[j], if any, is frame j's payload by reference. With
+// grow, a full queue grows instead of making the writer wait.
+func (q *frameQueue) push(frames [][]byte, refs []PayloadRef, trade, grow, drop bool, writerClosed *atomic.Bool) (queued, dropped, bytes int, selfClosed bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for j, f := range frames {
+		if grow && q.n == len(q.slots) && !q.closed {
+			q.grow()
+		}
 		for q.n == len(q.slots) && !q.closed && !drop && !writerClosed.Load() {
 			q.notEmpty.Broadcast() // let the reader drain what is queued
 			q.notFull.Wait()
@@ -332,6 +389,9 @@ func (q *frameQueue) push(frames [][]byte, trade, drop bool, writerClosed *atomi
 			q.slots[i] = append(slot[:0], f...)
 		}
 		q.noICRC[i] = trade
+		if j < len(refs) {
+			q.refs[i] = refs[j]
+		}
 		q.n++
 		queued++
 	}
@@ -344,8 +404,10 @@ func (q *frameQueue) push(frames [][]byte, trade, drop bool, writerClosed *atomi
 // pop moves up to len(bufs) frames into bufs, and their marks into
 // noICRC, blocking while the queue is empty. With swap, a slot whose
 // buffer is at least as large as bufs[i] trades buffers with it instead
-// of copying. It reports false once the queue is closed.
-func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (int, bool) {
+// of copying. A payload carried by reference goes to refs[i] when refs is
+// not nil, else it is copied into the frame. It reports false once the
+// queue is closed.
+func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, refs []PayloadRef, swap bool) (int, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for q.n == 0 && !q.closed {
@@ -355,6 +417,9 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (
 		return 0, false
 	}
 	k := min(len(bufs), len(sizes), len(noICRC), q.n)
+	if refs != nil {
+		k = min(k, len(refs))
+	}
 	for i := range k {
 		slot := q.slots[q.head]
 		if swap && cap(slot) >= cap(bufs[i]) && len(slot) <= len(bufs[i]) {
@@ -370,6 +435,12 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (
 			sizes[i] = copy(bufs[i], slot)
 		}
 		noICRC[i] = q.noICRC[q.head]
+		if ref := q.refs[q.head]; refs != nil {
+			refs[i] = ref
+		} else if ref.B != nil && ref.Off < sizes[i] {
+			copy(bufs[i][ref.Off:sizes[i]], ref.B)
+		}
+		q.refs[q.head] = PayloadRef{}
 		q.head = (q.head + 1) % len(q.slots)
 		q.n--
 	}
@@ -377,6 +448,17 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, swap bool) (
 		q.notFull.Broadcast()
 	}
 	return k, true
+}
+
+// grow doubles the ring, its frames in order from slot 0; q.mu held.
+func (q *frameQueue) grow() {
+	n := max(2*len(q.slots), 16)
+	slots, noICRC, refs := make([][]byte, n), make([]bool, n), make([]PayloadRef, n)
+	for i := range q.n {
+		k := (q.head + i) % len(q.slots)
+		slots[i], noICRC[i], refs[i] = q.slots[k], q.noICRC[k], q.refs[k]
+	}
+	q.slots, q.noICRC, q.refs, q.head = slots, noICRC, refs, 0
 }
 
 // freeChunk is how many buffers takeFree allocates at once: the queue's

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,6 +58,7 @@ type Memory struct {
 	mu      sync.RWMutex
 	regions []region // sorted by addr, non-overlapping
 	next    uint64   // next free address (page aligned)
+	frees   atomic.Uint64
 }
 
 type region struct {
@@ -109,8 +111,15 @@ func (m *Memory) Free(addr uint64) error {
 		return fmt.Errorf("dma: free %#x: not the start of a buffer: %w", addr, unix.EINVAL)
 	}
 	m.regions = append(m.regions[:i], m.regions[i+1:]...)
+	m.frees.Add(1)
 	return nil
 }
+
+// Frees returns how many buffers Free has removed so far. A caller that
+// keeps a slice from Slice to skip later look-ups may use it as long as
+// Frees is unchanged: Add never moves or removes a buffer, so only a Free
+// makes an address that Slice resolved fault.
+func (m *Memory) Frees() uint64 { return m.frees.Load() }
 
 // find returns the index of the region containing addr, or -1.
 func (m *Memory) find(addr uint64) int {

@@ -34,7 +34,10 @@ import (
 // one says all the earlier one did (the kernel's hfi1 and qib drivers
 // likewise defer and coalesce RC ACKs, rc_defered_ack). The requester
 // asked for an ACK on each message's last packet (AckReq); it receives
-// one, later, covering several. heldAckTime is far below any
+// one, later, covering several. On a bare link.PipeEnd, whose reader also
+// processes what it reads, the ACKs of one batch are merged the same way
+// but never held: writing to the in-memory link is no system call.
+// heldAckTime is far below any
 // retransmission timeout a peer uses in practice (rxe's shortest is one
 // jiffy, 4 ms at HZ=250; perftest and ibv_rc_pingpong ask for 67 ms).
 const (
@@ -71,7 +74,7 @@ func (r *device) endBatch(notified bool) {
 		return
 	}
 	h.queued = false
-	if !notified {
+	if !notified || r.tp.noHold {
 		h.held = false
 		return
 	}

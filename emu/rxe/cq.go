@@ -1,6 +1,8 @@
 package rxe
 
 import (
+	"sync/atomic"
+
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/internal/driver"
 	"golang.org/x/sys/unix"
@@ -9,9 +11,12 @@ import (
 // cq is rxe's completion queue: a bounded FIFO of completions and the armed
 // notification flags.
 type cq struct {
-	core   *emu.CQ
-	cap    int
-	wcs    []emu.WC
+	core *emu.CQ
+	cap  int
+	wcs  []emu.WC
+	// queued is len(wcs), read without r.mu: a poll of an empty CQ
+	// takes no lock (rxe_poll_cq takes only the CQ's own lock).
+	queued atomic.Int32
 	notify emu.CQNotifyFlags
 	ring   func(emu.WC) bool // a userspace CQ's ring (emu.CQInitAttr.Ring), else nil
 	gone   bool              // destroyed: a delayed completion (SetCQFault) is dropped
@@ -74,6 +79,7 @@ func (r *device) DestroyCQ(c *emu.CQ) error {
 	r.lock()
 	defer r.unlock()
 	cqOf(c).wcs = nil
+	cqOf(c).queued.Store(0)
 	cqOf(c).gone = true
 	r.numCQ.put()
 	return nil
@@ -81,11 +87,19 @@ func (r *device) DestroyCQ(c *emu.CQ) error {
 
 // PollCQ moves up to len(wc) completions out, oldest first.
 func (r *device) PollCQ(c *emu.CQ, wc []emu.WC) int {
+	q := cqOf(c)
+	if q.queued.Load() == 0 || len(wc) == 0 {
+		// Nothing to take: a completion being posted meanwhile is
+		// found by the next poll, as a CQE still being written is.
+		// A busy-polling consumer does not contend for the device's
+		// lock with the goroutines that process its frames.
+		return 0
+	}
 	r.lock()
 	defer r.unlock()
-	q := cqOf(c)
 	n := copy(wc, q.wcs)
 	q.wcs = q.wcs[:copy(q.wcs, q.wcs[n:])]
+	q.queued.Store(int32(len(q.wcs)))
 	return n
 }
 
@@ -142,6 +156,7 @@ func (r *device) postNow(q *cq, wc emu.WC, solicited bool) bool {
 			return false
 		}
 		q.wcs = append(q.wcs, wc)
+		q.queued.Store(int32(len(q.wcs)))
 	}
 	if rec := q.core.Device.Recorder(); rec != nil {
 		rec.Completion(wc.Opcode, wc.Status)

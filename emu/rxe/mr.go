@@ -39,6 +39,11 @@ type mr struct {
 	start    uint64    // memory address backing iova (user MRs)
 	writable bool      // a user MR's pages were pinned for writing (ib_umem's writable)
 	space    dma.Space // the address space of a user MR whose PD has one, else nil (the device's Memory)
+	// mem is the memory of a user MR in the device's Memory,
+	// [start, start+length), while the Memory's Frees is memFrees
+	// (memSlice); nil until first used.
+	mem      []byte
+	memFrees uint64
 	maxPages int
 	pages    []uint64 // fast-reg page addresses
 	pageSize int
@@ -113,6 +118,7 @@ func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.Acce
 		return err
 	}
 	x.access, x.state, x.iova, x.length, x.start, x.space = access, memValid, iova, length, start, space
+	x.mem = nil
 	x.writable = access.Writable()
 	return nil
 }
@@ -500,6 +506,27 @@ func (r *device) rkeyMR(q *qp, rkey uint32, access ib.AccessFlags, va, length ui
 	}
 	a, err := r.mrAddr(m, va, length)
 	return m, a, err
+}
+
+// memSlice returns the n bytes at memory address addr of user MR m in the
+// device's Memory (m.space nil; addr from mrAddr), as Memory.Slice does,
+// from the MR's memory looked up once while no buffer is freed. r.mu
+// held.
+func (r *device) memSlice(m *mr, addr uint64, n int) ([]byte, error) {
+	mem := r.dev.Memory()
+	if f := mem.Frees(); m.mem == nil || m.memFrees != f {
+		b, err := mem.Slice(m.start, int(m.length))
+		if err != nil {
+			m.mem = nil
+			return mem.Slice(addr, n)
+		}
+		m.mem, m.memFrees = b, f
+	}
+	off := addr - m.start
+	if addr < m.start || uint64(n) > uint64(len(m.mem)) || off > uint64(len(m.mem))-uint64(n) {
+		return mem.Slice(addr, n)
+	}
+	return m.mem[off : off+uint64(n) : off+uint64(n)], nil
 }
 
 // mrAddr checks va+length against an MR (mr_check_range) and returns the

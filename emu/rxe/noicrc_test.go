@@ -41,7 +41,10 @@ func (l *lockedBuffer) Bytes() []byte {
 // end through a pcap capture, where the frames become observable. Every
 // frame in the capture, A's included, has its exact ICRC (the one
 // wire.SealICRC computes), B counts no ICRC error, and the SENDs and
-// WRITEs of every size arrive intact both ways.
+// WRITEs of every size arrive intact both ways. A's larger SENDs and
+// WRITEs cross the pipe with their payload by reference
+// (link.PipeEnd.WriteRef): the capture holds them with their payload, the
+// last WRITE's packets the source's bytes.
 func TestFrameLeavingThePipeHasItsICRC(t *testing.T) {
 	var capture lockedBuffer
 	l, err := rxetest.NewLink(rxetest.Options{MTU: 4200, Rxe: func(i int, c *rxe.Config) {
@@ -102,6 +105,7 @@ func TestFrameLeavingThePipeHasItsICRC(t *testing.T) {
 	}
 	frames := testutil.ReadPcap(t, bytes.NewReader(capture.Bytes()))
 	fromA := 0
+	var lastWrite []byte // the payload of A's last RDMA WRITE, as captured
 	for i, f := range frames {
 		var p wire.Packet
 		if err := p.Decode(f); err != nil {
@@ -116,10 +120,19 @@ func TestFrameLeavingThePipeHasItsICRC(t *testing.T) {
 		}
 		if [6]byte(f[6:12]) == l.A.MAC {
 			fromA++
+			switch p.Opcode() {
+			case wire.RCRDMAWriteFirst, wire.RCRDMAWriteOnly:
+				lastWrite = append(lastWrite[:0], p.Payload()...)
+			case wire.RCRDMAWriteMiddle, wire.RCRDMAWriteLast:
+				lastWrite = append(lastWrite, p.Payload()...)
+			}
 		}
 	}
 	if fromA < 10 {
 		t.Fatalf("%d of %d captured frames came from A", fromA, len(frames))
+	}
+	if !bytes.Equal(lastWrite, a.Buf[:1<<16]) {
+		t.Errorf("the captured payload of A's last WRITE (%d bytes) is not its source's", len(lastWrite))
 	}
 	for _, e := range []*rxetest.End{l.A, l.B} {
 		st, err := e.Dev.AllocHWPortStats(1)

@@ -8,6 +8,7 @@ import (
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/internal/driver"
 	"github.com/softroce/softroce/ib"
+	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 	"golang.org/x/sys/unix"
@@ -386,7 +387,12 @@ func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCSt
 	if plen > 0 {
 		var buf []byte
 		frame, buf = r.txBuf(f, int(plen))
-		if w.inline != nil {
+		if ref := r.payloadRef(q, w, op, off, int(plen)); ref != nil && frame != nil {
+			// The payload stays in the source MR: Build leaves its place
+			// in the frame unset (it is in place) and the pipe carries it
+			// by reference.
+			r.txRef = link.PayloadRef{Off: f.PayloadOffset(), B: ref}
+		} else if w.inline != nil {
 			copy(buf, w.inline[off:])
 		} else if _, err := r.gatherAt(q, w, off, buf); err != nil {
 			r.dropTx(frame)
@@ -404,6 +410,58 @@ func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCSt
 		r.armRetransmit(q, false)
 	}
 	return emu.WCSuccess, true
+}
+
+// refMin is the smallest payload a request carries by reference: below
+// it, copying into the frame costs less than the look-ups.
+const refMin = 512
+
+// payloadRef returns the n bytes of w's payload from offset off as a
+// slice of the source MR's memory, when the packet may carry them by
+// reference (link.PipeEnd.WriteRef): the device is on a bare pipe end, the
+// packet is an RC SEND or RDMA WRITE of at least refMin bytes that lie
+// in one SGE of a user MR in the device's own memory (dma.Memory: Go
+// memory, valid as long as it is referenced). Otherwise, or if a look-up
+// fails, it returns nil and the caller gathers the bytes (gatherAt), which
+// reports the failure. The bytes are the WQE's: its buffer belongs to the
+// device until the WQE completes (the application must not change it
+// while the WR is outstanding), which on RC needs the peer's
+// acknowledgement of the packet, sent after the peer copied them; a
+// retransmission looks them up again. A UC send completes when its last
+// packet is sent, before the peer has copied anything, so UC packets carry
+// their bytes. r.mu held.
+func (r *device) payloadRef(q *qp, w *sendWQE, op emu.WROpcode, off uint64, n int) []byte {
+	if r.tp == nil || r.tp.pipe == nil || w.inline != nil || n < refMin || q.typ != qpstate.TypeRC {
+		return nil
+	}
+	switch op {
+	case emu.WRSend, emu.WRSendWithImm, emu.WRSendWithInv, emu.WRRDMAWrite, emu.WRRDMAWriteWithImm:
+	default:
+		return nil
+	}
+	for _, s := range w.wr.SGList {
+		if off >= uint64(s.Length) {
+			off -= uint64(s.Length)
+			continue
+		}
+		if uint64(s.Length)-off < uint64(n) {
+			return nil // the packet spans SGEs
+		}
+		m, err := r.lookupLKey(q, s, 0)
+		if err != nil || m.typ != emu.MRTypeUser || m.space != nil {
+			return nil
+		}
+		addr, err := r.mrAddr(m, s.Addr+off, uint64(n))
+		if err != nil {
+			return nil
+		}
+		b, err := r.memSlice(m, addr, n)
+		if err != nil {
+			return nil
+		}
+		return b
+	}
+	return nil
 }
 
 // gatherAt copies the bytes of w's SGE list from offset off into dst.

@@ -247,11 +247,29 @@ func (r *device) ucFail(q *qp, op wire.Opcode, st emu.WCStatus) {
 	q.ucDrop = !op.IsLast()
 }
 
+// payload returns p's payload: the one its frame carries, or the one the
+// in-memory link carried by reference (link.PipeEnd.ReadRef), straight
+// from the sender's memory. r.mu held.
+func (r *device) payload(p *wire.Packet) []byte {
+	pay := p.Payload()
+	if ref := r.rxRef; ref.B != nil {
+		if ref.Off == p.PayloadOffset() && len(ref.B) == len(pay) {
+			return ref.B
+		}
+		// Not where the headers put the payload (never from an rxe
+		// device): the frame as written.
+		if ref.Off < len(p.Frame()) {
+			copy(p.Frame()[ref.Off:], ref.B)
+		}
+	}
+	return pay
+}
+
 // execSend places SEND data into the receive WQE and completes it on the
 // last packet. It returns false when the packet failed (the QP is in ERR).
 func (r *device) execSend(q *qp, p *wire.Packet) bool {
 	op := p.Opcode()
-	pay := p.Payload()
+	pay := r.payload(p)
 	if q.isUD() {
 		var hdr [emu.GRHSize]byte
 		ip := p.IPHeader()
@@ -305,7 +323,7 @@ func (r *device) execSend(q *qp, p *wire.Packet) bool {
 func (r *device) execWrite(q *qp, p *wire.Packet) bool {
 	op := p.Opcode()
 	psn := p.BTH().PSN()
-	pay := p.Payload()
+	pay := r.payload(p)
 	if op.IsFirst() {
 		reth := p.RETH()
 		q.wrVA, q.wrRKey = reth.VA(), reth.RKey()
@@ -747,7 +765,7 @@ func (r *device) memIO(m *mr, addr uint64, buf []byte, write bool) error {
 		return err
 	}
 	if m.typ == emu.MRTypeUser {
-		b, err := r.dev.Memory().Slice(addr, len(buf))
+		b, err := r.memSlice(m, addr, len(buf))
 		if err != nil {
 			return err
 		}

@@ -171,15 +171,21 @@ type device struct {
 	tp       *transport
 	detached bool
 	rxNoICRC bool                 // the frame being received carries no ICRC (rxFrame)
+	rxRef    link.PayloadRef      // the payload of the frame being received, by reference (rxFrame)
 	txq      [numStreams][][]byte // frames to write, per stream (transport.go)
-	hold     ackHold              // held ACKs (ackhold.go)
-	fr       wire.Frame
-	ipID     uint16
-	scratch  []byte
-	addrs    []netip.Addr // cached netdev addresses (recv.go)
-	mac      [6]byte
-	wqeFree  []*sendWQE
-	wb       writeBehind // RDMA WRITE payload not yet in a client's memory (writebehind.go)
+	// txRefs[i] is the payload of txq[streamReq][i] by reference (on a
+	// bare link.PipeEnd, see payloadRef), and txRef the one emitIn
+	// queues with the next request.
+	txRefs  []link.PayloadRef
+	txRef   link.PayloadRef
+	hold    ackHold // held ACKs (ackhold.go)
+	fr      wire.Frame
+	ipID    uint16
+	scratch []byte
+	addrs   []netip.Addr // cached netdev addresses (recv.go)
+	mac     [6]byte
+	wqeFree []*sendWQE
+	wb      writeBehind // RDMA WRITE payload not yet in a client's memory (writebehind.go)
 	// QPs with READ replies to send (readjob.go); readsPending is its
 	// length, read without r.mu by the work loop.
 	readQPs      []*qp

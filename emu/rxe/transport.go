@@ -121,8 +121,9 @@ type Pender interface {
 // asynchronous device processes frames in the goroutine that reads them,
 // which writes the answers itself: no hand-off to another goroutine per
 // frame, and no deadlock with a peer that does the same, as there would
-// be on a link whose writes wait for the peer's reader (a link.Pipe
-// without DropWhenFull).
+// be on a link whose writes wait for the peer's reader (a link.Pipe's
+// WritePackets without DropWhenFull; a device on a bare link.PipeEnd
+// writes with WriteRef, which never waits, and processes inline too).
 type NonBlockingWriter interface {
 	NonBlockingWrites() bool
 }
@@ -148,9 +149,10 @@ type transport struct {
 	spare  []rxFrame // the inbox's other half, for Poll
 
 	// inline: the reading goroutine processes what it reads
-	// (NonBlockingWriter); rbatch is its batch.
-	inline bool
-	rbatch []rxFrame
+	// (NonBlockingWriter, or a bare link.PipeEnd); rbatch is its batch.
+	// noHold: a batch's ACKs are merged but never held (ackhold.go).
+	inline, noHold bool
+	rbatch         []rxFrame
 
 	inMu   sync.Mutex
 	inCond *sync.Cond
@@ -172,6 +174,10 @@ type transport struct {
 	// WriteNoICRC, and read with ReadNoICRC, which marks the frames
 	// whose ICRC the device need not check.
 	nl noICRCLink
+	// pipe is the link when it is a bare link.PipeEnd: requests carry
+	// their payload by reference (WriteRef, payloadRef) and frames are
+	// read with ReadRef.
+	pipe *link.PipeEnd
 
 	poolMu sync.Mutex
 	pool   [][]byte
@@ -186,8 +192,9 @@ type transport struct {
 // is written, so that batches reach the link in the order they were
 // queued.
 type txStream struct {
-	mu    sync.Mutex
-	spare [][]byte
+	mu        sync.Mutex
+	spare     [][]byte
+	spareRefs []link.PayloadRef
 }
 
 // The transmit streams. A device's requester and responder are separate
@@ -214,13 +221,22 @@ func (r *device) attach() {
 	if !r.cfg.Loopback {
 		switch nl := l.(type) {
 		case *link.PipeEnd:
-			t.nl = nl
+			t.nl, t.pipe = nl, nl
 		case icrcSealer:
 			t.nl = nl
 		}
 	}
 	if nb, ok := l.(NonBlockingWriter); ok && !t.sync {
 		t.inline = nb.NonBlockingWrites()
+	}
+	if t.pipe != nil && !t.sync {
+		// The pipe's WriteRef never waits for the peer (its queue
+		// grows), so the reading goroutine may process what it reads
+		// and write the answers itself, as on a NonBlockingWriter: no
+		// hand-off to the work loop per batch. Its ACKs are merged
+		// within a batch but not held (ackhold.go): the in-memory
+		// link's writes are not system calls.
+		t.inline, t.noHold = true, true
 	}
 	r.tp = t
 	if pl, ok := l.(Pender); ok && t.sync {
@@ -270,6 +286,10 @@ func (r *device) readLoop() {
 	defer t.wg.Done()
 	n := max(1, t.l.BatchSize())
 	bufs, sizes, noICRC := make([][]byte, n), make([]int, n), make([]bool, n)
+	var refs []link.PayloadRef
+	if t.pipe != nil {
+		refs = make([]link.PayloadRef, n)
+	}
 	for {
 		for i := range bufs {
 			if bufs[i] == nil {
@@ -278,7 +298,9 @@ func (r *device) readLoop() {
 		}
 		var k int
 		var err error
-		if t.nl != nil {
+		if t.pipe != nil {
+			k, err = t.pipe.ReadRef(bufs, sizes, noICRC, refs)
+		} else if t.nl != nil {
 			k, err = t.nl.ReadNoICRC(bufs, sizes, noICRC)
 		} else {
 			k, err = t.l.ReadPackets(bufs, sizes)
@@ -287,7 +309,11 @@ func (r *device) readLoop() {
 			t.rxRead.Add(uint64(k))
 			batch := t.rbatch[:0]
 			for i := range k {
-				batch = append(batch, rxFrame{bufs[i][:sizes[i]], t.nl != nil && noICRC[i]})
+				f := rxFrame{b: bufs[i][:sizes[i]], noICRC: t.nl != nil && noICRC[i]}
+				if refs != nil {
+					f.ref, refs[i] = refs[i], link.PayloadRef{}
+				}
+				batch = append(batch, f)
 				bufs[i] = nil
 			}
 			t.procMu.Lock()
@@ -310,7 +336,11 @@ func (r *device) readLoop() {
 		} else if k > 0 {
 			t.inMu.Lock()
 			for i := range k {
-				t.inbox = append(t.inbox, rxFrame{bufs[i][:sizes[i]], t.nl != nil && noICRC[i]})
+				f := rxFrame{b: bufs[i][:sizes[i]], noICRC: t.nl != nil && noICRC[i]}
+				if refs != nil {
+					f.ref, refs[i] = refs[i], link.PayloadRef{}
+				}
+				t.inbox = append(t.inbox, f)
 				bufs[i] = nil
 			}
 			t.rxRead.Add(uint64(k))
@@ -401,10 +431,10 @@ func (r *device) processBatch(batch []rxFrame, inline bool) bool {
 	r.lock()
 	r.hold.reading = inline
 	for _, f := range batch {
-		r.rxNoICRC = f.noICRC
+		r.rxNoICRC, r.rxRef = f.noICRC, f.ref
 		r.receive(f.b)
 	}
-	r.rxNoICRC = false
+	r.rxNoICRC, r.rxRef = false, link.PayloadRef{}
 	held := inline && len(r.deferred) > 0 && r.hold.queued
 	t := r.tp
 	t.rxDone.Add(uint64(len(batch)))
@@ -424,6 +454,7 @@ func (r *device) processBatch(batch []rxFrame, inline bool) bool {
 type rxFrame struct {
 	b      []byte
 	noICRC bool
+	ref    link.PayloadRef // the payload by reference (link.PipeEnd.ReadRef)
 }
 
 // noICRCLink is a link that carries frames without their ICRC where
@@ -544,6 +575,7 @@ func (r *device) Close() error {
 func (r *device) flushTx() {
 	t := r.tp
 	var batches [numStreams][][]byte
+	var refs []link.PayloadRef
 	for i := range r.txq {
 		if len(r.txq[i]) == 0 {
 			continue
@@ -556,6 +588,9 @@ func (r *device) flushTx() {
 		batches[i] = r.txq[i]
 		r.txq[i] = s.spare
 		s.spare = nil
+		if i == streamReq {
+			refs, r.txRefs, s.spareRefs = r.txRefs, s.spareRefs, nil
+		}
 	}
 	r.mu.Unlock()
 	var failed int
@@ -563,8 +598,16 @@ func (r *device) flushTx() {
 		if tx == nil {
 			continue
 		}
-		tx, n := r.write(tx)
+		var txRefs []link.PayloadRef
+		if i == streamReq {
+			txRefs = refs
+		}
+		tx, n := r.write(tx, txRefs)
 		failed += n
+		if i == streamReq {
+			clear(refs)
+			t.tx[i].spareRefs = refs[:0]
+		}
 		// WriteNoICRC may have traded buffers: tx holds the pipe's, as
 		// large.
 		t.put(tx)
@@ -582,8 +625,9 @@ func (r *device) flushTx() {
 // write writes tx to the link, looping back frames to the device's own
 // MAC (whose buffers go to the inbox), and returns the frames it wrote or
 // tried to, whose buffers are free again, and how many failed; the
-// stream's lock held.
-func (r *device) write(tx [][]byte) ([][]byte, int) {
+// stream's lock held. refs, when not nil, holds tx's payloads by
+// reference (only on a bare link.PipeEnd, which never loops back).
+func (r *device) write(tx [][]byte, refs []link.PayloadRef) ([][]byte, int) {
 	t := r.tp
 	var failed int
 	if r.cfg.Loopback && (r.cfg.LoopbackWhile == nil || r.cfg.LoopbackWhile()) {
@@ -594,7 +638,13 @@ func (r *device) write(tx [][]byte) ([][]byte, int) {
 		j := min(len(tx), i+bs)
 		var n int
 		var err error
-		if t.nl != nil {
+		if t.pipe != nil {
+			var rs []link.PayloadRef
+			if len(refs) == len(tx) {
+				rs = refs[i:j]
+			}
+			n, err = t.pipe.WriteRef(tx[i:j], rs)
+		} else if t.nl != nil {
 			n, err = t.nl.WriteNoICRC(tx[i:j])
 		} else {
 			n, err = t.l.WritePackets(tx[i:j])
@@ -680,6 +730,8 @@ func (r *device) dropTx(frame []byte) {
 // emitIn builds f into frame (from txBuf; nil takes a pooled buffer) and
 // queues it, like emit; r.mu held.
 func (r *device) emitIn(frame []byte, f *wire.Frame) bool {
+	ref := r.txRef
+	r.txRef = link.PayloadRef{}
 	if r.tp == nil || r.detached {
 		r.dropTx(frame)
 		return true // no transport: the packet goes nowhere (a silent peer)
@@ -696,6 +748,9 @@ func (r *device) emitIn(frame []byte, f *wire.Frame) bool {
 	}
 	if f.BTH.Opcode.IsRequest() {
 		r.txq[streamReq] = append(r.txq[streamReq], b[:n])
+		if r.tp.pipe != nil {
+			r.txRefs = append(r.txRefs, ref)
+		}
 	} else if r.queueResponse(f, b[:n]) {
 		return true
 	}
