@@ -477,7 +477,10 @@ func TestRDMACMEdgesProgram(t *testing.T) {
 // kernel (the waiting write holds the file), the wait goes on on the file
 // it holds, whose IDs live until it returns: the REJECTED event the
 // listener sends after the close is its answer, not EBADF or a wait
-// forever.
+// forever. Then rounds of rping's race at its end: a waiter asleep, an
+// event queued for an ID destroyed at once (its count taken or not), the
+// channel closed; no waiter fails (before, its second wait read the
+// closed descriptor: EBADF, or another file's).
 func TestRDMACMCloseWhileWaitingProgram(t *testing.T) {
 	needCC(t)
 	_, err := os.Stat("/usr/include/rdma/rdma_cma.h")
@@ -492,5 +495,10 @@ func TestRDMACMCloseWhileWaitingProgram(t *testing.T) {
 	out, err := runThrough(t, home, dev)(bin, ip, "19960").CombinedOutput()
 	if err != nil || !strings.HasSuffix(string(out), "done\n") {
 		t.Fatalf("rdmacm_close: %v\n%s", err, out)
+	}
+	for _, want := range []string{"ok the event is the client's REJECTED", "ok no waiter fails"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("rdmacm_close output lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -11,6 +11,12 @@
  * A's descriptor and only then rejects the request. The waiting thread
  * must get the REJECTED event.
  *
+ * Then, as rping's end races: rounds of a waiter asleep on a fresh
+ * channel, an event queued for an ID that is destroyed at once, and the
+ * channel's descriptor closed. Whether the waiter took the event or not,
+ * it must not fail: on the kernel a destroyed ID's events leave the
+ * file's list and the waiting GET_EVENT waits on.
+ *
  * Usage: rdmacm_close IPV4_ADDRESS PORT. Prints "ok NAME" per check,
  * "FAIL NAME: why" and exits 1 at the first failure; "done" at the end.
  */
@@ -75,6 +81,24 @@ static void *wait_event(void *arg)
 	__atomic_store_n(&w->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	w->ret = rdma_get_cm_event(w->ch, &w->ev);
 	w->err = errno;
+	return NULL;
+}
+
+static int round_errors, round_events;
+
+/* round_wait is a round's waiter: one rdma_get_cm_event. */
+static void *round_wait(void *arg)
+{
+	struct waiter *w = arg;
+	struct rdma_cm_event *ev;
+	__atomic_store_n(&w->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	if (rdma_get_cm_event(w->ch, &ev)) {
+		printf("round waiter: rdma_get_cm_event: %s\n", strerror(errno));
+		__atomic_add_fetch(&round_errors, 1, __ATOMIC_SEQ_CST);
+		return NULL;
+	}
+	__atomic_add_fetch(&round_events, 1, __ATOMIC_SEQ_CST);
+	rdma_ack_cm_event(ev);
 	return NULL;
 }
 
@@ -182,6 +206,34 @@ int main(int argc, char **argv)
 	check(w.ev->event == RDMA_CM_EVENT_REJECTED && w.ev->id == id && w.ev->status == 28,
 	      "the event is the client's REJECTED with status 28 (consumer defined)", rdma_event_str(w.ev->event));
 	rdma_ack_cm_event(w.ev);
+
+	/* Each round leaves a waiter asleep on its channel for good (it
+	 * holds the file, as on the kernel): few rounds. */
+	for (int r = 0; r < 20; r++) {
+		static struct waiter rw[20];
+		struct rdma_event_channel *ch = rdma_create_event_channel();
+		struct rdma_cm_id *rid;
+		check(ch && rdma_create_id(ch, &rid, NULL, RDMA_PS_TCP) == 0, "a round's channel and ID", "failed");
+		rw[r].ch = ch;
+		check(pthread_create(&th, NULL, round_wait, &rw[r]) == 0, "a round's waiter", "pthread_create");
+		pthread_detach(th);
+		for (i = 0; i < 1000; i++) {
+			pid_t tid = __atomic_load_n(&rw[r].tid, __ATOMIC_ACQUIRE);
+			if (tid && sleeping(tid))
+				break;
+			usleep(1000);
+		}
+		check(i < 1000, "the round's waiter sleeps", "it never did");
+		check(rdma_resolve_addr(rid, NULL, (struct sockaddr *)&sin, 2000) == 0, "a round's rdma_resolve_addr", "failed");
+		usleep(r % 5 * 20);
+		check(rdma_destroy_id(rid) == 0, "a round's rdma_destroy_id", "failed");
+		check(close(ch->fd) == 0, "a round's close", "failed");
+	}
+	usleep(200000);
+	errno = 0;
+	check(__atomic_load_n(&round_errors, __ATOMIC_SEQ_CST) == 0,
+	      "no waiter fails when its event goes with its ID and the channel is closed", "some failed");
+	printf("%d of 20 waiters took their event before the destroy\n", round_events);
 	printf("done\n");
 	return 0;
 }
