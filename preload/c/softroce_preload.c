@@ -22,7 +22,10 @@
  *       files it hands over arrive with SCM_RIGHTS: their numbers are stored
  *       as 32-bit values at the addresses the reply names and reported
  *       back to the daemon before write() returns;
- *   read: EINVAL (the kernel's uverbs command file has no read);
+ *   read: EINVAL (the kernel's uverbs command file has no read); on an
+ *       event file a command handed over (a completion channel, the async
+ *       event file), the end of file its daemon end's close makes is EIO,
+ *       as a read of the kernel's event queue freed by ib_uverbs_close;
  *   mmap/mmap64 of such a descriptor: the daemon sends the memfd behind the
  *       offset and it is mapped in its place;
  *   close, and dup2/dup3 onto such a descriptor: forget it, then close it
@@ -171,6 +174,19 @@ REAL(int, socket, (int, int, int))
 REAL(int, dup2, (int, int))
 REAL(int, dup3, (int, int, int))
 REAL(int, fcntl, (int, int, ...))
+
+/* The event files uverbs commands handed over (completion channels, the
+ * async event file): ev_mark[fd] is set for their numbers, and evfiles
+ * (table_mu) names each one's inode, to tell it from a later file under
+ * the same number. */
+#define MAX_EVFILES 256
+static unsigned char ev_mark[MAX_FD];
+static struct {
+	int fd;
+	dev_t dev;
+	ino_t ino;
+} evfiles[MAX_EVFILES];
+static int n_evfiles;
 
 static int fake_slot(int fd)
 {
@@ -518,6 +534,58 @@ static void forget(int fd)
 	}
 	pthread_mutex_unlock(&table_mu);
 	close_own(sock, ev);
+}
+
+/* ev_add marks fd as an event file handed over; with the table full it
+ * stays unmarked (its end reads as end of file, not EIO). */
+static void ev_add(int fd)
+{
+	struct stat st;
+	if (fd < 0 || fd >= MAX_FD || get_fstat()(fd, &st) < 0)
+		return;
+	pthread_mutex_lock(&table_mu);
+	if (n_evfiles < MAX_EVFILES) {
+		evfiles[n_evfiles].fd = fd;
+		evfiles[n_evfiles].dev = st.st_dev;
+		evfiles[n_evfiles].ino = st.st_ino;
+		n_evfiles++;
+		__atomic_store_n(&ev_mark[fd], 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&table_mu);
+}
+
+/* ev_forget drops fd's mark: the program closes it. */
+static void ev_forget(int fd)
+{
+	if (fd < 0 || fd >= MAX_FD || !__atomic_load_n(&ev_mark[fd], __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&table_mu);
+	__atomic_store_n(&ev_mark[fd], 0, __ATOMIC_RELEASE);
+	for (int i = 0; i < n_evfiles; i++) {
+		if (evfiles[i].fd == fd) {
+			evfiles[i] = evfiles[--n_evfiles];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&table_mu);
+}
+
+/* is_evfile reports whether fd is an event file handed over (the inode
+ * tells it from another file a close not wrapped left the number to). */
+static int is_evfile(int fd)
+{
+	struct stat st;
+	int ok = 0;
+	if (fd < 0 || fd >= MAX_FD || !__atomic_load_n(&ev_mark[fd], __ATOMIC_ACQUIRE))
+		return 0;
+	if (get_fstat()(fd, &st) < 0)
+		return 0;
+	pthread_mutex_lock(&table_mu);
+	for (int i = 0; i < n_evfiles; i++)
+		if (evfiles[i].fd == fd && evfiles[i].dev == st.st_dev && evfiles[i].ino == st.st_ino)
+			ok = 1;
+	pthread_mutex_unlock(&table_mu);
+	return ok;
 }
 
 /* A fork copies the table with the calls in flight of the parent's other
@@ -885,6 +953,8 @@ static ssize_t uverbs_write(int s, const void *buf, size_t n)
 			errno = -err;
 			return -1;
 		}
+		for (int i = 0; i < nfds; i++)
+			ev_add(fds[i]);
 	} else {
 		pthread_mutex_unlock(&fakes[s].mu);
 		for (int i = 0; i < nfds; i++)
@@ -918,11 +988,23 @@ ssize_t write(int fd, const void *buf, size_t n)
 
 ssize_t read(int fd, void *buf, size_t n)
 {
+	ssize_t r;
+	int ev;
 	if (fake_slot(fd) >= 0) {
 		errno = EINVAL;
 		return -1;
 	}
-	return get_read()(fd, buf, n);
+	/* Looked up before the read, which may outlast the program's close:
+	 * an event file's end of file is its daemon end gone, its context
+	 * closed (ib_uverbs_close frees the event queues, and a waiting or
+	 * later read is EIO) or the daemon dead. */
+	ev = is_evfile(fd);
+	r = get_read()(fd, buf, n);
+	if (r == 0 && n > 0 && ev) {
+		errno = EIO;
+		return -1;
+	}
+	return r;
 }
 
 static void *fake_mmap(int s, void *addr, size_t len, int prot, int flags, off_t off)
@@ -982,21 +1064,26 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 int close(int fd)
 {
 	forget(fd);
+	ev_forget(fd);
 	return get_close()(fd);
 }
 
 /* dup2 and dup3 over a fake descriptor close it: forget it first. */
 int dup2(int oldfd, int newfd)
 {
-	if (oldfd != newfd)
+	if (oldfd != newfd) {
 		forget(newfd);
+		ev_forget(newfd);
+	}
 	return get_dup2()(oldfd, newfd);
 }
 
 int dup3(int oldfd, int newfd, int flags)
 {
-	if (oldfd != newfd)
+	if (oldfd != newfd) {
 		forget(newfd);
+		ev_forget(newfd);
+	}
 	return get_dup3()(oldfd, newfd, flags);
 }
 
