@@ -469,3 +469,36 @@ func TestRDMACMEdgesProgram(t *testing.T) {
 		}
 	}
 }
+
+// TestRDMACMCloseWhileWaitingProgram: a C program on the system's librdmacm
+// (testdata/rdmacm_close.c), through softroce run, closes an event
+// channel's descriptor while another thread sleeps in rdma_get_cm_event on
+// it, as rping's main does at its end while its cm_thread waits. As on the
+// kernel (the waiting write holds the file), the wait goes on on the file
+// it holds, whose IDs live until it returns: the REJECTED event the
+// listener sends after the close is its answer, not EBADF or a wait
+// forever. Then rounds of rping's race at its end: a waiter asleep, an
+// event queued for an ID destroyed at once (its count taken or not), the
+// channel closed; no waiter fails (before, its second wait read the
+// closed descriptor: EBADF, or another file's).
+func TestRDMACMCloseWhileWaitingProgram(t *testing.T) {
+	needCC(t)
+	_, err := os.Stat("/usr/include/rdma/rdma_cma.h")
+	testenv.Require(t, err == nil, "librdmacm's headers are not installed (Debian package librdmacm-dev)")
+	home := userHome(t)
+	bin := filepath.Join(home, "rdmacm_close")
+	if out, err := exec.Command("cc", "-Wall", "-Werror", "-pthread", "-o", bin, filepath.Join("testdata", "rdmacm_close.c"), "-lrdmacm", "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("cc rdmacm_close.c: %v\n%s", err, out)
+	}
+	const dev, ip = "rxe17", "10.78.17.1"
+	serveAsUser(t, home, dev, "--ip", ip+"/24")
+	out, err := runThrough(t, home, dev)(bin, ip, "19960").CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "done\n") {
+		t.Fatalf("rdmacm_close: %v\n%s", err, out)
+	}
+	for _, want := range []string{"ok the event is the client's REJECTED", "ok no waiter fails"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("rdmacm_close output lacks %q:\n%s", want, out)
+		}
+	}
+}
