@@ -20,16 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void check(int ok, const char *name, const char *why)
-{
-	if (!ok) {
-		printf("FAIL %s: %s (errno %d %s)\n", name, why, errno, strerror(errno));
-		fflush(stdout);
-		_exit(1);
-	}
-	printf("ok %s\n", name);
-	fflush(stdout);
-}
+#include "check.h"
 
 struct waiter {
 	struct ibv_context *ctx;
