@@ -4,7 +4,6 @@ package bench
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -177,16 +175,13 @@ func runTAP(ctx context.Context, o *Options) ([]Row, error) {
 	return rows, errors.Join(err, ns.close())
 }
 
-// tapSample is one RC WRITE sample with the raw TAP rate around it.
-type tapSample struct{ rc, raw float64 }
-
 // tapMeasure takes, per round and case, one RC WRITE sample between two
 // raw TAP samples on a second pair of TAPs on the same bridge, and
 // reports the sample whose ratio to the mean of its two raw neighbours is
 // the median: on a shared machine the rates move with the load from one
 // second to the next, and only samples taken side by side compare.
 func tapMeasure(ctx context.Context, o *Options, ns *benchNS) ([]Row, error) {
-	samples := make([][]tapSample, len(writeCases))
+	samples := make([][]rateSample, len(writeCases))
 	var mallocs, frames uint64
 	var ms runtime.MemStats
 	for range o.rounds() {
@@ -244,7 +239,7 @@ func tapMeasure(ctx context.Context, o *Options, ns *benchNS) ([]Row, error) {
 				if err != nil {
 					return fail(err)
 				}
-				s := tapSample{rc: gbps(n, el), raw: (before + after) / 2}
+				s := rateSample{rc: gbps(n, el), raw: (before + after) / 2}
 				samples[i] = append(samples[i], s)
 				o.logf("tap RC WRITE mtu=%d msg=%s: %.2f Gb/s (raw %.2f before, %.2f after); frames %d requests, %d ACKs; %d retries, %d duplicates",
 					mtu.Bytes(), sizeName(c.msg), s.rc, before, after, ab, ba, r1-r0, d1-d0)
@@ -267,14 +262,6 @@ func tapMeasure(ctx context.Context, o *Options, ns *benchNS) ([]Row, error) {
 	rows = append(rows, allocRow("tap", "all TAP RC WRITE runs", ratio(float64(mallocs), float64(frames))))
 	lat, err := tapLatency(o, ns)
 	return append(rows, lat...), err
-}
-
-// medianSample returns the sample whose ratio is the median (the lower
-// middle one of an even count).
-func medianSample(s []tapSample) tapSample {
-	s = slices.Clone(s)
-	slices.SortFunc(s, func(a, b tapSample) int { return cmp.Compare(ratio(a.rc, a.raw), ratio(b.rc, b.raw)) })
-	return s[(len(s)-1)/2]
 }
 
 // rawRuns numbers rawTAP's runs.

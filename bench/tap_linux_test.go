@@ -152,14 +152,14 @@ func BenchmarkTAPWrite(b *testing.B) {
 // RC-to-raw ratio is the median, not the best RC rate over the best raw
 // one taken at other moments.
 func TestMedianSampleIsTheMiddleRatio(t *testing.T) {
-	s := []tapSample{{rc: 4, raw: 4}, {rc: 1, raw: 4}, {rc: 3, raw: 5}}
-	if got := medianSample(s); got != (tapSample{rc: 3, raw: 5}) {
+	s := []rateSample{{rc: 4, raw: 4}, {rc: 1, raw: 4}, {rc: 3, raw: 5}}
+	if got := medianSample(s); got != (rateSample{rc: 3, raw: 5}) {
 		t.Errorf("median of ratios 1, 0.25, 0.6: %+v, want the 0.6 sample", got)
 	}
-	if got := medianSample(s[:2]); got != (tapSample{rc: 1, raw: 4}) {
+	if got := medianSample(s[:2]); got != (rateSample{rc: 1, raw: 4}) {
 		t.Errorf("median of two: %+v, want the lower", got)
 	}
-	if s[1] != (tapSample{rc: 1, raw: 4}) {
+	if s[1] != (rateSample{rc: 1, raw: 4}) {
 		t.Error("medianSample reordered its argument")
 	}
 }

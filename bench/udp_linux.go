@@ -115,17 +115,24 @@ func openUDP(ns *benchNS, ip netip.Addr, gso bool) (l *udp.Link, err error) {
 	return l, err
 }
 
+// udpMeasure takes, per round and case, one RC WRITE sample between two
+// raw UDP samples and reports the sample whose ratio is the median.
 func udpMeasure(ctx context.Context, o *Options, na, nb *benchNS) ([]Row, error) {
 	ipA, ipB := netip.AddrFrom4([4]byte{10, 0, 0, 1}), netip.AddrFrom4([4]byte{10, 0, 0, 2})
-	rc := make([]float64, len(udpCases))
-	raw := make([]float64, len(udpCases))
+	samples := make([][]rateSample, len(udpCases))
 	for range o.rounds() {
 		for i, c := range udpCases {
-			r, err := rawUDP(na, nb, ipA, ipB, c.mtu.Bytes(), o.round(), c.gso)
-			if err != nil {
-				return nil, fmt.Errorf("%s mtu=%d: %w", udpBaseline(c), c.mtu.Bytes(), err)
+			rawRate := func() (float64, error) {
+				r, err := rawUDP(na, nb, ipA, ipB, c.mtu.Bytes(), o.round(), c.gso)
+				if err != nil {
+					return 0, fmt.Errorf("%s mtu=%d: %w", udpBaseline(c), c.mtu.Bytes(), err)
+				}
+				return r, nil
 			}
-			raw[i] = max(raw[i], r)
+			before, err := rawRate()
+			if err != nil {
+				return nil, err
+			}
 			la, err := openUDP(na, ipA, c.gso)
 			if err != nil {
 				return nil, err
@@ -151,12 +158,17 @@ func udpMeasure(ctx context.Context, o *Options, na, nb *benchNS) ([]Row, error)
 				p.close()
 				return nil, fmt.Errorf("%s: %w", udpRowName(c), err)
 			}
-			rc[i] = max(rc[i], gbps(n, el))
-			o.logf("udp %s: %.2f Gb/s (%s %.2f); link A %+v, link B %+v",
-				udpRowName(c), gbps(n, el), udpBaseline(c), r, la.Stats(), lb.Stats())
+			statsA, statsB := la.Stats(), lb.Stats()
 			if err := p.close(); err != nil {
 				return nil, err
 			}
+			after, err := rawRate()
+			if err != nil {
+				return nil, err
+			}
+			samples[i] = append(samples[i], rateSample{rc: gbps(n, el), raw: (before + after) / 2})
+			o.logf("udp %s: %.2f Gb/s (%s %.2f before, %.2f after); link A %+v, link B %+v",
+				udpRowName(c), gbps(n, el), udpBaseline(c), before, after, statsA, statsB)
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -164,8 +176,9 @@ func udpMeasure(ctx context.Context, o *Options, na, nb *benchNS) ([]Row, error)
 	}
 	var rows []Row
 	for i, c := range udpCases {
-		row := Row{Group: "udp", Name: udpRowName(c), Value: rc[i], Unit: "Gb/s",
-			Baseline: udpBaseline(c), BaseValue: raw[i], BaseUnit: "Gb/s", Ratio: ratio(rc[i], raw[i])}
+		m := medianSample(samples[i])
+		row := Row{Group: "udp", Name: udpRowName(c), Value: m.rc, Unit: "Gb/s",
+			Baseline: udpBaseline(c), BaseValue: m.raw, BaseUnit: "Gb/s", Ratio: ratio(m.rc, m.raw)}
 		if !c.gso {
 			row = row.atLeast(0.8)
 		}

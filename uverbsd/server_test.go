@@ -73,15 +73,18 @@ func TestMain(m *testing.M) {
 
 // fakeFile is a File whose commands are the probe's: it reverses the
 // command's data into the response address, hands over a pipe holding
-// "event", and maps a memfd holding "ring" at offset 8192.
+// "event", and maps a memfd holding "ring" at offset 8192. A command whose
+// data starts with "block" says so on held and waits for release.
 type fakeFile struct {
-	mem    uverbsd.Memory
-	closed chan struct{}
-	writes chan struct{}
-	mu     sync.Mutex
-	keep   []*os.File
-	at     []uint64 // where the passed files' numbers go
-	stored []string // per FilesStored: "ok" when each number is the one at its address
+	mem     uverbsd.Memory
+	closed  chan struct{}
+	writes  chan struct{}
+	held    chan struct{}
+	release chan struct{}
+	mu      sync.Mutex
+	keep    []*os.File
+	at      []uint64 // where the passed files' numbers go
+	stored  []string // per FilesStored: "ok" when each number is the one at its address
 }
 
 func (f *fakeFile) FilesStored(fds []uint32) {
@@ -114,6 +117,10 @@ func (f *fakeFile) Write(buf []byte) (uverbsd.Reply, error) {
 	n := binary.NativeEndian.Uint32(buf[8:])
 	if n == 0xffff {
 		return uverbsd.Reply{}, unix.ENOSPC
+	}
+	if string(buf[12:17]) == "block" {
+		f.held <- struct{}{}
+		<-f.release
 	}
 	data := slices.Clone(buf[12:24])
 	slices.Reverse(data)
@@ -180,7 +187,8 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{node: n, dir: filepath.Join(t.TempDir(), "rxe0"), files: make(chan *fakeFile, 16)}
 	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: h.dir, Logf: t.Logf,
 		Open: func(dev *emu.Device, mem uverbsd.Memory) uverbsd.File {
-			f := &fakeFile{mem: mem, closed: make(chan struct{}), writes: make(chan struct{}, 1)}
+			f := &fakeFile{mem: mem, closed: make(chan struct{}), writes: make(chan struct{}, 1),
+				held: make(chan struct{}, 1), release: make(chan struct{})}
 			h.files <- f
 			return f
 		}})
@@ -234,6 +242,63 @@ func TestThreadsSharingADescriptorGetTheirOwnReplies(t *testing.T) {
 	out, err := h.command(so, probe, "threads").CombinedOutput()
 	if err != nil {
 		t.Fatalf("probe threads: %v\n%s", err, out)
+	}
+}
+
+// TestCloseWaitsForTheCallInFlight: a thread closes the descriptor while
+// another thread's command is in flight on it. As the kernel's fdget
+// holds the file for the write, the command completes with its response
+// and the File is released (ib_uverbs_close) only after it returns.
+func TestCloseWaitsForTheCallInFlight(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t)
+	cmd := h.command(so, probe, "closewait")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	f := <-h.files
+	release := sync.OnceFunc(func() { close(f.release) })
+	defer release()
+	select {
+	case <-f.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocking command never came")
+	}
+	stdin.Write([]byte("close\n"))
+	br := bufio.NewReader(io.TeeReader(stdout, &out))
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("probe ended before the close: %v\n%s", err, out.String())
+		}
+		if line == "closed\n" {
+			break
+		}
+	}
+	select {
+	case <-f.closed:
+		t.Fatal("the File was released while a command was in flight on it")
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	io.Copy(io.Discard, br)
+	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "ok in-flight write") {
+		t.Fatalf("probe closewait: %v\n%s", err, out.String())
+	}
+	select {
+	case <-f.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the File was not released after the command returned")
 	}
 }
 

@@ -120,3 +120,20 @@ func TestTrixieRxeOpsThroughDaemon(t *testing.T) {
 	out, errOut, err := c.run(t, "/run/prog/"+filepath.Base(prog), "rxe14")
 	checkProgramOutput(t, err, out, errOut, rxeOpsChecks)
 }
+
+// TestVerbsCloseUnderWaitingThreads: testdata/verbs_close.c, through
+// "softroce run", closes descriptors under threads waiting for events. A
+// completion channel's descriptor closed while a thread waits in
+// ibv_get_cq_event: the wait goes on (the read holds the file). The
+// context's command descriptor closed: every waiter (CQ events, async
+// events, the closed channel's) wakes with EIO and a later read is EIO,
+// as ib_uverbs_close frees the context's event queues.
+func TestVerbsCloseUnderWaitingThreads(t *testing.T) {
+	home := userHome(t)
+	prog := buildVerbsProgram(t, home, "verbs_close")
+	cmd := userCommand(t, home, nil, "softroce", "run", "-d", "rxe18", "--ip", "10.78.18.1/24", "--", prog)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "done\n") {
+		t.Fatalf("verbs_close: %v\n%s", err, out)
+	}
+}

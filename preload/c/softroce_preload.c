@@ -22,12 +22,19 @@
  *       files it hands over arrive with SCM_RIGHTS: their numbers are stored
  *       as 32-bit values at the addresses the reply names and reported
  *       back to the daemon before write() returns;
- *   read: EINVAL (the kernel's uverbs command file has no read);
+ *   read: EINVAL (the kernel's uverbs command file has no read); on an
+ *       event file a command handed over (a completion channel, the async
+ *       event file), the end of file its daemon end's close makes is EIO,
+ *       as a read of the kernel's event queue freed by ib_uverbs_close;
  *   mmap/mmap64 of such a descriptor: the daemon sends the memfd behind the
  *       offset and it is mapped in its place;
  *   close, and dup2/dup3 onto such a descriptor: forget it, then close it
  *       (the daemon sees the end of the connection when the last reference
- *       goes, as ib_uverbs_close);
+ *       goes, as ib_uverbs_close). As the kernel's fdget, a call in flight
+ *       holds the file: it works on the library's own descriptors of the
+ *       connection and of the eventfd, which the last call out closes
+ *       after the program's close (a GET_EVENT waiting when another thread
+ *       closes the channel waits on, and takes an event that still comes);
  *   /dev/infiniband/rdma_cm: the daemon passes an eventfd with the OPEN
  *       reply, and that is the descriptor open() returns (poll-readable
  *       while events are queued, as the kernel's ucma file); the
@@ -46,7 +53,8 @@
  *
  * No threads, no signal handlers. Each fake descriptor has a mutex so that
  * threads sharing a context get their own replies; EINTR never breaks an
- * exchange in the middle.
+ * exchange in the middle. A fork handler resets the child's counts of
+ * calls in flight.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -101,9 +109,12 @@ struct frame_hdr {
 struct fake {
 	pthread_mutex_t mu;
 	dev_t rdev;
-	int sock;       /* the connection to the daemon (the fd itself for uverbs) */
-	int cm;         /* an rdma_cm file: the fd is its eventfd */
+	int sock;       /* the connection to the daemon: the library's own descriptor */
+	int ev;         /* rdma_cm: the library's own descriptor of the eventfd, else -1 */
+	int cm;         /* an rdma_cm file: the program's fd is its eventfd */
 	uint32_t token; /* rdma_cm: the daemon's name of the file (MIGRATE_ID) */
+	int refs;       /* calls in flight on the file (table_mu) */
+	int gone;       /* the program closed its fd: the last call out releases */
 };
 
 /* rdma_user_cm.h: the commands the library looks at, and the daemon's
@@ -163,6 +174,19 @@ REAL(int, socket, (int, int, int))
 REAL(int, dup2, (int, int))
 REAL(int, dup3, (int, int, int))
 REAL(int, fcntl, (int, int, ...))
+
+/* The event files uverbs commands handed over (completion channels, the
+ * async event file): ev_mark[fd] is set for their numbers, and evfiles
+ * (table_mu) names each one's inode, to tell it from a later file under
+ * the same number. */
+#define MAX_EVFILES 256
+static unsigned char ev_mark[MAX_FD];
+static struct {
+	int fd;
+	dev_t dev;
+	ino_t ino;
+} evfiles[MAX_EVFILES];
+static int n_evfiles;
 
 static int fake_slot(int fd)
 {
@@ -337,7 +361,7 @@ static int fake_open(const char *name, int flags)
 	struct frame_hdr h, rh;
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
-	int fd, s, err, nfds, fds[MAX_FDS], user;
+	int fd, s = 0, err, nfds, fds[MAX_FDS], user, own = -1, ev = -1;
 	uint32_t token = 0;
 	dev_t rdev;
 	char rbuf[16];
@@ -399,47 +423,204 @@ static int fake_open(const char *name, int flags)
 	}
 	for (int i = 0; i < nfds; i++)
 		get_close()(fds[i]);
+	/* The library's own descriptors of the file, which the calls in
+	 * flight use: the program's close() does not end them. */
+	if (err == 0 && user != fd) {
+		own = fd;
+		ev = get_fcntl()(user, F_DUPFD_CLOEXEC, 0);
+		if (ev < 0)
+			err = -errno;
+	} else if (err == 0) {
+		own = get_fcntl()(fd, F_DUPFD_CLOEXEC, 0);
+		if (own < 0)
+			err = -errno;
+	}
+	if (err == 0) {
+		pthread_mutex_lock(&table_mu);
+		for (s = 0; s < MAX_FAKE && slot_used[s]; s++)
+			;
+		if (s == MAX_FAKE) {
+			pthread_mutex_unlock(&table_mu);
+			err = -EMFILE;
+		}
+	}
 	if (err < 0) {
+		if (ev >= 0)
+			get_close()(ev);
+		if (own >= 0 && own != fd)
+			get_close()(own);
 		if (user != fd)
 			get_close()(user);
 		get_close()(fd);
 		errno = -err;
 		return -1;
 	}
-	pthread_mutex_lock(&table_mu);
-	for (s = 0; s < MAX_FAKE && slot_used[s]; s++)
-		;
-	if (s == MAX_FAKE) {
-		pthread_mutex_unlock(&table_mu);
-		if (user != fd)
-			get_close()(user);
-		get_close()(fd);
-		errno = EMFILE;
-		return -1;
-	}
 	slot_used[s] = 1;
 	fakes[s].rdev = rdev;
-	fakes[s].sock = fd;
+	fakes[s].sock = own;
+	fakes[s].ev = ev;
 	fakes[s].cm = user != fd;
 	fakes[s].token = token;
+	fakes[s].refs = 0;
+	fakes[s].gone = 0;
 	__atomic_store_n(&slot_of[user], (unsigned char)(s + 1), __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&table_mu);
 	return user;
 }
 
-static void forget(int fd)
+/* hold takes a reference on fd's file for a call in flight: the slot's
+ * descriptors stay open and the slot unused by others until release. As
+ * the kernel's fdget, a call that found the file keeps it whatever another
+ * thread closes meanwhile. Returns the slot or -1 (not a fake). */
+static int hold(int fd)
 {
-	int s = fake_slot(fd), sock = -1;
-	if (s < 0)
-		return;
+	int s;
+	if (fake_slot(fd) < 0)
+		return -1;
 	pthread_mutex_lock(&table_mu);
-	__atomic_store_n(&slot_of[fd], 0, __ATOMIC_RELEASE);
-	if (fakes[s].cm)
-		sock = fakes[s].sock;
-	slot_used[s] = 0;
+	s = fake_slot(fd);
+	if (s >= 0)
+		fakes[s].refs++;
 	pthread_mutex_unlock(&table_mu);
+	return s;
+}
+
+/* unhook frees slot s (table_mu held) and hands back its descriptors. */
+static void unhook(int s, int *sock, int *ev)
+{
+	*sock = fakes[s].sock;
+	*ev = fakes[s].ev;
+	fakes[s].sock = fakes[s].ev = -1;
+	slot_used[s] = 0;
+}
+
+static void close_own(int sock, int ev)
+{
+	int e = errno;
 	if (sock >= 0)
 		get_close()(sock);
+	if (ev >= 0)
+		get_close()(ev);
+	errno = e;
+}
+
+/* release ends a call in flight; the last one out after the program's
+ * close closes the file (the daemon sees the release then, as
+ * ucma_close and ib_uverbs_close run after the last fdput). */
+static void release(int s)
+{
+	int sock = -1, ev = -1;
+	pthread_mutex_lock(&table_mu);
+	if (--fakes[s].refs == 0 && fakes[s].gone)
+		unhook(s, &sock, &ev);
+	pthread_mutex_unlock(&table_mu);
+	close_own(sock, ev);
+}
+
+/* forget is the program's close of fd: the file goes now, or when the
+ * last call in flight on it returns. */
+static void forget(int fd)
+{
+	int s, sock = -1, ev = -1;
+	if (fake_slot(fd) < 0)
+		return;
+	pthread_mutex_lock(&table_mu);
+	s = fake_slot(fd);
+	if (s >= 0) {
+		__atomic_store_n(&slot_of[fd], 0, __ATOMIC_RELEASE);
+		fakes[s].gone = 1;
+		if (fakes[s].refs == 0)
+			unhook(s, &sock, &ev);
+	}
+	pthread_mutex_unlock(&table_mu);
+	close_own(sock, ev);
+}
+
+/* ev_add marks fd as an event file handed over; with the table full it
+ * stays unmarked (its end reads as end of file, not EIO). */
+static void ev_add(int fd)
+{
+	struct stat st;
+	if (fd < 0 || fd >= MAX_FD || get_fstat()(fd, &st) < 0)
+		return;
+	pthread_mutex_lock(&table_mu);
+	if (n_evfiles < MAX_EVFILES) {
+		evfiles[n_evfiles].fd = fd;
+		evfiles[n_evfiles].dev = st.st_dev;
+		evfiles[n_evfiles].ino = st.st_ino;
+		n_evfiles++;
+		__atomic_store_n(&ev_mark[fd], 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&table_mu);
+}
+
+/* ev_forget drops fd's mark: the program closes it. */
+static void ev_forget(int fd)
+{
+	if (fd < 0 || fd >= MAX_FD || !__atomic_load_n(&ev_mark[fd], __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&table_mu);
+	__atomic_store_n(&ev_mark[fd], 0, __ATOMIC_RELEASE);
+	for (int i = 0; i < n_evfiles; i++) {
+		if (evfiles[i].fd == fd) {
+			evfiles[i] = evfiles[--n_evfiles];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&table_mu);
+}
+
+/* is_evfile reports whether fd is an event file handed over (the inode
+ * tells it from another file a close not wrapped left the number to). */
+static int is_evfile(int fd)
+{
+	struct stat st;
+	int ok = 0;
+	if (fd < 0 || fd >= MAX_FD || !__atomic_load_n(&ev_mark[fd], __ATOMIC_ACQUIRE))
+		return 0;
+	if (get_fstat()(fd, &st) < 0)
+		return 0;
+	pthread_mutex_lock(&table_mu);
+	for (int i = 0; i < n_evfiles; i++)
+		if (evfiles[i].fd == fd && evfiles[i].dev == st.st_dev && evfiles[i].ino == st.st_ino)
+			ok = 1;
+	pthread_mutex_unlock(&table_mu);
+	return ok;
+}
+
+/* A fork copies the table with the calls in flight of the parent's other
+ * threads, which the child does not have: there each file's count starts
+ * at zero, and a file its program closed meanwhile is closed. table_mu is
+ * held across the fork so that the copy is whole. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&table_mu);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&table_mu);
+}
+
+static void fork_child(void)
+{
+	for (int s = 0; s < MAX_FAKE; s++) {
+		int sock = -1, ev = -1;
+		pthread_mutex_init(&fakes[s].mu, NULL);
+		if (!slot_used[s])
+			continue;
+		fakes[s].refs = 0;
+		if (fakes[s].gone) {
+			unhook(s, &sock, &ev);
+			close_own(sock, ev);
+		}
+	}
+	pthread_mutex_unlock(&table_mu);
+}
+
+__attribute__((constructor)) static void setup(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 static mode_t open_mode(int flags, va_list ap)
@@ -661,9 +842,10 @@ int ioctl(int fd, unsigned long req, ...)
 	return get_ioctl()(fd, req, arg);
 }
 
-/* cm_write is write() on an rdma_cm descriptor: GET_EVENT waits on the
- * eventfd first, MIGRATE_ID names the other file as the daemon knows it. */
-static ssize_t cm_write(int fd, int s, const void *buf, size_t n)
+/* cm_write is write() on an rdma_cm descriptor, slot s held: GET_EVENT
+ * waits on the eventfd first, MIGRATE_ID names the other file as the
+ * daemon knows it. */
+static ssize_t cm_write(int s, const void *buf, size_t n)
 {
 	struct frame_hdr h, rh;
 	uint64_t at[MAX_FDS];
@@ -694,15 +876,14 @@ static ssize_t cm_write(int fd, int s, const void *buf, size_t n)
 	h.aux = 0;
 	for (;;) {
 		if (cmd == UCM_CMD_GET_EVENT) {
+			/* The library's own descriptor of the eventfd (it
+			 * shares the program's O_NONBLOCK): a close by
+			 * another thread leaves this wait as the kernel's
+			 * GET_EVENT, on the file it holds. */
 			uint64_t one;
-			ssize_t r = get_read()(fd, &one, sizeof(one));
+			ssize_t r = get_read()(fakes[s].ev, &one, sizeof(one));
 			if (r < 0)
 				return -1; /* EAGAIN when O_NONBLOCK, EINTR */
-			/* Closed by another thread meanwhile: the kernel's
-			 * GET_EVENT keeps waiting on the file it holds, for
-			 * an event that no longer comes. */
-			while (fake_slot(fd) != s)
-				pause();
 		}
 		pthread_mutex_lock(&fakes[s].mu);
 		err = xfer(fakes[s].sock, &h, buf, at, sizeof(at), &rh, fds, &nfds);
@@ -726,20 +907,13 @@ static ssize_t cm_write(int fd, int s, const void *buf, size_t n)
 	return rh.ret;
 }
 
-ssize_t write(int fd, const void *buf, size_t n)
+/* uverbs_write is write() on a uverbs descriptor, slot s held. */
+static ssize_t uverbs_write(int s, const void *buf, size_t n)
 {
 	struct frame_hdr h, rh;
 	uint64_t at[MAX_FDS];
-	int s = fake_slot(fd), err, nfds = 0, fds[MAX_FDS];
+	int fd = fakes[s].sock, err, nfds = 0, fds[MAX_FDS];
 
-	if (s < 0)
-		return get_write()(fd, buf, n);
-	if (n > MAX_PAYLOAD) {
-		errno = EINVAL;
-		return -1;
-	}
-	if (fakes[s].cm)
-		return cm_write(fd, s, buf, n);
 	h.op = OP_WRITE;
 	h.len = n;
 	h.ret = 0;
@@ -779,6 +953,8 @@ ssize_t write(int fd, const void *buf, size_t n)
 			errno = -err;
 			return -1;
 		}
+		for (int i = 0; i < nfds; i++)
+			ev_add(fds[i]);
 	} else {
 		pthread_mutex_unlock(&fakes[s].mu);
 		for (int i = 0; i < nfds; i++)
@@ -791,13 +967,44 @@ ssize_t write(int fd, const void *buf, size_t n)
 	return rh.ret;
 }
 
+ssize_t write(int fd, const void *buf, size_t n)
+{
+	int s = hold(fd);
+	ssize_t r;
+
+	if (s < 0)
+		return get_write()(fd, buf, n);
+	if (n > MAX_PAYLOAD) {
+		errno = EINVAL;
+		r = -1;
+	} else if (fakes[s].cm) {
+		r = cm_write(s, buf, n);
+	} else {
+		r = uverbs_write(s, buf, n);
+	}
+	release(s);
+	return r;
+}
+
 ssize_t read(int fd, void *buf, size_t n)
 {
+	ssize_t r;
+	int ev;
 	if (fake_slot(fd) >= 0) {
 		errno = EINVAL;
 		return -1;
 	}
-	return get_read()(fd, buf, n);
+	/* Looked up before the read, which may outlast the program's close:
+	 * an event file's end of file is its daemon end gone, its context
+	 * closed (ib_uverbs_close frees the event queues, and a waiting or
+	 * later read is EIO) or the daemon dead. */
+	ev = is_evfile(fd);
+	r = get_read()(fd, buf, n);
+	if (r == 0 && n > 0 && ev) {
+		errno = EIO;
+		return -1;
+	}
+	return r;
 }
 
 static void *fake_mmap(int s, void *addr, size_t len, int prot, int flags, off_t off)
@@ -834,38 +1041,49 @@ static void *fake_mmap(int s, void *addr, size_t len, int prot, int flags, off_t
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-	int s = fake_slot(fd);
-	if (s >= 0 && !(flags & MAP_ANONYMOUS))
-		return fake_mmap(s, addr, len, prot, flags, off);
-	return get_mmap()(addr, len, prot, flags, fd, off);
+	int s = flags & MAP_ANONYMOUS ? -1 : hold(fd);
+	void *p;
+	if (s < 0)
+		return get_mmap()(addr, len, prot, flags, fd, off);
+	p = fake_mmap(s, addr, len, prot, flags, off);
+	release(s);
+	return p;
 }
 
 void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 {
-	int s = fake_slot(fd);
-	if (s >= 0 && !(flags & MAP_ANONYMOUS))
-		return fake_mmap(s, addr, len, prot, flags, (off_t)off);
-	return get_mmap64()(addr, len, prot, flags, fd, off);
+	int s = flags & MAP_ANONYMOUS ? -1 : hold(fd);
+	void *p;
+	if (s < 0)
+		return get_mmap64()(addr, len, prot, flags, fd, off);
+	p = fake_mmap(s, addr, len, prot, flags, (off_t)off);
+	release(s);
+	return p;
 }
 
 int close(int fd)
 {
 	forget(fd);
+	ev_forget(fd);
 	return get_close()(fd);
 }
 
 /* dup2 and dup3 over a fake descriptor close it: forget it first. */
 int dup2(int oldfd, int newfd)
 {
-	if (oldfd != newfd)
+	if (oldfd != newfd) {
 		forget(newfd);
+		ev_forget(newfd);
+	}
 	return get_dup2()(oldfd, newfd);
 }
 
 int dup3(int oldfd, int newfd, int flags)
 {
-	if (oldfd != newfd)
+	if (oldfd != newfd) {
 		forget(newfd);
+		ev_forget(newfd);
+	}
 	return get_dup3()(oldfd, newfd, flags);
 }
 

@@ -2,7 +2,9 @@
  * librxe do, against a daemon whose File is the test's fake. Each check
  * prints "ok NAME" or "FAIL NAME: why"; the exit status is the number of
  * failures. With the argument "hang" it opens the device, sends one
- * command and waits to be killed. */
+ * command and waits to be killed; with "closewait" it closes the
+ * descriptor (once a line comes on stdin) while another thread's command
+ * is in flight. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -62,6 +64,23 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* inflight writes a command the fake File holds until the test lets it
+ * go, while main closes the descriptor. */
+static void *inflight(void *arg)
+{
+	char resp[32] = {0};
+	struct cmd c;
+	ssize_t n;
+	(void)arg;
+	c.resp = (uintptr_t)resp;
+	c.len = 12;
+	memcpy(c.data, "block write!", 12);
+	n = write(shared_fd, &c, sizeof(c));
+	CHECK("in-flight write", n == (ssize_t)sizeof(c) && memcmp(resp, "!etirw kcolb", 12) == 0,
+	      "n %zd errno %d response %.12s", n, errno, resp);
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	struct stat st;
@@ -83,6 +102,20 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		pause();
 		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "closewait") == 0) {
+		/* The test writes a line once the command is in flight. */
+		pthread_t th;
+		char line[16];
+		shared_fd = fd;
+		pthread_create(&th, NULL, inflight, NULL);
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+		CHECK("close while in flight", close(fd) == 0, "errno %d", errno);
+		printf("closed\n");
+		fflush(stdout);
+		pthread_join(th, NULL);
+		return fails;
 	}
 	if (argc > 1 && strcmp(argv[1], "threads") == 0) {
 		pthread_t th[4];

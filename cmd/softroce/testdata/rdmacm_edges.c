@@ -18,25 +18,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 
-static void check(int ok, const char *name, const char *why)
-{
-	if (!ok) {
-		printf("FAIL %s: %s (errno %d %s)\n", name, why, errno, strerror(errno));
-		exit(1);
-	}
-	printf("ok %s\n", name);
-	fflush(stdout);
-}
-
-static struct sockaddr_in addr_of(const char *ip, int port)
-{
-	struct sockaddr_in sin;
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons(port);
-	inet_pton(AF_INET, ip, &sin.sin_addr);
-	return sin;
-}
+#include "check.h"
 
 /* next waits for the next event on ch and checks its type. */
 static struct rdma_cm_event *next(struct rdma_event_channel *ch, enum rdma_cm_event_type want, const char *name)
