@@ -40,7 +40,7 @@ func TestHoldWakeupsDefersTheReader(t *testing.T) {
 	a, b := NewPipe(nil)
 	woke := make(chan error, 1)
 	go func() { woke <- b.WaitReadable() }()
-	time.Sleep(50 * time.Millisecond) // the reader waits (were it late, it would find the frame and fail the test, not pass it)
+	time.Sleep(50 * time.Millisecond) // most likely the reader waits already; one that comes later waits too while the hold is in force
 	b.HoldWakeups()
 	if _, err := a.WriteRef([][]byte{make([]byte, 60)}, nil); err != nil {
 		t.Fatal(err)
@@ -74,5 +74,32 @@ func TestHoldWakeupsDefersTheReader(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the reader was not woken for the frame left after the hold")
+	}
+}
+
+// TestWaitReadableWaitsOutAHold: a reader that comes to WaitReadable
+// while a hold is in force and a frame is queued waits for the release,
+// as one that was already waiting does.
+func TestWaitReadableWaitsOutAHold(t *testing.T) {
+	a, b := NewPipe(nil)
+	b.HoldWakeups()
+	if _, err := a.WriteRef([][]byte{make([]byte, 60)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan error, 1)
+	go func() { woke <- b.WaitReadable() }()
+	select {
+	case <-woke:
+		t.Fatal("a late reader returned while the hold was in force")
+	case <-time.After(20 * time.Millisecond):
+	}
+	b.ReleaseWakeups()
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the release did not wake the reader")
 	}
 }

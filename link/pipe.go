@@ -194,8 +194,9 @@ func (p *PipeEnd) TryReadRef(bufs [][]byte, sizes []int, noICRC []bool, refs []P
 	return p.readMode(bufs, sizes, noICRC[:min(len(noICRC), len(refs))], refs, true, false)
 }
 
-// WaitReadable waits until a frame is queued for this end, without
-// reading it, or the end closes (an error wrapping net.ErrClosed). With
+// WaitReadable waits until a frame is queued for this end and no
+// HoldWakeups is in force, without reading it, or the end closes (an
+// error wrapping net.ErrClosed). With
 // TryReadRef it lets a reader take a lock between the wait and the read,
 // so that whoever holds the lock reads and processes the frames in order.
 func (p *PipeEnd) WaitReadable() error {
@@ -506,7 +507,7 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, refs []Paylo
 func (q *frameQueue) waitReadable() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.n == 0 && !q.closed {
+	for (q.n == 0 || q.hush > 0) && !q.closed {
 		q.notEmpty.Wait()
 	}
 	return !q.closed
