@@ -87,31 +87,7 @@ static void *round_wait(void *arg)
  * call (the preload waits in read, the kernel's GET_EVENT in write). */
 static int sleeping(pid_t tid)
 {
-	char path[64], buf[512];
-	FILE *f;
-	long nr;
-	char state = 0;
-	const char *p;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (!fgets(buf, sizeof(buf), f))
-		buf[0] = 0;
-	fclose(f);
-	p = strrchr(buf, ')');
-	if (p && p[1] == ' ')
-		state = p[2];
-	if (state != 'S')
-		return 0;
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (fscanf(f, "%ld", &nr) != 1)
-		nr = -1;
-	fclose(f);
+	long nr = sleeping_in(tid);
 	return nr == SYS_read || nr == SYS_write;
 }
 

@@ -50,29 +50,7 @@ static void *wait_event(void *arg)
 /* sleeping reports whether thread tid sleeps in a read system call. */
 static int sleeping(pid_t tid)
 {
-	char path[64], buf[512];
-	FILE *f;
-	long nr = -1;
-	char state = 0;
-	const char *p;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	if (!(f = fopen(path, "r")))
-		return 0;
-	if (!fgets(buf, sizeof(buf), f))
-		buf[0] = 0;
-	fclose(f);
-	p = strrchr(buf, ')');
-	if (p && p[1] == ' ')
-		state = p[2];
-	if (state != 'S')
-		return 0;
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
-	if (!(f = fopen(path, "r")))
-		return 0;
-	if (fscanf(f, "%ld", &nr) != 1)
-		nr = -1;
-	fclose(f);
+	long nr = sleeping_in(tid);
 	return nr == SYS_read;
 }
 
