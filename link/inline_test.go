@@ -67,14 +67,7 @@ func TestHoldWakeupsDefersTheReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.ReleaseWakeups()
-	select {
-	case err := <-woke:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the reader was not woken for the frame left after the hold")
-	}
+	wantWoken(t, woke, "the reader was not woken for the frame left after the hold")
 }
 
 // TestWaitReadableWaitsOutAHold: a reader that comes to WaitReadable
@@ -94,12 +87,18 @@ func TestWaitReadableWaitsOutAHold(t *testing.T) {
 	case <-time.After(20 * time.Millisecond):
 	}
 	b.ReleaseWakeups()
+	wantWoken(t, woke, "the release did not wake the reader")
+}
+
+// wantWoken fails the test unless woke delivers a nil error within 5 s.
+func wantWoken(t *testing.T, woke <-chan error, why string) {
+	t.Helper()
 	select {
 	case err := <-woke:
 		if err != nil {
 			t.Fatal(err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("the release did not wake the reader")
+		t.Fatal(why)
 	}
 }

@@ -166,10 +166,7 @@ func (r *device) pipeReadLoop() {
 			}
 		}
 		if err != nil {
-			t.inMu.Lock()
-			t.closed = true
-			t.inCond.Broadcast()
-			t.inMu.Unlock()
+			t.readerDone()
 			return
 		}
 	}

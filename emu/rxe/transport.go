@@ -360,10 +360,7 @@ func (r *device) readLoop() {
 			t.inMu.Unlock()
 		}
 		if err != nil {
-			t.inMu.Lock()
-			t.closed = true
-			t.inCond.Broadcast()
-			t.inMu.Unlock()
+			t.readerDone()
 			return
 		}
 	}
@@ -794,4 +791,13 @@ func (r *device) newFrame(p *path, sport uint16) *wire.Frame {
 	f.SrcPort = sport
 	f.BTH.PKey = emu.DefaultPKey
 	return f
+}
+
+// readerDone marks the link's reading goroutine ended (the link closed or
+// failed) and wakes whoever waits for its frames.
+func (t *transport) readerDone() {
+	t.inMu.Lock()
+	t.closed = true
+	t.inCond.Broadcast()
+	t.inMu.Unlock()
 }
