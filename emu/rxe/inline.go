@@ -119,15 +119,14 @@ func (r *device) drainInline() int {
 func (r *device) readPipeLocked() (int, bool, error) {
 	t := r.tp
 	bufs, sizes, noICRC, refs := t.pbufs, t.psizes, t.pnoICRC, t.prefs
-	for i := range bufs {
-		if bufs[i] == nil {
-			bufs[i] = t.get()
-		}
-	}
+	// Only the buffers the last read took need replacing.
+	t.fill(bufs[:t.pempty])
+	t.pempty = 0
 	k, err := t.pipe.TryReadRef(bufs, sizes, noICRC, refs)
 	if k == 0 {
 		return 0, false, err
 	}
+	t.pempty = k
 	t.rxRead.Add(uint64(k))
 	batch := t.rbatch[:0]
 	for i := range k {

@@ -178,8 +178,10 @@ type transport struct {
 	// their payload by reference (WriteRef, payloadRef) and frames are
 	// read with ReadRef.
 	pipe *link.PipeEnd
-	// The pipe's read buffers (inline.go), procMu held.
+	// The pipe's read buffers (inline.go), procMu held; pbufs[:pempty]
+	// are nil (taken by the last read).
 	pbufs   [][]byte
+	pempty  int
 	psizes  []int
 	pnoICRC []bool
 	prefs   []link.PayloadRef
@@ -252,6 +254,7 @@ func (r *device) attach() {
 	if t.inlineCapable() {
 		n := max(1, l.BatchSize())
 		t.pbufs, t.psizes, t.pnoICRC, t.prefs = make([][]byte, n), make([]int, n), make([]bool, n), make([]link.PayloadRef, n)
+		t.pempty = n
 		pipeDevices.Store(t.pipe, r)
 		go r.pipeReadLoop()
 	} else {
@@ -284,6 +287,30 @@ func (t *transport) get() []byte {
 		t.pool = append(t.pool, arr[i*n:(i+1)*n:(i+1)*n])
 	}
 	return arr[:n:n]
+}
+
+// fill sets every element of bs to a frame buffer from the pool, under
+// one lock.
+func (t *transport) fill(bs [][]byte) {
+	if len(bs) == 0 {
+		return
+	}
+	t.poolMu.Lock()
+	for i := range bs {
+		n := len(t.pool)
+		if n == 0 {
+			break
+		}
+		bs[i] = t.pool[n-1][:cap(t.pool[n-1])]
+		t.pool[n-1] = nil
+		t.pool = t.pool[:n-1]
+	}
+	t.poolMu.Unlock()
+	for i := range bs {
+		if bs[i] == nil {
+			bs[i] = t.get()
+		}
+	}
 }
 
 func (t *transport) put(bs [][]byte) {
