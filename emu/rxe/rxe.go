@@ -159,6 +159,7 @@ type device struct {
 	numCQ      counter
 	numSRQ     counter
 	qps        map[uint32]*qp                 // by QPN
+	lastQP     *qp                            // the QP qpByNum found last (recv.go); nil after any QP is destroyed
 	cqFault    func(*emu.CQ, *emu.WC) CQFault // SetCQFault; nil: none
 	mrs        map[uint32]*mr                 // by index
 	mws        map[uint32]*mw                 // by index
@@ -187,6 +188,7 @@ type device struct {
 	fr      wire.Frame
 	ipID    uint16
 	scratch []byte
+	txFree  [][]byte     // frame buffers at hand for the frames to send (txGet)
 	addrs   []netip.Addr // cached netdev addresses (recv.go)
 	mac     [6]byte
 	wqeFree []*sendWQE

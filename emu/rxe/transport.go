@@ -754,11 +754,11 @@ func (r *device) emit(f *wire.Frame) bool { return r.emitIn(nil, f) }
 // not fit, frame is nil and pay is the device's scratch space. r.mu held.
 func (r *device) txBuf(f *wire.Frame, plen int) (frame, pay []byte) {
 	if r.tp != nil && !r.detached {
-		b := r.tp.get()
+		b := r.txGet()
 		if off := f.PayloadOffset(); off > 0 && off+plen+wire.ICRCSize+3 <= len(b) {
 			return b, b[off : off+plen]
 		}
-		r.tp.put([][]byte{b})
+		r.txFree = append(r.txFree, b)
 	}
 	if cap(r.scratch) < plen {
 		r.scratch = make([]byte, plen)
@@ -769,8 +769,30 @@ func (r *device) txBuf(f *wire.Frame, plen int) (frame, pay []byte) {
 // dropTx returns a buffer from txBuf unused; r.mu held.
 func (r *device) dropTx(frame []byte) {
 	if frame != nil {
-		r.tp.put([][]byte{frame})
+		r.txFree = append(r.txFree, frame[:cap(frame)])
 	}
+}
+
+// txChunk is how many frame buffers txGet takes from the pool at once.
+const txChunk = 8
+
+// txGet returns a frame buffer for a frame to send; r.mu held. It keeps a
+// few from the transport's pool at hand, so that building a message's
+// packets takes the pool's lock once every txChunk packets, not per
+// packet.
+func (r *device) txGet() []byte {
+	if len(r.txFree) == 0 {
+		if cap(r.txFree) < txChunk {
+			r.txFree = make([][]byte, 0, 2*txChunk)
+		}
+		r.txFree = r.txFree[:txChunk]
+		r.tp.fill(r.txFree)
+	}
+	n := len(r.txFree) - 1
+	b := r.txFree[n]
+	r.txFree[n] = nil
+	r.txFree = r.txFree[:n]
+	return b
 }
 
 // emitIn builds f into frame (from txBuf; nil takes a pooled buffer) and
@@ -784,12 +806,12 @@ func (r *device) emitIn(frame []byte, f *wire.Frame) bool {
 	}
 	b := frame
 	if b == nil {
-		b = r.tp.get()
+		b = r.txGet()
 	}
 	f.NoICRC = r.tp.nl != nil
 	n, err := wire.Build(b, f)
 	if err != nil || n > len(b) {
-		r.tp.put([][]byte{b})
+		r.txFree = append(r.txFree, b[:cap(b)])
 		return false
 	}
 	if f.BTH.Opcode.IsRequest() {
