@@ -255,6 +255,7 @@ func (r *device) DeregMR(m *emu.MR) error {
 	}
 	x.state = memInvalid
 	delete(r.mrs, x.idx)
+	r.lastMR = nil
 	r.mrPool.free(x.idx)
 	return nil
 }
@@ -493,7 +494,7 @@ func (r *device) rkeyMR(q *qp, rkey uint32, access ib.AccessFlags, va, length ui
 		a, err := r.mrAddr(w.mr, va, length)
 		return w.mr, a, err
 	}
-	m, ok := r.mrs[idx]
+	m, ok := r.mrByIdx(idx)
 	switch {
 	case !ok || m.rkey != rkey:
 		return fail(errorf(unix.EACCES, "rkey %#x: no such MR", rkey))

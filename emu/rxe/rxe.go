@@ -162,6 +162,7 @@ type device struct {
 	lastQP     *qp                            // the QP qpByNum found last (recv.go); nil after any QP is destroyed
 	cqFault    func(*emu.CQ, *emu.WC) CQFault // SetCQFault; nil: none
 	mrs        map[uint32]*mr                 // by index
+	lastMR     *mr                            // the MR mrByIdx found last (sge.go); nil after any MR is deregistered
 	mws        map[uint32]*mw                 // by index
 	mcgs       map[emu.GID]*mcg
 	attached   int
