@@ -424,7 +424,7 @@ func (q *frameQueue) push(frames [][]byte, refs []PayloadRef, trade, grow, drop 
 			dropped++
 			continue
 		}
-		i := (q.head + q.n) % len(q.slots)
+		i := q.slot(q.n)
 		switch slot := q.slots[i]; {
 		case trade && len(f) > smallFrame:
 			if cap(slot) < cap(f) {
@@ -493,13 +493,28 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, refs []Paylo
 			copy(bufs[i][ref.Off:sizes[i]], ref.B)
 		}
 		q.refs[q.head] = PayloadRef{}
-		q.head = (q.head + 1) % len(q.slots)
+		q.head = q.slot(1)
 		q.n--
+	}
+	if q.n == 0 {
+		// Start again at the first slot: a queue that empties often
+		// keeps using the same few slots, in a cache.
+		q.head = 0
 	}
 	if k > 0 {
 		q.notFull.Broadcast()
 	}
 	return k, true
+}
+
+// slot returns the index of the slot i after the head (i at most the
+// ring's length): a subtraction, not a division.
+func (q *frameQueue) slot(i int) int {
+	k := q.head + i
+	if k >= len(q.slots) {
+		k -= len(q.slots)
+	}
+	return k
 }
 
 // waitReadable waits until the queue holds a frame (true) or is closed

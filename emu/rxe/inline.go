@@ -119,21 +119,26 @@ func (r *device) drainInline() int {
 func (r *device) readPipeLocked() (int, bool, error) {
 	t := r.tp
 	bufs, sizes, noICRC, refs := t.pbufs, t.psizes, t.pnoICRC, t.prefs
-	// Only the buffers the last read took need replacing.
-	t.fill(bufs[:t.pempty])
-	t.pempty = 0
+	if t.pempty > 0 {
+		t.fill(bufs[:t.pempty])
+		t.pempty = 0
+	}
 	k, err := t.pipe.TryReadRef(bufs, sizes, noICRC, refs)
 	if k == 0 {
 		return 0, false, err
 	}
-	t.pempty = k
 	t.rxRead.Add(uint64(k))
 	batch := t.rbatch[:0]
 	for i := range k {
 		batch = append(batch, rxFrame{b: bufs[i][:sizes[i]], noICRC: noICRC[i], ref: refs[i]})
-		bufs[i], refs[i] = nil, link.PayloadRef{}
+		refs[i] = link.PayloadRef{}
 	}
-	held := r.processBatch(batch, true)
+	// The frames are processed in the buffers they were read into,
+	// which stay in bufs for the next read to trade (a buffer the pipe
+	// takes goes back to the peer's writer): nothing kept from them
+	// outlives processBatch.
+	held := r.processFrames(batch, true)
+	clear(batch)
 	t.rbatch = batch[:0]
 	if r.readsPending.Load() > 0 {
 		t.inMu.Lock()

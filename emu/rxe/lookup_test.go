@@ -7,6 +7,7 @@ import (
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/rxe/rxetest"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 )
 
@@ -112,5 +113,50 @@ func TestQPLookupAfterDestroyAndReuse(t *testing.T) {
 	writeOK(t, a2, n, b2.Addr, b2.MR.RKey(), emu.WCSuccess)
 	if !bytes.Equal(b2.Buf[:n], a2.Buf[:n]) {
 		t.Fatal("the WRITE between the new QPs did not place its bytes")
+	}
+}
+
+// TestWriteDestinationLookedUpAgainAfterTheLock: the responder looks a
+// WRITE's destination MR up once for the packets it processes under one
+// hold of the device lock, and again after it: two WRITEs processed in
+// one batch land at their own offsets, and after the MR loses
+// IB_ACCESS_REMOTE_WRITE (a re-registration between two batches) the
+// next WRITE fails with IB_WC_REM_ACCESS_ERR and places nothing.
+func TestWriteDestinationLookedUpAgainAfterTheLock(t *testing.T) {
+	l, a, b := syncLink(t)
+	const n = 4096 // four packets at path MTU 1024
+	for i := range a.Buf[:2*n] {
+		a.Buf[i] = byte(i*11 + 1)
+	}
+	if _, err := a.PostSend([]emu.SendWR{
+		{WRID: 1, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled, SGList: []emu.SGE{a.SGE(0, n)},
+			RemoteAddr: b.Addr + 3*n, RKey: b.MR.RKey()},
+		{WRID: 2, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled, SGList: []emu.SGE{a.SGE(n, n)},
+			RemoteAddr: b.Addr + n, RKey: b.MR.RKey()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	arrive(t, l.B, 8)
+	for range 2 {
+		if wc := drive(t, l); wc.Status != emu.WCSuccess {
+			t.Fatalf("WRITE %d: %v", wc.WRID, wc.Status)
+		}
+	}
+	if !bytes.Equal(b.Buf[3*n:4*n], a.Buf[:n]) || !bytes.Equal(b.Buf[n:2*n], a.Buf[n:2*n]) {
+		t.Fatal("the two WRITEs of one batch were not placed at their offsets")
+	}
+	if err := b.MR.ReregUser(emu.MRReregAccess, nil, 0, 0, 0, ib.AccessLocalWrite); err != nil {
+		t.Fatal(err)
+	}
+	clear(b.Buf)
+	if _, err := a.PostSend([]emu.SendWR{{WRID: 3, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
+		SGList: []emu.SGE{a.SGE(0, n)}, RemoteAddr: b.Addr + n, RKey: b.MR.RKey()}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := drive(t, l); wc.Status != emu.WCRemAccessErr {
+		t.Fatalf("WRITE after the MR lost remote write: %v, want %v", wc.Status, emu.WCRemAccessErr)
+	}
+	if !bytes.Equal(b.Buf, make([]byte, len(b.Buf))) {
+		t.Fatal("the refused WRITE placed bytes")
 	}
 }

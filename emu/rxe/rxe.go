@@ -190,6 +190,8 @@ type device struct {
 	ipID    uint16
 	scratch []byte
 	txFree  [][]byte     // frame buffers at hand for the frames to send (txGet)
+	refSGE  refSGE       // the SGE payloadRef looked up last, while sendPackets runs
+	wdst    writeDest    // where the RDMA WRITE being received goes (resp.go), until unlock
 	addrs   []netip.Addr // cached netdev addresses (recv.go)
 	mac     [6]byte
 	wqeFree []*sendWQE
@@ -258,6 +260,7 @@ func errorf(errno unix.Errno, format string, args ...any) error {
 func (r *device) lock() { r.mu.Lock() }
 
 func (r *device) unlock() {
+	r.wdst = writeDest{}
 	r.flushWrites()
 	fs := r.deferred
 	if len(fs) > 0 {

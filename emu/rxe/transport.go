@@ -179,7 +179,7 @@ type transport struct {
 	// read with ReadRef.
 	pipe *link.PipeEnd
 	// The pipe's read buffers (inline.go), procMu held; pbufs[:pempty]
-	// are nil (taken by the last read).
+	// are nil (not filled yet).
 	pbufs   [][]byte
 	pempty  int
 	psizes  []int
@@ -464,6 +464,20 @@ func (r *device) process(batch []rxFrame) { r.processBatch(batch, false) }
 // queued some and woke a completion handler (or ran another deferred
 // callback).
 func (r *device) processBatch(batch []rxFrame, inline bool) bool {
+	held := r.processFrames(batch, inline)
+	t := r.tp
+	t.poolMu.Lock()
+	for i := range batch {
+		t.pool = append(t.pool, batch[i].b)
+	}
+	t.poolMu.Unlock()
+	clear(batch)
+	return held
+}
+
+// processFrames is processBatch leaving the frames' buffers to the
+// caller.
+func (r *device) processFrames(batch []rxFrame, inline bool) bool {
 	r.lock()
 	r.hold.reading = inline
 	for _, f := range batch {
@@ -472,15 +486,8 @@ func (r *device) processBatch(batch []rxFrame, inline bool) bool {
 	}
 	r.rxNoICRC, r.rxRef = false, link.PayloadRef{}
 	held := inline && len(r.deferred) > 0 && r.hold.queued
-	t := r.tp
-	t.rxDone.Add(uint64(len(batch)))
+	r.tp.rxDone.Add(uint64(len(batch)))
 	r.unlock()
-	t.poolMu.Lock()
-	for i := range batch {
-		t.pool = append(t.pool, batch[i].b)
-	}
-	t.poolMu.Unlock()
-	clear(batch)
 	return held
 }
 
