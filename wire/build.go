@@ -129,7 +129,13 @@ func Build(buf []byte, f *Frame) (int, error) {
 	if udpLen > 0xffff-IPv6Size {
 		return 0, ErrMalformed
 	}
-	n := f.Len()
+	n := EthernetSize + IPv6Size + udpLen // f.Len()
+	if v4 {
+		n = EthernetSize + IPv4Size + udpLen
+	}
+	if f.VLAN {
+		n += VLANTagSize
+	}
 	if len(buf) < n {
 		return 0, ErrShortBuffer
 	}

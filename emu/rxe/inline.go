@@ -128,18 +128,18 @@ func (r *device) readPipeLocked() (int, bool, error) {
 		return 0, false, err
 	}
 	t.rxRead.Add(uint64(k))
-	batch := t.rbatch[:0]
-	for i := range k {
-		batch = append(batch, rxFrame{b: bufs[i][:sizes[i]], noICRC: noICRC[i], ref: refs[i]})
-		refs[i] = link.PayloadRef{}
-	}
 	// The frames are processed in the buffers they were read into,
 	// which stay in bufs for the next read to trade (a buffer the pipe
 	// takes goes back to the peer's writer): nothing kept from them
-	// outlives processBatch.
-	held := r.processFrames(batch, true)
-	clear(batch)
-	t.rbatch = batch[:0]
+	// outlives the processing, as with processBatch.
+	r.lock()
+	r.hold.reading = true
+	for i := range k {
+		r.rxNoICRC, r.rxRef = noICRC[i], refs[i]
+		refs[i] = link.PayloadRef{}
+		r.receive(bufs[i][:sizes[i]])
+	}
+	held := r.endRx(k, true)
 	if r.readsPending.Load() > 0 {
 		t.inMu.Lock()
 		t.inCond.Broadcast()

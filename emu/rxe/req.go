@@ -392,7 +392,8 @@ func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCSt
 			// The payload stays in the source MR: Build leaves its place
 			// in the frame unset (it is in place) and the pipe carries it
 			// by reference.
-			r.txRef = link.PayloadRef{Off: f.PayloadOffset(), B: ref}
+			// buf is frame[f.PayloadOffset():], to its capacity.
+			r.txRef = link.PayloadRef{Off: cap(frame) - cap(buf), B: ref}
 		} else if w.inline != nil {
 			copy(buf, w.inline[off:])
 		} else if _, err := r.gatherAt(q, w, off, buf); err != nil {

@@ -484,9 +484,16 @@ func (r *device) processFrames(batch []rxFrame, inline bool) bool {
 		r.rxNoICRC, r.rxRef = f.noICRC, f.ref
 		r.receive(f.b)
 	}
+	return r.endRx(len(batch), inline)
+}
+
+// endRx ends the processing of n frames that processFrames or
+// processPipe began under r.mu, which it releases, and reports whether
+// they held their responses.
+func (r *device) endRx(n int, inline bool) bool {
 	r.rxNoICRC, r.rxRef = false, link.PayloadRef{}
 	held := inline && len(r.deferred) > 0 && r.hold.queued
-	r.tp.rxDone.Add(uint64(len(batch)))
+	r.tp.rxDone.Add(uint64(n))
 	r.unlock()
 	return held
 }
