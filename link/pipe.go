@@ -375,9 +375,7 @@ type frameQueue struct {
 	mu       sync.Mutex
 	notEmpty sync.Cond
 	notFull  sync.Cond
-	slots    [][]byte
-	noICRC   []bool       // slot i's frame was written without its ICRC
-	refs     []PayloadRef // slot i's payload, carried by reference (WriteRef)
+	slots    []slot
 	// free holds the buffers readers traded in (pop), most recent last:
 	// a writer trading its buffer (push) gets the one a reader released
 	// last, still in a cache, rather than the slot's.
@@ -388,8 +386,15 @@ type frameQueue struct {
 	hush     int  // HoldWakeups in force: push wakes no reader
 }
 
+// slot is one frame of a frameQueue.
+type slot struct {
+	b      []byte
+	ref    PayloadRef // the payload, carried by reference (WriteRef)
+	noICRC bool       // the frame was written without its ICRC
+}
+
 func newFrameQueue(n, maxFrame int) *frameQueue {
-	q := &frameQueue{slots: make([][]byte, n), noICRC: make([]bool, n), refs: make([]PayloadRef, n), maxFrame: maxFrame}
+	q := &frameQueue{slots: make([]slot, n), maxFrame: maxFrame}
 	q.notEmpty.L = &q.mu
 	q.notFull.L = &q.mu
 	return q
@@ -424,24 +429,24 @@ func (q *frameQueue) push(frames [][]byte, refs []PayloadRef, trade, grow, drop 
 			dropped++
 			continue
 		}
-		i := q.slot(q.n)
-		switch slot := q.slots[i]; {
+		s := &q.slots[q.slot(q.n)]
+		switch b := s.b; {
 		case trade && len(f) > smallFrame:
-			if cap(slot) < cap(f) {
-				slot = q.takeFree(cap(f))
+			if cap(b) < cap(f) {
+				b = q.takeFree(cap(f))
 			}
-			q.slots[i], frames[j] = f, slot[:0]
-		case cap(slot) < len(f) && (len(f) > smallFrame || trade || len(q.free) > 0):
+			s.b, frames[j] = f, b[:0]
+		case cap(b) < len(f) && (len(f) > smallFrame || trade || len(q.free) > 0):
 			// A trading writer's small frame (an ACK among WRITEs) gets a
 			// large buffer, as the reader trades one back for it: a slot
 			// its own size would be thrown away by the next large frame.
-			q.slots[i] = append(q.takeFree(max(q.maxFrame, len(f))), f...)
+			s.b = append(q.takeFree(max(q.maxFrame, len(f))), f...)
 		default:
-			q.slots[i] = append(slot[:0], f...)
+			s.b = append(b[:0], f...)
 		}
-		q.noICRC[i] = trade
+		s.noICRC = trade
 		if j < len(refs) {
-			q.refs[i] = refs[j]
+			s.ref = refs[j]
 		}
 		q.n++
 		queued++
@@ -473,26 +478,27 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, refs []Paylo
 		k = min(k, len(refs))
 	}
 	for i := range k {
-		slot := q.slots[q.head]
-		if swap && cap(slot) >= cap(bufs[i]) && len(slot) <= len(bufs[i]) {
-			sizes[i] = len(slot)
-			if q.noICRC[q.head] && len(q.free) < len(q.slots) {
+		s := &q.slots[q.head]
+		b := s.b
+		if swap && cap(b) >= cap(bufs[i]) && len(b) <= len(bufs[i]) {
+			sizes[i] = len(b)
+			if s.noICRC && len(q.free) < len(q.slots) {
 				// A writer trades for it next (push).
 				q.free = append(q.free, bufs[i][:0])
-				bufs[i], q.slots[q.head] = slot[:cap(slot)], nil
+				bufs[i], s.b = b[:cap(b)], nil
 			} else {
-				bufs[i], q.slots[q.head] = slot[:cap(slot)], bufs[i][:0]
+				bufs[i], s.b = b[:cap(b)], bufs[i][:0]
 			}
 		} else {
-			sizes[i] = copy(bufs[i], slot)
+			sizes[i] = copy(bufs[i], b)
 		}
-		noICRC[i] = q.noICRC[q.head]
-		if ref := q.refs[q.head]; refs != nil {
-			refs[i] = ref
-		} else if ref.B != nil && ref.Off < sizes[i] {
+		noICRC[i] = s.noICRC
+		if refs != nil {
+			refs[i] = s.ref
+		} else if ref := s.ref; ref.B != nil && ref.Off < sizes[i] {
 			copy(bufs[i][ref.Off:sizes[i]], ref.B)
 		}
-		q.refs[q.head] = PayloadRef{}
+		s.ref = PayloadRef{}
 		q.head = q.slot(1)
 		q.n--
 	}
@@ -531,12 +537,11 @@ func (q *frameQueue) waitReadable() bool {
 // grow doubles the ring, its frames in order from slot 0; q.mu held.
 func (q *frameQueue) grow() {
 	n := max(2*len(q.slots), 16)
-	slots, noICRC, refs := make([][]byte, n), make([]bool, n), make([]PayloadRef, n)
+	slots := make([]slot, n)
 	for i := range q.n {
-		k := (q.head + i) % len(q.slots)
-		slots[i], noICRC[i], refs[i] = q.slots[k], q.noICRC[k], q.refs[k]
+		slots[i] = q.slots[q.slot(i)]
 	}
-	q.slots, q.noICRC, q.refs, q.head = slots, noICRC, refs, 0
+	q.slots, q.head = slots, 0
 }
 
 // freeChunk is how many buffers takeFree allocates at once: the queue's
