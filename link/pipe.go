@@ -243,6 +243,12 @@ func (p *PipeEnd) readMode(bufs [][]byte, sizes []int, noICRC []bool, refs []Pay
 		}
 		return 0, nil
 	}
+	if !block && p.rx.queued.Load() == 0 && !p.closed.Load() {
+		// Nothing to read: no lock taken (a caller that tries often,
+		// such as an inline chain looking for more frames, finds most
+		// tries empty).
+		return 0, nil
+	}
 	n, ok := p.rx.pop(bufs, sizes, noICRC, refs, swap, block)
 	if !ok {
 		return 0, &net.OpError{Op: "read", Net: "pipe", Err: net.ErrClosed}
@@ -382,8 +388,9 @@ type frameQueue struct {
 	free     [][]byte
 	maxFrame int // a slot's first buffer holds the largest frame, so that it can be traded (pop)
 	head, n  int
-	closed   bool // the reading end closed
-	hush     int  // HoldWakeups in force: push wakes no reader
+	queued   atomic.Int32 // n, for a look without the lock
+	closed   bool         // the reading end closed
+	hush     int          // HoldWakeups in force: push wakes no reader
 }
 
 // slot is one frame of a frameQueue.
@@ -417,6 +424,7 @@ func (q *frameQueue) push(frames [][]byte, refs []PayloadRef, trade, grow, drop 
 			q.grow()
 		}
 		for q.n == len(q.slots) && !q.closed && !drop && !writerClosed.Load() {
+			q.queued.Store(int32(q.n))
 			q.notEmpty.Broadcast() // let the reader drain what is queued
 			q.notFull.Wait()
 		}
@@ -451,6 +459,7 @@ func (q *frameQueue) push(frames [][]byte, refs []PayloadRef, trade, grow, drop 
 		q.n++
 		queued++
 	}
+	q.queued.Store(int32(q.n))
 	if queued > 0 && q.hush == 0 {
 		q.notEmpty.Broadcast()
 	}
@@ -502,6 +511,7 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, refs []Paylo
 		q.head = q.slot(1)
 		q.n--
 	}
+	q.queued.Store(int32(q.n))
 	if q.n == 0 {
 		// Start again at the first slot: a queue that empties often
 		// keeps using the same few slots, in a cache.
