@@ -548,6 +548,9 @@ func (r *device) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
 // each either: starting one wakes the Go runtime's network poller, a
 // context switch in the daemon's every round trip.
 func (r *device) armRetransmit(q *qp, reset bool) {
+	if q.rtimer != nil && !reset && !q.ridle {
+		return // pending, its deadline kept: the usual case, per packet
+	}
 	d := r.cfg.Quirks.RetransmitTimeout(q.attr.Timeout)
 	if d == 0 || r.tp == nil {
 		return
