@@ -18,12 +18,13 @@ import (
 //	offset 0  u32 Op   the operation (a reply repeats the request's)
 //	offset 4  u32 Len  payload bytes after the header
 //	offset 8  i32 Ret  reply: the result (>= 0) or a negative errno; request: 0
-//	offset 12 u32 Aux  OpOpen request: Version; otherwise 0
+//	offset 12 u32 Aux  OpOpen request: Version; its reply: features; otherwise 0
 //
 // Operations (request payload → reply payload, descriptors with SCM_RIGHTS):
 //
 //   - OpOpen: the first request on a connection; payload the device node's
-//     name ("uverbs0", "rdma_cm"). Reply: Ret 0, or -ENODEV for a name the
+//     name ("uverbs0", "rdma_cm"). Reply: Ret 0 and in Aux the features
+//     the daemon offers on the file (FeatureSharePages), or -ENODEV for a name the
 //     daemon does not serve, -EPROTO for another Version. Nothing else is
 //     accepted before it succeeds. For "rdma_cm" the reply's payload is a
 //     u32, the daemon's name of the file (the client puts it in
@@ -48,10 +49,22 @@ import (
 //   - OpMmap: mmap(cmd_fd, offset): payload u64 offset, u64 length. Reply:
 //     Ret 0 or -errno; payload i64, the offset inside the one descriptor
 //     passed (a memfd) that the client maps instead.
+//   - OpShare: sent by a client of a uverbs file that offers
+//     FeatureSharePages right before the write() of a REG_MR: payload u64
+//     addr, u64 length (whole pages), and one descriptor: a memfd sealed
+//     against shrinking, at least length bytes, whose offset 0 the client
+//     mapped MAP_SHARED at addr in place of the pages it had there (same
+//     bytes). Reply: Ret 0 when the daemon mapped it, so that the MRs the
+//     next write() registers inside the range use those pages; or -errno
+//     (EINVAL for a descriptor that is not such a memfd, ENOSPC when the
+//     client holds too many), and the MRs go through /proc/PID/mem. A
+//     region no MR pinned is dropped after the next write(); a pinned one
+//     when its last MR is deregistered. An OpShare is the only request
+//     that may carry a descriptor.
 //
 // A request the daemon cannot parse (short header, Len not the payload's
 // length, an unknown Op, a payload over MaxPayload, descriptors sent to the
-// daemon) gets a reply with Ret -EINVAL (or -E2BIG) and the same Op, and
+// daemon with another request) gets a reply with Ret -EINVAL (or -E2BIG) and the same Op, and
 // the connection stays usable.
 
 // HeaderSize is the size of a frame header.
@@ -81,7 +94,12 @@ const (
 	OpWrite Op = 2
 	OpMmap  Op = 3
 	OpFds   Op = 4
+	OpShare Op = 5
 )
+
+// FeatureSharePages is the OpOpen reply's Aux bit saying that the daemon
+// takes OpShare on the file.
+const FeatureSharePages = 1
 
 // String names the operation.
 func (o Op) String() string {
@@ -94,6 +112,8 @@ func (o Op) String() string {
 		return "MMAP"
 	case OpFds:
 		return "FDS"
+	case OpShare:
+		return "SHARE"
 	}
 	return fmt.Sprintf("Op(%d)", uint32(o))
 }

@@ -54,6 +54,10 @@ type Config struct {
 	// caller's context. Without it a program that busy-polls its CQ
 	// competes with the device's goroutines for the CPU.
 	Settle func(cmd func())
+	// NoSharedPages refuses the clients' shared MR pages (OpShare): every
+	// MR's data then moves through /proc/PID/mem, and the preload library
+	// leaves the program's memory as it is.
+	NoSharedPages bool
 	// NoRDMACM leaves /dev/infiniband/rdma_cm unserved. Otherwise the
 	// Server runs a Communication Manager (package cma) on the device's
 	// QP1 and serves its IDs to librdmacm programs (package ucma).
@@ -438,24 +442,48 @@ func (cn *conn) recv(buf, oob []byte, flags int) (n, oobn, rflags int, err error
 	return
 }
 
-// closeRights closes every descriptor a client sent: the daemon takes none.
-func closeRights(oob []byte) int {
+// closeRights closes every descriptor a client sent.
+func closeRights(oob []byte) {
+	for _, fd := range rights(oob) {
+		unix.Close(fd)
+	}
+}
+
+// rights returns the descriptors a client sent (SCM_RIGHTS), which the
+// daemon now holds: it closes them, or keeps the one an OpShare carries.
+func rights(oob []byte) []int {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
-		return 0
+		return nil
 	}
-	n := 0
+	var all []int
 	for _, m := range msgs {
 		fds, err := unix.ParseUnixRights(&m)
 		if err != nil {
 			continue
 		}
-		for _, fd := range fds {
-			unix.Close(fd)
-			n++
-		}
+		all = append(all, fds...)
 	}
-	return n
+	return all
+}
+
+// handleShare serves an OpShare frame and closes fd, its memfd (a
+// mapping keeps what the daemon takes); false ends the connection.
+func (cn *conn) handleShare(frame []byte, fd int) bool {
+	defer unix.Close(fd)
+	h, p, err := preload.ParseFrame(frame)
+	switch {
+	case err != nil:
+		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+	case cn.mrs == nil || cn.s.cfg.NoSharedPages || len(p) != 16:
+		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+	}
+	addr, length := binary.NativeEndian.Uint64(p), binary.NativeEndian.Uint64(p[8:])
+	if err := cn.mrs.share(fd, addr, length); err != nil {
+		cn.s.logf("pid %d: %v", cn.pid, err)
+		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+	}
+	return cn.reply(preload.Header{Op: h.Op}, nil, nil)
 }
 
 // loop reads frames until the client goes away. A zero-length packet reads
@@ -479,8 +507,17 @@ func (cn *conn) loop() {
 			cn.s.logf("pid %d: frame of %d bytes refused", cn.pid, n)
 			continue
 		}
-		if closeRights(oob[:oobn]) > 0 || rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+		if fds := rights(oob[:oobn]); len(fds) > 0 || rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
 			h, _, _ := preload.ParseFrame(buf[:n])
+			if h.Op == preload.OpShare && len(fds) == 1 && rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) == 0 {
+				if !cn.handleShare(buf[:n], fds[0]) {
+					return
+				}
+				continue
+			}
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
 			cn.s.logf("pid %d: descriptors sent to the daemon", cn.pid)
 			if !cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil) {
 				return
@@ -557,6 +594,9 @@ func (cn *conn) handle(frame []byte) bool {
 			cn.s.opened++
 			cn.s.mu.Unlock()
 			cn.s.logf("pid %d: opened %s", cn.pid, UverbsNode)
+			if cn.mrs != nil && !cn.s.cfg.NoSharedPages {
+				return cn.reply(preload.Header{Op: h.Op, Aux: preload.FeatureSharePages}, nil, nil)
+			}
 		}
 		return cn.reply(preload.Header{Op: h.Op, Ret: ret}, nil, nil)
 	case preload.OpWrite:
@@ -567,6 +607,7 @@ func (cn *conn) handle(frame []byte) bool {
 		} else {
 			r, err = cn.write(p)
 		}
+		cn.mrs.settleShares()
 		if err != nil {
 			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 		}

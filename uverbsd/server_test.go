@@ -442,6 +442,10 @@ func TestMalformedFramesGetErrorsAndTheDaemonLivesOn(t *testing.T) {
 	r, w, _ := os.Pipe()
 	defer r.Close()
 	defer w.Close()
+	share := preload.Header{Op: preload.OpShare}
+	shareRange := make([]byte, 16)
+	binary.NativeEndian.PutUint64(shareRange, 0x10000)
+	binary.NativeEndian.PutUint64(shareRange[8:], 4096)
 	cases := []struct {
 		name string
 		pkt  []byte
@@ -455,6 +459,10 @@ func TestMalformedFramesGetErrorsAndTheDaemonLivesOn(t *testing.T) {
 		{"oversized frame", preload.Frame(write, make([]byte, preload.MaxPayload+1)), nil, unix.E2BIG},
 		{"descriptors sent", preload.Frame(open, []byte(uverbsd.UverbsNode)), unix.UnixRights(int(r.Fd())), unix.EINVAL},
 		{"open", preload.Frame(open, []byte(uverbsd.UverbsNode)), nil, 0},
+		{"share a pipe", preload.Frame(share, shareRange), unix.UnixRights(int(r.Fd())), unix.EINVAL},
+		{"share two descriptors", preload.Frame(share, shareRange), unix.UnixRights(int(r.Fd()), int(w.Fd())), unix.EINVAL},
+		{"share no descriptor", preload.Frame(share, shareRange), nil, unix.EINVAL},
+		{"a descriptor with a write", preload.Frame(write, []byte("x")), unix.UnixRights(int(r.Fd())), unix.EINVAL},
 		{"fds unasked", preload.Frame(preload.Header{Op: preload.OpFds}, make([]byte, 4)), nil, unix.EINVAL},
 		{"open twice", preload.Frame(open, []byte(uverbsd.UverbsNode)), nil, unix.EINVAL},
 		{"length lie", lenLie, nil, unix.EINVAL},
@@ -467,6 +475,9 @@ func TestMalformedFramesGetErrorsAndTheDaemonLivesOn(t *testing.T) {
 		rh := exchange(t, c, tc.pkt, tc.oob)
 		if rh.Ret != -int32(tc.want) {
 			t.Errorf("%s: reply Ret %d, want %d (%v)", tc.name, rh.Ret, -int32(tc.want), tc.want)
+		}
+		if tc.name == "open" && rh.Aux&preload.FeatureSharePages == 0 {
+			t.Errorf("open: reply Aux %#x does not offer shared pages", rh.Aux)
 		}
 	}
 	// The daemon still serves a well-behaved client.
