@@ -24,7 +24,8 @@ import (
 //
 //   - OpOpen: the first request on a connection; payload the device node's
 //     name ("uverbs0", "rdma_cm"). Reply: Ret 0 and in Aux the features
-//     the daemon offers on the file (FeatureSharePages), or -ENODEV for a name the
+//     the daemon offers on the file (FeatureSharePages,
+//     FeatureOneWayDoorbells), or -ENODEV for a name the
 //     daemon does not serve, -EPROTO for another Version. Nothing else is
 //     accepted before it succeeds. For "rdma_cm" the reply's payload is a
 //     u32, the daemon's name of the file (the client puts it in
@@ -37,7 +38,17 @@ import (
 //     daemon answers an empty queue with -EAGAIN.
 //   - OpWrite: write(cmd_fd, buf): payload buf (at most MaxPayload). Reply:
 //     Ret is write()'s result or -errno. The daemon has already written the
-//     command's response into the client's memory. The payload is one u64
+//     command's response into the client's memory. The reply's Aux is
+//     AuxSyncDoorbells while the daemon wants every doorbell answered.
+//     With WriteOneWay in the request's Aux (on a file that offers
+//     FeatureOneWayDoorbells), buf is librxe's doorbell, a POST_SEND with
+//     no WRs, that the client answered itself (bad_wr 0 written, write()
+//     returned): the daemon rings the QP's doorbell, writes nothing and
+//     sends no reply, and drops a request that is not such a doorbell. A
+//     client sends one only where the kernel's answer is known: the QP's
+//     last answered POST_SEND succeeded (it was at RTS or later) and no
+//     MODIFY_QP or DESTROY_QP was written since, no reply since said
+//     AuxSyncDoorbells, and the response address takes the write. The payload is one u64
 //     client address per descriptor passed with the reply, in order: the
 //     client stores the number it received as a u32 there.
 //   - OpFds: sent by the client right after an OpWrite reply that passed
@@ -97,9 +108,24 @@ const (
 	OpShare Op = 5
 )
 
-// FeatureSharePages is the OpOpen reply's Aux bit saying that the daemon
-// takes OpShare on the file.
-const FeatureSharePages = 1
+// The OpOpen reply's Aux bits: what the daemon takes on the file.
+const (
+	FeatureSharePages      = 1 // OpShare
+	FeatureOneWayDoorbells = 2 // OpWrite with WriteOneWay
+)
+
+// WriteOneWay is the OpWrite request's Aux bit of a doorbell that gets no
+// reply.
+const WriteOneWay = 1
+
+// MaxOneWayRun bounds the one-way doorbells a client sends in a row: the
+// next is answered, so that the client learns AuxSyncDoorbells.
+const MaxOneWayRun = 64
+
+// AuxSyncDoorbells is the OpWrite reply's Aux bit saying that every
+// doorbell must be answered by the daemon (say, while a fault rule may fail
+// a POST_SEND).
+const AuxSyncDoorbells = 1
 
 // String names the operation.
 func (o Op) String() string {

@@ -22,7 +22,9 @@
  *       files it hands over arrive with SCM_RIGHTS: their numbers are stored
  *       as 32-bit values at the addresses the reply names and reported
  *       back to the daemon before write() returns; a REG_MR first shares
- *       the buffer's pages with the daemon (see "Shared MR pages");
+ *       the buffer's pages with the daemon (see "Shared MR pages"); a
+ *       doorbell whose answer is known may go one-way (see "One-way
+ *       doorbells");
  *   madvise: keeps the kernel's behaviour of pinned pages on shared ones
  *       (MADV_DONTNEED, MADV_FREE, MADV_REMOVE) and remembers
  *       MADV_DONTFORK ranges;
@@ -97,6 +99,10 @@
 #define OP_FDS 4
 #define OP_SHARE 5
 #define FEATURE_SHARE_PAGES 1
+#define FEATURE_ONE_WAY_DOORBELLS 2
+#define WRITE_ONE_WAY 1
+#define AUX_SYNC_DOORBELLS 1
+#define MAX_ONE_WAY_RUN 64
 #define MAX_PAYLOAD (1u << 16)
 #define MAX_FDS 8
 #define NAME_MAX_LEN 64
@@ -110,6 +116,9 @@ struct frame_hdr {
 
 #define DEV_PREFIX "/dev/infiniband/"
 
+/* QP handles below DB_HANDLES may get one-way doorbells. */
+#define DB_HANDLES 1024
+
 /* The table of fake descriptors: slot_of[fd] is the slot + 1. */
 #define MAX_FAKE 64
 #define MAX_FD 65536
@@ -122,6 +131,11 @@ struct fake {
 	int cm;         /* an rdma_cm file: the program's fd is its eventfd */
 	uint32_t token; /* rdma_cm: the daemon's name of the file (MIGRATE_ID) */
 	int share;      /* uverbs: the daemon takes shared MR pages (OP_SHARE) */
+	/* uverbs one-way doorbells (see one_way_doorbell), under mu: */
+	int oneway;        /* the daemon takes them */
+	int sync_db;       /* its last reply asked for answered doorbells */
+	int run;           /* one-way doorbells since the last answered one */
+	unsigned char rts[DB_HANDLES / 8]; /* QP handles known at RTS or later */
 	int refs;       /* calls in flight on the file (table_mu) */
 	int gone;       /* the program closed its fd: the last call out releases */
 };
@@ -488,6 +502,10 @@ static int fake_open(const char *name, int flags)
 	fakes[s].cm = user != fd;
 	fakes[s].token = token;
 	fakes[s].share = user == fd && (rh.aux & FEATURE_SHARE_PAGES) && !getenv("SOFTROCE_NO_SHARED_PAGES");
+	fakes[s].oneway = user == fd && (rh.aux & FEATURE_ONE_WAY_DOORBELLS) && !getenv("SOFTROCE_SYNC_DOORBELLS");
+	fakes[s].sync_db = 0;
+	fakes[s].run = 0;
+	memset(fakes[s].rts, 0, sizeof(fakes[s].rts));
 	fakes[s].refs = 0;
 	fakes[s].gone = 0;
 	__atomic_store_n(&slot_of[user], (unsigned char)(s + 1), __ATOMIC_RELEASE);
@@ -1310,18 +1328,92 @@ static ssize_t cm_write(int s, const void *buf, size_t n)
 	return rh.ret;
 }
 
+/* null_post_send returns the QP handle of librxe's doorbell (post_send_db:
+ * a POST_SEND with no WRs) in buf, or -1 if buf is another command. */
+static long null_post_send(const void *buf, size_t n, struct ib_uverbs_cmd_hdr *hdr, struct ib_uverbs_post_send *cmd)
+{
+	if (n < sizeof(*hdr))
+		return -1;
+	memcpy(hdr, buf, sizeof(*hdr));
+	if (hdr->command != IB_USER_VERBS_CMD_POST_SEND || n < sizeof(*hdr) + sizeof(*cmd))
+		return -1;
+	memcpy(cmd, (const char *)buf + sizeof(*hdr), sizeof(*cmd));
+	return cmd->wr_count == 0 ? (long)cmd->qp_handle : -1;
+}
+
+/*
+ * One-way doorbells, where the daemon offers them (softroce serve
+ * --one-way-doorbells). librxe rings a QP's send doorbell with a write()
+ * of a POST_SEND with no WRs after it put the WRs on the ring; the kernel
+ * runs the requester and answers. Each answer here is a round trip to the
+ * daemon, whose wake-ups across CPUs cost more than its work: a stream of
+ * posts (ib_write_bw) waits for the daemon at every post. Where the
+ * kernel's answer is known the library gives it itself and sends the
+ * doorbell without waiting (WRITE_ONE_WAY): the QP's last answered
+ * POST_SEND succeeded (it was at RTS or later, and stays so until a
+ * command moves it back, after which nothing is known: any other command
+ * forgets every QP), the daemon did not ask for answered doorbells, and
+ * the response (bad_wr 0) takes the write, made as copy_to_user would
+ * (process_vm_writev: a bad address fails, and the daemon's answer is
+ * EFAULT). At most MAX_ONE_WAY_RUN go in a row: the next is answered, and
+ * its reply says whether the daemon now wants answered doorbells.
+ * fakes[s].mu held.
+ */
+static int one_way_doorbell(int s, long qh, const struct ib_uverbs_cmd_hdr *hdr,
+			    const struct ib_uverbs_post_send *cmd, const void *buf, size_t n)
+{
+	struct ib_uverbs_post_send_resp resp = {0};
+	struct frame_hdr h = {.op = OP_WRITE, .len = n, .ret = 0, .aux = WRITE_ONE_WAY};
+	struct iovec local = {&resp, sizeof(resp)}, remote, iov[2];
+	struct msghdr msg;
+	size_t out = (size_t)hdr->out_words * 4;
+	ssize_t k;
+
+	if (!fakes[s].oneway || fakes[s].sync_db || qh < 0 || qh >= DB_HANDLES ||
+	    !(fakes[s].rts[qh / 8] & (1u << (qh % 8))) || fakes[s].run >= MAX_ONE_WAY_RUN)
+		return 0;
+	local.iov_len = out < sizeof(resp) ? out : sizeof(resp);
+	remote.iov_base = (void *)(uintptr_t)cmd->response;
+	remote.iov_len = local.iov_len;
+	if (local.iov_len && process_vm_writev(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)local.iov_len)
+		return 0;
+	iov[0].iov_base = &h;
+	iov[0].iov_len = sizeof(h);
+	iov[1].iov_base = (void *)buf;
+	iov[1].iov_len = n;
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = 2;
+	do
+		k = sendmsg(fakes[s].sock, &msg, MSG_NOSIGNAL);
+	while (k < 0 && errno == EINTR);
+	if (k != (ssize_t)(sizeof(h) + n))
+		return 0;
+	fakes[s].run++;
+	return 1;
+}
+
 /* uverbs_write is write() on a uverbs descriptor, slot s held. */
 static ssize_t uverbs_write(int s, const void *buf, size_t n)
 {
 	struct frame_hdr h, rh;
+	struct ib_uverbs_cmd_hdr chdr;
+	struct ib_uverbs_post_send pcmd;
 	uint64_t at[MAX_FDS];
 	int fd = fakes[s].sock, err, nfds = 0, fds[MAX_FDS];
+	long qh = null_post_send(buf, n, &chdr, &pcmd);
 
 	h.op = OP_WRITE;
 	h.len = n;
 	h.ret = 0;
 	h.aux = 0;
 	pthread_mutex_lock(&fakes[s].mu);
+	if (qh >= 0 && one_way_doorbell(s, qh, &chdr, &pcmd, buf, n)) {
+		pthread_mutex_unlock(&fakes[s].mu);
+		return n;
+	}
+	if (qh < 0)
+		memset(fakes[s].rts, 0, sizeof(fakes[s].rts));
 	if (fakes[s].share)
 		share_reg_mr(fd, buf, n);
 	err = xfer(fd, &h, buf, at, sizeof(at), &rh, fds, &nfds);
@@ -1329,6 +1421,16 @@ static ssize_t uverbs_write(int s, const void *buf, size_t n)
 		pthread_mutex_unlock(&fakes[s].mu);
 		errno = -err;
 		return -1;
+	}
+	fakes[s].sync_db = rh.aux & AUX_SYNC_DOORBELLS;
+	if (qh >= 0) {
+		fakes[s].run = 0;
+		if (qh < DB_HANDLES) {
+			if (rh.ret == (int32_t)n)
+				fakes[s].rts[qh / 8] |= 1u << (qh % 8);
+			else
+				fakes[s].rts[qh / 8] &= ~(1u << (qh % 8));
+		}
 	}
 	/* Each file handed over: its number goes where the reply says (the
 	 * fd field of the response the daemon wrote), and the daemon is told
