@@ -716,6 +716,18 @@ func TestStalledDoorbellResumesOnCompletions(t *testing.T) {
 	}
 }
 
+// produceSend writes a signaled 8-byte SEND from k.buf, WR id id, on the
+// SQ ring (no doorbell yet).
+func (k *conn) produceSend(t testing.TB, id uint64) {
+	t.Helper()
+	w := RxeSendWqe{Wr: RxeSendWr{Wr_id: id, Opcode: uint32(emu.WRSend), Send_flags: uint32(emu.SendSignaled)},
+		Dma: RxeDmaInfo{Length: 8, Resid: 8, Num_sge: 1}}
+	sge := RxeSge{Addr: k.buf, Length: 8, Lkey: k.lkey}
+	if !k.sq.produce(append(bytesOf(&w), bytesOf(&sge)...)) {
+		t.Fatal("SQ full")
+	}
+}
+
 // TestPostSendBeforeRTSIsEINVAL checks rxe_post_send's answer to a
 // doorbell on a QP that is not ready to send: EINVAL, with the response
 // (bad_wr 0) written as ib_uverbs_post_send writes it; the WQE stays on
@@ -724,12 +736,7 @@ func TestPostSendBeforeRTSIsEINVAL(t *testing.T) {
 	dev := newDevice(t)
 	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
 	b.connect(t, a.qpn)
-	w := RxeSendWqe{Wr: RxeSendWr{Wr_id: 5, Opcode: uint32(emu.WRSend), Send_flags: uint32(emu.SendSignaled)},
-		Dma: RxeDmaInfo{Length: 8, Resid: 8, Num_sge: 1}}
-	sge := RxeSge{Addr: a.buf, Length: 8, Lkey: a.lkey}
-	if !a.sq.produce(append(bytesOf(&w), bytesOf(&sge)...)) {
-		t.Fatal("SQ full")
-	}
+	a.produceSend(t, 5)
 	b.postRecv(t, 9, b.buf, 64)
 	a.mem.WriteAt([]byte{0xff, 0xff, 0xff, 0xff}, a.resp)
 	out, _, err := do(a.client, CmdPostSend, &PostSend{Qp_handle: a.qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
@@ -757,12 +764,7 @@ func TestDoorbellRingsWithoutAResponse(t *testing.T) {
 	errnoIs(t, a.client.f.Doorbell(a.qp), unix.EINVAL)
 	b.connect(t, a.qpn)
 	a.connect(t, b.qpn)
-	w := RxeSendWqe{Wr: RxeSendWr{Wr_id: 6, Opcode: uint32(emu.WRSend), Send_flags: uint32(emu.SendSignaled)},
-		Dma: RxeDmaInfo{Length: 8, Resid: 8, Num_sge: 1}}
-	sge := RxeSge{Addr: a.buf, Length: 8, Lkey: a.lkey}
-	if !a.sq.produce(append(bytesOf(&w), bytesOf(&sge)...)) {
-		t.Fatal("SQ full")
-	}
+	a.produceSend(t, 6)
 	b.postRecv(t, 9, b.buf, 64)
 	a.mem.WriteAt([]byte{0xff, 0xff, 0xff, 0xff}, a.resp)
 	if !a.cqRing.empty() {

@@ -168,6 +168,35 @@ func (s *countWrites) WriteAt(p []byte, addr uint64) (int, error) {
 	return s.Memory.WriteAt(p, addr)
 }
 
+// writeThenRead has p.a RDMA WRITE size bytes into rmr (at raddr, an MR
+// of pd on p.b) and READ them back right behind, on a new RC QP pair whose
+// b side is in pd; it returns that QP and the source and read-back bytes.
+func writeThenRead(t *testing.T, p *pair, pd *emu.PD, raddr uint64, rmr *emu.MR, size uint32) (*emu.QP, []byte, []byte) {
+	t.Helper()
+	init := &emu.QPInitAttr{SendCQ: p.b.scq, RecvCQ: p.b.rcq, QPType: qpstate.TypeRC, SQSigType: emu.SignalAllWR, PortNum: 1,
+		Cap: qpstate.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4}}
+	qb, err := pd.CreateQP(init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := qpOpts{typ: qpstate.TypeRC, mtu: ib.MTU1024, timeout: 14, retry: 7, rnr: 7, minRNR: 12, rdAtomic: 16, destAtom: 16}
+	qa := p.a.newQP(qpstate.TypeRC, nil, o)
+	p.a.connect(qa, p.b, qb.QPNum(), 0, 0, o, allAccess)
+	p.b.connect(qb, p.a, qa.QPNum(), 0, 0, o, allAccess)
+	src, sbuf, smr := p.a.buf(int(size), 5)
+	back, bbuf, bmr := p.a.buf(int(size), 0)
+	p.a.postSend(qa,
+		emu.SendWR{WRID: 1, Opcode: emu.WRRDMAWrite, SGList: []emu.SGE{{Addr: src, Length: size, LKey: smr.LKey()}},
+			RemoteAddr: raddr, RKey: rmr.RKey()},
+		emu.SendWR{WRID: 2, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
+			SGList: []emu.SGE{{Addr: back, Length: size, LKey: bmr.LKey()}}, RemoteAddr: raddr, RKey: rmr.RKey()})
+	p.settle()
+	if wcs := poll(p.a.scq); len(wcs) != 1 || wcs[0].Status != emu.WCSuccess {
+		t.Fatalf("completions %+v", wcs)
+	}
+	return qb, sbuf, bbuf
+}
+
 // TestResponderWritesBehindToAnotherAddressSpace checks that RDMA WRITE
 // payload for a user MR in another address space reaches it in one write
 // per writeBehindSize of a message, and that a READ of the same bytes
@@ -185,27 +214,7 @@ func TestResponderWritesBehindToAnotherAddressSpace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	init := &emu.QPInitAttr{SendCQ: p.b.scq, RecvCQ: p.b.rcq, QPType: qpstate.TypeRC, SQSigType: emu.SignalAllWR, PortNum: 1,
-		Cap: qpstate.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4}}
-	qb, err := pd.CreateQP(init)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := qpOpts{typ: qpstate.TypeRC, mtu: ib.MTU1024, timeout: 14, retry: 7, rnr: 7, minRNR: 12, rdAtomic: 16, destAtom: 16}
-	qa := p.a.newQP(qpstate.TypeRC, nil, o)
-	p.a.connect(qa, p.b, qb.QPNum(), 0, 0, o, allAccess)
-	p.b.connect(qb, p.a, qa.QPNum(), 0, 0, o, allAccess)
-	src, sbuf, smr := p.a.buf(size, 5)
-	back, bbuf, bmr := p.a.buf(size, 0)
-	p.a.postSend(qa,
-		emu.SendWR{WRID: 1, Opcode: emu.WRRDMAWrite, SGList: []emu.SGE{{Addr: src, Length: size, LKey: smr.LKey()}},
-			RemoteAddr: raddr, RKey: rmr.RKey()},
-		emu.SendWR{WRID: 2, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-			SGList: []emu.SGE{{Addr: back, Length: size, LKey: bmr.LKey()}}, RemoteAddr: raddr, RKey: rmr.RKey()})
-	p.settle()
-	if wcs := poll(p.a.scq); len(wcs) != 1 || wcs[0].Status != emu.WCSuccess {
-		t.Fatalf("completions %+v", wcs)
-	}
+	_, sbuf, bbuf := writeThenRead(t, p, pd, raddr, rmr, size)
 	if !bytes.Equal(dst, sbuf) {
 		t.Fatal("the WRITE's data differ in the destination")
 	}
@@ -255,27 +264,7 @@ func TestPinnedMRIsReachedDirectly(t *testing.T) {
 		t.Fatalf("%d pins for one REG_MR", space.pins)
 	}
 	space.reads = 0 // the registration probed the pages (pin)
-	init := &emu.QPInitAttr{SendCQ: p.b.scq, RecvCQ: p.b.rcq, QPType: qpstate.TypeRC, SQSigType: emu.SignalAllWR, PortNum: 1,
-		Cap: qpstate.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4}}
-	qb, err := pd.CreateQP(init)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := qpOpts{typ: qpstate.TypeRC, mtu: ib.MTU1024, timeout: 14, retry: 7, rnr: 7, minRNR: 12, rdAtomic: 16, destAtom: 16}
-	qa := p.a.newQP(qpstate.TypeRC, nil, o)
-	p.a.connect(qa, p.b, qb.QPNum(), 0, 0, o, allAccess)
-	p.b.connect(qb, p.a, qa.QPNum(), 0, 0, o, allAccess)
-	src, sbuf, smr := p.a.buf(size, 5)
-	back, bbuf, bmr := p.a.buf(size, 0)
-	p.a.postSend(qa,
-		emu.SendWR{WRID: 1, Opcode: emu.WRRDMAWrite, SGList: []emu.SGE{{Addr: src, Length: size, LKey: smr.LKey()}},
-			RemoteAddr: raddr, RKey: rmr.RKey()},
-		emu.SendWR{WRID: 2, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-			SGList: []emu.SGE{{Addr: back, Length: size, LKey: bmr.LKey()}}, RemoteAddr: raddr, RKey: rmr.RKey()})
-	p.settle()
-	if wcs := poll(p.a.scq); len(wcs) != 1 || wcs[0].Status != emu.WCSuccess {
-		t.Fatalf("completions %+v", wcs)
-	}
+	qb, sbuf, bbuf := writeThenRead(t, p, pd, raddr, rmr, size)
 	if !bytes.Equal(dst, sbuf) || !bytes.Equal(bbuf, sbuf) {
 		t.Fatal("the WRITE's or the READ's data differ")
 	}
