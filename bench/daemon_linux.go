@@ -32,7 +32,8 @@ var daemonAddr = netip.MustParsePrefix("10.78.0.1/24")
 // runDaemon measures Debian's ib_write_bw and ib_send_lat on a daemon
 // (in-memory link, MTU 4200 so that the active MTU is 4096) against the
 // in-process RC WRITE (MTU 4096, 64 KiB messages) and RC pingpong of the
-// Go API, alternating rounds and keeping the best of each.
+// Go API, alternating rounds and keeping the best of each; the same tools
+// with one-way doorbells (a second daemon on the device) beside them.
 func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 	for _, tool := range []string{"ib_write_bw", "ib_send_lat"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -62,6 +63,15 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 	go func() { served <- srv.Serve() }()
 	defer func() { srv.Close(); <-served }()
 	env := append(os.Environ(), uverbsd.Env(dir, so)...)
+	dir1 := filepath.Join(tmp, "oneway", daemonName)
+	srv1, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir1, Settle: n.Settle, NoRDMACM: true, OneWayDoorbells: true})
+	if err != nil {
+		return nil, err
+	}
+	served1 := make(chan error, 1)
+	go func() { served1 <- srv1.Serve() }()
+	defer func() { srv1.Close(); <-served1 }()
+	env1 := append(os.Environ(), uverbsd.Env(dir1, so)...)
 
 	iters := 2000
 	if o.Quick {
@@ -86,21 +96,24 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 		return nil, err
 	}
 
-	var bw, inBW float64
-	lat, inLat := time.Duration(1<<62), time.Duration(1<<62)
+	bw, inBW := [2]float64{}, 0.0
+	lat, inLat := [2]time.Duration{1 << 62, 1 << 62}, time.Duration(1<<62)
+	envs := [2][]string{env, env1}
 	for range o.rounds() {
-		out, err := perftest(ctx, env, "ib_write_bw", "-s", "65536", "-n", strconv.Itoa(iters), "--report_gbits")
-		if err != nil {
-			return nil, err
-		}
-		v, err := perftestResult(out, 3) // BW average[Gb/sec]
-		if err != nil {
-			return nil, err
-		}
-		if v > 0 && v < 1e6 { // a rate (perftest printed NaN once)
-			bw = max(bw, v)
-		} else {
-			o.logf("daemon: ib_write_bw reported %v Gb/s, ignored", v)
+		for i, env := range envs {
+			out, err := perftest(ctx, env, "ib_write_bw", "-s", "65536", "-n", strconv.Itoa(iters), "--report_gbits")
+			if err != nil {
+				return nil, err
+			}
+			v, err := perftestResult(out, 3) // BW average[Gb/sec]
+			if err != nil {
+				return nil, err
+			}
+			if !(v > 0 && v < 1e6) { // not a rate (NaN), as t_typical below
+				o.logf("daemon: ib_write_bw reported %v Gb/s, ignored", v)
+				continue
+			}
+			bw[i] = max(bw[i], v)
 		}
 		nb, el, err := wp.writeLoop(wc.msg, wc.depth, o.round())
 		if err != nil {
@@ -108,21 +121,23 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 		}
 		inBW = max(inBW, gbps(nb, el))
 
-		out, err = perftest(ctx, env, "ib_send_lat", "-s", "64", "-n", strconv.Itoa(iters))
-		if err != nil {
-			return nil, err
-		}
-		v, err = perftestResult(out, 4) // t_typical[usec]
-		if err != nil {
-			return nil, err
-		}
-		// perftest was seen to print a t_typical that is not a
-		// Duration (NaN, or past its range: the row then read
-		// -9223372036854776 us): such a round counts for nothing.
-		if v > 0 && v < 1e9 {
-			lat = min(lat, time.Duration(v*1000))
-		} else {
-			o.logf("daemon: ib_send_lat reported t_typical %v us, ignored", v)
+		for i, env := range envs {
+			out, err := perftest(ctx, env, "ib_send_lat", "-s", "64", "-n", strconv.Itoa(iters))
+			if err != nil {
+				return nil, err
+			}
+			v, err := perftestResult(out, 4) // t_typical[usec]
+			if err != nil {
+				return nil, err
+			}
+			// perftest was seen to print a t_typical that is not a
+			// Duration (NaN, or past its range: the row then read
+			// -9223372036854776 us): such a round counts for nothing.
+			if !(v > 0 && v < 1e9) {
+				o.logf("daemon: ib_send_lat reported t_typical %v us, ignored", v)
+				continue
+			}
+			lat[i] = min(lat[i], time.Duration(v*1000))
 		}
 		rtts, err := lp.pingpong(64, iters)
 		if err != nil {
@@ -135,11 +150,15 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 	}
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 	rows := daemonRows("")
-	rows[0].Value, rows[0].BaseValue, rows[0].Ratio = bw, inBW, ratio(bw, inBW)
+	for i := range 2 {
+		w, l := &rows[2*i], &rows[2*i+1]
+		w.Value, w.BaseValue, w.Ratio = bw[i], inBW, ratio(bw[i], inBW)
+		l.Value, l.BaseValue, l.Ratio = us(lat[i]), us(inLat), ratio(us(lat[i]), us(inLat))
+	}
 	rows[0] = rows[0].atLeast(0.5)
-	rows[1].Value, rows[1].BaseValue, rows[1].Ratio = us(lat), us(inLat), ratio(us(lat), us(inLat))
 	rows[1] = rows[1].atMost(2)
-	o.logf("daemon: ib_write_bw %.2f Gb/s (in-process %.2f), ib_send_lat typical %v (in-process p50 %v)", bw, inBW, lat, inLat)
+	o.logf("daemon: ib_write_bw %.2f Gb/s (one-way doorbells %.2f, in-process %.2f), ib_send_lat typical %v (one-way %v, in-process p50 %v)",
+		bw[0], bw[1], inBW, lat[0], lat[1], inLat)
 	return rows, nil
 }
 

@@ -249,6 +249,20 @@ func (s *Set) List() []string {
 	return out
 }
 
+// HasVerbRule reports whether a verbs rule names verb (as KnownVerb
+// spells it), used up or not: while one does, every such command must
+// reach Verb.
+func (s *Set) HasVerbRule(verb string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.rules {
+		if e.r.Kind == KindVerbs && e.r.Verb == verb {
+			return true
+		}
+	}
+	return false
+}
+
 // Close cancels pending port actions; later Adds fail.
 func (s *Set) Close() {
 	s.mu.Lock()

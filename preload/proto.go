@@ -18,12 +18,14 @@ import (
 //	offset 0  u32 Op   the operation (a reply repeats the request's)
 //	offset 4  u32 Len  payload bytes after the header
 //	offset 8  i32 Ret  reply: the result (>= 0) or a negative errno; request: 0
-//	offset 12 u32 Aux  OpOpen request: Version; otherwise 0
+//	offset 12 u32 Aux  OpOpen request: Version; its reply: features; otherwise 0
 //
 // Operations (request payload → reply payload, descriptors with SCM_RIGHTS):
 //
 //   - OpOpen: the first request on a connection; payload the device node's
-//     name ("uverbs0", "rdma_cm"). Reply: Ret 0, or -ENODEV for a name the
+//     name ("uverbs0", "rdma_cm"). Reply: Ret 0 and in Aux the features
+//     the daemon offers on the file (FeatureSharePages,
+//     FeatureOneWayDoorbells), or -ENODEV for a name the
 //     daemon does not serve, -EPROTO for another Version. Nothing else is
 //     accepted before it succeeds. For "rdma_cm" the reply's payload is a
 //     u32, the daemon's name of the file (the client puts it in
@@ -36,7 +38,17 @@ import (
 //     daemon answers an empty queue with -EAGAIN.
 //   - OpWrite: write(cmd_fd, buf): payload buf (at most MaxPayload). Reply:
 //     Ret is write()'s result or -errno. The daemon has already written the
-//     command's response into the client's memory. The payload is one u64
+//     command's response into the client's memory. The reply's Aux is
+//     AuxSyncDoorbells while the daemon wants every doorbell answered.
+//     With WriteOneWay in the request's Aux (on a file that offers
+//     FeatureOneWayDoorbells), buf is librxe's doorbell, a POST_SEND with
+//     no WRs, that the client answered itself (bad_wr 0 written, write()
+//     returned): the daemon rings the QP's doorbell, writes nothing and
+//     sends no reply, and drops a request that is not such a doorbell. A
+//     client sends one only where the kernel's answer is known: the QP's
+//     last answered POST_SEND succeeded (it was at RTS or later) and no
+//     MODIFY_QP or DESTROY_QP was written since, no reply since said
+//     AuxSyncDoorbells, and the response address takes the write. The payload is one u64
 //     client address per descriptor passed with the reply, in order: the
 //     client stores the number it received as a u32 there.
 //   - OpFds: sent by the client right after an OpWrite reply that passed
@@ -48,10 +60,22 @@ import (
 //   - OpMmap: mmap(cmd_fd, offset): payload u64 offset, u64 length. Reply:
 //     Ret 0 or -errno; payload i64, the offset inside the one descriptor
 //     passed (a memfd) that the client maps instead.
+//   - OpShare: sent by a client of a uverbs file that offers
+//     FeatureSharePages right before the write() of a REG_MR: payload u64
+//     addr, u64 length (whole pages), and one descriptor: a memfd sealed
+//     against shrinking, at least length bytes, whose offset 0 the client
+//     mapped MAP_SHARED at addr in place of the pages it had there (same
+//     bytes). Reply: Ret 0 when the daemon mapped it, so that the MRs the
+//     next write() registers inside the range use those pages; or -errno
+//     (EINVAL for a descriptor that is not such a memfd, ENOSPC when the
+//     client holds too many), and the MRs go through /proc/PID/mem. A
+//     region no MR pinned is dropped after the next write(); a pinned one
+//     when its last MR is deregistered. An OpShare is the only request
+//     that may carry a descriptor.
 //
 // A request the daemon cannot parse (short header, Len not the payload's
 // length, an unknown Op, a payload over MaxPayload, descriptors sent to the
-// daemon) gets a reply with Ret -EINVAL (or -E2BIG) and the same Op, and
+// daemon with another request) gets a reply with Ret -EINVAL (or -E2BIG) and the same Op, and
 // the connection stays usable.
 
 // HeaderSize is the size of a frame header.
@@ -81,7 +105,27 @@ const (
 	OpWrite Op = 2
 	OpMmap  Op = 3
 	OpFds   Op = 4
+	OpShare Op = 5
 )
+
+// The OpOpen reply's Aux bits: what the daemon takes on the file.
+const (
+	FeatureSharePages      = 1 // OpShare
+	FeatureOneWayDoorbells = 2 // OpWrite with WriteOneWay
+)
+
+// WriteOneWay is the OpWrite request's Aux bit of a doorbell that gets no
+// reply.
+const WriteOneWay = 1
+
+// MaxOneWayRun bounds the one-way doorbells a client sends in a row: the
+// next is answered, so that the client learns AuxSyncDoorbells.
+const MaxOneWayRun = 64
+
+// AuxSyncDoorbells is the OpWrite reply's Aux bit saying that every
+// doorbell must be answered by the daemon (say, while a fault rule may fail
+// a POST_SEND).
+const AuxSyncDoorbells = 1
 
 // String names the operation.
 func (o Op) String() string {
@@ -94,6 +138,8 @@ func (o Op) String() string {
 		return "MMAP"
 	case OpFds:
 		return "FDS"
+	case OpShare:
+		return "SHARE"
 	}
 	return fmt.Sprintf("Op(%d)", uint32(o))
 }

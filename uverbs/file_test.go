@@ -716,6 +716,18 @@ func TestStalledDoorbellResumesOnCompletions(t *testing.T) {
 	}
 }
 
+// produceSend writes a signaled 8-byte SEND from k.buf, WR id id, on the
+// SQ ring (no doorbell yet).
+func (k *conn) produceSend(t testing.TB, id uint64) {
+	t.Helper()
+	w := RxeSendWqe{Wr: RxeSendWr{Wr_id: id, Opcode: uint32(emu.WRSend), Send_flags: uint32(emu.SendSignaled)},
+		Dma: RxeDmaInfo{Length: 8, Resid: 8, Num_sge: 1}}
+	sge := RxeSge{Addr: k.buf, Length: 8, Lkey: k.lkey}
+	if !k.sq.produce(append(bytesOf(&w), bytesOf(&sge)...)) {
+		t.Fatal("SQ full")
+	}
+}
+
 // TestPostSendBeforeRTSIsEINVAL checks rxe_post_send's answer to a
 // doorbell on a QP that is not ready to send: EINVAL, with the response
 // (bad_wr 0) written as ib_uverbs_post_send writes it; the WQE stays on
@@ -724,12 +736,7 @@ func TestPostSendBeforeRTSIsEINVAL(t *testing.T) {
 	dev := newDevice(t)
 	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
 	b.connect(t, a.qpn)
-	w := RxeSendWqe{Wr: RxeSendWr{Wr_id: 5, Opcode: uint32(emu.WRSend), Send_flags: uint32(emu.SendSignaled)},
-		Dma: RxeDmaInfo{Length: 8, Resid: 8, Num_sge: 1}}
-	sge := RxeSge{Addr: a.buf, Length: 8, Lkey: a.lkey}
-	if !a.sq.produce(append(bytesOf(&w), bytesOf(&sge)...)) {
-		t.Fatal("SQ full")
-	}
+	a.produceSend(t, 5)
 	b.postRecv(t, 9, b.buf, 64)
 	a.mem.WriteAt([]byte{0xff, 0xff, 0xff, 0xff}, a.resp)
 	out, _, err := do(a.client, CmdPostSend, &PostSend{Qp_handle: a.qp, Wqe_size: uint32(sizeOf[SendWr]())}, sizeOf[PostSendResp]())
@@ -743,5 +750,56 @@ func TestPostSendBeforeRTSIsEINVAL(t *testing.T) {
 	a.connect(t, b.qpn)
 	if wc := a.cqRing.poll(t); wc.Wr_id != 5 || wc.Status != uint32(emu.WCSuccess) {
 		t.Fatalf("completion after RTS %+v", wc)
+	}
+}
+
+// TestDoorbellRingsWithoutAResponse: File.Doorbell rings a QP's send
+// doorbell as a POST_SEND with no WRs does but writes no response (the
+// client answered itself): a handle that names no QP and a QP before RTS
+// are EINVAL, a QP at RTS sends what waits on its ring.
+func TestDoorbellRingsWithoutAResponse(t *testing.T) {
+	dev := newDevice(t)
+	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
+	errnoIs(t, a.client.f.Doorbell(a.qp+100), unix.EINVAL)
+	errnoIs(t, a.client.f.Doorbell(a.qp), unix.EINVAL)
+	b.connect(t, a.qpn)
+	a.connect(t, b.qpn)
+	a.produceSend(t, 6)
+	b.postRecv(t, 9, b.buf, 64)
+	a.mem.WriteAt([]byte{0xff, 0xff, 0xff, 0xff}, a.resp)
+	if !a.cqRing.empty() {
+		t.Fatal("a completion before the doorbell")
+	}
+	if err := a.client.f.Doorbell(a.qp); err != nil {
+		t.Fatal(err)
+	}
+	if wc := a.cqRing.poll(t); wc.Wr_id != 6 || wc.Status != uint32(emu.WCSuccess) {
+		t.Fatalf("completion %+v", wc)
+	}
+	var resp [4]byte
+	a.mem.ReadAt(resp[:], a.resp)
+	if resp != [4]byte{0xff, 0xff, 0xff, 0xff} {
+		t.Errorf("the doorbell wrote %x at the response address", resp)
+	}
+}
+
+// TestNullPostSendIsLibrxesDoorbell: only a POST_SEND with no WRs names a
+// QP handle.
+func TestNullPostSendIsLibrxesDoorbell(t *testing.T) {
+	cmd := func(c uint32, p PostSend) []byte {
+		h := CmdHdr{Command: c, In_words: uint16((hdrSize + sizeOf[PostSend]()) / 4), Out_words: 1}
+		return append(bytesOf(&h), bytesOf(&p)...)
+	}
+	if h, ok := NullPostSend(cmd(CmdPostSend, PostSend{Qp_handle: 3, Wqe_size: 128})); !ok || h != 3 {
+		t.Errorf("null post send: %d %v", h, ok)
+	}
+	for name, b := range map[string][]byte{
+		"with WRs":        cmd(CmdPostSend, PostSend{Qp_handle: 3, Wr_count: 1}),
+		"another command": cmd(CmdPostRecv, PostSend{Qp_handle: 3}),
+		"short":           cmd(CmdPostSend, PostSend{Qp_handle: 3})[:hdrSize+8],
+	} {
+		if _, ok := NullPostSend(b); ok {
+			t.Errorf("%s reads as a doorbell", name)
+		}
 	}
 }

@@ -35,7 +35,8 @@ func seedWrite[T any](cmd uint32, req T, respLen int) []byte {
 }
 
 // FuzzWrite feeds sequences of command writes to a fresh File: every
-// write returns its length or an error wrapping an errno, nothing panics,
+// write returns its length or an error wrapping an errno (so does the
+// one-way doorbell of each POST_SEND with no WRs), nothing panics,
 // and Close leaves no object behind.
 func FuzzWrite(f *testing.F) {
 	ctx := seedWrite(CmdGetContext, GetContext{}, sizeOf[GetContextResp]())
@@ -86,6 +87,15 @@ func FuzzWrite(f *testing.F) {
 			n = min(n, len(in))
 			buf := in[:n]
 			in = in[n:]
+			if h, ok := NullPostSend(buf); ok {
+				// A doorbell the client answered itself (one-way).
+				if err := file.Doorbell(h); err != nil {
+					var errno unix.Errno
+					if !errors.As(err, &errno) || errno == 0 {
+						t.Fatalf("doorbell error %v carries no errno", err)
+					}
+				}
+			}
 			r, err := file.Write(buf)
 			if err != nil {
 				var errno unix.Errno

@@ -367,22 +367,47 @@ func (c *call) postSend() error {
 	if err != nil {
 		return err
 	}
-	// rxe_post_send: a QP before RTS is EINVAL; its WQEs stay on the ring
-	// for a doorbell after a modify takes it to RTS. The response is
-	// written either way (ib_uverbs_post_send), and its fault wins.
-	var refused error
-	if attr, _, qerr := o.qp.qp.Query(qpstate.AttrState); qerr != nil || attr.QPState < qpstate.StateRTS {
-		refused = errorf(unix.EINVAL, "POST_SEND: QP handle %d is not ready to send", cmd.Qp_handle)
-	} else if c.f.settle != nil {
-		c.f.settle(o.qp.doorbell)
-	} else {
-		o.qp.doorbell()
-	}
+	// The response is written whatever the doorbell found
+	// (ib_uverbs_post_send), and its fault wins.
+	refused := c.f.ring(o, cmd.Qp_handle)
 	resp := PostSendResp{}
 	if err := c.respond(bytesOf(&resp)); err != nil {
 		return err
 	}
 	return refused
+}
+
+// ring rings QP object o's send doorbell (rxe_post_send): a QP before RTS
+// is EINVAL, its WQEs staying on the ring for a doorbell after a modify
+// takes it to RTS. f.mu held.
+func (f *File) ring(o *object, handle uint32) error {
+	if attr, _, qerr := o.qp.qp.Query(qpstate.AttrState); qerr != nil || attr.QPState < qpstate.StateRTS {
+		return errorf(unix.EINVAL, "POST_SEND: QP handle %d is not ready to send", handle)
+	}
+	if f.settle != nil {
+		f.settle(o.qp.doorbell)
+	} else {
+		o.qp.doorbell()
+	}
+	return nil
+}
+
+// Doorbell rings QP handle's send doorbell as a POST_SEND with no WRs
+// (librxe's post_send_db) does, without its response: for a client that
+// answered the command itself, knowing the kernel's answer (the QP was at
+// RTS or later at its last answered POST_SEND and has not been modified
+// since). A handle that names no QP, or a QP before RTS, is EINVAL.
+func (f *File) Doorbell(handle uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || !f.context {
+		return errorf(unix.EINVAL, "doorbell: no context")
+	}
+	o, err := f.get(kindQP, handle)
+	if err != nil {
+		return err
+	}
+	return f.ring(o, handle)
 }
 
 // modifyQP is ib_uverbs_modify_qp.
@@ -545,4 +570,20 @@ func (f *File) destroyQP(o *object) error {
 	}
 	delete(f.objects, o.handle)
 	return nil
+}
+
+// NullPostSend reports whether buf is a POST_SEND command with no WRs,
+// librxe's doorbell (post_send_db), and returns the QP handle it names.
+func NullPostSend(buf []byte) (handle uint32, ok bool) {
+	if len(buf) < hdrSize+sizeOf[PostSend]() {
+		return 0, false
+	}
+	if hdr := load[CmdHdr](buf); hdr.Command != CmdPostSend {
+		return 0, false
+	}
+	cmd := load[PostSend](buf[hdrSize:])
+	if cmd.Wr_count != 0 {
+		return 0, false
+	}
+	return cmd.Qp_handle, true
 }

@@ -8,7 +8,8 @@
 //	             └─ Server: one goroutine per connection, one File (the
 //	                  kernel's struct ib_uverbs_file) per open, the
 //	                  program's memory through process_vm_readv/writev
-//	                  (commands) and its /proc/PID/mem (MRs)
+//	                  (commands), and for MRs the pages it shared
+//	                  (shared.go) or else its /proc/PID/mem
 //
 // The daemon keeps its socket and the sysfs tree libibverbs reads
 // (SYSFS_PATH) in one private directory (mode 0700). Every client is

@@ -9,11 +9,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mapping is one line of /proc/PID/maps: [start, end) and whether the
-// process may read and write it ('r' and 'w' in its permissions).
+// mapping is one line of /proc/PID/maps: [start, end), whether the
+// process may read and write it ('r' and 'w' in its permissions), and the
+// file behind it: its offset at start, device and inode (0 for anonymous
+// memory).
 type mapping struct {
 	start, end  uint64
 	read, write bool
+	offset      uint64
+	dev         uint64 // unix.Mkdev(major, minor)
+	inode       uint64
 }
 
 // parseMaps parses the text of /proc/PID/maps into its mappings in
@@ -56,7 +61,52 @@ func parseMapping(line []byte) (mapping, bool) {
 	if err1 != nil || err2 != nil || end <= start || len(perms) < 2 {
 		return mapping{}, false
 	}
-	return mapping{start: start, end: end, read: perms[0] == 'r', write: perms[1] == 'w'}, true
+	m := mapping{start: start, end: end, read: perms[0] == 'r', write: perms[1] == 'w'}
+	if len(f) >= 5 {
+		off, err1 := strconv.ParseUint(string(f[2]), 16, 64)
+		maj, min, ok := bytes.Cut(f[3], []byte{':'})
+		ma, err2 := strconv.ParseUint(string(maj), 16, 32)
+		mi, err3 := strconv.ParseUint(string(min), 16, 32)
+		ino, err4 := strconv.ParseUint(string(f[4]), 10, 64)
+		if err1 != nil || !ok || err2 != nil || err3 != nil || err4 != nil {
+			return mapping{}, false
+		}
+		m.offset, m.dev, m.inode = off, unix.Mkdev(uint32(ma), uint32(mi)), ino
+	}
+	return m, true
+}
+
+// readPidMaps reads and parses /proc/pid/maps.
+func readPidMaps(pid int) ([]mapping, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		return nil, err
+	}
+	return parseMaps(b), nil
+}
+
+// mapsFile reports whether every byte of [addr, addr+length) lies in
+// mappings of the file dev:inode at the file offset addr-base, as where
+// the file's offset 0 is mapped at base and the range has not moved since.
+func mapsFile(ms []mapping, addr, length, base, dev, inode uint64) bool {
+	end := addr + length
+	if end <= addr || addr < base {
+		return false
+	}
+	a := addr
+	for _, m := range ms {
+		if a >= end {
+			break
+		}
+		if m.end <= a {
+			continue
+		}
+		if m.start > a || m.inode != inode || m.dev != dev || m.offset+(a-m.start) != a-base {
+			return false
+		}
+		a = m.end
+	}
+	return a >= end
 }
 
 // checkMapped answers as get_user_pages does for the pages of an MR
@@ -97,11 +147,11 @@ func checkMapped(ms []mapping, addr, length uint64, write bool) error {
 
 // checkPidMaps checks [addr, addr+length) against /proc/pid/maps.
 func checkPidMaps(pid int, addr, length uint64, write bool) error {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	ms, err := readPidMaps(pid)
 	if err != nil {
 		return fmt.Errorf("client memory of pid %d: %v: %w", pid, err, unix.EFAULT)
 	}
-	if err := checkMapped(parseMaps(b), addr, length, write); err != nil {
+	if err := checkMapped(ms, addr, length, write); err != nil {
 		return fmt.Errorf("client memory of pid %d: %w", pid, err)
 	}
 	return nil

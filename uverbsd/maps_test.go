@@ -112,7 +112,7 @@ func munmap(addr, length uint64) error {
 // (refused, never admitted); no input panics.
 func TestParseMapsStopsAtABadLine(t *testing.T) {
 	good := "00400000-00401000 r-xp 00000000 08:01 12 /bin/x\n00401000-00403000 rw-p 00000000 00:00 0 \n"
-	if ms := parseMaps([]byte(good)); len(ms) != 2 || ms[0] != (mapping{0x400000, 0x401000, true, false}) || ms[1] != (mapping{0x401000, 0x403000, true, true}) {
+	if ms := parseMaps([]byte(good)); len(ms) != 2 || ms[0] != (mapping{start: 0x400000, end: 0x401000, read: true, dev: unix.Mkdev(8, 1), inode: 12}) || ms[1] != (mapping{start: 0x401000, end: 0x403000, read: true, write: true}) {
 		t.Fatalf("parseMaps(good) = %+v", ms)
 	}
 	if err := checkMapped(parseMaps([]byte(good)), 0x400800, 0x2000, false); err != nil {
@@ -140,5 +140,40 @@ func TestParseMapsStopsAtABadLine(t *testing.T) {
 	}
 	if err := checkMapped(ms, 0x402000, 0x1000, false); !errors.Is(err, unix.EFAULT) {
 		t.Errorf("range past a bad line: %v, want EFAULT", err)
+	}
+}
+
+// TestMapsFileFollowsTheFileAndItsOffset: a range counts as a file's
+// mapping only where every byte lies in a mapping of that device and inode
+// at the offset its distance from the base names: a hole, another file, a
+// shifted offset or a range before the base does not.
+func TestMapsFileFollowsTheFileAndItsOffset(t *testing.T) {
+	ms := parseMaps([]byte("7f0000000000-7f0000002000 rw-s 00000000 00:01 77 /memfd:softroce-mr (deleted)\n" +
+		"7f0000002000-7f0000003000 r--s 00002000 00:01 77 /memfd:softroce-mr (deleted)\n" +
+		"7f0000004000-7f0000005000 rw-s 00004000 00:01 77 /memfd:softroce-mr (deleted)\n" +
+		"7f0000005000-7f0000006000 rw-s 00000000 00:01 78 /memfd:softroce-mr (deleted)\n"))
+	dev := unix.Mkdev(0, 1)
+	base := uint64(0x7f0000000000)
+	for _, c := range []struct {
+		addr, length, base, inode uint64
+		want                      bool
+	}{
+		{base, 0x3000, base, 77, true},
+		{base + 0x1000, 0x1800, base, 77, true},
+		{base, 0x5000, base, 77, false},          // the hole at +0x3000
+		{base + 0x4000, 0x1000, base, 77, true},  // offset 0x4000 at +0x4000
+		{base + 0x4000, 0x2000, base, 77, false}, // then inode 78
+		{base + 0x5000, 0x1000, base + 0x5000, 78, true},
+		{base + 0x5000, 0x1000, base, 78, false}, // offset 0, not 0x5000
+		{base, 0x1000, base, 78, false},
+		{base, 0x1000, base + 0x1000, 77, false}, // before the base
+		{base, 0, base, 77, false},
+	} {
+		if got := mapsFile(ms, c.addr, c.length, c.base, dev, c.inode); got != c.want {
+			t.Errorf("mapsFile(%#x+%#x, base %#x, inode %d) = %v, want %v", c.addr, c.length, c.base, c.inode, got, c.want)
+		}
+	}
+	if mapsFile(ms, base, 0x1000, base, unix.Mkdev(0, 2), 77) {
+		t.Error("mapsFile matched another device's inode")
 	}
 }

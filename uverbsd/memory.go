@@ -177,7 +177,13 @@ type memFile struct {
 	mu     sync.RWMutex // held for reading around each transfer, for writing by close
 	fd     int
 	closed bool
-	pid    int // for messages only
+	pid    int // the client's while it waits for a command
+
+	// The regions the client shared (shared.go).
+	smu      sync.Mutex
+	regions  []*sharedRegion
+	fresh    *sharedRegion // shared last, for the next command's REG_MR
+	unshared bool          // the connection closed: no more shares
 }
 
 // openMemFile opens pid's /proc/PID/mem for the client whose pidfd is
@@ -205,6 +211,7 @@ func (m *memFile) close() {
 	if m == nil {
 		return
 	}
+	m.unshare()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.closed {

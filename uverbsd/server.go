@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -17,6 +18,7 @@ import (
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/preload"
 	"github.com/softroce/softroce/ucma"
+	"github.com/softroce/softroce/uverbs"
 )
 
 // Config configures New.
@@ -54,6 +56,19 @@ type Config struct {
 	// caller's context. Without it a program that busy-polls its CQ
 	// competes with the device's goroutines for the CPU.
 	Settle func(cmd func())
+	// NoSharedPages refuses the clients' shared MR pages (OpShare): every
+	// MR's data then moves through /proc/PID/mem, and the preload library
+	// leaves the program's memory as it is.
+	NoSharedPages bool
+	// OneWayDoorbells lets the clients ring their QPs' send doorbells
+	// without waiting for the daemon where the kernel's answer is known
+	// (preload.WriteOneWay): a stream of posts then runs beside the
+	// daemon's work instead of waiting for it at every post. Off, every
+	// doorbell is answered after its work (Settle), which hands the
+	// client's CPU to the daemon: a ping-pong's latency is lower that way
+	// on a machine whose CPUs busy-polling programs fill
+	// (docs/performance.md, "One-way doorbells").
+	OneWayDoorbells bool
 	// NoRDMACM leaves /dev/infiniband/rdma_cm unserved. Otherwise the
 	// Server runs a Communication Manager (package cma) on the device's
 	// QP1 and serves its IDs to librdmacm programs (package ucma).
@@ -93,6 +108,55 @@ type Server struct {
 	closed  bool
 	wg      sync.WaitGroup
 	done    chan struct{}
+
+	// syncDoorbells: every doorbell must be answered (SetSyncDoorbells).
+	syncDoorbells atomic.Bool
+}
+
+// SetSyncDoorbells tells the clients, in every reply to a write from now
+// on, whether the daemon must answer every doorbell (preload.AuxSyncDoorbells):
+// set while something may fail a POST_SEND (a verbs fault rule), which a
+// one-way doorbell would get no errno for. A client streaming one-way
+// doorbells learns it at its next answered command, at most
+// preload.MaxOneWayRun doorbells later.
+func (s *Server) SetSyncDoorbells(sync bool) { s.syncDoorbells.Store(sync) }
+
+// doorbeller is a File that rings a QP's send doorbell with no response
+// (uverbs.File.Doorbell).
+type doorbeller interface {
+	Doorbell(handle uint32) error
+}
+
+// doorbell serves a one-way doorbell (preload.WriteOneWay): librxe's
+// POST_SEND with no WRs, which the client answered itself. Anything else
+// is dropped; so is a doorbell the Intercept fails (its WRs stay on the
+// ring for the next doorbell), and one the File refuses: the client sends
+// one only where the kernel's answer is success.
+func (cn *conn) doorbell(p []byte) {
+	db, ok := cn.file.(doorbeller)
+	handle, null := uverbs.NullPostSend(p)
+	if !ok || !null || !cn.s.cfg.OneWayDoorbells {
+		cn.s.logf("pid %d: one-way write that is no doorbell dropped", cn.pid)
+		return
+	}
+	cfg := &cn.s.cfg
+	var err error
+	if cfg.Intercept != nil {
+		err = cfg.Intercept(uverbs.CommandName(p))
+	}
+	if err == nil {
+		if cfg.Settle != nil {
+			cfg.Settle(func() { err = db.Doorbell(handle) })
+		} else {
+			err = db.Doorbell(handle)
+		}
+	}
+	if err != nil {
+		cn.s.logf("pid %d: one-way doorbell of QP handle %d: %v", cn.pid, handle, err)
+		if cfg.Recorder != nil {
+			cfg.Recorder.VerbFailed(uverbs.CommandName(p), unix.Errno(-errno(err)))
+		}
+	}
 }
 
 // SocketName and SysfsName are the names of the socket and the sysfs tree
@@ -438,24 +502,48 @@ func (cn *conn) recv(buf, oob []byte, flags int) (n, oobn, rflags int, err error
 	return
 }
 
-// closeRights closes every descriptor a client sent: the daemon takes none.
-func closeRights(oob []byte) int {
+// closeRights closes every descriptor a client sent.
+func closeRights(oob []byte) {
+	for _, fd := range rights(oob) {
+		unix.Close(fd)
+	}
+}
+
+// rights returns the descriptors a client sent (SCM_RIGHTS), which the
+// daemon now holds: it closes them, or keeps the one an OpShare carries.
+func rights(oob []byte) []int {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
-		return 0
+		return nil
 	}
-	n := 0
+	var all []int
 	for _, m := range msgs {
 		fds, err := unix.ParseUnixRights(&m)
 		if err != nil {
 			continue
 		}
-		for _, fd := range fds {
-			unix.Close(fd)
-			n++
-		}
+		all = append(all, fds...)
 	}
-	return n
+	return all
+}
+
+// handleShare serves an OpShare frame and closes fd, its memfd (a
+// mapping keeps what the daemon takes); false ends the connection.
+func (cn *conn) handleShare(frame []byte, fd int) bool {
+	defer unix.Close(fd)
+	h, p, err := preload.ParseFrame(frame)
+	switch {
+	case err != nil:
+		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+	case cn.mrs == nil || cn.s.cfg.NoSharedPages || len(p) != 16:
+		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+	}
+	addr, length := binary.NativeEndian.Uint64(p), binary.NativeEndian.Uint64(p[8:])
+	if err := cn.mrs.share(fd, addr, length); err != nil {
+		cn.s.logf("pid %d: %v", cn.pid, err)
+		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+	}
+	return cn.reply(preload.Header{Op: h.Op}, nil, nil)
 }
 
 // loop reads frames until the client goes away. A zero-length packet reads
@@ -479,8 +567,17 @@ func (cn *conn) loop() {
 			cn.s.logf("pid %d: frame of %d bytes refused", cn.pid, n)
 			continue
 		}
-		if closeRights(oob[:oobn]) > 0 || rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+		if fds := rights(oob[:oobn]); len(fds) > 0 || rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
 			h, _, _ := preload.ParseFrame(buf[:n])
+			if h.Op == preload.OpShare && len(fds) == 1 && rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) == 0 {
+				if !cn.handleShare(buf[:n], fds[0]) {
+					return
+				}
+				continue
+			}
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
 			cn.s.logf("pid %d: descriptors sent to the daemon", cn.pid)
 			if !cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil) {
 				return
@@ -557,9 +654,21 @@ func (cn *conn) handle(frame []byte) bool {
 			cn.s.opened++
 			cn.s.mu.Unlock()
 			cn.s.logf("pid %d: opened %s", cn.pid, UverbsNode)
+			var aux uint32
+			if cn.mrs != nil && !cn.s.cfg.NoSharedPages {
+				aux |= preload.FeatureSharePages
+			}
+			if _, ok := cn.file.(doorbeller); ok && cn.s.cfg.OneWayDoorbells {
+				aux |= preload.FeatureOneWayDoorbells
+			}
+			return cn.reply(preload.Header{Op: h.Op, Aux: aux}, nil, nil)
 		}
 		return cn.reply(preload.Header{Op: h.Op, Ret: ret}, nil, nil)
 	case preload.OpWrite:
+		if h.Aux&preload.WriteOneWay != 0 {
+			cn.doorbell(p)
+			return true
+		}
 		var r Reply
 		var err error
 		if cn.s.cfg.Settle != nil {
@@ -567,8 +676,13 @@ func (cn *conn) handle(frame []byte) bool {
 		} else {
 			r, err = cn.write(p)
 		}
+		cn.mrs.settleShares()
+		var aux uint32
+		if cn.s.syncDoorbells.Load() {
+			aux = preload.AuxSyncDoorbells
+		}
 		if err != nil {
-			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err), Aux: aux}, nil, nil)
 		}
 		if len(r.Files) > preload.MaxFiles || r.N < 0 || r.N > math.MaxInt32 {
 			cn.s.logf("pid %d: write returned %d and %d files", cn.pid, r.N, len(r.Files))
@@ -587,7 +701,7 @@ func (cn *conn) handle(frame []byte) bool {
 			fds = append(fds, fd)
 		}
 		cn.passed = len(fds)
-		return cn.reply(preload.Header{Op: h.Op, Ret: int32(r.N)}, at, fds)
+		return cn.reply(preload.Header{Op: h.Op, Ret: int32(r.N), Aux: aux}, at, fds)
 	case preload.OpMmap:
 		if len(p) != 16 {
 			return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)

@@ -18,12 +18,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/node"
 	"github.com/softroce/softroce/preload"
+	"github.com/softroce/softroce/uverbs"
 	"github.com/softroce/softroce/uverbsd"
 )
 
@@ -76,15 +78,16 @@ func TestMain(m *testing.M) {
 // "event", and maps a memfd holding "ring" at offset 8192. A command whose
 // data starts with "block" says so on held and waits for release.
 type fakeFile struct {
-	mem     uverbsd.Memory
-	closed  chan struct{}
-	writes  chan struct{}
-	held    chan struct{}
-	release chan struct{}
-	mu      sync.Mutex
-	keep    []*os.File
-	at      []uint64 // where the passed files' numbers go
-	stored  []string // per FilesStored: "ok" when each number is the one at its address
+	mem       uverbsd.Memory
+	closed    chan struct{}
+	writes    chan struct{}
+	held      chan struct{}
+	release   chan struct{}
+	mu        sync.Mutex
+	keep      []*os.File
+	at        []uint64 // where the passed files' numbers go
+	stored    []string // per FilesStored: "ok" when each number is the one at its address
+	doorbells []uint32 // the QP handles of the one-way doorbells rung
 }
 
 func (f *fakeFile) FilesStored(fds []uint32) {
@@ -143,6 +146,17 @@ func (f *fakeFile) Write(buf []byte) (uverbsd.Reply, error) {
 	return uverbsd.Reply{N: len(buf), Files: []uverbsd.PassFile{{File: r, At: resp + 16}}}, nil
 }
 
+// Doorbell records a one-way doorbell's QP handle; handle 13 is refused.
+func (f *fakeFile) Doorbell(handle uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.doorbells = append(f.doorbells, handle)
+	if handle == 13 {
+		return unix.EINVAL
+	}
+	return nil
+}
+
 func (f *fakeFile) Mmap(off, length uint64) (*os.File, int64, error) {
 	if off != 8192 || length != 4096 {
 		return nil, 0, unix.EINVAL
@@ -177,7 +191,7 @@ type harness struct {
 	files chan *fakeFile
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, opts ...func(*uverbsd.Config)) *harness {
 	t.Helper()
 	n, err := node.New(context.Background(), node.Config{Name: "rxe0", Seed: 1, MAC: []byte{2, 0, 0, 0, 0, 9}})
 	if err != nil {
@@ -185,13 +199,17 @@ func newHarness(t *testing.T) *harness {
 	}
 	t.Cleanup(func() { n.Close() })
 	h := &harness{node: n, dir: filepath.Join(t.TempDir(), "rxe0"), files: make(chan *fakeFile, 16)}
-	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: h.dir, Logf: t.Logf,
+	cfg := uverbsd.Config{Device: n.Device(), Dir: h.dir, Logf: t.Logf,
 		Open: func(dev *emu.Device, mem uverbsd.Memory) uverbsd.File {
 			f := &fakeFile{mem: mem, closed: make(chan struct{}), writes: make(chan struct{}, 1),
 				held: make(chan struct{}, 1), release: make(chan struct{})}
 			h.files <- f
 			return f
-		}})
+		}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := uverbsd.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,6 +460,10 @@ func TestMalformedFramesGetErrorsAndTheDaemonLivesOn(t *testing.T) {
 	r, w, _ := os.Pipe()
 	defer r.Close()
 	defer w.Close()
+	share := preload.Header{Op: preload.OpShare}
+	shareRange := make([]byte, 16)
+	binary.NativeEndian.PutUint64(shareRange, 0x10000)
+	binary.NativeEndian.PutUint64(shareRange[8:], 4096)
 	cases := []struct {
 		name string
 		pkt  []byte
@@ -455,6 +477,10 @@ func TestMalformedFramesGetErrorsAndTheDaemonLivesOn(t *testing.T) {
 		{"oversized frame", preload.Frame(write, make([]byte, preload.MaxPayload+1)), nil, unix.E2BIG},
 		{"descriptors sent", preload.Frame(open, []byte(uverbsd.UverbsNode)), unix.UnixRights(int(r.Fd())), unix.EINVAL},
 		{"open", preload.Frame(open, []byte(uverbsd.UverbsNode)), nil, 0},
+		{"share a pipe", preload.Frame(share, shareRange), unix.UnixRights(int(r.Fd())), unix.EINVAL},
+		{"share two descriptors", preload.Frame(share, shareRange), unix.UnixRights(int(r.Fd()), int(w.Fd())), unix.EINVAL},
+		{"share no descriptor", preload.Frame(share, shareRange), nil, unix.EINVAL},
+		{"a descriptor with a write", preload.Frame(write, []byte("x")), unix.UnixRights(int(r.Fd())), unix.EINVAL},
 		{"fds unasked", preload.Frame(preload.Header{Op: preload.OpFds}, make([]byte, 4)), nil, unix.EINVAL},
 		{"open twice", preload.Frame(open, []byte(uverbsd.UverbsNode)), nil, unix.EINVAL},
 		{"length lie", lenLie, nil, unix.EINVAL},
@@ -467,6 +493,9 @@ func TestMalformedFramesGetErrorsAndTheDaemonLivesOn(t *testing.T) {
 		rh := exchange(t, c, tc.pkt, tc.oob)
 		if rh.Ret != -int32(tc.want) {
 			t.Errorf("%s: reply Ret %d, want %d (%v)", tc.name, rh.Ret, -int32(tc.want), tc.want)
+		}
+		if tc.name == "open" && rh.Aux&preload.FeatureSharePages == 0 {
+			t.Errorf("open: reply Aux %#x does not offer shared pages", rh.Aux)
 		}
 	}
 	// The daemon still serves a well-behaved client.
@@ -726,5 +755,56 @@ func closeServer(t *testing.T, srv *uverbsd.Server, served <-chan error) {
 	}
 	if err := <-served; err != nil {
 		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// TestOneWayDoorbellsGetNoReply: a daemon with OneWayDoorbells offers them
+// at OPEN; a one-way POST_SEND with no WRs rings the File's doorbell and
+// gets no reply, as does one the File refuses; a one-way frame that is not
+// such a doorbell is dropped; the next command gets its own reply, which
+// says AuxSyncDoorbells once the daemon wants answered doorbells. Without
+// OneWayDoorbells, OPEN offers none and a one-way doorbell rings nothing.
+func TestOneWayDoorbellsGetNoReply(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		h := newHarness(t, func(c *uverbsd.Config) { c.OneWayDoorbells = on })
+		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: h.srv.SocketPath(), Net: "unixpacket"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		rh := exchange(t, c, preload.Frame(preload.Header{Op: preload.OpOpen, Aux: preload.Version}, []byte(uverbsd.UverbsNode)), nil)
+		if got := rh.Aux&preload.FeatureOneWayDoorbells != 0; got != on {
+			t.Fatalf("OneWayDoorbells %v: OPEN offers them: %v", on, got)
+		}
+		f := <-h.files
+		doorbell := func(handle, wrs uint32) []byte {
+			hdr := uverbs.CmdHdr{Command: uverbs.CmdPostSend, In_words: 8, Out_words: 1}
+			cmd := uverbs.PostSend{Qp_handle: handle, Wr_count: wrs, Wqe_size: 128}
+			b := append(unsafe.Slice((*byte)(unsafe.Pointer(&hdr)), unsafe.Sizeof(hdr)), unsafe.Slice((*byte)(unsafe.Pointer(&cmd)), unsafe.Sizeof(cmd))...)
+			return preload.Frame(preload.Header{Op: preload.OpWrite, Aux: preload.WriteOneWay}, b)
+		}
+		for _, pkt := range [][]byte{doorbell(3, 0), doorbell(13, 0), doorbell(4, 1),
+			preload.Frame(preload.Header{Op: preload.OpWrite, Aux: preload.WriteOneWay}, []byte("not a command"))} {
+			if _, _, err := c.WriteMsgUnix(pkt, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.srv.SetSyncDoorbells(true)
+		payload := make([]byte, 24)
+		binary.NativeEndian.PutUint64(payload, 0x1000)
+		rh = exchange(t, c, preload.Frame(preload.Header{Op: preload.OpWrite}, payload), nil)
+		if rh.Op != preload.OpWrite || rh.Aux&preload.AuxSyncDoorbells == 0 {
+			t.Errorf("the command after the doorbells: reply %+v, want its own with AuxSyncDoorbells", rh)
+		}
+		f.mu.Lock()
+		got := slices.Clone(f.doorbells)
+		f.mu.Unlock()
+		want := []uint32{3, 13}
+		if !on {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("OneWayDoorbells %v: doorbells rung %v, want %v", on, got, want)
+		}
 	}
 }

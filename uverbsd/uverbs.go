@@ -32,6 +32,9 @@ func (u uverbsFile) Mmap(offset, length uint64) (*os.File, int64, error) {
 
 func (u uverbsFile) Close() error { return u.f.Close() }
 
+// Doorbell forwards a one-way doorbell (uverbs.File.Doorbell).
+func (u uverbsFile) Doorbell(handle uint32) error { return u.f.Doorbell(handle) }
+
 // SetSettle forwards the daemon's Config.Settle (uverbs.File.SetSettle).
 func (u uverbsFile) SetSettle(settle func(fn func())) { u.f.SetSettle(settle) }
 

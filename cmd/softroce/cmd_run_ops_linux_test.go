@@ -109,6 +109,51 @@ func TestRxeOpsThroughLibibverbs(t *testing.T) {
 	checkProgramOutput(t, cmd.Run(), out.String(), errb.String(), rxeOpsChecks)
 }
 
+// TestRegisteredPagesBehaveAsPinnedPages: testdata/verbs_shared_pages.c,
+// through "softroce run" on Debian's libibverbs and librxe. By default the
+// preload library moves a registering buffer's pages into memory the
+// daemon maps: the bytes stay, RDMA WRITE and READ reach them (through a
+// second MR too), a fork's child gets a private copy and no DONTFORK
+// range, MADV_REMOVE is EINVAL, and MADV_DONTNEED leaves the MR its pinned
+// pages while the program reads zeros, as the kernel's pinned pages
+// behave. With SOFTROCE_NO_SHARED_PAGES the buffers stay private and the
+// same holds but for MADV_DONTNEED.
+func TestRegisteredPagesBehaveAsPinnedPages(t *testing.T) {
+	home := userHome(t)
+	prog := buildVerbsProgram(t, home, "verbs_shared_pages")
+	common := []string{
+		"registered pages are shared as asked",
+		"the bytes written before ibv_reg_mr stay",
+		"an RDMA WRITE lands where the program reads",
+		"an RDMA READ takes what the program wrote",
+		"a second MR on the same pages reads them",
+		"the child had the buffer as at the fork, private; not the DONTFORK range",
+		"what the child wrote stays its own",
+		"an RDMA WRITE after the fork lands",
+		"MADV_REMOVE on registered private memory is EINVAL",
+		"memory that is not whole pages stays private",
+		"and works",
+	}
+	for _, c := range []struct {
+		mode   string
+		env    []string
+		checks []string
+	}{
+		{"shared", nil, append(common[:len(common):len(common)],
+			"MADV_DONTNEED gives the program zero pages",
+			"the MR keeps the pages it pinned (an RDMA READ takes the old bytes)",
+			"an RDMA WRITE there does not reach the program")},
+		{"private", []string{"SOFTROCE_NO_SHARED_PAGES=1"}, common},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			cmd := userCommand(t, home, c.env, "softroce", "run", "-d", "rxe19", "--ip", "10.78.19.1/24", "--", prog, "rxe19", c.mode)
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			checkProgramOutput(t, cmd.Run(), out.String(), errb.String(), c.checks)
+		})
+	}
+}
+
 // TestTrixieRxeOpsThroughDaemon: the same program on Debian 13's
 // libibverbs and librxe (rdma-core 56) in the trixie chroot, through a
 // daemon on the host (libibverbs keeps its ABI across the releases).

@@ -57,7 +57,7 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	if err != nil {
 		return nil, err
 	}
-	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle}
+	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle, OneWayDoorbells: df.oneWay}
 	cov.serverConfig(&cfg)
 	faults.configure(n, &cfg)
 	srv, err := uverbsd.New(cfg)
@@ -69,6 +69,9 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	// The profile is the programs': what the daemon did to set the
 	// device up (the MAD layer's QP1 brought to RTS) is not theirs.
 	cov.rec.Reset()
+	faults.mu.Lock()
+	faults.syncDoorbells = srv.SetSyncDoorbells
+	faults.mu.Unlock()
 	if err := faults.add(df.faults.rules); err != nil {
 		srv.Close()
 		faults.set.Close()

@@ -49,6 +49,21 @@ type daemonFaults struct {
 	mu  sync.Mutex
 	n   *node.Node  // set once the node exists
 	dev *rxe.Device // its rxe device (read on the write path: no node lock)
+	// syncDoorbells is the server's SetSyncDoorbells, set once it
+	// exists: told after each change of the rules whether one may fail a
+	// POST_SEND, which a one-way doorbell would pass by.
+	syncDoorbells func(sync bool)
+}
+
+// rulesChanged tells the server whether doorbells must be answered by the
+// daemon (a verbs rule names post_send).
+func (df *daemonFaults) rulesChanged() {
+	df.mu.Lock()
+	sync := df.syncDoorbells
+	df.mu.Unlock()
+	if sync != nil {
+		sync(df.set.HasVerbRule("post_send"))
+	}
 }
 
 // newDaemonFaults makes the daemon's fault set, seeded from the run's seed,
@@ -190,6 +205,7 @@ func (df *daemonFaults) add(rules []*fault.Rule) error {
 			return err
 		}
 	}
+	df.rulesChanged()
 	return nil
 }
 
@@ -208,13 +224,16 @@ func (df *daemonFaults) control(args []string) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		df.rulesChanged()
 		return fmt.Sprintf("%d %s\n", id, r), nil
 	case args[0] == "del" && len(args) == 2:
 		id, err := strconv.Atoi(args[1])
 		if err != nil {
 			return "", fmt.Errorf("fault del: %q is not a rule id (softroce fault list shows them)", args[1])
 		}
-		return "", df.set.Del(id)
+		err = df.set.Del(id)
+		df.rulesChanged()
+		return "", err
 	case args[0] == "list" && len(args) == 1:
 		var b strings.Builder
 		for _, l := range df.set.List() {

@@ -15,6 +15,9 @@ import (
 // whole run so far, other programs' included) is written to the file.
 // The returned function is called when the program has ended.
 func useServing(dir string, df *daemonFlags, stderr io.Writer) (func() error, error) {
+	if df.oneWay {
+		return nil, fmt.Errorf("--one-way-doorbells: a serving daemon's doorbells are its own (softroce serve --one-way-doorbells)")
+	}
 	var ids []string
 	done := func() error {
 		var firstErr error

@@ -179,6 +179,18 @@ type RangeChecker interface {
 	CheckRange(addr, length uint64, write bool) error
 }
 
+// Pinner is implemented by a Space whose pages the device can map into
+// its own address space, as ib_umem_get pins the pages of a user MR: Pin
+// returns the memory of [addr, addr+length) as a slice the device reads and
+// writes directly until it calls release (ib_umem_release, at the MR's
+// deregistration), or ok false where the range is not in such memory: the
+// device then reaches the MR through ReadAt and WriteAt. The slice stays
+// the pages the MR was registered on whatever the owner maps there later,
+// as pinned pages do.
+type Pinner interface {
+	Pin(addr, length uint64) (mem []byte, release func(), ok bool)
+}
+
 // ReadAt copies the len(p) bytes at addr into p; the range must lie
 // inside one buffer (EFAULT otherwise).
 func (m *Memory) ReadAt(p []byte, addr uint64) (int, error) {

@@ -39,6 +39,11 @@ type mr struct {
 	start    uint64    // memory address backing iova (user MRs)
 	writable bool      // a user MR's pages were pinned for writing (ib_umem's writable)
 	space    dma.Space // the address space of a user MR whose PD has one, else nil (the device's Memory)
+	// pinned is the memory [start, start+length) of a user MR in space
+	// that the space maps for the device (dma.Pinner), released by unpin
+	// at deregistration; nil otherwise.
+	pinned []byte
+	unpin  func()
 	// mem is the memory of a user MR in the device's Memory,
 	// [start, start+length), while the Memory's Frees is memFrees
 	// (memSlice); nil until first used.
@@ -111,14 +116,26 @@ func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.Acce
 		// persistent memory (is_pmem_page); the emulator's never is.
 		return errorf(unix.EINVAL, "reg MR: IB_ACCESS_FLUSH_PERSISTENT on memory that is not persistent memory")
 	}
+	var pinned []byte
+	var unpin func()
+	if p, ok := space.(dma.Pinner); ok {
+		if b, rel, ok := p.Pin(start, length); ok && uint64(len(b)) == length {
+			pinned, unpin = b, rel
+		} else if ok {
+			rel()
+		}
+	}
 	r.lock()
 	defer r.unlock()
 	x, err := r.newMR(m, emu.MRTypeUser)
 	if err != nil {
+		if unpin != nil {
+			unpin()
+		}
 		return err
 	}
 	x.access, x.state, x.iova, x.length, x.start, x.space = access, memValid, iova, length, start, space
-	x.mem = nil
+	x.mem, x.pinned, x.unpin = nil, pinned, unpin
 	x.writable = access.Writable()
 	return nil
 }
@@ -257,6 +274,12 @@ func (r *device) DeregMR(m *emu.MR) error {
 	delete(r.mrs, x.idx)
 	r.lastMR = nil
 	r.mrPool.free(x.idx)
+	// ib_umem_release: every packet looks its MR up by key under r.mu,
+	// so nothing reaches the pages once the MR is gone from r.mrs.
+	if x.unpin != nil {
+		x.unpin()
+		x.pinned, x.unpin = nil, nil
+	}
 	return nil
 }
 

@@ -37,7 +37,7 @@ func (q *qp) dropReadAhead() {
 // read their own bytes from then on, so the fault fails the packet that
 // reaches it.
 func (r *device) readSGE(q *qp, w *sendWQE, m *mr, s emu.SGE, rest uint64, dst []byte) error {
-	if m.typ != emu.MRTypeUser || m.space == nil || w == nil {
+	if m.typ != emu.MRTypeUser || m.space == nil || m.pinned != nil || w == nil {
 		return r.sgeIO(m, s, dst, false)
 	}
 	addr, err := r.mrAddr(m, s.Addr, uint64(len(dst)))

@@ -168,6 +168,35 @@ func (s *countWrites) WriteAt(p []byte, addr uint64) (int, error) {
 	return s.Memory.WriteAt(p, addr)
 }
 
+// writeThenRead has p.a RDMA WRITE size bytes into rmr (at raddr, an MR
+// of pd on p.b) and READ them back right behind, on a new RC QP pair whose
+// b side is in pd; it returns that QP and the source and read-back bytes.
+func writeThenRead(t *testing.T, p *pair, pd *emu.PD, raddr uint64, rmr *emu.MR, size uint32) (*emu.QP, []byte, []byte) {
+	t.Helper()
+	init := &emu.QPInitAttr{SendCQ: p.b.scq, RecvCQ: p.b.rcq, QPType: qpstate.TypeRC, SQSigType: emu.SignalAllWR, PortNum: 1,
+		Cap: qpstate.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4}}
+	qb, err := pd.CreateQP(init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := qpOpts{typ: qpstate.TypeRC, mtu: ib.MTU1024, timeout: 14, retry: 7, rnr: 7, minRNR: 12, rdAtomic: 16, destAtom: 16}
+	qa := p.a.newQP(qpstate.TypeRC, nil, o)
+	p.a.connect(qa, p.b, qb.QPNum(), 0, 0, o, allAccess)
+	p.b.connect(qb, p.a, qa.QPNum(), 0, 0, o, allAccess)
+	src, sbuf, smr := p.a.buf(int(size), 5)
+	back, bbuf, bmr := p.a.buf(int(size), 0)
+	p.a.postSend(qa,
+		emu.SendWR{WRID: 1, Opcode: emu.WRRDMAWrite, SGList: []emu.SGE{{Addr: src, Length: size, LKey: smr.LKey()}},
+			RemoteAddr: raddr, RKey: rmr.RKey()},
+		emu.SendWR{WRID: 2, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
+			SGList: []emu.SGE{{Addr: back, Length: size, LKey: bmr.LKey()}}, RemoteAddr: raddr, RKey: rmr.RKey()})
+	p.settle()
+	if wcs := poll(p.a.scq); len(wcs) != 1 || wcs[0].Status != emu.WCSuccess {
+		t.Fatalf("completions %+v", wcs)
+	}
+	return qb, sbuf, bbuf
+}
+
 // TestResponderWritesBehindToAnotherAddressSpace checks that RDMA WRITE
 // payload for a user MR in another address space reaches it in one write
 // per writeBehindSize of a message, and that a READ of the same bytes
@@ -185,27 +214,7 @@ func TestResponderWritesBehindToAnotherAddressSpace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	init := &emu.QPInitAttr{SendCQ: p.b.scq, RecvCQ: p.b.rcq, QPType: qpstate.TypeRC, SQSigType: emu.SignalAllWR, PortNum: 1,
-		Cap: qpstate.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4}}
-	qb, err := pd.CreateQP(init)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := qpOpts{typ: qpstate.TypeRC, mtu: ib.MTU1024, timeout: 14, retry: 7, rnr: 7, minRNR: 12, rdAtomic: 16, destAtom: 16}
-	qa := p.a.newQP(qpstate.TypeRC, nil, o)
-	p.a.connect(qa, p.b, qb.QPNum(), 0, 0, o, allAccess)
-	p.b.connect(qb, p.a, qa.QPNum(), 0, 0, o, allAccess)
-	src, sbuf, smr := p.a.buf(size, 5)
-	back, bbuf, bmr := p.a.buf(size, 0)
-	p.a.postSend(qa,
-		emu.SendWR{WRID: 1, Opcode: emu.WRRDMAWrite, SGList: []emu.SGE{{Addr: src, Length: size, LKey: smr.LKey()}},
-			RemoteAddr: raddr, RKey: rmr.RKey()},
-		emu.SendWR{WRID: 2, Opcode: emu.WRRDMARead, SendFlags: emu.SendSignaled,
-			SGList: []emu.SGE{{Addr: back, Length: size, LKey: bmr.LKey()}}, RemoteAddr: raddr, RKey: rmr.RKey()})
-	p.settle()
-	if wcs := poll(p.a.scq); len(wcs) != 1 || wcs[0].Status != emu.WCSuccess {
-		t.Fatalf("completions %+v", wcs)
-	}
+	_, sbuf, bbuf := writeThenRead(t, p, pd, raddr, rmr, size)
 	if !bytes.Equal(dst, sbuf) {
 		t.Fatal("the WRITE's data differ in the destination")
 	}
@@ -214,5 +223,61 @@ func TestResponderWritesBehindToAnotherAddressSpace(t *testing.T) {
 	}
 	if space.writes != 2 {
 		t.Errorf("%d writes to the destination space for a %d-byte WRITE, want 2", space.writes, size)
+	}
+}
+
+// pinnedSpace is another address space that maps its pages for the
+// device (dma.Pinner): it counts pins, releases and the transfers that go
+// through ReadAt and WriteAt instead.
+type pinnedSpace struct {
+	*countWrites
+	pins, releases int
+}
+
+func (s *pinnedSpace) Pin(addr, length uint64) ([]byte, func(), bool) {
+	b, err := s.Memory.Slice(addr, int(length))
+	if err != nil {
+		return nil, nil, false
+	}
+	s.pins++
+	return b, func() { s.releases++ }, true
+}
+
+// TestPinnedMRIsReachedDirectly checks that a user MR in a space that
+// pins its pages (dma.Pinner, ib_umem_get) is written and read through the
+// pinned pages, with no transfer through the space, and that
+// deregistration releases the pin once (ib_umem_release).
+func TestPinnedMRIsReachedDirectly(t *testing.T) {
+	const size = 3 * writeBehindSize / 2
+	p := newPair(t, pairOpts{})
+	space := &pinnedSpace{countWrites: &countWrites{foreignSpace: &foreignSpace{Memory: dma.NewMemory(0)}}}
+	pd, err := p.b.dev.AllocUserPD(space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raddr, dst := space.Alloc(size)
+	rmr, err := pd.RegUserMR(raddr, size, raddr, allAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if space.pins != 1 {
+		t.Fatalf("%d pins for one REG_MR", space.pins)
+	}
+	space.reads = 0 // the registration probed the pages (pin)
+	qb, sbuf, bbuf := writeThenRead(t, p, pd, raddr, rmr, size)
+	if !bytes.Equal(dst, sbuf) || !bytes.Equal(bbuf, sbuf) {
+		t.Fatal("the WRITE's or the READ's data differ")
+	}
+	if space.reads != 0 || space.writes != 0 {
+		t.Errorf("%d reads and %d writes through the space, want none", space.reads, space.writes)
+	}
+	if err := qb.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rmr.Dereg(); err != nil {
+		t.Fatal(err)
+	}
+	if space.releases != 1 {
+		t.Errorf("%d releases after the deregistration, want 1", space.releases)
 	}
 }

@@ -796,6 +796,20 @@ func (r *device) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n ui
 // mapper).
 func (r *device) memIO(m *mr, addr uint64, buf []byte, write bool) error {
 	r.flushWrites()
+	if m.pinned != nil {
+		// Another process's pages the space maps for the device
+		// (dma.Pinner), reached as the kernel reaches pinned pages.
+		off := addr - m.start
+		if addr < m.start || off > uint64(len(m.pinned)) || uint64(len(buf)) > uint64(len(m.pinned))-off {
+			return errorf(unix.EFAULT, "%#x+%d outside the pinned pages of MR %#x", addr, len(buf), m.lkey)
+		}
+		if write {
+			copy(m.pinned[off:], buf)
+		} else {
+			copy(buf, m.pinned[off:])
+		}
+		return nil
+	}
 	if m.typ == emu.MRTypeUser && m.space != nil {
 		// Another process's memory (a uverbs client's MR): copied in and
 		// out, as process_vm_readv/writev reach it.

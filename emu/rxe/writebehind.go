@@ -34,7 +34,7 @@ type writeBehind struct {
 // them (out of its sight); here the bytes for pages it no longer maps are
 // dropped, and an owner that exited takes nothing.
 func (r *device) writePayload(m *mr, addr uint64, pay []byte, last bool) error {
-	if m.typ != emu.MRTypeUser || m.space == nil {
+	if m.typ != emu.MRTypeUser || m.space == nil || m.pinned != nil {
 		return r.memIO(m, addr, pay, true)
 	}
 	wb := &r.wb

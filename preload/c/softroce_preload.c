@@ -21,7 +21,13 @@
  *       response into this process's memory itself (as copy_to_user), and
  *       files it hands over arrive with SCM_RIGHTS: their numbers are stored
  *       as 32-bit values at the addresses the reply names and reported
- *       back to the daemon before write() returns;
+ *       back to the daemon before write() returns; a REG_MR first shares
+ *       the buffer's pages with the daemon (see "Shared MR pages"); a
+ *       doorbell whose answer is known may go one-way (see "One-way
+ *       doorbells");
+ *   madvise: keeps the kernel's behaviour of pinned pages on shared ones
+ *       (MADV_DONTNEED, MADV_FREE, MADV_REMOVE) and remembers
+ *       MADV_DONTFORK ranges;
  *   read: EINVAL (the kernel's uverbs command file has no read); on an
  *       event file a command handed over (a completion channel, the async
  *       event file), the end of file its daemon end's close makes is EIO,
@@ -54,7 +60,7 @@
  * No threads, no signal handlers. Each fake descriptor has a mutex so that
  * threads sharing a context get their own replies; EINTR never breaks an
  * exchange in the middle. A fork handler resets the child's counts of
- * calls in flight.
+ * calls in flight and gives the child private copies of shared MR pages.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -72,9 +78,11 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <rdma/ib_user_verbs.h>
 
 #ifndef NETLINK_RDMA
 #define NETLINK_RDMA 20
@@ -89,6 +97,12 @@
 #define OP_WRITE 2
 #define OP_MMAP 3
 #define OP_FDS 4
+#define OP_SHARE 5
+#define FEATURE_SHARE_PAGES 1
+#define FEATURE_ONE_WAY_DOORBELLS 2
+#define WRITE_ONE_WAY 1
+#define AUX_SYNC_DOORBELLS 1
+#define MAX_ONE_WAY_RUN 64
 #define MAX_PAYLOAD (1u << 16)
 #define MAX_FDS 8
 #define NAME_MAX_LEN 64
@@ -102,6 +116,9 @@ struct frame_hdr {
 
 #define DEV_PREFIX "/dev/infiniband/"
 
+/* QP handles below DB_HANDLES may get one-way doorbells. */
+#define DB_HANDLES 1024
+
 /* The table of fake descriptors: slot_of[fd] is the slot + 1. */
 #define MAX_FAKE 64
 #define MAX_FD 65536
@@ -113,6 +130,12 @@ struct fake {
 	int ev;         /* rdma_cm: the library's own descriptor of the eventfd, else -1 */
 	int cm;         /* an rdma_cm file: the program's fd is its eventfd */
 	uint32_t token; /* rdma_cm: the daemon's name of the file (MIGRATE_ID) */
+	int share;      /* uverbs: the daemon takes shared MR pages (OP_SHARE) */
+	/* uverbs one-way doorbells (see one_way_doorbell), under mu: */
+	int oneway;        /* the daemon takes them */
+	int sync_db;       /* its last reply asked for answered doorbells */
+	int run;           /* one-way doorbells since the last answered one */
+	unsigned char rts[DB_HANDLES / 8]; /* QP handles known at RTS or later */
 	int refs;       /* calls in flight on the file (table_mu) */
 	int gone;       /* the program closed its fd: the last call out releases */
 };
@@ -174,6 +197,7 @@ REAL(int, socket, (int, int, int))
 REAL(int, dup2, (int, int))
 REAL(int, dup3, (int, int, int))
 REAL(int, fcntl, (int, int, ...))
+REAL(int, madvise, (void *, size_t, int))
 
 /* The event files uverbs commands handed over (completion channels, the
  * async event file): ev_mark[fd] is set for their numbers, and evfiles
@@ -289,8 +313,8 @@ static int stat_fd(int fd, struct stat *st, int *rc)
 
 /* xfer sends one frame and receives the reply; the slot's mutex is held.
  * Returns 0 or -errno of the transport; the command's result is in *rh. */
-static int xfer(int fd, struct frame_hdr *h, const void *payload, void *rbuf, uint32_t rcap,
-		struct frame_hdr *rh, int *fds, int *nfds)
+static int xfer_fd(int fd, struct frame_hdr *h, const void *payload, int sfd, void *rbuf, uint32_t rcap,
+		   struct frame_hdr *rh, int *fds, int *nfds)
 {
 	struct iovec iov[2];
 	struct msghdr msg;
@@ -308,6 +332,15 @@ static int xfer(int fd, struct frame_hdr *h, const void *payload, void *rbuf, ui
 	memset(&msg, 0, sizeof(msg));
 	msg.msg_iov = iov;
 	msg.msg_iovlen = h->len ? 2 : 1;
+	if (sfd >= 0) {
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = CMSG_SPACE(sizeof(int));
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &sfd, sizeof(int));
+	}
 	do
 		n = sendmsg(fd, &msg, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
@@ -352,6 +385,13 @@ static int xfer(int fd, struct frame_hdr *h, const void *payload, void *rbuf, ui
 		return -EIO;
 	}
 	return 0;
+}
+
+/* xfer is xfer_fd sending no descriptor. */
+static int xfer(int fd, struct frame_hdr *h, const void *payload, void *rbuf, uint32_t rcap,
+		struct frame_hdr *rh, int *fds, int *nfds)
+{
+	return xfer_fd(fd, h, payload, -1, rbuf, rcap, rh, fds, nfds);
 }
 
 static int fake_open(const char *name, int flags)
@@ -461,6 +501,11 @@ static int fake_open(const char *name, int flags)
 	fakes[s].ev = ev;
 	fakes[s].cm = user != fd;
 	fakes[s].token = token;
+	fakes[s].share = user == fd && (rh.aux & FEATURE_SHARE_PAGES) && !getenv("SOFTROCE_NO_SHARED_PAGES");
+	fakes[s].oneway = user == fd && (rh.aux & FEATURE_ONE_WAY_DOORBELLS) && !getenv("SOFTROCE_SYNC_DOORBELLS");
+	fakes[s].sync_db = 0;
+	fakes[s].run = 0;
+	memset(fakes[s].rts, 0, sizeof(fakes[s].rts));
 	fakes[s].refs = 0;
 	fakes[s].gone = 0;
 	__atomic_store_n(&slot_of[user], (unsigned char)(s + 1), __ATOMIC_RELEASE);
@@ -588,18 +633,391 @@ static int is_evfile(int fd)
 	return ok;
 }
 
+/*
+ * Shared MR pages. The kernel's device reaches an MR through the pages
+ * ib_umem_get pins; the daemon reaches the program's memory with a system
+ * call per transfer unless it maps the pages too. Before a REG_MR on whole
+ * pages of private anonymous memory (malloc, anonymous mmap), this library
+ * moves those pages into a memfd mapped MAP_SHARED over the same addresses
+ * (the program sees the same bytes) and passes the memfd to the daemon
+ * (OP_SHARE), which maps it for the MR. Where shared memory behaves
+ * otherwise than private memory, the library keeps the kernel's behaviour
+ * for pinned pages:
+ *  - fork: the child gets a private copy of each such mapping, as the
+ *    kernel copies pinned anonymous pages at fork (the child's fork
+ *    handler makes it); a range the program marked MADV_DONTFORK stays out
+ *    of the child, the mark put back on the new mapping;
+ *  - madvise(MADV_DONTNEED or MADV_FREE) there: the program gets fresh zero
+ *    pages while the MR keeps the old ones, as when the kernel zaps the
+ *    page table entries of pinned pages; MADV_REMOVE is EINVAL, as on
+ *    private memory.
+ * libc's internal calls (malloc's own madvise) do not pass through here;
+ * glibc's allocator does not rely on their zeroing. A write by another
+ * thread to the pages while the REG_MR copies them would be lost: programs
+ * do not write a buffer while they register it. SOFTROCE_NO_SHARED_PAGES
+ * in the environment turns this off.
+ */
+#define SHARE_MAX (1ULL << 36)
+#define SHARE_NAME "softroce-mr"
+#define MAX_DONTFORK 64
+
+static int n_shared;                   /* regions shared so far (share_mu; read atomically) */
+static uintptr_t shared_lo, shared_hi; /* bounds of every region shared (share_mu) */
+static pthread_mutex_t share_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	uintptr_t lo, hi;
+} dontfork[MAX_DONTFORK]; /* the MADV_DONTFORK ranges (share_mu) */
+static int n_dontfork, dontfork_lost;
+
+/* One line of /proc/self/maps. */
+struct vma {
+	uintptr_t start, end;
+	char perms[4];
+	unsigned long long inode;
+	char path[32]; /* its first bytes */
+};
+
+/* maps_reader reads /proc/self/maps with plain system calls (no stdio:
+ * it runs in a fork handler too). */
+struct maps_reader {
+	int fd;
+	char buf[4096];
+	size_t len, pos;
+};
+
+static int maps_open(struct maps_reader *r)
+{
+	r->fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	r->len = r->pos = 0;
+	return r->fd >= 0;
+}
+
+static void maps_close(struct maps_reader *r)
+{
+	syscall(SYS_close, r->fd);
+}
+
+static int maps_char(struct maps_reader *r)
+{
+	if (r->pos == r->len) {
+		long k;
+		do
+			k = syscall(SYS_read, r->fd, r->buf, sizeof(r->buf));
+		while (k < 0 && errno == EINTR);
+		if (k <= 0)
+			return -1;
+		r->len = k;
+		r->pos = 0;
+	}
+	return (unsigned char)r->buf[r->pos++];
+}
+
+/* num reads a number in base 16 or 10 ending at a byte in stop; -1 if none. */
+static int num(struct maps_reader *r, int base, const char *stop, unsigned long long *v)
+{
+	int c, n = 0;
+	*v = 0;
+	while ((c = maps_char(r)) >= 0 && !strchr(stop, c)) {
+		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : 99;
+		if (d >= base)
+			return -1;
+		*v = *v * base + d;
+		n++;
+	}
+	return c < 0 || n == 0 ? -1 : c;
+}
+
+/* maps_next reads the next line into v: 1, or 0 at the end (or at a line
+ * it cannot read, which ends the walk: nothing past it is touched). */
+static int maps_next(struct maps_reader *r, struct vma *v)
+{
+	unsigned long long a, b, x;
+	int c, n = 0;
+	if (num(r, 16, "-", &a) < 0 || num(r, 16, " ", &b) < 0)
+		return 0;
+	for (int i = 0; i < 4; i++) {
+		if ((c = maps_char(r)) < 0)
+			return 0;
+		v->perms[i] = c;
+	}
+	if (maps_char(r) != ' ' || num(r, 16, " ", &x) < 0 || num(r, 16, ":", &x) < 0 ||
+	    num(r, 16, " ", &x) < 0 || num(r, 10, " \n", &v->inode) < 0)
+		return 0;
+	while ((c = maps_char(r)) == ' ')
+		;
+	while (c >= 0 && c != '\n') {
+		if (n + 1 < (int)sizeof(v->path))
+			v->path[n++] = c;
+		c = maps_char(r);
+	}
+	v->path[n] = 0;
+	v->start = a;
+	v->end = b;
+	return 1;
+}
+
+static int prot_of(const char *perms)
+{
+	return (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
+	       (perms[2] == 'x' ? PROT_EXEC : 0);
+}
+
+static int is_shared_region(const struct vma *v)
+{
+	return v->perms[3] == 's' && !strncmp(v->path, "/memfd:" SHARE_NAME, strlen("/memfd:" SHARE_NAME));
+}
+
+/* private_anon returns the protection of [lo, hi) when every byte of it
+ * lies in readable private anonymous memory of one protection (anonymous
+ * mappings, the heap), else -1. */
+static int private_anon(uintptr_t lo, uintptr_t hi)
+{
+	struct maps_reader r;
+	struct vma v;
+	uintptr_t a = lo;
+	int prot = -1;
+	if (!maps_open(&r))
+		return -1;
+	while (a < hi && maps_next(&r, &v)) {
+		if (v.end <= a)
+			continue;
+		if (v.start > a || v.perms[3] != 'p' || v.inode != 0 || v.perms[0] != 'r' ||
+		    (v.path[0] && strcmp(v.path, "[heap]") && strncmp(v.path, "[anon:", 6)) ||
+		    (prot >= 0 && prot != prot_of(v.perms))) {
+			prot = -1;
+			break;
+		}
+		prot = prot_of(v.perms);
+		a = v.end;
+	}
+	maps_close(&r);
+	return a >= hi ? prot : -1;
+}
+
+/* dontfork_note records madvise(MADV_DONTFORK or MADV_DOFORK) of [lo, hi).
+ * share_mu held. */
+static void dontfork_note(uintptr_t lo, uintptr_t hi, int dont)
+{
+	if (dont) {
+		if (n_dontfork == MAX_DONTFORK) {
+			dontfork_lost = 1;
+			return;
+		}
+		dontfork[n_dontfork].lo = lo;
+		dontfork[n_dontfork++].hi = hi;
+		return;
+	}
+	for (int i = 0; i < n_dontfork; i++) {
+		uintptr_t a = dontfork[i].lo, b = dontfork[i].hi;
+		if (b <= lo || a >= hi)
+			continue;
+		if (a < lo && b > hi) { /* split */
+			if (n_dontfork == MAX_DONTFORK) {
+				dontfork_lost = 1;
+				return;
+			}
+			dontfork[n_dontfork].lo = hi;
+			dontfork[n_dontfork++].hi = b;
+			dontfork[i].hi = lo;
+		} else if (a < lo) {
+			dontfork[i].hi = lo;
+		} else if (b > hi) {
+			dontfork[i].lo = hi;
+		} else {
+			dontfork[i--] = dontfork[--n_dontfork];
+		}
+	}
+}
+
+/* share_pages moves [start, start+len) into a memfd and tells the daemon
+ * (sock), when it is whole pages of private anonymous memory. Nothing
+ * changes where a step fails before the pages moved. */
+static void share_pages(int sock, uint64_t start, uint64_t len)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	struct frame_hdr h, rh;
+	uint64_t req[2] = {start, len};
+	int prot, fd, nfds = 0, fds[MAX_FDS];
+	void *tmp, *p;
+
+	if (pg <= 0 || start % pg || len % pg || len == 0 || len > SHARE_MAX || start + len < start)
+		return;
+	pthread_mutex_lock(&share_mu);
+	prot = dontfork_lost ? -1 : private_anon(start, start + len);
+	if (prot < 0)
+		goto out;
+	fd = syscall(SYS_memfd_create, SHARE_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		goto out;
+	tmp = MAP_FAILED;
+	if (ftruncate(fd, len) == 0)
+		tmp = get_mmap()(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (tmp == MAP_FAILED)
+		goto close;
+	memcpy(tmp, (void *)(uintptr_t)start, len);
+	p = get_mmap()((void *)(uintptr_t)start, len, prot, MAP_SHARED | MAP_FIXED, fd, 0);
+	if (p == MAP_FAILED) {
+		/* The old pages may be gone: put the copy back, private. */
+		p = get_mmap()((void *)(uintptr_t)start, len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		if (p != MAP_FAILED) {
+			memcpy(p, tmp, len);
+			mprotect(p, len, prot);
+		}
+		munmap(tmp, len);
+		goto close;
+	}
+	munmap(tmp, len);
+	get_fcntl()(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	for (int i = 0; i < n_dontfork; i++) {
+		uintptr_t a = dontfork[i].lo > start ? dontfork[i].lo : start;
+		uintptr_t b = dontfork[i].hi < start + len ? dontfork[i].hi : start + len;
+		if (a < b)
+			get_madvise()((void *)a, b - a, MADV_DONTFORK);
+	}
+	if (!n_shared || start < shared_lo)
+		shared_lo = start;
+	if (!n_shared || start + len > shared_hi)
+		shared_hi = start + len;
+	__atomic_store_n(&n_shared, n_shared + 1, __ATOMIC_RELEASE);
+	h.op = OP_SHARE;
+	h.len = sizeof(req);
+	h.ret = 0;
+	h.aux = 0;
+	/* The daemon's answer changes nothing here: refused, the MR's pages
+	 * are reached through /proc/PID/mem, which sees these pages too. */
+	if (xfer_fd(sock, &h, req, fd, NULL, 0, &rh, fds, &nfds) == 0)
+		for (int i = 0; i < nfds; i++)
+			get_close()(fds[i]);
+close:
+	get_close()(fd);
+out:
+	pthread_mutex_unlock(&share_mu);
+}
+
+/* share_reg_mr shares the pages of a REG_MR command in buf, if it is one. */
+static void share_reg_mr(int sock, const void *buf, size_t n)
+{
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_reg_mr cmd;
+	if (n < sizeof(hdr) + sizeof(cmd))
+		return;
+	memcpy(&hdr, buf, sizeof(hdr));
+	if (hdr.command != IB_USER_VERBS_CMD_REG_MR)
+		return;
+	memcpy(&cmd, (const char *)buf + sizeof(hdr), sizeof(cmd));
+	share_pages(sock, cmd.start, cmd.length);
+}
+
+/* private_copy gives the process private pages with the bytes of the
+ * shared region v, at the same addresses and protection. */
+static void private_copy(const struct vma *v)
+{
+	size_t len = v->end - v->start;
+	int prot = prot_of(v->perms);
+	void *tmp = get_mmap()(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (tmp == MAP_FAILED)
+		return;
+	if (!(prot & PROT_READ))
+		mprotect((void *)v->start, len, PROT_READ);
+	memcpy(tmp, (void *)v->start, len);
+	if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)v->start) == MAP_FAILED) {
+		munmap(tmp, len);
+		mprotect((void *)v->start, len, prot);
+		return;
+	}
+	mprotect((void *)v->start, len, prot);
+}
+
+/* unshare_all runs in a fork's child: every shared region becomes a
+ * private copy. */
+static void unshare_all(void)
+{
+	struct maps_reader r;
+	struct vma v;
+	if (!maps_open(&r))
+		return;
+	while (maps_next(&r, &v))
+		if (is_shared_region(&v))
+			private_copy(&v);
+	maps_close(&r);
+}
+
+/* zap_shared gives [lo, hi)'s shared regions fresh zero pages
+ * (MADV_DONTNEED, MADV_FREE), or finds MADV_REMOVE on them EINVAL.
+ * Returns 0 or -errno. */
+static int zap_shared(uintptr_t lo, uintptr_t hi, int remove)
+{
+	struct maps_reader r;
+	struct vma v;
+	int err = 0;
+	pthread_mutex_lock(&share_mu);
+	if (!maps_open(&r)) {
+		pthread_mutex_unlock(&share_mu);
+		return 0;
+	}
+	while (maps_next(&r, &v)) {
+		uintptr_t a = v.start > lo ? v.start : lo, b = v.end < hi ? v.end : hi;
+		if (v.start >= hi)
+			break;
+		if (a >= b || !is_shared_region(&v))
+			continue;
+		if (remove) {
+			err = -EINVAL;
+			break;
+		}
+		get_mmap()((void *)a, b - a, prot_of(v.perms), MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	}
+	maps_close(&r);
+	pthread_mutex_unlock(&share_mu);
+	return err;
+}
+
+int madvise(void *addr, size_t len, int advice)
+{
+	uintptr_t lo = (uintptr_t)addr, hi = lo + len;
+	long pg = sysconf(_SC_PAGESIZE);
+	int err;
+	if (hi < lo || pg <= 0 || lo % pg)
+		return get_madvise()(addr, len, advice);
+	hi = (hi + pg - 1) / pg * pg;
+	switch (advice) {
+	case MADV_DONTFORK:
+	case MADV_DOFORK:
+		pthread_mutex_lock(&share_mu);
+		err = get_madvise()(addr, len, advice);
+		if (err == 0)
+			dontfork_note(lo, hi, advice == MADV_DONTFORK);
+		pthread_mutex_unlock(&share_mu);
+		return err;
+	case MADV_DONTNEED:
+	case MADV_FREE:
+	case MADV_REMOVE:
+		if (__atomic_load_n(&n_shared, __ATOMIC_ACQUIRE) && lo < shared_hi && hi > shared_lo) {
+			err = zap_shared(lo, hi, advice == MADV_REMOVE);
+			if (err < 0) {
+				errno = -err;
+				return -1;
+			}
+		}
+	}
+	return get_madvise()(addr, len, advice);
+}
+
 /* A fork copies the table with the calls in flight of the parent's other
  * threads, which the child does not have: there each file's count starts
  * at zero, and a file its program closed meanwhile is closed. table_mu is
  * held across the fork so that the copy is whole. */
 static void fork_prepare(void)
 {
+	pthread_mutex_lock(&share_mu);
 	pthread_mutex_lock(&table_mu);
 }
 
 static void fork_parent(void)
 {
 	pthread_mutex_unlock(&table_mu);
+	pthread_mutex_unlock(&share_mu);
 }
 
 static void fork_child(void)
@@ -616,6 +1034,9 @@ static void fork_child(void)
 		}
 	}
 	pthread_mutex_unlock(&table_mu);
+	pthread_mutex_init(&share_mu, NULL);
+	if (__atomic_load_n(&n_shared, __ATOMIC_ACQUIRE))
+		unshare_all();
 }
 
 __attribute__((constructor)) static void setup(void)
@@ -907,23 +1328,109 @@ static ssize_t cm_write(int s, const void *buf, size_t n)
 	return rh.ret;
 }
 
+/* null_post_send returns the QP handle of librxe's doorbell (post_send_db:
+ * a POST_SEND with no WRs) in buf, or -1 if buf is another command. */
+static long null_post_send(const void *buf, size_t n, struct ib_uverbs_cmd_hdr *hdr, struct ib_uverbs_post_send *cmd)
+{
+	if (n < sizeof(*hdr))
+		return -1;
+	memcpy(hdr, buf, sizeof(*hdr));
+	if (hdr->command != IB_USER_VERBS_CMD_POST_SEND || n < sizeof(*hdr) + sizeof(*cmd))
+		return -1;
+	memcpy(cmd, (const char *)buf + sizeof(*hdr), sizeof(*cmd));
+	return cmd->wr_count == 0 ? (long)cmd->qp_handle : -1;
+}
+
+/*
+ * One-way doorbells, where the daemon offers them (softroce serve
+ * --one-way-doorbells). librxe rings a QP's send doorbell with a write()
+ * of a POST_SEND with no WRs after it put the WRs on the ring; the kernel
+ * runs the requester and answers. Each answer here is a round trip to the
+ * daemon, whose wake-ups across CPUs cost more than its work: a stream of
+ * posts (ib_write_bw) waits for the daemon at every post. Where the
+ * kernel's answer is known the library gives it itself and sends the
+ * doorbell without waiting (WRITE_ONE_WAY): the QP's last answered
+ * POST_SEND succeeded (it was at RTS or later, and stays so until a
+ * command moves it back, after which nothing is known: any other command
+ * forgets every QP), the daemon did not ask for answered doorbells, and
+ * the response (bad_wr 0) takes the write, made as copy_to_user would
+ * (process_vm_writev: a bad address fails, and the daemon's answer is
+ * EFAULT). At most MAX_ONE_WAY_RUN go in a row: the next is answered, and
+ * its reply says whether the daemon now wants answered doorbells.
+ * fakes[s].mu held.
+ */
+static int one_way_doorbell(int s, long qh, const struct ib_uverbs_cmd_hdr *hdr,
+			    const struct ib_uverbs_post_send *cmd, const void *buf, size_t n)
+{
+	struct ib_uverbs_post_send_resp resp = {0};
+	struct frame_hdr h = {.op = OP_WRITE, .len = n, .ret = 0, .aux = WRITE_ONE_WAY};
+	struct iovec local = {&resp, sizeof(resp)}, remote, iov[2];
+	struct msghdr msg;
+	size_t out = (size_t)hdr->out_words * 4;
+	ssize_t k;
+
+	if (!fakes[s].oneway || fakes[s].sync_db || qh < 0 || qh >= DB_HANDLES ||
+	    !(fakes[s].rts[qh / 8] & (1u << (qh % 8))) || fakes[s].run >= MAX_ONE_WAY_RUN)
+		return 0;
+	local.iov_len = out < sizeof(resp) ? out : sizeof(resp);
+	remote.iov_base = (void *)(uintptr_t)cmd->response;
+	remote.iov_len = local.iov_len;
+	if (local.iov_len && process_vm_writev(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)local.iov_len)
+		return 0;
+	iov[0].iov_base = &h;
+	iov[0].iov_len = sizeof(h);
+	iov[1].iov_base = (void *)buf;
+	iov[1].iov_len = n;
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = 2;
+	do
+		k = sendmsg(fakes[s].sock, &msg, MSG_NOSIGNAL);
+	while (k < 0 && errno == EINTR);
+	if (k != (ssize_t)(sizeof(h) + n))
+		return 0;
+	fakes[s].run++;
+	return 1;
+}
+
 /* uverbs_write is write() on a uverbs descriptor, slot s held. */
 static ssize_t uverbs_write(int s, const void *buf, size_t n)
 {
 	struct frame_hdr h, rh;
+	struct ib_uverbs_cmd_hdr chdr;
+	struct ib_uverbs_post_send pcmd;
 	uint64_t at[MAX_FDS];
 	int fd = fakes[s].sock, err, nfds = 0, fds[MAX_FDS];
+	long qh = null_post_send(buf, n, &chdr, &pcmd);
 
 	h.op = OP_WRITE;
 	h.len = n;
 	h.ret = 0;
 	h.aux = 0;
 	pthread_mutex_lock(&fakes[s].mu);
+	if (qh >= 0 && one_way_doorbell(s, qh, &chdr, &pcmd, buf, n)) {
+		pthread_mutex_unlock(&fakes[s].mu);
+		return n;
+	}
+	if (qh < 0)
+		memset(fakes[s].rts, 0, sizeof(fakes[s].rts));
+	if (fakes[s].share)
+		share_reg_mr(fd, buf, n);
 	err = xfer(fd, &h, buf, at, sizeof(at), &rh, fds, &nfds);
 	if (err < 0) {
 		pthread_mutex_unlock(&fakes[s].mu);
 		errno = -err;
 		return -1;
+	}
+	fakes[s].sync_db = rh.aux & AUX_SYNC_DOORBELLS;
+	if (qh >= 0) {
+		fakes[s].run = 0;
+		if (qh < DB_HANDLES) {
+			if (rh.ret == (int32_t)n)
+				fakes[s].rts[qh / 8] |= 1u << (qh % 8);
+			else
+				fakes[s].rts[qh / 8] &= ~(1u << (qh % 8));
+		}
 	}
 	/* Each file handed over: its number goes where the reply says (the
 	 * fd field of the response the daemon wrote), and the daemon is told
