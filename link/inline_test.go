@@ -102,3 +102,36 @@ func wantWoken(t *testing.T, woke <-chan error, why string) {
 		t.Fatal(why)
 	}
 }
+
+// TestTryReadRefSeesFramesOfAWaitingWriter: a writer that filled the
+// queue and waits for room has made its frames visible to a read that
+// does not wait (which looks at the queue without its lock first).
+func TestTryReadRefSeesFramesOfAWaitingWriter(t *testing.T) {
+	a, b := NewPipe(&PipeConfig{QueueLen: 2})
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.WritePackets([][]byte{make([]byte, 60), make([]byte, 61), make([]byte, 62)})
+		done <- err
+	}()
+	bufs, sizes, noICRC, refs := [][]byte{make([]byte, 1600), make([]byte, 1600)}, make([]int, 2), make([]bool, 2), make([]PayloadRef, 2)
+	got := 0
+	for deadline := time.Now().Add(5 * time.Second); got < 3; {
+		n, err := b.TryReadRef(bufs, sizes, noICRC, refs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if sizes[i] != 60+got {
+				t.Fatalf("frame %d has %d bytes, want %d", got, sizes[i], 60+got)
+			}
+			got++
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d of the 3 frames", got)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -243,6 +243,12 @@ func (p *PipeEnd) readMode(bufs [][]byte, sizes []int, noICRC []bool, refs []Pay
 		}
 		return 0, nil
 	}
+	if !block && p.rx.queued.Load() == 0 && !p.closed.Load() {
+		// Nothing to read: no lock taken (a caller that tries often,
+		// such as an inline chain looking for more frames, finds most
+		// tries empty).
+		return 0, nil
+	}
 	n, ok := p.rx.pop(bufs, sizes, noICRC, refs, swap, block)
 	if !ok {
 		return 0, &net.OpError{Op: "read", Net: "pipe", Err: net.ErrClosed}
@@ -375,21 +381,27 @@ type frameQueue struct {
 	mu       sync.Mutex
 	notEmpty sync.Cond
 	notFull  sync.Cond
-	slots    [][]byte
-	noICRC   []bool       // slot i's frame was written without its ICRC
-	refs     []PayloadRef // slot i's payload, carried by reference (WriteRef)
+	slots    []slot
 	// free holds the buffers readers traded in (pop), most recent last:
 	// a writer trading its buffer (push) gets the one a reader released
 	// last, still in a cache, rather than the slot's.
 	free     [][]byte
 	maxFrame int // a slot's first buffer holds the largest frame, so that it can be traded (pop)
 	head, n  int
-	closed   bool // the reading end closed
-	hush     int  // HoldWakeups in force: push wakes no reader
+	queued   atomic.Int32 // n, for a look without the lock
+	closed   bool         // the reading end closed
+	hush     int          // HoldWakeups in force: push wakes no reader
+}
+
+// slot is one frame of a frameQueue.
+type slot struct {
+	b      []byte
+	ref    PayloadRef // the payload, carried by reference (WriteRef)
+	noICRC bool       // the frame was written without its ICRC
 }
 
 func newFrameQueue(n, maxFrame int) *frameQueue {
-	q := &frameQueue{slots: make([][]byte, n), noICRC: make([]bool, n), refs: make([]PayloadRef, n), maxFrame: maxFrame}
+	q := &frameQueue{slots: make([]slot, n), maxFrame: maxFrame}
 	q.notEmpty.L = &q.mu
 	q.notFull.L = &q.mu
 	return q
@@ -412,6 +424,7 @@ func (q *frameQueue) push(frames [][]byte, refs []PayloadRef, trade, grow, drop 
 			q.grow()
 		}
 		for q.n == len(q.slots) && !q.closed && !drop && !writerClosed.Load() {
+			q.queued.Store(int32(q.n))
 			q.notEmpty.Broadcast() // let the reader drain what is queued
 			q.notFull.Wait()
 		}
@@ -424,28 +437,29 @@ func (q *frameQueue) push(frames [][]byte, refs []PayloadRef, trade, grow, drop 
 			dropped++
 			continue
 		}
-		i := (q.head + q.n) % len(q.slots)
-		switch slot := q.slots[i]; {
+		s := &q.slots[q.slot(q.n)]
+		switch b := s.b; {
 		case trade && len(f) > smallFrame:
-			if cap(slot) < cap(f) {
-				slot = q.takeFree(cap(f))
+			if cap(b) < cap(f) {
+				b = q.takeFree(cap(f))
 			}
-			q.slots[i], frames[j] = f, slot[:0]
-		case cap(slot) < len(f) && (len(f) > smallFrame || trade || len(q.free) > 0):
+			s.b, frames[j] = f, b[:0]
+		case cap(b) < len(f) && (len(f) > smallFrame || trade || len(q.free) > 0):
 			// A trading writer's small frame (an ACK among WRITEs) gets a
 			// large buffer, as the reader trades one back for it: a slot
 			// its own size would be thrown away by the next large frame.
-			q.slots[i] = append(q.takeFree(max(q.maxFrame, len(f))), f...)
+			s.b = append(q.takeFree(max(q.maxFrame, len(f))), f...)
 		default:
-			q.slots[i] = append(slot[:0], f...)
+			s.b = append(b[:0], f...)
 		}
-		q.noICRC[i] = trade
+		s.noICRC = trade
 		if j < len(refs) {
-			q.refs[i] = refs[j]
+			s.ref = refs[j]
 		}
 		q.n++
 		queued++
 	}
+	q.queued.Store(int32(q.n))
 	if queued > 0 && q.hush == 0 {
 		q.notEmpty.Broadcast()
 	}
@@ -473,33 +487,50 @@ func (q *frameQueue) pop(bufs [][]byte, sizes []int, noICRC []bool, refs []Paylo
 		k = min(k, len(refs))
 	}
 	for i := range k {
-		slot := q.slots[q.head]
-		if swap && cap(slot) >= cap(bufs[i]) && len(slot) <= len(bufs[i]) {
-			sizes[i] = len(slot)
-			if q.noICRC[q.head] && len(q.free) < len(q.slots) {
+		s := &q.slots[q.head]
+		b := s.b
+		if swap && cap(b) >= cap(bufs[i]) && len(b) <= len(bufs[i]) {
+			sizes[i] = len(b)
+			if s.noICRC && len(q.free) < len(q.slots) {
 				// A writer trades for it next (push).
 				q.free = append(q.free, bufs[i][:0])
-				bufs[i], q.slots[q.head] = slot[:cap(slot)], nil
+				bufs[i], s.b = b[:cap(b)], nil
 			} else {
-				bufs[i], q.slots[q.head] = slot[:cap(slot)], bufs[i][:0]
+				bufs[i], s.b = b[:cap(b)], bufs[i][:0]
 			}
 		} else {
-			sizes[i] = copy(bufs[i], slot)
+			sizes[i] = copy(bufs[i], b)
 		}
-		noICRC[i] = q.noICRC[q.head]
-		if ref := q.refs[q.head]; refs != nil {
-			refs[i] = ref
-		} else if ref.B != nil && ref.Off < sizes[i] {
+		noICRC[i] = s.noICRC
+		if refs != nil {
+			refs[i] = s.ref
+		} else if ref := s.ref; ref.B != nil && ref.Off < sizes[i] {
 			copy(bufs[i][ref.Off:sizes[i]], ref.B)
 		}
-		q.refs[q.head] = PayloadRef{}
-		q.head = (q.head + 1) % len(q.slots)
+		s.ref = PayloadRef{}
+		q.head = q.slot(1)
 		q.n--
+	}
+	q.queued.Store(int32(q.n))
+	if q.n == 0 {
+		// Start again at the first slot: a queue that empties often
+		// keeps using the same few slots, in a cache.
+		q.head = 0
 	}
 	if k > 0 {
 		q.notFull.Broadcast()
 	}
 	return k, true
+}
+
+// slot returns the index of the slot i after the head (i at most the
+// ring's length): a subtraction, not a division.
+func (q *frameQueue) slot(i int) int {
+	k := q.head + i
+	if k >= len(q.slots) {
+		k -= len(q.slots)
+	}
+	return k
 }
 
 // waitReadable waits until the queue holds a frame (true) or is closed
@@ -516,12 +547,11 @@ func (q *frameQueue) waitReadable() bool {
 // grow doubles the ring, its frames in order from slot 0; q.mu held.
 func (q *frameQueue) grow() {
 	n := max(2*len(q.slots), 16)
-	slots, noICRC, refs := make([][]byte, n), make([]bool, n), make([]PayloadRef, n)
+	slots := make([]slot, n)
 	for i := range q.n {
-		k := (q.head + i) % len(q.slots)
-		slots[i], noICRC[i], refs[i] = q.slots[k], q.noICRC[k], q.refs[k]
+		slots[i] = q.slots[q.slot(i)]
 	}
-	q.slots, q.noICRC, q.refs, q.head = slots, noICRC, refs, 0
+	q.slots, q.head = slots, 0
 }
 
 // freeChunk is how many buffers takeFree allocates at once: the queue's

@@ -93,3 +93,20 @@ func BenchmarkBuildInPlace(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkBuildHeaders is Build as the requester on the in-memory link
+// runs it: the payload in place and no ICRC, so that what is left is the
+// headers.
+func BenchmarkBuildHeaders(b *testing.B) {
+	benchEach(b, func(b *testing.B, f *Frame, fr []byte) {
+		g := *f
+		off := g.PayloadOffset()
+		g.Payload = fr[off : off+copy(fr[off:], f.Payload)]
+		g.NoICRC = true
+		for b.Loop() {
+			if _, err := Build(fr, &g); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

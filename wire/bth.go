@@ -151,13 +151,15 @@ func (b BTH) SetPSN(v uint32) { put24(b[bthPSN+1:], v) }
 // Encode writes every field of f into b. Sub-byte and 24-bit fields are
 // masked to their width.
 func (b BTH) Encode(f *BTHFields) {
-	b[bthOpcode] = uint8(f.Opcode)
-	b[bthFlags] = bit(f.SE, 0x80) | bit(f.MigReq, 0x40) | (f.PadCnt&3)<<4 | f.TVer&0x0f
-	binary.BigEndian.PutUint16(b[bthPKey:], f.PKey)
-	b[bthResv8a] = bit(f.FECN, 0x80) | bit(f.BECN, 0x40) | f.Resv6&0x3f
-	put24(b[bthDestQP+1:], f.DestQP)
-	b[bthAck] = bit(f.AckReq, 0x80) | f.Resv7&0x7f
-	put24(b[bthPSN+1:], f.PSN)
+	_ = b[BTHSize-1]
+	flags := bit(f.SE, 0x80) | bit(f.MigReq, 0x40) | (f.PadCnt&3)<<4 | f.TVer&0x0f
+	resv8a := bit(f.FECN, 0x80) | bit(f.BECN, 0x40) | f.Resv6&0x3f
+	ack := bit(f.AckReq, 0x80) | f.Resv7&0x7f
+	// Three big-endian words: opcode, flags, P_Key; the reserved byte
+	// and DestQP; AckReq with its reserved bits and the PSN.
+	binary.BigEndian.PutUint32(b[bthOpcode:], uint32(f.Opcode)<<24|uint32(flags)<<16|uint32(f.PKey))
+	binary.BigEndian.PutUint32(b[bthDestQP:], uint32(resv8a)<<24|f.DestQP&0xffffff)
+	binary.BigEndian.PutUint32(b[bthPSN:], uint32(ack)<<24|f.PSN&0xffffff)
 }
 
 // Fields returns every field of b.

@@ -129,7 +129,13 @@ func Build(buf []byte, f *Frame) (int, error) {
 	if udpLen > 0xffff-IPv6Size {
 		return 0, ErrMalformed
 	}
-	n := f.Len()
+	n := EthernetSize + IPv6Size + udpLen // f.Len()
+	if v4 {
+		n = EthernetSize + IPv4Size + udpLen
+	}
+	if f.VLAN {
+		n += VLANTagSize
+	}
 	if len(buf) < n {
 		return 0, ErrShortBuffer
 	}
@@ -149,18 +155,19 @@ func Build(buf []byte, f *Frame) (int, error) {
 	if v4 {
 		binary.BigEndian.PutUint16(b[off:], EtherTypeIPv4)
 		h := b[l3 : l3+IPv4Size]
-		h[0] = 0x45
-		h[1] = f.TrafficClass
-		binary.BigEndian.PutUint16(h[2:], uint16(IPv4Size+udpLen))
-		binary.BigEndian.PutUint16(h[4:], f.IPID)
-		binary.BigEndian.PutUint16(h[6:], 0x4000) // DF
-		h[8] = f.HopLimit
-		h[9] = IPProtocolUDP
-		h[10], h[11] = 0, 0
 		s, d := f.Src.Unmap().As4(), f.Dst.Unmap().As4()
-		copy(h[12:16], s[:])
-		copy(h[16:20], d[:])
-		binary.BigEndian.PutUint16(h[10:], ipv4Checksum(h))
+		src, dst := binary.BigEndian.Uint32(s[:]), binary.BigEndian.Uint32(d[:])
+		w0 := 0x4500 | uint32(f.TrafficClass)
+		tot := uint32(IPv4Size + udpLen)
+		w4 := uint32(f.HopLimit)<<8 | IPProtocolUDP
+		binary.BigEndian.PutUint32(h[0:], w0<<16|tot)
+		binary.BigEndian.PutUint32(h[4:], uint32(f.IPID)<<16|0x4000) // DF
+		// The header checksum from the words just written, without
+		// reading them back.
+		sum := w0 + tot + uint32(f.IPID) + 0x4000 + w4 + src>>16 + src&0xffff + dst>>16 + dst&0xffff
+		binary.BigEndian.PutUint32(h[8:], w4<<16|uint32(foldChecksum(sum)))
+		binary.BigEndian.PutUint32(h[12:], src)
+		binary.BigEndian.PutUint32(h[16:], dst)
 		l4 = l3 + IPv4Size
 	} else {
 		binary.BigEndian.PutUint16(b[off:], EtherTypeIPv6)
@@ -271,6 +278,12 @@ func ipv4Checksum(h []byte) uint16 {
 	for i := 0; i+1 < len(h); i += 2 {
 		s += uint32(h[i])<<8 | uint32(h[i+1])
 	}
+	return foldChecksum(s)
+}
+
+// foldChecksum returns the Internet checksum (RFC 1071) whose sum of
+// 16-bit words is s: its carries folded into 16 bits, complemented.
+func foldChecksum(s uint32) uint16 {
 	for s > 0xffff {
 		s = s>>16 + s&0xffff
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/softroce/softroce/ib"
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 var (
@@ -345,5 +346,40 @@ func TestBuildPayloadInPlace(t *testing.T) {
 	}
 	if f := (Frame{BTH: BTHFields{Opcode: 0x1f}}); f.BTH.Opcode.HeaderLen() != 0 || f.PayloadOffset() != 0 {
 		t.Error("PayloadOffset of a frame with an unknown opcode is not 0")
+	}
+}
+
+// TestBuildIPv4ChecksumAnyFields checks the IPv4 header checksum Build
+// computes from the field values against RFC 1071's sum over the header
+// bytes it wrote, for random traffic classes, TTLs, identifications,
+// addresses and lengths (the carries the fold must take included).
+func TestBuildIPv4ChecksumAnyFields(t *testing.T) {
+	rng := testenv.Rand(t)
+	buf := make([]byte, 9000)
+	ops := []Opcode{RCRDMAWriteFirst, RCRDMAWriteLast, RCAcknowledge, UDSendOnly, RCSendOnlyWithImmediate}
+	for i := range 5000 {
+		f := sampleFrame(ops[i%len(ops)], false, i%3 == 0, rng.IntN(4097))
+		f.TrafficClass, f.HopLimit, f.IPID = uint8(rng.Uint32()), uint8(rng.Uint32()), uint16(rng.Uint32())
+		if i%4 == 0 {
+			f.TrafficClass, f.HopLimit, f.IPID = 0xff, 0xff, 0xffff
+		}
+		var s, d [4]byte
+		binary.BigEndian.PutUint32(s[:], rng.Uint32())
+		binary.BigEndian.PutUint32(d[:], rng.Uint32())
+		f.Src, f.Dst = netip.AddrFrom4(s), netip.AddrFrom4(d)
+		n, err := Build(buf, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l3 := EthernetSize
+		if f.VLAN {
+			l3 += VLANTagSize
+		}
+		h := append([]byte(nil), buf[l3:l3+IPv4Size]...)
+		got := binary.BigEndian.Uint16(h[10:])
+		h[10], h[11] = 0, 0
+		if want := ipv4Checksum(h); got != want {
+			t.Fatalf("frame %d (%d bytes, header % x): checksum %#04x, want %#04x", i, n, h, got, want)
+		}
 	}
 }

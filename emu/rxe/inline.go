@@ -119,23 +119,27 @@ func (r *device) drainInline() int {
 func (r *device) readPipeLocked() (int, bool, error) {
 	t := r.tp
 	bufs, sizes, noICRC, refs := t.pbufs, t.psizes, t.pnoICRC, t.prefs
-	for i := range bufs {
-		if bufs[i] == nil {
-			bufs[i] = t.get()
-		}
+	if t.pempty > 0 {
+		t.fill(bufs[:t.pempty])
+		t.pempty = 0
 	}
 	k, err := t.pipe.TryReadRef(bufs, sizes, noICRC, refs)
 	if k == 0 {
 		return 0, false, err
 	}
 	t.rxRead.Add(uint64(k))
-	batch := t.rbatch[:0]
+	// The frames are processed in the buffers they were read into,
+	// which stay in bufs for the next read to trade (a buffer the pipe
+	// takes goes back to the peer's writer): nothing kept from them
+	// outlives the processing, as with processBatch.
+	r.lock()
+	r.hold.reading = true
 	for i := range k {
-		batch = append(batch, rxFrame{b: bufs[i][:sizes[i]], noICRC: noICRC[i], ref: refs[i]})
-		bufs[i], refs[i] = nil, link.PayloadRef{}
+		r.rxNoICRC, r.rxRef = noICRC[i], refs[i]
+		refs[i] = link.PayloadRef{}
+		r.receive(bufs[i][:sizes[i]])
 	}
-	held := r.processBatch(batch, true)
-	t.rbatch = batch[:0]
+	held := r.endRx(k, true)
 	if r.readsPending.Load() > 0 {
 		t.inMu.Lock()
 		t.inCond.Broadcast()

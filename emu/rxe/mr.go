@@ -272,6 +272,7 @@ func (r *device) DeregMR(m *emu.MR) error {
 	}
 	x.state = memInvalid
 	delete(r.mrs, x.idx)
+	r.lastMR = nil
 	r.mrPool.free(x.idx)
 	// ib_umem_release: every packet looks its MR up by key under r.mu,
 	// so nothing reaches the pages once the MR is gone from r.mrs.
@@ -516,7 +517,7 @@ func (r *device) rkeyMR(q *qp, rkey uint32, access ib.AccessFlags, va, length ui
 		a, err := r.mrAddr(w.mr, va, length)
 		return w.mr, a, err
 	}
-	m, ok := r.mrs[idx]
+	m, ok := r.mrByIdx(idx)
 	switch {
 	case !ok || m.rkey != rkey:
 		return fail(errorf(unix.EACCES, "rkey %#x: no such MR", rkey))

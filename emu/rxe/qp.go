@@ -789,6 +789,7 @@ func (r *device) DestroyQP(c *emu.QP) error {
 	q.valid = false
 	q.sq, q.rq = nil, nil
 	delete(r.qps, q.qpn)
+	r.lastQP = nil
 	r.qpPool.free(q.idx)
 	if q.typ == qpstate.TypeGSI {
 		r.gsi = false

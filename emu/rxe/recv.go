@@ -51,7 +51,7 @@ func (r *device) receive(frame []byte) {
 		}
 		return
 	}
-	q, ok := r.qps[bth.DestQP()]
+	q, ok := r.qpByNum(bth.DestQP())
 	if !ok || !r.qpAccepts(q, &p) {
 		r.counters[cntDroppedPkts]++
 		return
@@ -72,6 +72,19 @@ func (r *device) receive(frame []byte) {
 		// did in every interop run (it counted one per response before).
 		r.completer(q, &p)
 	}
+}
+
+// qpByNum returns the QP numbered qpn, trying the one it found last
+// before the map: a stream of packets goes to one QP. r.mu held.
+func (r *device) qpByNum(qpn uint32) (*qp, bool) {
+	if q := r.lastQP; q != nil && q.qpn == qpn {
+		return q, true
+	}
+	q, ok := r.qps[qpn]
+	if ok {
+		r.lastQP = q
+	}
+	return q, ok
 }
 
 // qpAccepts is check_type_state, check_addr and check_keys: the QP is

@@ -223,6 +223,7 @@ func (r *device) runSQ(q *qp) {
 func (r *device) sendPackets(q *qp, w *sendWQE) bool {
 	op := w.wr.Opcode
 	mtu := uint32(q.mtu())
+	defer r.forgetRefSGE()
 	for w.next < w.npkts {
 		psn := ib.PSNAdd(w.firstPSN, w.next)
 		if q.typ == qpstate.TypeRC && ib.PSNCompare(psn, ib.PSNAdd(q.compPSN, maxUnackedPSNs)) > 0 {
@@ -391,7 +392,8 @@ func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCSt
 			// The payload stays in the source MR: Build leaves its place
 			// in the frame unset (it is in place) and the pipe carries it
 			// by reference.
-			r.txRef = link.PayloadRef{Off: f.PayloadOffset(), B: ref}
+			// buf is frame[f.PayloadOffset():], to its capacity.
+			r.txRef = link.PayloadRef{Off: cap(frame) - cap(buf), B: ref}
 		} else if w.inline != nil {
 			copy(buf, w.inline[off:])
 		} else if _, err := r.gatherAt(q, w, off, buf); err != nil {
@@ -439,7 +441,7 @@ func (r *device) payloadRef(q *qp, w *sendWQE, op emu.WROpcode, off uint64, n in
 	default:
 		return nil
 	}
-	for _, s := range w.wr.SGList {
+	for i, s := range w.wr.SGList {
 		if off >= uint64(s.Length) {
 			off -= uint64(s.Length)
 			continue
@@ -447,22 +449,39 @@ func (r *device) payloadRef(q *qp, w *sendWQE, op emu.WROpcode, off uint64, n in
 		if uint64(s.Length)-off < uint64(n) {
 			return nil // the packet spans SGEs
 		}
+		if c := &r.refSGE; c.w == w && c.i == i {
+			return c.b[off : off+uint64(n) : off+uint64(n)]
+		}
 		m, err := r.lookupLKey(q, s, 0)
 		if err != nil || m.typ != emu.MRTypeUser || m.space != nil {
 			return nil
 		}
-		addr, err := r.mrAddr(m, s.Addr+off, uint64(n))
+		addr, err := r.mrAddr(m, s.Addr, uint64(s.Length))
 		if err != nil {
 			return nil
 		}
-		b, err := r.memSlice(m, addr, n)
+		b, err := r.memSlice(m, addr, int(s.Length))
 		if err != nil {
 			return nil
 		}
-		return b
+		r.refSGE = refSGE{w: w, i: i, b: b}
+		return b[off : off+uint64(n) : off+uint64(n)]
 	}
 	return nil
 }
+
+// refSGE is the memory of one SGE of a send WQE that payloadRef looked up
+// for its first packet, reused for the message's next packets while
+// sendPackets runs (r.mu held throughout, so the MR cannot change): every
+// call of sendPackets, a retransmission's too, looks the MR up again.
+type refSGE struct {
+	w *sendWQE
+	i int    // the SGE's index in w's list
+	b []byte // its memory
+}
+
+// forgetRefSGE ends sendPackets' use of r.refSGE.
+func (r *device) forgetRefSGE() { r.refSGE = refSGE{} }
 
 // gatherAt copies the bytes of w's SGE list from offset off into dst.
 func (r *device) gatherAt(q *qp, w *sendWQE, off uint64, dst []byte) (int, error) {
@@ -529,6 +548,9 @@ func (r *device) scatterAt(q *qp, sgl []emu.SGE, off uint64, src []byte) error {
 // each either: starting one wakes the Go runtime's network poller, a
 // context switch in the daemon's every round trip.
 func (r *device) armRetransmit(q *qp, reset bool) {
+	if q.rtimer != nil && !reset && !q.ridle {
+		return // pending, its deadline kept: the usual case, per packet
+	}
 	d := r.cfg.Quirks.RetransmitTimeout(q.attr.Timeout)
 	if d == 0 || r.tp == nil {
 		return

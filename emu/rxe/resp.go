@@ -3,6 +3,7 @@ package rxe
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -318,6 +319,49 @@ func (r *device) execSend(q *qp, p *wire.Packet) bool {
 	return true
 }
 
+// writeDest returns where the next n bytes of q's RDMA WRITE go, when
+// its R_Key names a user MR in the device's own memory that holds the
+// rest of the message (the range rxe's check_rkey checks on a first
+// packet): the MR is looked up once and its memory reused for the
+// message's next packets while r.mu stays held (unlock forgets it), its
+// state checked again for each (an invalidation among the packets of one
+// batch). Else, or for n 0, it returns nil and execWrite looks the key up
+// for the packet alone, as before. r.mu held.
+func (r *device) writeDest(q *qp, n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	c := &r.wdst
+	if c.q != q || c.rkey != q.wrRKey || c.m.state != memValid || q.wrVA < c.va || q.wrVA-c.va > uint64(len(c.b)) ||
+		uint64(n) > uint64(len(c.b))-(q.wrVA-c.va) {
+		c.q = nil
+		if q.wrRKey>>8 >= minMWIndex || q.wrLeft < uint64(n) || q.wrLeft > math.MaxInt32 {
+			return nil
+		}
+		m, addr, err := r.rkeyMR(q, q.wrRKey, ib.AccessRemoteWrite, q.wrVA, q.wrLeft)
+		if err != nil || m.typ != emu.MRTypeUser || m.space != nil {
+			return nil
+		}
+		b, err := r.memSlice(m, addr, int(q.wrLeft))
+		if err != nil {
+			return nil
+		}
+		*c = writeDest{q: q, rkey: q.wrRKey, m: m, va: q.wrVA, b: b}
+	}
+	off := q.wrVA - c.va
+	return c.b[off : off+uint64(n) : off+uint64(n)]
+}
+
+// writeDest is the memory writeDest found for the rest of a QP's RDMA
+// WRITE message: rkey's MR m and its bytes b from virtual address va.
+type writeDest struct {
+	q    *qp
+	rkey uint32
+	m    *mr
+	va   uint64
+	b    []byte
+}
+
 // execWrite places RDMA WRITE data. It returns false when the packet
 // failed (NAK sent or message dropped).
 func (r *device) execWrite(q *qp, p *wire.Packet) bool {
@@ -339,7 +383,10 @@ func (r *device) execWrite(q *qp, p *wire.Packet) bool {
 		}
 		return false
 	}
-	if len(pay) > 0 {
+	if dst := r.writeDest(q, len(pay)); dst != nil {
+		r.flushWrites()
+		copy(dst, pay)
+	} else if len(pay) > 0 {
 		m, addr, err := r.rkeyMR(q, q.wrRKey, ib.AccessRemoteWrite, q.wrVA, uint64(len(pay)))
 		if err == nil {
 			err = r.writePayload(m, addr, pay, q.wrLeft == uint64(len(pay)))

@@ -159,8 +159,10 @@ type device struct {
 	numCQ      counter
 	numSRQ     counter
 	qps        map[uint32]*qp                 // by QPN
+	lastQP     *qp                            // the QP qpByNum found last (recv.go); nil after any QP is destroyed
 	cqFault    func(*emu.CQ, *emu.WC) CQFault // SetCQFault; nil: none
 	mrs        map[uint32]*mr                 // by index
+	lastMR     *mr                            // the MR mrByIdx found last (sge.go); nil after any MR is deregistered
 	mws        map[uint32]*mw                 // by index
 	mcgs       map[emu.GID]*mcg
 	attached   int
@@ -187,6 +189,9 @@ type device struct {
 	fr      wire.Frame
 	ipID    uint16
 	scratch []byte
+	txFree  [][]byte     // frame buffers at hand for the frames to send (txGet)
+	refSGE  refSGE       // the SGE payloadRef looked up last, while sendPackets runs
+	wdst    writeDest    // where the RDMA WRITE being received goes (resp.go), until unlock
 	addrs   []netip.Addr // cached netdev addresses (recv.go)
 	mac     [6]byte
 	wqeFree []*sendWQE
@@ -255,6 +260,7 @@ func errorf(errno unix.Errno, format string, args ...any) error {
 func (r *device) lock() { r.mu.Lock() }
 
 func (r *device) unlock() {
+	r.wdst = writeDest{}
 	r.flushWrites()
 	fs := r.deferred
 	if len(fs) > 0 {

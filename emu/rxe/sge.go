@@ -11,7 +11,7 @@ import (
 // exactly, the MR be in q's PD, grant every bit of access and be VALID, and
 // the SGE lie inside it. r.mu held.
 func (r *device) lookupLKey(q *qp, s emu.SGE, access ib.AccessFlags) (*mr, error) {
-	m, ok := r.mrs[s.LKey>>8]
+	m, ok := r.mrByIdx(s.LKey >> 8)
 	switch {
 	case !ok || m.lkey != s.LKey:
 		return nil, errorf(unix.EINVAL, "lkey %#x: no such MR", s.LKey)
@@ -26,6 +26,19 @@ func (r *device) lookupLKey(q *qp, s emu.SGE, access ib.AccessFlags) (*mr, error
 		return nil, err
 	}
 	return m, nil
+}
+
+// mrByIdx returns the MR of index idx, trying the one it found last
+// before the map: the packets of a message use the same MR. r.mu held.
+func (r *device) mrByIdx(idx uint32) (*mr, bool) {
+	if m := r.lastMR; m != nil && m.idx == idx {
+		return m, true
+	}
+	m, ok := r.mrs[idx]
+	if ok {
+		r.lastMR = m
+	}
+	return m, ok
 }
 
 // sgeIO moves buf to or from an SGE for the device. DMA and fast-reg MRs

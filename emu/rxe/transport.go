@@ -178,8 +178,10 @@ type transport struct {
 	// their payload by reference (WriteRef, payloadRef) and frames are
 	// read with ReadRef.
 	pipe *link.PipeEnd
-	// The pipe's read buffers (inline.go), procMu held.
+	// The pipe's read buffers (inline.go), procMu held; pbufs[:pempty]
+	// are nil (not filled yet).
 	pbufs   [][]byte
+	pempty  int
 	psizes  []int
 	pnoICRC []bool
 	prefs   []link.PayloadRef
@@ -252,6 +254,7 @@ func (r *device) attach() {
 	if t.inlineCapable() {
 		n := max(1, l.BatchSize())
 		t.pbufs, t.psizes, t.pnoICRC, t.prefs = make([][]byte, n), make([]int, n), make([]bool, n), make([]link.PayloadRef, n)
+		t.pempty = n
 		pipeDevices.Store(t.pipe, r)
 		go r.pipeReadLoop()
 	} else {
@@ -284,6 +287,30 @@ func (t *transport) get() []byte {
 		t.pool = append(t.pool, arr[i*n:(i+1)*n:(i+1)*n])
 	}
 	return arr[:n:n]
+}
+
+// fill sets every element of bs to a frame buffer from the pool, under
+// one lock.
+func (t *transport) fill(bs [][]byte) {
+	if len(bs) == 0 {
+		return
+	}
+	t.poolMu.Lock()
+	for i := range bs {
+		n := len(t.pool)
+		if n == 0 {
+			break
+		}
+		bs[i] = t.pool[n-1][:cap(t.pool[n-1])]
+		t.pool[n-1] = nil
+		t.pool = t.pool[:n-1]
+	}
+	t.poolMu.Unlock()
+	for i := range bs {
+		if bs[i] == nil {
+			bs[i] = t.get()
+		}
+	}
 }
 
 func (t *transport) put(bs [][]byte) {
@@ -437,23 +464,37 @@ func (r *device) process(batch []rxFrame) { r.processBatch(batch, false) }
 // queued some and woke a completion handler (or ran another deferred
 // callback).
 func (r *device) processBatch(batch []rxFrame, inline bool) bool {
-	r.lock()
-	r.hold.reading = inline
-	for _, f := range batch {
-		r.rxNoICRC, r.rxRef = f.noICRC, f.ref
-		r.receive(f.b)
-	}
-	r.rxNoICRC, r.rxRef = false, link.PayloadRef{}
-	held := inline && len(r.deferred) > 0 && r.hold.queued
+	held := r.processFrames(batch, inline)
 	t := r.tp
-	t.rxDone.Add(uint64(len(batch)))
-	r.unlock()
 	t.poolMu.Lock()
 	for i := range batch {
 		t.pool = append(t.pool, batch[i].b)
 	}
 	t.poolMu.Unlock()
 	clear(batch)
+	return held
+}
+
+// processFrames is processBatch leaving the frames' buffers to the
+// caller.
+func (r *device) processFrames(batch []rxFrame, inline bool) bool {
+	r.lock()
+	r.hold.reading = inline
+	for _, f := range batch {
+		r.rxNoICRC, r.rxRef = f.noICRC, f.ref
+		r.receive(f.b)
+	}
+	return r.endRx(len(batch), inline)
+}
+
+// endRx ends the processing of n frames that processFrames or
+// processPipe began under r.mu, which it releases, and reports whether
+// they held their responses.
+func (r *device) endRx(n int, inline bool) bool {
+	r.rxNoICRC, r.rxRef = false, link.PayloadRef{}
+	held := inline && len(r.deferred) > 0 && r.hold.queued
+	r.tp.rxDone.Add(uint64(n))
+	r.unlock()
 	return held
 }
 
@@ -727,11 +768,11 @@ func (r *device) emit(f *wire.Frame) bool { return r.emitIn(nil, f) }
 // not fit, frame is nil and pay is the device's scratch space. r.mu held.
 func (r *device) txBuf(f *wire.Frame, plen int) (frame, pay []byte) {
 	if r.tp != nil && !r.detached {
-		b := r.tp.get()
+		b := r.txGet()
 		if off := f.PayloadOffset(); off > 0 && off+plen+wire.ICRCSize+3 <= len(b) {
 			return b, b[off : off+plen]
 		}
-		r.tp.put([][]byte{b})
+		r.txFree = append(r.txFree, b)
 	}
 	if cap(r.scratch) < plen {
 		r.scratch = make([]byte, plen)
@@ -742,8 +783,30 @@ func (r *device) txBuf(f *wire.Frame, plen int) (frame, pay []byte) {
 // dropTx returns a buffer from txBuf unused; r.mu held.
 func (r *device) dropTx(frame []byte) {
 	if frame != nil {
-		r.tp.put([][]byte{frame})
+		r.txFree = append(r.txFree, frame[:cap(frame)])
 	}
+}
+
+// txChunk is how many frame buffers txGet takes from the pool at once.
+const txChunk = 8
+
+// txGet returns a frame buffer for a frame to send; r.mu held. It keeps a
+// few from the transport's pool at hand, so that building a message's
+// packets takes the pool's lock once every txChunk packets, not per
+// packet.
+func (r *device) txGet() []byte {
+	if len(r.txFree) == 0 {
+		if cap(r.txFree) < txChunk {
+			r.txFree = make([][]byte, 0, 2*txChunk)
+		}
+		r.txFree = r.txFree[:txChunk]
+		r.tp.fill(r.txFree)
+	}
+	n := len(r.txFree) - 1
+	b := r.txFree[n]
+	r.txFree[n] = nil
+	r.txFree = r.txFree[:n]
+	return b
 }
 
 // emitIn builds f into frame (from txBuf; nil takes a pooled buffer) and
@@ -757,12 +820,12 @@ func (r *device) emitIn(frame []byte, f *wire.Frame) bool {
 	}
 	b := frame
 	if b == nil {
-		b = r.tp.get()
+		b = r.txGet()
 	}
 	f.NoICRC = r.tp.nl != nil
 	n, err := wire.Build(b, f)
 	if err != nil || n > len(b) {
-		r.tp.put([][]byte{b})
+		r.txFree = append(r.txFree, b[:cap(b)])
 		return false
 	}
 	if f.BTH.Opcode.IsRequest() {
