@@ -324,6 +324,21 @@ func (qp *QP) AttachMcast(gid GID, lid uint16) error {
 	return nil
 }
 
+// ForgetMcast drops the attachments the device no longer holds, for the
+// close of the file that made them. rxe ignores the LID: a QP attached to
+// one GID under two LIDs is one member, and the second detach finds no
+// group (EINVAL), leaving the attachment counted and the QP undestroyable
+// (EBUSY). The kernel then leaks the QP at ib_uverbs_close with a warning
+// (uverbs_destroy_uobject: failed to remove uobject); a daemon serving many
+// programs releases it instead, so that no client's exit leaves objects
+// behind. Call it after detaching every group the file attached.
+func (qp *QP) ForgetMcast() {
+	for k := range qp.mcast {
+		delete(qp.mcast, k)
+		qp.use.dec()
+	}
+}
+
 // DetachMcast detaches the QP from gid (ib_detach_mcast).
 func (qp *QP) DetachMcast(gid GID, lid uint16) error {
 	if err := qp.checkMcast(gid, lid, "detach"); err != nil {

@@ -24,6 +24,15 @@ func (f *File) Close() error {
 		return nil
 	}
 	f.closed = true
+	// uverbs_free_qp at close: every group each QP joined is left
+	// (ib_uverbs_detach_umcast), and what the device no longer holds is
+	// forgotten (emu.QP.ForgetMcast), so that the QP can go.
+	for _, o := range f.objects {
+		if o.kind == kindQP {
+			o.qp.detachAll()
+			o.qp.qp.ForgetMcast()
+		}
+	}
 	var errs []error
 	for len(f.objects) > 0 {
 		handles := make([]uint32, 0, len(f.objects))

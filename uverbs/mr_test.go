@@ -232,3 +232,31 @@ func TestAttachMcastFollowsTheKernel(t *testing.T) {
 		t.Fatalf("%d objects after close", len(k.f.objects))
 	}
 }
+
+// TestCloseFreesAQPJoinedUnderTwoLIDs: a UD QP attached to one GID under
+// two LIDs is one member to rxe (it ignores the LID), so detaching both
+// leaves the second EINVAL and the attachment counted: DESTROY_QP is EBUSY
+// then, as on the kernel. The file's close still frees the QP and the rest
+// (the kernel leaks it with a warning; a daemon's client must not).
+func TestCloseFreesAQPJoinedUnderTwoLIDs(t *testing.T) {
+	dev := newDevice(t)
+	k := setup(t, newClient(t, dev))
+	out, _ := must(k.client, CmdCreateQp, &CreateQp{Pd_handle: k.pd, Send_cq_handle: k.cq, Recv_cq_handle: k.cq,
+		Max_send_wr: 4, Max_recv_wr: 4, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeUD)},
+		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+	ud := load[CreateQpResp](out).Qp_handle
+	g := netip.MustParseAddr("ff0e::1").As16()
+	must(k.client, CmdAttachMcast, &AttachMcast{Gid: g, Handle: ud, Mlid: 0xc001}, 0)
+	must(k.client, CmdAttachMcast, &AttachMcast{Gid: g, Handle: ud, Mlid: 0xc002}, 0)
+	must(k.client, CmdDetachMcast, &DetachMcast{Gid: g, Handle: ud, Mlid: 0xc001}, 0)
+	_, _, err := do(k.client, CmdDetachMcast, &DetachMcast{Gid: g, Handle: ud, Mlid: 0xc002}, 0)
+	errnoIs(t, err, unix.EINVAL)
+	_, _, err = do(k.client, CmdDestroyQp, &DestroyQp{Handle: ud}, sizeOf[DestroyQpResp]())
+	errnoIs(t, err, unix.EBUSY)
+	if err := k.f.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if len(k.f.objects) != 0 {
+		t.Fatalf("%d objects after close", len(k.f.objects))
+	}
+}
