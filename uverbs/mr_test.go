@@ -181,6 +181,15 @@ func TestMemoryWindowThroughTheRing(t *testing.T) {
 	must(b.client, CmdDeregMr, &DeregMr{Handle: mr.Handle}, 0)
 }
 
+// createUD creates a UD QP on k's PD and CQ and returns its handle.
+func (k *conn) createUD(t testing.TB) uint32 {
+	t.Helper()
+	out, _ := must(k.client, CmdCreateQp, &CreateQp{Pd_handle: k.pd, Send_cq_handle: k.cq, Recv_cq_handle: k.cq,
+		Max_send_wr: 4, Max_recv_wr: 4, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeUD)},
+		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
+	return load[CreateQpResp](out).Qp_handle
+}
+
 // TestAttachMcastFollowsTheKernel: ATTACH_MCAST of a UD QP to a group,
 // twice (the second does nothing), then DETACH; DETACH of a group the QP
 // is not attached to is EINVAL, an RC QP or a unicast GID is EINVAL (the
@@ -189,10 +198,7 @@ func TestMemoryWindowThroughTheRing(t *testing.T) {
 func TestAttachMcastFollowsTheKernel(t *testing.T) {
 	dev := newDevice(t)
 	k := setup(t, newClient(t, dev))
-	out, _ := must(k.client, CmdCreateQp, &CreateQp{Pd_handle: k.pd, Send_cq_handle: k.cq, Recv_cq_handle: k.cq,
-		Max_send_wr: 4, Max_recv_wr: 4, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeUD)},
-		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
-	ud := load[CreateQpResp](out).Qp_handle
+	ud := k.createUD(t)
 	group := func(s string) [16]uint8 { return netip.MustParseAddr(s).As16() }
 	g1, g2 := group("ff0e::1"), group("ff0e::2")
 	for _, c := range []struct {
@@ -241,10 +247,7 @@ func TestAttachMcastFollowsTheKernel(t *testing.T) {
 func TestCloseFreesAQPJoinedUnderTwoLIDs(t *testing.T) {
 	dev := newDevice(t)
 	k := setup(t, newClient(t, dev))
-	out, _ := must(k.client, CmdCreateQp, &CreateQp{Pd_handle: k.pd, Send_cq_handle: k.cq, Recv_cq_handle: k.cq,
-		Max_send_wr: 4, Max_recv_wr: 4, Max_send_sge: 1, Max_recv_sge: 1, Qp_type: uint8(qpstate.TypeUD)},
-		sizeOf[CreateQpResp]()+sizeOf[RxeCreateQpResp]())
-	ud := load[CreateQpResp](out).Qp_handle
+	ud := k.createUD(t)
 	g := netip.MustParseAddr("ff0e::1").As16()
 	must(k.client, CmdAttachMcast, &AttachMcast{Gid: g, Handle: ud, Mlid: 0xc001}, 0)
 	must(k.client, CmdAttachMcast, &AttachMcast{Gid: g, Handle: ud, Mlid: 0xc002}, 0)

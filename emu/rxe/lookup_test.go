@@ -28,16 +28,15 @@ func writeOK(t *testing.T, a *rxetest.QP, n int, raddr uint64, rkey uint32, stat
 	}
 }
 
-// TestMRLookupAfterDeregAndReuse: the responder and the requester find an
-// MR by its key's index through the MR they found last; after DeregMR the
-// MR registered next over the same memory is the one found (its key
-// places the WRITE), and the old key fails with a remote access error.
-func TestMRLookupAfterDeregAndReuse(t *testing.T) {
-	l, err := rxetest.NewLink(rxetest.Options{MTU: 4200})
+// connectedRC returns a link of two devices made with o and a connected RC
+// pair on it with 64 KiB buffers; the link closes with the test.
+func connectedRC(t *testing.T, o rxetest.Options) (*rxetest.Link, *rxetest.QP, *rxetest.QP) {
+	t.Helper()
+	l, err := rxetest.NewLink(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	a, b, err := l.Pair(qpstate.TypeRC, 1<<16)
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +44,15 @@ func TestMRLookupAfterDeregAndReuse(t *testing.T) {
 	if err := rxetest.Connect(a, b); err != nil {
 		t.Fatal(err)
 	}
+	return l, a, b
+}
+
+// TestMRLookupAfterDeregAndReuse: the responder and the requester find an
+// MR by its key's index through the MR they found last; after DeregMR the
+// MR registered next over the same memory is the one found (its key
+// places the WRITE), and the old key fails with a remote access error.
+func TestMRLookupAfterDeregAndReuse(t *testing.T) {
+	l, a, b := connectedRC(t, rxetest.Options{MTU: 4200})
 	const n = 16 << 10
 	for i := range a.Buf[:n] {
 		a.Buf[i] = byte(i*7 + 1)
@@ -76,18 +84,7 @@ func TestMRLookupAfterDeregAndReuse(t *testing.T) {
 // number through the QP it found last; after DestroyQP the packets of a
 // new pair of QPs reach the new QP.
 func TestQPLookupAfterDestroyAndReuse(t *testing.T) {
-	l, err := rxetest.NewLink(rxetest.Options{MTU: 4200})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	a, b, err := l.Pair(qpstate.TypeRC, 1<<16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rxetest.Connect(a, b); err != nil {
-		t.Fatal(err)
-	}
+	l, a, b := connectedRC(t, rxetest.Options{MTU: 4200})
 	const n = 8 << 10
 	writeOK(t, a, n, b.Addr, b.MR.RKey(), emu.WCSuccess)
 	qpnA, qpnB := a.QPNum(), b.QPNum()

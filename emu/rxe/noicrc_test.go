@@ -12,7 +12,6 @@ import (
 	"github.com/softroce/softroce/emu/rxe/rxetest"
 	"github.com/softroce/softroce/internal/testutil"
 	"github.com/softroce/softroce/link/pcap"
-	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 )
 
@@ -47,7 +46,7 @@ func (l *lockedBuffer) Bytes() []byte {
 // last WRITE's packets the source's bytes.
 func TestFrameLeavingThePipeHasItsICRC(t *testing.T) {
 	var capture lockedBuffer
-	l, err := rxetest.NewLink(rxetest.Options{MTU: 4200, Rxe: func(i int, c *rxe.Config) {
+	l, a, b := connectedRC(t, rxetest.Options{MTU: 4200, Rxe: func(i int, c *rxe.Config) {
 		if i == 1 {
 			cp, err := pcap.New(c.Link, &capture, clock.Real{})
 			if err != nil {
@@ -56,17 +55,6 @@ func TestFrameLeavingThePipeHasItsICRC(t *testing.T) {
 			c.Link = cp
 		}
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	a, b, err := l.Pair(qpstate.TypeRC, 1<<16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rxetest.Connect(a, b); err != nil {
-		t.Fatal(err)
-	}
 	for i, size := range []int{1, 63, 1024, 4096, 5000, 1 << 16} {
 		for k := range a.Buf[:size] {
 			a.Buf[k] = byte(k*7 + i)
