@@ -2,6 +2,7 @@ package uverbsd
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -85,14 +86,11 @@ func readPidMaps(pid int) ([]mapping, error) {
 	return parseMaps(b), nil
 }
 
-// mapsFile reports whether every byte of [addr, addr+length) lies in
-// mappings of the file dev:inode at the file offset addr-base, as where
-// the file's offset 0 is mapped at base and the range has not moved since.
-func mapsFile(ms []mapping, addr, length, base, dev, inode uint64) bool {
-	end := addr + length
-	if end <= addr || addr < base {
-		return false
-	}
+// walk calls fn, in address order, for each mapping that covers the next
+// part of [addr, end), with the first address a of the range it covers. It
+// returns where the covered part ends (end, or the first address no
+// mapping covers) and fn's first error.
+func walk(ms []mapping, addr, end uint64, fn func(m mapping, a uint64) error) (uint64, error) {
 	a := addr
 	for _, m := range ms {
 		if a >= end {
@@ -101,12 +99,35 @@ func mapsFile(ms []mapping, addr, length, base, dev, inode uint64) bool {
 		if m.end <= a {
 			continue
 		}
-		if m.start > a || m.inode != inode || m.dev != dev || m.offset+(a-m.start) != a-base {
-			return false
+		if m.start > a {
+			break
+		}
+		if err := fn(m, a); err != nil {
+			return a, err
 		}
 		a = m.end
 	}
-	return a >= end
+	return a, nil
+}
+
+// errOtherFile stops a walk at a mapping of another file or offset.
+var errOtherFile = errors.New("another file or offset")
+
+// mapsFile reports whether every byte of [addr, addr+length) lies in
+// mappings of the file dev:inode at the file offset addr-base, as where
+// the file's offset 0 is mapped at base and the range has not moved since.
+func mapsFile(ms []mapping, addr, length, base, dev, inode uint64) bool {
+	end := addr + length
+	if end <= addr || addr < base {
+		return false
+	}
+	a, err := walk(ms, addr, end, func(m mapping, a uint64) error {
+		if m.inode != inode || m.dev != dev || m.offset+(a-m.start) != a-base {
+			return errOtherFile
+		}
+		return nil
+	})
+	return err == nil && a >= end
 }
 
 // checkMapped answers as get_user_pages does for the pages of an MR
@@ -120,24 +141,17 @@ func checkMapped(ms []mapping, addr, length uint64, write bool) error {
 	if end < addr {
 		return fmt.Errorf("range %#x+%#x wraps: %w", addr, length, unix.EFAULT)
 	}
-	a := addr
-	for _, m := range ms {
-		if a >= end {
-			break
-		}
-		if m.end <= a {
-			continue
-		}
-		if m.start > a {
-			break
-		}
+	a, err := walk(ms, addr, end, func(m mapping, a uint64) error {
 		switch {
 		case write && !m.write:
 			return fmt.Errorf("%#x lies in %#x-%#x, which the process may not write: %w", a, m.start, m.end, unix.EFAULT)
 		case !write && !m.read:
 			return fmt.Errorf("%#x lies in %#x-%#x, which the process may not read: %w", a, m.start, m.end, unix.EFAULT)
 		}
-		a = m.end
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if a < end {
 		return fmt.Errorf("%#x is not mapped: %w", a, unix.EFAULT)

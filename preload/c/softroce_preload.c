@@ -662,7 +662,7 @@ static int is_evfile(int fd)
 #define MAX_DONTFORK 64
 
 static int n_shared;                   /* regions shared so far (share_mu; read atomically) */
-static uintptr_t shared_lo, shared_hi; /* bounds of every region shared (share_mu) */
+static uintptr_t shared_lo, shared_hi; /* bounds of every region shared (written under share_mu, read atomically) */
 static pthread_mutex_t share_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	uintptr_t lo, hi;
@@ -876,9 +876,9 @@ static void share_pages(int sock, uint64_t start, uint64_t len)
 			get_madvise()((void *)a, b - a, MADV_DONTFORK);
 	}
 	if (!n_shared || start < shared_lo)
-		shared_lo = start;
+		__atomic_store_n(&shared_lo, start, __ATOMIC_RELAXED);
 	if (!n_shared || start + len > shared_hi)
-		shared_hi = start + len;
+		__atomic_store_n(&shared_hi, start + len, __ATOMIC_RELAXED);
 	__atomic_store_n(&n_shared, n_shared + 1, __ATOMIC_RELEASE);
 	h.op = OP_SHARE;
 	h.len = sizeof(req);
@@ -993,7 +993,8 @@ int madvise(void *addr, size_t len, int advice)
 	case MADV_DONTNEED:
 	case MADV_FREE:
 	case MADV_REMOVE:
-		if (__atomic_load_n(&n_shared, __ATOMIC_ACQUIRE) && lo < shared_hi && hi > shared_lo) {
+		if (__atomic_load_n(&n_shared, __ATOMIC_ACQUIRE) && lo < __atomic_load_n(&shared_hi, __ATOMIC_RELAXED) &&
+		    hi > __atomic_load_n(&shared_lo, __ATOMIC_RELAXED)) {
 			err = zap_shared(lo, hi, advice == MADV_REMOVE);
 			if (err < 0) {
 				errno = -err;
