@@ -277,6 +277,7 @@ func (m *memFile) CheckRange(addr, length uint64, write bool) error {
 	}
 	m.smu.Lock()
 	defer m.smu.Unlock()
+	m.maps = nil
 	if len(m.regions) > 0 && !m.unshared {
 		m.maps = ms
 	}
