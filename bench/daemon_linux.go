@@ -64,7 +64,7 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 	defer func() { srv.Close(); <-served }()
 	env := append(os.Environ(), uverbsd.Env(dir, so)...)
 	dir1 := filepath.Join(tmp, "oneway", daemonName)
-	srv1, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir1, Settle: n.Settle, NoRDMACM: true, OneWayDoorbells: true})
+	srv1, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir1, Settle: n.Settle, NoRDMACM: true, OneWayDoorbells: true, WatchPage: true})
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +159,7 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 	rows[1] = rows[1].atMost(2)
 	o.logf("daemon: ib_write_bw %.2f Gb/s (one-way doorbells %.2f, in-process %.2f), ib_send_lat typical %v (one-way %v, in-process p50 %v)",
 		bw[0], bw[1], inBW, lat[0], lat[1], inLat)
+	o.logf("daemon: doorbells %+v, one-way %+v", srv.DoorbellStats(), srv1.DoorbellStats())
 	return rows, nil
 }
 

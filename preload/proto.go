@@ -25,9 +25,18 @@ import (
 //   - OpOpen: the first request on a connection; payload the device node's
 //     name ("uverbs0", "rdma_cm"). Reply: Ret 0 and in Aux the features
 //     the daemon offers on the file (FeatureSharePages,
-//     FeatureOneWayDoorbells), or -ENODEV for a name the
+//     FeatureOneWayDoorbells, FeatureWatchPage), or -ENODEV for a name the
 //     daemon does not serve, -EPROTO for another Version. Nothing else is
-//     accepted before it succeeds. For "rdma_cm" the reply's payload is a
+//     accepted before it succeeds. With FeatureWatchPage (uverbs0) the
+//     reply passes one descriptor, the watch page: a memfd of WatchHandles
+//     u32 words, sealed (the client can map it only read-only, and not
+//     resize it). Word h is nonzero while the daemon will look at QP handle
+//     h's send ring once more before it waits for the next request: there
+//     the client may answer librxe's doorbell itself, on the conditions of
+//     a one-way doorbell (below), and send nothing. The client reads the
+//     word after librxe published the WQE, and the daemon clears it before
+//     its last look at the ring, each behind a full memory fence: one of
+//     the two sees the other's store, and no doorbell is lost. For "rdma_cm" the reply's payload is a
 //     u32, the daemon's name of the file (the client puts it in
 //     MIGRATE_ID's fd field in place of its descriptor number, or
 //     0xffffffff for a descriptor not open, 0xfffffffe for one that is not
@@ -112,7 +121,12 @@ const (
 const (
 	FeatureSharePages      = 1 // OpShare
 	FeatureOneWayDoorbells = 2 // OpWrite with WriteOneWay
+	FeatureWatchPage       = 4 // the watch page passed with the reply
 )
+
+// WatchHandles is how many QP handles the watch page covers, one u32 word
+// each: the page is 4 KiB.
+const WatchHandles = 1024
 
 // WriteOneWay is the OpWrite request's Aux bit of a doorbell that gets no
 // reply.

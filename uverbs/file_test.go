@@ -756,12 +756,15 @@ func TestPostSendBeforeRTSIsEINVAL(t *testing.T) {
 // TestDoorbellRingsWithoutAResponse: File.Doorbell rings a QP's send
 // doorbell as a POST_SEND with no WRs does but writes no response (the
 // client answered itself): a handle that names no QP and a QP before RTS
-// are EINVAL, a QP at RTS sends what waits on its ring.
+// are EINVAL, a QP at RTS sends what waits on its ring and says how many
+// WQEs it took.
 func TestDoorbellRingsWithoutAResponse(t *testing.T) {
 	dev := newDevice(t)
 	a, b := setup(t, newClient(t, dev)), setup(t, newClient(t, dev))
-	errnoIs(t, a.client.f.Doorbell(a.qp+100), unix.EINVAL)
-	errnoIs(t, a.client.f.Doorbell(a.qp), unix.EINVAL)
+	_, err := a.client.f.Doorbell(a.qp + 100)
+	errnoIs(t, err, unix.EINVAL)
+	_, err = a.client.f.Doorbell(a.qp)
+	errnoIs(t, err, unix.EINVAL)
 	b.connect(t, a.qpn)
 	a.connect(t, b.qpn)
 	a.produceSend(t, 6)
@@ -770,11 +773,14 @@ func TestDoorbellRingsWithoutAResponse(t *testing.T) {
 	if !a.cqRing.empty() {
 		t.Fatal("a completion before the doorbell")
 	}
-	if err := a.client.f.Doorbell(a.qp); err != nil {
-		t.Fatal(err)
+	if took, err := a.client.f.Doorbell(a.qp); took != 1 || err != nil {
+		t.Fatalf("Doorbell = %d, %v; want 1 WQE taken", took, err)
 	}
 	if wc := a.cqRing.poll(t); wc.Wr_id != 6 || wc.Status != uint32(emu.WCSuccess) {
 		t.Fatalf("completion %+v", wc)
+	}
+	if took, err := a.client.f.Doorbell(a.qp); took != 0 || err != nil {
+		t.Fatalf("Doorbell of an empty ring = %d, %v; want 0", took, err)
 	}
 	var resp [4]byte
 	a.mem.ReadAt(resp[:], a.resp)

@@ -89,7 +89,7 @@ func FuzzWrite(f *testing.F) {
 			in = in[n:]
 			if h, ok := NullPostSend(buf); ok {
 				// A doorbell the client answered itself (one-way).
-				if err := file.Doorbell(h); err != nil {
+				if _, err := file.Doorbell(h); err != nil {
 					var errno unix.Errno
 					if !errors.As(err, &errno) || errno == 0 {
 						t.Fatalf("doorbell error %v carries no errno", err)

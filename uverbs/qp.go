@@ -273,16 +273,17 @@ func (u *uqp) sendWR(slot []byte, i int, wr *emu.SendWR) error {
 }
 
 // doorbell hands the WQEs the client produced on the send ring to the
-// device (the requester task rxe runs on librxe's "null post send"). A QP
-// before RTS keeps them until a modify takes it there; a WR the device
-// refuses moves the QP to ERR, which flushes its send queue; f.mu held.
-func (u *uqp) doorbell() {
+// device (the requester task rxe runs on librxe's "null post send") and
+// returns how many it took. A QP before RTS keeps them until a modify
+// takes it there; a WR the device refuses moves the QP to ERR, which
+// flushes its send queue; f.mu held.
+func (u *uqp) doorbell() (took int) {
 	if u.sq == nil {
-		return
+		return 0
 	}
 	attr, _, err := u.qp.Query(qpstate.AttrState)
 	if err != nil || attr.QPState < qpstate.StateRTS {
-		return
+		return 0
 	}
 	u.stalled = false
 	for {
@@ -302,9 +303,10 @@ func (u *uqp) doorbell() {
 		}
 		if n == 0 {
 			if bad == nil {
-				return
+				return took
 			}
 			u.sq.advance()
+			took++
 			u.refuse(u.wrs[0].WRID)
 			continue
 		}
@@ -315,15 +317,17 @@ func (u *uqp) doorbell() {
 		for range posted {
 			u.sq.advance()
 		}
+		took += posted
 		if err != nil {
 			if errors.Is(err, unix.ENOMEM) {
 				// The device's queue is full: the next completion on
 				// this file rings the doorbell again.
 				u.stalled = true
 				u.f.stalled.Store(true)
-				return
+				return took
 			}
 			u.sq.advance()
+			took++
 			u.refuse(u.wrs[posted].WRID)
 		}
 	}
@@ -369,7 +373,7 @@ func (c *call) postSend() error {
 	}
 	// The response is written whatever the doorbell found
 	// (ib_uverbs_post_send), and its fault wins.
-	refused := c.f.ring(o, cmd.Qp_handle)
+	_, refused := c.f.ring(o, cmd.Qp_handle)
 	resp := PostSendResp{}
 	if err := c.respond(bytesOf(&resp)); err != nil {
 		return err
@@ -379,33 +383,36 @@ func (c *call) postSend() error {
 
 // ring rings QP object o's send doorbell (rxe_post_send): a QP before RTS
 // is EINVAL, its WQEs staying on the ring for a doorbell after a modify
-// takes it to RTS. f.mu held.
-func (f *File) ring(o *object, handle uint32) error {
+// takes it to RTS. It returns how many WQEs the doorbell took. f.mu held.
+func (f *File) ring(o *object, handle uint32) (took int, err error) {
 	if attr, _, qerr := o.qp.qp.Query(qpstate.AttrState); qerr != nil || attr.QPState < qpstate.StateRTS {
-		return errorf(unix.EINVAL, "POST_SEND: QP handle %d is not ready to send", handle)
+		return 0, errorf(unix.EINVAL, "POST_SEND: QP handle %d is not ready to send", handle)
 	}
 	if f.settle != nil {
-		f.settle(o.qp.doorbell)
+		f.settle(func() { took = o.qp.doorbell() })
 	} else {
-		o.qp.doorbell()
+		took = o.qp.doorbell()
 	}
-	return nil
+	return took, nil
 }
 
 // Doorbell rings QP handle's send doorbell as a POST_SEND with no WRs
 // (librxe's post_send_db) does, without its response: for a client that
 // answered the command itself, knowing the kernel's answer (the QP was at
 // RTS or later at its last answered POST_SEND and has not been modified
-// since). A handle that names no QP, or a QP before RTS, is EINVAL.
-func (f *File) Doorbell(handle uint32) error {
+// since). A handle that names no QP, or a QP before RTS, is EINVAL. It
+// returns how many WQEs it took from the send ring: none when the client
+// produced none since the last doorbell, or when the device's send queue
+// is full (the WQEs wait on the ring for a completion to make room).
+func (f *File) Doorbell(handle uint32) (took int, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed || !f.context {
-		return errorf(unix.EINVAL, "doorbell: no context")
+		return 0, errorf(unix.EINVAL, "doorbell: no context")
 	}
 	o, err := f.get(kindQP, handle)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	return f.ring(o, handle)
 }

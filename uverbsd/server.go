@@ -69,6 +69,13 @@ type Config struct {
 	// on a machine whose CPUs busy-polling programs fill
 	// (docs/performance.md, "One-way doorbells").
 	OneWayDoorbells bool
+	// WatchPage passes each uverbs client a watch page (see package
+	// preload, FeatureWatchPage): while the daemon works through a QP's
+	// WQEs it marks the QP watched, and the client's library skips the
+	// doorbells of its posts meanwhile, the daemon taking their WQEs on
+	// its last look before it waits. A stream of posts then costs the
+	// program no system call while the daemon is busy.
+	WatchPage bool
 	// NoRDMACM leaves /dev/infiniband/rdma_cm unserved. Otherwise the
 	// Server runs a Communication Manager (package cma) on the device's
 	// QP1 and serves its IDs to librdmacm programs (package ucma).
@@ -111,6 +118,25 @@ type Server struct {
 
 	// syncDoorbells: every doorbell must be answered (SetSyncDoorbells).
 	syncDoorbells atomic.Bool
+	// doorbells and watched count for DoorbellStats.
+	doorbells, watched atomic.Uint64
+}
+
+// DoorbellStats are the Server's doorbell counts over its life.
+type DoorbellStats struct {
+	// Doorbells counts the doorbells the clients sent: librxe's POST_SEND
+	// with no WRs, answered or one-way.
+	Doorbells uint64
+	// Watched counts the WQEs the daemon took on its last look at a
+	// watched ring before waiting (Config.WatchPage): posts whose
+	// doorbell the client skipped, or whose doorbell, still on its way,
+	// then finds them taken.
+	Watched uint64
+}
+
+// DoorbellStats returns the Server's doorbell counts.
+func (s *Server) DoorbellStats() DoorbellStats {
+	return DoorbellStats{Doorbells: s.doorbells.Load(), Watched: s.watched.Load()}
 }
 
 // SetSyncDoorbells tells the clients, in every reply to a write from now
@@ -124,7 +150,7 @@ func (s *Server) SetSyncDoorbells(sync bool) { s.syncDoorbells.Store(sync) }
 // doorbeller is a File that rings a QP's send doorbell with no response
 // (uverbs.File.Doorbell).
 type doorbeller interface {
-	Doorbell(handle uint32) error
+	Doorbell(handle uint32) (took int, err error)
 }
 
 // doorbell serves a one-way doorbell (preload.WriteOneWay): librxe's
@@ -139,17 +165,15 @@ func (cn *conn) doorbell(p []byte) {
 		cn.s.logf("pid %d: one-way write that is no doorbell dropped", cn.pid)
 		return
 	}
+	cn.s.doorbells.Add(1)
 	cfg := &cn.s.cfg
 	var err error
 	if cfg.Intercept != nil {
 		err = cfg.Intercept(uverbs.CommandName(p))
 	}
 	if err == nil {
-		if cfg.Settle != nil {
-			cfg.Settle(func() { err = db.Doorbell(handle) })
-		} else {
-			err = db.Doorbell(handle)
-		}
+		cn.watchRing(handle)
+		_, err = cn.ring(db, handle)
 	}
 	if err != nil {
 		cn.s.logf("pid %d: one-way doorbell of QP handle %d: %v", cn.pid, handle, err)
@@ -157,6 +181,52 @@ func (cn *conn) doorbell(p []byte) {
 			cfg.Recorder.VerbFailed(uverbs.CommandName(p), unix.Errno(-errno(err)))
 		}
 	}
+}
+
+// ring rings QP handle's doorbell (through the Settle), returning how
+// many WQEs it took.
+func (cn *conn) ring(db doorbeller, handle uint32) (took int, err error) {
+	if settle := cn.s.cfg.Settle; settle != nil {
+		settle(func() { took, err = db.Doorbell(handle) })
+	} else {
+		took, err = db.Doorbell(handle)
+	}
+	return took, err
+}
+
+// watchRing marks QP handle watched as the daemon rings its doorbell,
+// unless the daemon wants every doorbell answered: the client may skip the
+// doorbells of the posts that come while the daemon works, which its
+// last look takes (recheck).
+func (cn *conn) watchRing(handle uint32) {
+	if !cn.s.syncDoorbells.Load() {
+		cn.watch.watch(handle)
+	}
+}
+
+// recheck is the connection's last look at the send rings it watches
+// before it waits for a frame (watchPage.recheck): true when it found new
+// WQEs there.
+func (cn *conn) recheck() bool {
+	if cn.watch == nil {
+		return false
+	}
+	if cn.s.syncDoorbells.Load() {
+		cn.watch.takeAll(cn.takeWatched)
+		return false
+	}
+	return cn.watch.recheck(cn.takeWatched)
+}
+
+// takeWatched rings watched QP handle h for the doorbells the client
+// skipped, returning how many WQEs that took.
+func (cn *conn) takeWatched(h uint32) int {
+	took, err := cn.ring(cn.file.(doorbeller), h)
+	if err != nil {
+		return 0
+	}
+	cn.s.watched.Add(uint64(took))
+	return took
 }
 
 // SocketName and SysfsName are the names of the socket and the sysfs tree
@@ -401,8 +471,9 @@ type conn struct {
 	raw   syscall.RawConn
 	wake  int // eventfd the Server writes to end recv's wait (-1: none, wait in the netpoller)
 	pid   int
-	pidfd *pidFD   // the client process while it lives (nil: no pidfd)
-	mrs   *memFile // the client's address space for its MRs (nil: none opened)
+	pidfd *pidFD     // the client process while it lives (nil: no pidfd)
+	mrs   *memFile   // the client's address space for its MRs (nil: none opened)
+	watch *watchPage // the uverbs client's watch page (nil: none)
 	file  File
 	// passed is how many files the last reply passed: the client's
 	// OpFds must come next and carry that many numbers.
@@ -443,6 +514,7 @@ func (s *Server) serveConn(c *net.UnixConn, wake int) {
 	cn := &conn{s: s, c: c, raw: raw, wake: wake, pid: int(cred.Pid), pidfd: pidfd}
 	defer cn.pidfd.close()
 	defer func() { cn.mrs.close() }()
+	defer func() { cn.watch.close() }()
 	defer func() {
 		if cn.file != nil {
 			defer func() {
@@ -459,7 +531,9 @@ func (s *Server) serveConn(c *net.UnixConn, wake int) {
 	cn.loop()
 }
 
-// recv receives into buf with flags (plus MSG_DONTWAIT). It waits for a
+// recv receives into buf with flags (plus MSG_DONTWAIT). Before it waits
+// it takes a last look at the send rings the client's watch page marks
+// (recheck), and waits only when that found nothing. It waits for a
 // frame in poll(2), a blocking system call, not in Go's network poller: a
 // client's doorbell then wakes the thread that serves it, where through
 // the netpoller it woke the poller's thread, which handed the goroutine
@@ -475,6 +549,9 @@ func (cn *conn) recv(buf, oob []byte, flags int) (n, oobn, rflags int, err error
 				n, oobn, rflags, _, err = unix.Recvmsg(int(fd), buf, oob, flags|unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 				if err != unix.EAGAIN {
 					return
+				}
+				if cn.recheck() {
+					continue
 				}
 				pfd[0].Revents, pfd[1].Revents = 0, 0
 				if _, perr := unix.Poll(pfd, -1); perr != nil && perr != unix.EINTR {
@@ -493,8 +570,15 @@ func (cn *conn) recv(buf, oob []byte, flags int) (n, oobn, rflags int, err error
 		return
 	}
 	rerr := cn.raw.Read(func(fd uintptr) bool {
-		n, oobn, rflags, _, err = unix.Recvmsg(int(fd), buf, oob, flags|unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
-		return err != unix.EAGAIN
+		for {
+			n, oobn, rflags, _, err = unix.Recvmsg(int(fd), buf, oob, flags|unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+			if err != unix.EAGAIN {
+				return true
+			}
+			if !cn.recheck() {
+				return false
+			}
+		}
 	})
 	if rerr != nil {
 		err = rerr
@@ -658,16 +742,38 @@ func (cn *conn) handle(frame []byte) bool {
 			if cn.mrs != nil && !cn.s.cfg.NoSharedPages {
 				aux |= preload.FeatureSharePages
 			}
-			if _, ok := cn.file.(doorbeller); ok && cn.s.cfg.OneWayDoorbells {
+			_, db := cn.file.(doorbeller)
+			if db && cn.s.cfg.OneWayDoorbells {
 				aux |= preload.FeatureOneWayDoorbells
 			}
-			return cn.reply(preload.Header{Op: h.Op, Aux: aux}, nil, nil)
+			var fds []int
+			if db && cn.s.cfg.WatchPage {
+				w, err := newWatchPage()
+				if err != nil {
+					cn.s.logf("pid %d: %v", cn.pid, err)
+				} else {
+					cn.watch = w
+					aux |= preload.FeatureWatchPage
+					fds = []int{int(w.file.Fd())}
+				}
+			}
+			return cn.reply(preload.Header{Op: h.Op, Aux: aux}, nil, fds)
 		}
 		return cn.reply(preload.Header{Op: h.Op, Ret: ret}, nil, nil)
 	case preload.OpWrite:
 		if h.Aux&preload.WriteOneWay != 0 {
 			cn.doorbell(p)
 			return true
+		}
+		// An answered doorbell marks nothing watched: its reply hands
+		// the client the CPU, and a word left set while the daemon
+		// waits for it to come back would keep the client's next
+		// doorbell from waking it. Another command comes after the
+		// doorbells the client skipped: their WQEs go first.
+		if _, null := uverbs.NullPostSend(p); null {
+			cn.s.doorbells.Add(1)
+		} else if cn.watch != nil {
+			cn.watch.takeAll(cn.takeWatched)
 		}
 		var r Reply
 		var err error

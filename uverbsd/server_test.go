@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -88,6 +89,18 @@ type fakeFile struct {
 	at        []uint64 // where the passed files' numbers go
 	stored    []string // per FilesStored: "ok" when each number is the one at its address
 	doorbells []uint32 // the QP handles of the one-way doorbells rung
+	// takes scripts what each Doorbell of a handle returns as the WQEs it
+	// took, in order (then 0); watch, if set, is the watch page as the
+	// client maps it, whose word of the handle each Doorbell records in
+	// seen.
+	takes map[uint32][]int
+	watch []uint32
+	seen  []uint32
+	// holdRing, if set, is the Doorbell call (counting from 1) that
+	// says so on held and waits for release; rings counts the calls,
+	// ringsAtWrite the calls made before each Write.
+	holdRing, rings int
+	ringsAtWrite    []int
 }
 
 func (f *fakeFile) FilesStored(fds []uint32) {
@@ -109,9 +122,21 @@ func (f *fakeFile) FilesStored(fds []uint32) {
 }
 
 func (f *fakeFile) Write(buf []byte) (uverbsd.Reply, error) {
+	f.mu.Lock()
+	f.ringsAtWrite = append(f.ringsAtWrite, f.rings)
+	f.mu.Unlock()
 	select {
 	case f.writes <- struct{}{}:
 	default:
+	}
+	if _, null := uverbs.NullPostSend(buf); null {
+		// The kernel's answer to a doorbell of a QP at RTS.
+		var resp [8]byte
+		copy(resp[:], buf[8:])
+		if _, err := f.mem.WriteAt(make([]byte, 4), binary.NativeEndian.Uint64(resp[:])); err != nil {
+			return uverbsd.Reply{}, err
+		}
+		return uverbsd.Reply{N: len(buf)}, nil
 	}
 	if len(buf) != 24 {
 		return uverbsd.Reply{}, unix.EINVAL
@@ -147,14 +172,28 @@ func (f *fakeFile) Write(buf []byte) (uverbsd.Reply, error) {
 }
 
 // Doorbell records a one-way doorbell's QP handle; handle 13 is refused.
-func (f *fakeFile) Doorbell(handle uint32) error {
+func (f *fakeFile) Doorbell(handle uint32) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.doorbells = append(f.doorbells, handle)
-	if handle == 13 {
-		return unix.EINVAL
+	f.rings++
+	if f.rings == f.holdRing {
+		f.mu.Unlock()
+		f.held <- struct{}{}
+		<-f.release
+		f.mu.Lock()
 	}
-	return nil
+	f.doorbells = append(f.doorbells, handle)
+	if f.watch != nil && handle < uint32(len(f.watch)) {
+		f.seen = append(f.seen, atomic.LoadUint32(&f.watch[handle]))
+	}
+	if handle == 13 {
+		return 0, unix.EINVAL
+	}
+	took := 0
+	if t := f.takes[handle]; len(t) > 0 {
+		took, f.takes[handle] = t[0], t[1:]
+	}
+	return took, nil
 }
 
 func (f *fakeFile) Mmap(off, length uint64) (*os.File, int64, error) {

@@ -32,8 +32,10 @@ func (u uverbsFile) Mmap(offset, length uint64) (*os.File, int64, error) {
 
 func (u uverbsFile) Close() error { return u.f.Close() }
 
-// Doorbell forwards a one-way doorbell (uverbs.File.Doorbell).
-func (u uverbsFile) Doorbell(handle uint32) error { return u.f.Doorbell(handle) }
+var _ doorbeller = uverbsFile{}
+
+// Doorbell forwards a doorbell the client did not wait for (uverbs.File.Doorbell).
+func (u uverbsFile) Doorbell(handle uint32) (int, error) { return u.f.Doorbell(handle) }
 
 // SetSettle forwards the daemon's Config.Settle (uverbs.File.SetSettle).
 func (u uverbsFile) SetSettle(settle func(fn func())) { u.f.SetSettle(settle) }

@@ -57,7 +57,7 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	if err != nil {
 		return nil, err
 	}
-	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle, OneWayDoorbells: df.oneWay}
+	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle, OneWayDoorbells: df.oneWay, WatchPage: df.oneWay}
 	cov.serverConfig(&cfg)
 	faults.configure(n, &cfg)
 	srv, err := uverbsd.New(cfg)

@@ -100,6 +100,8 @@
 #define OP_SHARE 5
 #define FEATURE_SHARE_PAGES 1
 #define FEATURE_ONE_WAY_DOORBELLS 2
+#define FEATURE_WATCH_PAGE 4
+#define WATCH_HANDLES 1024
 #define WRITE_ONE_WAY 1
 #define AUX_SYNC_DOORBELLS 1
 #define MAX_ONE_WAY_RUN 64
@@ -116,8 +118,8 @@ struct frame_hdr {
 
 #define DEV_PREFIX "/dev/infiniband/"
 
-/* QP handles below DB_HANDLES may get one-way doorbells. */
-#define DB_HANDLES 1024
+/* QP handles below DB_HANDLES may get doorbells the library answers. */
+#define DB_HANDLES WATCH_HANDLES
 
 /* The table of fake descriptors: slot_of[fd] is the slot + 1. */
 #define MAX_FAKE 64
@@ -134,6 +136,7 @@ struct fake {
 	/* uverbs one-way doorbells (see one_way_doorbell), under mu: */
 	int oneway;        /* the daemon takes them */
 	int sync_db;       /* its last reply asked for answered doorbells */
+	const uint32_t *watch; /* the daemon's watch page (see watched), or NULL */
 	int run;           /* one-way doorbells since the last answered one */
 	unsigned char rts[DB_HANDLES / 8]; /* QP handles known at RTS or later */
 	int refs;       /* calls in flight on the file (table_mu) */
@@ -403,6 +406,7 @@ static int fake_open(const char *name, int flags)
 	socklen_t cl = sizeof(cred);
 	int fd, s = 0, err, nfds, fds[MAX_FDS], user, own = -1, ev = -1;
 	uint32_t token = 0;
+	const uint32_t *watch = NULL;
 	dev_t rdev;
 	char rbuf[16];
 
@@ -450,7 +454,12 @@ static int fake_open(const char *name, int flags)
 	if (err == 0 && rh.ret < 0)
 		err = rh.ret;
 	user = fd;
-	if (err == 0 && nfds == 1 && rh.len == sizeof(token)) {
+	if (err == 0 && nfds == 1 && rh.len == 0 && (rh.aux & FEATURE_WATCH_PAGE)) {
+		/* uverbs: the watch page, read-only (the daemon sealed it so). */
+		watch = mmap(NULL, WATCH_HANDLES * sizeof(uint32_t), PROT_READ, MAP_SHARED, fds[0], 0);
+		if (watch == MAP_FAILED)
+			watch = NULL;
+	} else if (err == 0 && nfds == 1 && rh.len == sizeof(token)) {
 		/* rdma_cm: the program gets the eventfd; the connection stays
 		 * behind it. */
 		memcpy(&token, rbuf, sizeof(token));
@@ -485,6 +494,8 @@ static int fake_open(const char *name, int flags)
 		}
 	}
 	if (err < 0) {
+		if (watch)
+			munmap((void *)watch, WATCH_HANDLES * sizeof(uint32_t));
 		if (ev >= 0)
 			get_close()(ev);
 		if (own >= 0 && own != fd)
@@ -504,6 +515,9 @@ static int fake_open(const char *name, int flags)
 	fakes[s].share = user == fd && (rh.aux & FEATURE_SHARE_PAGES) && !getenv("SOFTROCE_NO_SHARED_PAGES");
 	fakes[s].oneway = user == fd && (rh.aux & FEATURE_ONE_WAY_DOORBELLS) && !getenv("SOFTROCE_SYNC_DOORBELLS");
 	fakes[s].sync_db = 0;
+	fakes[s].watch = getenv("SOFTROCE_SYNC_DOORBELLS") ? NULL : watch;
+	if (watch && !fakes[s].watch)
+		munmap((void *)watch, WATCH_HANDLES * sizeof(uint32_t));
 	fakes[s].run = 0;
 	memset(fakes[s].rts, 0, sizeof(fakes[s].rts));
 	fakes[s].refs = 0;
@@ -536,6 +550,9 @@ static void unhook(int s, int *sock, int *ev)
 	*sock = fakes[s].sock;
 	*ev = fakes[s].ev;
 	fakes[s].sock = fakes[s].ev = -1;
+	if (fakes[s].watch)
+		munmap((void *)fakes[s].watch, WATCH_HANDLES * sizeof(uint32_t));
+	fakes[s].watch = NULL;
 	slot_used[s] = 0;
 }
 
@@ -1343,40 +1360,63 @@ static long null_post_send(const void *buf, size_t n, struct ib_uverbs_cmd_hdr *
 }
 
 /*
- * One-way doorbells, where the daemon offers them (softroce serve
- * --one-way-doorbells). librxe rings a QP's send doorbell with a write()
- * of a POST_SEND with no WRs after it put the WRs on the ring; the kernel
- * runs the requester and answers. Each answer here is a round trip to the
- * daemon, whose wake-ups across CPUs cost more than its work: a stream of
- * posts (ib_write_bw) waits for the daemon at every post. Where the
- * kernel's answer is known the library gives it itself and sends the
- * doorbell without waiting (WRITE_ONE_WAY): the QP's last answered
- * POST_SEND succeeded (it was at RTS or later, and stays so until a
- * command moves it back, after which nothing is known: any other command
- * forgets every QP), the daemon did not ask for answered doorbells, and
- * the response (bad_wr 0) takes the write, made as copy_to_user would
- * (process_vm_writev: a bad address fails, and the daemon's answer is
- * EFAULT). At most MAX_ONE_WAY_RUN go in a row: the next is answered, and
- * its reply says whether the daemon now wants answered doorbells.
+ * Doorbells the library answers. librxe rings a QP's send doorbell with a
+ * write() of a POST_SEND with no WRs after it put the WRs on the ring; the
+ * kernel runs the requester and answers. Each answer here is a round trip
+ * to the daemon, whose wake-ups across CPUs cost more than its work: a
+ * stream of posts (ib_write_bw) would wait for the daemon at every post.
+ * Where the kernel's answer is known the library gives it itself: the
+ * QP's last answered POST_SEND succeeded (it was at RTS or later, and
+ * stays so until a command moves it back, after which nothing is known:
+ * any other command forgets every QP), the daemon did not ask for
+ * answered doorbells, and the response (bad_wr 0) takes the write, made as
+ * copy_to_user would (process_vm_writev: a bad address fails, and the
+ * daemon's answer is EFAULT). answer_doorbell checks and writes.
  * fakes[s].mu held.
  */
-static int one_way_doorbell(int s, long qh, const struct ib_uverbs_cmd_hdr *hdr,
-			    const struct ib_uverbs_post_send *cmd, const void *buf, size_t n)
+static int answer_doorbell(int s, long qh, const struct ib_uverbs_cmd_hdr *hdr,
+			   const struct ib_uverbs_post_send *cmd)
 {
 	struct ib_uverbs_post_send_resp resp = {0};
-	struct frame_hdr h = {.op = OP_WRITE, .len = n, .ret = 0, .aux = WRITE_ONE_WAY};
-	struct iovec local = {&resp, sizeof(resp)}, remote, iov[2];
-	struct msghdr msg;
+	struct iovec local = {&resp, sizeof(resp)}, remote;
 	size_t out = (size_t)hdr->out_words * 4;
-	ssize_t k;
 
-	if (!fakes[s].oneway || fakes[s].sync_db || qh < 0 || qh >= DB_HANDLES ||
-	    !(fakes[s].rts[qh / 8] & (1u << (qh % 8))) || fakes[s].run >= MAX_ONE_WAY_RUN)
+	if (fakes[s].sync_db || qh < 0 || qh >= DB_HANDLES || !(fakes[s].rts[qh / 8] & (1u << (qh % 8))))
 		return 0;
 	local.iov_len = out < sizeof(resp) ? out : sizeof(resp);
 	remote.iov_base = (void *)(uintptr_t)cmd->response;
 	remote.iov_len = local.iov_len;
-	if (local.iov_len && process_vm_writev(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)local.iov_len)
+	return !local.iov_len || process_vm_writev(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)local.iov_len;
+}
+
+/* watched reports whether the daemon's watch page has QP qh's word set:
+ * the daemon looks at its send ring once more before it waits, and the
+ * doorbell need not reach it. The fence orders librxe's store of the
+ * ring's producer index before the load of the word (the daemon clears
+ * the word, then loads the index): either the daemon sees the WQE or the
+ * library sees the cleared word and rings. */
+static int watched(int s, long qh)
+{
+	if (!fakes[s].watch || fakes[s].sync_db || qh < 0 || qh >= WATCH_HANDLES)
+		return 0;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return __atomic_load_n(&fakes[s].watch[qh], __ATOMIC_RELAXED) != 0;
+}
+
+/* one_way_doorbell sends a doorbell the library answered (WRITE_ONE_WAY),
+ * where the daemon offers them (softroce serve --one-way-doorbells): the
+ * daemon rings the QP and sends no reply. At most MAX_ONE_WAY_RUN go in a
+ * row: the next is answered, and its reply says whether the daemon now
+ * wants answered doorbells. fakes[s].mu held. */
+static int one_way_doorbell(int s, long qh, const struct ib_uverbs_cmd_hdr *hdr,
+			    const struct ib_uverbs_post_send *cmd, const void *buf, size_t n)
+{
+	struct frame_hdr h = {.op = OP_WRITE, .len = n, .ret = 0, .aux = WRITE_ONE_WAY};
+	struct iovec iov[2];
+	struct msghdr msg;
+	ssize_t k;
+
+	if (!fakes[s].oneway || fakes[s].run >= MAX_ONE_WAY_RUN || !answer_doorbell(s, qh, hdr, cmd))
 		return 0;
 	iov[0].iov_base = &h;
 	iov[0].iov_len = sizeof(h);
@@ -1409,6 +1449,10 @@ static ssize_t uverbs_write(int s, const void *buf, size_t n)
 	h.ret = 0;
 	h.aux = 0;
 	pthread_mutex_lock(&fakes[s].mu);
+	if (qh >= 0 && watched(s, qh) && answer_doorbell(s, qh, &chdr, &pcmd)) {
+		pthread_mutex_unlock(&fakes[s].mu);
+		return n;
+	}
 	if (qh >= 0 && one_way_doorbell(s, qh, &chdr, &pcmd, buf, n)) {
 		pthread_mutex_unlock(&fakes[s].mu);
 		return n;

@@ -4,7 +4,10 @@
  * "FAIL NAME: why"; the exit status is 1 if any failed. With the argument
  * "hang" it opens the device, sends one command and waits to be killed;
  * with "closewait" it closes the descriptor (once a line comes on stdin)
- * while another thread's command is in flight. */
+ * while another thread's command is in flight; with "doorbells" it rings
+ * QP handle 3's doorbell as librxe does, once, then once more and eight
+ * times after that, each batch once a line comes on stdin, and ends at
+ * the next line. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <rdma/ib_user_verbs.h>
 
 #include "../../internal/testutil/testdata/ctest.h"
 
@@ -69,6 +73,32 @@ static void *inflight(void *arg)
 	return NULL;
 }
 
+/* doorbells rings QP handle 3's doorbell (librxe's post_send_db: a
+ * POST_SEND with no WRs) n times and checks each write's answer. */
+static void doorbells(int fd, int n, const char *name)
+{
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_post_send cmd;
+	} db;
+	struct ib_uverbs_post_send_resp resp;
+	int good = 0;
+
+	memset(&db, 0, sizeof(db));
+	db.hdr.command = IB_USER_VERBS_CMD_POST_SEND;
+	db.hdr.in_words = sizeof(db) / 4;
+	db.hdr.out_words = sizeof(resp) / 4;
+	db.cmd.response = (uintptr_t)&resp;
+	db.cmd.qp_handle = 3;
+	db.cmd.wqe_size = 128;
+	for (int i = 0; i < n; i++) {
+		resp.bad_wr = 7;
+		good += write(fd, &db, sizeof(db)) == (ssize_t)sizeof(db) && resp.bad_wr == 0;
+	}
+	CHECK(name, good == n, "%d of %d doorbells answered with bad_wr 0", good, n);
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
 	struct stat st;
@@ -103,6 +133,19 @@ int main(int argc, char **argv)
 		printf("closed\n");
 		fflush(stdout);
 		pthread_join(th, NULL);
+		return failed;
+	}
+	if (argc > 1 && strcmp(argv[1], "doorbells") == 0) {
+		char line[16];
+		doorbells(fd, 1, "answered doorbell");
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+		doorbells(fd, 1, "doorbell");
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+		doorbells(fd, 8, "doorbells of a watched ring");
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
 		return failed;
 	}
 	if (argc > 1 && strcmp(argv[1], "threads") == 0) {

@@ -1,0 +1,306 @@
+package uverbsd_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/preload"
+	"github.com/softroce/softroce/uverbs"
+	"github.com/softroce/softroce/uverbsd"
+)
+
+// openWatched opens uverbs0 on h as the preload library does and returns
+// the connection and the watch page the OPEN reply passed (nil: none).
+func openWatched(t *testing.T, h *harness) (*net.UnixConn, *os.File) {
+	t.Helper()
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: h.srv.SocketPath(), Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, _, err := c.WriteMsgUnix(preload.Frame(preload.Header{Op: preload.OpOpen, Aux: preload.Version}, []byte(uverbsd.UverbsNode)), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rh, _, err := preload.ParseFrame(buf[:n])
+	if err != nil || rh.Ret != 0 {
+		t.Fatalf("OPEN: %+v, %v", rh, err)
+	}
+	msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+	var fds []int
+	for _, m := range msgs {
+		f, _ := unix.ParseUnixRights(&m)
+		fds = append(fds, f...)
+	}
+	offered := rh.Aux&preload.FeatureWatchPage != 0
+	if offered != (len(fds) == 1) {
+		t.Fatalf("OPEN reply: FeatureWatchPage %v with %d descriptors", offered, len(fds))
+	}
+	if !offered {
+		return c, nil
+	}
+	page := os.NewFile(uintptr(fds[0]), "watch")
+	t.Cleanup(func() { page.Close() })
+	return c, page
+}
+
+// nullPostSend is librxe's doorbell of QP handle as a frame, one-way or not.
+func nullPostSend(handle uint32, oneWay bool) []byte {
+	hdr := uverbs.CmdHdr{Command: uverbs.CmdPostSend, In_words: 8, Out_words: 1}
+	cmd := uverbs.PostSend{Qp_handle: handle, Wqe_size: 128}
+	b := append(unsafe.Slice((*byte)(unsafe.Pointer(&hdr)), unsafe.Sizeof(hdr)), unsafe.Slice((*byte)(unsafe.Pointer(&cmd)), unsafe.Sizeof(cmd))...)
+	var aux uint32
+	if oneWay {
+		aux = preload.WriteOneWay
+	}
+	return preload.Frame(preload.Header{Op: preload.OpWrite, Aux: aux}, b)
+}
+
+// TestWatchPageIsSealedAndReadOnlyForTheClient: with WatchPage the OPEN
+// reply passes the watch page, every word clear, which the client can map
+// read-only but neither writable nor resize (the daemon's own mapping
+// stays safe); without it, OPEN passes nothing.
+func TestWatchPageIsSealedAndReadOnlyForTheClient(t *testing.T) {
+	if _, page := openWatched(t, newHarness(t)); page != nil {
+		t.Fatal("a watch page without Config.WatchPage")
+	}
+	_, page := openWatched(t, newHarness(t, func(c *uverbsd.Config) { c.WatchPage = true }))
+	if page == nil {
+		t.Fatal("no watch page with Config.WatchPage")
+	}
+	fd := int(page.Fd())
+	const size = 4 * preload.WatchHandles
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Size != size {
+		t.Fatalf("watch page size %d (%v), want %d", st.Size, err, size)
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	want := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_FUTURE_WRITE | unix.F_SEAL_SEAL
+	if err != nil || seals&want != want {
+		t.Errorf("seals %#x (%v), want %#x", seals, err, want)
+	}
+	if _, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != unix.EPERM {
+		t.Errorf("writable mapping: %v, want EPERM", err)
+	}
+	if err := unix.Ftruncate(fd, 0); err != unix.EPERM {
+		t.Errorf("shrink: %v, want EPERM", err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("read-only mapping: %v", err)
+	}
+	defer unix.Munmap(mem)
+	if err := unix.Mprotect(mem, unix.PROT_READ|unix.PROT_WRITE); err == nil {
+		t.Error("the read-only mapping became writable")
+	}
+	for i, b := range mem {
+		if b != 0 {
+			t.Fatalf("byte %d of a new watch page is %d", i, b)
+		}
+	}
+}
+
+// TestWatchedRingIsTakenBeforeTheDaemonWaits: a doorbell marks its QP
+// watched before the daemon rings it, so that the client may skip the
+// doorbells of posts that come meanwhile; before waiting for the next
+// frame the daemon clears the word and rings the QP once more, keeps
+// watching while that finds new WQEs (counted in DoorbellStats.Watched),
+// and clears it for good when it finds none. While the daemon wants
+// answered doorbells it marks nothing.
+func TestWatchedRingIsTakenBeforeTheDaemonWaits(t *testing.T) {
+	h := newHarness(t, func(c *uverbsd.Config) { c.WatchPage, c.OneWayDoorbells = true, true })
+	c, page := openWatched(t, h)
+	mem, err := unix.Mmap(int(page.Fd()), 0, 4*preload.WatchHandles, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	f := <-h.files
+	f.mu.Lock()
+	f.watch = unsafe.Slice((*uint32)(unsafe.Pointer(&mem[0])), preload.WatchHandles)
+	// The doorbell finds the ring empty, the first last look two WQEs
+	// posted meanwhile, the second none.
+	f.takes = map[uint32][]int{3: {0, 2, 0}}
+	f.mu.Unlock()
+	rung := func(n int) []uint32 {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			f.mu.Lock()
+			got := slices.Clone(f.doorbells)
+			f.mu.Unlock()
+			if len(got) >= n || time.Now().After(deadline) {
+				return got
+			}
+		}
+	}
+	if _, _, err := c.WriteMsgUnix(nullPostSend(3, true), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := rung(3); !slices.Equal(got, []uint32{3, 3, 3}) {
+		t.Fatalf("doorbells rung %v, want the client's and two last looks at handle 3", got)
+	}
+	time.Sleep(50 * time.Millisecond) // no fourth look comes
+	f.mu.Lock()
+	doorbells, seen := slices.Clone(f.doorbells), slices.Clone(f.seen)
+	f.mu.Unlock()
+	if len(doorbells) != 3 {
+		t.Errorf("doorbells rung %v, want 3", doorbells)
+	}
+	if !slices.Equal(seen, []uint32{1, 0, 0}) {
+		t.Errorf("watch word at each ring %v, want set at the client's doorbell, clear at each last look", seen)
+	}
+	if w := atomic.LoadUint32(&f.watch[3]); w != 0 {
+		t.Errorf("watch word %d with the daemon waiting", w)
+	}
+	if st := h.srv.DoorbellStats(); st != (uverbsd.DoorbellStats{Doorbells: 1, Watched: 2}) {
+		t.Errorf("DoorbellStats %+v, want 1 doorbell and 2 WQEs watched", st)
+	}
+
+	h.srv.SetSyncDoorbells(true)
+	if _, _, err := c.WriteMsgUnix(nullPostSend(5, true), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := rung(4); !slices.Equal(got, []uint32{3, 3, 3, 5}) {
+		t.Fatalf("doorbells rung %v, want one more of handle 5", got)
+	}
+	time.Sleep(50 * time.Millisecond)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.doorbells) != 4 || f.seen[3] != 0 {
+		t.Errorf("with answered doorbells wanted: rung %v, words seen %v; want no last look and no word set", f.doorbells, f.seen)
+	}
+}
+
+// TestPreloadSkipsTheDoorbellsOfAWatchedRing: the preload library answers
+// librxe's doorbells of a QP itself, sending nothing, while the daemon
+// watches its ring. The probe rings QP handle 3: the first doorbell is
+// answered by the daemon (nothing is known of the QP before) and marks
+// nothing, the second goes one-way and marks the QP watched, and while
+// the daemon works on it (the fake holds that ring) eight more reach the
+// daemon not at all; its last look then takes their WQEs.
+func TestPreloadSkipsTheDoorbellsOfAWatchedRing(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t, func(c *uverbsd.Config) { c.WatchPage, c.OneWayDoorbells = true, true })
+	cmd := h.command(so, probe, "doorbells")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	lines := bufio.NewScanner(io.TeeReader(stdout, &out))
+	// until reads the probe's lines up to the one that starts with want.
+	until := func(want string) {
+		t.Helper()
+		for lines.Scan() {
+			if strings.HasPrefix(lines.Text(), want) {
+				return
+			}
+		}
+		t.Fatalf("no %q from the probe\n%s", want, out.String())
+	}
+	defer cmd.Process.Kill()
+	f := <-h.files
+	f.mu.Lock()
+	f.holdRing = 1
+	f.takes = map[uint32][]int{3: {1, 8, 0}}
+	f.mu.Unlock()
+	rings := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			f.mu.Lock()
+			got := f.rings
+			f.mu.Unlock()
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d rings, want %d", got, n)
+			}
+		}
+	}
+	until("ok answered doorbell")
+	in.Write([]byte("go\n"))
+	select {
+	case <-f.held: // the one-way doorbell's ring, the word set
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second doorbell did not reach the daemon")
+	}
+	in.Write([]byte("go\n"))
+	until("ok doorbells of a watched ring")
+	if st := h.srv.DoorbellStats(); st.Doorbells != 2 {
+		t.Errorf("DoorbellStats %+v, want 2 doorbells sent of 10 rung", st)
+	}
+	f.release <- struct{}{}
+	rings(3)
+	in.Write([]byte("go\n"))
+	io.Copy(io.Discard, io.TeeReader(stdout, &out))
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("probe doorbells: %v\n%s", err, out.String())
+	}
+	if st := h.srv.DoorbellStats(); st != (uverbsd.DoorbellStats{Doorbells: 2, Watched: 8}) {
+		t.Errorf("DoorbellStats %+v, want 2 doorbells and the 8 skipped WQEs taken on the last look", st)
+	}
+}
+
+// TestCommandComesAfterTheSkippedDoorbells: a command that is not a
+// doorbell, arriving while the daemon watches a ring, is served after the
+// daemon took that ring's WQEs, whose doorbells the client skipped before
+// it wrote the command (a MODIFY_QP to ERR must find them posted).
+func TestCommandComesAfterTheSkippedDoorbells(t *testing.T) {
+	h := newHarness(t, func(c *uverbsd.Config) { c.WatchPage, c.OneWayDoorbells = true, true })
+	c, _ := openWatched(t, h)
+	f := <-h.files
+	f.mu.Lock()
+	f.holdRing = 1
+	f.takes = map[uint32][]int{3: {1, 2}}
+	f.mu.Unlock()
+	if _, _, err := c.WriteMsgUnix(nullPostSend(3, true), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.held: // the word is set: the client skips its next doorbells
+	case <-time.After(10 * time.Second):
+		t.Fatal("the doorbell did not reach the daemon")
+	}
+	payload := make([]byte, 24)
+	binary.NativeEndian.PutUint64(payload, 0x1000)
+	if _, _, err := c.WriteMsgUnix(preload.Frame(preload.Header{Op: preload.OpWrite}, payload), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.release <- struct{}{}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, _, _, _, err := c.ReadMsgUnix(make([]byte, 64), nil); err != nil {
+		t.Fatalf("the command's reply: %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Equal(f.ringsAtWrite, []int{2}) {
+		t.Errorf("rings before the command %v, want the doorbell's and the look at the watched ring", f.ringsAtWrite)
+	}
+	if st := h.srv.DoorbellStats(); st.Watched != 2 {
+		t.Errorf("DoorbellStats %+v, want the 2 WQEs of the skipped doorbells watched", st)
+	}
+}
