@@ -1,6 +1,9 @@
 package rxe
 
-import "github.com/softroce/softroce/link"
+import (
+	"github.com/softroce/softroce/link"
+	"github.com/softroce/softroce/wire"
+)
 
 // loopBack moves the frames of tx addressed to the device's own MAC into
 // its inbox (Config.Loopback, rxe_loopback) and returns the rest, in
@@ -24,8 +27,8 @@ func (r *device) loopBack(tx [][]byte) ([][]byte, int) {
 		if looped == 0 {
 			t.inMu.Lock()
 		}
-		// The device sealed the frame itself and it never left: its
-		// ICRC is not checked again (noICRC).
+		// The device built the frame itself and it never leaves: it
+		// carries no ICRC (emitIn), and none is checked (noICRC).
 		t.inbox = append(t.inbox, rxFrame{b: b, noICRC: true})
 		looped++
 	}
@@ -38,6 +41,18 @@ func (r *device) loopBack(tx [][]byte) ([][]byte, int) {
 	}
 	clear(tx[k:])
 	return tx[:k], failed
+}
+
+// sealOwn computes the ICRC of the frames of tx addressed to the device's
+// own MAC, which emitIn built without it for the loop back, when they go
+// to the link instead (LoopbackWhile said so: a fault injector or a
+// capture must see them whole). The stream's lock held.
+func (r *device) sealOwn(tx [][]byte) {
+	for _, b := range tx {
+		if len(b) >= 6 && [6]byte(b[:6]) == r.mac {
+			wire.SealICRC(b, wire.EthernetSize)
+		}
+	}
 }
 
 // settleRounds bounds the batches one Settle processes after its call:

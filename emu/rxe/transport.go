@@ -692,6 +692,8 @@ func (r *device) write(tx [][]byte, refs []link.PayloadRef) ([][]byte, int) {
 	var failed int
 	if r.cfg.Loopback && (r.cfg.LoopbackWhile == nil || r.cfg.LoopbackWhile()) {
 		tx, failed = r.loopBack(tx)
+	} else if r.cfg.Loopback && t.nl == nil {
+		r.sealOwn(tx)
 	}
 	bs := max(1, t.l.BatchSize())
 	for i := 0; i < len(tx); i += bs {
@@ -822,7 +824,11 @@ func (r *device) emitIn(frame []byte, f *wire.Frame) bool {
 	if b == nil {
 		b = r.txGet()
 	}
-	f.NoICRC = r.tp.nl != nil
+	// The ICRC is computed only where the frame becomes observable: a
+	// link that carries frames without it computes it on the way out,
+	// and a frame to the device's own MAC loops back (or gets it in
+	// write, if it goes to the link after all).
+	f.NoICRC = r.tp.nl != nil || r.cfg.Loopback && f.DstMAC == r.mac
 	n, err := wire.Build(b, f)
 	if err != nil || n > len(b) {
 		r.txFree = append(r.txFree, b[:cap(b)])
