@@ -1369,24 +1369,28 @@ static long null_post_send(const void *buf, size_t n, struct ib_uverbs_cmd_hdr *
  * QP's last answered POST_SEND succeeded (it was at RTS or later, and
  * stays so until a command moves it back, after which nothing is known:
  * any other command forgets every QP), the daemon did not ask for
- * answered doorbells, and the response (bad_wr 0) takes the write, made as
- * copy_to_user would (process_vm_writev: a bad address fails, and the
- * daemon's answer is EFAULT). answer_doorbell checks and writes.
- * fakes[s].mu held.
+ * answered doorbells, and the response (bad_wr 0) takes the write.
+ * answer_doorbell checks and writes. fakes[s].mu held.
+ *
+ * The write must fail where the kernel's copy_to_user would (the daemon
+ * then answers EFAULT), not crash the program. PR_GET_PDEATHSIG is the
+ * cheapest system call that stores 4 bytes at a user address (put_user,
+ * EFAULT where it cannot; 0.25 us here, where process_vm_writev took
+ * 1.5 us): once it succeeded, a plain store of the answer cannot fault.
  */
 static int answer_doorbell(int s, long qh, const struct ib_uverbs_cmd_hdr *hdr,
 			   const struct ib_uverbs_post_send *cmd)
 {
 	struct ib_uverbs_post_send_resp resp = {0};
-	struct iovec local = {&resp, sizeof(resp)}, remote;
-	size_t out = (size_t)hdr->out_words * 4;
 
 	if (fakes[s].sync_db || qh < 0 || qh >= DB_HANDLES || !(fakes[s].rts[qh / 8] & (1u << (qh % 8))))
 		return 0;
-	local.iov_len = out < sizeof(resp) ? out : sizeof(resp);
-	remote.iov_base = (void *)(uintptr_t)cmd->response;
-	remote.iov_len = local.iov_len;
-	return !local.iov_len || process_vm_writev(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)local.iov_len;
+	if ((size_t)hdr->out_words * 4 < sizeof(resp))
+		return 1; /* no room for a response: nothing written */
+	if (prctl(PR_GET_PDEATHSIG, (unsigned long)cmd->response, 0, 0, 0) != 0)
+		return 0;
+	memcpy((void *)(uintptr_t)cmd->response, &resp, sizeof(resp));
+	return 1;
 }
 
 /* watched reports whether the daemon's watch page has QP qh's word set:

@@ -6,8 +6,8 @@
  * with "closewait" it closes the descriptor (once a line comes on stdin)
  * while another thread's command is in flight; with "doorbells" it rings
  * QP handle 3's doorbell as librxe does, once, then once more and eight
- * times after that, each batch once a line comes on stdin, and ends at
- * the next line. */
+ * times after that, each batch once a line comes on stdin, then once with
+ * a response address that cannot be written, and ends at the next line. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -144,6 +144,19 @@ int main(int argc, char **argv)
 		if (!fgets(line, sizeof(line), stdin))
 			return 1;
 		doorbells(fd, 8, "doorbells of a watched ring");
+		{
+			/* The library's write of the answer fails as
+			 * copy_to_user would: the daemon answers. */
+			struct {
+				struct ib_uverbs_cmd_hdr hdr;
+				struct ib_uverbs_post_send cmd;
+			} db = {.hdr = {.command = IB_USER_VERBS_CMD_POST_SEND, .in_words = sizeof(db) / 4, .out_words = 1},
+				.cmd = {.response = 8, .qp_handle = 3, .wqe_size = 128}};
+			errno = 0;
+			CHECK("doorbell with a bad response address", write(fd, &db, sizeof(db)) < 0 && errno == EFAULT,
+			      "errno %d", errno);
+			fflush(stdout);
+		}
 		if (!fgets(line, sizeof(line), stdin))
 			return 1;
 		return failed;
