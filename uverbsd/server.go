@@ -457,6 +457,17 @@ func (s *Server) Close() error {
 	return errors.Join(err, s.lock.Close())
 }
 
+// closing reports whether Close has begun: a connection whose client keeps
+// its watched rings busy (recheck) ends at its next look.
+func (s *Server) closing() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Clients returns how many connections have the device open.
 func (s *Server) Clients() int {
 	s.mu.Lock()
@@ -551,6 +562,10 @@ func (cn *conn) recv(buf, oob []byte, flags int) (n, oobn, rflags int, err error
 					return
 				}
 				if cn.recheck() {
+					if cn.s.closing() {
+						err = net.ErrClosed
+						return
+					}
 					continue
 				}
 				pfd[0].Revents, pfd[1].Revents = 0, 0
@@ -577,6 +592,10 @@ func (cn *conn) recv(buf, oob []byte, flags int) (n, oobn, rflags int, err error
 			}
 			if !cn.recheck() {
 				return false
+			}
+			if cn.s.closing() {
+				err = net.ErrClosed
+				return true
 			}
 		}
 	})

@@ -94,6 +94,7 @@ type fakeFile struct {
 	// client maps it, whose word of the handle each Doorbell records in
 	// seen.
 	takes map[uint32][]int
+	busy  uint32 // a handle whose every Doorbell takes a WQE (0: none)
 	watch []uint32
 	seen  []uint32
 	// holdRing, if set, is the Doorbell call (counting from 1) that
@@ -192,6 +193,9 @@ func (f *fakeFile) Doorbell(handle uint32) (int, error) {
 	took := 0
 	if t := f.takes[handle]; len(t) > 0 {
 		took, f.takes[handle] = t[0], t[1:]
+	}
+	if handle == f.busy {
+		took = 1
 	}
 	return took, nil
 }

@@ -307,3 +307,33 @@ func TestCommandComesAfterTheSkippedDoorbells(t *testing.T) {
 		t.Errorf("DoorbellStats %+v, want the 2 WQEs of the skipped doorbells watched", st)
 	}
 }
+
+// TestCloseEndsAConnectionWhoseRingsStayBusy: a client that keeps a
+// watched ring busy keeps the daemon looking at it instead of waiting for
+// frames; Close still ends that connection.
+func TestCloseEndsAConnectionWhoseRingsStayBusy(t *testing.T) {
+	h := newHarness(t, func(c *uverbsd.Config) { c.WatchPage, c.OneWayDoorbells = true, true })
+	c, _ := openWatched(t, h)
+	f := <-h.files
+	f.mu.Lock()
+	f.busy = 3
+	f.mu.Unlock()
+	if _, _, err := c.WriteMsgUnix(nullPostSend(3, true), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); h.srv.DoorbellStats().Watched < 100; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon did not keep looking at the busy ring: %+v", h.srv.DoorbellStats())
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- h.srv.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close did not end the connection looking at a busy ring")
+	}
+}
