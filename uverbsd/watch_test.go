@@ -337,3 +337,25 @@ func TestCloseEndsAConnectionWhoseRingsStayBusy(t *testing.T) {
 		t.Fatal("Close did not end the connection looking at a busy ring")
 	}
 }
+
+// TestSyncDoorbellsEnvironmentKeepsEveryDoorbellAnswered: with
+// SOFTROCE_SYNC_DOORBELLS=1 in a program's environment the library sends
+// every doorbell to the daemon and waits for its answer, on a daemon that
+// offers one-way doorbells and the watch page.
+func TestSyncDoorbellsEnvironmentKeepsEveryDoorbellAnswered(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t, func(c *uverbsd.Config) { c.WatchPage, c.OneWayDoorbells = true, true })
+	cmd := h.command(so, probe, "doorbells")
+	cmd.Env = append(cmd.Env, "SOFTROCE_SYNC_DOORBELLS=1")
+	cmd.Stdin = strings.NewReader("go\ngo\ngo\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("probe doorbells: %v\n%s", err, out)
+	}
+	f := <-h.files
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st := h.srv.DoorbellStats(); st.Doorbells != 11 || len(f.doorbells) != 0 {
+		t.Errorf("DoorbellStats %+v, %d rung without an answer; want all 11 doorbells answered\n%s", st, len(f.doorbells), out)
+	}
+}
