@@ -341,3 +341,74 @@ func (p *Packet) Fields(f *Frame) {
 	}
 	f.Payload = p.Payload()
 }
+
+// BuildNext writes into buf the frame that follows prev in a message and
+// returns its length: the frame Build would write for prev's fields with
+// only the IPv4 identification (ignored for IPv6), the BTH's PSN and its
+// AckReq bit changed, and the same opcode and payload length, as the
+// middle packets of a message are (rxe's init_req_packet fills the same
+// headers for each). prev must be a frame Build wrote. The payload is the
+// caller's: bytes [PayloadOffset, len(prev)-pad-ICRCSize) of buf are not
+// written, so that a sender can gather the payload into buf first (or
+// leave it unset when it travels by reference); the pad is zeroed and the
+// ICRC computed over buf as it then is, or left zero with noICRC. Copying
+// the headers and patching three fields costs a fraction of Build's
+// encoding. It fails with ErrShortBuffer if buf is shorter than prev and
+// ErrMalformed if prev is not a RoCEv2 frame with room for its headers.
+func BuildNext(buf, prev []byte, ipID uint16, psn uint32, ackReq, noICRC bool) (int, error) {
+	n := len(prev)
+	if len(buf) < n {
+		return 0, ErrShortBuffer
+	}
+	if n < EthernetSize+VLANTagSize {
+		return 0, ErrMalformed
+	}
+	l3 := EthernetSize
+	et := binary.BigEndian.Uint16(prev[12:])
+	if et == EtherTypeVLAN {
+		l3 += VLANTagSize
+		et = binary.BigEndian.Uint16(prev[16:])
+	}
+	var l4 int
+	switch et {
+	case EtherTypeIPv4:
+		l4 = l3 + IPv4Size
+	case EtherTypeIPv6:
+		l4 = l3 + IPv6Size
+	default:
+		return 0, ErrMalformed
+	}
+	bth := l4 + UDPSize
+	if n < bth+BTHSize+ICRCSize {
+		return 0, ErrMalformed
+	}
+	t := BTH(prev[bth:])
+	hl := t.Opcode().HeaderLen()
+	pad := int(t.PadCnt())
+	po := bth + hl
+	icrcOff := n - ICRCSize
+	if hl == 0 || po+pad > icrcOff {
+		return 0, ErrMalformed
+	}
+	b := buf[:n]
+	copy(b[:po], prev[:po])
+	if et == EtherTypeIPv4 {
+		// The header checksum updated for the new identification
+		// (RFC 1624, eqn. 3): HC' = ~(~HC + ~m + m').
+		h := b[l3 : l3+IPv4Size]
+		m := binary.BigEndian.Uint16(h[4:])
+		hc := binary.BigEndian.Uint16(h[10:])
+		binary.BigEndian.PutUint16(h[4:], ipID)
+		binary.BigEndian.PutUint16(h[10:], foldChecksum(uint32(^hc)+uint32(^m)+uint32(ipID)))
+	}
+	nt := BTH(b[bth:])
+	nt.SetPSN(psn)
+	nt.SetAckReq(ackReq)
+	clear(b[icrcOff-pad : icrcOff])
+	if noICRC {
+		binary.LittleEndian.PutUint32(b[icrcOff:], 0)
+		return n, nil
+	}
+	binary.LittleEndian.PutUint32(b[icrcOff:], computeICRC(b, l3, l4, icrcOff, et == EtherTypeIPv6))
+	return n, nil
+}
