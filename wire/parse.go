@@ -397,6 +397,26 @@ func (p *Packet) Dst() netip.Addr {
 	return netip.AddrFrom4([4]byte(p.frame[p.l3Off+16:]))
 }
 
+// SrcBytes returns the source IP address as the frame holds it, a slice
+// of the frame: 4 bytes for IPv4, 16 for IPv6. It equals an address's
+// AsSlice() exactly when Src() equals that address (one without a zone),
+// without making an Addr of the frame's bytes.
+func (p *Packet) SrcBytes() []byte {
+	if p.ipv6 {
+		return p.frame[p.l3Off+8 : p.l3Off+24 : p.l3Off+24]
+	}
+	return p.frame[p.l3Off+12 : p.l3Off+16 : p.l3Off+16]
+}
+
+// DstBytes returns the destination IP address as the frame holds it, as
+// SrcBytes does the source.
+func (p *Packet) DstBytes() []byte {
+	if p.ipv6 {
+		return p.frame[p.l3Off+24 : p.l3Off+40 : p.l3Off+40]
+	}
+	return p.frame[p.l3Off+16 : p.l3Off+20 : p.l3Off+20]
+}
+
 // TrafficClass returns the IPv4 TOS or IPv6 traffic class byte (DSCP<<2 |
 // ECN).
 func (p *Packet) TrafficClass() uint8 {

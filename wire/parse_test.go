@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -274,4 +275,45 @@ func TestZeroAllocs(t *testing.T) {
 		})
 	}
 	_ = sink
+}
+
+// TestSrcDstBytes checks that SrcBytes and DstBytes equal an address's
+// AsSlice exactly when Src and Dst equal it, for IPv4 and IPv6 frames and
+// addresses of every kind but zoned ones: the frame's own, the other
+// end's, IPv4-mapped IPv6, unspecified.
+func TestSrcDstBytes(t *testing.T) {
+	addrs := []netip.Addr{v4A, v4B, v6A, v6B, netip.AddrFrom16(v4A.As16()), netip.AddrFrom16(v4B.As16()),
+		netip.MustParseAddr("10.77.0.13"), netip.MustParseAddr("::ffff:10.77.0.11"),
+		netip.IPv4Unspecified(), netip.IPv6Unspecified()}
+	buf := make([]byte, 9000)
+	built := 0
+	for _, src := range addrs {
+		for _, dst := range addrs {
+			if src.Is4() != dst.Is4() || src.IsUnspecified() || dst.IsUnspecified() {
+				continue
+			}
+			f := sampleFrame(RCRDMAWriteMiddle, src.Is6(), false, 64)
+			f.Src, f.Dst = src, dst
+			n, err := Build(buf, f)
+			if err != nil {
+				continue // an IPv4-mapped address with an IPv6 one
+			}
+			built++
+			var p Packet
+			if err := p.Decode(buf[:n]); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range addrs {
+				if got, want := bytes.Equal(p.SrcBytes(), a.AsSlice()), p.Src() == a; got != want {
+					t.Errorf("frame %v -> %v: SrcBytes % x, %v's % x: equal %v, Src() == %v %v", src, dst, p.SrcBytes(), a, a.AsSlice(), got, a, want)
+				}
+				if got, want := bytes.Equal(p.DstBytes(), a.AsSlice()), p.Dst() == a; got != want {
+					t.Errorf("frame %v -> %v: DstBytes % x, %v's % x: equal %v, Dst() == %v %v", src, dst, p.DstBytes(), a, a.AsSlice(), got, a, want)
+				}
+			}
+		}
+	}
+	if built < 20 {
+		t.Fatalf("%d frames built", built)
+	}
 }

@@ -127,6 +127,7 @@ func (q *qp) isUD() bool { return q.typ == qpstate.TypeUD || q.typ == qpstate.Ty
 func (r *device) connPath(q *qp) *path {
 	if !q.pathOK {
 		q.path = r.pathOf(&q.attr.AHAttr)
+		q.path.srcB, q.path.dstB = addrBytesOf(q.path.src), addrBytesOf(q.path.dst)
 		q.pathOK = q.path.ok
 	}
 	return &q.path

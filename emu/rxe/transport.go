@@ -734,7 +734,30 @@ type path struct {
 	dmac     [6]byte
 	tc, hop  uint8
 	ok       bool
+	// srcB and dstB are src and dst as a frame holds them, for a QP's
+	// path (connPath) only: its packets' addresses are compared with
+	// them (wire.Packet.SrcBytes).
+	srcB, dstB addrBytes
 }
+
+// addrBytes is an IP address as a frame holds it: 4 bytes for IPv4, 16
+// for IPv6 (an IPv4-mapped IPv6 address too); none for a zoned or invalid
+// address, which no frame holds.
+type addrBytes struct {
+	b [16]byte
+	n uint8
+}
+
+func addrBytesOf(a netip.Addr) addrBytes {
+	var k addrBytes
+	if a.Zone() == "" {
+		k.n = uint8(copy(k.b[:], a.AsSlice()))
+	}
+	return k
+}
+
+// is reports whether b, an address's bytes in a frame, is k's address.
+func (k *addrBytes) is(b []byte) bool { return string(b) == string(k.b[:k.n]) }
 
 // pathOf resolves an AV into a path (rxe_init_av / rxe_av_from_attr).
 func (r *device) pathOf(a *ib.AHAttr) path {
