@@ -116,21 +116,30 @@ func (r *device) clock() clock.Clock { return r.dev.Clock() }
 // the port's active MTU for UD/GSI.
 func (q *qp) mtu() int {
 	if q.isUD() {
-		return emu.RxeMTU(q.r.dev.NetDev().MTU).Bytes()
+		return q.portMTU()
 	}
 	return q.attr.PathMTU.Bytes()
 }
+
+// portMTU is mtu's UD/GSI case, out of line so that mtu inlines.
+func (q *qp) portMTU() int { return emu.RxeMTU(q.r.dev.NetDev().MTU).Bytes() }
 
 func (q *qp) isUD() bool { return q.typ == qpstate.TypeUD || q.typ == qpstate.TypeGSI }
 
 // connPath returns the RC/UC path from the primary AV; r.mu held.
 func (r *device) connPath(q *qp) *path {
 	if !q.pathOK {
-		q.path = r.pathOf(&q.attr.AHAttr)
-		q.path.srcB, q.path.dstB = addrBytesOf(q.path.src), addrBytesOf(q.path.dst)
-		q.pathOK = q.path.ok
+		r.resolvePath(q)
 	}
 	return &q.path
+}
+
+// resolvePath is connPath's resolution, out of line so that connPath
+// inlines; r.mu held.
+func (r *device) resolvePath(q *qp) {
+	q.path = r.pathOf(&q.attr.AHAttr)
+	q.path.srcB, q.path.dstB = addrBytesOf(q.path.src), addrBytesOf(q.path.dst)
+	q.pathOK = q.path.ok
 }
 
 // runSQ is the requester (rxe_requester): it walks the send queue in
@@ -642,6 +651,12 @@ func (r *device) armRetransmit(q *qp, reset bool) {
 	if q.rtimer != nil && !reset && !q.ridle {
 		return // pending, its deadline kept: the usual case, per packet
 	}
+	r.rearm(q, reset)
+}
+
+// rearm is armRetransmit past its usual case, out of line so that
+// armRetransmit inlines; r.mu held.
+func (r *device) rearm(q *qp, reset bool) {
 	d := r.cfg.Quirks.RetransmitTimeout(q.attr.Timeout)
 	if d == 0 || r.tp == nil {
 		return

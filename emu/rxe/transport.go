@@ -756,8 +756,17 @@ func addrBytesOf(a netip.Addr) addrBytes {
 	return k
 }
 
-// is reports whether b, an address's bytes in a frame, is k's address.
-func (k *addrBytes) is(b []byte) bool { return string(b) == string(k.b[:k.n]) }
+// is reports whether b, an address's bytes in a frame, is k's address:
+// fixed-size compares, no call.
+func (k *addrBytes) is(b []byte) bool {
+	switch {
+	case len(b) != int(k.n):
+		return false
+	case len(b) == 4:
+		return [4]byte(b) == [4]byte(k.b[:4])
+	}
+	return len(b) == 16 && [16]byte(b) == k.b
+}
 
 // pathOf resolves an AV into a path (rxe_init_av / rxe_av_from_attr).
 func (r *device) pathOf(a *ib.AHAttr) path {
@@ -819,17 +828,23 @@ const txChunk = 8
 // packet.
 func (r *device) txGet() []byte {
 	if len(r.txFree) == 0 {
-		if cap(r.txFree) < txChunk {
-			r.txFree = make([][]byte, 0, 2*txChunk)
-		}
-		r.txFree = r.txFree[:txChunk]
-		r.tp.fill(r.txFree)
+		r.txRefill()
 	}
 	n := len(r.txFree) - 1
 	b := r.txFree[n]
 	r.txFree[n] = nil
 	r.txFree = r.txFree[:n]
 	return b
+}
+
+// txRefill takes txChunk buffers from the pool into r.txFree, out of
+// line so that txGet inlines; r.mu held.
+func (r *device) txRefill() {
+	if cap(r.txFree) < txChunk {
+		r.txFree = make([][]byte, 0, 2*txChunk)
+	}
+	r.txFree = r.txFree[:txChunk]
+	r.tp.fill(r.txFree)
 }
 
 // emitIn builds f into frame (from txBuf; nil takes a pooled buffer) and
