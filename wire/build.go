@@ -203,7 +203,9 @@ func Build(buf []byte, f *Frame) (int, error) {
 	if pay > 0 && &b[po] != &f.Payload[0] { // in place already: see PayloadOffset
 		copy(b[po:], f.Payload)
 	}
-	clear(b[po+pay : po+pay+pad])
+	if pad > 0 { // clear of nothing is still a call
+		clear(b[po+pay : po+pay+pad])
+	}
 	icrcOff := n - ICRCSize
 	if f.NoICRC {
 		binary.LittleEndian.PutUint32(b[icrcOff:], 0)
@@ -404,7 +406,9 @@ func BuildNext(buf, prev []byte, ipID uint16, psn uint32, ackReq, noICRC bool) (
 	nt := BTH(b[bth:])
 	nt.SetPSN(psn)
 	nt.SetAckReq(ackReq)
-	clear(b[icrcOff-pad : icrcOff])
+	if pad > 0 {
+		clear(b[icrcOff-pad : icrcOff])
+	}
 	if noICRC {
 		binary.LittleEndian.PutUint32(b[icrcOff:], 0)
 		return n, nil
