@@ -357,13 +357,33 @@ func (p *Packet) Fields(f *Frame) {
 // the headers and patching three fields costs a fraction of Build's
 // encoding. It fails with ErrShortBuffer if buf is shorter than prev and
 // ErrMalformed if prev is not a RoCEv2 frame with room for its headers.
+// NextFrames does the same for many frames, examining prev once.
 func BuildNext(buf, prev []byte, ipID uint16, psn uint32, ackReq, noICRC bool) (int, error) {
-	n := len(prev)
-	if len(buf) < n {
-		return 0, ErrShortBuffer
+	var nf NextFrames
+	if err := nf.Reset(prev); err != nil {
+		return 0, err
 	}
+	return nf.Build(buf, ipID, psn, ackReq, noICRC)
+}
+
+// NextFrames builds the frames that follow one frame of a message, each
+// as BuildNext would, having examined that frame once (Reset). The zero
+// value builds nothing (ErrMalformed).
+type NextFrames struct {
+	prev    []byte
+	l3, l4  int // the IP and UDP headers
+	po, pad int // the payload offset, the pad's length
+	v6      bool
+}
+
+// Reset makes prev the frame the next ones follow, failing with
+// ErrMalformed as BuildNext does. The NextFrames keeps prev: it must stay
+// unchanged while Build is used.
+func (nf *NextFrames) Reset(prev []byte) error {
+	*nf = NextFrames{}
+	n := len(prev)
 	if n < EthernetSize+VLANTagSize {
-		return 0, ErrMalformed
+		return ErrMalformed
 	}
 	l3 := EthernetSize
 	et := binary.BigEndian.Uint16(prev[12:])
@@ -378,41 +398,59 @@ func BuildNext(buf, prev []byte, ipID uint16, psn uint32, ackReq, noICRC bool) (
 	case EtherTypeIPv6:
 		l4 = l3 + IPv6Size
 	default:
-		return 0, ErrMalformed
+		return ErrMalformed
 	}
 	bth := l4 + UDPSize
 	if n < bth+BTHSize+ICRCSize {
-		return 0, ErrMalformed
+		return ErrMalformed
 	}
 	t := BTH(prev[bth:])
 	hl := t.Opcode().HeaderLen()
 	pad := int(t.PadCnt())
 	po := bth + hl
-	icrcOff := n - ICRCSize
-	if hl == 0 || po+pad > icrcOff {
+	if hl == 0 || po+pad > n-ICRCSize {
+		return ErrMalformed
+	}
+	*nf = NextFrames{prev: prev, l3: l3, l4: l4, po: po, pad: pad, v6: et == EtherTypeIPv6}
+	return nil
+}
+
+// Len returns the length of the frames Build writes (prev's), 0 for the
+// zero NextFrames.
+func (nf *NextFrames) Len() int { return len(nf.prev) }
+
+// Build writes into buf the frame BuildNext(buf, prev, ipID, psn, ackReq,
+// noICRC) writes for the frame of the last Reset, and returns its length.
+func (nf *NextFrames) Build(buf []byte, ipID uint16, psn uint32, ackReq, noICRC bool) (int, error) {
+	n := len(nf.prev)
+	if nf.po == 0 {
 		return 0, ErrMalformed
 	}
+	if len(buf) < n {
+		return 0, ErrShortBuffer
+	}
 	b := buf[:n]
-	copy(b[:po], prev[:po])
-	if et == EtherTypeIPv4 {
+	copy(b[:nf.po], nf.prev[:nf.po])
+	if !nf.v6 {
 		// The header checksum updated for the new identification
 		// (RFC 1624, eqn. 3): HC' = ~(~HC + ~m + m').
-		h := b[l3 : l3+IPv4Size]
+		h := b[nf.l3 : nf.l3+IPv4Size]
 		m := binary.BigEndian.Uint16(h[4:])
 		hc := binary.BigEndian.Uint16(h[10:])
 		binary.BigEndian.PutUint16(h[4:], ipID)
 		binary.BigEndian.PutUint16(h[10:], foldChecksum(uint32(^hc)+uint32(^m)+uint32(ipID)))
 	}
-	nt := BTH(b[bth:])
-	nt.SetPSN(psn)
-	nt.SetAckReq(ackReq)
-	if pad > 0 {
-		clear(b[icrcOff-pad : icrcOff])
+	t := BTH(b[nf.l4+UDPSize:])
+	t.SetPSN(psn)
+	t.SetAckReq(ackReq)
+	icrcOff := n - ICRCSize
+	if nf.pad > 0 {
+		clear(b[icrcOff-nf.pad : icrcOff])
 	}
 	if noICRC {
 		binary.LittleEndian.PutUint32(b[icrcOff:], 0)
 		return n, nil
 	}
-	binary.LittleEndian.PutUint32(b[icrcOff:], computeICRC(b, l3, l4, icrcOff, et == EtherTypeIPv6))
+	binary.LittleEndian.PutUint32(b[icrcOff:], computeICRC(b, nf.l3, nf.l4, icrcOff, nf.v6))
 	return n, nil
 }

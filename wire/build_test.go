@@ -459,3 +459,41 @@ func TestBuildNextErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestNextFramesFollowOneFrame: one Reset, then frame after frame with
+// new identifications, PSNs, AckReq bits and payloads, each equal to
+// Build's; the zero NextFrames builds nothing.
+func TestNextFramesFollowOneFrame(t *testing.T) {
+	rng := testenv.Rand(t)
+	prev, got, want := make([]byte, 9000), make([]byte, 9000), make([]byte, 9000)
+	var nf NextFrames
+	if _, err := nf.Build(got, 1, 1, false, false); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("zero NextFrames: %v, want ErrMalformed", err)
+	}
+	for i, v6 := range []bool{false, true, false, true} {
+		f := sampleFrame(RCRDMAWriteMiddle, v6, i >= 2, 4096)
+		f.NoICRC = i%2 == 0
+		n, err := Build(prev, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nf.Reset(prev[:n]); err != nil {
+			t.Fatal(err)
+		}
+		for k := range 50 {
+			g := *f
+			g.IPID, g.BTH.PSN, g.BTH.AckReq = uint16(rng.Uint32()), (f.BTH.PSN+uint32(k)+1)&0xffffff, k%7 == 0
+			g.Payload = make([]byte, len(f.Payload))
+			for j := range g.Payload {
+				g.Payload[j] = byte(rng.Uint32())
+			}
+			if _, err := Build(want, &g); err != nil {
+				t.Fatal(err)
+			}
+			copy(got[g.PayloadOffset():], g.Payload)
+			if m, err := nf.Build(got, g.IPID, g.BTH.PSN, g.BTH.AckReq, g.NoICRC); err != nil || m != n || !bytes.Equal(got[:n], want[:n]) {
+				t.Fatalf("frame %d after %s: %d, %v; differs from Build's", k, frameName(f), m, err)
+			}
+		}
+	}
+}

@@ -234,23 +234,27 @@ func (r *device) sendPackets(q *qp, w *sendWQE) bool {
 	op := w.wr.Opcode
 	mtu := uint32(q.mtu())
 	defer r.forgetRefSGE()
-	var prev []byte // the middle packet sent last, the next one's template
+	// A middle packet built in full is the template of the next ones
+	// (sendNext); r.mu is held throughout, so it stays as it was built.
+	var next wire.NextFrames
+	haveNext := false
 	for w.next < w.npkts {
 		psn := ib.PSNAdd(w.firstPSN, w.next)
 		if q.typ == qpstate.TypeRC && ib.PSNCompare(psn, ib.PSNAdd(q.compPSN, maxUnackedPSNs)) > 0 {
 			return false
 		}
-		if prev != nil {
-			next, st, ok := r.sendNext(q, w, prev, psn, mtu)
+		if haveNext {
+			sent, st, ok := r.sendNext(q, w, &next, psn, mtu)
 			if !ok {
 				w.state, w.status = wqeDone, st
 				r.toErr(q)
 				return false
 			}
-			if prev = next; next != nil {
+			if sent {
 				w.next++
 				continue
 			}
+			haveNext = false
 		}
 		if st, ok := r.sendPacket(q, w, psn, mtu); !ok {
 			w.state, w.status = wqeDone, st
@@ -263,7 +267,7 @@ func (r *device) sendPackets(q *qp, w *sendWQE) bool {
 			if w.next > 0 && w.next+1 < w.npkts && hasMiddle(op) && r.tp != nil && !r.detached {
 				// A middle packet: the next ones copy its headers.
 				txq := r.txq[streamReq]
-				prev = txq[len(txq)-1]
+				haveNext = next.Reset(txq[len(txq)-1]) == nil
 			}
 			w.next++
 		}
@@ -287,28 +291,30 @@ func hasMiddle(op emu.WROpcode) bool {
 	return false
 }
 
-// sendNext sends packet psn of w, a middle packet following prev, the
-// middle packet sent before it in the same sendPackets call, by copying
-// prev's headers and changing the IPv4 identification, the PSN and the
-// AckReq bit (wire.BuildNext): the frame sendPacket would build, byte for
-// byte, for a fraction of the work. It returns the frame, or nil having
-// sent nothing when packet psn is the message's last (another opcode), so
-// that the caller builds it in full. On failure (the payload cannot be
-// gathered) it returns false and the WC status the WQE completes with,
-// having done what sendPacket does for it. r.mu held throughout
-// sendPackets, so prev's path, QP and transport cannot have changed.
-func (r *device) sendNext(q *qp, w *sendWQE, prev []byte, psn, mtu uint32) ([]byte, emu.WCStatus, bool) {
+// sendNext sends packet psn of w, a middle packet following next's
+// frame, a middle packet sent before it in the same sendPackets call, by
+// copying that frame's headers and changing the IPv4 identification, the
+// PSN and the AckReq bit (wire.NextFrames): the frame sendPacket would
+// build, byte for byte, for a fraction of the work. It reports false,
+// having sent nothing, when packet psn is the message's last (another
+// opcode), so that the caller builds it in full. On failure (the payload
+// cannot be gathered) it returns !ok and the WC status the WQE completes
+// with, having done what sendPacket does for it. r.mu held throughout
+// sendPackets, so the template's path, QP and transport cannot have
+// changed.
+func (r *device) sendNext(q *qp, w *sendWQE, next *wire.NextFrames, psn, mtu uint32) (sent bool, st emu.WCStatus, ok bool) {
 	idx := ib.PSNSub(psn, w.firstPSN)
 	if idx+1 >= w.npkts || r.tp == nil || r.detached {
-		return nil, emu.WCSuccess, true
+		return false, emu.WCSuccess, true
 	}
 	// A middle packet carries a full MTU, a multiple of 4: no pad.
 	off, plen := uint64(idx)*uint64(mtu), int(mtu)
-	po := len(prev) - plen - wire.ICRCSize
+	n := next.Len()
+	po := n - plen - wire.ICRCSize
 	b := r.txGet()
-	if po <= 0 || len(b) < len(prev) {
+	if po <= 0 || len(b) < n {
 		r.dropTx(b)
-		return nil, emu.WCSuccess, true
+		return false, emu.WCSuccess, true
 	}
 	// As sendPacket (newFrame, then the AckReq count, then the payload).
 	r.ipID++
@@ -326,14 +332,13 @@ func (r *device) sendNext(q *qp, w *sendWQE, prev []byte, psn, mtu uint32) ([]by
 	} else if _, err := r.gatherAt(q, w, off, b[po:po+plen]); err != nil {
 		r.dropTx(b)
 		if errors.Is(err, unix.EFAULT) {
-			return nil, emu.WCLocProtErr, false
+			return false, emu.WCLocProtErr, false
 		}
-		return nil, emu.WCLocQPOpErr, false
+		return false, emu.WCLocQPOpErr, false
 	}
-	n, err := wire.BuildNext(b, prev, r.ipID, psn, ack, r.tp.nl != nil)
-	if err != nil {
+	if _, err := next.Build(b, r.ipID, psn, ack, r.tp.nl != nil); err != nil {
 		r.dropTx(b)
-		return nil, emu.WCLocQPOpErr, false
+		return false, emu.WCLocQPOpErr, false
 	}
 	r.txq[streamReq] = append(r.txq[streamReq], b[:n])
 	if r.tp.pipe != nil {
@@ -344,7 +349,7 @@ func (r *device) sendNext(q *qp, w *sendWQE, prev []byte, psn, mtu uint32) ([]by
 	if q.typ == qpstate.TypeRC {
 		r.armRetransmit(q, false)
 	}
-	return b[:n], emu.WCSuccess, true
+	return true, emu.WCSuccess, true
 }
 
 // opcodeFor picks the opcode of packet i of n of a WR (next_opcode).
@@ -533,6 +538,13 @@ const refMin = 512
 // packet is sent, before the peer has copied anything, so UC packets carry
 // their bytes. r.mu held.
 func (r *device) payloadRef(q *qp, w *sendWQE, op emu.WROpcode, off uint64, n int) []byte {
+	if c := &r.refSGE; c.w == w && c.i == 0 && n >= refMin && off+uint64(n) <= uint64(len(c.b)) {
+		// The next packet in w's first SGE, looked up for an earlier
+		// packet of this call (which passed the checks below that
+		// depend on w, the QP and the link, none of which can have
+		// changed): what the loop below would return.
+		return c.b[off : off+uint64(n) : off+uint64(n)]
+	}
 	if r.tp == nil || r.tp.pipe == nil || w.inline != nil || n < refMin || q.typ != qpstate.TypeRC {
 		return nil
 	}
