@@ -16,13 +16,14 @@ import (
 // are the frames Build writes from their own fields, byte for byte (the
 // IPv4 header checksum and the ICRC included); each sender's IPv4
 // identifications run on by one from frame to frame, each message's PSNs
-// too, and AckReq is set where rxe sets it (the last packet, and after
-// every AckReqInterval packets without it). Over IPv4 and IPv6 with a
-// traffic class and flow label, MTU 1024 and 4096, RC and UC, SEND and
-// RDMA WRITE with and without immediate data, rxe's interval and a short
-// one, and messages of 1 to 40 packets. It fails if sendNext leaves the
-// identification, the checksum, the PSN or the AckReq bit of the packet
-// it copies.
+// too, AckReq is set where rxe sets it (the last packet, and after every
+// AckReqInterval packets without it) and SE where it does (only the last
+// packet of a solicited SEND or of a WR with immediate data). Over IPv4
+// and IPv6 with a traffic class and flow label, MTU 1024 and 4096, RC and
+// UC, SEND and RDMA WRITE with and without immediate data, solicited or
+// not, rxe's interval and a short one, and messages of 1 to 40 packets.
+// It fails if sendNext leaves the identification, the checksum, the PSN
+// or the AckReq bit of the packet it copies.
 func TestMiddlePacketsAsBuilt(t *testing.T) {
 	for _, ipv6 := range []bool{false, true} {
 		for _, interval := range []int{0, 3} {
@@ -46,14 +47,20 @@ func middlePacketsAsBuilt(t *testing.T, ipv6 bool, interval int, mtu ib.MTU) {
 	sge := func(n int) []emu.SGE { return []emu.SGE{{Addr: src, Length: uint32(n), LKey: mra.LKey()}} }
 	recv := emu.RecvWR{WRID: 7, SGList: []emu.SGE{{Addr: dst, Length: size, LKey: mrb.LKey()}}}
 	m := mtu.Bytes()
-	for _, n := range []int{1, m, 2 * m, 3*m - 5, 5 * m, size} {
+	var solicited []bool // each WR's, in posting order
+	for k, n := range []int{1, m, 2 * m, 3*m - 5, 5 * m, size} {
 		for _, c := range []conn{rc, uc} {
-			for _, op := range []emu.WROpcode{emu.WRRDMAWrite, emu.WRRDMAWriteWithImm, emu.WRSend, emu.WRSendWithImm} {
+			for j, op := range []emu.WROpcode{emu.WRRDMAWrite, emu.WRRDMAWriteWithImm, emu.WRSend, emu.WRSendWithImm} {
 				clear(got)
 				if op != emu.WRRDMAWrite {
 					p.b.postRecv(c.qb, recv)
 				}
-				p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: op, SendFlags: emu.SendSignaled, SGList: sge(n),
+				flags := emu.SendSignaled
+				if (k+j)%2 == 1 {
+					flags |= emu.SendSolicited
+				}
+				solicited = append(solicited, flags&emu.SendSolicited != 0)
+				p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: op, SendFlags: flags, SGList: sge(n),
 					RemoteAddr: dst, RKey: mrb.RKey(), ImmData: 0x1234})
 				p.settle()
 				wantWC(t, "send", poll(p.a.scq), emu.WCSuccess)
@@ -71,7 +78,7 @@ func middlePacketsAsBuilt(t *testing.T, ipv6 bool, interval int, mtu ib.MTU) {
 	p.a.rec.mu.Unlock()
 	var buf [9000]byte
 	var f wire.Frame
-	middles, noack := 0, 0
+	middles, noack, msg := 0, 0, -1
 	limit := interval // rxe's RXE_MAX_PKT_PER_ACK + 1 without a quirk
 	if limit == 0 {
 		limit = 65
@@ -101,6 +108,13 @@ func middlePacketsAsBuilt(t *testing.T, ipv6 bool, interval int, mtu ib.MTU) {
 		}
 		if middle {
 			middles++
+		}
+		if fl&wire.FlagFirst != 0 {
+			msg++
+		}
+		wantSE := fl&wire.FlagLast != 0 && solicited[msg] && (fl&wire.FlagSend != 0 || op.Headers().Has(wire.HdrImmDt))
+		if pk.BTH().SE() != wantSE {
+			t.Fatalf("frame %d (%v, PSN %d): SE %v, want %v", i, op, pk.BTH().PSN(), pk.BTH().SE(), wantSE)
 		}
 		if op.Transport() == wire.TransportRC {
 			noack++
