@@ -159,14 +159,15 @@ func checkMapped(ms []mapping, addr, length uint64, write bool) error {
 	return nil
 }
 
-// checkPidMaps checks [addr, addr+length) against /proc/pid/maps.
-func checkPidMaps(pid int, addr, length uint64, write bool) error {
+// checkPidMaps checks [addr, addr+length) against /proc/pid/maps and
+// returns the mappings it read.
+func checkPidMaps(pid int, addr, length uint64, write bool) ([]mapping, error) {
 	ms, err := readPidMaps(pid)
 	if err != nil {
-		return fmt.Errorf("client memory of pid %d: %v: %w", pid, err, unix.EFAULT)
+		return nil, fmt.Errorf("client memory of pid %d: %v: %w", pid, err, unix.EFAULT)
 	}
 	if err := checkMapped(ms, addr, length, write); err != nil {
-		return fmt.Errorf("client memory of pid %d: %w", pid, err)
+		return nil, fmt.Errorf("client memory of pid %d: %w", pid, err)
 	}
-	return nil
+	return ms, nil
 }

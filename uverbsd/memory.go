@@ -146,7 +146,7 @@ func (m procMemory) xfer(p []byte, addr uint64, write bool) (int, error) {
 // CheckRange implements dma.RangeChecker from the client's
 // /proc/PID/maps: the MRs of a client without a memFile lie here.
 func (m procMemory) CheckRange(addr, length uint64, write bool) error {
-	err := checkPidMaps(m.pid, addr, length, write)
+	_, err := checkPidMaps(m.pid, addr, length, write)
 	if !m.pidfd.alive() {
 		return fmt.Errorf("client memory of pid %d: %w: %w", m.pid, dma.ErrSpaceGone, unix.EFAULT)
 	}
@@ -184,6 +184,11 @@ type memFile struct {
 	regions  []*sharedRegion
 	fresh    *sharedRegion // shared last, for the next command's REG_MR
 	unshared bool          // the connection closed: no more shares
+	// maps is the client's /proc/PID/maps as CheckRange read it for the
+	// REG_MR under way, for its Pin: one read serves both, and the check
+	// and the pin see the same mappings, as ib_umem_get checks the pages
+	// it pins. Pin takes it; settleShares drops what no Pin took.
+	maps []mapping
 }
 
 // openMemFile opens pid's /proc/PID/mem for the client whose pidfd is
@@ -263,9 +268,20 @@ func (m *memFile) xfer(p []byte, addr uint64, write bool) (int, error) {
 // (FOLL_FORCE), so this is what refuses, as ib_umem_get does, an MR the
 // device could write on pages the client mapped read-only. The pid names
 // the client while it waits for its REG_MR; a client gone since fails its
-// MR's transfers anyway.
+// MR's transfers anyway. With regions shared, the mappings read stay for
+// the Pin of the same REG_MR (memFile.maps).
 func (m *memFile) CheckRange(addr, length uint64, write bool) error {
-	return checkPidMaps(m.pid, addr, length, write)
+	ms, err := checkPidMaps(m.pid, addr, length, write)
+	if err != nil {
+		return err
+	}
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	m.maps = nil
+	if len(m.regions) > 0 && !m.unshared {
+		m.maps = ms
+	}
+	return nil
 }
 
 // ReadAt implements dma.Space.

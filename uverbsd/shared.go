@@ -23,8 +23,9 @@ import (
 //
 // What the daemon checks, since a client may lie: the memfd is sealed
 // against shrinking (a truncated mapping would kill the daemon with
-// SIGBUS) and holds the range, and at Pin the client's /proc/PID/maps shows
-// that memfd at the MR's addresses, at the offsets the share named. A
+// SIGBUS) and holds the range, and at the REG_MR the client's
+// /proc/PID/maps (read once, for the range check and the pin) shows that
+// memfd at the MR's addresses, at the offsets the share named. A
 // client whose maps say otherwise gets the /proc/PID/mem path; a client
 // that maps something else there later changes only what its own MR holds,
 // as a program that remaps a registered buffer does on the kernel.
@@ -94,16 +95,22 @@ func (m *memFile) share(fd int, addr, length uint64) error {
 }
 
 // Pin implements dma.Pinner: [addr, addr+length) from the newest region
-// that holds it and that the client maps there now.
+// that holds it and that the client maps there now: in the mappings the
+// REG_MR's CheckRange read, else in the client's /proc/PID/maps read
+// anew.
 func (m *memFile) Pin(addr, length uint64) ([]byte, func(), bool) {
 	m.smu.Lock()
 	defer m.smu.Unlock()
+	ms := m.maps
+	m.maps = nil
 	if len(m.regions) == 0 || m.unshared || length == 0 {
 		return nil, nil, false
 	}
-	ms, err := readPidMaps(m.pid)
-	if err != nil {
-		return nil, nil, false
+	if ms == nil {
+		var err error
+		if ms, err = readPidMaps(m.pid); err != nil {
+			return nil, nil, false
+		}
 	}
 	for i := len(m.regions) - 1; i >= 0; i-- {
 		r := m.regions[i]
@@ -132,13 +139,15 @@ func (m *memFile) unpin(r *sharedRegion) {
 }
 
 // settleShares ends the wait of the region shared last for its REG_MR:
-// unpinned, it is unmapped.
+// unpinned, it is unmapped. The mappings a check read for a Pin that did
+// not come go too: the next command reads its own.
 func (m *memFile) settleShares() {
 	if m == nil {
 		return
 	}
 	m.smu.Lock()
 	defer m.smu.Unlock()
+	m.maps = nil
 	m.dropFresh()
 }
 
@@ -172,7 +181,7 @@ func (m *memFile) unshare() {
 	m.smu.Lock()
 	defer m.smu.Unlock()
 	m.unshared = true
-	m.fresh = nil
+	m.fresh, m.maps = nil, nil
 	for _, r := range m.regions {
 		if r.pins == 0 {
 			unix.Munmap(r.mem)

@@ -167,6 +167,48 @@ func TestPinNeedsTheClientsMapping(t *testing.T) {
 	}
 }
 
+// TestRegMRReadsTheClientsMapsOnce: the Pin of a REG_MR answers from the
+// mappings its CheckRange read, not from a second read of /proc/PID/maps
+// (here the client remaps a page between the two, and the pin still
+// follows the check); a Pin without a check, and one after the command
+// ended (settleShares), reads the maps anew.
+func TestRegMRReadsTheClientsMapsOnce(t *testing.T) {
+	m := selfMemFile(t)
+	fd, _, addr := clientMemfd(t, 2*4096, true)
+	if err := m.share(fd, addr, 2*4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CheckRange(addr, 2*4096, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mmapFixed(addr, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+		t.Fatal(err)
+	}
+	b, rel, ok := m.Pin(addr, 4096)
+	if !ok {
+		t.Fatal("the pin read the maps again: the page remapped after the check does not pin")
+	}
+	defer rel()
+	b[0] = 'x'
+	got := make([]byte, 1)
+	if _, err := unix.Pread(fd, got, 0); err != nil || got[0] != 'x' {
+		t.Errorf("the memfd reads %q, %v after the device wrote its pinned page", got, err)
+	}
+	if _, _, ok := m.Pin(addr, 4096); ok {
+		t.Error("a second pin reused the check's maps: the remapped page pins")
+	}
+	if err := m.CheckRange(addr+4096, 4096, true); err != nil {
+		t.Fatal(err)
+	}
+	m.settleShares()
+	if _, err := mmapFixed(addr+4096, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := m.Pin(addr+4096, 4096); ok {
+		t.Error("a pin after the command's end used the maps its check read")
+	}
+}
+
 // TestSharesAreBounded: a client holds at most maxShared regions; beyond,
 // ENOSPC (its MRs then use /proc/PID/mem).
 func TestSharesAreBounded(t *testing.T) {

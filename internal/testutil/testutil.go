@@ -1,7 +1,9 @@
 // Package testutil holds what the tests of several packages share: the
 // kernel rxe captures (stored once, in wire/testdata), reading pcap files,
 // and finding tshark. It is for tests only; the data path never imports
-// it.
+// it. Its testdata/ctest.h holds the checks the C test programs of several
+// packages share (uverbsd's probe, cmd/softroce's verbs programs), which
+// include it by its relative path.
 package testutil
 
 import (

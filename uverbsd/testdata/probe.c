@@ -1,10 +1,10 @@
 /* probe: drives the preload library's wrappers the way libibverbs and
  * librxe do, against a daemon whose File is the test's fake. Each check
- * prints "ok NAME" or "FAIL NAME: why"; the exit status is the number of
- * failures. With the argument "hang" it opens the device, sends one
- * command and waits to be killed; with "closewait" it closes the
- * descriptor (once a line comes on stdin) while another thread's command
- * is in flight. */
+ * (CHECK, from internal/testutil's ctest.h) prints "ok NAME" or
+ * "FAIL NAME: why"; the exit status is 1 if any failed. With the argument
+ * "hang" it opens the device, sends one command and waits to be killed;
+ * with "closewait" it closes the descriptor (once a line comes on stdin)
+ * while another thread's command is in flight. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -19,19 +19,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-static int fails;
-
-#define CHECK(name, cond, ...)                                   \
-	do {                                                     \
-		if (cond) {                                      \
-			printf("ok %s\n", name);                 \
-		} else {                                         \
-			printf("FAIL %s: ", name);               \
-			printf(__VA_ARGS__);                     \
-			printf("\n");                            \
-			fails++;                                 \
-		}                                                \
-	} while (0)
+#include "../../internal/testutil/testdata/ctest.h"
 
 /* The fake command: u64 response address, u32 response length, then
  * bytes the fake File writes back reversed at the response address. */
@@ -115,7 +103,7 @@ int main(int argc, char **argv)
 		printf("closed\n");
 		fflush(stdout);
 		pthread_join(th, NULL);
-		return fails;
+		return failed;
 	}
 	if (argc > 1 && strcmp(argv[1], "threads") == 0) {
 		pthread_t th[4];
@@ -129,7 +117,7 @@ int main(int argc, char **argv)
 			bad += r != NULL;
 		}
 		CHECK("threads", bad == 0, "%d threads saw another's reply", bad);
-		return fails;
+		return failed;
 	}
 	CHECK("cloexec", fcntl(fd, F_GETFD) & FD_CLOEXEC, "no FD_CLOEXEC");
 	CHECK("fstat", fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(231, 192),
@@ -178,5 +166,5 @@ int main(int argc, char **argv)
 	if (pipe(pfd) == 0) {
 		CHECK("reused fd", write(pfd[1], "x", 1) == 1 && read(pfd[0], msg, 1) == 1, "errno %d", errno);
 	}
-	return fails;
+	return failed;
 }

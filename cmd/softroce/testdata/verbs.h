@@ -1,9 +1,9 @@
 /*
  * verbs.h: what the C test programs on libibverbs here share: CHECK (a
- * check that goes on) and MUST (one that ends the program), the device
- * context and its GID 1, RC QPs connected to a QP of the same device,
- * polling with a deadline, an RDMA WRITE. Prints "ok NAME" per check, or
- * "FAIL NAME: why".
+ * check that goes on) and MUST (one that ends the program), from
+ * internal/testutil's ctest.h, the device context and its GID 1, RC QPs
+ * connected to a QP of the same device, polling with a deadline, an RDMA
+ * WRITE. Prints "ok NAME" per check, or "FAIL NAME: why".
  */
 #include <errno.h>
 #include <stdint.h>
@@ -13,27 +13,7 @@
 #include <time.h>
 #include <infiniband/verbs.h>
 
-static int failed;
-
-#define CHECK(name, cond, ...)                                   \
-	do {                                                         \
-		if (cond) {                                              \
-			printf("ok %s\n", name);                             \
-		} else {                                                 \
-			printf("FAIL %s: ", name);                           \
-			printf(__VA_ARGS__);                                 \
-			printf("\n");                                        \
-			failed = 1;                                          \
-		}                                                        \
-	} while (0)
-
-#define MUST(name, cond)                                         \
-	do {                                                         \
-		if (!(cond)) {                                           \
-			printf("FAIL %s: %s\n", name, strerror(errno));      \
-			exit(1);                                             \
-		}                                                        \
-	} while (0)
+#include "../../../internal/testutil/testdata/ctest.h"
 
 static struct ibv_context *ctx;
 static union ibv_gid gid;
