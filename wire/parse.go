@@ -158,7 +158,15 @@ func (p *Packet) Decode(frame []byte) error {
 		tot := int(binary.BigEndian.Uint16(frame[16:]))
 		ul := int(binary.BigEndian.Uint16(frame[38:]))
 		if tot <= len(frame)-EthernetSize && ul >= UDPSize && ul <= tot-IPv4Size {
-			*p = Packet{frame: frame, l3Off: EthernetSize, l4Off: EthernetSize + IPv4Size}
+			// Every field as the general path would leave it here,
+			// set one by one: clearing the whole Packet, its
+			// error's storage too, costs more than the checks.
+			p.frame, p.l3Off, p.l4Off = frame, EthernetSize, EthernetSize+IPv4Size
+			p.vlanTCI, p.vlan, p.ipv6 = 0, false, false
+			p.payOff, p.payLen, p.icrcOff, p.pad, p.op = 0, 0, 0, 0, 0
+			if p.err.Err != nil {
+				p.err = ParseError{}
+			}
 			return p.decodeTransport(EthernetSize+IPv4Size+UDPSize, EthernetSize+IPv4Size+ul)
 		}
 	}
