@@ -383,3 +383,117 @@ func TestBuildIPv4ChecksumAnyFields(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildNextEqualsBuild builds random frames, then the next one with
+// BuildNext (a new IPv4 identification, PSN and AckReq bit, a new
+// payload gathered into the buffer first) and checks it equals what Build
+// writes for the changed fields, byte for byte, with and without the ICRC.
+// It fails if BuildNext leaves a field, the IPv4 checksum or the ICRC as
+// prev had it.
+func TestBuildNextEqualsBuild(t *testing.T) {
+	rng := testenv.Rand(t)
+	prev, got, want := make([]byte, 9000), make([]byte, 9000), make([]byte, 9000)
+	ops := []Opcode{RCSendMiddle, RCRDMAWriteMiddle, UCSendMiddle, UCRDMAWriteMiddle, RCRDMAWriteFirst, RCSendLastWithImmediate}
+	for i := range 4000 {
+		f := sampleFrame(ops[i%len(ops)], i%2 == 1, i%3 == 0, rng.IntN(4097))
+		f.TrafficClass, f.HopLimit, f.IPID = uint8(rng.Uint32()), uint8(rng.Uint32()), uint16(rng.Uint32())
+		f.BTH.PSN, f.BTH.AckReq, f.BTH.SE = rng.Uint32()&0xffffff, rng.IntN(2) == 0, rng.IntN(2) == 0
+		if i%5 == 0 {
+			f.IPID = 0xffff
+		}
+		noICRC := i%4 == 0
+		f.NoICRC = noICRC
+		n, err := Build(prev, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := *f
+		g.IPID, g.BTH.PSN, g.BTH.AckReq = uint16(rng.Uint32()), rng.Uint32()&0xffffff, rng.IntN(2) == 0
+		if i%7 == 0 {
+			g.IPID = f.IPID + 1
+		}
+		g.Payload = make([]byte, len(f.Payload))
+		for j := range g.Payload {
+			g.Payload[j] = byte(rng.Uint32())
+		}
+		if _, err := Build(want, &g); err != nil {
+			t.Fatal(err)
+		}
+		for j := range got {
+			got[j] = 0xa5 // stale bytes of an earlier frame
+		}
+		copy(got[g.PayloadOffset():], g.Payload)
+		m, err := BuildNext(got, prev[:n], g.IPID, g.BTH.PSN, g.BTH.AckReq, noICRC)
+		if err != nil || m != n {
+			t.Fatalf("frame %d: BuildNext = %d, %v; want %d", i, m, err, n)
+		}
+		if !bytes.Equal(got[:n], want[:n]) {
+			t.Fatalf("frame %d (%s, %d bytes, noICRC %v):\n got % x\nwant % x", i, frameName(f), n, noICRC, got[:n], want[:n])
+		}
+	}
+}
+
+// TestBuildNextErrors checks BuildNext refuses a short buffer and
+// frames that are not RoCEv2 or too short for their headers, without
+// panicking.
+func TestBuildNextErrors(t *testing.T) {
+	buf := make([]byte, 9000)
+	n, err := Build(buf, sampleFrame(RCRDMAWriteMiddle, false, false, 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := append([]byte(nil), buf[:n]...)
+	if _, err := BuildNext(make([]byte, n-1), frame, 1, 1, false, false); !errors.Is(err, ErrShortBuffer) {
+		t.Errorf("short buffer: %v, want ErrShortBuffer", err)
+	}
+	arp := append([]byte(nil), frame...)
+	binary.BigEndian.PutUint16(arp[12:], 0x0806)
+	badOp := append([]byte(nil), frame...)
+	badOp[EthernetSize+IPv4Size+UDPSize] = 0xff
+	for name, b := range map[string][]byte{
+		"empty": nil, "ethernet only": frame[:EthernetSize], "not IP": arp,
+		"no ICRC room": frame[:EthernetSize+IPv4Size+UDPSize+BTHSize], "unknown opcode": badOp,
+	} {
+		if _, err := BuildNext(buf, b, 1, 1, false, false); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+// TestNextFramesFollowOneFrame: one Reset, then frame after frame with
+// new identifications, PSNs, AckReq bits and payloads, each equal to
+// Build's; the zero NextFrames builds nothing.
+func TestNextFramesFollowOneFrame(t *testing.T) {
+	rng := testenv.Rand(t)
+	prev, got, want := make([]byte, 9000), make([]byte, 9000), make([]byte, 9000)
+	var nf NextFrames
+	if _, err := nf.Build(got, 1, 1, false, false); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("zero NextFrames: %v, want ErrMalformed", err)
+	}
+	for i, v6 := range []bool{false, true, false, true} {
+		f := sampleFrame(RCRDMAWriteMiddle, v6, i >= 2, 4096)
+		f.NoICRC = i%2 == 0
+		n, err := Build(prev, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nf.Reset(prev[:n]); err != nil {
+			t.Fatal(err)
+		}
+		for k := range 50 {
+			g := *f
+			g.IPID, g.BTH.PSN, g.BTH.AckReq = uint16(rng.Uint32()), (f.BTH.PSN+uint32(k)+1)&0xffffff, k%7 == 0
+			g.Payload = make([]byte, len(f.Payload))
+			for j := range g.Payload {
+				g.Payload[j] = byte(rng.Uint32())
+			}
+			if _, err := Build(want, &g); err != nil {
+				t.Fatal(err)
+			}
+			copy(got[g.PayloadOffset():], g.Payload)
+			if m, err := nf.Build(got, g.IPID, g.BTH.PSN, g.BTH.AckReq, g.NoICRC); err != nil || m != n || !bytes.Equal(got[:n], want[:n]) {
+				t.Fatalf("frame %d after %s: %d, %v; differs from Build's", k, frameName(f), m, err)
+			}
+		}
+	}
+}

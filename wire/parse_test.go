@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 // frameOf builds f into a fresh buffer.
@@ -274,4 +279,101 @@ func TestZeroAllocs(t *testing.T) {
 		})
 	}
 	_ = sink
+}
+
+// TestSrcDstBytes checks that SrcBytes and DstBytes equal an address's
+// AsSlice exactly when Src and Dst equal it, for IPv4 and IPv6 frames and
+// addresses of every kind but zoned ones: the frame's own, the other
+// end's, IPv4-mapped IPv6, unspecified.
+func TestSrcDstBytes(t *testing.T) {
+	addrs := []netip.Addr{v4A, v4B, v6A, v6B, netip.AddrFrom16(v4A.As16()), netip.AddrFrom16(v4B.As16()),
+		netip.MustParseAddr("10.77.0.13"), netip.MustParseAddr("::ffff:10.77.0.11"),
+		netip.IPv4Unspecified(), netip.IPv6Unspecified()}
+	buf := make([]byte, 9000)
+	built := 0
+	for _, src := range addrs {
+		for _, dst := range addrs {
+			if src.Is4() != dst.Is4() || src.IsUnspecified() || dst.IsUnspecified() {
+				continue
+			}
+			f := sampleFrame(RCRDMAWriteMiddle, src.Is6(), false, 64)
+			f.Src, f.Dst = src, dst
+			n, err := Build(buf, f)
+			if err != nil {
+				continue // an IPv4-mapped address with an IPv6 one
+			}
+			built++
+			var p Packet
+			if err := p.Decode(buf[:n]); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range addrs {
+				if got, want := bytes.Equal(p.SrcBytes(), a.AsSlice()), p.Src() == a; got != want {
+					t.Errorf("frame %v -> %v: SrcBytes % x, %v's % x: equal %v, Src() == %v %v", src, dst, p.SrcBytes(), a, a.AsSlice(), got, a, want)
+				}
+				if got, want := bytes.Equal(p.DstBytes(), a.AsSlice()), p.Dst() == a; got != want {
+					t.Errorf("frame %v -> %v: DstBytes % x, %v's % x: equal %v, Dst() == %v %v", src, dst, p.DstBytes(), a, a.AsSlice(), got, a, want)
+				}
+			}
+		}
+	}
+	if built < 20 {
+		t.Fatalf("%d frames built", built)
+	}
+}
+
+// TestDecodeFastPathAsGeneral checks that Decode's path for the usual
+// frame (untagged IPv4) gives the Packet and the error of the general
+// path, every check in order, on the sample frames and on frames whose
+// Ethernet, IP and UDP header bytes, lengths and size are mutated at
+// random (seeded): a check the fast path skipped would show as a frame it
+// accepts and the general path refuses.
+func TestDecodeFastPathAsGeneral(t *testing.T) {
+	rng := testenv.Rand(t)
+	buf := make([]byte, 9000)
+	var fast, general Packet
+	check := func(what string, b []byte) {
+		t.Helper()
+		e1, e2 := fast.Decode(b), general.decodeFrame(b)
+		if (e1 == nil) != (e2 == nil) || !reflect.DeepEqual(fast, general) {
+			t.Fatalf("%s (% x...): Decode %v, %+v; general path %v, %+v", what, b[:min(len(b), 48)], e1, fast, e2, general)
+		}
+	}
+	accepted := 0
+	for i, f := range sampleFrames() {
+		n, err := Build(buf, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame := append([]byte(nil), buf[:n]...)
+		check(frameName(f), frame)
+		for range 300 {
+			m := append([]byte(nil), frame...)
+			for range 1 + rng.IntN(3) {
+				switch k := 12 + rng.IntN(30); rng.IntN(4) {
+				case 0:
+					m[k] = byte(rng.Uint32())
+				case 1:
+					m[k] ^= 1 << rng.IntN(8)
+				case 2: // a length near the frame's
+					if len(m) < 42 {
+						break
+					}
+					binary.BigEndian.PutUint16(m[[]int{16, 38, 18}[rng.IntN(3)]:], uint16(len(m)-40+rng.IntN(80)))
+				default:
+					m = m[:rng.IntN(len(m)+1)]
+				}
+				if len(m) < 42 {
+					break
+				}
+			}
+			check(fmt.Sprintf("frame %d mutated", i), m)
+			if fast.err.Reason == "" && len(m) > 0 {
+				accepted++
+			}
+		}
+	}
+	if accepted < 100 {
+		t.Fatalf("only %d mutated frames decoded: the mutations test little", accepted)
+	}
 }

@@ -43,7 +43,11 @@ func (l *lockedBuffer) Bytes() []byte {
 // WRITEs of every size arrive intact both ways. A's larger SENDs and
 // WRITEs cross the pipe with their payload by reference
 // (link.PipeEnd.WriteRef): the capture holds them with their payload, the
-// last WRITE's packets the source's bytes.
+// last WRITE's packets the source's bytes. A's middle packets, whose
+// headers A copies from the packet before (wire.BuildNext), cross as the
+// rest: every captured frame is the frame wire.Build writes from its own
+// fields, headers, IPv4 checksum and ICRC, and each device's IPv4
+// identifications run on by one.
 func TestFrameLeavingThePipeHasItsICRC(t *testing.T) {
 	var capture lockedBuffer
 	l, a, b := connectedRC(t, rxetest.Options{MTU: 4200, Rxe: func(i int, c *rxe.Config) {
@@ -92,12 +96,28 @@ func TestFrameLeavingThePipeHasItsICRC(t *testing.T) {
 		}
 	}
 	frames := testutil.ReadPcap(t, bytes.NewReader(capture.Bytes()))
-	fromA := 0
+	fromA, middles := 0, 0
 	var lastWrite []byte // the payload of A's last RDMA WRITE, as captured
+	lastID := map[[6]byte]uint16{}
+	var fields wire.Frame
+	built := make([]byte, 9000)
 	for i, f := range frames {
 		var p wire.Packet
 		if err := p.Decode(f); err != nil {
 			t.Fatalf("frame %d: %v", i, err)
+		}
+		p.Fields(&fields)
+		if n, err := wire.Build(built, &fields); err != nil || !bytes.Equal(built[:n], f) {
+			t.Fatalf("frame %d (%v, PSN %d) is not the frame Build writes from its fields (%v):\n got % x\nwant % x",
+				i, p.Opcode(), p.BTH().PSN(), err, f, built[:n])
+		}
+		mac := [6]byte(f[6:12])
+		if id, ok := lastID[mac]; ok && p.IPID() != id+1 {
+			t.Fatalf("frame %d from %x: IP identification %#x after %#x", i, mac, p.IPID(), id)
+		}
+		lastID[mac] = p.IPID()
+		if p.Opcode() == wire.RCRDMAWriteMiddle || p.Opcode() == wire.RCSendMiddle {
+			middles++
 		}
 		if err := p.VerifyICRC(); err != nil {
 			t.Fatalf("frame %d (%v, PSN %d): %v", i, p.Opcode(), p.BTH().PSN(), err)
@@ -116,8 +136,8 @@ func TestFrameLeavingThePipeHasItsICRC(t *testing.T) {
 			}
 		}
 	}
-	if fromA < 10 {
-		t.Fatalf("%d of %d captured frames came from A", fromA, len(frames))
+	if fromA < 10 || middles < 20 {
+		t.Fatalf("%d of %d captured frames came from A, %d were middle packets", fromA, len(frames), middles)
 	}
 	if !bytes.Equal(lastWrite, a.Buf[:1<<16]) {
 		t.Errorf("the captured payload of A's last WRITE (%d bytes) is not its source's", len(lastWrite))

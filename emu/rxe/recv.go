@@ -19,11 +19,18 @@ func (r *device) receive(frame []byte) {
 		return
 	}
 	bth := p.BTH()
-	dst := p.Dst()
-	mcast := dst.IsMulticast()
-	if !mcast && !r.localAddr(dst) {
-		r.counters[cntDroppedPkts]++
-		return
+	var dst netip.Addr
+	mcast := false
+	if !r.lastLocal.is(p.DstBytes()) {
+		dst = p.Dst()
+		mcast = dst.IsMulticast()
+		if !mcast {
+			if !r.localAddr(dst) {
+				r.counters[cntDroppedPkts]++
+				return
+			}
+			r.lastLocal = addrBytesOf(dst)
+		}
 	}
 	op := p.Opcode()
 	if bth.TVer() != 0 || bth.DestQP() == 0 || op.Transport() == wire.TransportCNP ||
@@ -120,7 +127,7 @@ func (r *device) qpAccepts(q *qp, p *wire.Packet) bool {
 	}
 	if !q.isUD() {
 		path := r.connPath(q)
-		if !path.ok || p.Dst() != path.src || p.Src() != path.dst {
+		if !path.ok || !path.srcB.is(p.DstBytes()) || !path.dstB.is(p.SrcBytes()) {
 			return false
 		}
 		return true
@@ -155,6 +162,7 @@ func (r *device) localAddr(ip netip.Addr) bool {
 		}
 	}
 	r.addrs = r.addrs[:0]
+	r.lastLocal = addrBytes{}
 	for _, a := range r.dev.NetDev().Addrs {
 		r.addrs = append(r.addrs, a.Unmap())
 	}

@@ -116,20 +116,30 @@ func (r *device) clock() clock.Clock { return r.dev.Clock() }
 // the port's active MTU for UD/GSI.
 func (q *qp) mtu() int {
 	if q.isUD() {
-		return emu.RxeMTU(q.r.dev.NetDev().MTU).Bytes()
+		return q.portMTU()
 	}
 	return q.attr.PathMTU.Bytes()
 }
+
+// portMTU is mtu's UD/GSI case, out of line so that mtu inlines.
+func (q *qp) portMTU() int { return emu.RxeMTU(q.r.dev.NetDev().MTU).Bytes() }
 
 func (q *qp) isUD() bool { return q.typ == qpstate.TypeUD || q.typ == qpstate.TypeGSI }
 
 // connPath returns the RC/UC path from the primary AV; r.mu held.
 func (r *device) connPath(q *qp) *path {
 	if !q.pathOK {
-		q.path = r.pathOf(&q.attr.AHAttr)
-		q.pathOK = q.path.ok
+		r.resolvePath(q)
 	}
 	return &q.path
+}
+
+// resolvePath is connPath's resolution, out of line so that connPath
+// inlines; r.mu held.
+func (r *device) resolvePath(q *qp) {
+	q.path = r.pathOf(&q.attr.AHAttr)
+	q.path.srcB, q.path.dstB = addrBytesOf(q.path.src), addrBytesOf(q.path.dst)
+	q.pathOK = q.path.ok
 }
 
 // runSQ is the requester (rxe_requester): it walks the send queue in
@@ -224,10 +234,27 @@ func (r *device) sendPackets(q *qp, w *sendWQE) bool {
 	op := w.wr.Opcode
 	mtu := uint32(q.mtu())
 	defer r.forgetRefSGE()
+	// A middle packet built in full is the template of the next ones
+	// (sendNext); r.mu is held throughout, so it stays as it was built.
+	var next wire.NextFrames
+	haveNext := false
 	for w.next < w.npkts {
 		psn := ib.PSNAdd(w.firstPSN, w.next)
 		if q.typ == qpstate.TypeRC && ib.PSNCompare(psn, ib.PSNAdd(q.compPSN, maxUnackedPSNs)) > 0 {
 			return false
+		}
+		if haveNext {
+			sent, st, ok := r.sendNext(q, w, &next, psn, mtu)
+			if !ok {
+				w.state, w.status = wqeDone, st
+				r.toErr(q)
+				return false
+			}
+			if sent {
+				w.next++
+				continue
+			}
+			haveNext = false
 		}
 		if st, ok := r.sendPacket(q, w, psn, mtu); !ok {
 			w.state, w.status = wqeDone, st
@@ -237,6 +264,11 @@ func (r *device) sendPackets(q *qp, w *sendWQE) bool {
 		if op == emu.WRRDMARead || op == emu.WRRDMAReadWithInv {
 			w.next = w.npkts // one request covers every response PSN
 		} else {
+			if w.next > 0 && w.next+1 < w.npkts && hasMiddle(op) && r.tp != nil && !r.detached {
+				// A middle packet: the next ones copy its headers.
+				txq := r.txq[streamReq]
+				haveNext = next.Reset(txq[len(txq)-1]) == nil
+			}
 			w.next++
 		}
 	}
@@ -245,6 +277,79 @@ func (r *device) sendPackets(q *qp, w *sendWQE) bool {
 		w.state, w.status = wqeDone, emu.WCSuccess
 	}
 	return true
+}
+
+// hasMiddle reports whether op's messages of more than two packets have
+// middle packets (SEND and RDMA WRITE, with immediate data or
+// invalidation or not): all of a message's middle packets carry the
+// same headers but for the PSN and the AckReq bit.
+func hasMiddle(op emu.WROpcode) bool {
+	switch op {
+	case emu.WRSend, emu.WRSendWithImm, emu.WRSendWithInv, emu.WRRDMAWrite, emu.WRRDMAWriteWithImm:
+		return true
+	}
+	return false
+}
+
+// sendNext sends packet psn of w, a middle packet following next's
+// frame, a middle packet sent before it in the same sendPackets call, by
+// copying that frame's headers and changing the IPv4 identification, the
+// PSN and the AckReq bit (wire.NextFrames): the frame sendPacket would
+// build, byte for byte, for a fraction of the work. It reports false,
+// having sent nothing, when packet psn is the message's last (another
+// opcode), so that the caller builds it in full. On failure (the payload
+// cannot be gathered) it returns !ok and the WC status the WQE completes
+// with, having done what sendPacket does for it. r.mu held throughout
+// sendPackets, so the template's path, QP and transport cannot have
+// changed.
+func (r *device) sendNext(q *qp, w *sendWQE, next *wire.NextFrames, psn, mtu uint32) (sent bool, st emu.WCStatus, ok bool) {
+	idx := ib.PSNSub(psn, w.firstPSN)
+	if idx+1 >= w.npkts || r.tp == nil || r.detached {
+		return false, emu.WCSuccess, true
+	}
+	// A middle packet carries a full MTU, a multiple of 4: no pad.
+	off, plen := uint64(idx)*uint64(mtu), int(mtu)
+	n := next.Len()
+	po := n - plen - wire.ICRCSize
+	b := r.txGet()
+	if po <= 0 || len(b) < n {
+		r.dropTx(b)
+		return false, emu.WCSuccess, true
+	}
+	// As sendPacket (newFrame, then the AckReq count, then the payload).
+	r.ipID++
+	ack := false
+	if q.typ == qpstate.TypeRC {
+		if q.noack++; q.noack > r.cfg.Quirks.ackInterval() {
+			q.noack, ack = 0, true
+		}
+	}
+	var pref link.PayloadRef
+	if ref := r.payloadRef(q, w, w.wr.Opcode, off, plen); ref != nil {
+		pref = link.PayloadRef{Off: po, B: ref}
+	} else if w.inline != nil {
+		copy(b[po:po+plen], w.inline[off:])
+	} else if _, err := r.gatherAt(q, w, off, b[po:po+plen]); err != nil {
+		r.dropTx(b)
+		if errors.Is(err, unix.EFAULT) {
+			return false, emu.WCLocProtErr, false
+		}
+		return false, emu.WCLocQPOpErr, false
+	}
+	if _, err := next.Build(b, r.ipID, psn, ack, r.tp.nl != nil); err != nil {
+		r.dropTx(b)
+		return false, emu.WCLocQPOpErr, false
+	}
+	r.txq[streamReq] = append(r.txq[streamReq], b[:n])
+	if r.tp.pipe != nil {
+		r.txRefs = append(r.txRefs, pref)
+	}
+	r.counters[cntSentPkts]++
+	r.counters[cntSentBytes] += uint64(n - wire.EthernetSize)
+	if q.typ == qpstate.TypeRC {
+		r.armRetransmit(q, false)
+	}
+	return true, emu.WCSuccess, true
 }
 
 // opcodeFor picks the opcode of packet i of n of a WR (next_opcode).
@@ -433,6 +538,13 @@ const refMin = 512
 // packet is sent, before the peer has copied anything, so UC packets carry
 // their bytes. r.mu held.
 func (r *device) payloadRef(q *qp, w *sendWQE, op emu.WROpcode, off uint64, n int) []byte {
+	if c := &r.refSGE; c.w == w && c.i == 0 && n >= refMin && off+uint64(n) <= uint64(len(c.b)) {
+		// The next packet in w's first SGE, looked up for an earlier
+		// packet of this call (which passed the checks below that
+		// depend on w, the QP and the link, none of which can have
+		// changed): what the loop below would return.
+		return c.b[off : off+uint64(n) : off+uint64(n)]
+	}
 	if r.tp == nil || r.tp.pipe == nil || w.inline != nil || n < refMin || q.typ != qpstate.TypeRC {
 		return nil
 	}
@@ -551,6 +663,12 @@ func (r *device) armRetransmit(q *qp, reset bool) {
 	if q.rtimer != nil && !reset && !q.ridle {
 		return // pending, its deadline kept: the usual case, per packet
 	}
+	r.rearm(q, reset)
+}
+
+// rearm is armRetransmit past its usual case, out of line so that
+// armRetransmit inlines; r.mu held.
+func (r *device) rearm(q *qp, reset bool) {
 	d := r.cfg.Quirks.RetransmitTimeout(q.attr.Timeout)
 	if d == 0 || r.tp == nil {
 		return

@@ -146,3 +146,79 @@ func TestGSIWrongQKeyDropped(t *testing.T) {
 		t.Errorf("qkey_viol_cntr %#x, want saturated 0xFFFF", pa.QKeyViolCntr)
 	}
 }
+
+// TestWrongAddressAfterAcceptedFrames: a device that has accepted a
+// stream of frames to its address and from its QP's peer (which it then
+// checks by a compare) still drops a frame to another destination, or
+// from another source, counting it and sending nothing.
+func TestWrongAddressAfterAcceptedFrames(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*wire.Frame)
+	}{
+		{"wrong-destination-IP", func(f *wire.Frame) { f.Dst = netip.MustParseAddr("10.0.0.7") }},
+		{"wrong-source-IP", func(f *wire.Frame) { f.Src = netip.MustParseAddr("10.0.0.9") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, pairOpts{})
+			c := p.connect(qpOpts{sqpsnA: 40})
+			src, _, mra := p.a.buf(8<<10, 1)
+			dst, _, mrb := p.b.buf(8<<10, 0)
+			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRRDMAWrite, SendFlags: emu.SendSignaled,
+				SGList: []emu.SGE{{Addr: src, Length: 8 << 10, LKey: mra.LKey()}}, RemoteAddr: dst, RKey: mrb.RKey()})
+			p.settle()
+			wantWC(t, "WRITE", poll(p.a.scq), emu.WCSuccess)
+			p.b.rec.take(t)
+			rcvd, dropped := p.b.counter("rcvd_pkts"), p.b.counter("softroce_dropped_pkts")
+			p.b.postRecv(c.qb, emu.RecvWR{WRID: 2, SGList: []emu.SGE{{Addr: dst, Length: 64, LKey: mrb.LKey()}}})
+			p.inject(t, p.rawFrame(t, c, wire.RCSendOnly, 48, []byte("hello"), tc.mutate))
+			if resp := p.b.rec.take(t); len(resp) > 0 {
+				t.Errorf("responses %v to a frame to drop", ops(resp))
+			}
+			if got := p.b.counter("rcvd_pkts"); got != rcvd {
+				t.Errorf("rcvd_pkts %d, want %d", got, rcvd)
+			}
+			if got := p.b.counter("softroce_dropped_pkts"); got != dropped+1 {
+				t.Errorf("dropped %d, want %d", got, dropped+1)
+			}
+		})
+	}
+}
+
+// TestUDToAnotherAddressAfterAcceptedFrames: a UD QP, whose packets'
+// addresses no QP path checks, still gets no frame to another destination
+// IP after the device has accepted frames to its own.
+func TestUDToAnotherAddressAfterAcceptedFrames(t *testing.T) {
+	p := newPair(t, pairOpts{mtu: 1500})
+	qa := p.a.udQP(qpstate.TypeUD, nil)
+	qb := p.b.udQP(qpstate.TypeUD, nil)
+	ah := p.a.ah(p.b.ip, p.b.mac)
+	src, _, mra := p.a.buf(64, 7)
+	dst, _, mrb := p.b.buf(200, 0)
+	for i := range 3 {
+		p.b.postRecv(qb, emu.RecvWR{WRID: uint64(i), SGList: []emu.SGE{{Addr: dst, Length: 200, LKey: mrb.LKey()}}})
+	}
+	p.a.postSend(qa, emu.SendWR{WRID: 1, Opcode: emu.WRSend, SendFlags: emu.SendSignaled, AH: ah,
+		RemoteQPN: qb.QPNum(), RemoteQKey: 0x11111111, SGList: []emu.SGE{{Addr: src, Length: 64, LKey: mra.LKey()}}})
+	p.settle()
+	wantWC(t, "recv", poll(p.b.rcq), emu.WCSuccess)
+	req := p.a.rec.take(t)
+	if len(req) != 1 {
+		t.Fatalf("%d requests", len(req))
+	}
+	var f wire.Frame
+	req[0].Fields(&f)
+	f.Dst = netip.MustParseAddr("10.0.0.7")
+	b := make([]byte, f.Len())
+	if _, err := wire.Build(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	dropped := p.b.counter("softroce_dropped_pkts")
+	p.inject(t, b)
+	if wcs := poll(p.b.rcq); len(wcs) != 0 {
+		t.Errorf("a frame to another address completed %+v", wcs)
+	}
+	if got := p.b.counter("softroce_dropped_pkts"); got != dropped+1 {
+		t.Errorf("dropped %d, want %d", got, dropped+1)
+	}
+}

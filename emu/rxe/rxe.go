@@ -193,9 +193,13 @@ type device struct {
 	refSGE  refSGE       // the SGE payloadRef looked up last, while sendPackets runs
 	wdst    writeDest    // where the RDMA WRITE being received goes (resp.go), until unlock
 	addrs   []netip.Addr // cached netdev addresses (recv.go)
-	mac     [6]byte
-	wqeFree []*sendWQE
-	wb      writeBehind // RDMA WRITE payload not yet in a client's memory (writebehind.go)
+	// lastLocal is the destination address of the last unicast frame
+	// localAddr accepted, one of addrs (none when addrs is refreshed), so
+	// that a stream's frames are checked by a compare.
+	lastLocal addrBytes
+	mac       [6]byte
+	wqeFree   []*sendWQE
+	wb        writeBehind // RDMA WRITE payload not yet in a client's memory (writebehind.go)
 	// QPs with READ replies to send (readjob.go); readsPending is its
 	// length, read without r.mu by the work loop.
 	readQPs      []*qp

@@ -736,6 +736,38 @@ type path struct {
 	dmac     [6]byte
 	tc, hop  uint8
 	ok       bool
+	// srcB and dstB are src and dst as a frame holds them, for a QP's
+	// path (connPath) only: its packets' addresses are compared with
+	// them (wire.Packet.SrcBytes).
+	srcB, dstB addrBytes
+}
+
+// addrBytes is an IP address as a frame holds it: 4 bytes for IPv4, 16
+// for IPv6 (an IPv4-mapped IPv6 address too); none for a zoned or invalid
+// address, which no frame holds.
+type addrBytes struct {
+	b [16]byte
+	n uint8
+}
+
+func addrBytesOf(a netip.Addr) addrBytes {
+	var k addrBytes
+	if a.Zone() == "" {
+		k.n = uint8(copy(k.b[:], a.AsSlice()))
+	}
+	return k
+}
+
+// is reports whether b, an address's bytes in a frame, is k's address:
+// fixed-size compares, no call.
+func (k *addrBytes) is(b []byte) bool {
+	switch {
+	case len(b) != int(k.n):
+		return false
+	case len(b) == 4:
+		return [4]byte(b) == [4]byte(k.b[:4])
+	}
+	return len(b) == 16 && [16]byte(b) == k.b
 }
 
 // pathOf resolves an AV into a path (rxe_init_av / rxe_av_from_attr).
@@ -798,17 +830,23 @@ const txChunk = 8
 // packet.
 func (r *device) txGet() []byte {
 	if len(r.txFree) == 0 {
-		if cap(r.txFree) < txChunk {
-			r.txFree = make([][]byte, 0, 2*txChunk)
-		}
-		r.txFree = r.txFree[:txChunk]
-		r.tp.fill(r.txFree)
+		r.txRefill()
 	}
 	n := len(r.txFree) - 1
 	b := r.txFree[n]
 	r.txFree[n] = nil
 	r.txFree = r.txFree[:n]
 	return b
+}
+
+// txRefill takes txChunk buffers from the pool into r.txFree, out of
+// line so that txGet inlines; r.mu held.
+func (r *device) txRefill() {
+	if cap(r.txFree) < txChunk {
+		r.txFree = make([][]byte, 0, 2*txChunk)
+	}
+	r.txFree = r.txFree[:txChunk]
+	r.tp.fill(r.txFree)
 }
 
 // emitIn builds f into frame (from txBuf; nil takes a pooled buffer) and

@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
@@ -84,5 +85,28 @@ func TestInlineSend(t *testing.T) {
 	}
 	if !bytes.Equal(got[:100], want) {
 		t.Error("inline data differs")
+	}
+}
+
+// TestAddrBytes: an address's addrBytes matches exactly the bytes a frame
+// holds for that address (4 for IPv4, 16 for IPv6, an IPv4-mapped one
+// included), and a zoned or invalid address matches none.
+func TestAddrBytes(t *testing.T) {
+	addrs := []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"),
+		netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2"), netip.MustParseAddr("::ffff:10.0.0.1")}
+	for _, a := range addrs {
+		k := addrBytesOf(a)
+		for _, b := range addrs {
+			if got := k.is(b.AsSlice()); got != (a == b) {
+				t.Errorf("addrBytesOf(%v).is(% x) = %v", a, b.AsSlice(), got)
+			}
+		}
+		if z := addrBytesOf(a.WithZone("eth0")); a.Is6() && z.is(a.AsSlice()) {
+			t.Errorf("zoned %v matches its bytes", a)
+		}
+	}
+	var zero addrBytes
+	if addrBytesOf(netip.Addr{}) != zero || zero.is(nil) || zero.is([]byte{10, 0, 0, 1}) {
+		t.Error("the invalid address's bytes")
 	}
 }
