@@ -237,14 +237,14 @@ func (r *device) sendPackets(q *qp, w *sendWQE) bool {
 	// A middle packet built in full is the template of the next ones
 	// (sendNext); r.mu is held throughout, so it stays as it was built.
 	var next wire.NextFrames
-	haveNext := false
+	haveNext, nextNoICRC := false, false
 	for w.next < w.npkts {
 		psn := ib.PSNAdd(w.firstPSN, w.next)
 		if q.typ == qpstate.TypeRC && ib.PSNCompare(psn, ib.PSNAdd(q.compPSN, maxUnackedPSNs)) > 0 {
 			return false
 		}
 		if haveNext {
-			sent, st, ok := r.sendNext(q, w, &next, psn, mtu)
+			sent, st, ok := r.sendNext(q, w, &next, nextNoICRC, psn, mtu)
 			if !ok {
 				w.state, w.status = wqeDone, st
 				r.toErr(q)
@@ -267,7 +267,9 @@ func (r *device) sendPackets(q *qp, w *sendWQE) bool {
 			if w.next > 0 && w.next+1 < w.npkts && hasMiddle(op) && r.tp != nil && !r.detached {
 				// A middle packet: the next ones copy its headers.
 				txq := r.txq[streamReq]
-				haveNext = next.Reset(txq[len(txq)-1]) == nil
+				tmpl := txq[len(txq)-1]
+				haveNext = next.Reset(tmpl) == nil
+				nextNoICRC = haveNext && r.noICRCTo([6]byte(tmpl[:6]))
 			}
 			w.next++
 		}
@@ -297,12 +299,13 @@ func hasMiddle(op emu.WROpcode) bool {
 // PSN and the AckReq bit (wire.NextFrames): the frame sendPacket would
 // build, byte for byte, for a fraction of the work. It reports false,
 // having sent nothing, when packet psn is the message's last (another
-// opcode), so that the caller builds it in full. On failure (the payload
+// opcode), so that the caller builds it in full. noICRC is what emitIn
+// chose for the template (noICRCTo). On failure (the payload
 // cannot be gathered) it returns !ok and the WC status the WQE completes
 // with, having done what sendPacket does for it. r.mu held throughout
 // sendPackets, so the template's path, QP and transport cannot have
 // changed.
-func (r *device) sendNext(q *qp, w *sendWQE, next *wire.NextFrames, psn, mtu uint32) (sent bool, st emu.WCStatus, ok bool) {
+func (r *device) sendNext(q *qp, w *sendWQE, next *wire.NextFrames, noICRC bool, psn, mtu uint32) (sent bool, st emu.WCStatus, ok bool) {
 	idx := ib.PSNSub(psn, w.firstPSN)
 	if idx+1 >= w.npkts || r.tp == nil || r.detached {
 		return false, emu.WCSuccess, true
@@ -336,7 +339,7 @@ func (r *device) sendNext(q *qp, w *sendWQE, next *wire.NextFrames, psn, mtu uin
 		}
 		return false, emu.WCLocQPOpErr, false
 	}
-	if _, err := next.Build(b, r.ipID, psn, ack, r.tp.nl != nil); err != nil {
+	if _, err := next.Build(b, r.ipID, psn, ack, noICRC); err != nil {
 		r.dropTx(b)
 		return false, emu.WCLocQPOpErr, false
 	}

@@ -862,11 +862,7 @@ func (r *device) emitIn(frame []byte, f *wire.Frame) bool {
 	if b == nil {
 		b = r.txGet()
 	}
-	// The ICRC is computed only where the frame becomes observable: a
-	// link that carries frames without it computes it on the way out,
-	// and a frame to the device's own MAC loops back (or gets it in
-	// write, if it goes to the link after all).
-	f.NoICRC = r.tp.nl != nil || r.cfg.Loopback && f.DstMAC == r.mac
+	f.NoICRC = r.noICRCTo(f.DstMAC)
 	n, err := wire.Build(b, f)
 	if err != nil || n > len(b) {
 		r.txFree = append(r.txFree, b[:cap(b)])
@@ -883,6 +879,15 @@ func (r *device) emitIn(frame []byte, f *wire.Frame) bool {
 	r.counters[cntSentPkts]++
 	r.counters[cntSentBytes] += uint64(n - wire.EthernetSize)
 	return true
+}
+
+// noICRCTo reports whether a frame to MAC dst is built without its ICRC,
+// which is computed only where the frame becomes observable: a link that
+// carries frames without it computes it on the way out, and a frame to
+// the device's own MAC loops back (or gets it in write, should it go to
+// the link after all).
+func (r *device) noICRCTo(dst [6]byte) bool {
+	return r.tp.nl != nil || r.cfg.Loopback && dst == r.mac
 }
 
 // newFrame fills r.fr's addressing from a path; r.mu held.
