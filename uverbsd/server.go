@@ -767,13 +767,15 @@ func (cn *conn) handle(frame []byte) bool {
 			}
 			var fds []int
 			if db && cn.s.cfg.WatchPage {
-				w, err := newWatchPage()
+				w, f, err := newWatchPage()
 				if err != nil {
 					cn.s.logf("pid %d: %v", cn.pid, err)
 				} else {
+					// The client gets its own descriptor of it.
+					defer f.Close()
 					cn.watch = w
 					aux |= preload.FeatureWatchPage
-					fds = []int{int(w.file.Fd())}
+					fds = []int{int(f.Fd())}
 				}
 			}
 			return cn.reply(preload.Header{Op: h.Op, Aux: aux}, nil, fds)

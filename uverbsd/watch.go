@@ -20,7 +20,6 @@ import (
 // It is the notification suppression of virtio's rings, for rxe's send
 // doorbell. Only the connection's goroutine uses a watchPage.
 type watchPage struct {
-	file  *os.File // the sealed memfd passed to the client
 	mem   []byte   // the daemon's writable mapping
 	words []uint32 // mem as the words, one per QP handle
 	qps   []uint32 // the handles whose word is set
@@ -29,19 +28,21 @@ type watchPage struct {
 	marked [preload.WatchHandles / 64]uint64
 }
 
-// newWatchPage creates a page with every word clear. The seals let the
-// client map it only read-only (F_SEAL_FUTURE_WRITE keeps the daemon's
-// writable mapping) and never shrink it under the daemon's mapping.
-func newWatchPage() (*watchPage, error) {
+// newWatchPage creates a page with every word clear, and returns its
+// memfd for the client, which the caller closes once passed: the daemon
+// keeps only its mapping. The seals let the client map it only read-only
+// (F_SEAL_FUTURE_WRITE keeps the daemon's writable mapping) and never
+// shrink it under the daemon's mapping.
+func newWatchPage() (*watchPage, *os.File, error) {
 	const size = 4 * preload.WatchHandles
 	fd, err := unix.MemfdCreate("softroce-watch", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
-		return nil, fmt.Errorf("watch page: %w", err)
+		return nil, nil, fmt.Errorf("watch page: %w", err)
 	}
 	file := os.NewFile(uintptr(fd), "softroce-watch")
-	fail := func(err error) (*watchPage, error) {
+	fail := func(err error) (*watchPage, *os.File, error) {
 		file.Close()
-		return nil, fmt.Errorf("watch page: %w", err)
+		return nil, nil, fmt.Errorf("watch page: %w", err)
 	}
 	if err := unix.Ftruncate(fd, size); err != nil {
 		return fail(err)
@@ -56,7 +57,7 @@ func newWatchPage() (*watchPage, error) {
 		return fail(err)
 	}
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(&mem[0])), preload.WatchHandles)
-	return &watchPage{file: file, mem: mem, words: words}, nil
+	return &watchPage{mem: mem, words: words}, file, nil
 }
 
 // watch sets QP handle h's word: the daemon just rang its doorbell and
@@ -116,11 +117,9 @@ func (w *watchPage) takeAll(ring func(h uint32) int) {
 	w.qps = w.qps[:0]
 }
 
-// close unmaps the page and closes its memfd.
+// close unmaps the page.
 func (w *watchPage) close() {
-	if w == nil {
-		return
+	if w != nil {
+		unix.Munmap(w.mem)
 	}
-	unix.Munmap(w.mem)
-	w.file.Close()
 }
