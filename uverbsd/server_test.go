@@ -131,11 +131,24 @@ func (f *fakeFile) Write(buf []byte) (uverbsd.Reply, error) {
 	default:
 	}
 	if _, null := uverbs.NullPostSend(buf); null {
-		// The kernel's answer to a doorbell of a QP at RTS.
-		var resp [8]byte
-		copy(resp[:], buf[8:])
-		if _, err := f.mem.WriteAt(make([]byte, 4), binary.NativeEndian.Uint64(resp[:])); err != nil {
-			return uverbsd.Reply{}, err
+		// The kernel's answer to a doorbell of a QP at RTS: the header's
+		// checks (ib_uverbs_write's verify_hdr), the request's
+		// (ib_uverbs_post_send), then the response and zeros over the
+		// rest of its room (uverbs_response).
+		hdr := (*uverbs.CmdHdr)(unsafe.Pointer(&buf[0]))
+		cmd := (*uverbs.PostSend)(unsafe.Pointer(&buf[8]))
+		switch {
+		case int(hdr.In_words)*4 != len(buf):
+			return uverbsd.Reply{}, unix.EINVAL
+		case hdr.Out_words < 1:
+			return uverbsd.Reply{}, unix.ENOSPC
+		case slices.ContainsFunc(buf[8+unsafe.Sizeof(*cmd):], func(b byte) bool { return b != 0 }):
+			return uverbsd.Reply{}, unix.EOPNOTSUPP
+		case cmd.Wqe_size < uint32(unsafe.Sizeof(uverbs.SendWr{})):
+			return uverbsd.Reply{}, unix.EINVAL
+		}
+		if _, err := f.mem.WriteAt(make([]byte, 4*int(hdr.Out_words)), cmd.Response); err != nil {
+			return uverbsd.Reply{}, unix.EFAULT
 		}
 		return uverbsd.Reply{N: len(buf)}, nil
 	}

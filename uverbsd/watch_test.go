@@ -359,3 +359,21 @@ func TestSyncDoorbellsEnvironmentKeepsEveryDoorbellAnswered(t *testing.T) {
 		t.Errorf("DoorbellStats %+v, %d rung without an answer; want all 11 doorbells answered\n%s", st, len(f.doorbells), out)
 	}
 }
+
+// TestLibraryAnswersOnlyLibrxesDoorbell: the library answers a doorbell
+// itself only in the form librxe writes (post_send_db): a POST_SEND with
+// no WRs whose in_words is the write's length, with one word of response
+// room, a send WR's wqe_size and no further bytes. Any other form goes to
+// the daemon for the kernel's answer (ENOSPC, EINVAL, EOPNOTSUPP, or both
+// words of a two-word room zeroed, EFAULT where the second cannot be
+// written), and the response of the form it answers may sit at any
+// writable address, aligned or not.
+func TestLibraryAnswersOnlyLibrxesDoorbell(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t, func(c *uverbsd.Config) { c.OneWayDoorbells = true })
+	out, err := h.command(so, probe, "oddbells").CombinedOutput()
+	if err != nil {
+		t.Fatalf("probe oddbells: %v\n%s", err, out)
+	}
+	t.Logf("probe:\n%s", out)
+}

@@ -1379,14 +1379,21 @@ static long null_post_send(const void *buf, size_t n, struct ib_uverbs_cmd_hdr *
  * 1.5 us): once it succeeded, a plain store of the answer cannot fault.
  */
 static int answer_doorbell(int s, long qh, const struct ib_uverbs_cmd_hdr *hdr,
-			   const struct ib_uverbs_post_send *cmd)
+			   const struct ib_uverbs_post_send *cmd, size_t n)
 {
 	struct ib_uverbs_post_send_resp resp = {0};
 
 	if (fakes[s].sync_db || qh < 0 || qh >= DB_HANDLES || !(fakes[s].rts[qh / 8] & (1u << (qh % 8))))
 		return 0;
-	if ((size_t)hdr->out_words * 4 < sizeof(resp))
-		return 1; /* no room for a response: nothing written */
+	/* Only librxe's own form is known to succeed: the write's length in
+	 * in_words, one word of response room, a send WR's wqe_size, no
+	 * bytes after the command. Any other goes to the daemon, which
+	 * answers it as ib_uverbs_write does (ENOSPC, EINVAL, EOPNOTSUPP,
+	 * or zeros over a larger room, EFAULT where they cannot go). */
+	if (n != sizeof(*hdr) + sizeof(*cmd) || (size_t)hdr->in_words * 4 != n ||
+	    (size_t)hdr->out_words * 4 != sizeof(resp) || cmd->wqe_size < sizeof(struct ib_uverbs_send_wr) ||
+	    cmd->sge_count != 0)
+		return 0;
 	if (prctl(PR_GET_PDEATHSIG, (unsigned long)cmd->response, 0, 0, 0) != 0)
 		return 0;
 	memcpy((void *)(uintptr_t)cmd->response, &resp, sizeof(resp));
@@ -1420,7 +1427,7 @@ static int one_way_doorbell(int s, long qh, const struct ib_uverbs_cmd_hdr *hdr,
 	struct msghdr msg;
 	ssize_t k;
 
-	if (!fakes[s].oneway || fakes[s].run >= MAX_ONE_WAY_RUN || !answer_doorbell(s, qh, hdr, cmd))
+	if (!fakes[s].oneway || fakes[s].run >= MAX_ONE_WAY_RUN || !answer_doorbell(s, qh, hdr, cmd, n))
 		return 0;
 	iov[0].iov_base = &h;
 	iov[0].iov_len = sizeof(h);
@@ -1453,7 +1460,7 @@ static ssize_t uverbs_write(int s, const void *buf, size_t n)
 	h.ret = 0;
 	h.aux = 0;
 	pthread_mutex_lock(&fakes[s].mu);
-	if (qh >= 0 && watched(s, qh) && answer_doorbell(s, qh, &chdr, &pcmd)) {
+	if (qh >= 0 && watched(s, qh) && answer_doorbell(s, qh, &chdr, &pcmd, n)) {
 		pthread_mutex_unlock(&fakes[s].mu);
 		return n;
 	}

@@ -7,7 +7,11 @@
  * while another thread's command is in flight; with "doorbells" it rings
  * QP handle 3's doorbell as librxe does, once, then once more and eight
  * times after that, each batch once a line comes on stdin, then once with
- * a response address that cannot be written, and ends at the next line. */
+ * a response address that cannot be written, and ends at the next line;
+ * with "oddbells" it rings QP handle 3's doorbell in forms librxe never
+ * writes, each after one librxe's way, and checks the kernel's answer to
+ * each (ib_uverbs_write's checks, the response written as copy_to_user
+ * does). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -159,6 +163,76 @@ int main(int argc, char **argv)
 		}
 		if (!fgets(line, sizeof(line), stdin))
 			return 1;
+		return failed;
+	}
+	if (argc > 1 && strcmp(argv[1], "oddbells") == 0) {
+		struct {
+			struct ib_uverbs_cmd_hdr hdr;
+			struct ib_uverbs_post_send cmd;
+			uint32_t extra;
+		} db;
+		long pg = sysconf(_SC_PAGESIZE);
+		char *mem = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		ssize_t r;
+		/* ring rings librxe's doorbell (the QP known at RTS after it),
+		 * then the odd one db, with its response at resp. */
+#define ODD(name, size, want_ret, want_errno, check)                                          \
+	do {                                                                                  \
+		doorbells(fd, 1, "librxe's doorbell before " name);                           \
+		errno = 0;                                                                    \
+		r = write(fd, &db, size);                                                     \
+		CHECK(name, r == (want_ret) && (r >= 0 || errno == (want_errno)) && (check), \
+		      "write %zd errno %d", r, errno);                                        \
+	} while (0)
+#define RESET(resp)                                                                          \
+	do {                                                                                 \
+		memset(&db, 0, sizeof(db));                                                  \
+		db.hdr.command = IB_USER_VERBS_CMD_POST_SEND;                                \
+		db.hdr.in_words = sizeof(db.hdr) / 4 + sizeof(db.cmd) / 4;                   \
+		db.hdr.out_words = 1;                                                        \
+		db.cmd.response = (uintptr_t)(resp);                                         \
+		db.cmd.qp_handle = 3;                                                        \
+		db.cmd.wqe_size = 128;                                                       \
+	} while (0)
+		const size_t base = sizeof(db.hdr) + sizeof(db.cmd);
+		if (mem == MAP_FAILED || mprotect(mem + pg, pg, PROT_NONE) != 0)
+			return 1;
+		memset(mem, 0x5a, pg);
+		/* Room for no response: verify_hdr's ENOSPC. */
+		RESET(mem);
+		db.hdr.out_words = 0;
+		ODD("doorbell with no response room", base, -1, ENOSPC, 1);
+		/* in_words not the write's length: EINVAL. */
+		RESET(mem);
+		db.hdr.in_words++;
+		ODD("doorbell whose in_words is not its length", base, -1, EINVAL, 1);
+		/* A wqe_size under a send WR's: EINVAL. */
+		RESET(mem);
+		db.cmd.wqe_size = 8;
+		ODD("doorbell with a small wqe_size", base, -1, EINVAL, 1);
+		/* Unknown request bytes not zero: EOPNOTSUPP. */
+		RESET(mem);
+		db.hdr.in_words++;
+		db.extra = 1;
+		ODD("doorbell with unknown bytes", base + 4, -1, EOPNOTSUPP, 1);
+		/* Room for two words: the second is zeroed too. */
+		RESET(mem + 64);
+		db.hdr.out_words = 2;
+		memset(mem + 64, 0x5a, 8);
+		ODD("doorbell with two words of response room", base, (ssize_t)base,
+		    0, memcmp(mem + 64, "\0\0\0\0\0\0\0\0", 8) == 0 && mem[72] == 0x5a);
+		/* Its second word on a page that cannot be written: EFAULT. */
+		RESET(mem + pg - 4);
+		db.hdr.out_words = 2;
+		ODD("doorbell whose response room runs onto an unwritable page", base, -1, EFAULT, 1);
+		/* Librxe's form at an address not 4-byte aligned, and across
+		 * the last bytes of the page: answered, only those bytes
+		 * written. */
+		RESET(mem + 129);
+		ODD("doorbell with an unaligned response", base, (ssize_t)base, 0,
+		    memcmp(mem + 129, "\0\0\0\0", 4) == 0 && mem[128] == 0x5a && mem[133] == 0x5a);
+		RESET(mem + pg - 3);
+		ODD("doorbell whose response crosses onto an unwritable page", base, -1, EFAULT, 1);
 		return failed;
 	}
 	if (argc > 1 && strcmp(argv[1], "threads") == 0) {
