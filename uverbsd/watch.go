@@ -117,9 +117,17 @@ func (w *watchPage) takeAll(ring func(h uint32) int) {
 	w.qps = w.qps[:0]
 }
 
-// close unmaps the page.
+// close clears every word set and unmaps the page. The client's mapping
+// outlives the connection: a word left set there would have its library
+// answer the QP's doorbells itself, success, with no daemon to take the
+// WQEs, where otherwise the doorbell fails on the ended connection.
 func (w *watchPage) close() {
-	if w != nil {
-		unix.Munmap(w.mem)
+	if w == nil {
+		return
 	}
+	for _, h := range w.qps {
+		atomic.StoreUint32(&w.words[h], 0)
+	}
+	w.qps = w.qps[:0]
+	unix.Munmap(w.mem)
 }

@@ -310,10 +310,17 @@ func TestCommandComesAfterTheSkippedDoorbells(t *testing.T) {
 
 // TestCloseEndsAConnectionWhoseRingsStayBusy: a client that keeps a
 // watched ring busy keeps the daemon looking at it instead of waiting for
-// frames; Close still ends that connection.
+// frames; Close still ends that connection, and leaves the ring's word of
+// the watch page clear.
 func TestCloseEndsAConnectionWhoseRingsStayBusy(t *testing.T) {
 	h := newHarness(t, func(c *uverbsd.Config) { c.WatchPage, c.OneWayDoorbells = true, true })
-	c, _ := openWatched(t, h)
+	c, page := openWatched(t, h)
+	mem, err := unix.Mmap(int(page.Fd()), 0, 4*preload.WatchHandles, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(&mem[0])), preload.WatchHandles)
 	f := <-h.files
 	f.mu.Lock()
 	f.busy = 3
@@ -335,6 +342,12 @@ func TestCloseEndsAConnectionWhoseRingsStayBusy(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Close did not end the connection looking at a busy ring")
+	}
+	// The client's mapping outlives the connection: no word may stay
+	// set, or its library would answer the QP's doorbells with nobody
+	// to take the WQEs.
+	if w := atomic.LoadUint32(&words[3]); w != 0 {
+		t.Errorf("watch word %d after the connection ended, want 0", w)
 	}
 }
 
