@@ -93,6 +93,13 @@ type Config struct {
 // thread.
 const MaxPollingConns = 256
 
+// MaxWatchPages is how many connections at most have a watch page
+// (Config.WatchPage) at once; the opens beyond are served without one.
+// Each page is a mapping in the daemon: a client that opens the device
+// tens of thousands of times must not exhaust the daemon's mappings
+// (vm.max_map_count), which the Go runtime needs for its heap.
+const MaxWatchPages = 1024
+
 // Server serves one device on a unix socket. It is safe for concurrent use.
 type Server struct {
 	cfg  Config
@@ -111,10 +118,13 @@ type Server struct {
 	// polling counts the connections that wait in poll(2) (a wake
 	// eventfd each), at most MaxPollingConns.
 	polling int
-	opened  int // connections with an open File
-	closed  bool
-	wg      sync.WaitGroup
-	done    chan struct{}
+	// watching counts the connections with a watch page, at most
+	// MaxWatchPages.
+	watching int
+	opened   int // connections with an open File
+	closed   bool
+	wg       sync.WaitGroup
+	done     chan struct{}
 
 	// syncDoorbells: every doorbell must be answered (SetSyncDoorbells).
 	syncDoorbells atomic.Bool
@@ -457,6 +467,18 @@ func (s *Server) Close() error {
 	return errors.Join(err, s.lock.Close())
 }
 
+// reserveWatchPage counts one more connection with a watch page, false
+// when MaxWatchPages have one.
+func (s *Server) reserveWatchPage() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watching >= MaxWatchPages {
+		return false
+	}
+	s.watching++
+	return true
+}
+
 // closing reports whether Close has begun: a connection whose client keeps
 // its watched rings busy (recheck) ends at its next look.
 func (s *Server) closing() bool {
@@ -525,7 +547,14 @@ func (s *Server) serveConn(c *net.UnixConn, wake int) {
 	cn := &conn{s: s, c: c, raw: raw, wake: wake, pid: int(cred.Pid), pidfd: pidfd}
 	defer cn.pidfd.close()
 	defer func() { cn.mrs.close() }()
-	defer func() { cn.watch.close() }()
+	defer func() {
+		if cn.watch != nil {
+			cn.watch.close()
+			s.mu.Lock()
+			s.watching--
+			s.mu.Unlock()
+		}
+	}()
 	defer func() {
 		if cn.file != nil {
 			defer func() {
@@ -766,10 +795,13 @@ func (cn *conn) handle(frame []byte) bool {
 				aux |= preload.FeatureOneWayDoorbells
 			}
 			var fds []int
-			if db && cn.s.cfg.WatchPage {
+			if db && cn.s.cfg.WatchPage && cn.s.reserveWatchPage() {
 				w, f, err := newWatchPage()
 				if err != nil {
 					cn.s.logf("pid %d: %v", cn.pid, err)
+					cn.s.mu.Lock()
+					cn.s.watching--
+					cn.s.mu.Unlock()
 				} else {
 					// The client gets its own descriptor of it.
 					defer f.Close()

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/preload"
 	"github.com/softroce/softroce/uverbs"
 	"github.com/softroce/softroce/uverbsd"
@@ -389,4 +390,42 @@ func TestLibraryAnswersOnlyLibrxesDoorbell(t *testing.T) {
 		t.Fatalf("probe oddbells: %v\n%s", err, out)
 	}
 	t.Logf("probe:\n%s", out)
+}
+
+// TestWatchPagesAreBounded: at most MaxWatchPages connections have a watch
+// page at once (each is a mapping in the daemon, whose count the kernel
+// bounds); the opens beyond are served without one, and a connection's
+// end gives its page back for the next open.
+func TestWatchPagesAreBounded(t *testing.T) {
+	h := newHarness(t, func(c *uverbsd.Config) {
+		c.WatchPage, c.OneWayDoorbells, c.Logf = true, true, nil
+		c.Open = func(dev *emu.Device, mem uverbsd.Memory) uverbsd.File {
+			return &fakeFile{mem: mem, closed: make(chan struct{}), writes: make(chan struct{}, 1),
+				held: make(chan struct{}, 1), release: make(chan struct{})}
+		}
+	})
+	var first *net.UnixConn
+	for i := range uverbsd.MaxWatchPages {
+		c, page := openWatched(t, h)
+		if page == nil {
+			t.Fatalf("open %d has no watch page, want one for the first %d", i, uverbsd.MaxWatchPages)
+		}
+		page.Close()
+		if first == nil {
+			first = c
+		}
+	}
+	if _, page := openWatched(t, h); page != nil {
+		t.Fatalf("open %d has a watch page, want none past %d", uverbsd.MaxWatchPages+1, uverbsd.MaxWatchPages)
+	}
+	clients := h.srv.Clients()
+	first.Close()
+	for deadline := time.Now().Add(10 * time.Second); h.srv.Clients() == clients; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the closed connection did not end")
+		}
+	}
+	if _, page := openWatched(t, h); page == nil {
+		t.Fatal("no watch page after a connection with one ended")
+	}
 }
