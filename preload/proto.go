@@ -57,7 +57,10 @@ import (
 //     client sends one only where the kernel's answer is known: the QP's
 //     last answered POST_SEND succeeded (it was at RTS or later) and no
 //     MODIFY_QP or DESTROY_QP was written since, no reply since said
-//     AuxSyncDoorbells, and the response address takes the write. The payload is one u64
+//     AuxSyncDoorbells, the doorbell has librxe's form (in_words the
+//     write's length, one word of response room, a send WR's wqe_size, no
+//     SGEs, nothing after the command: any other form gets the kernel's
+//     answer from the daemon), and the response address takes the write. The payload is one u64
 //     client address per descriptor passed with the reply, in order: the
 //     client stores the number it received as a u32 there.
 //   - OpFds: sent by the client right after an OpWrite reply that passed

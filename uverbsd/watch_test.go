@@ -390,6 +390,16 @@ func TestLibraryAnswersOnlyLibrxesDoorbell(t *testing.T) {
 		t.Fatalf("probe oddbells: %v\n%s", err, out)
 	}
 	t.Logf("probe:\n%s", out)
+	// The library answered four in librxe's form itself, the QP known
+	// at RTS: the doorbells just before the two whose response room runs
+	// onto the unwritable page, the unaligned response and the one
+	// across two writable pages.
+	f := <-h.files
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.doorbells) != 4 {
+		t.Errorf("%d doorbells answered by the library, want 4", len(f.doorbells))
+	}
 }
 
 // TestWatchPagesAreBounded: at most MaxWatchPages connections have a watch

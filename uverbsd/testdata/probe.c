@@ -233,6 +233,12 @@ int main(int argc, char **argv)
 		    memcmp(mem + 129, "\0\0\0\0", 4) == 0 && mem[128] == 0x5a && mem[133] == 0x5a);
 		RESET(mem + pg - 3);
 		ODD("doorbell whose response crosses onto an unwritable page", base, -1, EFAULT, 1);
+		/* Across two writable pages: answered. */
+		mprotect(mem + pg, pg, PROT_READ | PROT_WRITE);
+		memset(mem, 0x5a, 2 * pg);
+		RESET(mem + pg - 2);
+		ODD("doorbell whose response crosses two writable pages", base, (ssize_t)base, 0,
+		    memcmp(mem + pg - 2, "\0\0\0\0", 4) == 0 && mem[pg - 3] == 0x5a && mem[pg + 2] == 0x5a);
 		return failed;
 	}
 	if (argc > 1 && strcmp(argv[1], "threads") == 0) {
