@@ -75,8 +75,8 @@ func nullPostSend(handle uint32, oneWay bool) []byte {
 
 // TestWatchPageIsSealedAndReadOnlyForTheClient: with WatchPage the OPEN
 // reply passes the watch page, every word clear, which the client can map
-// read-only but neither writable nor resize (the daemon's own mapping
-// stays safe); without it, OPEN passes nothing.
+// read-only but neither writable nor resize, punch a hole in or write to
+// (the daemon's own mapping stays safe); without it, OPEN passes nothing.
 func TestWatchPageIsSealedAndReadOnlyForTheClient(t *testing.T) {
 	if _, page := openWatched(t, newHarness(t)); page != nil {
 		t.Fatal("a watch page without Config.WatchPage")
@@ -101,6 +101,12 @@ func TestWatchPageIsSealedAndReadOnlyForTheClient(t *testing.T) {
 	}
 	if err := unix.Ftruncate(fd, 0); err != unix.EPERM {
 		t.Errorf("shrink: %v, want EPERM", err)
+	}
+	if err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, size); err != unix.EPERM {
+		t.Errorf("punch a hole: %v, want EPERM", err)
+	}
+	if _, err := unix.Pwrite(fd, []byte{1}, 0); err != unix.EPERM {
+		t.Errorf("write: %v, want EPERM", err)
 	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
