@@ -69,12 +69,15 @@ type Config struct {
 	// on a machine whose CPUs busy-polling programs fill
 	// (docs/performance.md, "One-way doorbells").
 	OneWayDoorbells bool
-	// WatchPage passes each uverbs client a watch page (see package
-	// preload, FeatureWatchPage): while the daemon works through a QP's
-	// WQEs it marks the QP watched, and the client's library skips the
-	// doorbells of its posts meanwhile, the daemon taking their WQEs on
-	// its last look before it waits. A stream of posts then costs the
-	// program no system call while the daemon is busy.
+	// WatchPage, with OneWayDoorbells, passes each uverbs client a watch
+	// page (see package preload, FeatureWatchPage): a one-way doorbell
+	// marks its QP watched while the daemon works through the QP's WQEs,
+	// and the client's library skips the doorbells of its posts
+	// meanwhile, the daemon taking their WQEs on its last look before it
+	// waits. A stream of posts then costs the program no system call
+	// while the daemon is busy. Answered doorbells mark nothing (their
+	// reply hands the client the CPU), so without OneWayDoorbells the
+	// page stays clear.
 	WatchPage bool
 	// NoRDMACM leaves /dev/infiniband/rdma_cm unserved. Otherwise the
 	// Server runs a Communication Manager (package cma) on the device's

@@ -60,7 +60,7 @@ func newWatchPage() (*watchPage, *os.File, error) {
 	return &watchPage{mem: mem, words: words}, file, nil
 }
 
-// watch sets QP handle h's word: the daemon just rang its doorbell and
+// watch sets QP handle h's word: the daemon is ringing its doorbell and
 // will look at its ring again before it waits.
 func (w *watchPage) watch(h uint32) {
 	if w == nil || h >= preload.WatchHandles || w.marked[h/64]&(1<<(h%64)) != 0 {
@@ -82,9 +82,7 @@ func (w *watchPage) recheck(ring func(h uint32) int) bool {
 	if w == nil || len(w.qps) == 0 {
 		return false
 	}
-	for _, h := range w.qps {
-		atomic.StoreUint32(&w.words[h], 0)
-	}
+	w.clearWords()
 	kept := w.qps[:0]
 	for _, h := range w.qps {
 		if ring(h) > 0 {
@@ -107,9 +105,7 @@ func (w *watchPage) takeAll(ring func(h uint32) int) {
 	if w == nil {
 		return
 	}
-	for _, h := range w.qps {
-		atomic.StoreUint32(&w.words[h], 0)
-	}
+	w.clearWords()
 	for _, h := range w.qps {
 		ring(h)
 		w.marked[h/64] &^= 1 << (h % 64)
@@ -125,9 +121,15 @@ func (w *watchPage) close() {
 	if w == nil {
 		return
 	}
+	w.clearWords()
+	w.qps = w.qps[:0]
+	unix.Munmap(w.mem)
+}
+
+// clearWords clears the words of the QPs watched, each store sequentially
+// consistent (see recheck).
+func (w *watchPage) clearWords() {
 	for _, h := range w.qps {
 		atomic.StoreUint32(&w.words[h], 0)
 	}
-	w.qps = w.qps[:0]
-	unix.Munmap(w.mem)
 }
