@@ -73,6 +73,24 @@ func nullPostSend(handle uint32, oneWay bool) []byte {
 	return preload.Frame(preload.Header{Op: preload.OpWrite, Aux: aux}, b)
 }
 
+// watchingHarness is a harness whose daemon has one-way doorbells and
+// the watch page.
+func watchingHarness(t *testing.T) *harness {
+	return newHarness(t, func(c *uverbsd.Config) { c.WatchPage, c.OneWayDoorbells = true, true })
+}
+
+// clientWords maps page read-only, as the preload library does, and
+// returns its words; the mapping goes with the test.
+func clientWords(t *testing.T, page *os.File) []uint32 {
+	t.Helper()
+	mem, err := unix.Mmap(int(page.Fd()), 0, 4*preload.WatchHandles, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&mem[0])), preload.WatchHandles)
+}
+
 // TestWatchPageIsSealedAndReadOnlyForTheClient: with WatchPage the OPEN
 // reply passes the watch page, every word clear, which the client can map
 // read-only but neither writable nor resize, punch a hole in or write to
@@ -131,16 +149,12 @@ func TestWatchPageIsSealedAndReadOnlyForTheClient(t *testing.T) {
 // and clears it for good when it finds none. While the daemon wants
 // answered doorbells it marks nothing.
 func TestWatchedRingIsTakenBeforeTheDaemonWaits(t *testing.T) {
-	h := newHarness(t, func(c *uverbsd.Config) { c.WatchPage, c.OneWayDoorbells = true, true })
+	h := watchingHarness(t)
 	c, page := openWatched(t, h)
-	mem, err := unix.Mmap(int(page.Fd()), 0, 4*preload.WatchHandles, unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
+	words := clientWords(t, page)
 	f := <-h.files
 	f.mu.Lock()
-	f.watch = unsafe.Slice((*uint32)(unsafe.Pointer(&mem[0])), preload.WatchHandles)
+	f.watch = words
 	// The doorbell finds the ring empty, the first last look two WQEs
 	// posted meanwhile, the second none.
 	f.takes = map[uint32][]int{3: {0, 2, 0}}
@@ -205,7 +219,7 @@ func TestWatchedRingIsTakenBeforeTheDaemonWaits(t *testing.T) {
 // EFAULT as copy_to_user fails.
 func TestPreloadSkipsTheDoorbellsOfAWatchedRing(t *testing.T) {
 	so, probe := tools(t)
-	h := newHarness(t, func(c *uverbsd.Config) { c.WatchPage, c.OneWayDoorbells = true, true })
+	h := watchingHarness(t)
 	cmd := h.command(so, probe, "doorbells")
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -280,7 +294,7 @@ func TestPreloadSkipsTheDoorbellsOfAWatchedRing(t *testing.T) {
 // daemon took that ring's WQEs, whose doorbells the client skipped before
 // it wrote the command (a MODIFY_QP to ERR must find them posted).
 func TestCommandComesAfterTheSkippedDoorbells(t *testing.T) {
-	h := newHarness(t, func(c *uverbsd.Config) { c.WatchPage, c.OneWayDoorbells = true, true })
+	h := watchingHarness(t)
 	c, _ := openWatched(t, h)
 	f := <-h.files
 	f.mu.Lock()
@@ -320,14 +334,9 @@ func TestCommandComesAfterTheSkippedDoorbells(t *testing.T) {
 // frames; Close still ends that connection, and leaves the ring's word of
 // the watch page clear.
 func TestCloseEndsAConnectionWhoseRingsStayBusy(t *testing.T) {
-	h := newHarness(t, func(c *uverbsd.Config) { c.WatchPage, c.OneWayDoorbells = true, true })
+	h := watchingHarness(t)
 	c, page := openWatched(t, h)
-	mem, err := unix.Mmap(int(page.Fd()), 0, 4*preload.WatchHandles, unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
-	words := unsafe.Slice((*uint32)(unsafe.Pointer(&mem[0])), preload.WatchHandles)
+	words := clientWords(t, page)
 	f := <-h.files
 	f.mu.Lock()
 	f.busy = 3
@@ -364,7 +373,7 @@ func TestCloseEndsAConnectionWhoseRingsStayBusy(t *testing.T) {
 // offers one-way doorbells and the watch page.
 func TestSyncDoorbellsEnvironmentKeepsEveryDoorbellAnswered(t *testing.T) {
 	so, probe := tools(t)
-	h := newHarness(t, func(c *uverbsd.Config) { c.WatchPage, c.OneWayDoorbells = true, true })
+	h := watchingHarness(t)
 	cmd := h.command(so, probe, "doorbells")
 	cmd.Env = append(cmd.Env, "SOFTROCE_SYNC_DOORBELLS=1")
 	cmd.Stdin = strings.NewReader("go\ngo\ngo\n")
