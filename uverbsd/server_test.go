@@ -310,6 +310,37 @@ func TestPreloadPresentsTheDeviceNode(t *testing.T) {
 	}
 }
 
+// TestWriteFromAnUnreadableBufferIsEFAULT: a write() to the uverbs or the
+// rdma_cm descriptor from a buffer that cannot be read (NULL, an unmapped
+// page, one whose command or last bytes lie on a PROT_NONE page) fails
+// with EFAULT, as the copy_from_user of ib_uverbs_write and ucma_write,
+// and the program goes on: nothing reached the daemon, and the next
+// command on the same descriptor works.
+func TestWriteFromAnUnreadableBufferIsEFAULT(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t)
+	out, err := h.command(so, probe, "efault").CombinedOutput()
+	t.Logf("probe:\n%s", out)
+	if err != nil {
+		t.Fatalf("probe efault: %v", err)
+	}
+	const goodCommands = 7 // the probe's uverbs commands that work
+	if got := strings.Count(string(out), "\nok uverbs command"); got != goodCommands {
+		t.Fatalf("the probe reported %d good uverbs commands, want %d", got, goodCommands)
+	}
+	select {
+	case f := <-h.files:
+		<-f.closed
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.ringsAtWrite) != goodCommands {
+			t.Errorf("the File got %d commands, want %d: a faulting write reached the daemon", len(f.ringsAtWrite), goodCommands)
+		}
+	default:
+		t.Fatal("no File opened")
+	}
+}
+
 func TestThreadsSharingADescriptorGetTheirOwnReplies(t *testing.T) {
 	so, probe := tools(t)
 	h := newHarness(t)

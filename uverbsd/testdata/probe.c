@@ -11,7 +11,10 @@
  * with "oddbells" it rings QP handle 3's doorbell in forms librxe never
  * writes, each after one librxe's way, and checks the kernel's answer to
  * each (ib_uverbs_write's checks, the response written as copy_to_user
- * does). */
+ * does); with "efault" it writes from buffers that cannot be read (NULL,
+ * an unmapped page, a buffer running into a PROT_NONE page) to the
+ * uverbs and the rdma_cm descriptor, each EFAULT, each followed by a
+ * command that works. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -26,6 +29,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include <rdma/ib_user_verbs.h>
+#include <rdma/rdma_user_cm.h>
 
 #include "../../internal/testutil/testdata/ctest.h"
 
@@ -101,6 +105,136 @@ static void doorbells(int fd, int n, const char *name)
 	}
 	CHECK(name, good == n, "%d of %d doorbells answered with bad_wr 0", good, n);
 	fflush(stdout);
+}
+
+/* efault_write writes n bytes at p to fd and checks the answer: -1, EFAULT. */
+static void efault_write(int fd, const void *p, size_t n, const char *name)
+{
+	ssize_t r;
+	errno = 0;
+	r = write(fd, p, n);
+	CHECK(name, r == -1 && errno == EFAULT, "write %zd errno %d", r, errno);
+}
+
+/* hello sends the fake File's command and checks its answer. */
+static void hello(int fd, const char *name)
+{
+	char resp[32] = {0};
+	struct cmd c = {.resp = (uintptr_t)resp, .len = 12};
+	ssize_t r;
+	memcpy(c.data, "again world!", 12);
+	r = write(fd, &c, sizeof(c));
+	CHECK(name, r == (ssize_t)sizeof(c) && memcmp(resp, "!dlrow niaga", 12) == 0, "write %zd errno %d", r,
+	      errno);
+}
+
+/* create_id asks rdma_cm for an ID (RDMA_USER_CM_CMD_CREATE_ID) and checks
+ * the answer. */
+static void create_id(int fd, const char *name)
+{
+	struct {
+		struct rdma_ucm_cmd_hdr hdr;
+		struct rdma_ucm_create_id cmd;
+	} c;
+	struct rdma_ucm_create_id_resp resp = {.id = 0xdeadbeef};
+	ssize_t r;
+	memset(&c, 0, sizeof(c));
+	c.hdr.cmd = RDMA_USER_CM_CMD_CREATE_ID;
+	c.hdr.in = sizeof(c.cmd);
+	c.hdr.out = sizeof(resp);
+	c.cmd.response = (uintptr_t)&resp;
+	c.cmd.ps = RDMA_PS_TCP;
+	c.cmd.qp_type = 2; /* IBV_QPT_RC */
+	r = write(fd, &c, sizeof(c));
+	CHECK(name, r == (ssize_t)sizeof(c) && resp.id != 0xdeadbeef, "write %zd errno %d id %#x", r, errno, resp.id);
+}
+
+/* efault drives the uverbs descriptor fd and an rdma_cm descriptor with
+ * writes from buffers that cannot be read. */
+static void efault(int fd)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *mem = mmap(NULL, 3 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *gone, *tail;
+	int cm;
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_post_send cmd;
+	} db;
+	struct {
+		struct rdma_ucm_cmd_hdr hdr;
+		struct rdma_ucm_get_event cmd;
+	} ev;
+
+	MUST("mmap", mem != MAP_FAILED);
+	/* mem: a page to read, tail: one that cannot be, gone: none. */
+	MUST("mprotect", mprotect(mem + pg, pg, PROT_NONE) == 0);
+	MUST("munmap", munmap(mem + 2 * pg, pg) == 0);
+	tail = mem + pg;
+	gone = mem + 2 * pg;
+
+	/* uverbs: the fake File's command and librxe's doorbell. */
+	memset(&db, 0, sizeof(db));
+	db.hdr.command = IB_USER_VERBS_CMD_POST_SEND;
+	db.hdr.in_words = sizeof(db) / 4;
+	db.hdr.out_words = 1;
+	db.cmd.response = (uintptr_t)mem;
+	db.cmd.qp_handle = 3;
+	db.cmd.wqe_size = 128;
+	efault_write(fd, NULL, sizeof(struct cmd), "uverbs write from NULL");
+	hello(fd, "uverbs command after NULL");
+	efault_write(fd, gone, sizeof(struct cmd), "uverbs write from an unmapped page");
+	hello(fd, "uverbs command after an unmapped page");
+	efault_write(fd, gone + 8, sizeof(db), "uverbs doorbell from an unmapped page");
+	hello(fd, "uverbs command after a doorbell from an unmapped page");
+	memcpy(tail - 12, "0123456789ab", 12);
+	efault_write(fd, tail - 12, sizeof(struct cmd), "uverbs write running into a PROT_NONE page");
+	hello(fd, "uverbs command after a write running into a PROT_NONE page");
+	memcpy(tail - 8, &db, 8); /* the header readable, the command not */
+	efault_write(fd, tail - 8, sizeof(db), "uverbs doorbell whose command is on a PROT_NONE page");
+	hello(fd, "uverbs command after a doorbell whose command is on a PROT_NONE page");
+	memcpy(tail - sizeof(db), &db, sizeof(db)); /* librxe's doorbell readable, 8 more bytes not */
+	efault_write(fd, tail - sizeof(db), sizeof(db) + 8, "uverbs doorbell with bytes on a PROT_NONE page");
+	hello(fd, "uverbs command after a doorbell with bytes on a PROT_NONE page");
+	{
+		/* A REG_MR whose header is readable, its driver data not. */
+		struct {
+			struct ib_uverbs_cmd_hdr hdr;
+			struct ib_uverbs_reg_mr cmd;
+		} mr;
+		memset(&mr, 0, sizeof(mr));
+		mr.hdr.command = IB_USER_VERBS_CMD_REG_MR;
+		mr.hdr.in_words = (sizeof(mr) + 8) / 4;
+		mr.hdr.out_words = sizeof(struct ib_uverbs_reg_mr_resp) / 4;
+		mr.cmd.start = (uintptr_t)mem;
+		mr.cmd.length = pg;
+		mr.cmd.hca_va = (uintptr_t)mem;
+		memcpy(tail - sizeof(mr), &mr, sizeof(mr));
+		efault_write(fd, tail - sizeof(mr), sizeof(mr) + 8, "uverbs REG_MR with bytes on a PROT_NONE page");
+		hello(fd, "uverbs command after a REG_MR with bytes on a PROT_NONE page");
+	}
+
+	/* rdma_cm: CREATE_ID, and GET_EVENT, which would wait for an event
+	 * if its command were read. */
+	cm = open("/dev/infiniband/rdma_cm", O_RDWR | O_CLOEXEC);
+	MUST("open rdma_cm", cm >= 0);
+	create_id(cm, "rdma_cm command");
+	memset(&ev, 0, sizeof(ev));
+	ev.hdr.cmd = RDMA_USER_CM_CMD_GET_EVENT;
+	ev.hdr.in = sizeof(ev.cmd);
+	ev.hdr.out = sizeof(struct rdma_ucm_event_resp);
+	ev.cmd.response = (uintptr_t)mem;
+	efault_write(cm, NULL, sizeof(ev), "rdma_cm write from NULL");
+	create_id(cm, "rdma_cm command after NULL");
+	efault_write(cm, gone, sizeof(ev), "rdma_cm write from an unmapped page");
+	create_id(cm, "rdma_cm command after an unmapped page");
+	memcpy(tail - sizeof(ev.hdr), &ev.hdr, sizeof(ev.hdr));
+	efault_write(cm, tail - sizeof(ev.hdr), sizeof(ev), "rdma_cm GET_EVENT whose command is on a PROT_NONE page");
+	create_id(cm, "rdma_cm command after a GET_EVENT whose command is on a PROT_NONE page");
+	memcpy(tail - 4, &ev.hdr, 4);
+	efault_write(cm, tail - 4, sizeof(ev), "rdma_cm write whose header runs into a PROT_NONE page");
+	create_id(cm, "rdma_cm command after a write whose header runs into a PROT_NONE page");
+	close(cm);
 }
 
 int main(int argc, char **argv)
@@ -239,6 +373,11 @@ int main(int argc, char **argv)
 		RESET(mem + pg - 2);
 		ODD("doorbell whose response crosses two writable pages", base, (ssize_t)base, 0,
 		    memcmp(mem + pg - 2, "\0\0\0\0", 4) == 0 && mem[pg - 3] == 0x5a && mem[pg + 2] == 0x5a);
+		return failed;
+	}
+	if (argc > 1 && strcmp(argv[1], "efault") == 0) {
+		setvbuf(stdout, NULL, _IONBF, 0);
+		efault(fd);
 		return failed;
 	}
 	if (argc > 1 && strcmp(argv[1], "threads") == 0) {
