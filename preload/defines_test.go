@@ -9,13 +9,7 @@ import (
 // TestLibraryFollowsTheProtocol: the C library's copies of the protocol's
 // numbers (its #defines) are proto.go's.
 func TestLibraryFollowsTheProtocol(t *testing.T) {
-	defines := map[string]string{}
-	for _, line := range strings.Split(string(source), "\n") {
-		if f := strings.Fields(line); len(f) >= 3 && f[0] == "#define" {
-			defines[f[1]] = strings.Join(f[2:], " ")
-		}
-	}
-	for name, want := range map[string]uint64{
+	checkDefines(t, map[string]uint64{
 		"PROTO_VERSION":             Version,
 		"OP_OPEN":                   uint64(OpOpen),
 		"OP_WRITE":                  uint64(OpWrite),
@@ -32,7 +26,19 @@ func TestLibraryFollowsTheProtocol(t *testing.T) {
 		"MAX_PAYLOAD":               MaxPayload,
 		"MAX_FDS":                   MaxFiles,
 		"NAME_MAX_LEN":              MaxNameLen,
-	} {
+	})
+}
+
+// checkDefines checks the numbers of the C library's #defines against want.
+func checkDefines(t *testing.T, want map[string]uint64) {
+	t.Helper()
+	defines := map[string]string{}
+	for _, line := range strings.Split(string(source), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "#define" {
+			defines[f[1]] = strings.Join(f[2:], " ")
+		}
+	}
+	for name, want := range want {
 		v, ok := defines[name]
 		if !ok {
 			t.Errorf("softroce_preload.c defines no %s", name)
@@ -45,7 +51,7 @@ func TestLibraryFollowsTheProtocol(t *testing.T) {
 			v = strconv.FormatUint(x<<y, 10)
 		}
 		if got, err := strconv.ParseUint(v, 0, 64); err != nil || got != want {
-			t.Errorf("%s is %q in softroce_preload.c, %d in proto.go", name, defines[name], want)
+			t.Errorf("%s is %q in softroce_preload.c, want %d", name, defines[name], want)
 		}
 	}
 }

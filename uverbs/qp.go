@@ -356,31 +356,6 @@ func (u *uqp) refuse(wrID uint64) {
 	_, _ = u.qp.PostSend(wr[:])
 }
 
-// postSend is ib_uverbs_post_send. For rxe's user QPs the WRs in the
-// command are not used: the command is the doorbell of the send ring
-// (rxe_post_send runs the requester for a user QP).
-func (c *call) postSend() error {
-	cmd, err := request[PostSend](c)
-	if err != nil {
-		return err
-	}
-	if int(cmd.Wqe_size) < sizeOf[SendWr]() {
-		return errorf(unix.EINVAL, "POST_SEND: wqe_size %d", cmd.Wqe_size)
-	}
-	o, err := c.f.get(kindQP, cmd.Qp_handle)
-	if err != nil {
-		return err
-	}
-	// The response is written whatever the doorbell found
-	// (ib_uverbs_post_send), and its fault wins.
-	_, refused := c.f.ring(o, cmd.Qp_handle)
-	resp := PostSendResp{}
-	if err := c.respond(bytesOf(&resp)); err != nil {
-		return err
-	}
-	return refused
-}
-
 // ring rings QP object o's send doorbell (rxe_post_send): a QP before RTS
 // is EINVAL, its WQEs staying on the ring for a doorbell after a modify
 // takes it to RTS. It returns how many WQEs the doorbell took. f.mu held.

@@ -86,9 +86,15 @@ type (
 	ExModifyQpResp        C.struct_ib_uverbs_ex_modify_qp_resp
 	DestroyQp             C.struct_ib_uverbs_destroy_qp
 	DestroyQpResp         C.struct_ib_uverbs_destroy_qp_resp
+	Sge                   C.struct_ib_uverbs_sge
 	SendWr                C.struct_ib_uverbs_send_wr
 	PostSend              C.struct_ib_uverbs_post_send
 	PostSendResp          C.struct_ib_uverbs_post_send_resp
+	RecvWr                C.struct_ib_uverbs_recv_wr
+	PostRecv              C.struct_ib_uverbs_post_recv
+	PostRecvResp          C.struct_ib_uverbs_post_recv_resp
+	PostSrqRecv           C.struct_ib_uverbs_post_srq_recv
+	PostSrqRecvResp       C.struct_ib_uverbs_post_srq_recv_resp
 	CreateAh              C.struct_ib_uverbs_create_ah
 	CreateAhResp          C.struct_ib_uverbs_create_ah_resp
 	DestroyAh             C.struct_ib_uverbs_destroy_ah

@@ -84,6 +84,8 @@ func init() {
 	io(CmdAttachMcast, "ATTACH_MCAST", (*call).attachMcast, sizeOf[AttachMcast](), 0, false)
 	io(CmdDetachMcast, "DETACH_MCAST", (*call).detachMcast, sizeOf[DetachMcast](), 0, false)
 	io(CmdPostSend, "POST_SEND", (*call).postSend, sizeOf[PostSend](), sizeOf[PostSendResp](), false)
+	io(CmdPostRecv, "POST_RECV", (*call).postRecv, sizeOf[PostRecv](), sizeOf[PostRecvResp](), false)
+	io(CmdPostSrqRecv, "POST_SRQ_RECV", (*call).postSRQRecv, sizeOf[PostSrqRecv](), sizeOf[PostSrqRecvResp](), false)
 	io(CmdCreateSrq, "CREATE_SRQ", (*call).createSRQ, sizeOf[CreateSrq](), sizeOf[CreateSrqResp](), true)
 	io(CmdModifySrq, "MODIFY_SRQ", (*call).modifySRQ, sizeOf[ModifySrq](), 0, true)
 	io(CmdQuerySrq, "QUERY_SRQ", (*call).querySRQ, sizeOf[QuerySrq](), sizeOf[QuerySrqResp](), true)

@@ -450,6 +450,11 @@ type (
 	DestroyQpResp struct {
 		Reported uint32
 	}
+	Sge struct {
+		Addr   uint64
+		Length uint32
+		Lkey   uint32
+	}
 	SendWr struct {
 		Wr_id      uint64
 		Num_sge    uint32
@@ -466,6 +471,31 @@ type (
 		Wqe_size  uint32
 	}
 	PostSendResp struct {
+		Wr uint32
+	}
+	RecvWr struct {
+		Wr_id    uint64
+		Num_sge  uint32
+		Reserved uint32
+	}
+	PostRecv struct {
+		Response  uint64
+		Qp_handle uint32
+		Wr_count  uint32
+		Sge_count uint32
+		Wqe_size  uint32
+	}
+	PostRecvResp struct {
+		Wr uint32
+	}
+	PostSrqRecv struct {
+		Response   uint64
+		Srq_handle uint32
+		Wr_count   uint32
+		Sge_count  uint32
+		Wqe_size   uint32
+	}
+	PostSrqRecvResp struct {
 		Wr uint32
 	}
 	CreateAh struct {

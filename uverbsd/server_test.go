@@ -146,6 +146,8 @@ func (f *fakeFile) Write(buf []byte) (uverbsd.Reply, error) {
 			return uverbsd.Reply{}, unix.EOPNOTSUPP
 		case cmd.Wqe_size < uint32(unsafe.Sizeof(uverbs.SendWr{})):
 			return uverbsd.Reply{}, unix.EINVAL
+		case cmd.Wqe_size > uverbs.KmallocMax:
+			return uverbsd.Reply{}, unix.ENOMEM
 		}
 		if _, err := f.mem.WriteAt(make([]byte, 4*int(hdr.Out_words)), cmd.Response); err != nil {
 			return uverbsd.Reply{}, unix.EFAULT

@@ -392,11 +392,11 @@ func TestSyncDoorbellsEnvironmentKeepsEveryDoorbellAnswered(t *testing.T) {
 // TestLibraryAnswersOnlyLibrxesDoorbell: the library answers a doorbell
 // itself only in the form librxe writes (post_send_db): a POST_SEND with
 // no WRs whose in_words is the write's length, with one word of response
-// room, a send WR's wqe_size and no further bytes. Any other form goes to
-// the daemon for the kernel's answer (ENOSPC, EINVAL, EOPNOTSUPP, or both
-// words of a two-word room zeroed, EFAULT where the second cannot be
-// written), and the response of the form it answers may sit at any
-// writable address, aligned or not.
+// room, a send WR's wqe_size (not more than kmalloc gives) and no further
+// bytes. Any other form goes to the daemon for the kernel's answer
+// (ENOSPC, EINVAL, EOPNOTSUPP, ENOMEM, or both words of a two-word room
+// zeroed, EFAULT where the second cannot be written), and the response of
+// the form it answers may sit at any writable address, aligned or not.
 func TestLibraryAnswersOnlyLibrxesDoorbell(t *testing.T) {
 	so, probe := tools(t)
 	h := newHarness(t, func(c *uverbsd.Config) { c.OneWayDoorbells = true })

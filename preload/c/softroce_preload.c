@@ -110,6 +110,9 @@
 #define MAX_PAYLOAD (1u << 16)
 #define MAX_FDS 8
 #define NAME_MAX_LEN 64
+/* The largest wqe_size the kernel's POST_SEND takes (KMALLOC_MAX_SIZE:
+ * package uverbs, KmallocMax); a larger one is ENOMEM. */
+#define KMALLOC_MAX (4u << 20)
 
 struct frame_hdr {
 	uint32_t op;
@@ -1441,13 +1444,14 @@ static int answer_doorbell(int s, long qh, const struct ib_uverbs_cmd_hdr *hdr,
 	if (fakes[s].sync_db || qh < 0 || qh >= DB_HANDLES || !(fakes[s].rts[qh / 8] & (1u << (qh % 8))))
 		return 0;
 	/* Only librxe's own form is known to succeed: the write's length in
-	 * in_words, one word of response room, a send WR's wqe_size, no
-	 * bytes after the command. Any other goes to the daemon, which
-	 * answers it as ib_uverbs_write does (ENOSPC, EINVAL, EOPNOTSUPP,
-	 * or zeros over a larger room, EFAULT where they cannot go). */
+	 * in_words, one word of response room, a send WR's wqe_size (not
+	 * more than kmalloc gives), no bytes after the command. Any other
+	 * goes to the daemon, which answers it as ib_uverbs_write does
+	 * (ENOSPC, EINVAL, EOPNOTSUPP, ENOMEM, or zeros over a larger room,
+	 * EFAULT where they cannot go). */
 	if (n != sizeof(*hdr) + sizeof(*cmd) || (size_t)hdr->in_words * 4 != n ||
 	    (size_t)hdr->out_words * 4 != sizeof(resp) || cmd->wqe_size < sizeof(struct ib_uverbs_send_wr) ||
-	    cmd->sge_count != 0)
+	    cmd->wqe_size > KMALLOC_MAX || cmd->sge_count != 0)
 		return 0;
 	if (prctl(PR_GET_PDEATHSIG, (unsigned long)cmd->response, 0, 0, 0) != 0)
 		return 0;

@@ -344,6 +344,10 @@ int main(int argc, char **argv)
 		RESET(mem);
 		db.cmd.wqe_size = 8;
 		ODD("doorbell with a small wqe_size", base, -1, EINVAL, 1);
+		/* A wqe_size past what kmalloc gives: ENOMEM. */
+		RESET(mem);
+		db.cmd.wqe_size = (4u << 20) + 1;
+		ODD("doorbell with a wqe_size kmalloc cannot give", base, -1, ENOMEM, 1);
 		/* Unknown request bytes not zero: EOPNOTSUPP. */
 		RESET(mem);
 		db.hdr.in_words++;
