@@ -76,6 +76,23 @@ func FuzzWrite(f *testing.F) {
 	f.Add(writes(ctx, pd, mr, cq, resize, rereg, mw, dmw))
 	f.Add(writes(ctx, pd, mr, cq, udqp, attach, attach, detach))
 	f.Add(writes(ctx, pd, cq, srq, modSRQ))
+	// POST_SEND, POST_RECV and POST_SRQ_RECV carrying a WR and an SGE.
+	sge := Sge{Addr: clientBase + 0x1000, Length: 64, Lkey: 1}
+	swr := SendWr{Wr_id: 1, Num_sge: 1, Opcode: uint32(emu.WRSend)}
+	rwr := RecvWr{Wr_id: 2, Num_sge: 1}
+	withList := func(cmd uint32, req, wr []byte) []byte {
+		b := append(append(append([]byte(nil), req...), wr...), bytesOf(&sge)...)
+		binary.NativeEndian.PutUint64(b, clientBase+0x80000)
+		return legacy(cmd, b, nil, 4)
+	}
+	postWR := withList(CmdPostSend, bytesOf(&PostSend{Qp_handle: 3, Wr_count: 1, Sge_count: 1,
+		Wqe_size: uint32(sizeOf[SendWr]())}), bytesOf(&swr))
+	recvWR := withList(CmdPostRecv, bytesOf(&PostRecv{Qp_handle: 3, Wr_count: 1, Sge_count: 1,
+		Wqe_size: uint32(sizeOf[RecvWr]())}), bytesOf(&rwr))
+	srqWR := withList(CmdPostSrqRecv, bytesOf(&PostSrqRecv{Srq_handle: 2, Wr_count: 1, Sge_count: 1,
+		Wqe_size: uint32(sizeOf[RecvWr]())}), bytesOf(&rwr))
+	f.Add(writes(ctx, pd, mr, cq, qp, init, postWR, recvWR))
+	f.Add(writes(ctx, pd, cq, srq, srqWR))
 
 	dev := newDeviceFor(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
