@@ -12,9 +12,13 @@
 //   - rxe's queue ABI of <rdma/rdma_user_rxe.h>: send, receive, SRQ and
 //     completion rings in memfds the client maps (File.Mmap), with the
 //     indices as acquire/release atomics and every index from the client
-//     masked. The POST_SEND command is the send ring's doorbell; the
-//     responder takes receive WQEs from the rings itself (librxe posts
-//     receives with no doorbell); completions go to the CQ rings;
+//     masked. The POST_SEND command is the send ring's doorbell (the WRs
+//     it may carry are checked as ib_uverbs_post_send unmarshals them,
+//     and not used, as rxe_post_send of a user QP); the responder takes
+//     receive WQEs from the rings itself (librxe posts receives with no
+//     doorbell), and POST_RECV / POST_SRQ_RECV put the WRs they carry on
+//     the ring as rxe's post_one_recv does; completions go to the CQ
+//     rings;
 //   - completion channels and the async event fd as SOCK_SEQPACKET socket
 //     pairs, readable and pollable by the client as the kernel's event files;
 //   - the client's memory behind its MRs: a PD's user MRs lie in the
