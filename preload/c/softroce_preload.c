@@ -1601,7 +1601,9 @@ ssize_t write(int fd, const void *buf, size_t n)
 	if (s < 0)
 		return get_write()(fd, buf, n);
 	if (n > MAX_PAYLOAD) {
-		errno = EINVAL;
+		/* More than any command the daemon takes: EINVAL, after the
+		 * header's copy_from_user (EFAULT). */
+		errno = readable(buf, sizeof(struct ib_uverbs_cmd_hdr)) ? EINVAL : EFAULT;
 		r = -1;
 	} else if (fakes[s].cm) {
 		r = cm_write(s, buf, n);

@@ -185,6 +185,8 @@ static void efault(int fd)
 	hello(fd, "uverbs command after NULL");
 	efault_write(fd, gone, sizeof(struct cmd), "uverbs write from an unmapped page");
 	hello(fd, "uverbs command after an unmapped page");
+	efault_write(fd, NULL, 1 << 20, "uverbs write of a MiB from NULL");
+	hello(fd, "uverbs command after a MiB from NULL");
 	efault_write(fd, gone + 8, sizeof(db), "uverbs doorbell from an unmapped page");
 	hello(fd, "uverbs command after a doorbell from an unmapped page");
 	memcpy(tail - 12, "0123456789ab", 12);
@@ -228,6 +230,8 @@ static void efault(int fd)
 	create_id(cm, "rdma_cm command after NULL");
 	efault_write(cm, gone, sizeof(ev), "rdma_cm write from an unmapped page");
 	create_id(cm, "rdma_cm command after an unmapped page");
+	efault_write(cm, gone, 1 << 20, "rdma_cm write of a MiB from an unmapped page");
+	create_id(cm, "rdma_cm command after a MiB from an unmapped page");
 	memcpy(tail - sizeof(ev.hdr), &ev.hdr, sizeof(ev.hdr));
 	efault_write(cm, tail - sizeof(ev.hdr), sizeof(ev), "rdma_cm GET_EVENT whose command is on a PROT_NONE page");
 	create_id(cm, "rdma_cm command after a GET_EVENT whose command is on a PROT_NONE page");
