@@ -317,7 +317,8 @@ func TestPreloadPresentsTheDeviceNode(t *testing.T) {
 // page, one whose command or last bytes lie on a PROT_NONE page) fails
 // with EFAULT, as the copy_from_user of ib_uverbs_write and ucma_write,
 // and the program goes on: nothing reached the daemon, and the next
-// command on the same descriptor works.
+// command on the same descriptor works. A write shorter than a command
+// header is EINVAL, its buffer never read, as the kernel's.
 func TestWriteFromAnUnreadableBufferIsEFAULT(t *testing.T) {
 	so, probe := tools(t)
 	h := newHarness(t)

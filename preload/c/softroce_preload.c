@@ -1600,7 +1600,12 @@ ssize_t write(int fd, const void *buf, size_t n)
 
 	if (s < 0)
 		return get_write()(fd, buf, n);
-	if (n > MAX_PAYLOAD) {
+	if (n < sizeof(struct ib_uverbs_cmd_hdr)) {
+		/* Shorter than a header (struct rdma_ucm_cmd_hdr too): EINVAL
+		 * before anything is read (ib_uverbs_write, ucma_write). */
+		errno = EINVAL;
+		r = -1;
+	} else if (n > MAX_PAYLOAD) {
 		/* More than any command the daemon takes: EINVAL, after the
 		 * header's copy_from_user (EFAULT). */
 		errno = readable(buf, sizeof(struct ib_uverbs_cmd_hdr)) ? EINVAL : EFAULT;

@@ -181,6 +181,9 @@ static void efault(int fd)
 	db.cmd.response = (uintptr_t)mem;
 	db.cmd.qp_handle = 3;
 	db.cmd.wqe_size = 128;
+	errno = 0;
+	CHECK("uverbs write shorter than a header from NULL", write(fd, NULL, 4) == -1 && errno == EINVAL,
+	      "errno %d", errno);
 	efault_write(fd, NULL, sizeof(struct cmd), "uverbs write from NULL");
 	hello(fd, "uverbs command after NULL");
 	efault_write(fd, gone, sizeof(struct cmd), "uverbs write from an unmapped page");
@@ -226,6 +229,9 @@ static void efault(int fd)
 	ev.hdr.in = sizeof(ev.cmd);
 	ev.hdr.out = sizeof(struct rdma_ucm_event_resp);
 	ev.cmd.response = (uintptr_t)mem;
+	errno = 0;
+	CHECK("rdma_cm write shorter than a header from NULL", write(cm, NULL, 4) == -1 && errno == EINVAL,
+	      "errno %d", errno);
 	efault_write(cm, NULL, sizeof(ev), "rdma_cm write from NULL");
 	create_id(cm, "rdma_cm command after NULL");
 	efault_write(cm, gone, sizeof(ev), "rdma_cm write from an unmapped page");
