@@ -327,7 +327,7 @@ func TestWriteFromAnUnreadableBufferIsEFAULT(t *testing.T) {
 	if err != nil {
 		t.Fatalf("probe efault: %v", err)
 	}
-	const goodCommands = 8 // the probe's uverbs commands that work
+	const goodCommands = 9 // the probe's uverbs commands that work
 	if got := strings.Count(string(out), "\nok uverbs command"); got != goodCommands {
 		t.Fatalf("the probe reported %d good uverbs commands, want %d", got, goodCommands)
 	}

@@ -149,6 +149,20 @@ static void create_id(int fd, const char *name)
 	CHECK(name, r == (ssize_t)sizeof(c) && resp.id != 0xdeadbeef, "write %zd errno %d id %#x", r, errno, resp.id);
 }
 
+/* The top of edge_thread's stack, a PROT_NONE page above it. */
+static char *stack_top;
+
+/* edge_thread runs on a stack of its own: a buffer from its top running
+ * past it is EFAULT (the library's bound of a live stack is the stack's
+ * top), one in its frames works. */
+static void *edge_thread(void *arg)
+{
+	int fd = *(int *)arg;
+	efault_write(fd, stack_top - 4, sizeof(struct cmd), "uverbs write from the top of a stack into a PROT_NONE page");
+	hello(fd, "uverbs command from a thread's own stack");
+	return NULL;
+}
+
 /* efault drives the uverbs descriptor fd and an rdma_cm descriptor with
  * writes from buffers that cannot be read. */
 static void efault(int fd)
@@ -217,6 +231,17 @@ static void efault(int fd)
 		memcpy(tail - sizeof(mr), &mr, sizeof(mr));
 		efault_write(fd, tail - sizeof(mr), sizeof(mr) + 8, "uverbs REG_MR with bytes on a PROT_NONE page");
 		hello(fd, "uverbs command after a REG_MR with bytes on a PROT_NONE page");
+	}
+
+	{
+		size_t size = 16 * pg;
+		char *st = mmap(NULL, size + pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		pthread_attr_t attr;
+		pthread_t th;
+		MUST("mmap stack", st != MAP_FAILED && mprotect(st + size, pg, PROT_NONE) == 0);
+		stack_top = st + size;
+		MUST("stack attr", pthread_attr_init(&attr) == 0 && pthread_attr_setstack(&attr, st, size) == 0);
+		MUST("thread", pthread_create(&th, &attr, edge_thread, &fd) == 0 && pthread_join(th, NULL) == 0);
 	}
 
 	/* rdma_cm: CREATE_ID, and GET_EVENT, which would wait for an event
