@@ -143,9 +143,24 @@ func fill(b []byte, seed byte) {
 	}
 }
 
+// syncWith orders the test's accesses to the ends' buffers with their
+// devices' goroutines, which place the data the peer sends: when what
+// links two devices is the kernel (a UDP socket, a TAP), the race detector
+// does not count it as synchronization. A verb on a device takes the lock
+// its responder holds while it places data.
+func syncWith(t testing.TB, ends ...*end) {
+	t.Helper()
+	for _, e := range ends {
+		if _, _, err := e.qp.Query(qpstate.AttrState); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // sendRecv sends size bytes from a to b with SEND and checks them.
 func sendRecv(t testing.TB, a, b *end, size int, seed byte) {
 	t.Helper()
+	defer syncWith(t, a, b)
 	fill(a.buf[:size], seed)
 	clear(b.buf[:size])
 	if _, err := b.qp.PostRecv([]emu.RecvWR{{WRID: 1, SGList: []emu.SGE{{Addr: b.addr, Length: bufSize, LKey: b.mr.LKey()}}}}); err != nil {
@@ -157,6 +172,7 @@ func sendRecv(t testing.TB, a, b *end, size int, seed byte) {
 	}
 	a.wait(t, 1)
 	wc := b.wait(t, 1)
+	syncWith(t, a, b)
 	if wc[0].Opcode != emu.WCRecv || int(wc[0].ByteLen) != size {
 		t.Fatalf("receive completion %+v, want RECV of %d bytes", wc[0], size)
 	}
@@ -169,6 +185,7 @@ func sendRecv(t testing.TB, a, b *end, size int, seed byte) {
 // and checks them.
 func write(t testing.TB, a, b *end, size, off int, seed byte) {
 	t.Helper()
+	defer syncWith(t, a, b)
 	fill(a.buf[:size], seed)
 	clear(b.buf)
 	if _, err := a.qp.PostSend([]emu.SendWR{{WRID: 3, Opcode: emu.WRRDMAWrite,
@@ -177,6 +194,7 @@ func write(t testing.TB, a, b *end, size, off int, seed byte) {
 		t.Fatal(err)
 	}
 	a.wait(t, 1)
+	syncWith(t, a, b)
 	if !bytes.Equal(b.buf[off:off+size], a.buf[:size]) {
 		t.Fatalf("WRITE of %d bytes at %d: data differs", size, off)
 	}

@@ -124,6 +124,9 @@ type Pender interface {
 // be on a link whose writes wait for the peer's reader (a link.Pipe's
 // WritePackets without DropWhenFull; a device on a bare link.PipeEnd
 // writes with WriteRef, which never waits, and processes inline too).
+// Bursts of frames go to each transmit stream's writer goroutine
+// (txwriter.go), so that the goroutine that built one builds the next
+// while it is written.
 type NonBlockingWriter interface {
 	NonBlockingWrites() bool
 }
@@ -196,12 +199,13 @@ type transport struct {
 
 // txStream is one transmit stream's writer state: mu is held from the
 // moment a batch is taken off the device's queue (under r.mu) until it
-// is written, so that batches reach the link in the order they were
-// queued.
+// is written or handed to the stream's writer goroutine (txwriter.go),
+// so that batches reach the link in the order they were queued.
 type txStream struct {
 	mu        sync.Mutex
 	spare     [][]byte
 	spareRefs []link.PayloadRef
+	w         *writer // nil: no writer goroutine
 }
 
 // The transmit streams. A device's requester and responder are separate
@@ -249,6 +253,9 @@ func (r *device) attach() {
 	if pl, ok := l.(Pender); ok && t.sync {
 		t.pender = pl
 		return
+	}
+	if t.inline && t.pipe == nil {
+		r.startWriters()
 	}
 	t.wg.Add(1)
 	if t.inlineCapable() {
@@ -610,9 +617,11 @@ func (r *device) Close() error {
 	}
 	for i := range t.tx {
 		t.tx[i].mu.Lock()
+		t.tx[i].drainWriter()
 	}
 	err := t.l.Close()
 	for i := range t.tx {
+		t.tx[i].stopWriter()
 		t.tx[i].mu.Unlock()
 	}
 	t.wg.Wait()
@@ -662,7 +671,15 @@ func (r *device) flushTx() {
 		if i == streamReq {
 			txRefs = refs
 		}
-		tx, n := r.write(tx, txRefs)
+		tx, n := r.route(tx)
+		failed += n
+		if t.tx[i].handOff(tx) {
+			clear(tx)
+			t.tx[i].spare = tx[:0]
+			t.tx[i].mu.Unlock()
+			continue
+		}
+		tx, n = r.send(tx, txRefs)
 		failed += n
 		if i == streamReq {
 			clear(refs)
@@ -682,19 +699,28 @@ func (r *device) flushTx() {
 	}
 }
 
-// write writes tx to the link, looping back frames to the device's own
-// MAC (whose buffers go to the inbox), and returns the frames it wrote or
-// tried to, whose buffers are free again, and how many failed; the
-// stream's lock held. refs, when not nil, holds tx's payloads by
-// reference (only on a bare link.PipeEnd, which never loops back).
-func (r *device) write(tx [][]byte, refs []link.PayloadRef) ([][]byte, int) {
-	t := r.tp
+// route loops back the frames of tx to the device's own MAC (whose
+// buffers go to the inbox), or seals them when they go to the link
+// instead, and returns the frames for the link and how many failed; the
+// stream's lock held.
+func (r *device) route(tx [][]byte) ([][]byte, int) {
 	var failed int
 	if r.cfg.Loopback && (r.cfg.LoopbackWhile == nil || r.cfg.LoopbackWhile()) {
 		tx, failed = r.loopBack(tx)
-	} else if r.cfg.Loopback && t.nl == nil {
+	} else if r.cfg.Loopback && r.tp.nl == nil {
 		r.sealOwn(tx)
 	}
+	return tx, failed
+}
+
+// send writes tx to the link and returns the frames it wrote or tried
+// to, whose buffers are free again, and how many failed; the stream's
+// lock held, or by its writer goroutine. refs, when not nil, holds tx's
+// payloads by reference (only on a bare link.PipeEnd, which never loops
+// back).
+func (r *device) send(tx [][]byte, refs []link.PayloadRef) ([][]byte, int) {
+	t := r.tp
+	var failed int
 	bs := max(1, t.l.BatchSize())
 	for i := 0; i < len(tx); i += bs {
 		j := min(len(tx), i+bs)
@@ -884,7 +910,7 @@ func (r *device) emitIn(frame []byte, f *wire.Frame) bool {
 // noICRCTo reports whether a frame to MAC dst is built without its ICRC,
 // which is computed only where the frame becomes observable: a link that
 // carries frames without it computes it on the way out, and a frame to
-// the device's own MAC loops back (or gets it in write, should it go to
+// the device's own MAC loops back (or gets it in route, should it go to
 // the link after all).
 func (r *device) noICRCTo(dst [6]byte) bool {
 	return r.tp.nl != nil || r.cfg.Loopback && dst == r.mac
