@@ -344,6 +344,28 @@ func TestWriteFromAnUnreadableBufferIsEFAULT(t *testing.T) {
 	}
 }
 
+// TestBadPointersToStatAndOpenGetTheKernelsAnswers: with the library
+// preloaded, the stat family on the device (its path or its descriptor)
+// into a buffer that cannot be written (NULL, an unmapped or read-only
+// page, one running into such a page) fails with EFAULT, as cp_new_stat,
+// after the lookup (a device that does not exist is ENOENT); the open and
+// stat families given a path that cannot be read (NULL, an unmapped page,
+// one running into a PROT_NONE page), the device's or any file's, fail
+// with EFAULT, as getname; and the program goes on.
+func TestBadPointersToStatAndOpenGetTheKernelsAnswers(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t)
+	out, err := h.command(so, probe, "badptr").CombinedOutput()
+	t.Logf("probe:\n%s", out)
+	if err != nil {
+		t.Fatalf("probe badptr: %v", err)
+	}
+	const checks = 38 // the probe's open, then badptr's checks
+	if got := strings.Count(string(out), "ok "); got != checks {
+		t.Errorf("the probe reported %d checks passed, want %d", got, checks)
+	}
+}
+
 func TestThreadsSharingADescriptorGetTheirOwnReplies(t *testing.T) {
 	so, probe := tools(t)
 	h := newHarness(t)

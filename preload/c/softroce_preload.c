@@ -11,10 +11,13 @@
  *
  *   open/open64/openat/openat64/__open_2/__open64_2/__openat_2/__openat64_2
  *       of /dev/infiniband/NAME: a SOCK_SEQPACKET connection to the daemon
- *       ($SOFTROCE_SOCK), close-on-exec if asked, then an OPEN exchange;
+ *       ($SOFTROCE_SOCK), close-on-exec if asked, then an OPEN exchange
+ *       (a path pointer that cannot be read is no device's: the real call
+ *       answers EFAULT, as getname; see dev_name);
  *   stat/stat64/lstat/lstat64/fstat/fstat64/fstatat/fstatat64/statx and the
  *       __xstat family: a character device with the dev_t the sysfs tree
- *       names (libibverbs checks S_ISCHR and st_rdev);
+ *       names (libibverbs checks S_ISCHR and st_rdev); a buffer that
+ *       cannot be written is EFAULT, as cp_new_stat (see writable);
  *   ioctl on such a descriptor: ENOTTY, so libibverbs uses the write()
  *       command ABI (no RDMA_VERBS_IOCTL);
  *   write: one request/reply exchange; the daemon writes the command's
@@ -303,16 +306,79 @@ static int readable(const void *p, size_t n)
 	return ok;
 }
 
-/* dev_name returns the NAME of /dev/infiniband/NAME, or NULL. */
+/*
+ * writable reports whether every byte of [p, p+n) can be written (n at
+ * least 4): the check before the library stores into the caller's memory
+ * (a stat buffer), so that where the kernel's copy_to_user fails the
+ * call answers EFAULT instead of crashing the program. PR_GET_PDEATHSIG
+ * stores 4 bytes at its address (put_user, EFAULT where it cannot): one
+ * probe per page touched, each 4 bytes inside [p, p+n) (the last may
+ * straddle two pages), so nothing outside the buffer is written. Bytes of
+ * the buffer the probe wrote before a later page failed hold the probe's
+ * value, as the kernel's partial copy_to_user leaves bytes behind.
+ */
+static int writable(void *p, size_t n)
+{
+	uintptr_t a = (uintptr_t)p, end = a + n;
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	int e = errno, ok = 1;
+
+	if (on_live_stack(p, n))
+		return 1;
+	if (n < 4 || end < a)
+		return 0;
+	while (ok) {
+		uintptr_t at = a + 4 > end ? end - 4 : a;
+		if (prctl(PR_GET_PDEATHSIG, (unsigned long)at, 0, 0, 0) != 0)
+			ok = 0;
+		a = (a | (pg - 1)) + 1;
+		if (a >= end || a == 0)
+			break;
+	}
+	errno = e;
+	return ok;
+}
+
+/*
+ * dev_name returns the NAME of /dev/infiniband/NAME, or NULL. It runs on
+ * every path every program opens or stats, and the path may be a pointer
+ * the kernel would refuse (getname: EFAULT): the bytes are compared one
+ * by one, each page proven readable before its first byte is read (one
+ * probe for most paths, which differ from the prefix within a page), and
+ * an unreadable path is not ours: the real call gives the kernel's
+ * EFAULT.
+ */
 static const char *dev_name(const char *path)
 {
-	size_t n = sizeof(DEV_PREFIX) - 1;
-	if (!path || strncmp(path, DEV_PREFIX, n) != 0)
+	static const char prefix[] = DEV_PREFIX;
+	const size_t n = sizeof(prefix) - 1;
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	size_t i;
+
+	if (!path)
 		return NULL;
-	path += n;
-	if (!*path || strlen(path) >= NAME_MAX_LEN || strchr(path, '/'))
-		return NULL;
-	return path;
+	for (i = 0;; i++) {
+		const char *c = path + i;
+		if ((i == 0 || ((uintptr_t)c & (pg - 1)) == 0) && !readable(c, 1))
+			return NULL;
+		if (i < n) {
+			if (*c != prefix[i])
+				return NULL;
+			continue;
+		}
+		if (!*c)
+			break;
+		if (*c == '/' || i - n >= NAME_MAX_LEN - 1)
+			return NULL;
+	}
+	return i > n ? path + n : NULL;
+}
+
+/* empty_path reports whether path is "" (AT_EMPTY_PATH's path); a path
+ * that cannot be read is not, and the real call answers EFAULT. */
+static int empty_path(const char *path)
+{
+	return path && readable(path, 1) && !*path;
 }
 
 /* sysfs_rdev reads the dev_t of NAME from the sysfs tree, as udev would
@@ -365,7 +431,8 @@ static void fill_statx(struct statx *st, dev_t rdev)
 }
 
 /* stat_path answers a stat of /dev/infiniband/NAME: 1 done (0 or -1 with
- * errno), 0 not ours. */
+ * errno), 0 not ours. As vfs_stat and cp_new_stat, the lookup's error
+ * (ENOENT) comes before the buffer's (EFAULT). */
 static int stat_path(const char *path, struct stat *st, int *rc)
 {
 	const char *name = dev_name(path);
@@ -380,16 +447,27 @@ static int stat_path(const char *path, struct stat *st, int *rc)
 		*rc = -1;
 		return 1;
 	}
+	if (!writable(st, sizeof(*st))) {
+		errno = EFAULT;
+		*rc = -1;
+		return 1;
+	}
 	fill_stat(st, rdev);
 	*rc = 0;
 	return 1;
 }
 
+/* stat_fd answers an fstat of a fake descriptor as stat_path does. */
 static int stat_fd(int fd, struct stat *st, int *rc)
 {
 	int s = fake_slot(fd);
 	if (s < 0)
 		return 0;
+	if (!writable(st, sizeof(*st))) {
+		errno = EFAULT;
+		*rc = -1;
+		return 1;
+	}
 	fill_stat(st, fakes[s].rdev);
 	*rc = 0;
 	return 1;
@@ -1245,7 +1323,7 @@ int fstat64(int fd, struct stat64 *st)
 
 static int statat(int dirfd, const char *path, struct stat *st, int flags, int *rc)
 {
-	if (path && !*path && (flags & AT_EMPTY_PATH))
+	if ((flags & AT_EMPTY_PATH) && empty_path(path))
 		return stat_fd(dirfd, st, rc);
 	return stat_path(path, st, rc);
 }
@@ -1268,8 +1346,12 @@ int statx(int dirfd, const char *path, int flags, unsigned int mask, struct stat
 	struct stat st;
 	int rc;
 	if (statat(dirfd, path, &st, flags, &rc)) {
-		if (rc == 0)
+		if (rc == 0 && !writable(stx, sizeof(*stx))) {
+			errno = EFAULT;
+			rc = -1;
+		} else if (rc == 0) {
 			fill_statx(stx, st.st_rdev);
+		}
 		return rc;
 	}
 	return get_statx()(dirfd, path, flags, mask, stx);

@@ -14,7 +14,11 @@
  * does); with "efault" it writes from buffers that cannot be read (NULL,
  * an unmapped page, a buffer running into a PROT_NONE page) to the
  * uverbs and the rdma_cm descriptor, each EFAULT, each followed by a
- * command that works. */
+ * command that works; with "badptr" it gives the stat family and the open
+ * family pointers that cannot be read or written (NULL, an unmapped page,
+ * a path or a stat buffer running into a page that cannot be read or
+ * written), on the device and on other files, and checks the kernel's
+ * answers (EFAULT; ENOENT where the lookup fails first). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -272,6 +276,108 @@ static void efault(int fd)
 	close(cm);
 }
 
+/* FAILS checks that the call r failed with errno want. */
+#define FAILS(name, r, want)                                                                     \
+	do {                                                                                     \
+		long r_;                                                                         \
+		errno = 0;                                                                       \
+		r_ = (long)(r);                                                                  \
+		CHECK(name, r_ == -1 && errno == (want), "returned %ld errno %d, want -1 errno %d", \
+		      r_, errno, (want));                                                        \
+	} while (0)
+
+/* badptr gives the stat and open wrappers bad pointers; fd is the uverbs
+ * descriptor. The pointers go through volatile variables: the compiler
+ * must not see a NULL argument to a nonnull parameter. */
+static void badptr(int fd)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *mem = mmap(NULL, 5 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *tail, *ro, *gone;
+	static const char dev[] = "/dev/infiniband/uverbs0";
+	void *volatile nul = NULL;
+	struct stat st, *volatile bad;
+	struct statx stx;
+	const char *volatile path;
+
+	MUST("mmap", mem != MAP_FAILED);
+	/* Pages to read and write before tail, which cannot be read, and
+	 * before ro, which cannot be written; gone: none. */
+	MUST("mprotect", mprotect(mem + pg, pg, PROT_NONE) == 0 && mprotect(mem + 3 * pg, pg, PROT_READ) == 0);
+	MUST("munmap", munmap(mem + 4 * pg, pg) == 0);
+	tail = mem + pg;
+	ro = mem + 3 * pg;
+	gone = mem + 4 * pg;
+
+	/* A stat buffer that cannot be written: EFAULT (cp_new_stat). */
+	FAILS("fstat of the device into NULL", fstat(fd, nul), EFAULT);
+	FAILS("fstat64 of the device into NULL", fstat64(fd, nul), EFAULT);
+	bad = (struct stat *)gone;
+	FAILS("fstat of the device into an unmapped page", fstat(fd, bad), EFAULT);
+	bad = (struct stat *)ro;
+	FAILS("fstat of the device into a read-only page", fstat(fd, bad), EFAULT);
+	bad = (struct stat *)(ro - 16);
+	memset(ro - 16, 0x5a, 16);
+	FAILS("fstat of the device into a buffer running into a read-only page", fstat(fd, bad), EFAULT);
+	bad = (struct stat *)(tail - 16);
+	FAILS("fstat of the device into a buffer running into a PROT_NONE page", fstat(fd, bad), EFAULT);
+	FAILS("stat of the device into NULL", stat(dev, nul), EFAULT);
+	FAILS("stat64 of the device into NULL", stat64(dev, nul), EFAULT);
+	FAILS("lstat of the device into NULL", lstat(dev, nul), EFAULT);
+	FAILS("fstatat of the device into NULL", fstatat(AT_FDCWD, dev, nul, 0), EFAULT);
+	FAILS("fstatat64 of the device into NULL", fstatat64(AT_FDCWD, dev, nul, 0), EFAULT);
+	FAILS("fstatat AT_EMPTY_PATH of the descriptor into NULL", fstatat(fd, "", nul, AT_EMPTY_PATH), EFAULT);
+	FAILS("statx of the device into NULL", statx(AT_FDCWD, dev, 0, STATX_BASIC_STATS, nul), EFAULT);
+	FAILS("statx AT_EMPTY_PATH of the descriptor into an unmapped page",
+	      statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, (struct statx *)gone), EFAULT);
+	FAILS("stat of a device that does not exist into NULL", stat("/dev/infiniband/uverbs9", nul), ENOENT);
+	CHECK("fstat of the device after bad buffers", fstat(fd, &st) == 0 && S_ISCHR(st.st_mode), "errno %d",
+	      errno);
+	CHECK("statx of the device after bad buffers",
+	      statx(AT_FDCWD, dev, 0, STATX_BASIC_STATS, &stx) == 0 && S_ISCHR(stx.stx_mode), "errno %d", errno);
+
+	/* A path that cannot be read: EFAULT (getname), for every file. */
+	FAILS("open of NULL", open(nul, O_RDONLY), EFAULT);
+	FAILS("open of an unmapped page", open(gone, O_RDONLY), EFAULT);
+	FAILS("open64 of an unmapped page", open64(gone, O_RDONLY), EFAULT);
+	FAILS("openat of an unmapped page", openat(AT_FDCWD, gone, O_RDONLY), EFAULT);
+	FAILS("openat64 of an unmapped page", openat64(AT_FDCWD, gone, O_RDONLY | O_CREAT, 0600), EFAULT);
+	FAILS("stat of an unmapped page", stat(gone, &st), EFAULT);
+	FAILS("lstat of an unmapped page", lstat(gone, &st), EFAULT);
+	FAILS("fstatat of an unmapped page", fstatat(AT_FDCWD, gone, &st, 0), EFAULT);
+	FAILS("fstatat AT_EMPTY_PATH of an unmapped page", fstatat(fd, gone, &st, AT_EMPTY_PATH), EFAULT);
+	FAILS("statx of an unmapped page", statx(AT_FDCWD, gone, 0, STATX_BASIC_STATS, &stx), EFAULT);
+	FAILS("statx AT_EMPTY_PATH of an unmapped page",
+	      statx(fd, gone, AT_EMPTY_PATH, STATX_BASIC_STATS, &stx), EFAULT);
+	memcpy(tail - 1, "/", 1);
+	path = tail - 1;
+	FAILS("open of a path running into a PROT_NONE page", open(path, O_RDONLY), EFAULT);
+	FAILS("stat of a path running into a PROT_NONE page", stat(path, &st), EFAULT);
+	memcpy(tail - 16, dev, 16);
+	path = tail - 16;
+	FAILS("open of the device's directory running into a PROT_NONE page", open(path, O_RDWR), EFAULT);
+	FAILS("stat of the device's directory running into a PROT_NONE page", stat(path, &st), EFAULT);
+	memcpy(tail - 20, dev, 20);
+	path = tail - 20;
+	FAILS("open of a device name running into a PROT_NONE page", open(path, O_RDWR), EFAULT);
+	FAILS("statx of a device name running into a PROT_NONE page",
+	      statx(AT_FDCWD, path, 0, STATX_BASIC_STATS, &stx), EFAULT);
+	{
+		/* The device's path ending at a page's end, its NUL the
+		 * next page's (read-only) first byte: a good path. */
+		int f;
+		memcpy(ro - sizeof(dev) + 1, dev, sizeof(dev) - 1);
+		path = ro - sizeof(dev) + 1;
+		CHECK("stat of the device's path ending at a page's end", stat(path, &st) == 0 && S_ISCHR(st.st_mode),
+		      "errno %d", errno);
+		f = open(path, O_RDWR | O_CLOEXEC);
+		CHECK("open of the device's path ending at a page's end", f >= 0, "errno %d", errno);
+		if (f >= 0)
+			close(f);
+	}
+	CHECK("stat of a file after bad paths", stat("/", &st) == 0 && S_ISDIR(st.st_mode), "errno %d", errno);
+}
+
 int main(int argc, char **argv)
 {
 	struct stat st;
@@ -417,6 +523,11 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "efault") == 0) {
 		setvbuf(stdout, NULL, _IONBF, 0);
 		efault(fd);
+		return failed;
+	}
+	if (argc > 1 && strcmp(argv[1], "badptr") == 0) {
+		setvbuf(stdout, NULL, _IONBF, 0);
+		badptr(fd);
 		return failed;
 	}
 	if (argc > 1 && strcmp(argv[1], "threads") == 0) {
