@@ -342,13 +342,14 @@ static int writable(void *p, size_t n)
 /*
  * dev_name returns the NAME of /dev/infiniband/NAME, or NULL. It runs on
  * every path every program opens or stats, and the path may be a pointer
- * the kernel would refuse (getname: EFAULT): the bytes are compared one
- * by one, each page proven readable before its first byte is read (one
- * probe for most paths, which differ from the prefix within a page), and
- * an unreadable path is not ours: the real call gives the kernel's
- * EFAULT.
+ * the kernel would refuse (getname: EFAULT). Unless probe is 0 (the real
+ * call's getname already read the path: see path_read), the bytes are
+ * compared one by one, each page proven readable before its first byte
+ * is read (one probe for most paths, which differ from the prefix within
+ * a page), and an unreadable path is not ours: the real call gives the
+ * kernel's EFAULT.
  */
-static const char *dev_name(const char *path)
+static const char *dev_name_probed(const char *path, int probe)
 {
 	static const char prefix[] = DEV_PREFIX;
 	const size_t n = sizeof(prefix) - 1;
@@ -359,7 +360,7 @@ static const char *dev_name(const char *path)
 		return NULL;
 	for (i = 0;; i++) {
 		const char *c = path + i;
-		if ((i == 0 || ((uintptr_t)c & (pg - 1)) == 0) && !readable(c, 1))
+		if (probe && (i == 0 || ((uintptr_t)c & (pg - 1)) == 0) && !readable(c, 1))
 			return NULL;
 		if (i < n) {
 			if (*c != prefix[i])
@@ -374,11 +375,42 @@ static const char *dev_name(const char *path)
 	return i > n ? path + n : NULL;
 }
 
+static const char *dev_name(const char *path)
+{
+	return dev_name_probed(path, 1);
+}
+
+/*
+ * path_read reports whether the real stat call's answer (r, errno) shows
+ * that the kernel read its path whole, up to its NUL or PATH_MAX bytes:
+ * success, or an error of the lookup, which comes after getname (ENOENT,
+ * ENOTDIR, EACCES, ELOOP, ENAMETOOLONG, EOVERFLOW). Not EFAULT (the path's
+ * or the buffer's) nor EINVAL (bad flags, refused before getname on some
+ * kernels): then the path is probed. The stat wrappers make the real call
+ * first (a stat changes nothing) and look at the path after: an ordinary
+ * path, the kernel's answer in hand, needs no probe, and a device's gets
+ * the library's answer over the real one.
+ */
+static int path_read(int r)
+{
+	switch (r == 0 ? 0 : errno) {
+	case 0:
+	case ENOENT:
+	case ENOTDIR:
+	case EACCES:
+	case ELOOP:
+	case ENAMETOOLONG:
+	case EOVERFLOW:
+		return 1;
+	}
+	return 0;
+}
+
 /* empty_path reports whether path is "" (AT_EMPTY_PATH's path); a path
  * that cannot be read is not, and the real call answers EFAULT. */
-static int empty_path(const char *path)
+static int empty_path(const char *path, int probe)
 {
-	return path && readable(path, 1) && !*path;
+	return path && (!probe || readable(path, 1)) && !*path;
 }
 
 /* sysfs_rdev reads the dev_t of NAME from the sysfs tree, as udev would
@@ -431,11 +463,11 @@ static void fill_statx(struct statx *st, dev_t rdev)
 }
 
 /* stat_path answers a stat of /dev/infiniband/NAME: 1 done (0 or -1 with
- * errno), 0 not ours. As vfs_stat and cp_new_stat, the lookup's error
+ * errno), 0 not ours (errno untouched); probe as dev_name_probed's. As vfs_stat and cp_new_stat, the lookup's error
  * (ENOENT) comes before the buffer's (EFAULT). */
-static int stat_path(const char *path, struct stat *st, int *rc)
+static int stat_path(const char *path, struct stat *st, int *rc, int probe)
 {
-	const char *name = dev_name(path);
+	const char *name = dev_name_probed(path, probe);
 	dev_t rdev;
 	int err;
 
@@ -1287,26 +1319,26 @@ _Static_assert(sizeof(struct stat) == sizeof(struct stat64), "struct stat64 diff
 
 int stat(const char *path, struct stat *st)
 {
-	int rc;
-	return stat_path(path, st, &rc) ? rc : get_stat()(path, st);
+	int rc, r = get_stat()(path, st);
+	return stat_path(path, st, &rc, !path_read(r)) ? rc : r;
 }
 
 int stat64(const char *path, struct stat64 *st)
 {
-	int rc;
-	return stat_path(path, (struct stat *)st, &rc) ? rc : get_stat64()(path, st);
+	int rc, r = get_stat64()(path, st);
+	return stat_path(path, (struct stat *)st, &rc, !path_read(r)) ? rc : r;
 }
 
 int lstat(const char *path, struct stat *st)
 {
-	int rc;
-	return stat_path(path, st, &rc) ? rc : get_lstat()(path, st);
+	int rc, r = get_lstat()(path, st);
+	return stat_path(path, st, &rc, !path_read(r)) ? rc : r;
 }
 
 int lstat64(const char *path, struct stat64 *st)
 {
-	int rc;
-	return stat_path(path, (struct stat *)st, &rc) ? rc : get_lstat64()(path, st);
+	int rc, r = get_lstat64()(path, st);
+	return stat_path(path, (struct stat *)st, &rc, !path_read(r)) ? rc : r;
 }
 
 int fstat(int fd, struct stat *st)
@@ -1321,31 +1353,30 @@ int fstat64(int fd, struct stat64 *st)
 	return stat_fd(fd, (struct stat *)st, &rc) ? rc : get_fstat64()(fd, st);
 }
 
-static int statat(int dirfd, const char *path, struct stat *st, int flags, int *rc)
+static int statat(int dirfd, const char *path, struct stat *st, int flags, int *rc, int probe)
 {
-	if ((flags & AT_EMPTY_PATH) && empty_path(path))
+	if ((flags & AT_EMPTY_PATH) && empty_path(path, probe))
 		return stat_fd(dirfd, st, rc);
-	return stat_path(path, st, rc);
+	return stat_path(path, st, rc, probe);
 }
 
 int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
-	int rc;
-	return statat(dirfd, path, st, flags, &rc) ? rc : get_fstatat()(dirfd, path, st, flags);
+	int rc, r = get_fstatat()(dirfd, path, st, flags);
+	return statat(dirfd, path, st, flags, &rc, !path_read(r)) ? rc : r;
 }
 
 int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
-	int rc;
-	return statat(dirfd, path, (struct stat *)st, flags, &rc) ? rc
-								   : get_fstatat64()(dirfd, path, st, flags);
+	int rc, r = get_fstatat64()(dirfd, path, st, flags);
+	return statat(dirfd, path, (struct stat *)st, flags, &rc, !path_read(r)) ? rc : r;
 }
 
 int statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *stx)
 {
 	struct stat st;
-	int rc;
-	if (statat(dirfd, path, &st, flags, &rc)) {
+	int rc, r = get_statx()(dirfd, path, flags, mask, stx);
+	if (statat(dirfd, path, &st, flags, &rc, !path_read(r))) {
 		if (rc == 0 && !writable(stx, sizeof(*stx))) {
 			errno = EFAULT;
 			rc = -1;
@@ -1354,7 +1385,7 @@ int statx(int dirfd, const char *path, int flags, unsigned int mask, struct stat
 		}
 		return rc;
 	}
-	return get_statx()(dirfd, path, flags, mask, stx);
+	return r;
 }
 
 /* The __xstat family: what binaries built against glibc before 2.33 call.
@@ -1363,34 +1394,26 @@ int statx(int dirfd, const char *path, int flags, unsigned int mask, struct stat
  * is _STAT_VER_LINUX, the layout of struct stat). */
 int __xstat(int ver, const char *path, struct stat *st)
 {
-	int rc;
-	if (stat_path(path, st, &rc))
-		return rc;
-	return get___xstat() ? get___xstat()(ver, path, st) : get_stat()(path, st);
+	int rc, r = get___xstat() ? get___xstat()(ver, path, st) : get_stat()(path, st);
+	return stat_path(path, st, &rc, !path_read(r)) ? rc : r;
 }
 
 int __xstat64(int ver, const char *path, struct stat64 *st)
 {
-	int rc;
-	if (stat_path(path, (struct stat *)st, &rc))
-		return rc;
-	return get___xstat64() ? get___xstat64()(ver, path, st) : get_stat64()(path, st);
+	int rc, r = get___xstat64() ? get___xstat64()(ver, path, st) : get_stat64()(path, st);
+	return stat_path(path, (struct stat *)st, &rc, !path_read(r)) ? rc : r;
 }
 
 int __lxstat(int ver, const char *path, struct stat *st)
 {
-	int rc;
-	if (stat_path(path, st, &rc))
-		return rc;
-	return get___lxstat() ? get___lxstat()(ver, path, st) : get_lstat()(path, st);
+	int rc, r = get___lxstat() ? get___lxstat()(ver, path, st) : get_lstat()(path, st);
+	return stat_path(path, st, &rc, !path_read(r)) ? rc : r;
 }
 
 int __lxstat64(int ver, const char *path, struct stat64 *st)
 {
-	int rc;
-	if (stat_path(path, (struct stat *)st, &rc))
-		return rc;
-	return get___lxstat64() ? get___lxstat64()(ver, path, st) : get_lstat64()(path, st);
+	int rc, r = get___lxstat64() ? get___lxstat64()(ver, path, st) : get_lstat64()(path, st);
+	return stat_path(path, (struct stat *)st, &rc, !path_read(r)) ? rc : r;
 }
 
 int __fxstat(int ver, int fd, struct stat *st)
@@ -1411,20 +1434,16 @@ int __fxstat64(int ver, int fd, struct stat64 *st)
 
 int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags)
 {
-	int rc;
-	if (statat(dirfd, path, st, flags, &rc))
-		return rc;
-	return get___fxstatat() ? get___fxstatat()(ver, dirfd, path, st, flags)
-				: get_fstatat()(dirfd, path, st, flags);
+	int rc, r = get___fxstatat() ? get___fxstatat()(ver, dirfd, path, st, flags)
+			      : get_fstatat()(dirfd, path, st, flags);
+	return statat(dirfd, path, st, flags, &rc, !path_read(r)) ? rc : r;
 }
 
 int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags)
 {
-	int rc;
-	if (statat(dirfd, path, (struct stat *)st, flags, &rc))
-		return rc;
-	return get___fxstatat64() ? get___fxstatat64()(ver, dirfd, path, st, flags)
-				  : get_fstatat64()(dirfd, path, st, flags);
+	int rc, r = get___fxstatat64() ? get___fxstatat64()(ver, dirfd, path, st, flags)
+			      : get_fstatat64()(dirfd, path, st, flags);
+	return statat(dirfd, path, (struct stat *)st, flags, &rc, !path_read(r)) ? rc : r;
 }
 
 int ioctl(int fd, unsigned long req, ...)

@@ -349,6 +349,11 @@ static void badptr(int fd)
 	FAILS("statx of an unmapped page", statx(AT_FDCWD, gone, 0, STATX_BASIC_STATS, &stx), EFAULT);
 	FAILS("statx AT_EMPTY_PATH of an unmapped page",
 	      statx(fd, gone, AT_EMPTY_PATH, STATX_BASIC_STATS, &stx), EFAULT);
+	/* Refused before the path is read: the kernel's EINVAL. */
+	FAILS("statx with both sync flags of an unmapped page",
+	      statx(AT_FDCWD, gone, AT_STATX_SYNC_TYPE, STATX_BASIC_STATS, &stx), EINVAL);
+	FAILS("statx with a reserved mask bit of an unmapped page", statx(AT_FDCWD, gone, 0, STATX__RESERVED, &stx),
+	      EINVAL);
 	memcpy(tail - 1, "/", 1);
 	path = tail - 1;
 	FAILS("open of a path running into a PROT_NONE page", open(path, O_RDONLY), EFAULT);
