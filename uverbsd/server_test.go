@@ -348,11 +348,13 @@ func TestWriteFromAnUnreadableBufferIsEFAULT(t *testing.T) {
 // preloaded, the stat family on the device (its path or its descriptor)
 // into a buffer that cannot be written (NULL, an unmapped or read-only
 // page, one running into such a page) fails with EFAULT, as cp_new_stat,
-// after the lookup (a device that does not exist is ENOENT); the open and
-// stat families given a path that cannot be read (NULL, an unmapped page,
-// one running into a PROT_NONE page), the device's or any file's, fail
-// with EFAULT, as getname (EINVAL where the flags are refused first); and
-// the program goes on.
+// after the lookup (a device that does not exist is ENOENT); AT_EMPTY_PATH
+// with a NULL path is the descriptor's stat where the kernel takes it;
+// read() into any buffer is EINVAL (the command file has no read); the
+// open and stat families given a path that cannot be read (NULL, an
+// unmapped page, one running into a PROT_NONE page), the device's or any
+// file's, fail with EFAULT, as getname (EINVAL where the flags are refused
+// first); and the program goes on.
 func TestBadPointersToStatAndOpenGetTheKernelsAnswers(t *testing.T) {
 	so, probe := tools(t)
 	h := newHarness(t)
@@ -361,7 +363,7 @@ func TestBadPointersToStatAndOpenGetTheKernelsAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("probe badptr: %v", err)
 	}
-	const checks = 40 // the probe's open, then badptr's checks
+	const checks = 44 // the probe's open, then badptr's checks
 	if got := strings.Count(string(out), "ok "); got != checks {
 		t.Errorf("the probe reported %d checks passed, want %d", got, checks)
 	}

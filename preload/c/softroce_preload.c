@@ -1353,9 +1353,14 @@ int fstat64(int fd, struct stat64 *st)
 	return stat_fd(fd, (struct stat *)st, &rc) ? rc : get_fstat64()(fd, st);
 }
 
-static int statat(int dirfd, const char *path, struct stat *st, int flags, int *rc, int probe)
+/* statat answers fstatat and statx as stat_path and stat_fd, r the real
+ * call's answer. With AT_EMPTY_PATH the descriptor's stat is asked for by
+ * "" and, on kernels that take it (Linux 6.11 and later: the real call
+ * succeeded), by a NULL path; older kernels answer NULL with EFAULT. */
+static int statat(int dirfd, const char *path, struct stat *st, int flags, int *rc, int r)
 {
-	if ((flags & AT_EMPTY_PATH) && empty_path(path, probe))
+	int probe = !path_read(r);
+	if ((flags & AT_EMPTY_PATH) && (path ? empty_path(path, probe) : r == 0))
 		return stat_fd(dirfd, st, rc);
 	return stat_path(path, st, rc, probe);
 }
@@ -1363,20 +1368,20 @@ static int statat(int dirfd, const char *path, struct stat *st, int flags, int *
 int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
 	int rc, r = get_fstatat()(dirfd, path, st, flags);
-	return statat(dirfd, path, st, flags, &rc, !path_read(r)) ? rc : r;
+	return statat(dirfd, path, st, flags, &rc, r) ? rc : r;
 }
 
 int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
 	int rc, r = get_fstatat64()(dirfd, path, st, flags);
-	return statat(dirfd, path, (struct stat *)st, flags, &rc, !path_read(r)) ? rc : r;
+	return statat(dirfd, path, (struct stat *)st, flags, &rc, r) ? rc : r;
 }
 
 int statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *stx)
 {
 	struct stat st;
 	int rc, r = get_statx()(dirfd, path, flags, mask, stx);
-	if (statat(dirfd, path, &st, flags, &rc, !path_read(r))) {
+	if (statat(dirfd, path, &st, flags, &rc, r)) {
 		if (rc == 0 && !writable(stx, sizeof(*stx))) {
 			errno = EFAULT;
 			rc = -1;
@@ -1436,14 +1441,14 @@ int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags)
 {
 	int rc, r = get___fxstatat() ? get___fxstatat()(ver, dirfd, path, st, flags)
 			      : get_fstatat()(dirfd, path, st, flags);
-	return statat(dirfd, path, st, flags, &rc, !path_read(r)) ? rc : r;
+	return statat(dirfd, path, st, flags, &rc, r) ? rc : r;
 }
 
 int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags)
 {
 	int rc, r = get___fxstatat64() ? get___fxstatat64()(ver, dirfd, path, st, flags)
 			      : get_fstatat64()(dirfd, path, st, flags);
-	return statat(dirfd, path, (struct stat *)st, flags, &rc, !path_read(r)) ? rc : r;
+	return statat(dirfd, path, (struct stat *)st, flags, &rc, r) ? rc : r;
 }
 
 int ioctl(int fd, unsigned long req, ...)

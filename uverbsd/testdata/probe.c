@@ -331,6 +331,27 @@ static void badptr(int fd)
 	FAILS("statx AT_EMPTY_PATH of the descriptor into an unmapped page",
 	      statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, (struct statx *)gone), EFAULT);
 	FAILS("stat of a device that does not exist into NULL", stat("/dev/infiniband/uverbs9", nul), ENOENT);
+	{
+		/* AT_EMPTY_PATH with a NULL path: the descriptor's stat
+		 * where the kernel takes it (Linux 6.11 and later), EFAULT
+		 * where it does not; never another file's. */
+		int r;
+		errno = 0;
+		memset(&st, 0, sizeof(st));
+		r = fstatat(fd, nul, &st, AT_EMPTY_PATH);
+		CHECK("fstatat AT_EMPTY_PATH of the descriptor by a NULL path",
+		      (r == 0 && S_ISCHR(st.st_mode)) || (r == -1 && errno == EFAULT), "returned %d errno %d mode %o", r,
+		      errno, st.st_mode);
+		errno = 0;
+		memset(&stx, 0, sizeof(stx));
+		r = statx(fd, nul, AT_EMPTY_PATH, STATX_BASIC_STATS, &stx);
+		CHECK("statx AT_EMPTY_PATH of the descriptor by a NULL path",
+		      (r == 0 && S_ISCHR(stx.stx_mode)) || (r == -1 && errno == EFAULT), "returned %d errno %d mode %o",
+		      r, errno, stx.stx_mode);
+	}
+	/* The command file has no read: EINVAL, the buffer never written. */
+	FAILS("read of the device into NULL", read(fd, nul, 16), EINVAL);
+	FAILS("read of the device into a read-only page", read(fd, ro, 16), EINVAL);
 	CHECK("fstat of the device after bad buffers", fstat(fd, &st) == 0 && S_ISCHR(st.st_mode), "errno %d",
 	      errno);
 	CHECK("statx of the device after bad buffers",
