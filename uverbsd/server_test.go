@@ -318,7 +318,9 @@ func TestPreloadPresentsTheDeviceNode(t *testing.T) {
 // with EFAULT, as the copy_from_user of ib_uverbs_write and ucma_write,
 // and the program goes on: nothing reached the daemon, and the next
 // command on the same descriptor works. A write shorter than a command
-// header is EINVAL, its buffer never read, as the kernel's.
+// header is EINVAL, its buffer never read, as the kernel's; one whose range
+// leaves the user address space (SIZE_MAX bytes, 1<<62 bytes, the kernel's
+// half) is EFAULT whatever its length, as vfs_write's access_ok.
 func TestWriteFromAnUnreadableBufferIsEFAULT(t *testing.T) {
 	so, probe := tools(t)
 	h := newHarness(t)

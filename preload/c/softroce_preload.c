@@ -307,6 +307,33 @@ static int readable(const void *p, size_t n)
 }
 
 /*
+ * user_range reports whether [p, p+n) lies in the user half of the address
+ * space as the kernel's access_ok sees it, the check vfs_write makes
+ * before the file's write (EFAULT), mapped or not. A range that wraps or
+ * reaches past 1<<63 does not, on any 64-bit kernel; the bound below that
+ * (TASK_SIZE_MAX: 47, 48, 52 or 56 bits) is the kernel's to say: a write
+ * of the range to /dev/null, which reads nothing, answers as access_ok.
+ * Three system calls: for the writes refused without reading (shorter
+ * than a header, longer than any command) only; the others read their
+ * bytes through readable, whose probe fails there too.
+ */
+static int user_range(const void *p, size_t n)
+{
+	uintptr_t a = (uintptr_t)p;
+	int e = errno, ok = 1, fd;
+
+	if (a + n < a || a + n > ((uintptr_t)1 << 63))
+		return 0;
+	fd = get_openat()(AT_FDCWD, "/dev/null", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ok = get_write()(fd, p, n) >= 0 || errno != EFAULT;
+		get_close()(fd);
+	}
+	errno = e;
+	return ok;
+}
+
+/*
  * writable reports whether every byte of [p, p+n) can be written (n at
  * least 4): the check before the library stores into the caller's memory
  * (a stat buffer), so that where the kernel's copy_to_user fails the
@@ -1743,13 +1770,14 @@ ssize_t write(int fd, const void *buf, size_t n)
 		return get_write()(fd, buf, n);
 	if (n < sizeof(struct ib_uverbs_cmd_hdr)) {
 		/* Shorter than a header (struct rdma_ucm_cmd_hdr too): EINVAL
-		 * before anything is read (ib_uverbs_write, ucma_write). */
-		errno = EINVAL;
+		 * before anything is read (ib_uverbs_write, ucma_write), after
+		 * vfs_write's access_ok (EFAULT). */
+		errno = user_range(buf, n) ? EINVAL : EFAULT;
 		r = -1;
 	} else if (n > MAX_PAYLOAD) {
-		/* More than any command the daemon takes: EINVAL, after the
-		 * header's copy_from_user (EFAULT). */
-		errno = readable(buf, sizeof(struct ib_uverbs_cmd_hdr)) ? EINVAL : EFAULT;
+		/* More than any command the daemon takes: EINVAL, after
+		 * access_ok and the header's copy_from_user (EFAULT). */
+		errno = user_range(buf, n) && readable(buf, sizeof(struct ib_uverbs_cmd_hdr)) ? EINVAL : EFAULT;
 		r = -1;
 	} else if (fakes[s].cm) {
 		r = cm_write(s, buf, n);

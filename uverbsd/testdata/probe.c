@@ -111,6 +111,16 @@ static void doorbells(int fd, int n, const char *name)
 	fflush(stdout);
 }
 
+/* FAILS checks that the call r failed with errno want. */
+#define FAILS(name, r, want)                                                                     \
+	do {                                                                                     \
+		long r_;                                                                         \
+		errno = 0;                                                                       \
+		r_ = (long)(r);                                                                  \
+		CHECK(name, r_ == -1 && errno == (want), "returned %ld errno %d, want -1 errno %d", \
+		      r_, errno, (want));                                                        \
+	} while (0)
+
 /* efault_write writes n bytes at p to fd and checks the answer: -1, EFAULT. */
 static void efault_write(int fd, const void *p, size_t n, const char *name)
 {
@@ -174,6 +184,8 @@ static void efault(int fd)
 	long pg = sysconf(_SC_PAGESIZE);
 	char *mem = mmap(NULL, 3 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	char *gone, *tail;
+	void *volatile nul = NULL;     /* no NULL argument the compiler sees */
+	volatile size_t huge = SIZE_MAX; /* nor a size past any object */
 	int cm;
 	struct {
 		struct ib_uverbs_cmd_hdr hdr;
@@ -200,8 +212,12 @@ static void efault(int fd)
 	db.cmd.qp_handle = 3;
 	db.cmd.wqe_size = 128;
 	errno = 0;
-	CHECK("uverbs write shorter than a header from NULL", write(fd, NULL, 4) == -1 && errno == EINVAL,
+	CHECK("uverbs write shorter than a header from NULL", write(fd, nul, 4) == -1 && errno == EINVAL,
 	      "errno %d", errno);
+	/* Past the user address space: vfs_write's access_ok, first. */
+	FAILS("uverbs write of SIZE_MAX bytes", write(fd, mem, huge), EFAULT);
+	FAILS("uverbs write reaching past the user address space", write(fd, mem, (size_t)1 << 62), EFAULT);
+	FAILS("uverbs write shorter than a header from the kernel's half", write(fd, (void *)(1ULL << 63), 4), EFAULT);
 	efault_write(fd, NULL, sizeof(struct cmd), "uverbs write from NULL");
 	hello(fd, "uverbs command after NULL");
 	efault_write(fd, gone, sizeof(struct cmd), "uverbs write from an unmapped page");
@@ -259,8 +275,11 @@ static void efault(int fd)
 	ev.hdr.out = sizeof(struct rdma_ucm_event_resp);
 	ev.cmd.response = (uintptr_t)mem;
 	errno = 0;
-	CHECK("rdma_cm write shorter than a header from NULL", write(cm, NULL, 4) == -1 && errno == EINVAL,
+	CHECK("rdma_cm write shorter than a header from NULL", write(cm, nul, 4) == -1 && errno == EINVAL,
 	      "errno %d", errno);
+	FAILS("rdma_cm write of SIZE_MAX bytes", write(cm, mem, huge), EFAULT);
+	FAILS("rdma_cm write shorter than a header from the kernel's half", write(cm, (void *)(1ULL << 63), 4),
+	      EFAULT);
 	efault_write(cm, NULL, sizeof(ev), "rdma_cm write from NULL");
 	create_id(cm, "rdma_cm command after NULL");
 	efault_write(cm, gone, sizeof(ev), "rdma_cm write from an unmapped page");
@@ -275,16 +294,6 @@ static void efault(int fd)
 	create_id(cm, "rdma_cm command after a write whose header runs into a PROT_NONE page");
 	close(cm);
 }
-
-/* FAILS checks that the call r failed with errno want. */
-#define FAILS(name, r, want)                                                                     \
-	do {                                                                                     \
-		long r_;                                                                         \
-		errno = 0;                                                                       \
-		r_ = (long)(r);                                                                  \
-		CHECK(name, r_ == -1 && errno == (want), "returned %ld errno %d, want -1 errno %d", \
-		      r_, errno, (want));                                                        \
-	} while (0)
 
 /* badptr gives the stat and open wrappers bad pointers; fd is the uverbs
  * descriptor. The pointers go through volatile variables: the compiler
