@@ -371,6 +371,40 @@ func TestBadPointersToStatAndOpenGetTheKernelsAnswers(t *testing.T) {
 	}
 }
 
+// TestAccessModeOfTheOpenGovernsReadAndWrite: the device opened
+// read-only, write-only or with O_ACCMODE (neither read nor write) answers
+// write() and read() as vfs_write and vfs_read check the file's mode:
+// EBADF without the access (nothing reaches the daemon), else the
+// command's answer and the command file's EINVAL for read.
+func TestAccessModeOfTheOpenGovernsReadAndWrite(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t)
+	out, err := h.command(so, probe, "accmode").CombinedOutput()
+	t.Logf("probe:\n%s", out)
+	if err != nil {
+		t.Fatalf("probe accmode: %v", err)
+	}
+	const checks = 7 // the probe's open, then a write and a read in each of three modes
+	if got := strings.Count(string(out), "ok "); got != checks {
+		t.Errorf("the probe reported %d checks passed, want %d", got, checks)
+	}
+	commands := 0
+	for range 4 {
+		select {
+		case f := <-h.files:
+			<-f.closed
+			f.mu.Lock()
+			commands += len(f.ringsAtWrite)
+			f.mu.Unlock()
+		case <-time.After(10 * time.Second):
+			t.Fatal("the probe's four opens did not reach the daemon")
+		}
+	}
+	if commands != 1 {
+		t.Errorf("the daemon got %d commands, want 1 (the write-only descriptor's)", commands)
+	}
+}
+
 func TestThreadsSharingADescriptorGetTheirOwnReplies(t *testing.T) {
 	so, probe := tools(t)
 	h := newHarness(t)

@@ -33,7 +33,9 @@
  *   madvise: keeps the kernel's behaviour of pinned pages on shared ones
  *       (MADV_DONTNEED, MADV_FREE, MADV_REMOVE) and remembers
  *       MADV_DONTFORK ranges;
- *   read: EINVAL (the kernel's uverbs command file has no read); on an
+ *   read: EINVAL (the kernel's uverbs command file has no read), EBADF
+ *       where the open's mode gave no read (as write where it gave no
+ *       write: see can_read); on an
  *       event file a command handed over (a completion channel, the async
  *       event file), the end of file its daemon end's close makes is EIO,
  *       as a read of the kernel's event queue freed by ib_uverbs_close;
@@ -139,6 +141,7 @@ struct fake {
 	int sock;       /* the connection to the daemon: the library's own descriptor */
 	int ev;         /* rdma_cm: the library's own descriptor of the eventfd, else -1 */
 	int cm;         /* an rdma_cm file: the program's fd is its eventfd */
+	int acc;        /* the open's access mode (flags & O_ACCMODE): see can_read */
 	uint32_t token; /* rdma_cm: the daemon's name of the file (MIGRATE_ID) */
 	int share;      /* uverbs: the daemon takes shared MR pages (OP_SHARE) */
 	/* uverbs one-way doorbells (see one_way_doorbell), under mu: */
@@ -228,6 +231,20 @@ static int fake_slot(int fd)
 	if (fd < 0 || fd >= MAX_FD)
 		return -1;
 	return (int)__atomic_load_n(&slot_of[fd], __ATOMIC_ACQUIRE) - 1;
+}
+
+/* can_read and can_write: the access the open's mode gave the file (the
+ * kernel's FMODE_READ, FMODE_WRITE; O_ACCMODE itself gives neither). The
+ * kernel opens a device read-only or write-only too; vfs_read and
+ * vfs_write then answer EBADF before anything else. */
+static int can_read(int s)
+{
+	return fakes[s].acc == O_RDONLY || fakes[s].acc == O_RDWR;
+}
+
+static int can_write(int s)
+{
+	return fakes[s].acc == O_WRONLY || fakes[s].acc == O_RDWR;
 }
 
 /*
@@ -628,10 +645,6 @@ static int fake_open(const char *name, int flags)
 	dev_t rdev;
 	char rbuf[16];
 
-	if ((flags & O_ACCMODE) != O_RDWR && (flags & O_ACCMODE) != O_WRONLY) {
-		/* uverbs needs write access for its commands; the kernel
-		 * opens read-only too, but nothing could be done with it. */
-	}
 	if (!sock || strlen(sock) >= sizeof(sa.sun_path)) {
 		errno = ENOENT;
 		return -1;
@@ -729,6 +742,7 @@ static int fake_open(const char *name, int flags)
 	fakes[s].sock = own;
 	fakes[s].ev = ev;
 	fakes[s].cm = user != fd;
+	fakes[s].acc = flags & O_ACCMODE;
 	fakes[s].token = token;
 	fakes[s].share = user == fd && (rh.aux & FEATURE_SHARE_PAGES) && !getenv("SOFTROCE_NO_SHARED_PAGES");
 	fakes[s].oneway = user == fd && (rh.aux & FEATURE_ONE_WAY_DOORBELLS) && !getenv("SOFTROCE_SYNC_DOORBELLS");
@@ -1768,7 +1782,10 @@ ssize_t write(int fd, const void *buf, size_t n)
 
 	if (s < 0)
 		return get_write()(fd, buf, n);
-	if (n < sizeof(struct ib_uverbs_cmd_hdr)) {
+	if (!can_write(s)) {
+		errno = EBADF;
+		r = -1;
+	} else if (n < sizeof(struct ib_uverbs_cmd_hdr)) {
 		/* Shorter than a header (struct rdma_ucm_cmd_hdr too): EINVAL
 		 * before anything is read (ib_uverbs_write, ucma_write), after
 		 * vfs_write's access_ok (EFAULT). */
@@ -1791,9 +1808,10 @@ ssize_t write(int fd, const void *buf, size_t n)
 ssize_t read(int fd, void *buf, size_t n)
 {
 	ssize_t r;
-	int ev;
-	if (fake_slot(fd) >= 0) {
-		errno = EINVAL;
+	int ev, s = fake_slot(fd);
+	if (s >= 0) {
+		/* No read (EINVAL), after vfs_read's mode check (EBADF). */
+		errno = can_read(s) ? EINVAL : EBADF;
 		return -1;
 	}
 	/* Looked up before the read, which may outlast the program's close:

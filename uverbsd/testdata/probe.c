@@ -413,6 +413,43 @@ static void badptr(int fd)
 	CHECK("stat of a file after bad paths", stat("/", &st) == 0 && S_ISDIR(st.st_mode), "errno %d", errno);
 }
 
+/* accmode opens the device read-only, write-only and with O_ACCMODE, and
+ * checks read() and write() on each: EBADF where the mode gave no such
+ * access, else read's EINVAL (no read) and write's answer. */
+static void accmode(void)
+{
+	static const struct {
+		int flags;
+		const char *name;
+	} modes[] = {{O_RDONLY, "O_RDONLY"}, {O_WRONLY, "O_WRONLY"}, {O_ACCMODE, "O_ACCMODE"}};
+	char resp[32], buf[16], name[96];
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		int f = open("/dev/infiniband/uverbs0", modes[i].flags | O_CLOEXEC);
+		int rd = modes[i].flags == O_RDONLY, wr = modes[i].flags == O_WRONLY;
+		struct cmd c;
+		ssize_t n;
+		MUST("open", f >= 0);
+		memset(resp, 0, sizeof(resp));
+		c.resp = (uintptr_t)resp;
+		c.len = 12;
+		memcpy(c.data, "hello world!", 12);
+		errno = 0;
+		n = write(f, &c, sizeof(c));
+		snprintf(name, sizeof(name), "write on an %s descriptor", modes[i].name);
+		if (wr)
+			CHECK(name, n == (ssize_t)sizeof(c) && memcmp(resp, "!dlrow olleh", 12) == 0, "n %zd errno %d",
+			      n, errno);
+		else
+			CHECK(name, n == -1 && errno == EBADF, "n %zd errno %d", n, errno);
+		errno = 0;
+		n = read(f, buf, sizeof(buf));
+		snprintf(name, sizeof(name), "read on an %s descriptor", modes[i].name);
+		CHECK(name, n == -1 && errno == (rd ? EINVAL : EBADF), "n %zd errno %d", n, errno);
+		close(f);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct stat st;
@@ -558,6 +595,11 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "efault") == 0) {
 		setvbuf(stdout, NULL, _IONBF, 0);
 		efault(fd);
+		return failed;
+	}
+	if (argc > 1 && strcmp(argv[1], "accmode") == 0) {
+		setvbuf(stdout, NULL, _IONBF, 0);
+		accmode();
 		return failed;
 	}
 	if (argc > 1 && strcmp(argv[1], "badptr") == 0) {
