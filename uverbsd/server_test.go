@@ -375,7 +375,8 @@ func TestBadPointersToStatAndOpenGetTheKernelsAnswers(t *testing.T) {
 // read-only, write-only or with O_ACCMODE (neither read nor write) answers
 // write() and read() as vfs_write and vfs_read check the file's mode:
 // EBADF without the access (nothing reaches the daemon), else the
-// command's answer and the command file's EINVAL for read.
+// command's answer and the command file's EINVAL for read; and mmap() as
+// do_mmap: EACCES where the mode does not allow the mapping.
 func TestAccessModeOfTheOpenGovernsReadAndWrite(t *testing.T) {
 	so, probe := tools(t)
 	h := newHarness(t)
@@ -384,7 +385,7 @@ func TestAccessModeOfTheOpenGovernsReadAndWrite(t *testing.T) {
 	if err != nil {
 		t.Fatalf("probe accmode: %v", err)
 	}
-	const checks = 7 // the probe's open, then a write and a read in each of three modes
+	const checks = 12 // the probe's open, then a write, a read and mmaps in each of three modes
 	if got := strings.Count(string(out), "ok "); got != checks {
 		t.Errorf("the probe reported %d checks passed, want %d", got, checks)
 	}

@@ -40,7 +40,8 @@
  *       event file), the end of file its daemon end's close makes is EIO,
  *       as a read of the kernel's event queue freed by ib_uverbs_close;
  *   mmap/mmap64 of such a descriptor: the daemon sends the memfd behind the
- *       offset and it is mapped in its place;
+ *       offset and it is mapped in its place (EACCES where the open's mode
+ *       does not allow the mapping);
  *   close, and dup2/dup3 onto such a descriptor: forget it, then close it
  *       (the daemon sees the end of the connection when the last reference
  *       goes, as ib_uverbs_close). As the kernel's fdget, a call in flight
@@ -1827,6 +1828,20 @@ ssize_t read(int fd, void *buf, size_t n)
 	return r;
 }
 
+/* mmap_allowed reports whether the open's mode allows the mapping, as
+ * do_mmap checks the file before its mmap: any mapping needs read access,
+ * a shared writable one write access too (EACCES). An empty one is
+ * refused earlier (EINVAL), by the daemon. */
+static int mmap_allowed(int s, size_t len, int prot, int flags)
+{
+	int type = flags & MAP_TYPE;
+	if (len == 0)
+		return 1;
+	if ((type == MAP_SHARED || type == MAP_SHARED_VALIDATE) && (prot & PROT_WRITE) && !can_write(s))
+		return 0;
+	return can_read(s);
+}
+
 static void *fake_mmap(int s, void *addr, size_t len, int prot, int flags, off_t off)
 {
 	struct frame_hdr h, rh;
@@ -1865,6 +1880,11 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	void *p;
 	if (s < 0)
 		return get_mmap()(addr, len, prot, flags, fd, off);
+	if (!mmap_allowed(s, len, prot, flags)) {
+		release(s);
+		errno = EACCES;
+		return MAP_FAILED;
+	}
 	p = fake_mmap(s, addr, len, prot, flags, off);
 	release(s);
 	return p;
@@ -1876,6 +1896,11 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 	void *p;
 	if (s < 0)
 		return get_mmap64()(addr, len, prot, flags, fd, off);
+	if (!mmap_allowed(s, len, prot, flags)) {
+		release(s);
+		errno = EACCES;
+		return MAP_FAILED;
+	}
 	p = fake_mmap(s, addr, len, prot, flags, (off_t)off);
 	release(s);
 	return p;

@@ -18,7 +18,9 @@
  * family pointers that cannot be read or written (NULL, an unmapped page,
  * a path or a stat buffer running into a page that cannot be read or
  * written), on the device and on other files, and checks the kernel's
- * answers (EFAULT; ENOENT where the lookup fails first). */
+ * answers (EFAULT; ENOENT where the lookup fails first); with "accmode"
+ * it opens the device read-only, write-only and with O_ACCMODE and checks
+ * read(), write() and mmap() on each. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -415,7 +417,8 @@ static void badptr(int fd)
 
 /* accmode opens the device read-only, write-only and with O_ACCMODE, and
  * checks read() and write() on each: EBADF where the mode gave no such
- * access, else read's EINVAL (no read) and write's answer. */
+ * access, else read's EINVAL (no read) and write's answer; and mmap():
+ * EACCES where the mode does not allow the mapping. */
 static void accmode(void)
 {
 	static const struct {
@@ -446,6 +449,18 @@ static void accmode(void)
 		n = read(f, buf, sizeof(buf));
 		snprintf(name, sizeof(name), "read on an %s descriptor", modes[i].name);
 		CHECK(name, n == -1 && errno == (rd ? EINVAL : EBADF), "n %zd errno %d", n, errno);
+		/* do_mmap: any mapping needs read access, a shared writable
+		 * one write access too. */
+		errno = 0;
+		snprintf(name, sizeof(name), "shared writable mmap of an %s descriptor", modes[i].name);
+		CHECK(name, mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0) == MAP_FAILED && errno == EACCES,
+		      "errno %d", errno);
+		if (!rd) {
+			errno = 0;
+			snprintf(name, sizeof(name), "private mmap of an %s descriptor", modes[i].name);
+			CHECK(name, mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, f, 0) == MAP_FAILED && errno == EACCES,
+			      "errno %d", errno);
+		}
 		close(f);
 	}
 }
