@@ -254,7 +254,7 @@ func (r *device) attach() {
 		t.pender = pl
 		return
 	}
-	if t.inline && t.pipe == nil {
+	if t.syscallWrites() {
 		r.startWriters()
 	}
 	t.wg.Add(1)
@@ -638,9 +638,11 @@ func (r *device) Close() error {
 	return err
 }
 
-// flushTx writes the frames queued under the lock; called by unlock with
-// r.mu held, it releases r.mu. Each stream's lock, taken before its batch
-// is, keeps the wire order of that stream's batches.
+// flushTx writes the frames queued under the lock, or hands them to their
+// stream's writer (txwriter.go); called by unlock with r.mu held, it
+// releases r.mu. Each stream's lock, taken before its batch is, keeps the
+// wire order of that stream's batches. Once every lock is released, it
+// waits while a writer it handed frames to holds maxQueued or more.
 func (r *device) flushTx() {
 	t := r.tp
 	var batches [numStreams][][]byte
@@ -663,6 +665,7 @@ func (r *device) flushTx() {
 	}
 	r.mu.Unlock()
 	var failed int
+	var full [numStreams]bool
 	for i, tx := range batches {
 		if tx == nil {
 			continue
@@ -676,6 +679,7 @@ func (r *device) flushTx() {
 		if t.tx[i].handOff(tx) {
 			clear(tx)
 			t.tx[i].spare = tx[:0]
+			full[i] = t.tx[i].full()
 			t.tx[i].mu.Unlock()
 			continue
 		}
@@ -696,6 +700,11 @@ func (r *device) flushTx() {
 		r.mu.Lock()
 		r.counters[cntSendErr] += uint64(failed)
 		r.mu.Unlock()
+	}
+	for i := range full {
+		if full[i] {
+			t.tx[i].waitRoom()
+		}
 	}
 }
 

@@ -220,3 +220,80 @@ func checkInOrder(t *testing.T, psns []uint32, first uint32, n int) {
 		}
 	}
 }
+
+// TestWriterQueueIsBounded: UD sends complete as their packets are
+// queued, so a program that posts faster than the link writes would grow
+// the writer's queue without end. While the link's first write is held,
+// a program posting 2,000 sends in batches of 16 (polling its completions
+// to free the send queue) is held back once the writer holds a bounded
+// number of frames; released, every send reaches the link.
+func TestWriterQueueIsBounded(t *testing.T) {
+	const total, batch = 2000, 16
+	var la *syscallLink
+	l, err := rxetest.NewLink(rxetest.Options{Wrap: func(i int, lk link.Link) link.Link {
+		if i == 0 {
+			la = newSyscallLink(lk, true)
+			return la
+		}
+		return lk
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	defer la.open()
+	a, b, err := l.Pair(qpstate.TypeUD, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rxetest.Connect(a, b); err != nil {
+		t.Fatal(err)
+	}
+	ah, err := a.AH(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrs := make([]emu.SendWR, batch)
+	for i := range wrs {
+		wrs[i] = emu.SendWR{WRID: uint64(i), Opcode: emu.WRSend, SendFlags: emu.SendSignaled, AH: ah,
+			RemoteQPN: b.QPNum(), RemoteQKey: rxetest.QKey, SGList: []emu.SGE{a.SGE(0, 64)}}
+	}
+	var mu sync.Mutex
+	posted := 0
+	done := make(chan error, 1)
+	go func() {
+		for range total / batch {
+			if _, err := a.PostSend(wrs); err != nil {
+				done <- err
+				return
+			}
+			if _, err := rxetest.Wait(l.A.CQ, batch, 10*time.Second); err != nil {
+				done <- err
+				return
+			}
+			mu.Lock()
+			posted += batch
+			mu.Unlock()
+		}
+		done <- nil
+	}()
+	<-la.entered
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	held := posted
+	mu.Unlock()
+	if held >= total/2 {
+		t.Errorf("%d of %d sends posted while the link wrote nothing: the writer's queue is not bounded", held, total)
+	}
+	la.open()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(la.written()) < total && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := len(la.written()); n != total {
+		t.Errorf("%d of the %d sends reached the link", n, total)
+	}
+}
