@@ -67,6 +67,13 @@ func (l *syscallLink) written() []uint32 {
 // writerPair connects an RC pair whose A writes through a syscallLink
 // (gated or not); the MTU is 1024, so a 16 KiB WRITE is 16 packets.
 func writerPair(t *testing.T, gate bool) (*rxetest.Link, *syscallLink, *rxetest.QP, *rxetest.QP) {
+	return writerPairOf(t, gate, qpstate.TypeRC)
+}
+
+// writerPairOf is writerPair with QPs of type typ. The test's end opens
+// the gate before the devices close, so that a test that fails with the
+// gate shut does not wait for the held write.
+func writerPairOf(t *testing.T, gate bool, typ qpstate.Type) (*rxetest.Link, *syscallLink, *rxetest.QP, *rxetest.QP) {
 	t.Helper()
 	var la *syscallLink
 	l, err := rxetest.NewLink(rxetest.Options{Wrap: func(i int, lk link.Link) link.Link {
@@ -80,7 +87,8 @@ func writerPair(t *testing.T, gate bool) (*rxetest.Link, *syscallLink, *rxetest.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	a, b, err := l.Pair(qpstate.TypeRC, 64<<10)
+	t.Cleanup(la.open)
+	a, b, err := l.Pair(typ, 64<<10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,26 +237,7 @@ func checkInOrder(t *testing.T, psns []uint32, first uint32, n int) {
 // number of frames; released, every send reaches the link.
 func TestWriterQueueIsBounded(t *testing.T) {
 	const total, batch = 2000, 16
-	var la *syscallLink
-	l, err := rxetest.NewLink(rxetest.Options{Wrap: func(i int, lk link.Link) link.Link {
-		if i == 0 {
-			la = newSyscallLink(lk, true)
-			return la
-		}
-		return lk
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	defer la.open()
-	a, b, err := l.Pair(qpstate.TypeUD, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rxetest.Connect(a, b); err != nil {
-		t.Fatal(err)
-	}
+	l, la, a, b := writerPairOf(t, true, qpstate.TypeUD)
 	ah, err := a.AH(b)
 	if err != nil {
 		t.Fatal(err)
