@@ -55,7 +55,14 @@ func TestKernelSeesClosedPorts(t *testing.T) {
 			}
 		})
 	}
-	if s := a.Stats().Host; s.DestUnreachables != 2 || s.TCPResets != 2 {
+	// The host counts an answer once its write returned: the kernel may
+	// have the RST before the count moves.
+	s := a.Stats().Host
+	for deadline := time.Now().Add(2 * time.Second); (s.DestUnreachables != 2 || s.TCPResets != 2) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		s = a.Stats().Host
+	}
+	if s.DestUnreachables != 2 || s.TCPResets != 2 {
 		t.Errorf("host stats %+v; want 2 port unreachables and 2 resets", s)
 	}
 }
