@@ -23,8 +23,6 @@ import (
 // (ib_uverbs_post_send allocates one WR's room first).
 const KmallocMax = 4 << 20
 
-const kmallocMax = KmallocMax
-
 // The sizes of the kernel's WR structures on 64-bit machines, rounded up
 // to an ib_sge (ALIGN(size, sizeof(struct ib_sge))): alloc_wr allocates
 // one with its SGE array behind it.
@@ -93,7 +91,7 @@ func sgeCountOK(numSGE, sgInd, sgeCount uint32) bool { return numSGE+sgInd <= sg
 // allocFails reports whether kmalloc of a WR of wrSize with numSGE SGEs
 // behind it fails (alloc_wr and ib_uverbs_unmarshall_recv).
 func allocFails(wrSize int, numSGE uint32) bool {
-	return uint64(wrSize)+uint64(numSGE)*kSgeSize > kmallocMax
+	return uint64(wrSize)+uint64(numSGE)*kSgeSize > KmallocMax
 }
 
 // sendWRs checks the WR list of a POST_SEND to qp as ib_uverbs_post_send
@@ -161,7 +159,7 @@ func (c *call) recvWRs(it *reqIter, wrCount, wqeSize, sgeCount uint32) ([]emu.Re
 	if err := it.finish(); err != nil {
 		return nil, err
 	}
-	if wqeSize > kmallocMax {
+	if wqeSize > KmallocMax {
 		return nil, errorf(unix.ENOMEM, "wqe_size %d", wqeSize)
 	}
 	wrs := make([]emu.RecvWR, 0, min(wrCount, 64))
@@ -206,7 +204,7 @@ func (c *call) postSend() error {
 	if int(cmd.Wqe_size) < sizeOf[SendWr]() {
 		return errorf(unix.EINVAL, "POST_SEND: wqe_size %d", cmd.Wqe_size)
 	}
-	if cmd.Wqe_size > kmallocMax {
+	if cmd.Wqe_size > KmallocMax {
 		return errorf(unix.ENOMEM, "POST_SEND: wqe_size %d", cmd.Wqe_size)
 	}
 	o, err := c.f.get(kindQP, cmd.Qp_handle)

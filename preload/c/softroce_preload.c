@@ -301,27 +301,41 @@ static int on_live_stack(const void *p, size_t n)
  * program makes; the kernel's answer would be EFAULT, the library's may
  * be the fault.)
  */
-static int readable(const void *p, size_t n)
+/* probe_pages calls probe(a, end) for each page [a, end) touches, a the
+ * range's first byte in that page, and reports whether every probe
+ * passed; errno is kept. */
+static int probe_pages(uintptr_t a, uintptr_t end, int (*probe)(uintptr_t a, uintptr_t end))
 {
-	uintptr_t a = (uintptr_t)p, end = a + n;
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 	int e = errno, ok = 1;
 
-	if (n == 0 || on_live_stack(p, n))
-		return 1;
-	if (end < a)
-		return 0;
 	while (ok) {
-		/* A NULL set is no set: page 0 is probed at 8. */
-		uintptr_t at = (a & ~(uintptr_t)7) ? (a & ~(uintptr_t)7) : 8;
-		if (syscall(SYS_rt_sigprocmask, -1, (void *)at, NULL, (size_t)8) < 0 && errno == EFAULT)
-			ok = 0;
+		ok = probe(a, end);
 		a = (a | (pg - 1)) + 1;
 		if (a >= end || a == 0)
 			break;
 	}
 	errno = e;
 	return ok;
+}
+
+static int read_probe(uintptr_t a, uintptr_t end)
+{
+	/* A NULL set is no set: page 0 is probed at 8. */
+	uintptr_t at = (a & ~(uintptr_t)7) ? (a & ~(uintptr_t)7) : 8;
+	(void)end;
+	return !(syscall(SYS_rt_sigprocmask, -1, (void *)at, NULL, (size_t)8) < 0 && errno == EFAULT);
+}
+
+static int readable(const void *p, size_t n)
+{
+	uintptr_t a = (uintptr_t)p, end = a + n;
+
+	if (n == 0 || on_live_stack(p, n))
+		return 1;
+	if (end < a)
+		return 0;
+	return probe_pages(a, end, read_probe);
 }
 
 /*
@@ -362,26 +376,21 @@ static int user_range(const void *p, size_t n)
  * the buffer the probe wrote before a later page failed hold the probe's
  * value, as the kernel's partial copy_to_user leaves bytes behind.
  */
+static int write_probe(uintptr_t a, uintptr_t end)
+{
+	uintptr_t at = a + 4 > end ? end - 4 : a;
+	return prctl(PR_GET_PDEATHSIG, (unsigned long)at, 0, 0, 0) == 0;
+}
+
 static int writable(void *p, size_t n)
 {
 	uintptr_t a = (uintptr_t)p, end = a + n;
-	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-	int e = errno, ok = 1;
 
 	if (on_live_stack(p, n))
 		return 1;
 	if (n < 4 || end < a)
 		return 0;
-	while (ok) {
-		uintptr_t at = a + 4 > end ? end - 4 : a;
-		if (prctl(PR_GET_PDEATHSIG, (unsigned long)at, 0, 0, 0) != 0)
-			ok = 0;
-		a = (a | (pg - 1)) + 1;
-		if (a >= end || a == 0)
-			break;
-	}
-	errno = e;
-	return ok;
+	return probe_pages(a, end, write_probe);
 }
 
 /*
