@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softroce/softroce/host"
 	"github.com/softroce/softroce/internal/testenv"
 )
 
@@ -55,13 +56,7 @@ func TestKernelSeesClosedPorts(t *testing.T) {
 			}
 		})
 	}
-	// The host counts an answer once its write returned: the kernel may
-	// have the RST before the count moves.
-	s := a.Stats().Host
-	for deadline := time.Now().Add(2 * time.Second); (s.DestUnreachables != 2 || s.TCPResets != 2) && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-		s = a.Stats().Host
-	}
+	s := hostStatsWhen(a, func(s host.Stats) bool { return s.DestUnreachables == 2 && s.TCPResets == 2 })
 	if s.DestUnreachables != 2 || s.TCPResets != 2 {
 		t.Errorf("host stats %+v; want 2 port unreachables and 2 resets", s)
 	}
@@ -159,7 +154,7 @@ func TestMLDSnoopingBridge(t *testing.T) {
 	if out := waitFor(false); strings.Contains(out, "port srn0 grp "+group) {
 		t.Errorf("bridge mdb still has %s on srn0 after the address went:\n%s", group, out)
 	}
-	if s := a.Stats().Host; s.MLDReports < 2 {
+	if s := hostStatsWhen(a, func(s host.Stats) bool { return s.MLDReports >= 2 }); s.MLDReports < 2 {
 		t.Errorf("host stats %+v; want a join and a leave report at least", s)
 	}
 }

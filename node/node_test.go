@@ -79,9 +79,21 @@ func TestResolveByARPAndND(t *testing.T) {
 			}
 		})
 	}
-	if s := b.Stats().Host; s.ARPReplies == 0 || s.NeighborAdverts == 0 {
+	if s := hostStatsWhen(b, func(s host.Stats) bool { return s.ARPReplies > 0 && s.NeighborAdverts > 0 }); s.ARPReplies == 0 || s.NeighborAdverts == 0 {
 		t.Errorf("b answered %d ARP requests and %d solicitations, want both > 0", s.ARPReplies, s.NeighborAdverts)
 	}
+}
+
+// hostStatsWhen returns n's host counters once ok holds of them, or after
+// two seconds. The host counts an answer once its write returned, so the
+// peer may hold the answer before the count moves.
+func hostStatsWhen(n *Node, ok func(host.Stats) bool) host.Stats {
+	s := n.Stats().Host
+	for deadline := time.Now().Add(2 * time.Second); !ok(s) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		s = n.Stats().Host
+	}
+	return s
 }
 
 func TestRCSendWriteOverPipe(t *testing.T) {
