@@ -408,8 +408,15 @@ func TestLibraryAnswersOnlyLibrxesDoorbell(t *testing.T) {
 	// The library answered four in librxe's form itself, the QP known
 	// at RTS: the doorbells just before the two whose response room runs
 	// onto the unwritable page, the unaligned response and the one
-	// across two writable pages.
+	// across two writable pages. The last may still be on its way to
+	// the File when the probe exits: the connection's end, which the
+	// daemon reads after it, closes the File.
 	f := <-h.files
+	select {
+	case <-f.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the File was not closed after the probe exited")
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.doorbells) != 4 {
