@@ -371,6 +371,30 @@ func TestBadPointersToStatAndOpenGetTheKernelsAnswers(t *testing.T) {
 	}
 }
 
+// TestFileFlagsAreTheDevicesFlags: the device's descriptors carry the
+// flags the kernel's character device file would: F_GETFL (fcntl and
+// fcntl64) reports the open's flags with O_LARGEFILE; F_SETFL keeps
+// setfl's flags (O_APPEND, O_NONBLOCK), drops O_ASYNC (no fasync),
+// refuses O_DIRECT (EINVAL); FIONBIO sets and clears O_NONBLOCK, FIOASYNC
+// is ENOTTY, FIOCLEX and FIONCLEX set the descriptor's close-on-exec;
+// commands go on working on an O_NONBLOCK uverbs descriptor, as the
+// kernel's write() is synchronous; opens with O_CREAT|O_EXCL, O_DIRECTORY
+// and O_DIRECT get EEXIST, ENOTDIR and EINVAL; and an rdma_cm descriptor
+// opened O_NONBLOCK, or made so, answers GET_EVENT with EAGAIN.
+func TestFileFlagsAreTheDevicesFlags(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t)
+	out, err := h.command(so, probe, "fdflags").CombinedOutput()
+	t.Logf("probe:\n%s", out)
+	if err != nil {
+		t.Fatalf("probe fdflags: %v", err)
+	}
+	const checks = 1 + 26 // the probe's open, then fdflags's
+	if got := strings.Count(string(out), "ok "); got != checks {
+		t.Errorf("the probe reported %d checks passed, want %d", got, checks)
+	}
+}
+
 // TestAccessModeOfTheOpenGovernsReadAndWrite: the device opened
 // read-only, write-only or with O_ACCMODE (neither read nor write) answers
 // write() and read() as vfs_write and vfs_read check the file's mode:

@@ -30,6 +30,11 @@ func buildVerbsProgram(t *testing.T, dir, name string) string {
 // rxeOpsChecks are the checks verbs_rxe_ops.c makes,
 // as it names them; each must print "ok".
 var rxeOpsChecks = []string{
+	"the command fd is O_RDWR|O_LARGEFILE",
+	"the async event fd is O_RDONLY",
+	"a completion channel's fd is O_RDONLY",
+	"O_NONBLOCK on the command fd",
+	"verbs on the O_NONBLOCK command fd",
 	"create cq rounds 8 to 15",
 	"resize below the 5 unpolled completions is EINVAL",
 	"resize to 0 is EINVAL",
@@ -90,7 +95,9 @@ func checkProgramOutput(t *testing.T, err error, out, errOut string, checks []st
 }
 
 // TestRxeOpsThroughLibibverbs: a C program on Debian's libibverbs and
-// librxe, run unprivileged through "softroce run", resizes CQs
+// librxe, run unprivileged through "softroce run", finds the kernel's file
+// flags on its descriptors and goes on with its command fd O_NONBLOCK,
+// resizes CQs
 // (ibv_resize_cq: rxe's errnos, the unpolled completions in the new ring,
 // traffic on it) and an SRQ (ibv_modify_srq), re-registers an MR (ibv_rereg_mr stops in librxe as on
 // kernel rxe; the REREG_MR command changes access and PD), registers

@@ -469,7 +469,8 @@ func TestKilledRpingClientDisconnectsTheServer(t *testing.T) {
 
 // TestRDMACMEdgesProgram: a C program on the system's librdmacm
 // (testdata/rdmacm_edges.c), unprivileged through softroce run, checks the
-// kernel's answers at the edges: the channel's descriptor in non-blocking
+// kernel's answers at the edges: the channel's descriptor's flags
+// (F_GETFL: O_RDWR with O_LARGEFILE), in non-blocking
 // mode (EAGAIN) and under poll (readable exactly when an event waits),
 // EADDRNOTAVAIL, EINVAL and EADDRINUSE, REJECTED 8 from a port nobody
 // listens on, REJECTED 28 with the listener's private data, and an ID
@@ -489,7 +490,7 @@ func TestRDMACMEdgesProgram(t *testing.T) {
 	if err != nil || !strings.HasSuffix(string(out), "done\n") {
 		t.Fatalf("rdmacm_edges: %v\n%s", err, out)
 	}
-	for _, want := range []string{"ok GET_EVENT with nothing queued is EAGAIN", "ok with status 8 (invalid service ID)",
+	for _, want := range []string{"ok the channel's fd is O_RDWR|O_LARGEFILE", "ok GET_EVENT with nothing queued is EAGAIN", "ok with status 8 (invalid service ID)",
 		"ok with status 28 (consumer defined) and the listener's data", "ok rdma_migrate_id"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("rdmacm_edges output lacks %q:\n%s", want, out)

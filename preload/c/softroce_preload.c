@@ -13,13 +13,17 @@
  *       of /dev/infiniband/NAME: a SOCK_SEQPACKET connection to the daemon
  *       ($SOFTROCE_SOCK), close-on-exec if asked, then an OPEN exchange
  *       (a path pointer that cannot be read is no device's: the real call
- *       answers EFAULT, as getname; see dev_name);
+ *       answers EFAULT, as getname; see dev_name; flags a character
+ *       device refuses get the kernel's errno: see open_refused);
  *   stat/stat64/lstat/lstat64/fstat/fstat64/fstatat/fstatat64/statx and the
  *       __xstat family: a character device with the dev_t the sysfs tree
  *       names (libibverbs checks S_ISCHR and st_rdev); a buffer that
  *       cannot be written is EFAULT, as cp_new_stat (see writable);
  *   ioctl on such a descriptor: ENOTTY, so libibverbs uses the write()
- *       command ABI (no RDMA_VERBS_IOCTL);
+ *       command ABI (no RDMA_VERBS_IOCTL); do_vfs_ioctl's own requests
+ *       (FIOCLEX, FIONCLEX, FIONBIO, FIOASYNC) as the kernel answers them;
+ *   fcntl/fcntl64: F_GETFL and F_SETFL keep the device file's flags, not
+ *       the connection's, which stays blocking (see set_flags);
  *   write: one request/reply exchange; the daemon writes the command's
  *       response into this process's memory itself (as copy_to_user), and
  *       files it hands over arrive with SCM_RIGHTS: their numbers are stored
@@ -80,6 +84,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -143,6 +148,7 @@ struct fake {
 	int ev;         /* rdma_cm: the library's own descriptor of the eventfd, else -1 */
 	int cm;         /* an rdma_cm file: the program's fd is its eventfd */
 	int acc;        /* the open's access mode (flags & O_ACCMODE): see can_read */
+	int fl;         /* the file's flags as F_GETFL reports them: see status_flags */
 	uint32_t token; /* rdma_cm: the daemon's name of the file (MIGRATE_ID) */
 	int share;      /* uverbs: the daemon takes shared MR pages (OP_SHARE) */
 	/* uverbs one-way doorbells (see one_way_doorbell), under mu: */
@@ -212,6 +218,7 @@ REAL(int, socket, (int, int, int))
 REAL(int, dup2, (int, int))
 REAL(int, dup3, (int, int, int))
 REAL(int, fcntl, (int, int, ...))
+REAL(int, fcntl64, (int, int, ...))
 REAL(int, madvise, (void *, size_t, int))
 
 /* The event files uverbs commands handed over (completion channels, the
@@ -642,6 +649,47 @@ static int xfer(int fd, struct frame_hdr *h, const void *payload, void *rbuf, ui
 	return xfer_fd(fd, h, payload, -1, rbuf, rcap, rh, fds, nfds);
 }
 
+/* The kernel's O_LARGEFILE: open sets it on every file of a 64-bit
+ * process (force_o_largefile), and F_GETFL reports it; glibc's O_LARGEFILE
+ * is 0 there. A 32-bit process's open64 passes it in the flags. */
+#if defined(__x86_64__) || defined(__aarch64__) || (defined(__riscv) && __riscv_xlen == 64) || defined(__s390x__)
+#define KERNEL_O_LARGEFILE 0100000
+#elif defined(__powerpc64__)
+#define KERNEL_O_LARGEFILE 0200000
+#else
+#define KERNEL_O_LARGEFILE 0
+#endif
+
+/* The flags F_SETFL changes (the kernel's SETFL_MASK). */
+#define SETFL_MASK (O_APPEND | O_NONBLOCK | O_NDELAY | O_DIRECT | O_NOATIME)
+
+/* status_flags is the f_flags an open with flags gives the file: the
+ * flags but those that act only at the open (do_dentry_open's O_CREAT,
+ * O_EXCL, O_NOCTTY, O_TRUNC; the descriptor's O_CLOEXEC), with the
+ * kernel's O_LARGEFILE. */
+static int status_flags(int flags)
+{
+	return (flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_CLOEXEC)) | KERNEL_O_LARGEFILE;
+}
+
+/* open_refused is the kernel's answer to an open of a character device
+ * with flags it refuses, in path_openat's order (0: none): the node
+ * exists (O_CREAT|O_EXCL), is no directory, is root's (may_open's
+ * O_NOATIME; st_uid 0 in fill_stat), and has no direct I/O
+ * (do_dentry_open). */
+static int open_refused(int flags)
+{
+	if ((flags & O_CREAT) && (flags & O_EXCL))
+		return -EEXIST;
+	if (flags & O_DIRECTORY)
+		return -ENOTDIR;
+	if ((flags & O_NOATIME) && geteuid() != 0)
+		return -EPERM;
+	if (flags & O_DIRECT)
+		return -EINVAL;
+	return 0;
+}
+
 static int fake_open(const char *name, int flags)
 {
 	const char *sock = getenv("SOFTROCE_SOCK");
@@ -660,6 +708,8 @@ static int fake_open(const char *name, int flags)
 		return -1;
 	}
 	err = sysfs_rdev(name, &rdev);
+	if (err == 0)
+		err = open_refused(flags);
 	if (err < 0) {
 		errno = -err;
 		return -1;
@@ -708,6 +758,9 @@ static int fake_open(const char *name, int flags)
 		nfds = 0;
 		if (!(flags & O_CLOEXEC))
 			get_fcntl()(user, F_SETFD, 0);
+		/* GET_EVENT's wait is the eventfd's (see cm_write). */
+		if (flags & O_NONBLOCK)
+			get_fcntl()(user, F_SETFL, O_NONBLOCK);
 		if (user >= MAX_FD)
 			err = -EMFILE;
 	}
@@ -753,6 +806,7 @@ static int fake_open(const char *name, int flags)
 	fakes[s].ev = ev;
 	fakes[s].cm = user != fd;
 	fakes[s].acc = flags & O_ACCMODE;
+	fakes[s].fl = status_flags(flags);
 	fakes[s].token = token;
 	fakes[s].share = user == fd && (rh.aux & FEATURE_SHARE_PAGES) && !getenv("SOFTROCE_NO_SHARED_PAGES");
 	fakes[s].oneway = user == fd && (rh.aux & FEATURE_ONE_WAY_DOORBELLS) && !getenv("SOFTROCE_SYNC_DOORBELLS");
@@ -1502,19 +1556,117 @@ int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int fl
 	return statat(dirfd, path, (struct stat *)st, flags, &rc, r) ? rc : r;
 }
 
+/*
+ * The file's flags. The program's descriptor of a uverbs file is the
+ * library's connection to the daemon, which must stay blocking: each
+ * command is one exchange, and the kernel's write() on the device is
+ * synchronous whatever O_NONBLOCK says. The slot keeps the flags the
+ * device file would have (fl): F_GETFL reports them, F_SETFL and FIONBIO
+ * change them as setfl and ioctl_fionbio would, and only an rdma_cm
+ * file's O_NONBLOCK reaches a real descriptor, its eventfd, on which
+ * GET_EVENT waits. An event file handed over reports O_RDONLY, as the
+ * kernel's anonymous inode opened read-only.
+ */
+static int set_flags(int fd, int s, int arg)
+{
+	int fl = fakes[s].fl;
+	/* O_NOATIME only by the node's owner (root) or with CAP_FOWNER. */
+	if ((arg & O_NOATIME) && !(fl & O_NOATIME) && geteuid() != 0) {
+		errno = EPERM;
+		return -1;
+	}
+	/* A character device has no direct I/O. */
+	if (arg & O_DIRECT) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* Neither device file has fasync: O_ASYNC is not kept. */
+	fl = (arg & SETFL_MASK) | (fl & ~SETFL_MASK);
+	if (fakes[s].cm && get_fcntl()(fd, F_SETFL, fl & O_NONBLOCK) < 0)
+		return -1;
+	fakes[s].fl = fl;
+	return 0;
+}
+
+static int fake_fcntl(int (*real)(int, int, ...), int fd, int cmd, void *arg)
+{
+	int s = fake_slot(fd), r;
+	if (s >= 0 && cmd == F_GETFL)
+		return fakes[s].fl;
+	if (s >= 0 && cmd == F_SETFL) {
+		pthread_mutex_lock(&table_mu);
+		r = fake_slot(fd) == s ? set_flags(fd, s, (int)(long)arg) : real(fd, cmd, arg);
+		pthread_mutex_unlock(&table_mu);
+		return r;
+	}
+	r = real(fd, cmd, arg);
+	if (cmd == F_GETFL && r >= 0 && is_evfile(fd))
+		r = (r & ~O_ACCMODE) | O_RDONLY;
+	return r;
+}
+
+int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return fake_fcntl(get_fcntl(), fd, cmd, arg);
+}
+
+int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return fake_fcntl(get_fcntl64() ? get_fcntl64() : get_fcntl(), fd, cmd, arg);
+}
+
 int ioctl(int fd, unsigned long req, ...)
 {
 	va_list ap;
 	void *arg;
+	int s, on, r;
 	va_start(ap, req);
 	arg = va_arg(ap, void *);
 	va_end(ap);
-	if (fake_slot(fd) >= 0) {
-		/* No ioctl framework: libibverbs falls back to write(). */
-		errno = ENOTTY;
-		return -1;
+	s = fake_slot(fd);
+	if (s < 0)
+		return get_ioctl()(fd, req, arg);
+	switch (req) {
+	case FIOCLEX:
+	case FIONCLEX:
+		/* The descriptor's close-on-exec (do_vfs_ioctl). */
+		return get_ioctl()(fd, req, arg);
+	case FIONBIO:
+	case FIOASYNC:
+		/* ioctl_fionbio, ioctl_fioasync: get_user of the int. */
+		if (!readable(arg, sizeof(on))) {
+			errno = EFAULT;
+			return -1;
+		}
+		memcpy(&on, arg, sizeof(on));
+		if (req == FIOASYNC) {
+			/* No fasync to turn it on (fl never has O_ASYNC). */
+			if (on) {
+				errno = ENOTTY;
+				return -1;
+			}
+			return 0;
+		}
+		pthread_mutex_lock(&table_mu);
+		r = 0;
+		if (fake_slot(fd) == s)
+			r = set_flags(fd, s, on ? fakes[s].fl | O_NONBLOCK : fakes[s].fl & ~O_NONBLOCK);
+		pthread_mutex_unlock(&table_mu);
+		return r;
 	}
-	return get_ioctl()(fd, req, arg);
+	/* No ioctl framework: libibverbs falls back to write(). */
+	errno = ENOTTY;
+	return -1;
 }
 
 /* cm_write is write() on an rdma_cm descriptor, slot s held: GET_EVENT

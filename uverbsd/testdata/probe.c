@@ -20,7 +20,8 @@
  * written), on the device and on other files, and checks the kernel's
  * answers (EFAULT; ENOENT where the lookup fails first); with "accmode"
  * it opens the device read-only, write-only and with O_ACCMODE and checks
- * read(), write() and mmap() on each. */
+ * read(), write() and mmap() on each; with "fdflags" it checks the
+ * descriptors' file flags (see fdflags). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -465,6 +466,89 @@ static void accmode(void)
 	}
 }
 
+/* The kernel's O_LARGEFILE, set on every file a 64-bit process opens
+ * (glibc's O_LARGEFILE is 0 there): the probe runs on x86_64 or arm64. */
+#define LARGEFILE 0100000
+
+/* fdflags checks the file's flags on the device's descriptors: F_GETFL
+ * (fcntl and fcntl64), F_SETFL, FIONBIO, FIOASYNC, FIOCLEX as the kernel
+ * answers them on its character devices, commands that go on working on
+ * an O_NONBLOCK uverbs descriptor, the opens the kernel refuses, and
+ * GET_EVENT's EAGAIN on an rdma_cm descriptor opened O_NONBLOCK. */
+static void fdflags(int fd)
+{
+	char name[96], ev[64];
+	int on = 1, off = 0, good = 0, f, cm;
+	struct {
+		struct rdma_ucm_cmd_hdr hdr;
+		struct rdma_ucm_get_event cmd;
+	} get;
+
+	CHECK("F_GETFL of an O_RDWR|O_CLOEXEC open", fcntl(fd, F_GETFL) == (O_RDWR | LARGEFILE), "%#x",
+	      fcntl(fd, F_GETFL));
+	CHECK("fcntl64 F_GETFL", fcntl64(fd, F_GETFL) == (O_RDWR | LARGEFILE), "%#x", fcntl64(fd, F_GETFL));
+	CHECK("F_SETFL O_NONBLOCK", fcntl(fd, F_SETFL, O_NONBLOCK) == 0 &&
+					    fcntl(fd, F_GETFL) == (O_RDWR | O_NONBLOCK | LARGEFILE),
+	      "%#x", fcntl(fd, F_GETFL));
+	/* The kernel's write() on the device is synchronous whatever
+	 * O_NONBLOCK says: every command gets its answer. */
+	for (int i = 0; i < 200; i++) {
+		char resp[32] = {0};
+		struct cmd c = {.resp = (uintptr_t)resp, .len = 12};
+		memcpy(c.data, "nonblocking!", 12);
+		good += write(fd, &c, sizeof(c)) == (ssize_t)sizeof(c) && memcmp(resp, "!gnikcolbnon", 12) == 0;
+	}
+	CHECK("200 commands on an O_NONBLOCK descriptor", good == 200, "%d answered, errno %d", good, errno);
+	CHECK("F_SETFL O_APPEND|O_ASYNC keeps O_APPEND, not O_ASYNC (no fasync)",
+	      fcntl(fd, F_SETFL, O_APPEND | O_ASYNC) == 0 && fcntl(fd, F_GETFL) == (O_RDWR | O_APPEND | LARGEFILE),
+	      "%#x", fcntl(fd, F_GETFL));
+	FAILS("F_SETFL O_DIRECT is EINVAL", fcntl(fd, F_SETFL, O_DIRECT), EINVAL);
+	if (geteuid() == 0)
+		CHECK("F_SETFL O_NOATIME as root", fcntl(fd, F_SETFL, O_NOATIME) == 0 && fcntl(fd, F_SETFL, 0) == 0,
+		      "errno %d", errno);
+	else
+		FAILS("F_SETFL O_NOATIME is EPERM (the node is root's)", fcntl(fd, F_SETFL, O_NOATIME), EPERM);
+	CHECK("F_SETFL 0 clears them", fcntl(fd, F_SETFL, 0) == 0 && fcntl(fd, F_GETFL) == (O_RDWR | LARGEFILE),
+	      "%#x", fcntl(fd, F_GETFL));
+	CHECK("FIONBIO on", ioctl(fd, FIONBIO, &on) == 0 && fcntl(fd, F_GETFL) == (O_RDWR | O_NONBLOCK | LARGEFILE),
+	      "%#x", fcntl(fd, F_GETFL));
+	hello(fd, "command after FIONBIO");
+	CHECK("FIONBIO off", ioctl(fd, FIONBIO, &off) == 0 && fcntl(fd, F_GETFL) == (O_RDWR | LARGEFILE), "%#x",
+	      fcntl(fd, F_GETFL));
+	FAILS("FIONBIO from NULL is EFAULT", ioctl(fd, FIONBIO, NULL), EFAULT);
+	FAILS("FIOASYNC on is ENOTTY (no fasync)", ioctl(fd, FIOASYNC, &on), ENOTTY);
+	CHECK("FIOASYNC off", ioctl(fd, FIOASYNC, &off) == 0, "errno %d", errno);
+	CHECK("FIONCLEX", ioctl(fd, FIONCLEX) == 0 && fcntl(fd, F_GETFD) == 0, "errno %d", errno);
+	CHECK("FIOCLEX", ioctl(fd, FIOCLEX) == 0 && fcntl(fd, F_GETFD) == FD_CLOEXEC, "errno %d", errno);
+	FAILS("FIONREAD is ENOTTY", ioctl(fd, FIONREAD, &on), ENOTTY);
+
+	f = open("/dev/infiniband/uverbs0", O_RDONLY | O_NONBLOCK);
+	CHECK("F_GETFL of an O_RDONLY|O_NONBLOCK open", f >= 0 && fcntl(f, F_GETFL) == (O_NONBLOCK | LARGEFILE),
+	      "fd %d %#x", f, fcntl(f, F_GETFL));
+	close(f);
+	FAILS("open O_CREAT|O_EXCL is EEXIST", open("/dev/infiniband/uverbs0", O_RDWR | O_CREAT | O_EXCL, 0600),
+	      EEXIST);
+	FAILS("open O_DIRECTORY is ENOTDIR", open("/dev/infiniband/uverbs0", O_RDWR | O_DIRECTORY), ENOTDIR);
+	FAILS("open O_DIRECT is EINVAL", open("/dev/infiniband/uverbs0", O_RDWR | O_DIRECT), EINVAL);
+
+	cm = open("/dev/infiniband/rdma_cm", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	MUST("open rdma_cm O_NONBLOCK", cm >= 0);
+	CHECK("F_GETFL of rdma_cm opened O_NONBLOCK", fcntl(cm, F_GETFL) == (O_RDWR | O_NONBLOCK | LARGEFILE), "%#x",
+	      fcntl(cm, F_GETFL));
+	memset(&get, 0, sizeof(get));
+	get.hdr.cmd = RDMA_USER_CM_CMD_GET_EVENT;
+	get.hdr.in = sizeof(get.cmd);
+	get.hdr.out = sizeof(struct rdma_ucm_event_resp);
+	get.cmd.response = (uintptr_t)ev;
+	FAILS("GET_EVENT with nothing queued on an O_NONBLOCK open is EAGAIN", write(cm, &get, sizeof(get)), EAGAIN);
+	CHECK("FIONBIO off on rdma_cm", ioctl(cm, FIONBIO, &off) == 0 && fcntl(cm, F_GETFL) == (O_RDWR | LARGEFILE),
+	      "%#x", fcntl(cm, F_GETFL));
+	CHECK("F_SETFL O_NONBLOCK on rdma_cm", fcntl(cm, F_SETFL, O_NONBLOCK) == 0, "errno %d", errno);
+	snprintf(name, sizeof(name), "GET_EVENT after F_SETFL O_NONBLOCK is EAGAIN");
+	FAILS(name, write(cm, &get, sizeof(get)), EAGAIN);
+	close(cm);
+}
+
 int main(int argc, char **argv)
 {
 	struct stat st;
@@ -610,6 +694,12 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "efault") == 0) {
 		setvbuf(stdout, NULL, _IONBF, 0);
 		efault(fd);
+		return failed;
+	}
+	if (argc > 1 && strcmp(argv[1], "fdflags") == 0) {
+		setvbuf(stdout, NULL, _IONBF, 0);
+		alarm(20); /* a GET_EVENT that waits fails the probe */
+		fdflags(fd);
 		return failed;
 	}
 	if (argc > 1 && strcmp(argv[1], "accmode") == 0) {

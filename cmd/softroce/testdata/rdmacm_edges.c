@@ -88,7 +88,11 @@ int main(int argc, char **argv)
 	ch = rdma_create_event_channel();
 	check(ch != NULL, "rdma_create_event_channel", "failed");
 	flags = fcntl(ch->fd, F_GETFL);
-	check(fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) == 0, "O_NONBLOCK on the channel", "fcntl");
+	/* 0100000: the kernel's O_LARGEFILE, on every file a 64-bit process
+	 * opens (glibc's is 0). */
+	check(flags == (O_RDWR | 0100000), "the channel's fd is O_RDWR|O_LARGEFILE", "F_GETFL");
+	check(fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) == 0 && fcntl(ch->fd, F_GETFL) == (flags | O_NONBLOCK),
+	      "O_NONBLOCK on the channel", "fcntl");
 	errno = 0;
 	check(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN, "GET_EVENT with nothing queued is EAGAIN", "not EAGAIN");
 	p.fd = ch->fd;

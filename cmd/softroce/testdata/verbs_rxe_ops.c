@@ -30,9 +30,17 @@
  *            ibv_destroy_qp while attached (EBUSY); a UD SEND to an IPv4
  *            group reaches the attached QP, and no longer once detached.
  *
+ *   fdflags: the descriptors' file flags as F_GETFL reports them on
+ *            the kernel's files: the command fd O_RDWR with O_LARGEFILE
+ *            (librxe's open), the async event fd and a completion
+ *            channel's O_RDONLY (anonymous inodes opened read-only); the
+ *            command fd made O_NONBLOCK, and every check after runs on
+ *            it: the kernel's write() of a command is synchronous.
+ *
  * Prints "ok NAME" per check and exits 0, or "FAIL NAME: why" and 1.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +94,31 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	open_device(argc < 2 ? NULL : argv[1]);
+
+	/* fdflags; 0100000 is the kernel's O_LARGEFILE, set on every file a
+	 * 64-bit process opens (glibc's O_LARGEFILE is 0 there). */
+	{
+		struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+		MUST("create comp channel", ch);
+		n = fcntl(ctx->cmd_fd, F_GETFL);
+		CHECK("the command fd is O_RDWR|O_LARGEFILE", n == (O_RDWR | 0100000), "%#x", n);
+		n = fcntl(ctx->async_fd, F_GETFL);
+		CHECK("the async event fd is O_RDONLY", n == O_RDONLY, "%#x", n);
+		n = fcntl(ch->fd, F_GETFL);
+		CHECK("a completion channel's fd is O_RDONLY", n == O_RDONLY, "%#x", n);
+		n = fcntl(ctx->cmd_fd, F_SETFL, O_NONBLOCK);
+		CHECK("O_NONBLOCK on the command fd",
+		      n == 0 && fcntl(ctx->cmd_fd, F_GETFL) == (O_RDWR | O_NONBLOCK | 0100000), "%d %#x", n,
+		      fcntl(ctx->cmd_fd, F_GETFL));
+		for (i = 0; i < 100; i++) {
+			cq = ibv_create_cq(ctx, 4, NULL, ch, 0);
+			if (!cq || ibv_destroy_cq(cq))
+				break;
+		}
+		CHECK("verbs on the O_NONBLOCK command fd", i == 100, "CQ %d: errno %d", i, errno);
+		MUST("destroy comp channel", !ibv_destroy_comp_channel(ch));
+	}
+
 	pd = ibv_alloc_pd(ctx);
 	MUST("alloc pd", pd);
 	abuf = aligned_alloc(4096, 8192);
