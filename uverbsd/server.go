@@ -378,16 +378,25 @@ func (s *Server) SocketPath() string { return filepath.Join(s.cfg.Dir, SocketNam
 func (s *Server) SysfsPath() string { return filepath.Join(s.cfg.Dir, SysfsName) }
 
 // Env returns the environment a program needs to use the device, with the
-// preload library at preloadPath: LD_PRELOAD, SYSFS_PATH, SOFTROCE_SOCK.
+// preload library at preloadPath: LD_PRELOAD, SYSFS_PATH, SOFTROCE_SOCK,
+// and the defaults of Env.
 func (s *Server) Env(preloadPath string) []string {
 	return Env(s.cfg.Dir, preloadPath)
 }
 
-// Env returns the environment for a daemon whose directory is dir.
+// Env returns the environment for a daemon whose directory is dir. Beside
+// the device's variables it turns off UCX's mmap hooks
+// (UCX_MEM_MMAP_HOOK_MODE=none), whose calls reach the kernel past the
+// preload library, so that librxe's mmap of its queues would fail; a
+// program's own setting of it wins (see UserWins).
 func Env(dir, preloadPath string) []string {
 	return []string{"LD_PRELOAD=" + preloadPath, "SYSFS_PATH=" + filepath.Join(dir, SysfsName),
-		"SOFTROCE_SOCK=" + filepath.Join(dir, SocketName)}
+		"SOFTROCE_SOCK=" + filepath.Join(dir, SocketName), "UCX_MEM_MMAP_HOOK_MODE=none"}
 }
+
+// UserWins reports whether a variable of Env is a default that the
+// program's environment overrides.
+func UserWins(name string) bool { return name == "UCX_MEM_MMAP_HOOK_MODE" }
 
 func (s *Server) logf(format string, args ...any) {
 	if s.cfg.Logf != nil {

@@ -395,6 +395,26 @@ func TestFileFlagsAreTheDevicesFlags(t *testing.T) {
 	}
 }
 
+// TestAccessFamilyAnswersAsTheDeviceNode: access, euidaccess, eaccess and
+// faccessat of the device answer as do_faccessat for a character device
+// of mode 0666 that root owns: read and write allowed, execute refused
+// (EACCES, root too), a device the sysfs tree lacks ENOENT, a bad mode or
+// flag EINVAL, a NULL path EFAULT; AT_EMPTY_PATH asks of the descriptor.
+// UCX takes only the devices access() finds readable and writable.
+func TestAccessFamilyAnswersAsTheDeviceNode(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t)
+	out, err := h.command(so, probe, "access").CombinedOutput()
+	t.Logf("probe:\n%s", out)
+	if err != nil {
+		t.Fatalf("probe access: %v", err)
+	}
+	const checks = 1 + 13 // the probe's open, then access_checks's
+	if got := strings.Count(string(out), "ok "); got != checks {
+		t.Errorf("the probe reported %d checks passed, want %d", got, checks)
+	}
+}
+
 // TestAccessModeOfTheOpenGovernsReadAndWrite: the device opened
 // read-only, write-only or with O_ACCMODE (neither read nor write) answers
 // write() and read() as vfs_write and vfs_read check the file's mode:

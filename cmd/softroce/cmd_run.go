@@ -120,7 +120,8 @@ func runRun(e *env) error {
 }
 
 // programEnv is base with the device's variables set; LD_PRELOAD keeps
-// libraries already listed after the preload library.
+// libraries already listed after the preload library, and base keeps its
+// values of the defaults the user overrides (uverbsd.UserWins).
 func programEnv(base, dev []string) []string {
 	set := map[string]string{}
 	for _, kv := range dev {
@@ -131,6 +132,9 @@ func programEnv(base, dev []string) []string {
 	for _, kv := range base {
 		k, v, _ := strings.Cut(kv, "=")
 		if nv, ok := set[k]; ok {
+			if uverbsd.UserWins(k) {
+				nv = v
+			}
 			if k == "LD_PRELOAD" && v != "" {
 				nv += ":" + v
 			}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/softroce/softroce/internal/testenv"
+	"github.com/softroce/softroce/uverbsd"
 )
 
 // distroTool checks that tool (from Debian package pkg), the libibverbs
@@ -211,7 +212,7 @@ func serveAsUserIn(t *testing.T, ns *testenv.NetNS, home, name string, args ...s
 	}
 	br := bufio.NewReader(stdout)
 	var env []string
-	for len(env) < 3 {
+	for len(env) < len(uverbsd.Env("", "")) { // its export lines
 		line, err := br.ReadString('\n')
 		if err != nil {
 			serve.Process.Kill()

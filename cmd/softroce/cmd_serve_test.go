@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,6 +34,26 @@ func TestRunExitStatusIsTheProgramsAndSeesTheEnvironment(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "libsoftroce-preload-") {
 		t.Fatalf("the program did not see the daemon's socket, tree and library: %q", out.String())
+	}
+}
+
+// TestProgramEnvSetsTheDeviceAndKeepsTheUsersDefaults: the program's
+// environment has the device's variables over the user's, libraries the
+// user preloads after softroce's, and UCX's mmap hooks off unless the user
+// set their mode.
+func TestProgramEnvSetsTheDeviceAndKeepsTheUsersDefaults(t *testing.T) {
+	dev := uverbsd.Env("/run/d", "/cache/p.so")
+	for _, tc := range []struct {
+		base, want []string
+	}{
+		{[]string{"HOME=/h", "SYSFS_PATH=/sys", "LD_PRELOAD=/u.so"},
+			[]string{"HOME=/h", "SYSFS_PATH=/run/d/sysfs", "LD_PRELOAD=/cache/p.so:/u.so", "SOFTROCE_SOCK=/run/d/sock", "UCX_MEM_MMAP_HOOK_MODE=none"}},
+		{[]string{"UCX_MEM_MMAP_HOOK_MODE=bistro"},
+			[]string{"UCX_MEM_MMAP_HOOK_MODE=bistro", "LD_PRELOAD=/cache/p.so", "SYSFS_PATH=/run/d/sysfs", "SOFTROCE_SOCK=/run/d/sock"}},
+	} {
+		if got := programEnv(tc.base, dev); !slices.Equal(got, tc.want) {
+			t.Errorf("programEnv(%q) = %q, want %q", tc.base, got, tc.want)
+		}
 	}
 }
 

@@ -15,6 +15,8 @@
  *       (a path pointer that cannot be read is no device's: the real call
  *       answers EFAULT, as getname; see dev_name; flags a character
  *       device refuses get the kernel's errno: see open_refused);
+ *   access/faccessat/euidaccess/eaccess of the device: read and write
+ *       allowed, as its mode 0666 (see access_answer);
  *   stat/stat64/lstat/lstat64/fstat/fstat64/fstatat/fstatat64/statx and the
  *       __xstat family: a character device with the dev_t the sysfs tree
  *       names (libibverbs checks S_ISCHR and st_rdev); a buffer that
@@ -192,6 +194,10 @@ REAL(int, __open64_2, (const char *, int))
 REAL(int, __openat_2, (int, const char *, int))
 REAL(int, __openat64_2, (int, const char *, int))
 REAL(int, stat, (const char *, struct stat *))
+REAL(int, access, (const char *, int))
+REAL(int, faccessat, (int, const char *, int, int))
+REAL(int, euidaccess, (const char *, int))
+REAL(int, eaccess, (const char *, int))
 REAL(int, stat64, (const char *, struct stat64 *))
 REAL(int, lstat, (const char *, struct stat *))
 REAL(int, lstat64, (const char *, struct stat64 *))
@@ -1421,6 +1427,76 @@ int __openat64_2(int dirfd, const char *path, int flags)
 
 /* On x86_64 and arm64 struct stat64 and struct stat have one layout. */
 _Static_assert(sizeof(struct stat) == sizeof(struct stat64), "struct stat64 differs from struct stat");
+
+/*
+ * The access family on the device, as do_faccessat answers it: the node
+ * as stat_path finds it, with its mode 0666: read and write for every
+ * user, execute for none, root neither (no execute bit is set). The real
+ * call comes first, as in the stat wrappers: its EINVAL (mode bits or
+ * flags it refuses, before the lookup) and EFAULT (a path it could not
+ * read) stand. UCX, for one, takes only the devices access() finds
+ * readable and writable.
+ */
+static int access_answer(int r, int mode, int *rc)
+{
+	if (r < 0 && (errno == EINVAL || errno == EFAULT))
+		return 0;
+	if (mode & X_OK) {
+		errno = EACCES;
+		*rc = -1;
+	} else {
+		*rc = 0;
+	}
+	return 1;
+}
+
+static int access_path(const char *path, int mode, int *rc, int r)
+{
+	const char *name;
+	dev_t rdev;
+	int err;
+
+	if (r < 0 && (errno == EINVAL || errno == EFAULT))
+		return 0;
+	name = dev_name_probed(path, !path_read(r));
+	if (!name)
+		return 0;
+	err = sysfs_rdev(name, &rdev);
+	if (err < 0) {
+		errno = -err;
+		*rc = -1;
+		return 1;
+	}
+	return access_answer(r, mode, rc);
+}
+
+int access(const char *path, int mode)
+{
+	int rc, r = get_access()(path, mode);
+	return access_path(path, mode, &rc, r) ? rc : r;
+}
+
+int euidaccess(const char *path, int mode)
+{
+	int rc, r = get_euidaccess()(path, mode);
+	return access_path(path, mode, &rc, r) ? rc : r;
+}
+
+int eaccess(const char *path, int mode)
+{
+	int rc, r = get_eaccess()(path, mode);
+	return access_path(path, mode, &rc, r) ? rc : r;
+}
+
+/* faccessat: a path as access; with AT_EMPTY_PATH and "", the descriptor
+ * dirfd, the device's where it is a fake one. */
+int faccessat(int dirfd, const char *path, int mode, int flags)
+{
+	int rc, r = get_faccessat()(dirfd, path, mode, flags);
+	if ((flags & AT_EMPTY_PATH) && empty_path(path, !path_read(r)) && fake_slot(dirfd) >= 0)
+		return access_answer(r, mode, &rc) ? rc : r;
+	return access_path(path, mode, &rc, r) ? rc : r;
+}
 
 int stat(const char *path, struct stat *st)
 {

@@ -21,7 +21,8 @@
  * answers (EFAULT; ENOENT where the lookup fails first); with "accmode"
  * it opens the device read-only, write-only and with O_ACCMODE and checks
  * read(), write() and mmap() on each; with "fdflags" it checks the
- * descriptors' file flags (see fdflags). */
+ * descriptors' file flags (see fdflags); with "access", the access family
+ * on the device (see access_checks). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -549,6 +550,29 @@ static void fdflags(int fd)
 	close(cm);
 }
 
+/* access_checks checks the access family on the device as the kernel
+ * answers it for a node of mode 0666 that root owns: no execute bit, so
+ * execute is refused to root too. */
+static void access_checks(int fd)
+{
+	const char *dev = "/dev/infiniband/uverbs0";
+
+	CHECK("access R_OK|W_OK", access(dev, R_OK | W_OK) == 0, "errno %d", errno);
+	CHECK("access F_OK", access(dev, F_OK) == 0, "errno %d", errno);
+	FAILS("access X_OK is EACCES", access(dev, X_OK), EACCES);
+	FAILS("access with a bad mode is EINVAL", access(dev, 8), EINVAL);
+	FAILS("access of a device the tree lacks is ENOENT", access("/dev/infiniband/uverbs7", F_OK), ENOENT);
+	FAILS("access of NULL is EFAULT", access((const char *)(uintptr_t)0, F_OK), EFAULT);
+	CHECK("euidaccess R_OK|W_OK", euidaccess(dev, R_OK | W_OK) == 0, "errno %d", errno);
+	CHECK("eaccess W_OK", eaccess(dev, W_OK) == 0, "errno %d", errno);
+	CHECK("faccessat AT_EACCESS", faccessat(AT_FDCWD, dev, R_OK | W_OK, AT_EACCESS) == 0, "errno %d", errno);
+	FAILS("faccessat with a bad flag is EINVAL", faccessat(AT_FDCWD, dev, R_OK, 0x1), EINVAL);
+	CHECK("faccessat of the descriptor (AT_EMPTY_PATH)", faccessat(fd, "", R_OK | W_OK, AT_EMPTY_PATH) == 0,
+	      "errno %d", errno);
+	FAILS("faccessat X_OK of the descriptor is EACCES", faccessat(fd, "", X_OK, AT_EMPTY_PATH), EACCES);
+	CHECK("access of another file is the kernel's", access("/", X_OK) == 0, "errno %d", errno);
+}
+
 int main(int argc, char **argv)
 {
 	struct stat st;
@@ -694,6 +718,11 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "efault") == 0) {
 		setvbuf(stdout, NULL, _IONBF, 0);
 		efault(fd);
+		return failed;
+	}
+	if (argc > 1 && strcmp(argv[1], "access") == 0) {
+		setvbuf(stdout, NULL, _IONBF, 0);
+		access_checks(fd);
 		return failed;
 	}
 	if (argc > 1 && strcmp(argv[1], "fdflags") == 0) {

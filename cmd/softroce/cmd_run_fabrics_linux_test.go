@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The communication libraries that run on verbs: Debian's libfabric (its
+// verbs provider) and UCX (its uct_ib module) on a served device, two
+// programs of each on one daemon, unprivileged.
+
+// TestLibfabricVerbsProviderOnTheDaemon: libfabric's fi_info finds the
+// device through its verbs provider, and fi_pingpong moves data it checks
+// (-c) between two programs: over UD (FI_EP_DGRAM) and over RC
+// connections that rdma_cm sets up (FI_EP_RDM, the RxM provider over
+// verbs).
+func TestLibfabricVerbsProviderOnTheDaemon(t *testing.T) {
+	needCC(t)
+	home := userHome(t)
+	info := distroTool(t, "fi_info", "libfabric-bin")
+	ping := distroTool(t, "fi_pingpong", "libfabric-bin")
+	env := serveAsUser(t, home, "rxe31", "--ip", "10.78.0.1/24")
+	out, err := userCommand(t, home, env, info, "-p", "verbs").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "domain: rxe31\n") || !strings.Contains(string(out), "domain: rxe31-dgram\n") {
+		t.Fatalf("fi_info -p verbs: %v; want the domains rxe31 and rxe31-dgram:\n%s", err, out)
+	}
+	for _, c := range []struct{ ep, size string }{{"dgram", "1000"}, {"rdm", "65536"}} {
+		t.Run(c.ep, func(t *testing.T) {
+			args := []string{"-p", "verbs", "-e", c.ep, "-c", "-I", "200", "-S", c.size}
+			serverClient(t, home, env, ping, append(args, "-B", "18551"), append(args, "-P", "18551", "127.0.0.1"),
+				"Connection refused", "=200", "=200")
+		})
+	}
+}
+
+// TestUCXOnTheDaemon: UCX's ucx_info lists its verbs transports on the
+// device (RC only where UCX_IB_ETH_PAUSE_ON says the Ethernet fabric is
+// lossless, as UCX decides on any RoCE port), and ucx_perftest runs its
+// RC transport between two programs: active messages (SENDs) and
+// zero-copy puts (RDMA WRITEs of registered memory). softroce's
+// environment turns UCX's mmap hooks off (their calls pass by the preload
+// library); with them, no verbs transport would come up.
+func TestUCXOnTheDaemon(t *testing.T) {
+	needCC(t)
+	home := userHome(t)
+	perftest := distroModuleUser(t, "ucx_perftest", "ucx-utils", "/usr/lib/*/ucx/libuct_ib.so.0", "libucx0")
+	ucxInfo := distroModuleUser(t, "ucx_info", "ucx-utils", "/usr/lib/*/ucx/libuct_ib.so.0", "libucx0")
+	env := append(serveAsUser(t, home, "rxe32", "--ip", "10.78.0.1/24"), "UCX_IB_ETH_PAUSE_ON=y")
+	out, err := userCommand(t, home, env, ucxInfo, "-d").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ucx_info -d: %v\n%s", err, out)
+	}
+	for _, tl := range []string{"rc_verbs", "ud_verbs"} {
+		if !strings.Contains(string(out), "Transport: "+tl+"\n#         Device: rxe32:1\n") {
+			t.Errorf("ucx_info -d lists no %s on rxe32:1:\n%s", tl, out)
+		}
+	}
+	for _, c := range []struct{ name, test, layout, size string }{
+		{"am_lat", "am_lat", "short", "64"},
+		{"put_bw_zcopy", "put_bw", "zcopy", "65536"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"-d", "rxe32:1", "-x", "rc_verbs", "-t", c.test, "-D", c.layout, "-s", c.size, "-n", "1000", "-p", "18552"}
+			serverClient(t, home, env, perftest, args, append(args, "127.0.0.1"), "Connection refused",
+				"Accepted connection from 127.0.0.1", "Final:                  1000")
+		})
+	}
+}
+
+// distroModuleUser returns the path of tool, checked to be Debian's
+// package pkg, and checks that the module its library loads (the glob mod)
+// is modPkg's and links Debian's libibverbs: the verbs path of a library
+// that opens it with dlopen, which ldd of the tool does not show.
+func distroModuleUser(t *testing.T, tool, pkg, mod, modPkg string) string {
+	t.Helper()
+	path, err := exec.LookPath(tool)
+	if err != nil {
+		t.Skipf("%s is not installed (Debian package %s)", tool, pkg)
+	}
+	mods, _ := filepath.Glob(mod)
+	if len(mods) == 0 {
+		t.Fatalf("no %s (Debian package %s)", mod, modPkg)
+	}
+	for _, c := range []struct{ file, pkg string }{{path, pkg}, {mods[0], modPkg}} {
+		real, err := filepath.EvalSymlinks(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("dpkg", "-S", strings.TrimPrefix(real, "/usr")).Output()
+		if err != nil {
+			out, err = exec.Command("dpkg", "-S", real).Output()
+		}
+		if owner, _, _ := strings.Cut(string(out), ":"); err != nil || owner != c.pkg {
+			t.Fatalf("%s belongs to %q (%v), not %s", real, owner, err, c.pkg)
+		}
+	}
+	out, err := exec.Command("ldd", mods[0]).Output()
+	if err != nil || !strings.Contains(string(out), "libibverbs.so.1 => ") {
+		t.Fatalf("ldd %s shows no libibverbs (%v):\n%s", mods[0], err, out)
+	}
+	return path
+}
+
+// serverClient runs tool with serverArgs, then with clientArgs until the
+// client's output stops saying notReady (the server's control socket is
+// not up yet) or 20 s pass, both as the user of home with env, and checks
+// that both exit 0 and print serverWant and clientWant.
+func serverClient(t *testing.T, home string, env []string, tool string, serverArgs, clientArgs []string, notReady, serverWant, clientWant string) {
+	t.Helper()
+	server := userCommand(t, home, env, tool, serverArgs...)
+	var sout bytes.Buffer
+	server.Stdout, server.Stderr = &sout, &sout
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serverDone := make(chan error, 1)
+	go func() { serverDone <- server.Wait() }()
+	defer server.Process.Kill()
+	var cout []byte
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		cout, err = userCommand(t, home, env, tool, clientArgs...).CombinedOutput()
+		if err == nil || !strings.Contains(string(cout), notReady) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("client: %v\n%s\nserver:\n%s", err, cout, sout.String())
+	}
+	select {
+	case err := <-serverDone:
+		if err != nil {
+			t.Fatalf("server: %v\n%s", err, sout.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("server did not finish:\n%s", sout.String())
+	}
+	for _, c := range []struct{ who, out, want string }{{"client", string(cout), clientWant}, {"server", sout.String(), serverWant}} {
+		if !strings.Contains(c.out, c.want) {
+			t.Errorf("%s output lacks %q:\n%s", c.who, c.want, c.out)
+		}
+	}
+}
