@@ -736,6 +736,11 @@ func TestSysfsTree(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "class/infiniband/rxe0/ports/1/gid_attrs/types/1")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("types/1 of an empty slot: %v, want no file", err)
 	}
+	// The in-memory link is no interface of the kernel's: libibverbs
+	// would fail to turn a netdev name into an ifindex (ENODEV).
+	if _, err := os.Stat(filepath.Join(root, "class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ndevs/0 of a GID on an in-memory link: %v, want no file", err)
+	}
 	// The GID files follow the table: an address added to the host
 	// becomes GID 1.
 	if err := h.node.Host().AddAddr(mustPrefix(t, "10.9.0.1/24")); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -193,6 +194,13 @@ func (s *sysfs) write() error {
 	return s.refreshGIDs()
 }
 
+// kernelInterface reports whether the kernel has a network interface
+// named name in the daemon's namespace.
+func kernelInterface(name string) bool {
+	_, err := net.InterfaceByName(name)
+	return err == nil
+}
+
 // refreshGIDs rewrites ports/N/gids/I, gid_attrs/types/I and
 // gid_attrs/ndevs/I from the device's GID table: an empty slot reads as
 // the zero GID and has no type or netdev (the kernel's read fails there).
@@ -226,10 +234,16 @@ func (s *sysfs) refreshGIDs() error {
 			if err := writeFile(typ, gidTypeString(e.Type)); err != nil {
 				return fmt.Errorf("sysfs: %w", err)
 			}
-			if e.NetDev != "" {
+			// libibverbs turns the netdev's name into the entry's
+			// ndev_ifindex (if_nametoindex) and fails the query where
+			// the kernel has no such interface: a link the kernel does
+			// not see (in memory, UDP) gives the GID no netdev file.
+			if e.NetDev != "" && kernelInterface(e.NetDev) {
 				if err := writeFile(ndev, e.NetDev+"\n"); err != nil {
 					return fmt.Errorf("sysfs: %w", err)
 				}
+			} else if err := os.Remove(ndev); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("sysfs: %w", err)
 			}
 			if err := writeFile(filepath.Join(pd, "gids", idx), gidString(e.GID)); err != nil {
 				return fmt.Errorf("sysfs: %w", err)

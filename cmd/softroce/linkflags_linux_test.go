@@ -60,3 +60,24 @@ func TestLinkFlagsOnATAP(t *testing.T) {
 		t.Errorf("stats after 3 pings: host received %d frames\n%s", vals["softroce_host_rx_frames"], out)
 	}
 }
+
+// TestGIDNetdevIsTheInterfaceTheKernelHas: the sysfs tree names a GID's
+// netdev (gid_attrs/ndevs/N, which libibverbs turns into the entry's
+// ndev_ifindex) where the kernel has that interface: the TAP softroce
+// runs on. An in-memory link's GIDs have none (TestSysfsTree).
+func TestGIDNetdevIsTheInterfaceTheKernelHas(t *testing.T) {
+	needCC(t)
+	ns := testenv.NewNetNS(t)
+	ns.Run(t, "ip", "link", "add", "br0", "type", "bridge")
+	ns.Run(t, "ip", "link", "set", "br0", "up")
+	var code int
+	var out, errs string
+	ns.Do(func() error {
+		code, out, errs = runCmd(t, "run", "-d", "rxe_ndev", "--tap", "srndev0", "--bridge", "br0", "--ip", "10.81.0.5/24",
+			"--", "sh", "-c", `cat "$SYSFS_PATH/class/infiniband/rxe_ndev/ports/1/gid_attrs/ndevs/1"`)
+		return nil
+	})
+	if code != 0 || out != "srndev0\n" {
+		t.Fatalf("ndevs/1 of a device on the TAP srndev0: status %d, %q; stderr: %s", code, out, errs)
+	}
+}
