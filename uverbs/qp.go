@@ -31,6 +31,7 @@ type uqp struct {
 	sq, rq     *queue
 	sqMaxSGE   uint32
 	sqInline   uint32
+	stage      uint32 // bytes of staging per WQE: max_inline_data, at least an ATOMIC_WRITE's 8
 	rqMaxSGE   uint32
 	staging    uint64 // device memory the inline data of a WQE is copied to
 	cookie     uint64
@@ -178,9 +179,8 @@ func (c *call) makeQP(cmd *ExCreateQp) (*object, CreateQpResp, error) {
 		}
 		dresp.Rq_mi = f.addQueue(u.rq)
 	}
-	if cp.MaxInlineData > 0 {
-		u.staging, _ = f.dev.Memory().Alloc(int(cp.MaxInlineData) * doorbellBatch)
-	}
+	u.stage = max(cp.MaxInlineData, atomicWriteLen)
+	u.staging, _ = f.dev.Memory().Alloc(int(u.stage) * doorbellBatch)
 	if err := c.driverRespond(bytesOf(&dresp)); err != nil {
 		return fail(err)
 	}
@@ -219,6 +219,9 @@ const qptDriver = 0xFF
 // Send flags of rxe_send_wr (IBV_SEND_*).
 const sendInline = 1 << 3
 
+// atomicWriteLen is the length of ATOMIC_WRITE's data.
+const atomicWriteLen = 8
+
 // sendWR decodes the rxe_send_wqe in slot, the i'th of a doorbell batch,
 // into wr; inline data goes to the i'th part of the QP's staging buffer in
 // device memory (the device copies it when the WR is posted). It fails for
@@ -250,10 +253,22 @@ func (u *uqp) sendWR(slot []byte, i int, wr *emu.SendWR) error {
 		wr.AH = ah
 	}
 	data := slot[dmaOffSend+dmaHdr:]
+	if wr.Opcode == emu.WRAtomicWrite {
+		// The 8 bytes are in the WQE (dma.atomic_wr, no SGEs): the
+		// device takes them at post time, as inline data.
+		at := u.staging + uint64(i)*uint64(u.stage)
+		if _, err := u.f.dev.Memory().WriteAt(data[:atomicWriteLen], at); err != nil {
+			return err
+		}
+		wr.SendFlags |= emu.SendInline
+		wr.SGList = append(u.sges[i][:0], emu.SGE{Addr: at, Length: atomicWriteLen})
+		u.sges[i] = wr.SGList
+		return nil
+	}
 	if wr.SendFlags&sendInline != 0 {
 		n := min(w.Dma.Length, u.sqInline, uint32(len(data)))
 		if n > 0 {
-			at := u.staging + uint64(i)*uint64(u.sqInline)
+			at := u.staging + uint64(i)*uint64(u.stage)
 			if _, err := u.f.dev.Memory().WriteAt(data[:n], at); err != nil {
 				return err
 			}

@@ -68,6 +68,7 @@ var rxeOpsChecks = []string{
 	"ibv_wr_rdma_write moved the data",
 	"ibv_wr_rdma_read moved the data",
 	"ibv_wr_send moved the data",
+	"ibv_wr_atomic_write stored its 8 bytes",
 	"ibv_attach_mcast again",
 	"ibv_attach_mcast of an RC QP is EINVAL",
 	"ibv_detach_mcast of a group not attached is EINVAL",

@@ -437,9 +437,12 @@ func isAtomic(op emu.WROpcode) bool {
 	return op == emu.WRAtomicCmpAndSwp || op == emu.WRAtomicFetchAndAdd
 }
 
+// inlineOK reports whether op's data may come inline. ATOMIC_WRITE's 8
+// bytes may: rxe takes a user WQE's from the WQE itself (dma.atomic_wr),
+// whatever the QP's max_inline_data.
 func inlineOK(op emu.WROpcode) bool {
 	switch op {
-	case emu.WRRDMAWrite, emu.WRRDMAWriteWithImm, emu.WRSend, emu.WRSendWithImm, emu.WRSendWithInv:
+	case emu.WRRDMAWrite, emu.WRRDMAWriteWithImm, emu.WRSend, emu.WRSendWithImm, emu.WRSendWithInv, emu.WRAtomicWrite:
 		return true
 	}
 	return false
@@ -500,7 +503,7 @@ func (q *qp) checkSend(wr *emu.SendWR) (uint64, error) {
 		if !inlineOK(op) {
 			return 0, errorf(unix.EINVAL, "post send QP %#x: %v cannot be inline", q.qpn, op)
 		}
-		if n > uint64(q.sqMaxInline) {
+		if n > uint64(q.sqMaxInline) && op != emu.WRAtomicWrite {
 			return 0, errorf(unix.EINVAL, "post send QP %#x: %d inline bytes > max %d", q.qpn, n, q.sqMaxInline)
 		}
 	}

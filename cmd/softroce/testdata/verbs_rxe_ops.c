@@ -24,7 +24,8 @@
  *            through the window's new rkey, ibv_dealloc_mw.
  *   wr:      the extended post-send API (ibv_create_qp_ex with send ops,
  *            ibv_wr_start, ibv_wr_rdma_write, ibv_wr_rdma_read,
- *            ibv_wr_send, ibv_wr_complete) librxe implements.
+ *            ibv_wr_send, ibv_wr_atomic_write, ibv_wr_complete) librxe
+ *            implements.
  *   mcast:   ibv_attach_mcast of a UD QP (twice), of an RC QP (EINVAL);
  *            ibv_detach_mcast of a group not attached (EINVAL);
  *            ibv_destroy_qp while attached (EBUSY); a UD SEND to an IPv4
@@ -350,7 +351,8 @@ int main(int argc, char **argv)
 			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .pd = pd,
 			.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 },
 			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-			.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND,
+			.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND |
+					  IBV_QP_EX_WITH_ATOMIC_WRITE,
 		};
 		struct ibv_qp *xq = ibv_create_qp_ex(ctx, &xa), *peer = rc_qp(pd, cq);
 		struct ibv_qp_ex *qx;
@@ -379,18 +381,23 @@ int main(int argc, char **argv)
 			qx->wr_id = 33;
 			ibv_wr_send(qx);
 			ibv_wr_set_sge(qx, bmr->lkey, (uintptr_t)bbuf + 3072, 12);
+			/* The 8 bytes travel in the WQE itself (no SGE). */
+			qx->wr_id = 34;
+			ibv_wr_atomic_write(qx, amr->rkey, (uintptr_t)abuf + 4096, "atomicwr");
 			err = ibv_wr_complete(qx);
 			CHECK("ibv_wr_complete", err == 0, "%d (%s)", err, strerror(err));
-			n = poll_n(cq, wc, 4);
+			n = poll_n(cq, wc, 5);
 			for (i = 0; i < n; i++)
 				if (wc[i].status == IBV_WC_SUCCESS)
 					seen |= 1 << (wc[i].wr_id - 30);
-			CHECK("ibv_wr_* work requests complete", n == 4 && seen == 0xf, "polled %d, seen %#x", n, seen);
+			CHECK("ibv_wr_* work requests complete", n == 5 && seen == 0x1f, "polled %d, seen %#x", n, seen);
 			CHECK("ibv_wr_rdma_write moved the data", !strcmp(abuf + 1024, "ibv_wr_rdma_write"), "%.18s",
 			      abuf + 1024);
 			CHECK("ibv_wr_rdma_read moved the data", !strcmp(bbuf + 2048, "ibv_wr_rdma_read"), "%.17s",
 			      bbuf + 2048);
 			CHECK("ibv_wr_send moved the data", !strcmp(abuf + 3072, "ibv_wr_send"), "%.12s", abuf + 3072);
+			CHECK("ibv_wr_atomic_write stored its 8 bytes", !memcmp(abuf + 4096, "atomicwr", 8), "%.8s",
+			      abuf + 4096);
 			MUST("destroy the ex QP", !ibv_destroy_qp(xq));
 		}
 		MUST("destroy its peer", !ibv_destroy_qp(peer));
