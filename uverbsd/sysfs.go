@@ -203,7 +203,8 @@ func kernelInterface(name string) bool {
 
 // refreshGIDs rewrites ports/N/gids/I, gid_attrs/types/I and
 // gid_attrs/ndevs/I from the device's GID table: an empty slot reads as
-// the zero GID and has no type or netdev (the kernel's read fails there).
+// the zero GID, its type is an empty file (the kernel's read fails there)
+// and it has no netdev.
 func (s *sysfs) refreshGIDs() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -222,10 +223,14 @@ func (s *sysfs) refreshGIDs() error {
 				if err := writeFile(filepath.Join(pd, "gids", idx), gidString(emu.GID{})); err != nil {
 					return fmt.Errorf("sysfs: %w", err)
 				}
-				for _, p := range []string{typ, ndev} {
-					if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-						return fmt.Errorf("sysfs: %w", err)
-					}
+				// The kernel's type attribute of an unused slot exists
+				// and its read fails: an empty file, which the preload
+				// library reads as EINVAL.
+				if err := writeFile(typ, ""); err != nil {
+					return fmt.Errorf("sysfs: %w", err)
+				}
+				if err := os.Remove(ndev); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return fmt.Errorf("sysfs: %w", err)
 				}
 				continue
 			}

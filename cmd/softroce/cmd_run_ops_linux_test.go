@@ -30,6 +30,10 @@ func buildVerbsProgram(t *testing.T, dir, name string) string {
 // rxeOpsChecks are the checks verbs_rxe_ops.c makes,
 // as it names them; each must print "ok".
 var rxeOpsChecks = []string{
+	"ibv_query_gid_table lists the device's 2 GIDs",
+	"ibv_query_gid_ex of GID 1: RoCE v2, no kernel netdev",
+	"ibv_query_gid_ex of an unused slot is ENODATA",
+	"ibv_query_gid_table with room for 1 is EINVAL",
 	"the command fd is O_RDWR|O_LARGEFILE",
 	"the async event fd is O_RDONLY",
 	"a completion channel's fd is O_RDONLY",

@@ -39,9 +39,11 @@
  *   madvise: keeps the kernel's behaviour of pinned pages on shared ones
  *       (MADV_DONTNEED, MADV_FREE, MADV_REMOVE) and remembers
  *       MADV_DONTFORK ranges;
- *   read: EINVAL (the kernel's uverbs command file has no read), EBADF
- *       where the open's mode gave no read (as write where it gave no
- *       write: see can_read); on an
+ *   read: on such a descriptor EINVAL (the kernel's uverbs command file
+ *       has no read), EBADF where the open's mode gave no read (as write
+ *       where it gave no write: see can_read); on an empty file of the
+ *       sysfs tree ($SYSFS_PATH) EINVAL, an attribute whose show fails
+ *       (see note_attr); on an
  *       event file a command handed over (a completion channel, the async
  *       event file), the end of file its daemon end's close makes is EIO,
  *       as a read of the kernel's event queue freed by ib_uverbs_close;
@@ -1357,9 +1359,80 @@ static void fork_child(void)
 		unshare_all();
 }
 
+/*
+ * Attributes whose read fails. In the kernel's sysfs the GID attribute of
+ * an unused slot (ports/N/gid_attrs/types/I) exists and its read fails;
+ * libibverbs' fallback for ibv_query_gid_ex and ibv_query_gid_table
+ * (query_sysfs_gid_type) takes EINVAL there as "no type" and goes on. In
+ * the tree the daemon writes ($SYSFS_PATH) such an attribute is an empty
+ * file: a descriptor this library opened on an empty file of the tree
+ * reads as EINVAL. attrs (table_mu) names each by its inode, to tell it
+ * from a later file under the same number; attr_mark[fd] is the quick test.
+ */
+#define MAX_ATTRS 16
+static const char *sysfs_root;
+static size_t sysfs_len;
+static unsigned char attr_mark[MAX_FD];
+static struct {
+	int fd;
+	dev_t dev;
+	ino_t ino;
+} attrs[MAX_ATTRS];
+
+/* note_attr marks fd, just opened on path, if it is an empty file of the
+ * tree; it returns fd. With the table full the file reads as it is. */
+static int note_attr(const char *path, int fd)
+{
+	struct stat st;
+	int e = errno, free_at = -1;
+
+	if (fd < 0 || fd >= MAX_FD || !sysfs_len || strncmp(path, sysfs_root, sysfs_len) != 0 ||
+	    path[sysfs_len] != '/' || get_fstat()(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != 0) {
+		errno = e;
+		return fd;
+	}
+	pthread_mutex_lock(&table_mu);
+	for (int i = 0; i < MAX_ATTRS; i++)
+		if (attrs[i].fd == fd || (free_at < 0 && !__atomic_load_n(&attr_mark[attrs[i].fd], __ATOMIC_RELAXED)))
+			free_at = i;
+	if (free_at >= 0) {
+		attrs[free_at].fd = fd;
+		attrs[free_at].dev = st.st_dev;
+		attrs[free_at].ino = st.st_ino;
+		__atomic_store_n(&attr_mark[fd], 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&table_mu);
+	errno = e;
+	return fd;
+}
+
+/* failing_attr reports whether fd is a marked attribute still (the same
+ * inode); a number since reused loses its mark. */
+static int failing_attr(int fd)
+{
+	struct stat st;
+	int ok = 0;
+	if (fd < 0 || fd >= MAX_FD || !__atomic_load_n(&attr_mark[fd], __ATOMIC_ACQUIRE))
+		return 0;
+	if (get_fstat()(fd, &st) < 0)
+		return 0;
+	pthread_mutex_lock(&table_mu);
+	for (int i = 0; i < MAX_ATTRS; i++)
+		if (attrs[i].fd == fd && attrs[i].dev == st.st_dev && attrs[i].ino == st.st_ino)
+			ok = 1;
+	if (!ok)
+		__atomic_store_n(&attr_mark[fd], 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&table_mu);
+	return ok;
+}
+
 __attribute__((constructor)) static void setup(void)
 {
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	sysfs_root = getenv("SYSFS_PATH");
+	sysfs_len = sysfs_root ? strlen(sysfs_root) : 0;
+	while (sysfs_len > 1 && sysfs_root[sysfs_len - 1] == '/')
+		sysfs_len--;
 }
 
 static mode_t open_mode(int flags, va_list ap)
@@ -1380,7 +1453,7 @@ static mode_t open_mode(int flags, va_list ap)
 		va_end(ap);                                                  \
 		if (dev)                                                     \
 			return fake_open(dev, flags);                        \
-		return get_##name()(path, flags, mode);                      \
+		return note_attr(path, get_##name()(path, flags, mode));     \
 	}
 OPEN_WRAPPER(open)
 OPEN_WRAPPER(open64)
@@ -1396,7 +1469,7 @@ OPEN_WRAPPER(open64)
 		va_end(ap);                                                  \
 		if (dev)                                                     \
 			return fake_open(dev, flags);                        \
-		return get_##name()(dirfd, path, flags, mode);               \
+		return note_attr(path, get_##name()(dirfd, path, flags, mode)); \
 	}
 OPENAT_WRAPPER(openat)
 OPENAT_WRAPPER(openat64)
@@ -1404,25 +1477,25 @@ OPENAT_WRAPPER(openat64)
 int __open_2(const char *path, int flags)
 {
 	const char *dev = dev_name(path);
-	return dev ? fake_open(dev, flags) : get___open_2()(path, flags);
+	return dev ? fake_open(dev, flags) : note_attr(path, get___open_2()(path, flags));
 }
 
 int __open64_2(const char *path, int flags)
 {
 	const char *dev = dev_name(path);
-	return dev ? fake_open(dev, flags) : get___open64_2()(path, flags);
+	return dev ? fake_open(dev, flags) : note_attr(path, get___open64_2()(path, flags));
 }
 
 int __openat_2(int dirfd, const char *path, int flags)
 {
 	const char *dev = dev_name(path);
-	return dev ? fake_open(dev, flags) : get___openat_2()(dirfd, path, flags);
+	return dev ? fake_open(dev, flags) : note_attr(path, get___openat_2()(dirfd, path, flags));
 }
 
 int __openat64_2(int dirfd, const char *path, int flags)
 {
 	const char *dev = dev_name(path);
-	return dev ? fake_open(dev, flags) : get___openat64_2()(dirfd, path, flags);
+	return dev ? fake_open(dev, flags) : note_attr(path, get___openat64_2()(dirfd, path, flags));
 }
 
 /* On x86_64 and arm64 struct stat64 and struct stat have one layout. */
@@ -2047,6 +2120,10 @@ ssize_t read(int fd, void *buf, size_t n)
 {
 	ssize_t r;
 	int ev, s = fake_slot(fd);
+	if (failing_attr(fd)) {
+		errno = EINVAL;
+		return -1;
+	}
 	if (s >= 0) {
 		/* No read (EINVAL), after vfs_read's mode check (EBADF). */
 		errno = can_read(s) ? EINVAL : EBADF;

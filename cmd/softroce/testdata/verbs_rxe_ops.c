@@ -31,6 +31,8 @@
  *            ibv_destroy_qp while attached (EBUSY); a UD SEND to an IPv4
  *            group reaches the attached QP, and no longer once detached.
  *
+ *   gid:     ibv_query_gid_table and ibv_query_gid_ex (the entries,
+ *            ENODATA for an unused slot, EINVAL for too small a table).
  *   fdflags: the descriptors' file flags as F_GETFL reports them on
  *            the kernel's files: the command fd O_RDWR with O_LARGEFILE
  *            (librxe's open), the async event fd and a completion
@@ -118,6 +120,23 @@ int main(int argc, char **argv)
 		}
 		CHECK("verbs on the O_NONBLOCK command fd", i == 100, "CQ %d: errno %d", i, errno);
 		MUST("destroy comp channel", !ibv_destroy_comp_channel(ch));
+	}
+
+	/* gid: the table of GID entries (libibverbs reads them from the
+	 * sysfs tree: GID 0 the link-local address, GID 1 the IPv4 one). */
+	{
+		struct ibv_gid_entry ents[8], e;
+		ssize_t k = ibv_query_gid_table(ctx, ents, 8, 0);
+		CHECK("ibv_query_gid_table lists the device's 2 GIDs",
+		      k == 2 && ents[1].gid_index == 1 && ents[1].gid_type == IBV_GID_TYPE_ROCE_V2, "%zd", k);
+		err = ibv_query_gid_ex(ctx, 1, 1, &e, 0);
+		CHECK("ibv_query_gid_ex of GID 1: RoCE v2, no kernel netdev",
+		      err == 0 && e.gid_type == IBV_GID_TYPE_ROCE_V2 && e.ndev_ifindex == 0, "%d type %u ifindex %u", err,
+		      e.gid_type, e.ndev_ifindex);
+		err = ibv_query_gid_ex(ctx, 1, 7, &e, 0);
+		CHECK("ibv_query_gid_ex of an unused slot is ENODATA", err == ENODATA, "%d", err);
+		k = ibv_query_gid_table(ctx, ents, 1, 0);
+		CHECK("ibv_query_gid_table with room for 1 is EINVAL", k == -EINVAL, "%zd", k);
 	}
 
 	pd = ibv_alloc_pd(ctx);
