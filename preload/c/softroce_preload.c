@@ -10,7 +10,8 @@
  * next definition (the real libc function, found with dlsym(RTLD_NEXT)):
  *
  *   open/open64/openat/openat64/__open_2/__open64_2/__openat_2/__openat64_2
- *       of /dev/infiniband/NAME: a SOCK_SEQPACKET connection to the daemon
+ *       of the kernel's RDMA sysfs paths: the tree's files (see
+ *       tree_path); of /dev/infiniband/NAME: a SOCK_SEQPACKET connection to the daemon
  *       ($SOFTROCE_SOCK), close-on-exec if asked, then an OPEN exchange
  *       (a path pointer that cannot be read is no device's: the real call
  *       answers EFAULT, as getname; see dev_name; flags a character
@@ -82,6 +83,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -1426,6 +1428,49 @@ static int failing_attr(int fd)
 	return ok;
 }
 
+/*
+ * The kernel's sysfs paths of RDMA devices. libibverbs reads the tree at
+ * $SYSFS_PATH; other libraries read /sys itself (UCX the GID types, to
+ * tell a GID of IPv4 from one of IPv6). A read-only open of a path under
+ * /sys/class/infiniband or /sys/class/infiniband_verbs that the kernel
+ * does not have (ENOENT) opens the tree's file of that name, where the
+ * tree has one: a device of the kernel's own keeps its files.
+ */
+static const char *tree_path(const char *path, char *buf, size_t n)
+{
+	static const char sys[] = "/sys/class/infiniband";
+	const size_t k = sizeof(sys) - 1;
+	const char *rest = path + 4; /* "/class/..." */
+
+	if (!sysfs_len || strncmp(path, sys, k) != 0 || (path[k] != '/' && strncmp(path + k, "_verbs/", 7) != 0))
+		return NULL;
+	if (sysfs_len + strlen(rest) + 1 > n)
+		return NULL;
+	memcpy(buf, sysfs_root, sysfs_len);
+	strcpy(buf + sysfs_len, rest);
+	return buf;
+}
+
+/* opened finishes an open of path whose real call answered r: a kernel's
+ * RDMA sysfs path it did not find comes from the tree (tree_path), and an
+ * empty file of the tree is marked (note_attr). The kernel read the path
+ * (it answered ENOENT, or opened it): it can be read here too. */
+static int opened(const char *path, int flags, mode_t mode, int r)
+{
+	char buf[PATH_MAX];
+	const char *t;
+	int r2;
+
+	if (r < 0 && errno == ENOENT && (flags & O_ACCMODE) == O_RDONLY && !(flags & (O_CREAT | __O_TMPFILE)) &&
+	    (t = tree_path(path, buf, sizeof(buf))) != NULL) {
+		r2 = get_open()(t, flags, mode);
+		if (r2 < 0 && errno == ENOENT)
+			return r;
+		return note_attr(t, r2);
+	}
+	return note_attr(path, r);
+}
+
 __attribute__((constructor)) static void setup(void)
 {
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -1453,7 +1498,7 @@ static mode_t open_mode(int flags, va_list ap)
 		va_end(ap);                                                  \
 		if (dev)                                                     \
 			return fake_open(dev, flags);                        \
-		return note_attr(path, get_##name()(path, flags, mode));     \
+		return opened(path, flags, mode, get_##name()(path, flags, mode)); \
 	}
 OPEN_WRAPPER(open)
 OPEN_WRAPPER(open64)
@@ -1469,7 +1514,7 @@ OPEN_WRAPPER(open64)
 		va_end(ap);                                                  \
 		if (dev)                                                     \
 			return fake_open(dev, flags);                        \
-		return note_attr(path, get_##name()(dirfd, path, flags, mode)); \
+		return opened(path, flags, mode, get_##name()(dirfd, path, flags, mode)); \
 	}
 OPENAT_WRAPPER(openat)
 OPENAT_WRAPPER(openat64)
@@ -1477,25 +1522,25 @@ OPENAT_WRAPPER(openat64)
 int __open_2(const char *path, int flags)
 {
 	const char *dev = dev_name(path);
-	return dev ? fake_open(dev, flags) : note_attr(path, get___open_2()(path, flags));
+	return dev ? fake_open(dev, flags) : opened(path, flags, 0, get___open_2()(path, flags));
 }
 
 int __open64_2(const char *path, int flags)
 {
 	const char *dev = dev_name(path);
-	return dev ? fake_open(dev, flags) : note_attr(path, get___open64_2()(path, flags));
+	return dev ? fake_open(dev, flags) : opened(path, flags, 0, get___open64_2()(path, flags));
 }
 
 int __openat_2(int dirfd, const char *path, int flags)
 {
 	const char *dev = dev_name(path);
-	return dev ? fake_open(dev, flags) : note_attr(path, get___openat_2()(dirfd, path, flags));
+	return dev ? fake_open(dev, flags) : opened(path, flags, 0, get___openat_2()(dirfd, path, flags));
 }
 
 int __openat64_2(int dirfd, const char *path, int flags)
 {
 	const char *dev = dev_name(path);
-	return dev ? fake_open(dev, flags) : note_attr(path, get___openat64_2()(dirfd, path, flags));
+	return dev ? fake_open(dev, flags) : opened(path, flags, 0, get___openat64_2()(dirfd, path, flags));
 }
 
 /* On x86_64 and arm64 struct stat64 and struct stat have one layout. */

@@ -33,6 +33,7 @@
  *
  *   gid:     ibv_query_gid_table and ibv_query_gid_ex (the entries,
  *            ENODATA for an unused slot, EINVAL for too small a table).
+ *   sysfs:   the kernel's sysfs paths of the device read as the tree's.
  *   fdflags: the descriptors' file flags as F_GETFL reports them on
  *            the kernel's files: the command fd O_RDWR with O_LARGEFILE
  *            (librxe's open), the async event fd and a completion
@@ -137,6 +138,37 @@ int main(int argc, char **argv)
 		CHECK("ibv_query_gid_ex of an unused slot is ENODATA", err == ENODATA, "%d", err);
 		k = ibv_query_gid_table(ctx, ents, 1, 0);
 		CHECK("ibv_query_gid_table with room for 1 is EINVAL", k == -EINVAL, "%zd", k);
+	}
+
+	/* sysfs: the kernel's paths of the device's attributes, which some
+	 * libraries read themselves (UCX the GID types), are the tree's. */
+	{
+		char path[256], b[32];
+		const char *dev = ibv_get_device_name(ctx->device);
+		int fd;
+		ssize_t k;
+
+		snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/gid_attrs/types/1", dev);
+		fd = open(path, O_RDONLY);
+		k = fd < 0 ? -1 : read(fd, b, sizeof(b));
+		CHECK("/sys/class/infiniband/DEV/ports/1/gid_attrs/types/1 reads RoCE v2",
+		      k == 8 && !memcmp(b, "RoCE v2\n", 8), "fd %d read %zd errno %d", fd, k, errno);
+		if (fd >= 0)
+			close(fd);
+		snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/gid_attrs/types/7", dev);
+		fd = open(path, O_RDONLY);
+		errno = 0;
+		k = fd < 0 ? -2 : read(fd, b, sizeof(b));
+		CHECK("the type of an unused GID slot fails its read: EINVAL", k == -1 && errno == EINVAL,
+		      "fd %d read %zd errno %d", fd, k, errno);
+		if (fd >= 0)
+			close(fd);
+		fd = open("/sys/class/infiniband_verbs/abi_version", O_RDONLY);
+		k = fd < 0 ? -1 : read(fd, b, sizeof(b));
+		CHECK("/sys/class/infiniband_verbs/abi_version reads 6", k == 2 && !memcmp(b, "6\n", 2), "fd %d read %zd",
+		      fd, k);
+		if (fd >= 0)
+			close(fd);
 	}
 
 	pd = ibv_alloc_pd(ctx);
