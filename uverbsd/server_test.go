@@ -450,6 +450,94 @@ func TestAccessModeOfTheOpenGovernsReadAndWrite(t *testing.T) {
 	}
 }
 
+// TestDuplicatesAreTheSameDeviceFile: a duplicate of the device's
+// descriptor (dup, F_DUPFD, F_DUPFD_CLOEXEC, dup2, dup3) is the same open
+// file, as the kernel's f_dupfd and do_dup2 make it: fstat shows the
+// device, commands get their answers, mmap maps the file's memory, the
+// file's flags are every number's (F_SETFL on one shows in F_GETFL of
+// another), each number close-on-exec as asked; a forked child has every
+// number, as the kernel's dup_fd copies the table at fork; the file
+// outlives the original's close and is released (ib_uverbs_close) only
+// when the program's last number of it is closed. An rdma_cm descriptor's duplicate has the open's flags, takes
+// commands, and keeps the file (the daemon's connection) after the
+// original's close, until it is closed itself.
+func TestDuplicatesAreTheSameDeviceFile(t *testing.T) {
+	so, probe := tools(t)
+	h := newHarness(t)
+	cmd := h.command(so, probe, "dup")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	br := bufio.NewReader(io.TeeReader(stdout, &out))
+	until := func(want string) {
+		t.Helper()
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("probe ended before saying %q: %v\n%s", want, err, out.String())
+			}
+			if line == want+"\n" {
+				return
+			}
+		}
+	}
+	var f *fakeFile
+	select {
+	case f = <-h.files:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no File opened")
+	}
+	until("one left")
+	select {
+	case <-f.closed:
+		t.Fatalf("the File was released while a duplicate of its descriptor was open\n%s", out.String())
+	case <-time.After(200 * time.Millisecond):
+	}
+	stdin.Write([]byte("go\n"))
+	until("all closed")
+	select {
+	case <-f.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the File was not released after the last number was closed\n%s", out.String())
+	}
+	stdin.Write([]byte("go\n"))
+	// The rdma_cm file: the program's descriptor is its eventfd, the
+	// connection the library's alone; the duplicate keeps it open.
+	until("rdma_cm dup left")
+	time.Sleep(200 * time.Millisecond)
+	if n := h.srv.Clients(); n != 1 {
+		t.Fatalf("Clients() = %d with the rdma_cm file's duplicate open, want 1\n%s", n, out.String())
+	}
+	stdin.Write([]byte("go\n"))
+	until("rdma_cm closed")
+	for deadline := time.Now().Add(5 * time.Second); h.srv.Clients() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Clients() = %d after the rdma_cm file's last number was closed\n%s", h.srv.Clients(), out.String())
+		}
+	}
+	stdin.Write([]byte("go\n"))
+	io.Copy(io.Discard, br)
+	err = cmd.Wait()
+	t.Logf("probe:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("probe dup: %v", err)
+	}
+	const checks = 1 + 42 // the probe's open, then dups's (two of them its forked child's)
+	if got := strings.Count(out.String(), "ok "); got != checks {
+		t.Errorf("the probe reported %d checks passed, want %d", got, checks)
+	}
+}
+
 func TestThreadsSharingADescriptorGetTheirOwnReplies(t *testing.T) {
 	so, probe := tools(t)
 	h := newHarness(t)

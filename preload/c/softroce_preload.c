@@ -26,7 +26,12 @@
  *       command ABI (no RDMA_VERBS_IOCTL); do_vfs_ioctl's own requests
  *       (FIOCLEX, FIONCLEX, FIONBIO, FIOASYNC) as the kernel answers them;
  *   fcntl/fcntl64: F_GETFL and F_SETFL keep the device file's flags, not
- *       the connection's, which stays blocking (see set_flags);
+ *       the connection's, which stays blocking (see set_flags); F_DUPFD
+ *       and F_DUPFD_CLOEXEC as dup;
+ *   dup, and dup2/dup3 from such a descriptor: the real duplicate, and
+ *       the new number is the same device file (one slot: its flags, its
+ *       mode, its doorbells, its mappings), as f_dupfd and do_dup2
+ *       install one open file under a new number (see dup_begin);
  *   write: one request/reply exchange; the daemon writes the command's
  *       response into this process's memory itself (as copy_to_user), and
  *       files it hands over arrive with SCM_RIGHTS: their numbers are stored
@@ -52,12 +57,14 @@
  *       offset and it is mapped in its place (EACCES where the open's mode
  *       does not allow the mapping);
  *   close, and dup2/dup3 onto such a descriptor: forget it, then close it
- *       (the daemon sees the end of the connection when the last reference
- *       goes, as ib_uverbs_close). As the kernel's fdget, a call in flight
- *       holds the file: it works on the library's own descriptors of the
- *       connection and of the eventfd, which the last call out closes
- *       after the program's close (a GET_EVENT waiting when another thread
- *       closes the channel waits on, and takes an event that still comes);
+ *       (the daemon sees the end of the connection when the program's last
+ *       descriptor of the file and the last call in flight on it are gone,
+ *       as the last fput runs __fput and ib_uverbs_close). As the
+ *       kernel's fdget, a call in flight holds the file: it works on the
+ *       library's own descriptors of the connection and of the eventfd,
+ *       which the last call out closes after the program's close (a
+ *       GET_EVENT waiting when another thread closes the channel waits
+ *       on, and takes an event that still comes);
  *   /dev/infiniband/rdma_cm: the daemon passes an eventfd with the OPEN
  *       reply, and that is the descriptor open() returns (poll-readable
  *       while events are queued, as the kernel's ucma file); the
@@ -164,7 +171,9 @@ struct fake {
 	int run;           /* one-way doorbells since the last answered one */
 	unsigned char rts[DB_HANDLES / 8]; /* QP handles known at RTS or later */
 	int refs;       /* calls in flight on the file (table_mu) */
-	int gone;       /* the program closed its fd: the last call out releases */
+	int users;      /* the program's descriptors of the file, its numbers in
+			 * slot_of (table_mu): with none left, the last call
+			 * out releases */
 };
 
 /* rdma_user_cm.h: the commands the library looks at, and the daemon's
@@ -225,6 +234,7 @@ REAL(void *, mmap, (void *, size_t, int, int, int, off_t))
 REAL(void *, mmap64, (void *, size_t, int, int, int, off64_t))
 REAL(int, close, (int))
 REAL(int, socket, (int, int, int))
+REAL(int, dup, (int))
 REAL(int, dup2, (int, int))
 REAL(int, dup3, (int, int, int))
 REAL(int, fcntl, (int, int, ...))
@@ -827,7 +837,7 @@ static int fake_open(const char *name, int flags)
 	fakes[s].run = 0;
 	memset(fakes[s].rts, 0, sizeof(fakes[s].rts));
 	fakes[s].refs = 0;
-	fakes[s].gone = 0;
+	fakes[s].users = 1;
 	__atomic_store_n(&slot_of[user], (unsigned char)(s + 1), __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&table_mu);
 	return user;
@@ -879,29 +889,85 @@ static void release(int s)
 {
 	int sock = -1, ev = -1;
 	pthread_mutex_lock(&table_mu);
-	if (--fakes[s].refs == 0 && fakes[s].gone)
+	if (--fakes[s].refs == 0 && fakes[s].users == 0)
 		unhook(s, &sock, &ev);
 	pthread_mutex_unlock(&table_mu);
 	close_own(sock, ev);
 }
 
-/* forget is the program's close of fd: the file goes now, or when the
- * last call in flight on it returns. */
+/* drop takes fd's number out of the table (table_mu held). The file
+ * goes with the program's last descriptor of it, as the last fput of a
+ * file runs __fput, or when the last call in flight returns: *sock and
+ * *ev are then the library's descriptors to close, else left alone. */
+static void drop(int fd, int *sock, int *ev)
+{
+	int s = fake_slot(fd);
+	if (s < 0)
+		return;
+	__atomic_store_n(&slot_of[fd], 0, __ATOMIC_RELEASE);
+	if (--fakes[s].users == 0 && fakes[s].refs == 0)
+		unhook(s, sock, ev);
+}
+
+/* forget is the program's close of fd: one descriptor of the file less. */
 static void forget(int fd)
 {
-	int s, sock = -1, ev = -1;
+	int sock = -1, ev = -1;
 	if (fake_slot(fd) < 0)
 		return;
 	pthread_mutex_lock(&table_mu);
-	s = fake_slot(fd);
-	if (s >= 0) {
-		__atomic_store_n(&slot_of[fd], 0, __ATOMIC_RELEASE);
-		fakes[s].gone = 1;
-		if (fakes[s].refs == 0)
-			unhook(s, &sock, &ev);
+	drop(fd, &sock, &ev);
+	pthread_mutex_unlock(&table_mu);
+	close_own(sock, ev);
+}
+
+/*
+ * Duplicates. The kernel's dup, dup2, dup3 and F_DUPFD (f_dupfd,
+ * do_dup2) give a new number to the same open file: the device file, its
+ * flags, its mappings, reached through either number, released when the
+ * last one goes (see drop). The real duplicate is made (the number is a
+ * descriptor of the same connection, or eventfd, close-on-exec as asked)
+ * and the new number maps to the same slot. dup_begin takes table_mu for
+ * a fake oldfd and returns its slot (else -1, unlocked); the real dup is
+ * made under it, so that a close of oldfd in another thread, whose drop
+ * takes table_mu before its real close, comes wholly before (the number
+ * is no fake any more: a plain dup) or after (the copy is of the device
+ * file). dup_end records the new number r and unlocks.
+ */
+static int dup_begin(int oldfd)
+{
+	int s;
+	if (fake_slot(oldfd) < 0)
+		return -1;
+	pthread_mutex_lock(&table_mu);
+	s = fake_slot(oldfd);
+	if (s < 0)
+		pthread_mutex_unlock(&table_mu);
+	return s;
+}
+
+static int dup_end(int s, int oldfd, int r)
+{
+	int sock = -1, ev = -1, e = errno;
+	if (s < 0)
+		return r;
+	if (r >= MAX_FD) {
+		/* No room in the table for the number. */
+		get_close()(r);
+		e = EMFILE;
+		r = -1;
+	} else if (r >= 0 && r != oldfd) {
+		/* A number left in the table by a close the library did not
+		 * see (close_range, a raw system call) is another file's no
+		 * more. */
+		drop(r, &sock, &ev);
+		fakes[s].users++;
+		__atomic_store_n(&slot_of[r], (unsigned char)(s + 1), __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&table_mu);
 	close_own(sock, ev);
+	errno = e;
+	return r;
 }
 
 /* ev_add marks fd as an event file handed over; with the table full it
@@ -1328,8 +1394,10 @@ int madvise(void *addr, size_t len, int advice)
 
 /* A fork copies the table with the calls in flight of the parent's other
  * threads, which the child does not have: there each file's count starts
- * at zero, and a file its program closed meanwhile is closed. table_mu is
- * held across the fork so that the copy is whole. */
+ * at zero, and a file its program closed meanwhile (no descriptor of it
+ * left) is closed. The child inherits every descriptor: the counts of
+ * them (users) hold there too. table_mu is held across the fork so that
+ * the copy is whole. */
 static void fork_prepare(void)
 {
 	pthread_mutex_lock(&share_mu);
@@ -1350,7 +1418,7 @@ static void fork_child(void)
 		if (!slot_used[s])
 			continue;
 		fakes[s].refs = 0;
-		if (fakes[s].gone) {
+		if (fakes[s].users == 0) {
 			unhook(s, &sock, &ev);
 			close_own(sock, ev);
 		}
@@ -1792,6 +1860,11 @@ static int fake_fcntl(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 		r = fake_slot(fd) == s ? set_flags(fd, s, (int)(long)arg) : real(fd, cmd, arg);
 		pthread_mutex_unlock(&table_mu);
 		return r;
+	}
+	if (s >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
+		/* f_dupfd: the same file under a new number. */
+		s = dup_begin(fd);
+		return dup_end(s, fd, real(fd, cmd, arg));
 	}
 	r = real(fd, cmd, arg);
 	if (cmd == F_GETFL && r >= 0 && is_evfile(fd))
@@ -2272,23 +2345,35 @@ int close(int fd)
 	return get_close()(fd);
 }
 
-/* dup2 and dup3 over a fake descriptor close it: forget it first. */
+/* dup of a fake descriptor is the same file (see dup_begin). */
+int dup(int oldfd)
+{
+	int s = dup_begin(oldfd);
+	return dup_end(s, oldfd, get_dup()(oldfd));
+}
+
+/* dup2 and dup3 over a fake descriptor close it: forget it first; of a
+ * fake descriptor, the new number is the same file. */
 int dup2(int oldfd, int newfd)
 {
+	int s;
 	if (oldfd != newfd) {
 		forget(newfd);
 		ev_forget(newfd);
 	}
-	return get_dup2()(oldfd, newfd);
+	s = dup_begin(oldfd);
+	return dup_end(s, oldfd, get_dup2()(oldfd, newfd));
 }
 
 int dup3(int oldfd, int newfd, int flags)
 {
+	int s;
 	if (oldfd != newfd) {
 		forget(newfd);
 		ev_forget(newfd);
 	}
-	return get_dup3()(oldfd, newfd, flags);
+	s = dup_begin(oldfd);
+	return dup_end(s, oldfd, get_dup3()(oldfd, newfd, flags));
 }
 
 int socket(int domain, int type, int protocol)

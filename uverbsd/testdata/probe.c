@@ -22,7 +22,8 @@
  * it opens the device read-only, write-only and with O_ACCMODE and checks
  * read(), write() and mmap() on each; with "fdflags" it checks the
  * descriptors' file flags (see fdflags); with "access", the access family
- * on the device (see access_checks). */
+ * on the device (see access_checks); with "dup", the duplicates of the
+ * device's descriptors (see dups). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -35,6 +36,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <rdma/ib_user_verbs.h>
 #include <rdma/rdma_user_cm.h>
@@ -550,6 +552,132 @@ static void fdflags(int fd)
 	close(cm);
 }
 
+/* same_dev checks that fd is the character device orig is (fstat). */
+static void same_dev(int fd, int orig, const char *name)
+{
+	struct stat a, b;
+	int r = fstat(fd, &a), r0 = fstat(orig, &b);
+	CHECK(name, r == 0 && r0 == 0 && S_ISCHR(a.st_mode) && a.st_rdev == b.st_rdev, "mode %o rdev %lx errno %d",
+	      a.st_mode, (unsigned long)a.st_rdev, errno);
+}
+
+/* wait_line says line on stdout and waits for a line on stdin. */
+static int wait_line(const char *line)
+{
+	char buf[16];
+	printf("%s\n", line);
+	fflush(stdout);
+	return fgets(buf, sizeof(buf), stdin) != NULL;
+}
+
+/* dups checks the duplicates of the uverbs descriptor fd (dup, F_DUPFD,
+ * F_DUPFD_CLOEXEC, dup2, dup3) and of an rdma_cm descriptor: each is the
+ * same device file (one open file, as f_dupfd and do_dup2 make): its
+ * fstat, its commands, its flags, its mappings, through any number (a
+ * forked child's too), and the file lives until the last number is
+ * closed. Says "one left" with one number
+ * of the uverbs file open, "all closed" with none, "rdma_cm dup left"
+ * with the rdma_cm file's duplicate open after its original's close and
+ * "rdma_cm closed" with none, each time waiting for a line on stdin. */
+static int dups(int fd)
+{
+	struct {
+		int fd;
+		const char *name;
+		int cloexec;
+	} d[] = {
+		{dup(fd), "dup", 0},
+		{fcntl(fd, F_DUPFD, 100), "F_DUPFD", 0},
+		{fcntl(fd, F_DUPFD_CLOEXEC, 100), "F_DUPFD_CLOEXEC", 1},
+		{dup2(fd, 200), "dup2", 0},
+		{dup3(fd, 201, O_CLOEXEC), "dup3 O_CLOEXEC", 1},
+	};
+	const int n = sizeof(d) / sizeof(d[0]);
+	char name[96];
+	char *p;
+	int cm, cd, status = 0;
+	pid_t pid;
+
+	CHECK("dup2 and dup3 numbers", d[3].fd == 200 && d[4].fd == 201, "%d %d", d[3].fd, d[4].fd);
+	for (int i = 0; i < n; i++) {
+		MUST("duplicate", d[i].fd >= 0);
+		snprintf(name, sizeof(name), "%s: its own descriptor, close-on-exec as asked", d[i].name);
+		CHECK(name, d[i].fd != fd && fcntl(d[i].fd, F_GETFD) == (d[i].cloexec ? FD_CLOEXEC : 0), "fd %d %#x",
+		      d[i].fd, fcntl(d[i].fd, F_GETFD));
+		snprintf(name, sizeof(name), "%s: fstat is the device", d[i].name);
+		same_dev(d[i].fd, fd, name);
+		snprintf(name, sizeof(name), "%s: a command gets its answer", d[i].name);
+		hello(d[i].fd, name);
+		snprintf(name, sizeof(name), "%s: F_GETFL is the open's", d[i].name);
+		CHECK(name, fcntl(d[i].fd, F_GETFL) == (O_RDWR | LARGEFILE), "%#x", fcntl(d[i].fd, F_GETFL));
+	}
+	/* One file description: its flags are every number's. */
+	CHECK("F_SETFL O_NONBLOCK on the dup shows on the original",
+	      fcntl(d[0].fd, F_SETFL, O_NONBLOCK) == 0 && fcntl(fd, F_GETFL) == (O_RDWR | O_NONBLOCK | LARGEFILE),
+	      "%#x", fcntl(fd, F_GETFL));
+	hello(fd, "command on the original after the dup's F_SETFL");
+	hello(d[0].fd, "command on the dup after its F_SETFL");
+	CHECK("F_SETFL 0 on the original shows on the F_DUPFD_CLOEXEC one",
+	      fcntl(fd, F_SETFL, 0) == 0 && fcntl(d[2].fd, F_GETFL) == (O_RDWR | LARGEFILE), "%#x",
+	      fcntl(d[2].fd, F_GETFL));
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, d[1].fd, 8192);
+	CHECK("mmap of the F_DUPFD one", p != MAP_FAILED && memcmp(p, "ring", 4) == 0, "p %p errno %d", (void *)p,
+	      errno);
+	if (p != MAP_FAILED)
+		munmap(p, 4096);
+
+	/* A forked child has every number: its duplicate is the device
+	 * after it closes its original, and its closing them all leaves
+	 * the parent's file as it was. */
+	fflush(stdout);
+	pid = fork();
+	MUST("fork", pid >= 0);
+	if (pid == 0) {
+		close(fd);
+		same_dev(d[0].fd, d[3].fd, "fork: the child's dup after its original's close: fstat is the device");
+		CHECK("fork: the child's dup after its original's close: F_GETFL is the open's",
+		      fcntl(d[0].fd, F_GETFL) == (O_RDWR | LARGEFILE), "%#x", fcntl(d[0].fd, F_GETFL));
+		for (int i = 0; i < n; i++)
+			close(d[i].fd);
+		fflush(stdout);
+		_exit(failed);
+	}
+	CHECK("fork: the child's checks", waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+						  WEXITSTATUS(status) == 0, "status %#x", status);
+	hello(fd, "a command on the original after the child closed its numbers");
+
+	CHECK("close the original", close(fd) == 0, "errno %d", errno);
+	same_dev(d[0].fd, d[3].fd, "the dup after the original's close: fstat is the device");
+	hello(d[0].fd, "a command on the dup after the original's close");
+	for (int i = 0; i < n - 1; i++)
+		close(d[i].fd);
+	hello(d[n - 1].fd, "a command on the last number");
+	if (!wait_line("one left"))
+		return 1;
+	hello(d[n - 1].fd, "a command on the last number, later");
+	CHECK("close the last number", close(d[n - 1].fd) == 0, "errno %d", errno);
+	if (!wait_line("all closed"))
+		return 1;
+
+	cm = open("/dev/infiniband/rdma_cm", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	MUST("open rdma_cm", cm >= 0);
+	cd = dup(cm);
+	CHECK("rdma_cm dup: F_GETFL is the open's", cd >= 0 && fcntl(cd, F_GETFL) == (O_RDWR | O_NONBLOCK | LARGEFILE),
+	      "fd %d %#x", cd, fcntl(cd, F_GETFL));
+	same_dev(cd, cm, "rdma_cm dup: fstat is the device");
+	create_id(cd, "rdma_cm dup: CREATE_ID");
+	CHECK("rdma_cm dup: F_SETFL 0 shows on the original",
+	      fcntl(cd, F_SETFL, 0) == 0 && fcntl(cm, F_GETFL) == (O_RDWR | LARGEFILE), "%#x", fcntl(cm, F_GETFL));
+	close(cm);
+	create_id(cd, "rdma_cm dup: CREATE_ID after the original's close");
+	if (!wait_line("rdma_cm dup left"))
+		return 1;
+	CHECK("rdma_cm dup: close", close(cd) == 0, "errno %d", errno);
+	if (!wait_line("rdma_cm closed"))
+		return 1;
+	return failed;
+}
+
 /* access_checks checks the access family on the device as the kernel
  * answers it for a node of mode 0666 that root owns: no execute bit, so
  * execute is refused to root too. */
@@ -730,6 +858,10 @@ int main(int argc, char **argv)
 		alarm(20); /* a GET_EVENT that waits fails the probe */
 		fdflags(fd);
 		return failed;
+	}
+	if (argc > 1 && strcmp(argv[1], "dup") == 0) {
+		alarm(20); /* a command whose answer never comes fails the probe */
+		return dups(fd);
 	}
 	if (argc > 1 && strcmp(argv[1], "accmode") == 0) {
 		setvbuf(stdout, NULL, _IONBF, 0);
