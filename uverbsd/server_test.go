@@ -358,17 +358,23 @@ func TestWriteFromAnUnreadableBufferIsEFAULT(t *testing.T) {
 // file's, fail with EFAULT, as getname (EINVAL where the flags are refused
 // first); and the program goes on.
 func TestBadPointersToStatAndOpenGetTheKernelsAnswers(t *testing.T) {
+	probeChecks(t, newHarness(t), "badptr", 44) // the probe's open, then badptr's checks
+}
+
+// probeChecks runs the probe in mode against h and fails the test unless
+// it exits 0 having printed "ok" for checks checks; it returns the output.
+func probeChecks(t *testing.T, h *harness, mode string, checks int) string {
+	t.Helper()
 	so, probe := tools(t)
-	h := newHarness(t)
-	out, err := h.command(so, probe, "badptr").CombinedOutput()
+	out, err := h.command(so, probe, mode).CombinedOutput()
 	t.Logf("probe:\n%s", out)
 	if err != nil {
-		t.Fatalf("probe badptr: %v", err)
+		t.Fatalf("probe %s: %v", mode, err)
 	}
-	const checks = 44 // the probe's open, then badptr's checks
 	if got := strings.Count(string(out), "ok "); got != checks {
 		t.Errorf("the probe reported %d checks passed, want %d", got, checks)
 	}
+	return string(out)
 }
 
 // TestFileFlagsAreTheDevicesFlags: the device's descriptors carry the
@@ -382,17 +388,7 @@ func TestBadPointersToStatAndOpenGetTheKernelsAnswers(t *testing.T) {
 // and O_DIRECT get EEXIST, ENOTDIR and EINVAL; and an rdma_cm descriptor
 // opened O_NONBLOCK, or made so, answers GET_EVENT with EAGAIN.
 func TestFileFlagsAreTheDevicesFlags(t *testing.T) {
-	so, probe := tools(t)
-	h := newHarness(t)
-	out, err := h.command(so, probe, "fdflags").CombinedOutput()
-	t.Logf("probe:\n%s", out)
-	if err != nil {
-		t.Fatalf("probe fdflags: %v", err)
-	}
-	const checks = 1 + 26 // the probe's open, then fdflags's
-	if got := strings.Count(string(out), "ok "); got != checks {
-		t.Errorf("the probe reported %d checks passed, want %d", got, checks)
-	}
+	probeChecks(t, newHarness(t), "fdflags", 1+26) // the probe's open, then fdflags's
 }
 
 // TestAccessFamilyAnswersAsTheDeviceNode: access, euidaccess, eaccess and
@@ -402,17 +398,7 @@ func TestFileFlagsAreTheDevicesFlags(t *testing.T) {
 // flag EINVAL, a NULL path EFAULT; AT_EMPTY_PATH asks of the descriptor.
 // UCX takes only the devices access() finds readable and writable.
 func TestAccessFamilyAnswersAsTheDeviceNode(t *testing.T) {
-	so, probe := tools(t)
-	h := newHarness(t)
-	out, err := h.command(so, probe, "access").CombinedOutput()
-	t.Logf("probe:\n%s", out)
-	if err != nil {
-		t.Fatalf("probe access: %v", err)
-	}
-	const checks = 1 + 13 // the probe's open, then access_checks's
-	if got := strings.Count(string(out), "ok "); got != checks {
-		t.Errorf("the probe reported %d checks passed, want %d", got, checks)
-	}
+	probeChecks(t, newHarness(t), "access", 1+13) // the probe's open, then access_checks's
 }
 
 // TestAccessModeOfTheOpenGovernsReadAndWrite: the device opened
@@ -422,17 +408,8 @@ func TestAccessFamilyAnswersAsTheDeviceNode(t *testing.T) {
 // command's answer and the command file's EINVAL for read; and mmap() as
 // do_mmap: EACCES where the mode does not allow the mapping.
 func TestAccessModeOfTheOpenGovernsReadAndWrite(t *testing.T) {
-	so, probe := tools(t)
 	h := newHarness(t)
-	out, err := h.command(so, probe, "accmode").CombinedOutput()
-	t.Logf("probe:\n%s", out)
-	if err != nil {
-		t.Fatalf("probe accmode: %v", err)
-	}
-	const checks = 12 // the probe's open, then a write, a read and mmaps in each of three modes
-	if got := strings.Count(string(out), "ok "); got != checks {
-		t.Errorf("the probe reported %d checks passed, want %d", got, checks)
-	}
+	probeChecks(t, h, "accmode", 12) // the probe's open, then a write, a read and mmaps in each of three modes
 	commands := 0
 	for range 4 {
 		select {

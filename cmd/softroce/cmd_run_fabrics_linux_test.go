@@ -31,7 +31,7 @@ func TestLibfabricVerbsProviderOnTheDaemon(t *testing.T) {
 	for _, c := range []struct{ ep, size string }{{"dgram", "1000"}, {"rdm", "65536"}} {
 		t.Run(c.ep, func(t *testing.T) {
 			args := []string{"-p", "verbs", "-e", c.ep, "-c", "-I", "200", "-S", c.size}
-			serverClient(t, home, env, ping, append(args, "-B", "18551"), append(args, "-P", "18551", "127.0.0.1"),
+			serverClient(t, userStarts(t, home, env), ping, append(args, "-B", "18551"), append(args, "-P", "18551", "127.0.0.1"),
 				"Connection refused", "=200", "=200")
 		})
 	}
@@ -65,7 +65,7 @@ func TestUCXOnTheDaemon(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := []string{"-d", "rxe32:1", "-x", "rc_verbs", "-t", c.test, "-D", c.layout, "-s", c.size, "-n", "1000", "-p", "18552"}
-			serverClient(t, home, env, perftest, args, append(args, "127.0.0.1"), "Connection refused",
+			serverClient(t, userStarts(t, home, env), perftest, args, append(args, "127.0.0.1"), "Connection refused",
 				"Accepted connection from 127.0.0.1", "Final:                  1000")
 		})
 	}
@@ -106,42 +106,49 @@ func distroModuleUser(t *testing.T, tool, pkg, mod, modPkg string) string {
 }
 
 // serverClient runs tool with serverArgs, then with clientArgs until the
-// client's output stops saying notReady (the server's control socket is
-// not up yet) or 20 s pass, both as the user of home with env, and checks
-// that both exit 0 and print serverWant and clientWant.
-func serverClient(t *testing.T, home string, env []string, tool string, serverArgs, clientArgs []string, notReady, serverWant, clientWant string) {
+// client's output stops saying notReady (the server is not listening yet)
+// or 20 s pass, each as the command start makes for its argv, checks that
+// both exit 0 and print serverWant and clientWant, and returns their
+// outputs.
+func serverClient(t *testing.T, start func(argv ...string) *exec.Cmd, tool string, serverArgs, clientArgs []string, notReady, serverWant, clientWant string) (sout, cout string) {
 	t.Helper()
-	server := userCommand(t, home, env, tool, serverArgs...)
-	var sout bytes.Buffer
-	server.Stdout, server.Stderr = &sout, &sout
+	server := start(append([]string{tool}, serverArgs...)...)
+	var sbuf bytes.Buffer
+	server.Stdout, server.Stderr = &sbuf, &sbuf
 	if err := server.Start(); err != nil {
 		t.Fatal(err)
 	}
 	serverDone := make(chan error, 1)
 	go func() { serverDone <- server.Wait() }()
 	defer server.Process.Kill()
-	var cout []byte
+	var out []byte
 	var err error
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		cout, err = userCommand(t, home, env, tool, clientArgs...).CombinedOutput()
-		if err == nil || !strings.Contains(string(cout), notReady) || time.Now().After(deadline) {
+		out, err = start(append([]string{tool}, clientArgs...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), notReady) || time.Now().After(deadline) {
 			break
 		}
 	}
 	if err != nil {
-		t.Fatalf("client: %v\n%s\nserver:\n%s", err, cout, sout.String())
+		t.Fatalf("client: %v\n%s\nserver:\n%s", err, out, sbuf.String())
 	}
 	select {
 	case err := <-serverDone:
 		if err != nil {
-			t.Fatalf("server: %v\n%s", err, sout.String())
+			t.Fatalf("server: %v\n%s", err, sbuf.String())
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("server did not finish:\n%s", sout.String())
+		t.Fatalf("server did not finish:\n%s", sbuf.String())
 	}
-	for _, c := range []struct{ who, out, want string }{{"client", string(cout), clientWant}, {"server", sout.String(), serverWant}} {
+	for _, c := range []struct{ who, out, want string }{{"client", string(out), clientWant}, {"server", sbuf.String(), serverWant}} {
 		if !strings.Contains(c.out, c.want) {
 			t.Errorf("%s output lacks %q:\n%s", c.who, c.want, c.out)
 		}
 	}
+	return sbuf.String(), string(out)
+}
+
+// userStarts is the start of serverClient for the user of home with env.
+func userStarts(t *testing.T, home string, env []string) func(argv ...string) *exec.Cmd {
+	return func(argv ...string) *exec.Cmd { return userCommand(t, home, env, argv[0], argv[1:]...) }
 }

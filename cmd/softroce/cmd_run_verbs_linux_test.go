@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -163,49 +164,20 @@ var gidRE = regexp.MustCompile(`GID ::ffff:10\.78\.0\.1|GID: 00:00:00:00:00:00:0
 // (userCommand in home), and checks what pair checks.
 func pingpongs(t *testing.T, home string, env []string, tool string, args []string, serverWant, clientWant string) {
 	t.Helper()
-	pair(t, func(argv ...string) *exec.Cmd { return userCommand(t, home, env, argv[0], argv[1:]...) },
-		tool, args, serverWant, clientWant)
+	pair(t, userStarts(t, home, env), tool, args, serverWant, clientWant)
 }
 
 // pair runs tool as server, then as client of 127.0.0.1, each with the
 // command start makes for its argv, and checks that both exit 0, name the
-// GID of 10.78.0.1 and print serverWant and clientWant.
+// GID of 10.78.0.1 and print serverWant and clientWant. The server
+// listens once it has its QP; until then the client cannot connect and
+// says so.
 func pair(t *testing.T, start func(argv ...string) *exec.Cmd, tool string, args []string, serverWant, clientWant string) {
 	t.Helper()
-	server := start(append([]string{tool}, args...)...)
-	var sout bytes.Buffer
-	server.Stdout, server.Stderr = &sout, &sout
-	if err := server.Start(); err != nil {
-		t.Fatal(err)
-	}
-	serverDone := make(chan error, 1)
-	go func() { serverDone <- server.Wait() }()
-	defer server.Process.Kill()
-	var cout []byte
-	var err error
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		// The server listens once it has its QP; until then the
-		// client cannot connect and says so.
-		cout, err = start(append(append([]string{tool}, args...), "127.0.0.1")...).CombinedOutput()
-		if err == nil || !strings.Contains(string(cout), "Couldn't connect") || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("client: %v\n%s\nserver:\n%s", err, cout, sout.String())
-	}
-	select {
-	case err := <-serverDone:
-		if err != nil {
-			t.Fatalf("server: %v\n%s", err, sout.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("server did not finish:\n%s", sout.String())
-	}
-	for _, c := range []struct{ who, out, want string }{
-		{"client", string(cout), clientWant}, {"server", sout.String(), serverWant}} {
-		if !strings.Contains(c.out, c.want) || !gidRE.MatchString(c.out) {
-			t.Errorf("%s output lacks %q or the GID of 10.78.0.1:\n%s", c.who, c.want, c.out)
+	sout, cout := serverClient(t, start, tool, args, append(slices.Clone(args), "127.0.0.1"), "Couldn't connect", serverWant, clientWant)
+	for _, c := range []struct{ who, out string }{{"client", cout}, {"server", sout}} {
+		if !gidRE.MatchString(c.out) {
+			t.Errorf("%s output lacks the GID of 10.78.0.1:\n%s", c.who, c.out)
 		}
 	}
 }

@@ -241,18 +241,22 @@ REAL(int, fcntl, (int, int, ...))
 REAL(int, fcntl64, (int, int, ...))
 REAL(int, madvise, (void *, size_t, int))
 
-/* The event files uverbs commands handed over (completion channels, the
- * async event file): ev_mark[fd] is set for their numbers, and evfiles
- * (table_mu) names each one's inode, to tell it from a later file under
- * the same number. */
-#define MAX_EVFILES 256
-static unsigned char ev_mark[MAX_FD];
+/* Files the library knows by number: the event files uverbs commands
+ * handed over (completion channels, the async event file; KNOWN_EVFILE)
+ * and the failing attributes of the sysfs tree (KNOWN_ATTR, see
+ * note_attr). known_as[fd] is the kind of the file under a number, and
+ * known (table_mu) names each one's inode, to tell it from a later file
+ * under the same number that a close not wrapped left it to. */
+#define KNOWN_EVFILE 1
+#define KNOWN_ATTR 2
+#define MAX_KNOWN 272
+static unsigned char known_as[MAX_FD];
 static struct {
 	int fd;
 	dev_t dev;
 	ino_t ino;
-} evfiles[MAX_EVFILES];
-static int n_evfiles;
+} known[MAX_KNOWN];
+static int n_known;
 
 static int fake_slot(int fd)
 {
@@ -970,56 +974,76 @@ static int dup_end(int s, int oldfd, int r)
 	return r;
 }
 
-/* ev_add marks fd as an event file handed over; with the table full it
- * stays unmarked (its end reads as end of file, not EIO). */
-static void ev_add(int fd)
+/* know records fd, a file of kind with stat st, replacing what the number
+ * was; with the table full fd stays unknown (an event file's end then
+ * reads as end of file, not EIO; an attribute reads as it is). */
+static void know(int fd, int kind, const struct stat *st)
 {
-	struct stat st;
-	if (fd < 0 || fd >= MAX_FD || get_fstat()(fd, &st) < 0)
+	int i;
+	if (fd < 0 || fd >= MAX_FD)
 		return;
 	pthread_mutex_lock(&table_mu);
-	if (n_evfiles < MAX_EVFILES) {
-		evfiles[n_evfiles].fd = fd;
-		evfiles[n_evfiles].dev = st.st_dev;
-		evfiles[n_evfiles].ino = st.st_ino;
-		n_evfiles++;
-		__atomic_store_n(&ev_mark[fd], 1, __ATOMIC_RELEASE);
+	for (i = 0; i < n_known && known[i].fd != fd; i++)
+		;
+	if (i < MAX_KNOWN) {
+		if (i == n_known)
+			n_known++;
+		known[i].fd = fd;
+		known[i].dev = st->st_dev;
+		known[i].ino = st->st_ino;
+		__atomic_store_n(&known_as[fd], (unsigned char)kind, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&table_mu);
 }
 
-/* ev_forget drops fd's mark: the program closes it. */
-static void ev_forget(int fd)
+/* unknow drops fd (table_mu held). */
+static void unknow(int fd)
 {
-	if (fd < 0 || fd >= MAX_FD || !__atomic_load_n(&ev_mark[fd], __ATOMIC_ACQUIRE))
-		return;
-	pthread_mutex_lock(&table_mu);
-	__atomic_store_n(&ev_mark[fd], 0, __ATOMIC_RELEASE);
-	for (int i = 0; i < n_evfiles; i++) {
-		if (evfiles[i].fd == fd) {
-			evfiles[i] = evfiles[--n_evfiles];
+	__atomic_store_n(&known_as[fd], 0, __ATOMIC_RELEASE);
+	for (int i = 0; i < n_known; i++) {
+		if (known[i].fd == fd) {
+			known[i] = known[--n_known];
 			break;
 		}
 	}
+}
+
+/* forget_known drops fd: the program closes it. */
+static void forget_known(int fd)
+{
+	if (fd < 0 || fd >= MAX_FD || !__atomic_load_n(&known_as[fd], __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&table_mu);
+	unknow(fd);
 	pthread_mutex_unlock(&table_mu);
 }
 
-/* is_evfile reports whether fd is an event file handed over (the inode
- * tells it from another file a close not wrapped left the number to). */
-static int is_evfile(int fd)
+/* is_known reports whether fd is a file of kind still: the number's inode
+ * is the one recorded; a number since reused is forgotten. */
+static int is_known(int fd, int kind)
 {
 	struct stat st;
 	int ok = 0;
-	if (fd < 0 || fd >= MAX_FD || !__atomic_load_n(&ev_mark[fd], __ATOMIC_ACQUIRE))
+	if (fd < 0 || fd >= MAX_FD || __atomic_load_n(&known_as[fd], __ATOMIC_ACQUIRE) != kind)
 		return 0;
 	if (get_fstat()(fd, &st) < 0)
 		return 0;
 	pthread_mutex_lock(&table_mu);
-	for (int i = 0; i < n_evfiles; i++)
-		if (evfiles[i].fd == fd && evfiles[i].dev == st.st_dev && evfiles[i].ino == st.st_ino)
+	for (int i = 0; i < n_known; i++)
+		if (known[i].fd == fd && known[i].dev == st.st_dev && known[i].ino == st.st_ino)
 			ok = 1;
+	if (!ok)
+		unknow(fd);
 	pthread_mutex_unlock(&table_mu);
 	return ok;
+}
+
+/* ev_add records fd as an event file handed over. */
+static void ev_add(int fd)
+{
+	struct stat st;
+	if (fd >= 0 && get_fstat()(fd, &st) == 0)
+		know(fd, KNOWN_EVFILE, &st);
 }
 
 /*
@@ -1436,64 +1460,23 @@ static void fork_child(void)
  * (query_sysfs_gid_type) takes EINVAL there as "no type" and goes on. In
  * the tree the daemon writes ($SYSFS_PATH) such an attribute is an empty
  * file: a descriptor this library opened on an empty file of the tree
- * reads as EINVAL. attrs (table_mu) names each by its inode, to tell it
- * from a later file under the same number; attr_mark[fd] is the quick test.
+ * reads as EINVAL.
  */
-#define MAX_ATTRS 16
 static const char *sysfs_root;
 static size_t sysfs_len;
-static unsigned char attr_mark[MAX_FD];
-static struct {
-	int fd;
-	dev_t dev;
-	ino_t ino;
-} attrs[MAX_ATTRS];
 
-/* note_attr marks fd, just opened on path, if it is an empty file of the
- * tree; it returns fd. With the table full the file reads as it is. */
+/* note_attr records fd, just opened on path, if it is an empty file of
+ * the tree; it returns fd. */
 static int note_attr(const char *path, int fd)
 {
 	struct stat st;
-	int e = errno, free_at = -1;
+	int e = errno;
 
-	if (fd < 0 || fd >= MAX_FD || !sysfs_len || strncmp(path, sysfs_root, sysfs_len) != 0 ||
-	    path[sysfs_len] != '/' || get_fstat()(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != 0) {
-		errno = e;
-		return fd;
-	}
-	pthread_mutex_lock(&table_mu);
-	for (int i = 0; i < MAX_ATTRS; i++)
-		if (attrs[i].fd == fd || (free_at < 0 && !__atomic_load_n(&attr_mark[attrs[i].fd], __ATOMIC_RELAXED)))
-			free_at = i;
-	if (free_at >= 0) {
-		attrs[free_at].fd = fd;
-		attrs[free_at].dev = st.st_dev;
-		attrs[free_at].ino = st.st_ino;
-		__atomic_store_n(&attr_mark[fd], 1, __ATOMIC_RELEASE);
-	}
-	pthread_mutex_unlock(&table_mu);
+	if (fd >= 0 && sysfs_len && strncmp(path, sysfs_root, sysfs_len) == 0 && path[sysfs_len] == '/' &&
+	    get_fstat()(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+		know(fd, KNOWN_ATTR, &st);
 	errno = e;
 	return fd;
-}
-
-/* failing_attr reports whether fd is a marked attribute still (the same
- * inode); a number since reused loses its mark. */
-static int failing_attr(int fd)
-{
-	struct stat st;
-	int ok = 0;
-	if (fd < 0 || fd >= MAX_FD || !__atomic_load_n(&attr_mark[fd], __ATOMIC_ACQUIRE))
-		return 0;
-	if (get_fstat()(fd, &st) < 0)
-		return 0;
-	pthread_mutex_lock(&table_mu);
-	for (int i = 0; i < MAX_ATTRS; i++)
-		if (attrs[i].fd == fd && attrs[i].dev == st.st_dev && attrs[i].ino == st.st_ino)
-			ok = 1;
-	if (!ok)
-		__atomic_store_n(&attr_mark[fd], 0, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&table_mu);
-	return ok;
 }
 
 /*
@@ -1867,7 +1850,7 @@ static int fake_fcntl(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 		return dup_end(s, fd, real(fd, cmd, arg));
 	}
 	r = real(fd, cmd, arg);
-	if (cmd == F_GETFL && r >= 0 && is_evfile(fd))
+	if (cmd == F_GETFL && r >= 0 && is_known(fd, KNOWN_EVFILE))
 		r = (r & ~O_ACCMODE) | O_RDONLY;
 	return r;
 }
@@ -2238,7 +2221,7 @@ ssize_t read(int fd, void *buf, size_t n)
 {
 	ssize_t r;
 	int ev, s = fake_slot(fd);
-	if (failing_attr(fd)) {
+	if (is_known(fd, KNOWN_ATTR)) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -2251,7 +2234,7 @@ ssize_t read(int fd, void *buf, size_t n)
 	 * an event file's end of file is its daemon end gone, its context
 	 * closed (ib_uverbs_close frees the event queues, and a waiting or
 	 * later read is EIO) or the daemon dead. */
-	ev = is_evfile(fd);
+	ev = is_known(fd, KNOWN_EVFILE);
 	r = get_read()(fd, buf, n);
 	if (r == 0 && n > 0 && ev) {
 		errno = EIO;
@@ -2341,7 +2324,7 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 int close(int fd)
 {
 	forget(fd);
-	ev_forget(fd);
+	forget_known(fd);
 	return get_close()(fd);
 }
 
@@ -2359,7 +2342,7 @@ int dup2(int oldfd, int newfd)
 	int s;
 	if (oldfd != newfd) {
 		forget(newfd);
-		ev_forget(newfd);
+		forget_known(newfd);
 	}
 	s = dup_begin(oldfd);
 	return dup_end(s, oldfd, get_dup2()(oldfd, newfd));
@@ -2370,7 +2353,7 @@ int dup3(int oldfd, int newfd, int flags)
 	int s;
 	if (oldfd != newfd) {
 		forget(newfd);
-		ev_forget(newfd);
+		forget_known(newfd);
 	}
 	s = dup_begin(oldfd);
 	return dup_end(s, oldfd, get_dup3()(oldfd, newfd, flags));
