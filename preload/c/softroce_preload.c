@@ -547,23 +547,36 @@ static void fill_statx(struct statx *st, dev_t rdev)
 	st->stx_blksize = 4096;
 }
 
-/* stat_path answers a stat of /dev/infiniband/NAME: 1 done (0 or -1 with
- * errno), 0 not ours (errno untouched); probe as dev_name_probed's. As vfs_stat and cp_new_stat, the lookup's error
- * (ENOENT) comes before the buffer's (EFAULT). */
-static int stat_path(const char *path, struct stat *st, int *rc, int probe)
+/* node_lookup looks path up as the stat and access families do: 0 it is
+ * no device's path; 1 the device's node, rdev its number; -1 the lookup
+ * failed (errno set, *rc -1). probe as dev_name_probed's. */
+static int node_lookup(const char *path, int probe, dev_t *rdev, int *rc)
 {
 	const char *name = dev_name_probed(path, probe);
-	dev_t rdev;
 	int err;
 
 	if (!name)
 		return 0;
-	err = sysfs_rdev(name, &rdev);
+	err = sysfs_rdev(name, rdev);
 	if (err < 0) {
 		errno = -err;
 		*rc = -1;
-		return 1;
+		return -1;
 	}
+	return 1;
+}
+
+/* stat_path answers a stat of /dev/infiniband/NAME: 1 done (0 or -1 with
+ * errno), 0 not ours (errno untouched); probe as dev_name_probed's. As
+ * vfs_stat and cp_new_stat, the lookup's error (ENOENT) comes before the
+ * buffer's (EFAULT). */
+static int stat_path(const char *path, struct stat *st, int *rc, int probe)
+{
+	dev_t rdev;
+	int found = node_lookup(path, probe, &rdev, rc);
+
+	if (found <= 0)
+		return found < 0;
 	if (!writable(st, sizeof(*st))) {
 		errno = EFAULT;
 		*rc = -1;
@@ -1621,21 +1634,14 @@ static int access_answer(int r, int mode, int *rc)
 
 static int access_path(const char *path, int mode, int *rc, int r)
 {
-	const char *name;
 	dev_t rdev;
-	int err;
+	int found;
 
 	if (r < 0 && (errno == EINVAL || errno == EFAULT))
 		return 0;
-	name = dev_name_probed(path, !path_read(r));
-	if (!name)
-		return 0;
-	err = sysfs_rdev(name, &rdev);
-	if (err < 0) {
-		errno = -err;
-		*rc = -1;
-		return 1;
-	}
+	found = node_lookup(path, !path_read(r), &rdev, rc);
+	if (found <= 0)
+		return found < 0;
 	return access_answer(r, mode, rc);
 }
 
