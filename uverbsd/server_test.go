@@ -377,6 +377,58 @@ func probeChecks(t *testing.T, h *harness, mode string, checks int) string {
 	return string(out)
 }
 
+// liveProbe is the probe running in a mode that steps on the test's
+// lines on its stdin; out holds what it printed so far.
+type liveProbe struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   bytes.Buffer
+	lines *bufio.Scanner
+}
+
+// startProbe starts the probe in mode against h, with env added.
+func startProbe(t *testing.T, h *harness, mode string, env ...string) *liveProbe {
+	t.Helper()
+	so, probe := tools(t)
+	p := &liveProbe{cmd: h.command(so, probe, mode)}
+	p.cmd.Env = append(p.cmd.Env, env...)
+	var err error
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
+	p.lines = bufio.NewScanner(io.TeeReader(stdout, &p.out))
+	return p
+}
+
+// until reads the probe's lines up to the one that starts with want.
+func (p *liveProbe) until(t *testing.T, want string) {
+	t.Helper()
+	for p.lines.Scan() {
+		if strings.HasPrefix(p.lines.Text(), want) {
+			return
+		}
+	}
+	t.Fatalf("no %q from the probe\n%s", want, p.out.String())
+}
+
+// step sends the probe a line, its cue for the next step.
+func (p *liveProbe) step(line string) { io.WriteString(p.stdin, line+"\n") }
+
+// wait reads the rest of the probe's output and waits for its end.
+func (p *liveProbe) wait() error {
+	for p.lines.Scan() {
+	}
+	return p.cmd.Wait()
+}
+
 // TestFileFlagsAreTheDevicesFlags: the device's descriptors carry the
 // flags the kernel's character device file would: F_GETFL (fcntl and
 // fcntl64) reports the open's flags with O_LARGEFILE; F_SETFL keeps
@@ -439,78 +491,50 @@ func TestAccessModeOfTheOpenGovernsReadAndWrite(t *testing.T) {
 // commands, and keeps the file (the daemon's connection) after the
 // original's close, until it is closed itself.
 func TestDuplicatesAreTheSameDeviceFile(t *testing.T) {
-	so, probe := tools(t)
 	h := newHarness(t)
-	cmd := h.command(so, probe, "dup")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	br := bufio.NewReader(io.TeeReader(stdout, &out))
-	until := func(want string) {
-		t.Helper()
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				t.Fatalf("probe ended before saying %q: %v\n%s", want, err, out.String())
-			}
-			if line == want+"\n" {
-				return
-			}
-		}
-	}
+	p := startProbe(t, h, "dup")
 	var f *fakeFile
 	select {
 	case f = <-h.files:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no File opened")
 	}
-	until("one left")
+	p.until(t, "one left")
 	select {
 	case <-f.closed:
-		t.Fatalf("the File was released while a duplicate of its descriptor was open\n%s", out.String())
+		t.Fatalf("the File was released while a duplicate of its descriptor was open\n%s", p.out.String())
 	case <-time.After(200 * time.Millisecond):
 	}
-	stdin.Write([]byte("go\n"))
-	until("all closed")
+	p.step("go")
+	p.until(t, "all closed")
 	select {
 	case <-f.closed:
 	case <-time.After(5 * time.Second):
-		t.Fatalf("the File was not released after the last number was closed\n%s", out.String())
+		t.Fatalf("the File was not released after the last number was closed\n%s", p.out.String())
 	}
-	stdin.Write([]byte("go\n"))
+	p.step("go")
 	// The rdma_cm file: the program's descriptor is its eventfd, the
 	// connection the library's alone; the duplicate keeps it open.
-	until("rdma_cm dup left")
+	p.until(t, "rdma_cm dup left")
 	time.Sleep(200 * time.Millisecond)
 	if n := h.srv.Clients(); n != 1 {
-		t.Fatalf("Clients() = %d with the rdma_cm file's duplicate open, want 1\n%s", n, out.String())
+		t.Fatalf("Clients() = %d with the rdma_cm file's duplicate open, want 1\n%s", n, p.out.String())
 	}
-	stdin.Write([]byte("go\n"))
-	until("rdma_cm closed")
+	p.step("go")
+	p.until(t, "rdma_cm closed")
 	for deadline := time.Now().Add(5 * time.Second); h.srv.Clients() != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("Clients() = %d after the rdma_cm file's last number was closed\n%s", h.srv.Clients(), out.String())
+			t.Fatalf("Clients() = %d after the rdma_cm file's last number was closed\n%s", h.srv.Clients(), p.out.String())
 		}
 	}
-	stdin.Write([]byte("go\n"))
-	io.Copy(io.Discard, br)
-	err = cmd.Wait()
-	t.Logf("probe:\n%s", out.String())
+	p.step("go")
+	err := p.wait()
+	t.Logf("probe:\n%s", p.out.String())
 	if err != nil {
 		t.Fatalf("probe dup: %v", err)
 	}
 	const checks = 1 + 42 // the probe's open, then dups's (two of them its forked child's)
-	if got := strings.Count(out.String(), "ok "); got != checks {
+	if got := strings.Count(p.out.String(), "ok "); got != checks {
 		t.Errorf("the probe reported %d checks passed, want %d", got, checks)
 	}
 }
@@ -529,22 +553,8 @@ func TestThreadsSharingADescriptorGetTheirOwnReplies(t *testing.T) {
 // holds the file for the write, the command completes with its response
 // and the File is released (ib_uverbs_close) only after it returns.
 func TestCloseWaitsForTheCallInFlight(t *testing.T) {
-	so, probe := tools(t)
 	h := newHarness(t)
-	cmd := h.command(so, probe, "closewait")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	p := startProbe(t, h, "closewait")
 	f := <-h.files
 	release := sync.OnceFunc(func() { close(f.release) })
 	defer release()
@@ -553,26 +563,16 @@ func TestCloseWaitsForTheCallInFlight(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the blocking command never came")
 	}
-	stdin.Write([]byte("close\n"))
-	br := bufio.NewReader(io.TeeReader(stdout, &out))
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("probe ended before the close: %v\n%s", err, out.String())
-		}
-		if line == "closed\n" {
-			break
-		}
-	}
+	p.step("close")
+	p.until(t, "closed")
 	select {
 	case <-f.closed:
 		t.Fatal("the File was released while a command was in flight on it")
 	case <-time.After(200 * time.Millisecond):
 	}
 	release()
-	io.Copy(io.Discard, br)
-	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "ok in-flight write") {
-		t.Fatalf("probe closewait: %v\n%s", err, out.String())
+	if err := p.wait(); err != nil || !strings.Contains(p.out.String(), "ok in-flight write") {
+		t.Fatalf("probe closewait: %v\n%s", err, p.out.String())
 	}
 	select {
 	case <-f.closed:

@@ -1,10 +1,7 @@
 package uverbsd_test
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/binary"
-	"io"
 	"net"
 	"os"
 	"slices"
@@ -218,33 +215,8 @@ func TestWatchedRingIsTakenBeforeTheDaemonWaits(t *testing.T) {
 // response address cannot be written goes to the daemon, which answers
 // EFAULT as copy_to_user fails.
 func TestPreloadSkipsTheDoorbellsOfAWatchedRing(t *testing.T) {
-	so, probe := tools(t)
 	h := watchingHarness(t)
-	cmd := h.command(so, probe, "doorbells")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	lines := bufio.NewScanner(io.TeeReader(stdout, &out))
-	// until reads the probe's lines up to the one that starts with want.
-	until := func(want string) {
-		t.Helper()
-		for lines.Scan() {
-			if strings.HasPrefix(lines.Text(), want) {
-				return
-			}
-		}
-		t.Fatalf("no %q from the probe\n%s", want, out.String())
-	}
-	defer cmd.Process.Kill()
+	p := startProbe(t, h, "doorbells")
 	f := <-h.files
 	f.mu.Lock()
 	f.holdRing = 1
@@ -264,25 +236,24 @@ func TestPreloadSkipsTheDoorbellsOfAWatchedRing(t *testing.T) {
 			}
 		}
 	}
-	until("ok answered doorbell")
-	in.Write([]byte("go\n"))
+	p.until(t, "ok answered doorbell")
+	p.step("go")
 	select {
 	case <-f.held: // the one-way doorbell's ring, the word set
 	case <-time.After(10 * time.Second):
 		t.Fatal("the second doorbell did not reach the daemon")
 	}
-	in.Write([]byte("go\n"))
-	until("ok doorbells of a watched ring")
+	p.step("go")
+	p.until(t, "ok doorbells of a watched ring")
 	if st := h.srv.DoorbellStats(); st.Doorbells != 2 {
 		t.Errorf("DoorbellStats %+v, want 2 doorbells sent of 10 rung", st)
 	}
 	f.release <- struct{}{}
 	rings(3)
-	until("ok doorbell with a bad response address")
-	in.Write([]byte("go\n"))
-	io.Copy(io.Discard, io.TeeReader(stdout, &out))
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("probe doorbells: %v\n%s", err, out.String())
+	p.until(t, "ok doorbell with a bad response address")
+	p.step("go")
+	if err := p.wait(); err != nil {
+		t.Fatalf("probe doorbells: %v\n%s", err, p.out.String())
 	}
 	if st := h.srv.DoorbellStats(); st != (uverbsd.DoorbellStats{Doorbells: 3, Watched: 8}) {
 		t.Errorf("DoorbellStats %+v, want 3 doorbells (the last one's response address unwritable) and the 8 skipped WQEs taken on the last look", st)
