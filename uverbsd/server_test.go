@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -798,6 +799,15 @@ func TestSysfsTree(t *testing.T) {
 			t.Errorf("%s = %q, want %q", p, got, w)
 		}
 	}
+	// An empty file stands for an attribute whose read fails (the preload
+	// library reads it as EINVAL): only the GID types of unused slots.
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if fi, ferr := os.Stat(p); err == nil && ferr == nil && fi.Mode().IsRegular() && fi.Size() == 0 &&
+			!strings.Contains(p, "/gid_attrs/types/") {
+			t.Errorf("%s is empty: a read would fail", p)
+		}
+		return nil
+	})
 	// The kernel's attribute of an unused slot fails its read: an empty
 	// file here, which the preload library reads as EINVAL.
 	if got := read("class/infiniband/rxe0/ports/1/gid_attrs/types/1"); got != "" {

@@ -42,7 +42,37 @@ type sysfs struct {
 	root string
 	dev  *emu.Device
 
-	mu sync.Mutex // serialises refreshes of the GID files
+	mu   sync.Mutex        // serialises refreshes of the GID files
+	gids map[string]string // what the last refresh wrote of them, by path (mu)
+}
+
+// writeGIDFile writes a GID file unless it holds content already: a
+// refresh rewrites only the slots that changed, and a reader of the others
+// keeps its file (mu held).
+func (s *sysfs) writeGIDFile(path, content string) error {
+	if old, ok := s.gids[path]; ok && old == content {
+		return nil
+	}
+	if err := writeFile(path, content); err != nil {
+		return err
+	}
+	if s.gids == nil {
+		s.gids = map[string]string{}
+	}
+	s.gids[path] = content
+	return nil
+}
+
+// removeGIDFile removes a GID file (mu held).
+func (s *sysfs) removeGIDFile(path string) error {
+	if _, ok := s.gids[path]; !ok {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	delete(s.gids, path)
+	return nil
 }
 
 // writeFile replaces path's content atomically (a reader sees the old file
@@ -220,23 +250,23 @@ func (s *sysfs) refreshGIDs() error {
 			ndev := filepath.Join(pd, "gid_attrs", "ndevs", idx)
 			e, err := s.dev.QueryGID(port, i)
 			if err != nil {
-				if err := writeFile(filepath.Join(pd, "gids", idx), gidString(emu.GID{})); err != nil {
+				if err := s.writeGIDFile(filepath.Join(pd, "gids", idx), gidString(emu.GID{})); err != nil {
 					return fmt.Errorf("sysfs: %w", err)
 				}
 				// The kernel's type attribute of an unused slot exists
 				// and its read fails: an empty file, which the preload
 				// library reads as EINVAL.
-				if err := writeFile(typ, ""); err != nil {
+				if err := s.writeGIDFile(typ, ""); err != nil {
 					return fmt.Errorf("sysfs: %w", err)
 				}
-				if err := os.Remove(ndev); err != nil && !errors.Is(err, os.ErrNotExist) {
+				if err := s.removeGIDFile(ndev); err != nil {
 					return fmt.Errorf("sysfs: %w", err)
 				}
 				continue
 			}
 			// Type first, GID last: a reader that sees the new GID
 			// also sees its type.
-			if err := writeFile(typ, gidTypeString(e.Type)); err != nil {
+			if err := s.writeGIDFile(typ, gidTypeString(e.Type)); err != nil {
 				return fmt.Errorf("sysfs: %w", err)
 			}
 			// libibverbs turns the netdev's name into the entry's
@@ -244,13 +274,13 @@ func (s *sysfs) refreshGIDs() error {
 			// the kernel has no such interface: a link the kernel does
 			// not see (in memory, UDP) gives the GID no netdev file.
 			if e.NetDev != "" && kernelInterface(e.NetDev) {
-				if err := writeFile(ndev, e.NetDev+"\n"); err != nil {
+				if err := s.writeGIDFile(ndev, e.NetDev+"\n"); err != nil {
 					return fmt.Errorf("sysfs: %w", err)
 				}
-			} else if err := os.Remove(ndev); err != nil && !errors.Is(err, os.ErrNotExist) {
+			} else if err := s.removeGIDFile(ndev); err != nil {
 				return fmt.Errorf("sysfs: %w", err)
 			}
-			if err := writeFile(filepath.Join(pd, "gids", idx), gidString(e.GID)); err != nil {
+			if err := s.writeGIDFile(filepath.Join(pd, "gids", idx), gidString(e.GID)); err != nil {
 				return fmt.Errorf("sysfs: %w", err)
 			}
 		}

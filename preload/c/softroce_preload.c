@@ -1488,6 +1488,8 @@ static int note_attr(const char *path, int fd)
 	if (fd >= 0 && sysfs_len && strncmp(path, sysfs_root, sysfs_len) == 0 && path[sysfs_len] == '/' &&
 	    get_fstat()(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
 		know(fd, KNOWN_ATTR, &st);
+	else
+		forget_known(fd); /* a number a close not wrapped left known */
 	errno = e;
 	return fd;
 }
