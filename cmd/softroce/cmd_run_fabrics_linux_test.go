@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,9 +40,9 @@ func TestLibfabricVerbsProviderOnTheDaemon(t *testing.T) {
 
 // TestUCXOnTheDaemon: UCX's ucx_info lists its verbs transports on the
 // device (RC only where UCX_IB_ETH_PAUSE_ON says the Ethernet fabric is
-// lossless, as UCX decides on any RoCE port), and ucx_perftest runs its
-// RC transport between two programs: active messages (SENDs) and
-// zero-copy puts (RDMA WRITEs of registered memory). softroce's
+// lossless, as UCX decides on any RoCE port), and ucx_perftest runs them
+// between two programs: RC active messages (SENDs) and zero-copy puts
+// (RDMA WRITEs of registered memory), UD active messages. softroce's
 // environment turns UCX's mmap hooks off (their calls pass by the preload
 // library); with them, no verbs transport would come up.
 func TestUCXOnTheDaemon(t *testing.T) {
@@ -59,14 +60,21 @@ func TestUCXOnTheDaemon(t *testing.T) {
 			t.Errorf("ucx_info -d lists no %s on rxe32:1:\n%s", tl, out)
 		}
 	}
-	for _, c := range []struct{ name, test, layout, size string }{
-		{"am_lat", "am_lat", "short", "64"},
-		{"put_bw_zcopy", "put_bw", "zcopy", "65536"},
+	for _, c := range []struct {
+		name, tl, test, layout, size string
+		env                          []string
+	}{
+		{"rc_am_lat", "rc_verbs", "am_lat", "short", "64", nil},
+		{"rc_put_bw_zcopy", "rc_verbs", "put_bw", "zcopy", "65536", nil},
+		// UCX takes a UD packet's L3 type from wc.sl, as mlx5 reports
+		// it; rxe leaves sl 0 (IPv6 or GRH), so UCX's destination check
+		// holds on an IPv6 GID only, on the kernel's rxe as here.
+		{"ud_am_lat_ipv6_gid", "ud_verbs", "am_lat", "short", "64", []string{"UCX_IB_GID_INDEX=0"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			args := []string{"-d", "rxe32:1", "-x", "rc_verbs", "-t", c.test, "-D", c.layout, "-s", c.size, "-n", "1000", "-p", "18552"}
-			serverClient(t, userStarts(t, home, env), perftest, args, append(args, "127.0.0.1"), "Connection refused",
-				"Accepted connection from 127.0.0.1", "Final:                  1000")
+			args := []string{"-d", "rxe32:1", "-x", c.tl, "-t", c.test, "-D", c.layout, "-s", c.size, "-n", "1000", "-p", "18552"}
+			serverClient(t, userStarts(t, home, append(slices.Clone(env), c.env...)), perftest, args, append(args, "127.0.0.1"),
+				"Connection refused", "Accepted connection from 127.0.0.1", "Final:                  1000")
 		})
 	}
 }
