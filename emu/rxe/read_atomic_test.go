@@ -125,3 +125,23 @@ func TestMisalignedAtomicNAK(t *testing.T) {
 	}))
 	wantSyndrome(t, p.b.rec.take(t), 0x61)
 }
+
+// TestAtomicWriteInline: ATOMIC_WRITE's 8 bytes may come with the WR
+// itself (inline, as rxe takes a user WQE's from dma.atomic_wr), taken at
+// post time and whatever the QP's max_inline_data.
+func TestAtomicWriteInline(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	c := p.connect(qpOpts{})
+	src, data, _ := p.a.buf(8, 0x5A)
+	want := bytes.Clone(data)
+	dst, got, mrb := p.b.buf(8, 0)
+	p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRAtomicWrite, SendFlags: emu.SendSignaled | emu.SendInline,
+		SGList: []emu.SGE{{Addr: src, Length: 8}}, RemoteAddr: dst, RKey: mrb.RKey()})
+	clear(data)
+	p.settle()
+	wcs := poll(p.a.scq)
+	wantWC(t, "send", wcs, emu.WCSuccess)
+	if !bytes.Equal(got, want) {
+		t.Errorf("target %x, want the 8 bytes posted inline %x", got, want)
+	}
+}
