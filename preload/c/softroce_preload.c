@@ -31,7 +31,9 @@
  *   dup, and dup2/dup3 from such a descriptor: the real duplicate, and
  *       the new number is the same device file (one slot: its flags, its
  *       mode, its doorbells, its mappings), as f_dupfd and do_dup2
- *       install one open file under a new number (see dup_begin);
+ *       install one open file under a new number (see dup_begin); a
+ *       duplicate of an event file a command handed over is one too
+ *       (see known_dup);
  *   write: one request/reply exchange; the daemon writes the command's
  *       response into this process's memory itself (as copy_to_user), and
  *       files it hands over arrive with SCM_RIGHTS: their numbers are stored
@@ -1051,6 +1053,22 @@ static int is_known(int fd, int kind)
 	return ok;
 }
 
+/* known_dup makes r, a duplicate of oldfd, the same known file as oldfd
+ * (an event file's duplicate reads its end as EIO too); it returns r. */
+static int known_dup(int oldfd, int r)
+{
+	struct stat st;
+	int kind, e = errno;
+
+	if (r < 0 || r == oldfd || oldfd < 0 || oldfd >= MAX_FD)
+		return r;
+	kind = __atomic_load_n(&known_as[oldfd], __ATOMIC_ACQUIRE);
+	if (kind && is_known(oldfd, kind) && get_fstat()(r, &st) == 0)
+		know(r, kind, &st);
+	errno = e;
+	return r;
+}
+
 /* ev_add records fd as an event file handed over. */
 static void ev_add(int fd)
 {
@@ -1860,6 +1878,8 @@ static int fake_fcntl(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 	r = real(fd, cmd, arg);
 	if (cmd == F_GETFL && r >= 0 && is_known(fd, KNOWN_EVFILE))
 		r = (r & ~O_ACCMODE) | O_RDONLY;
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		r = known_dup(fd, r);
 	return r;
 }
 
@@ -2340,7 +2360,7 @@ int close(int fd)
 int dup(int oldfd)
 {
 	int s = dup_begin(oldfd);
-	return dup_end(s, oldfd, get_dup()(oldfd));
+	return known_dup(oldfd, dup_end(s, oldfd, get_dup()(oldfd)));
 }
 
 /* dup2 and dup3 over a fake descriptor close it: forget it first; of a
@@ -2353,7 +2373,7 @@ int dup2(int oldfd, int newfd)
 		forget_known(newfd);
 	}
 	s = dup_begin(oldfd);
-	return dup_end(s, oldfd, get_dup2()(oldfd, newfd));
+	return known_dup(oldfd, dup_end(s, oldfd, get_dup2()(oldfd, newfd)));
 }
 
 int dup3(int oldfd, int newfd, int flags)
@@ -2364,7 +2384,7 @@ int dup3(int oldfd, int newfd, int flags)
 		forget_known(newfd);
 	}
 	s = dup_begin(oldfd);
-	return dup_end(s, oldfd, get_dup3()(oldfd, newfd, flags));
+	return known_dup(oldfd, dup_end(s, oldfd, get_dup3()(oldfd, newfd, flags)));
 }
 
 int socket(int domain, int type, int protocol)

@@ -909,6 +909,22 @@ int main(int argc, char **argv)
 	CHECK("passed fd", read((int)passed, msg, sizeof(msg)) == 5 && memcmp(msg, "event", 5) == 0,
 	      "fd %u errno %d msg %s", passed, errno, msg);
 	CHECK("passed fd cloexec", fcntl((int)passed, F_GETFD) & FD_CLOEXEC, "no FD_CLOEXEC");
+	/* The daemon closed its end: the event file's end reads as EIO, as
+	 * the kernel's event queue freed, through any duplicate too. */
+	{
+		int d = dup((int)passed), d2 = fcntl((int)passed, F_DUPFD_CLOEXEC, 0);
+		errno = 0;
+		CHECK("the passed fd's end is EIO", read((int)passed, msg, sizeof(msg)) == -1 && errno == EIO, "errno %d",
+		      errno);
+		errno = 0;
+		CHECK("its dup's end is EIO", d >= 0 && read(d, msg, sizeof(msg)) == -1 && errno == EIO, "fd %d errno %d",
+		      d, errno);
+		errno = 0;
+		CHECK("its F_DUPFD's end is EIO", d2 >= 0 && read(d2, msg, sizeof(msg)) == -1 && errno == EIO,
+		      "fd %d errno %d", d2, errno);
+		close(d);
+		close(d2);
+	}
 
 	c.len = 0xffff; /* the fake File answers EFAULT-like errors as it is told */
 	errno = 0;
