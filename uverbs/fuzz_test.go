@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"github.com/softroce/softroce/ib"
+	"slices"
 	"testing"
 
 	"github.com/softroce/softroce/emu"
@@ -142,6 +143,8 @@ func FuzzRingWQE(f *testing.F) {
 	f.Add(append(bytesOf(&w), bytesOf(&sge)...))
 	w.Wr.Send_flags, w.Dma.Num_sge, w.Dma.Length = sendInline, 0, 0xFFFFFFFF
 	f.Add(bytesOf(&w))
+	w.Wr.Opcode, w.Wr.Send_flags, w.Dma.Length = uint32(emu.WRAtomicWrite), 0, 8
+	f.Add(append(bytesOf(&w), "atomicwr"...))
 	r := RxeRecvWqe{Id: 3, Dma: RxeDmaInfo{Num_sge: 0xFFFFFFFF}}
 	f.Add(append(bytesOf(&r), bytesOf(&sge)...))
 
@@ -159,8 +162,13 @@ func FuzzRingWQE(f *testing.F) {
 		if err == nil && uint32(len(wr.SGList)) > max(u.sqMaxSGE, 1) {
 			t.Fatalf("%d SGEs from a queue of %d", len(wr.SGList), u.sqMaxSGE)
 		}
-		if wr.SendFlags&sendInline != 0 && len(wr.SGList) == 1 && wr.SGList[0].Length > u.sqInline {
+		// ATOMIC_WRITE's 8 bytes come from the WQE, whatever the queue's
+		// max_inline_data.
+		if wr.SendFlags&sendInline != 0 && len(wr.SGList) == 1 && wr.SGList[0].Length > max(u.sqInline, atomicWriteLen) {
 			t.Fatalf("inline of %d bytes, queue takes %d", wr.SGList[0].Length, u.sqInline)
+		}
+		if err == nil && wr.Opcode == emu.WRAtomicWrite && (len(wr.SGList) != 1 || wr.SGList[0].Length != atomicWriteLen) {
+			t.Fatalf("ATOMIC_WRITE with SGEs %+v, want its 8 bytes", wr.SGList)
 		}
 		rslot := make([]byte, 1<<u.rq.log2Elem)
 		copy(rslot, in)
@@ -170,4 +178,29 @@ func FuzzRingWQE(f *testing.F) {
 			t.Fatalf("%d receive SGEs from a queue of %d", len(rwr.SGList), u.rqMaxSGE)
 		}
 	})
+}
+
+// TestAtomicWriteWQEWithoutRoomIsRefused: an ATOMIC_WRITE WQE whose 8
+// bytes would lie past its slot (a queue of no SGE and no inline data
+// has no room after the WQE) is refused with EINVAL, never read past.
+func TestAtomicWriteWQEWithoutRoomIsRefused(t *testing.T) {
+	dev := newDeviceFor(t)
+	k := setup(t, newClient(t, dev))
+	u := k.f.objects[k.qp].qp
+	w := RxeSendWqe{Wr: RxeSendWr{Wr_id: 1, Opcode: uint32(emu.WRAtomicWrite)}, Dma: RxeDmaInfo{Length: 8}}
+	slot := bytesOf(&w)[:dmaOffSend+dmaHdr]
+	var wr emu.SendWR
+	k.f.mu.Lock()
+	err := u.sendWR(slot, 0, &wr)
+	k.f.mu.Unlock()
+	if !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("sendWR of an ATOMIC_WRITE with no room: %v, want EINVAL", err)
+	}
+	full := append(slices.Clone(slot), "atomicwr"...)
+	k.f.mu.Lock()
+	err = u.sendWR(full, 0, &wr)
+	k.f.mu.Unlock()
+	if err != nil || wr.SendFlags&emu.SendInline == 0 || len(wr.SGList) != 1 || wr.SGList[0].Length != 8 {
+		t.Fatalf("sendWR of an ATOMIC_WRITE: %v, WR %+v; want its 8 bytes inline", err, wr)
+	}
 }

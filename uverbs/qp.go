@@ -255,7 +255,12 @@ func (u *uqp) sendWR(slot []byte, i int, wr *emu.SendWR) error {
 	data := slot[dmaOffSend+dmaHdr:]
 	if wr.Opcode == emu.WRAtomicWrite {
 		// The 8 bytes are in the WQE (dma.atomic_wr, no SGEs): the
-		// device takes them at post time, as inline data.
+		// device takes them at post time, as inline data. A slot with
+		// no room for them (a QP of no SGE and no inline data) holds
+		// no ATOMIC_WRITE.
+		if len(data) < atomicWriteLen {
+			return errorf(unix.EINVAL, "ATOMIC_WRITE WQE: its 8 bytes lie past the %d-byte slot", len(slot))
+		}
 		at := u.staging + uint64(i)*uint64(u.stage)
 		if _, err := u.f.dev.Memory().WriteAt(data[:atomicWriteLen], at); err != nil {
 			return err
