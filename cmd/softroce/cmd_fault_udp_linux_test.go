@@ -25,11 +25,9 @@ func TestDaemonOnUDPRecordsAndInjects(t *testing.T) {
 	home := userHome(t)
 	exe := edgeProgram(t, home)
 	covFile := filepath.Join(home, "run", "udp.json")
-	user := userCommand(t, home, nil, "softroce", "run", "-d", "rxe26", "--udp", "--ip", "10.88.0.1",
+	cmd := userCommandIn(t, ns, home, nil, "softroce", "run", "-d", "rxe26", "--udp", "--ip", "10.88.0.1",
 		"--coverage", covFile, "--fault", "wire:drop,opcode=SEND_ONLY", "--fault", "verbs:fail,verb=create_cq,errno=EAGAIN",
 		"--", exe, "flush", "send")
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns.Name}, user.Args...)...)
-	cmd.Env = user.Env
 	out, err := cmd.CombinedOutput()
 	if _, ok := err.(*exec.ExitError); err != nil && !ok {
 		t.Fatal(err)

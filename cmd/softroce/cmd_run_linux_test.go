@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -71,8 +72,17 @@ func distroTool(t *testing.T, tool, pkg string) string {
 // groups), with that user's own runtime and cache directories in home;
 // otherwise as the current user. A PROGRAM of "softroce" is the test's
 // build of softroce. Give one home to the commands that must share a
-// daemon.
+// daemon: they share the home's loopback-only network namespace too (see
+// userHome), so a program that falls back to the kernel's TCP/IP reaches
+// nothing outside it.
 func userCommand(t *testing.T, home string, env []string, prog string, args ...string) *exec.Cmd {
+	t.Helper()
+	return userCommandIn(t, nil, home, env, prog, args...)
+}
+
+// userCommandIn is userCommand in the network namespace ns, or in the
+// home's loopback-only one when ns is nil.
+func userCommandIn(t *testing.T, ns *testenv.NetNS, home string, env []string, prog string, args ...string) *exec.Cmd {
 	t.Helper()
 	if prog == "softroce" {
 		prog = filepath.Join(home, "softroce")
@@ -88,7 +98,7 @@ func userCommand(t *testing.T, home string, env []string, prog string, args ...s
 	}
 	env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=" + home,
 		"XDG_RUNTIME_DIR=" + filepath.Join(home, "run"), "XDG_CACHE_HOME=" + filepath.Join(home, "cache")}, env...)
-	var cmd *exec.Cmd
+	line := append([]string{prog}, args...)
 	if os.Geteuid() == 0 {
 		_, err := exec.LookPath("setpriv")
 		testenv.Require(t, err == nil, "setpriv is not installed (util-linux)")
@@ -96,27 +106,43 @@ func userCommand(t *testing.T, home string, env []string, prog string, args ...s
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd = exec.Command("setpriv", append([]string{"--reuid=" + u.Uid, "--regid=" + u.Gid, "--clear-groups", "--", prog}, args...)...)
-	} else {
-		cmd = exec.Command(prog, args...)
+		line = append([]string{"setpriv", "--reuid=" + u.Uid, "--regid=" + u.Gid, "--clear-groups", "--"}, line...)
 	}
+	switch {
+	case ns != nil:
+		line = append([]string{"ip", "netns", "exec", ns.Name}, line...)
+	default:
+		return inHomeNet(t, home, &exec.Cmd{Args: line, Env: env})
+	}
+	cmd := exec.Command(line[0], line[1:]...)
 	cmd.Env = env
 	return cmd
 }
 
-// inNetNS returns cmd run in the network namespace ns with `ip netns
-// exec`, or cmd itself when ns is nil.
-func inNetNS(ns *testenv.NetNS, cmd *exec.Cmd) *exec.Cmd {
-	if ns == nil {
-		return cmd
+// homeNets maps a home made by userHome to its loopback-only network
+// namespace.
+var homeNets sync.Map
+
+// inHomeNet returns cmd run in the loopback-only network namespace of
+// home, for commands not made by userCommand (a chroot's, say).
+func inHomeNet(t *testing.T, home string, cmd *exec.Cmd) *exec.Cmd {
+	t.Helper()
+	n, ok := homeNets.Load(home)
+	if !ok {
+		t.Fatalf("home %s was not made by userHome", home)
 	}
-	c := exec.Command("ip", append([]string{"netns", "exec", ns.Name}, cmd.Args...)...)
-	c.Env = cmd.Env
+	line := append(n.(*testenv.LoopbackNet).Prefix(), cmd.Args...)
+	c := exec.Command(line[0], line[1:]...)
+	c.Env, c.Dir = cmd.Env, cmd.Dir
 	return c
 }
 
 // userHome makes a home for userCommand: readable by everyone, its run
-// and cache directories the user's own.
+// and cache directories the user's own, and a network namespace with only
+// a loopback for the commands run in it: the in-memory link's addresses
+// are softroce's own, and a program that gives up on RDMA and tries them
+// with the kernel's TCP/IP must not reach whatever owns them on the host's
+// network.
 func userHome(t *testing.T) string {
 	t.Helper()
 	home, err := os.MkdirTemp("", "softroce-user-")
@@ -124,6 +150,8 @@ func userHome(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
+	homeNets.Store(home, testenv.NewLoopbackNet(t))
+	t.Cleanup(func() { homeNets.Delete(home) })
 	if err := os.Chmod(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +228,7 @@ func serveAsUser(t *testing.T, home, name string, args ...string) []string {
 // test's own).
 func serveAsUserIn(t *testing.T, ns *testenv.NetNS, home, name string, args ...string) []string {
 	t.Helper()
-	serve := inNetNS(ns, userCommand(t, home, nil, "softroce", append([]string{"serve", "-d", name}, args...)...))
+	serve := userCommandIn(t, ns, home, nil, "softroce", append([]string{"serve", "-d", name}, args...)...)
 	stdout, err := serve.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

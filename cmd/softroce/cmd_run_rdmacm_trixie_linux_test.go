@@ -29,7 +29,7 @@ func TestTrixieRDMACMToolsThroughDaemon(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return cmd
+		return inHomeNet(t, home, cmd)
 	}
 	progs := cmDaemon(t, home, dev, run)
 	port := 19600

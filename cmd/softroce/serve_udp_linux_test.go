@@ -35,7 +35,7 @@ type udpHost struct {
 // command returns "PROG ARGS..." run by the host's user in its namespace.
 func (h *udpHost) command(t *testing.T, prog string, args ...string) *exec.Cmd {
 	t.Helper()
-	return inNetNS(h.ns, userCommand(t, h.home, nil, prog, args...))
+	return userCommandIn(t, h.ns, h.home, nil, prog, args...)
 }
 
 // run returns "softroce run -- TOOL ARGS..." on the host.

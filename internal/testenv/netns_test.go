@@ -4,9 +4,12 @@ package testenv
 
 import (
 	"net"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNewNetNS(t *testing.T) {
@@ -37,4 +40,49 @@ func TestNewNetNS(t *testing.T) {
 			t.Errorf("namespace %s still listed after its test ended:\n%s", inner, out)
 		}
 	})
+}
+
+// TestLoopbackNetReachesNothingButItsLoopback: a program run in the
+// namespace, as the test's own user, sees only an up loopback, has no route
+// to the in-memory link's addresses (so no fallback can leave), no
+// capability, and reaches a listener on 127.0.0.1 run in the same
+// namespace.
+func TestLoopbackNetReachesNothingButItsLoopback(t *testing.T) {
+	n := NewLoopbackNet(t)
+	out, err := n.Command("ip", "-o", "link", "show").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip link show: %v\n%s", err, out)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], ": lo:") || !strings.Contains(lines[0], "UP") {
+		t.Fatalf("interfaces in the namespace, want only lo up:\n%s", out)
+	}
+	if out, err := n.Command("ip", "route", "get", "10.0.0.2").CombinedOutput(); err == nil {
+		t.Errorf("a route to 10.0.0.2 in the namespace: %s", out)
+	}
+	out, err = n.Command("sh", "-c", "id -u; grep CapEff /proc/self/status").CombinedOutput()
+	if err != nil {
+		t.Fatalf("id: %v\n%s", err, out)
+	}
+	if f := strings.Fields(string(out)); len(f) != 3 || f[0] != strconv.Itoa(os.Geteuid()) || (os.Geteuid() != 0 && f[2] != "0000000000000000") {
+		t.Errorf("identity in the namespace: %q, want uid %d and no capability", out, os.Geteuid())
+	}
+	// A listener and a client, each a command of its own, meet on the
+	// namespace's loopback (and the test's own loopback is another one).
+	busybox, err := exec.LookPath("busybox")
+	Require(t, err == nil, "busybox is not installed (its nc is the listener and the client)")
+	srv := n.Command(busybox, "nc", "-l", "-p", "18999", "-e", "echo", "hello")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	for i := 0; ; i++ {
+		out, err := n.Command(busybox, "nc", "127.0.0.1", "18999").CombinedOutput()
+		if err == nil && strings.TrimSpace(string(out)) == "hello" {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("no answer from the namespace's 127.0.0.1:18999: %v %q", err, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
