@@ -32,8 +32,12 @@ type peer struct {
 
 // newPeer creates device number i (10.0.0.i, MAC 02:00:00:00:00:i) on l.
 func newPeer(i byte, l link.Link, mtu int) (*peer, error) {
-	p := &peer{ip: netip.AddrFrom4([4]byte{10, 0, 0, i}), mac: [6]byte{2, 0, 0, 0, 0, i},
-		wake: make(chan struct{}, 1)}
+	return newPeerAt(i, netip.AddrFrom4([4]byte{10, 0, 0, i}), l, mtu)
+}
+
+// newPeerAt is newPeer with the device's address ip.
+func newPeerAt(i byte, ip netip.Addr, l link.Link, mtu int) (*peer, error) {
+	p := &peer{ip: ip, mac: [6]byte{2, 0, 0, 0, 0, i}, wake: make(chan struct{}, 1)}
 	dev, err := rxe.New(rxe.Config{Seed: uint64(i), Link: l, NoMADLayer: true,
 		Device: emu.Config{Name: fmt.Sprintf("rxe%d", i), NetDev: emu.NetDev{Name: fmt.Sprintf("eth%d", i),
 			MAC: net.HardwareAddr(p.mac[:]), MTU: mtu, Addrs: []netip.Addr{p.ip}}}})
@@ -113,11 +117,16 @@ type pair struct{ a, b *peer }
 // newPair makes two devices on la and lb (the two ends of one wire) and
 // connects their RC QPs with path MTU mtu; devMTU is the netdev MTU.
 func newPair(la, lb link.Link, devMTU int, mtu ib.MTU) (*pair, error) {
-	a, err := newPeer(1, la, devMTU)
+	return newPairAt(la, lb, devMTU, mtu, netip.AddrFrom4([4]byte{10, 0, 0, 1}), netip.AddrFrom4([4]byte{10, 0, 0, 2}))
+}
+
+// newPairAt is newPair with the devices' addresses ipA and ipB.
+func newPairAt(la, lb link.Link, devMTU int, mtu ib.MTU, ipA, ipB netip.Addr) (*pair, error) {
+	a, err := newPeerAt(1, ipA, la, devMTU)
 	if err != nil {
 		return nil, err
 	}
-	b, err := newPeer(2, lb, devMTU)
+	b, err := newPeerAt(2, ipB, lb, devMTU)
 	if err != nil {
 		return nil, errors.Join(err, a.close())
 	}

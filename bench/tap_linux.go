@@ -92,8 +92,12 @@ func (ns *benchNS) close() error {
 	return nil
 }
 
-// do runs f on an OS thread inside the namespace.
+// do runs f on an OS thread inside the namespace; a nil ns is the
+// process's own namespace.
 func (ns *benchNS) do(f func() error) error {
+	if ns == nil {
+		return f()
+	}
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {

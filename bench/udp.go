@@ -18,11 +18,15 @@ var udpCases = []udpCase{
 	{writeCase{mtu: writeCases[2].mtu, msg: 64 << 10, depth: 16}, true},
 }
 
-// udpRowName names the row of c.
-func udpRowName(c udpCase) string {
+// udpRowName names the row of c; lo marks the rows measured on the
+// loopback (without root) rather than on a veth between two namespaces.
+func udpRowName(c udpCase, lo bool) string {
 	s := fmt.Sprintf("RC WRITE mtu=%d msg=%s", c.mtu.Bytes(), sizeName(c.msg))
 	if c.gso {
 		s += " GSO"
+	}
+	if lo {
+		s += " lo"
 	}
 	return s
 }
@@ -41,7 +45,7 @@ func udpBaseline(c udpCase) string {
 func udpRows(why string) []Row {
 	var rows []Row
 	for _, c := range udpCases {
-		rows = append(rows, Row{Group: "udp", Name: udpRowName(c), Unit: "Gb/s",
+		rows = append(rows, Row{Group: "udp", Name: udpRowName(c, false), Unit: "Gb/s",
 			Baseline: udpBaseline(c), BaseUnit: "Gb/s", Target: udpTarget(c), Skipped: why})
 	}
 	return rows

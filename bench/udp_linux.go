@@ -45,20 +45,38 @@ func (c *udpCountLink) WriteNoICRC(bufs [][]byte) (int, error) {
 // udpMTU is the veth MTU of the UDP rows, as tapMTU.
 const udpMTU = tapMTU
 
-// runUDP measures the UDP link: RC WRITE between two devices on UDP links
-// in two namespaces joined by a veth, against a raw UDP socket blast of
-// the same datagram size between the same namespaces, in the same run.
-// The namespaces need root to make; the links themselves need none.
+// udpPath is where the UDP rows run: two hosts' namespaces and addresses.
+type udpPath struct {
+	na, nb   *benchNS // nil: the process's own namespace
+	ipA, ipB netip.Addr
+	lo       bool // the two addresses are on the loopback
+}
+
+// runUDP measures the UDP link: RC WRITE between two devices on UDP links,
+// against a raw UDP socket blast of the same datagram size between the
+// same addresses, in the same run. As root the two hosts are two
+// namespaces joined by a veth; without root, where no namespace can be
+// made, two addresses of the loopback (the link itself needs no
+// privilege, so its rows measure for every user).
 func runUDP(ctx context.Context, o *Options) ([]Row, error) {
 	if euid() != 0 {
-		return udpRows("needs root (for the namespaces)"), nil
+		return udpMeasure(ctx, o, loopbackPath())
 	}
 	a, b, err := newVethNS()
 	if err != nil {
 		return nil, err
 	}
-	rows, err := udpMeasure(ctx, o, a, b)
+	rows, err := udpMeasure(ctx, o, udpPath{na: a, nb: b,
+		ipA: netip.AddrFrom4([4]byte{10, 0, 0, 1}), ipB: netip.AddrFrom4([4]byte{10, 0, 0, 2})})
 	return rows, errors.Join(err, a.close(), b.close())
+}
+
+// loopbackPath returns two addresses of 127.0.0.0/8 (which the loopback
+// answers whole) chosen by the process id, so that runs in parallel
+// processes (the test packages) do not bind the same port 4791.
+func loopbackPath() udpPath {
+	n := byte(os.Getpid()%250 + 1)
+	return udpPath{ipA: netip.AddrFrom4([4]byte{127, 79, n, 1}), ipB: netip.AddrFrom4([4]byte{127, 79, n, 2}), lo: true}
 }
 
 // newVethNS makes two namespaces joined by a veth of MTU udpMTU with
@@ -117,8 +135,8 @@ func openUDP(ns *benchNS, ip netip.Addr, gso bool) (l *udp.Link, err error) {
 
 // udpMeasure takes, per round and case, one RC WRITE sample between two
 // raw UDP samples and reports the sample whose ratio is the median.
-func udpMeasure(ctx context.Context, o *Options, na, nb *benchNS) ([]Row, error) {
-	ipA, ipB := netip.AddrFrom4([4]byte{10, 0, 0, 1}), netip.AddrFrom4([4]byte{10, 0, 0, 2})
+func udpMeasure(ctx context.Context, o *Options, path udpPath) ([]Row, error) {
+	na, nb, ipA, ipB := path.na, path.nb, path.ipA, path.ipB
 	samples := make([][]rateSample, len(udpCases))
 	for range o.rounds() {
 		for i, c := range udpCases {
@@ -143,7 +161,7 @@ func udpMeasure(ctx context.Context, o *Options, na, nb *benchNS) ([]Row, error)
 				return nil, err
 			}
 			ca, cb := &udpCountLink{Link: la}, &udpCountLink{Link: lb}
-			p, err := newPair(ca, cb, udpMTU, c.mtu)
+			p, err := newPairAt(ca, cb, udpMTU, c.mtu, ipA, ipB)
 			if err != nil {
 				la.Close()
 				lb.Close()
@@ -156,7 +174,7 @@ func udpMeasure(ctx context.Context, o *Options, na, nb *benchNS) ([]Row, error)
 			n, el, err := p.writeLoop(c.msg, c.depth, o.round())
 			if err != nil {
 				p.close()
-				return nil, fmt.Errorf("%s: %w", udpRowName(c), err)
+				return nil, fmt.Errorf("%s: %w", udpRowName(c, path.lo), err)
 			}
 			statsA, statsB := la.Stats(), lb.Stats()
 			if err := p.close(); err != nil {
@@ -168,7 +186,7 @@ func udpMeasure(ctx context.Context, o *Options, na, nb *benchNS) ([]Row, error)
 			}
 			samples[i] = append(samples[i], rateSample{rc: gbps(n, el), raw: (before + after) / 2})
 			o.logf("udp %s: %.2f Gb/s (%s %.2f before, %.2f after); link A %+v, link B %+v",
-				udpRowName(c), gbps(n, el), udpBaseline(c), before, after, statsA, statsB)
+				udpRowName(c, path.lo), gbps(n, el), udpBaseline(c), before, after, statsA, statsB)
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -177,7 +195,7 @@ func udpMeasure(ctx context.Context, o *Options, na, nb *benchNS) ([]Row, error)
 	var rows []Row
 	for i, c := range udpCases {
 		m := medianSample(samples[i])
-		row := Row{Group: "udp", Name: udpRowName(c), Value: m.rc, Unit: "Gb/s",
+		row := Row{Group: "udp", Name: udpRowName(c, path.lo), Value: m.rc, Unit: "Gb/s",
 			Baseline: udpBaseline(c), BaseValue: m.raw, BaseUnit: "Gb/s", Ratio: ratio(m.rc, m.raw)}
 		if !c.gso {
 			row = row.atLeast(0.8)
