@@ -32,8 +32,9 @@ var daemonAddr = netip.MustParsePrefix("10.78.0.1/24")
 // runDaemon measures Debian's ib_write_bw and ib_send_lat on a daemon
 // (in-memory link, MTU 4200 so that the active MTU is 4096) against the
 // in-process RC WRITE (MTU 4096, 64 KiB messages) and RC pingpong of the
-// Go API, alternating rounds and keeping the best of each; the same tools
-// with one-way doorbells (a second daemon on the device) beside them.
+// Go API and against the socket round trip's floor (socketFloor),
+// alternating rounds and keeping the best of each; the same tools with
+// one-way doorbells (a second daemon on the device) beside them.
 func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 	for _, tool := range []string{"ib_write_bw", "ib_send_lat"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -98,6 +99,7 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 
 	bw, inBW := [2]float64{}, 0.0
 	lat, inLat := [2]time.Duration{1 << 62, 1 << 62}, time.Duration(1<<62)
+	floor, idleFloor := time.Duration(1<<62), time.Duration(1<<62)
 	envs := [2][]string{env, env1}
 	for range o.rounds() {
 		for i, env := range envs {
@@ -144,21 +146,32 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 			return nil, fmt.Errorf("in-process RC pingpong: %w", err)
 		}
 		inLat = min(inLat, percentile(rtts, 0.5))
+		f, err := socketFloor(iters, 2)
+		if err != nil {
+			return nil, err
+		}
+		floor = min(floor, f)
+		if f, err = socketFloor(iters, 0); err != nil {
+			return nil, err
+		}
+		idleFloor = min(idleFloor, f)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 	}
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 	rows := daemonRows("")
-	for i := range 2 {
-		w, l := &rows[2*i], &rows[2*i+1]
-		w.Value, w.BaseValue, w.Ratio = bw[i], inBW, ratio(bw[i], inBW)
-		l.Value, l.BaseValue, l.Ratio = us(lat[i]), us(inLat), ratio(us(lat[i]), us(inLat))
-	}
-	rows[0] = rows[0].atLeast(0.5)
-	rows[1] = rows[1].atMost(2)
-	o.logf("daemon: ib_write_bw %.2f Gb/s (one-way doorbells %.2f, in-process %.2f), ib_send_lat typical %v (one-way %v, in-process p50 %v)",
-		bw[0], bw[1], inBW, lat[0], lat[1], inLat)
+	measured := func(r *Row, v, base float64) { r.Value, r.BaseValue, r.Ratio = v, base, ratio(v, base) }
+	measured(&rows[0], us(lat[0]), us(floor))
+	measured(&rows[1], bw[0], inBW)
+	measured(&rows[2], us(lat[0]), us(inLat))
+	measured(&rows[3], bw[1], inBW)
+	measured(&rows[4], us(lat[1]), us(inLat))
+	measured(&rows[5], us(floor), us(idleFloor))
+	rows[0] = rows[0].atMost(1.5)
+	rows[3] = rows[3].atLeast(0.5)
+	o.logf("daemon: ib_write_bw %.2f Gb/s (one-way doorbells %.2f, in-process %.2f), ib_send_lat typical %v (one-way %v, in-process p50 %v, floor %v, idle floor %v)",
+		bw[0], bw[1], inBW, lat[0], lat[1], inLat, floor, idleFloor)
 	o.logf("daemon: doorbells %+v, one-way %+v", srv.DoorbellStats(), srv1.DoorbellStats())
 	return rows, nil
 }

@@ -34,3 +34,27 @@ func TestPerftestResult(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonRowsHoldEachDoorbellToItsTarget: the default doorbell's
+// latency is judged against the floor, the one-way doorbells' bandwidth
+// against the in-process WRITE; the other rows are informative.
+func TestDaemonRowsHoldEachDoorbellToItsTarget(t *testing.T) {
+	targets := map[string]string{}
+	for _, r := range daemonRows("") {
+		if r.Target != "" {
+			targets[r.Name+" vs "+r.Baseline] = r.Target
+		}
+	}
+	want := map[string]string{
+		daemonLatName + " vs " + floorBase:               "ratio <= 1.5",
+		daemonOneWayWriteName + " vs " + inprocWriteBase: "ratio >= 0.5",
+	}
+	if len(targets) != len(want) {
+		t.Fatalf("targets %q, want %q", targets, want)
+	}
+	for k, v := range want {
+		if targets[k] != v {
+			t.Errorf("%s: target %q, want %q", k, targets[k], v)
+		}
+	}
+}
