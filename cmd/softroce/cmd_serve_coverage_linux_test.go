@@ -64,13 +64,15 @@ func invalidCells(tr *coverage.TypeReport) map[string]uint64 {
 	return m
 }
 
-// waitListening waits until a TCP socket listens on port (any address).
-func waitListening(t *testing.T, port int) {
+// waitListening waits until a TCP socket listens on port (any address)
+// in the network namespace of process pid (a program of userCommand runs
+// in its home's namespace, not the test's).
+func waitListening(t *testing.T, pid, port int) {
 	t.Helper()
 	want := fmt.Sprintf(":%04X ", port)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-			b, _ := os.ReadFile(f)
+		for _, f := range []string{"tcp", "tcp6"} {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
 			for _, l := range strings.Split(string(b), "\n") {
 				// local_address is field 1, st (0A = LISTEN) field 3.
 				if fs := strings.Fields(l); len(fs) > 3 && strings.HasSuffix(fs[1]+" ", want) && fs[3] == "0A" {
@@ -110,7 +112,7 @@ func TestDaemonCoverageOfPingpongAndEdgeProgram(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer server.Process.Kill()
-		waitListening(t, 18830)
+		waitListening(t, server.Process.Pid, 18830)
 		if out, err := userCommand(t, home, env, tool, append(args, "127.0.0.1")...).CombinedOutput(); err != nil {
 			t.Fatalf("client: %v\n%s", err, out)
 		}
