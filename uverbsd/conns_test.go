@@ -27,7 +27,7 @@ func TestManyConnectionsHoldFewThreads(t *testing.T) {
 	}
 	defer n.Close()
 	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: filepath.Join(t.TempDir(), "rxe0"), NoRDMACM: true,
-		Open: func(dev *emu.Device, mem uverbsd.Memory) uverbsd.File { return nopFile{} }})
+		MaxConnsPerClient: 1 << 20, Open: func(dev *emu.Device, mem uverbsd.Memory) uverbsd.File { return nopFile{} }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -87,6 +88,29 @@ type Config struct {
 	// device's link: rdma_join_multicast of an IPv4 group joins it there
 	// (IGMP), as on the kernel.
 	Groups cma.GroupMembership
+	// MaxFiles is the descriptors the clients' connections may hold in
+	// the daemon (fdsPerConn each); a connection past it is refused, its
+	// open failing with ENFILE. Zero means half the daemon's
+	// RLIMIT_NOFILE soft limit, which New raises to the hard limit; the
+	// other half is for the objects' files (queues, event files).
+	MaxFiles int
+	// MaxConnsPerClient is the connections one client process (by pid)
+	// may hold; its open past it fails with EMFILE, as a process's past
+	// RLIMIT_NOFILE. Zero means a quarter of what MaxFiles allows.
+	MaxConnsPerClient int
+	// MaxShared is the bytes of the clients' shared MR pages (OpShare) the
+	// daemon maps at once, an address-space bound, not a memory one (the
+	// pages are the clients' and may be sparse); a share past it fails
+	// with ENOMEM. Zero means DefaultMaxShared.
+	MaxShared uint64
+	// MaxSharedPerClient is MaxShared's bound for one client process;
+	// zero means a quarter of MaxShared.
+	MaxSharedPerClient uint64
+	// NoMemlock pins the clients' MR pages without charging them to the
+	// client's RLIMIT_MEMLOCK, as if every client had CAP_IPC_LOCK. By
+	// default a REG_MR charges its pages as ib_umem_get does (ENOMEM past
+	// the limit).
+	NoMemlock bool
 }
 
 // MaxPollingConns is how many connections at most wait for their
@@ -126,6 +150,12 @@ type Server struct {
 	watching int
 	opened   int // connections with an open File
 	closed   bool
+
+	lim      limits
+	clients  map[int]*client // by pid
+	nconns   int             // connections served (admit)
+	refusing int             // refused connections waiting for their OPEN
+	shared   uint64          // bytes of shared regions mapped
 	wg       sync.WaitGroup
 	done     chan struct{}
 
@@ -314,7 +344,8 @@ func New(cfg Config) (*Server, error) {
 		return fail(err)
 	}
 	s := &Server{cfg: cfg, sys: &sysfs{root: root, dev: cfg.Device}, gids: make(chan struct{}, 1),
-		conns: map[*net.UnixConn]int{}, done: make(chan struct{}), lock: lock}
+		conns: map[*net.UnixConn]int{}, done: make(chan struct{}), lock: lock,
+		lim: resolveLimits(&cfg, raiseFileLimit()), clients: map[int]*client{}}
 	s.cfg.Control = map[string]ControlFunc{"res": s.res}
 	for name, fn := range cfg.Control {
 		s.cfg.Control[name] = fn
@@ -404,8 +435,17 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
-// Serve accepts clients until Close; it returns nil after Close.
+// warnf tells Logf of something a client caused.
+func (s *Server) warnf(format string, args ...any) { s.logf(format, args...) }
+
+// Serve accepts clients until Close; it returns nil after Close. An
+// accept that fails for want of descriptors or memory (EMFILE, ENFILE,
+// ENOBUFS, ENOMEM) or for a client gone (ECONNABORTED) is tried again
+// after a wait of 5 ms doubling to 1 s, as net/http's Server.Serve; a
+// client past its bounds (Config.MaxConnsPerClient, Config.MaxFiles) has
+// its open refused with EMFILE or ENFILE.
 func (s *Server) Serve() error {
+	var backoff acceptBackoff
 	for {
 		c, err := s.ln.AcceptUnix()
 		if err != nil {
@@ -419,13 +459,36 @@ func (s *Server) Serve() error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			return fmt.Errorf("uverbsd: accept: %w", err)
+			if !transientAccept(err) {
+				return fmt.Errorf("uverbsd: accept: %w", err)
+			}
+			d := backoff.next()
+			s.warnf("accept: %v; retrying in %v", err, d)
+			select {
+			case <-s.done:
+				return nil
+			case <-time.After(d):
+			}
+			continue
+		}
+		backoff = 0
+		pid, err := peerPid(c)
+		if err != nil {
+			s.warnf("client without credentials: %v", err)
+			c.Close()
+			continue
 		}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
 			return nil
+		}
+		cl, err := s.admit(pid)
+		if err != nil {
+			s.mu.Unlock()
+			s.refuse(c, pid, err)
+			continue
 		}
 		// The first MaxPollingConns connections' goroutines wait for the
 		// client's frames in poll(2), each on its own thread (conn.recv);
@@ -444,7 +507,7 @@ func (s *Server) Serve() error {
 		s.conns[c] = wake
 		s.wg.Add(1)
 		s.mu.Unlock()
-		go s.serveConn(c, wake)
+		go s.serveConn(c, wake, cl)
 	}
 }
 
@@ -516,6 +579,7 @@ type conn struct {
 	raw   syscall.RawConn
 	wake  int // eventfd the Server writes to end recv's wait (-1: none, wait in the netpoller)
 	pid   int
+	cl    *client    // the client's accounting (Server.admit)
 	pidfd *pidFD     // the client process while it lives (nil: no pidfd)
 	mrs   *memFile   // the client's address space for its MRs (nil: none opened)
 	watch *watchPage // the uverbs client's watch page (nil: none)
@@ -525,10 +589,11 @@ type conn struct {
 	passed int
 }
 
-func (s *Server) serveConn(c *net.UnixConn, wake int) {
+func (s *Server) serveConn(c *net.UnixConn, wake int, cl *client) {
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
+		s.leave(cl)
 		delete(s.conns, c)
 		if wake >= 0 {
 			s.polling--
@@ -556,7 +621,7 @@ func (s *Server) serveConn(c *net.UnixConn, wake int) {
 		pidfd.close()
 		return
 	}
-	cn := &conn{s: s, c: c, raw: raw, wake: wake, pid: int(cred.Pid), pidfd: pidfd}
+	cn := &conn{s: s, c: c, raw: raw, wake: wake, pid: int(cred.Pid), pidfd: pidfd, cl: cl}
 	defer cn.pidfd.close()
 	defer func() { cn.mrs.close() }()
 	defer func() {
@@ -790,7 +855,17 @@ func (cn *conn) handle(frame []byte) bool {
 			// The client allowed the daemon (PR_SET_PTRACER) before
 			// OPEN: its address space can be opened now.
 			cn.mrs = openMemFile(cn.pid, cn.pidfd)
-			cn.file = cn.s.cfg.Open(cn.s.cfg.Device, procMemory{pid: cn.pid, pidfd: cn.pidfd, mrs: cn.mrs})
+			cl, pid := cn.cl, cn.pid
+			charge := func(npages uint64) (func(), error) { return cn.s.chargePinned(cl, pid, npages) }
+			if cn.s.cfg.NoMemlock {
+				charge = nil
+			}
+			if cn.mrs != nil {
+				cn.mrs.charge = func(n uint64) error { return cn.s.chargeShared(cl, n) }
+				cn.mrs.uncharge = func(n uint64) { cn.s.unchargeShared(cl, n) }
+				cn.mrs.chargePin = charge
+			}
+			cn.file = cn.s.cfg.Open(cn.s.cfg.Device, procMemory{pid: cn.pid, pidfd: cn.pidfd, mrs: cn.mrs, charge: charge})
 			if st, ok := cn.file.(settler); ok && cn.s.cfg.Settle != nil {
 				st.SetSettle(cn.s.cfg.Settle)
 			}

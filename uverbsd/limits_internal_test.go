@@ -1,0 +1,63 @@
+package uverbsd
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestAdmitBoundsEachClientAndTheDaemon: a client past its connections
+// gets EMFILE while others are admitted; past the daemon's, every client
+// gets ENFILE; a connection's end makes room again.
+func TestAdmitBoundsEachClientAndTheDaemon(t *testing.T) {
+	s := &Server{lim: limits{maxConns: 3, maxConnsPerClient: 2}, clients: map[int]*client{}}
+	a1, err := s.admit(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.admit(100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.admit(100); !errors.Is(err, unix.EMFILE) {
+		t.Fatalf("a client's third connection: %v, want EMFILE", err)
+	}
+	if _, err := s.admit(200); err != nil {
+		t.Fatalf("another client: %v", err)
+	}
+	if _, err := s.admit(300); !errors.Is(err, unix.ENFILE) {
+		t.Fatalf("the daemon's fourth connection: %v, want ENFILE", err)
+	}
+	s.leave(a1)
+	if _, err := s.admit(300); err != nil {
+		t.Fatalf("after a connection ended: %v", err)
+	}
+}
+
+// TestResolveLimitsDefaults: MaxFiles defaults to half RLIMIT_NOFILE, a
+// client's share to a quarter, the shared bytes to DefaultMaxShared and a
+// quarter of it.
+func TestResolveLimitsDefaults(t *testing.T) {
+	got := resolveLimits(&Config{}, 20000)
+	want := limits{maxConns: 10000 / fdsPerConn, maxConnsPerClient: 10000 / fdsPerConn / 4,
+		maxShared: DefaultMaxShared, maxSharedPerClient: DefaultMaxShared / 4}
+	if got != want {
+		t.Fatalf("resolveLimits = %+v, want %+v", got, want)
+	}
+}
+
+// TestAcceptBackoffDoublesTo1s: 5 ms, doubling, at most 1 s (net/http).
+func TestAcceptBackoffDoublesTo1s(t *testing.T) {
+	var b acceptBackoff
+	var got []time.Duration
+	for range 10 {
+		got = append(got, b.next())
+	}
+	want := []time.Duration{5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000}
+	for i := range want {
+		if got[i] != want[i]*time.Millisecond {
+			t.Fatalf("backoff %v, want %v ms", got, want)
+		}
+	}
+}
