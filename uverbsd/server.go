@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -587,9 +588,21 @@ type conn struct {
 	// passed is how many files the last reply passed: the client's
 	// OpFds must come next and carry that many numbers.
 	passed int
+	// buf is the frame buffer (frameBuf) while the connection holds one,
+	// bufp its array.
+	buf  []byte
+	bufp *[frameSize]byte
 }
 
 func (s *Server) serveConn(c *net.UnixConn, wake int, cl *client) {
+	if wake >= 0 {
+		// The connection waits in poll(2) on a thread of its own
+		// (conn.recv); locked to it, the thread ends with the
+		// connection instead of staying in the Go runtime's idle
+		// threads, so that the daemon's threads come back down once the
+		// clients leave.
+		runtime.LockOSThread()
+	}
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
@@ -658,15 +671,20 @@ func (s *Server) serveConn(c *net.UnixConn, wake int, cl *client) {
 // against 21–37 µs; ib_write_bw loses a third, see docs/performance.md).
 // The Server's Close ends the wait through cn.wake. Without a wake
 // eventfd it waits in the netpoller.
-func (cn *conn) recv(buf, oob []byte, flags int) (n, oobn, rflags int, err error) {
+//
+// The frame lands in cn.buf, a buffer taken from framePool for it; the
+// connection gives it back before it waits, so that an idle connection
+// holds none.
+func (cn *conn) recv(oob []byte, flags int) (n, oobn, rflags int, err error) {
 	if cn.wake >= 0 {
 		rerr := cn.raw.Control(func(fd uintptr) {
 			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(cn.wake), Events: unix.POLLIN}}
 			for {
-				n, oobn, rflags, _, err = unix.Recvmsg(int(fd), buf, oob, flags|unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+				n, oobn, rflags, _, err = unix.Recvmsg(int(fd), cn.frameBuf(), oob, flags|unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 				if err != unix.EAGAIN {
 					return
 				}
+				cn.putFrameBuf()
 				if cn.recheck() {
 					if cn.s.closing() {
 						err = net.ErrClosed
@@ -692,10 +710,11 @@ func (cn *conn) recv(buf, oob []byte, flags int) (n, oobn, rflags int, err error
 	}
 	rerr := cn.raw.Read(func(fd uintptr) bool {
 		for {
-			n, oobn, rflags, _, err = unix.Recvmsg(int(fd), buf, oob, flags|unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+			n, oobn, rflags, _, err = unix.Recvmsg(int(fd), cn.frameBuf(), oob, flags|unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 			if err != unix.EAGAIN {
 				return true
 			}
+			cn.putFrameBuf()
 			if !cn.recheck() {
 				return false
 			}
@@ -760,13 +779,14 @@ func (cn *conn) handleShare(frame []byte, fd int) bool {
 // that holds the largest frame accepted; MSG_TRUNC makes a larger one
 // report its length, and it is refused once consumed.
 func (cn *conn) loop() {
-	buf := make([]byte, preload.HeaderSize+preload.MaxPayload)
+	defer cn.putFrameBuf()
 	oob := make([]byte, unix.CmsgSpace(4*16))
 	for {
-		n, oobn, rflags, err := cn.recv(buf, oob, unix.MSG_TRUNC)
+		n, oobn, rflags, err := cn.recv(oob, unix.MSG_TRUNC)
 		if err != nil || n == 0 {
 			return
 		}
+		buf := cn.buf
 		if n > len(buf) {
 			closeRights(oob[:oobn])
 			h, _, _ := preload.ParseFrame(buf[:preload.HeaderSize])
@@ -796,6 +816,31 @@ func (cn *conn) loop() {
 		if !cn.handle(buf[:n]) {
 			return
 		}
+	}
+}
+
+// frameSize is the largest frame a client sends.
+const frameSize = preload.HeaderSize + preload.MaxPayload
+
+// framePool holds the frame buffers of the connections that are not
+// waiting (conn.recv): a few for any number of idle connections.
+var framePool = sync.Pool{New: func() any { return new([frameSize]byte) }}
+
+// frameBuf returns cn.buf, taken from framePool if the connection holds
+// none.
+func (cn *conn) frameBuf() []byte {
+	if cn.buf == nil {
+		cn.bufp = framePool.Get().(*[frameSize]byte)
+		cn.buf = cn.bufp[:]
+	}
+	return cn.buf
+}
+
+// putFrameBuf gives cn.buf back to framePool.
+func (cn *conn) putFrameBuf() {
+	if cn.bufp != nil {
+		framePool.Put(cn.bufp)
+		cn.buf, cn.bufp = nil, nil
 	}
 }
 
