@@ -245,13 +245,42 @@ func transientAccept(err error) bool {
 }
 
 // warnPid tells Logf of a client's misbehaviour, naming it by pid and
-// command name (/proc/PID/comm).
+// command name (/proc/PID/comm), rate-limited as pr_warn_ratelimited.
 func (s *Server) warnPid(pid int, format string, args ...any) {
-	if s.cfg.Logf == nil {
+	s.warnings.Add(1)
+	if s.cfg.Logf == nil || !s.allowWarning() {
 		return
 	}
 	s.logf("pid %d (%s): "+format, append([]any{pid, comm(pid)}, args...)...)
 }
+
+// warnf tells Logf of something a client caused that names no client,
+// rate-limited as warnPid.
+func (s *Server) warnf(format string, args ...any) {
+	s.warnings.Add(1)
+	if s.cfg.Logf == nil || !s.allowWarning() {
+		return
+	}
+	s.logf(format, args...)
+}
+
+// allowWarning reports whether a warning passes the rate limit, first
+// saying how many the limit suppressed before it.
+func (s *Server) allowWarning() bool {
+	ok, missed := s.warnLimit.allow()
+	if missed > 0 {
+		s.logf("uverbsd: %d callbacks suppressed", missed)
+	}
+	return ok
+}
+
+// Warnings returns how many warnings about its clients the Server had,
+// the rate limit's suppressed ones included: refused connections, frames
+// and commands, failed accepts.
+func (s *Server) Warnings() uint64 { return s.warnings.Load() }
+
+// warnf is warnPid for cn's client.
+func (cn *conn) warnf(format string, args ...any) { cn.s.warnPid(cn.pid, format, args...) }
 
 // chargePinned charges npages pinned pages to cl, the client process pid
 // (ib_umem_get's pinned_vm): past the client's RLIMIT_MEMLOCK (read from

@@ -61,3 +61,36 @@ func TestAcceptBackoffDoublesTo1s(t *testing.T) {
 		}
 	}
 }
+
+// TestRatelimitAsTheKernels: ___ratelimit with burst 10 in 5 s: the first
+// 10 events pass, the rest of the interval's are suppressed, and the first
+// event of the next interval passes and carries their count.
+func TestRatelimitAsTheKernels(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := ratelimit{interval: warnInterval, burst: warnBurst, now: func() time.Time { return now }}
+	passed := 0
+	for range 25 {
+		ok, missed := r.allow()
+		if missed != 0 {
+			t.Fatalf("suppressed %d within the first interval", missed)
+		}
+		if ok {
+			passed++
+		}
+	}
+	if passed != warnBurst {
+		t.Fatalf("%d of 25 passed, want %d", passed, warnBurst)
+	}
+	now = now.Add(warnInterval - time.Millisecond)
+	if ok, _ := r.allow(); ok {
+		t.Fatal("an event before the interval's end passed")
+	}
+	now = now.Add(time.Millisecond)
+	if ok, missed := r.allow(); !ok || missed != 16 {
+		t.Fatalf("the next interval's first event: %v, %d suppressed, want true, 16", ok, missed)
+	}
+	now = now.Add(time.Hour)
+	if ok, missed := r.allow(); !ok || missed != 0 {
+		t.Fatalf("after a quiet hour: %v, %d suppressed, want true, 0", ok, missed)
+	}
+}

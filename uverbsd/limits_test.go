@@ -359,3 +359,62 @@ func TestSharedTerabytesAreRefusedAtTheBound(t *testing.T) {
 	}
 	closeServer(t, srv, served)
 }
+
+// TestGarbageFramesAreLoggedByNameAndRateLimited: a client that sends
+// 10,000 frames the daemon refuses (malformed, unknown, out of order) gets
+// an errno for each; the log names it by pid and command name, says how
+// many warnings it suppressed, and holds no more than the rate limit's 10
+// lines per 5 s; Warnings counts every refusal.
+func TestGarbageFramesAreLoggedByNameAndRateLimited(t *testing.T) {
+	var logMu sync.Mutex
+	var log []string
+	srv, served := limitServer(t, uverbsd.Config{Logf: func(f string, a ...any) {
+		logMu.Lock()
+		log = append(log, fmt.Sprintf(f, a...))
+		logMu.Unlock()
+	}})
+	start := time.Now()
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: srv.SocketPath(), Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	garbage := [][]byte{
+		{1, 2, 3},
+		preload.Frame(preload.Header{Op: preload.OpWrite}, []byte("before open")),
+		preload.Frame(preload.Header{Op: 77}, nil),
+		preload.Frame(preload.Header{Op: preload.OpMmap}, []byte{1}),
+		preload.Frame(preload.Header{Op: preload.OpOpen, Aux: 99}, []byte(uverbsd.UverbsNode)),
+	}
+	const frames = 10000
+	for i := range frames {
+		if h := exchange(t, c, garbage[i%len(garbage)], nil); h.Ret >= 0 {
+			t.Fatalf("garbage frame %d answered %d", i, h.Ret)
+		}
+	}
+	elapsed := time.Since(start)
+	if got := srv.Warnings(); got < frames {
+		t.Errorf("Warnings() = %d after %d refused frames", got, frames)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	name := fmt.Sprintf("pid %d (%s): ", os.Getpid(), filepath.Base(os.Args[0])[:min(15, len(filepath.Base(os.Args[0])))])
+	var named, suppressed int
+	for _, l := range log {
+		switch {
+		case strings.HasPrefix(l, name):
+			named++
+		case strings.HasSuffix(l, "callbacks suppressed"):
+			suppressed++
+		default:
+			t.Errorf("log line names no client: %q", l)
+		}
+	}
+	intervals := int(elapsed/(5*time.Second)) + 1
+	t.Logf("%d refused frames in %v: %d log lines naming the client, %d suppression lines; first %q",
+		frames, elapsed.Round(time.Millisecond), named, suppressed, log[0])
+	if named == 0 || named > 10*intervals {
+		t.Errorf("%d lines name %q in %d intervals of 5 s, want 1 to %d", named, name, intervals, 10*intervals)
+	}
+	closeServer(t, srv, served)
+}

@@ -35,8 +35,13 @@ type Config struct {
 	// Open opens the File behind each open of the device node; nil
 	// means OpenUverbs.
 	Open Opener
-	// Logf, if set, is told of clients coming and going and of their
-	// protocol errors.
+	// Logf, if set, is told of what the clients do wrong, naming each by
+	// pid and command name: refused connections (over their bounds),
+	// frames and commands (malformed, unknown, out of order), shares
+	// refused; and of failed accepts and the daemon's own troubles. The
+	// clients' are rate-limited as the kernel's pr_warn_ratelimited
+	// (10 per 5 s, then "N callbacks suppressed"); Server.Warnings
+	// counts them all.
 	Logf func(format string, args ...any)
 	// Recorder, if set, records every command a client's write() to
 	// uverbs0 (OpenUverbs's File) fails, by the uverbs command's name
@@ -157,8 +162,11 @@ type Server struct {
 	nconns   int             // connections served (admit)
 	refusing int             // refused connections waiting for their OPEN
 	shared   uint64          // bytes of shared regions mapped
-	wg       sync.WaitGroup
-	done     chan struct{}
+
+	warnLimit ratelimit     // the warnings' rate (warnPid)
+	warnings  atomic.Uint64 // warnings, suppressed ones too
+	wg        sync.WaitGroup
+	done      chan struct{}
 
 	// syncDoorbells: every doorbell must be answered (SetSyncDoorbells).
 	syncDoorbells atomic.Bool
@@ -206,7 +214,7 @@ func (cn *conn) doorbell(p []byte) {
 	db, ok := cn.file.(doorbeller)
 	handle, null := uverbs.NullPostSend(p)
 	if !ok || !null || !cn.s.cfg.OneWayDoorbells {
-		cn.s.logf("pid %d: one-way write that is no doorbell dropped", cn.pid)
+		cn.warnf("one-way write that is no doorbell dropped")
 		return
 	}
 	cn.s.doorbells.Add(1)
@@ -220,7 +228,7 @@ func (cn *conn) doorbell(p []byte) {
 		_, err = cn.ring(db, handle)
 	}
 	if err != nil {
-		cn.s.logf("pid %d: one-way doorbell of QP handle %d: %v", cn.pid, handle, err)
+		cn.warnf("one-way doorbell of QP handle %d: %v", handle, err)
 		if cfg.Recorder != nil {
 			cfg.Recorder.VerbFailed(uverbs.CommandName(p), unix.Errno(-errno(err)))
 		}
@@ -346,7 +354,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, sys: &sysfs{root: root, dev: cfg.Device}, gids: make(chan struct{}, 1),
 		conns: map[*net.UnixConn]int{}, done: make(chan struct{}), lock: lock,
-		lim: resolveLimits(&cfg, raiseFileLimit()), clients: map[int]*client{}}
+		lim: resolveLimits(&cfg, raiseFileLimit()), clients: map[int]*client{},
+		warnLimit: ratelimit{interval: warnInterval, burst: warnBurst}}
 	s.cfg.Control = map[string]ControlFunc{"res": s.res}
 	for name, fn := range cfg.Control {
 		s.cfg.Control[name] = fn
@@ -435,9 +444,6 @@ func (s *Server) logf(format string, args ...any) {
 		s.cfg.Logf(format, args...)
 	}
 }
-
-// warnf tells Logf of something a client caused.
-func (s *Server) warnf(format string, args ...any) { s.logf(format, args...) }
 
 // Serve accepts clients until Close; it returns nil after Close. An
 // accept that fails for want of descriptors or memory (EMFILE, ENFILE,
@@ -630,7 +636,7 @@ func (s *Server) serveConn(c *net.UnixConn, wake int, cl *client) {
 			pidfd = peerPidFD(int(fd), int(cred.Pid))
 		}
 	}); err != nil || cerr != nil || cred.Pid <= 0 {
-		s.logf("client without credentials: %v %v", err, cerr)
+		s.warnf("client without credentials: %v %v", err, cerr)
 		pidfd.close()
 		return
 	}
@@ -655,7 +661,6 @@ func (s *Server) serveConn(c *net.UnixConn, wake int, cl *client) {
 			if err := cn.file.Close(); err != nil {
 				s.logf("pid %d: close: %v", cn.pid, err)
 			}
-			s.logf("pid %d: closed", cn.pid)
 		}
 	}()
 	cn.loop()
@@ -762,13 +767,14 @@ func (cn *conn) handleShare(frame []byte, fd int) bool {
 	h, p, err := preload.ParseFrame(frame)
 	switch {
 	case err != nil:
+		cn.warnf("frame refused: %v", err)
 		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 	case cn.mrs == nil || cn.s.cfg.NoSharedPages || len(p) != 16:
-		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+		return cn.refuse(h.Op, "%v of %d bytes not offered", h.Op, len(p))
 	}
 	addr, length := binary.NativeEndian.Uint64(p), binary.NativeEndian.Uint64(p[8:])
 	if err := cn.mrs.share(fd, addr, length); err != nil {
-		cn.s.logf("pid %d: %v", cn.pid, err)
+		cn.warnf("%v", err)
 		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 	}
 	return cn.reply(preload.Header{Op: h.Op}, nil, nil)
@@ -793,7 +799,7 @@ func (cn *conn) loop() {
 			if !cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.E2BIG)}, nil, nil) {
 				return
 			}
-			cn.s.logf("pid %d: frame of %d bytes refused", cn.pid, n)
+			cn.warnf("frame of %d bytes refused: %v", n, unix.E2BIG)
 			continue
 		}
 		if fds := rights(oob[:oobn]); len(fds) > 0 || rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
@@ -807,7 +813,7 @@ func (cn *conn) loop() {
 			for _, fd := range fds {
 				unix.Close(fd)
 			}
-			cn.s.logf("pid %d: descriptors sent to the daemon", cn.pid)
+			cn.warnf("%v with descriptors refused: %v", h.Op, unix.EINVAL)
 			if !cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil) {
 				return
 			}
@@ -863,11 +869,11 @@ func errno(err error) int32 {
 func (cn *conn) handle(frame []byte) bool {
 	h, p, err := preload.ParseFrame(frame)
 	if err != nil {
-		cn.s.logf("pid %d: %v", cn.pid, err)
+		cn.warnf("frame refused: %v", err)
 		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 	}
 	if h.Op != preload.OpOpen && cn.file == nil {
-		cn.s.logf("pid %d: %v before OPEN", cn.pid, h.Op)
+		cn.warnf("%v before OPEN refused: %v", h.Op, unix.EINVAL)
 		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
 	}
 	passed := cn.passed
@@ -875,7 +881,7 @@ func (cn *conn) handle(frame []byte) bool {
 	switch h.Op {
 	case preload.OpFds:
 		if passed == 0 || len(p) != 4*passed {
-			return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+			return cn.refuse(h.Op, "%v of %d bytes after %d files passed", h.Op, len(p), passed)
 		}
 		fds := make([]uint32, passed)
 		for i := range fds {
@@ -889,8 +895,9 @@ func (cn *conn) handle(frame []byte) bool {
 		ret := int32(0)
 		switch {
 		case cn.file != nil:
-			ret = -int32(unix.EINVAL)
+			return cn.refuse(h.Op, "%v of an open connection", h.Op)
 		case h.Aux != preload.Version:
+			cn.warnf("%v of protocol version %d, the daemon's is %d: %v", h.Op, h.Aux, preload.Version, unix.EPROTO)
 			ret = -int32(unix.EPROTO)
 		case string(p) == RDMACMNode:
 			return cn.openRDMACM(h)
@@ -917,7 +924,6 @@ func (cn *conn) handle(frame []byte) bool {
 			cn.s.mu.Lock()
 			cn.s.opened++
 			cn.s.mu.Unlock()
-			cn.s.logf("pid %d: opened %s", cn.pid, UverbsNode)
 			var aux uint32
 			if cn.mrs != nil && !cn.s.cfg.NoSharedPages {
 				aux |= preload.FeatureSharePages
@@ -976,7 +982,7 @@ func (cn *conn) handle(frame []byte) bool {
 			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err), Aux: aux}, nil, nil)
 		}
 		if len(r.Files) > preload.MaxFiles || r.N < 0 || r.N > math.MaxInt32 {
-			cn.s.logf("pid %d: write returned %d and %d files", cn.pid, r.N, len(r.Files))
+			cn.warnf("write returned %d and %d files", r.N, len(r.Files))
 			return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EIO)}, nil, nil)
 		}
 		at := make([]byte, 8*len(r.Files))
@@ -995,7 +1001,7 @@ func (cn *conn) handle(frame []byte) bool {
 		return cn.reply(preload.Header{Op: h.Op, Ret: int32(r.N), Aux: aux}, at, fds)
 	case preload.OpMmap:
 		if len(p) != 16 {
-			return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+			return cn.refuse(h.Op, "%v of %d bytes", h.Op, len(p))
 		}
 		off, length := binary.NativeEndian.Uint64(p), binary.NativeEndian.Uint64(p[8:])
 		f, foff, err := cn.file.Mmap(off, length)
@@ -1011,8 +1017,15 @@ func (cn *conn) handle(frame []byte) bool {
 		binary.NativeEndian.PutUint64(b[:], uint64(foff))
 		return cn.reply(preload.Header{Op: h.Op}, b[:], []int{fd})
 	}
-	cn.s.logf("pid %d: unknown %v", cn.pid, h.Op)
+	cn.warnf("unknown %v refused: %v", h.Op, unix.EINVAL)
 	return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+}
+
+// refuse warns of a frame the daemon refuses (what, formatted) and
+// answers it EINVAL; false when the client is gone.
+func (cn *conn) refuse(op preload.Op, what string, args ...any) bool {
+	cn.warnf(what+" refused: %v", append(args, unix.EINVAL)...)
+	return cn.reply(preload.Header{Op: op, Ret: -int32(unix.EINVAL)}, nil, nil)
 }
 
 // reply sends one frame; false when the client is gone.
@@ -1070,7 +1083,6 @@ func (cn *conn) openRDMACM(h preload.Header) bool {
 	s.mu.Lock()
 	s.opened++
 	s.mu.Unlock()
-	s.logf("pid %d: opened %s", cn.pid, RDMACMNode)
 	var tok [4]byte
 	binary.NativeEndian.PutUint32(tok[:], f.Token())
 	return cn.reply(preload.Header{Op: h.Op}, tok[:], []int{fd})
