@@ -11,10 +11,12 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/node"
 	"github.com/softroce/softroce/preload"
 	"github.com/softroce/softroce/uverbsd"
@@ -103,6 +105,13 @@ func procStatus(t *testing.T) (threads int, rss uint64) {
 // holds no frame buffer (framePool) and a connection's poll(2) thread ends
 // with it.
 func TestClosedConnectionsGiveBackMemoryAndThreads(t *testing.T) {
+	var nofile syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile); err != nil {
+		t.Fatal(err)
+	}
+	// Each connection costs the test a descriptor and the daemon up to
+	// four (the Go runtime raised the soft limit to the hard one).
+	testenv.Require(t, nofile.Cur >= 16000, fmt.Sprintf("RLIMIT_NOFILE is %d, 3,000 connections need 16,000", nofile.Cur))
 	n, err := node.New(context.Background(), node.Config{Name: "rxe0", Seed: 1})
 	if err != nil {
 		t.Fatal(err)

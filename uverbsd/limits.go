@@ -28,7 +28,9 @@ import (
 // bounds the sum (Config.MaxFiles, ENFILE as the kernel's file-max;
 // Config.MaxShared, ENOMEM). A failed accept (the daemon's own
 // descriptors exhausted after all) waits and tries again, as net/http's
-// Server does, instead of ending the daemon.
+// Server does, instead of ending the daemon. The pages a client's MRs pin
+// are charged to its own RLIMIT_MEMLOCK, as ib_umem_get charges the
+// caller's pinned_vm (chargePinned).
 
 // fdsPerConn is what one connection costs the daemon in descriptors at
 // most: its socket, its wake eventfd, the client's pidfd and its
@@ -91,14 +93,17 @@ func resolveLimits(cfg *Config, nofile uint64) limits {
 }
 
 // raiseFileLimit raises the process's RLIMIT_NOFILE soft limit to its hard
-// limit (the Go runtime does so at start since Go 1.19; a parent may have
-// lowered it since) and returns the soft limit.
+// limit and returns the soft limit. The Go runtime raises it at start to
+// one below the hard limit (and gives the child processes, such as
+// `softroce run`'s program, the limit the process started with); it is
+// raised again only when something lowered it since, which gives up that
+// restoring (syscall.Setrlimit).
 func raiseFileLimit() uint64 {
 	var r syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
 		return 1024
 	}
-	if r.Cur < r.Max {
+	if r.Max > 0 && r.Cur < r.Max-1 {
 		raised := syscall.Rlimit{Cur: r.Max, Max: r.Max}
 		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised) == nil {
 			r.Cur = r.Max
@@ -292,21 +297,10 @@ func (s *Server) chargePinned(cl *client, pid int, npages uint64) (func(), error
 	if err != nil {
 		return nil, fmt.Errorf("RLIMIT_MEMLOCK of pid %d: %v: %w", pid, err, unix.ENOMEM)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if limit != unix.RLIM_INFINITY {
-		lockPages := limit / pageSize
-		if limit == 0 && !ipcLockCapable(pid) {
-			return nil, fmt.Errorf("RLIMIT_MEMLOCK of pid %d is 0: %w", pid, unix.EPERM)
-		}
-		if npages > lockPages || cl.pinned > lockPages-npages {
-			if !ipcLockCapable(pid) {
-				return nil, fmt.Errorf("%d pages pinned and %d more pass RLIMIT_MEMLOCK %d of pid %d: %w",
-					cl.pinned, npages, limit, pid, unix.ENOMEM)
-			}
-		}
+	if err := s.charge(cl, pid, limit, npages); err != nil {
+		s.warnPid(pid, "%v", err)
+		return nil, err
 	}
-	cl.pinned += npages
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -315,6 +309,24 @@ func (s *Server) chargePinned(cl *client, pid int, npages uint64) (func(), error
 			s.mu.Unlock()
 		})
 	}, nil
+}
+
+// charge adds npages to cl.pinned within limit (bytes), as chargePinned.
+func (s *Server) charge(cl *client, pid int, limit, npages uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if limit != unix.RLIM_INFINITY {
+		lockPages := limit / pageSize
+		if limit == 0 && !ipcLockCapable(pid) {
+			return fmt.Errorf("REG_MR with RLIMIT_MEMLOCK 0 (ulimit -l): %w", unix.EPERM)
+		}
+		if (npages > lockPages || cl.pinned > lockPages-npages) && !ipcLockCapable(pid) {
+			return fmt.Errorf("REG_MR of %d pages with %d pinned passes RLIMIT_MEMLOCK %d (ulimit -l; or softroce serve --no-memlock): %w",
+				npages, cl.pinned, limit, unix.ENOMEM)
+		}
+	}
+	cl.pinned += npages
+	return nil
 }
 
 // pageSize is the unit of the pinned-page accounting.

@@ -2,10 +2,14 @@ package uverbsd
 
 import (
 	"errors"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
 // TestAdmitBoundsEachClientAndTheDaemon: a client past its connections
@@ -92,5 +96,51 @@ func TestRatelimitAsTheKernels(t *testing.T) {
 	now = now.Add(time.Hour)
 	if ok, missed := r.allow(); !ok || missed != 0 {
 		t.Fatalf("after a quiet hour: %v, %d suppressed, want true, 0", ok, missed)
+	}
+}
+
+// TestChargePinnedFollowsTheClientsMemlock: a client without CAP_IPC_LOCK
+// whose RLIMIT_MEMLOCK is 64 KiB pins 16 pages, not one more (ENOMEM);
+// the pages given back can be pinned again (ib_umem_get's pinned_vm).
+func TestChargePinnedFollowsTheClientsMemlock(t *testing.T) {
+	args := []string{"prlimit", "--memlock=65536:65536", "sleep", "30"}
+	if os.Geteuid() == 0 {
+		args = append([]string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"}, args...)
+	}
+	for _, tool := range []string{"prlimit", "setpriv"} {
+		_, err := exec.LookPath(tool)
+		testenv.Require(t, err == nil, tool+" is not installed (util-linux)")
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	pid := cmd.Process.Pid
+	for deadline := time.Now().Add(10 * time.Second); comm(pid) != "sleep"; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d is %q, not sleep", pid, comm(pid))
+		}
+	}
+	if ipcLockCapable(pid) {
+		t.Fatal("the client has CAP_IPC_LOCK")
+	}
+	s := &Server{clients: map[int]*client{}}
+	cl := &client{pid: pid}
+	release, err := s.chargePinned(cl, pid, 16)
+	if err != nil {
+		t.Fatalf("16 pages within 64 KiB: %v", err)
+	}
+	if _, err := s.chargePinned(cl, pid, 1); !errors.Is(err, unix.ENOMEM) {
+		t.Fatalf("a 17th page: %v, want ENOMEM", err)
+	}
+	release()
+	release() // once only
+	if cl.pinned != 0 {
+		t.Fatalf("%d pages pinned after the release", cl.pinned)
+	}
+	if _, err := s.chargePinned(cl, pid, 1); err != nil {
+		t.Fatalf("a page after the release: %v", err)
 	}
 }
