@@ -192,6 +192,7 @@ func peerPid(c *net.UnixConn) (int, error) {
 // it. Beyond maxRefusing at once, the connection is closed at once.
 func (s *Server) refuse(c *net.UnixConn, pid int, reason error) {
 	s.warnPid(pid, "connection refused: %v", reason)
+	s.recordRefused(preload.OpOpen, errno(reason))
 	s.mu.Lock()
 	if s.refusing >= maxRefusing || s.closed {
 		s.mu.Unlock()
@@ -283,6 +284,15 @@ func (s *Server) allowWarning() bool {
 // the rate limit's suppressed ones included: refused connections, frames
 // and commands, failed accepts.
 func (s *Server) Warnings() uint64 { return s.warnings.Load() }
+
+// recordRefused records a frame the daemon refused with ret (a negative
+// errno) as a failed verb named "daemon:" and the frame's operation
+// (Config.Recorder): a connection refused is a failed "daemon:OPEN".
+func (s *Server) recordRefused(op preload.Op, ret int32) {
+	if s.cfg.Recorder != nil {
+		s.cfg.Recorder.VerbFailed("daemon:"+op.String(), unix.Errno(-ret))
+	}
+}
 
 // warnf is warnPid for cn's client.
 func (cn *conn) warnf(format string, args ...any) { cn.s.warnPid(cn.pid, format, args...) }

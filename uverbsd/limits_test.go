@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/coverage"
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/dma"
 	"github.com/softroce/softroce/node"
@@ -362,13 +363,14 @@ func TestSharedTerabytesAreRefusedAtTheBound(t *testing.T) {
 
 // TestGarbageFramesAreLoggedByNameAndRateLimited: a client that sends
 // 10,000 frames the daemon refuses (malformed, unknown, out of order) gets
-// an errno for each; the log names it by pid and command name, says how
-// many warnings it suppressed, and holds no more than the rate limit's 10
-// lines per 5 s; Warnings counts every refusal.
+// an errno for each; the log names it by pid and command name and holds
+// no more than the rate limit's 10 lines per 5 s; Warnings counts every
+// refusal, and the coverage profile too (failed verbs daemon:OP).
 func TestGarbageFramesAreLoggedByNameAndRateLimited(t *testing.T) {
 	var logMu sync.Mutex
 	var log []string
-	srv, served := limitServer(t, uverbsd.Config{Logf: func(f string, a ...any) {
+	col := coverage.NewCollector()
+	srv, served := limitServer(t, uverbsd.Config{Recorder: col.Recorder("rxe0"), Logf: func(f string, a ...any) {
 		logMu.Lock()
 		log = append(log, fmt.Sprintf(f, a...))
 		logMu.Unlock()
@@ -395,6 +397,16 @@ func TestGarbageFramesAreLoggedByNameAndRateLimited(t *testing.T) {
 	elapsed := time.Since(start)
 	if got := srv.Warnings(); got < frames {
 		t.Errorf("Warnings() = %d after %d refused frames", got, frames)
+	}
+	// The coverage profile counts them as failed verbs of the daemon.
+	var recorded uint64
+	for k, n := range col.Profile().Verbs {
+		if strings.HasPrefix(k.Verb, "daemon:") {
+			recorded += n
+		}
+	}
+	if recorded != frames {
+		t.Errorf("the profile counts %d refused frames (daemon:*), want %d: %v", recorded, frames, col.Profile().Verbs)
 	}
 	logMu.Lock()
 	defer logMu.Unlock()

@@ -45,7 +45,9 @@ type Config struct {
 	Logf func(format string, args ...any)
 	// Recorder, if set, records every command a client's write() to
 	// uverbs0 (OpenUverbs's File) fails, by the uverbs command's name
-	// (uverbs.CommandName) and errno, as VerbFailed.
+	// (uverbs.CommandName) and errno, as VerbFailed; and every frame the
+	// daemon refuses, as "daemon:" and the frame's operation (a
+	// connection refused is "daemon:OPEN" with EMFILE or ENFILE).
 	Recorder emu.Recorder
 	// Control are the commands served on the control socket
 	// (ControlName in Dir), by name, besides the Server's own "res" (the
@@ -768,6 +770,7 @@ func (cn *conn) handleShare(frame []byte, fd int) bool {
 	switch {
 	case err != nil:
 		cn.warnf("frame refused: %v", err)
+		cn.s.recordRefused(h.Op, errno(err))
 		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 	case cn.mrs == nil || cn.s.cfg.NoSharedPages || len(p) != 16:
 		return cn.refuse(h.Op, "%v of %d bytes not offered", h.Op, len(p))
@@ -775,6 +778,7 @@ func (cn *conn) handleShare(frame []byte, fd int) bool {
 	addr, length := binary.NativeEndian.Uint64(p), binary.NativeEndian.Uint64(p[8:])
 	if err := cn.mrs.share(fd, addr, length); err != nil {
 		cn.warnf("%v", err)
+		cn.s.recordRefused(h.Op, errno(err))
 		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 	}
 	return cn.reply(preload.Header{Op: h.Op}, nil, nil)
@@ -800,6 +804,7 @@ func (cn *conn) loop() {
 				return
 			}
 			cn.warnf("frame of %d bytes refused: %v", n, unix.E2BIG)
+			cn.s.recordRefused(h.Op, -int32(unix.E2BIG))
 			continue
 		}
 		if fds := rights(oob[:oobn]); len(fds) > 0 || rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
@@ -814,6 +819,7 @@ func (cn *conn) loop() {
 				unix.Close(fd)
 			}
 			cn.warnf("%v with descriptors refused: %v", h.Op, unix.EINVAL)
+			cn.s.recordRefused(h.Op, -int32(unix.EINVAL))
 			if !cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil) {
 				return
 			}
@@ -870,11 +876,11 @@ func (cn *conn) handle(frame []byte) bool {
 	h, p, err := preload.ParseFrame(frame)
 	if err != nil {
 		cn.warnf("frame refused: %v", err)
+		cn.s.recordRefused(h.Op, errno(err))
 		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 	}
 	if h.Op != preload.OpOpen && cn.file == nil {
-		cn.warnf("%v before OPEN refused: %v", h.Op, unix.EINVAL)
-		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+		return cn.refuse(h.Op, "%v before OPEN", h.Op)
 	}
 	passed := cn.passed
 	cn.passed = 0
@@ -898,6 +904,7 @@ func (cn *conn) handle(frame []byte) bool {
 			return cn.refuse(h.Op, "%v of an open connection", h.Op)
 		case h.Aux != preload.Version:
 			cn.warnf("%v of protocol version %d, the daemon's is %d: %v", h.Op, h.Aux, preload.Version, unix.EPROTO)
+			cn.s.recordRefused(h.Op, -int32(unix.EPROTO))
 			ret = -int32(unix.EPROTO)
 		case string(p) == RDMACMNode:
 			return cn.openRDMACM(h)
@@ -1017,14 +1024,14 @@ func (cn *conn) handle(frame []byte) bool {
 		binary.NativeEndian.PutUint64(b[:], uint64(foff))
 		return cn.reply(preload.Header{Op: h.Op}, b[:], []int{fd})
 	}
-	cn.warnf("unknown %v refused: %v", h.Op, unix.EINVAL)
-	return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+	return cn.refuse(h.Op, "unknown %v", h.Op)
 }
 
 // refuse warns of a frame the daemon refuses (what, formatted) and
 // answers it EINVAL; false when the client is gone.
 func (cn *conn) refuse(op preload.Op, what string, args ...any) bool {
 	cn.warnf(what+" refused: %v", append(args, unix.EINVAL)...)
+	cn.s.recordRefused(op, -int32(unix.EINVAL))
 	return cn.reply(preload.Header{Op: op, Ret: -int32(unix.EINVAL)}, nil, nil)
 }
 

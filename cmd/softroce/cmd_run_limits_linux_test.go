@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +31,8 @@ const hogNofile = 512
 // (`prlimit --nofile=512`) and holds what it got, an ibv_rc_pingpong pair
 // on the same daemon completes with its data checked; the hog's opens past
 // its share fail with EMFILE ("Too many open files"), the daemon names it
-// on its stderr, and after the hog a new pair completes too.
+// on its stderr and its coverage report counts the refusals (failed verb
+// daemon:OPEN), and after the hog a new pair completes too.
 func TestConnectionHogLeavesPingpongsRunning(t *testing.T) {
 	tool := distroTool(t, "ibv_rc_pingpong", "ibverbs-utils")
 	needCC(t)
@@ -97,6 +99,11 @@ func TestConnectionHogLeavesPingpongsRunning(t *testing.T) {
 		"819200 bytes in", "819200 bytes in")
 	if !strings.Contains(serveErr.String(), "(hog.test): connection refused: ") {
 		t.Errorf("the daemon's stderr does not name the hog:\n%s", serveErr.String())
+	}
+	// The coverage report counts the refused opens.
+	out, err := userCommand(t, home, nil, "softroce", "coverage", "--live", "-d", "rxe17").CombinedOutput()
+	if err != nil || !regexp.MustCompile(`daemon:OPEN +EMFILE +\d+`).Match(out) {
+		t.Errorf("softroce coverage --live: %v; no daemon:OPEN EMFILE in:\n%s", err, out)
 	}
 }
 
