@@ -28,7 +28,7 @@ const hogNofile = 512
 
 // TestConnectionHogLeavesPingpongsRunning: while one program opens the
 // device three times as often as the daemon has descriptors
-// (`prlimit --nofile=512`) and holds what it got, an ibv_rc_pingpong pair
+// (`prlimit --nofile=512`) and holds what it got for 10 s, an ibv_rc_pingpong pair
 // on the same daemon completes with its data checked; the hog's opens past
 // its share fail with EMFILE ("Too many open files"), the daemon names it
 // on its stderr and its coverage report counts the refusals (failed verb
@@ -74,6 +74,7 @@ func TestConnectionHogLeavesPingpongsRunning(t *testing.T) {
 			break
 		}
 	}
+	held := time.Now()
 	if counts == "" {
 		hog.Wait()
 		t.Fatalf("the hog ended before holding its connections; daemon stderr:\n%s", serveErr.String())
@@ -84,7 +85,9 @@ func TestConnectionHogLeavesPingpongsRunning(t *testing.T) {
 	}
 	pingpongs(t, home, env, tool, []string{"-d", "rxe17", "-g", "1", "-n", "500", "-c", "-p", "18851"},
 		"4096000 bytes in", "4096000 bytes in")
-	// The hog lets go; the daemon serves on.
+	// The hog holds its connections for 10 s, then lets go; the daemon
+	// serves on.
+	time.Sleep(time.Until(held.Add(10 * time.Second)))
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
