@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"github.com/softroce/softroce/coverage"
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/dma"
+	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/node"
 	"github.com/softroce/softroce/preload"
 	"github.com/softroce/softroce/uverbs"
@@ -428,5 +430,94 @@ func TestGarbageFramesAreLoggedByNameAndRateLimited(t *testing.T) {
 	if named == 0 || named > 10*intervals {
 		t.Errorf("%d lines name %q in %d intervals of 5 s, want 1 to %d", named, name, intervals, 10*intervals)
 	}
+	closeServer(t, srv, served)
+}
+
+// uverbsCommand is a legacy uverbs write command: the header, then req
+// whose first 8 bytes (the response pointer) are set to resp.
+func uverbsCommand[T any](cmd uint32, req T, resp []byte) []byte {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&req)), unsafe.Sizeof(req))
+	binary.NativeEndian.PutUint64(b, uint64(uintptr(unsafe.Pointer(&resp[0]))))
+	hdr := uverbs.CmdHdr{Command: cmd, In_words: uint16((int(unsafe.Sizeof(uverbs.CmdHdr{})) + len(b)) / 4),
+		Out_words: uint16(len(resp) / 4)}
+	out := append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&hdr)), unsafe.Sizeof(hdr))...)
+	return append(out, b...)
+}
+
+// TestRegMRsOnSharedTerabytesStopAtTheBound: a raw client of the real
+// uverbs device (OpenUverbs) shares a sealed sparse memfd of 1 TiB and
+// registers an MR over all of it, again and again, with no RLIMIT_MEMLOCK
+// to stop it (Config.NoMemlock, as CAP_IPC_LOCK): the daemon maps
+// DefaultMaxShared/4 of its pages, then refuses the shares (ENOMEM; the
+// REG_MRs that follow reach the pages through /proc/PID/mem), its
+// address space grows by no more than that bound, and another client is
+// served meanwhile.
+func TestRegMRsOnSharedTerabytesStopAtTheBound(t *testing.T) {
+	srv, served := limitServer(t, uverbsd.Config{Open: uverbsd.OpenUverbs, NoMemlock: true})
+	const size = 1 << 40
+	fd, err := unix.MemfdCreate("softroce-mr", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, size); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_NORESERVE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	addr := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	c, oh, err := openDevice(srv.SocketPath())
+	if err != nil || oh.Ret != 0 {
+		t.Fatalf("open: %v %d", err, oh.Ret)
+	}
+	defer c.Close()
+	if oh.Aux&preload.FeatureSharePages == 0 {
+		t.Skip("the daemon cannot open this process's /proc/PID/mem: no shared pages")
+	}
+	write := func(what string, cmd []byte) {
+		t.Helper()
+		if h := exchange(t, c, preload.Frame(preload.Header{Op: preload.OpWrite}, cmd), nil); h.Ret != int32(len(cmd)) {
+			t.Fatalf("%s: %d (%v)", what, h.Ret, unix.Errno(-h.Ret))
+		}
+	}
+	resp := make([]byte, 64)
+	write("GET_CONTEXT", uverbsCommand(uverbs.CmdGetContext, uverbs.GetContext{}, resp[:8]))
+	write("ALLOC_PD", uverbsCommand(uverbs.CmdAllocPd, uverbs.AllocPd{}, resp[:4]))
+	pd := binary.NativeEndian.Uint32(resp)
+	rng := make([]byte, 16)
+	binary.NativeEndian.PutUint64(rng, addr)
+	binary.NativeEndian.PutUint64(rng[8:], size)
+	before := vmSize(t)
+	shared, refused := 0, 0
+	for i := range 12 {
+		switch h := exchange(t, c, preload.Frame(preload.Header{Op: preload.OpShare}, rng), unix.UnixRights(fd)); h.Ret {
+		case 0:
+			shared++
+		case -int32(unix.ENOMEM):
+			refused++
+		default:
+			t.Fatalf("share %d: %d", i, h.Ret)
+		}
+		write(fmt.Sprintf("REG_MR %d of 1 TiB", i), uverbsCommand(uverbs.CmdRegMr, uverbs.RegMr{Start: addr, Length: size,
+			Hca_va: addr, Pd_handle: pd, Access_flags: uint32(ib.AccessLocalWrite)}, resp[:12]))
+	}
+	grown := vmSize(t) - before
+	t.Logf("12 REG_MRs of 1 TiB: %d shares mapped, %d refused; VmSize grew by %d GiB", shared, refused, grown>>30)
+	if want := int(uverbsd.DefaultMaxShared / 4 / size); shared != want {
+		t.Errorf("%d shares of 1 TiB mapped, want %d (DefaultMaxShared/4)", shared, want)
+	}
+	if grown > uverbsd.DefaultMaxShared/4+1<<30 {
+		t.Errorf("VmSize grew by %d GiB, more than the bound's %d", grown>>30, uverbsd.DefaultMaxShared/4>>30)
+	}
+	if err := neighbour(srv.SocketPath(), 10); err != nil {
+		t.Fatalf("another client: %v", err)
+	}
+	runtime.KeepAlive(resp)
 	closeServer(t, srv, served)
 }
