@@ -25,6 +25,26 @@ type procMemory struct {
 	pid   int
 	pidfd *pidFD   // nil: no pidfd (kernel before 5.3), no check
 	mrs   *memFile // nil: the MRs lie in procMemory itself
+	// charge charges the pages the client's MRs pin (ChargePinned); nil:
+	// nothing is charged.
+	charge func(npages uint64) (func(), error)
+}
+
+// ChargePinned implements dma.Charger: the client's pinned pages are
+// charged against its RLIMIT_MEMLOCK (Server.chargePinned).
+func (m procMemory) ChargePinned(npages uint64) (func(), error) {
+	if m.charge == nil {
+		return func() {}, nil
+	}
+	return m.charge(npages)
+}
+
+// ChargePinned implements dma.Charger as procMemory's.
+func (m *memFile) ChargePinned(npages uint64) (func(), error) {
+	if m.chargePin == nil {
+		return func() {}, nil
+	}
+	return m.chargePin(npages)
 }
 
 // MRSpace implements uverbs.MRSpacer: the space the client's MRs lie in.
@@ -184,6 +204,13 @@ type memFile struct {
 	regions  []*sharedRegion
 	fresh    *sharedRegion // shared last, for the next command's REG_MR
 	unshared bool          // the connection closed: no more shares
+	// charge counts the bytes of a region about to be mapped against the
+	// client's and the daemon's bounds (Server.chargeShared), uncharge
+	// returns them once it is unmapped; nil: no bounds.
+	charge   func(length uint64) error
+	uncharge func(length uint64)
+	// chargePin is procMemory's charge, for the MRs in the memFile.
+	chargePin func(npages uint64) (func(), error)
 	// maps is the client's /proc/PID/maps as CheckRange read it for the
 	// REG_MR under way, for its Pin: one read serves both, and the check
 	// and the pin see the same mappings, as ib_umem_get checks the pages

@@ -8,9 +8,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -33,12 +35,19 @@ type Config struct {
 	// Open opens the File behind each open of the device node; nil
 	// means OpenUverbs.
 	Open Opener
-	// Logf, if set, is told of clients coming and going and of their
-	// protocol errors.
+	// Logf, if set, is told of what the clients do wrong, naming each by
+	// pid and command name: refused connections (over their bounds),
+	// frames and commands (malformed, unknown, out of order), shares
+	// refused; and of failed accepts and the daemon's own troubles. The
+	// clients' are rate-limited as the kernel's pr_warn_ratelimited
+	// (10 per 5 s, then "N callbacks suppressed"); Server.Warnings
+	// counts them all.
 	Logf func(format string, args ...any)
 	// Recorder, if set, records every command a client's write() to
 	// uverbs0 (OpenUverbs's File) fails, by the uverbs command's name
-	// (uverbs.CommandName) and errno, as VerbFailed.
+	// (uverbs.CommandName) and errno, as VerbFailed; and every frame the
+	// daemon refuses, as "daemon:" and the frame's operation (a
+	// connection refused is "daemon:OPEN" with EMFILE or ENFILE).
 	Recorder emu.Recorder
 	// Control are the commands served on the control socket
 	// (ControlName in Dir), by name, besides the Server's own "res" (the
@@ -87,6 +96,29 @@ type Config struct {
 	// device's link: rdma_join_multicast of an IPv4 group joins it there
 	// (IGMP), as on the kernel.
 	Groups cma.GroupMembership
+	// MaxFiles is the descriptors the clients' connections may hold in
+	// the daemon (fdsPerConn each); a connection past it is refused, its
+	// open failing with ENFILE. Zero means half the daemon's
+	// RLIMIT_NOFILE soft limit, which New raises to the hard limit; the
+	// other half is for the objects' files (queues, event files).
+	MaxFiles int
+	// MaxConnsPerClient is the connections one client process (by pid)
+	// may hold; its open past it fails with EMFILE, as a process's past
+	// RLIMIT_NOFILE. Zero means a quarter of what MaxFiles allows.
+	MaxConnsPerClient int
+	// MaxShared is the bytes of the clients' shared MR pages (OpShare) the
+	// daemon maps at once, an address-space bound, not a memory one (the
+	// pages are the clients' and may be sparse); a share past it fails
+	// with ENOMEM. Zero means DefaultMaxShared.
+	MaxShared uint64
+	// MaxSharedPerClient is MaxShared's bound for one client process;
+	// zero means a quarter of MaxShared.
+	MaxSharedPerClient uint64
+	// NoMemlock pins the clients' MR pages without charging them to the
+	// client's RLIMIT_MEMLOCK, as if every client had CAP_IPC_LOCK. By
+	// default a REG_MR charges its pages as ib_umem_get does (ENOMEM past
+	// the limit).
+	NoMemlock bool
 }
 
 // MaxPollingConns is how many connections at most wait for their
@@ -126,8 +158,17 @@ type Server struct {
 	watching int
 	opened   int // connections with an open File
 	closed   bool
-	wg       sync.WaitGroup
-	done     chan struct{}
+
+	lim      limits
+	clients  map[int]*client // by pid
+	nconns   int             // connections served (admit)
+	refusing int             // refused connections waiting for their OPEN
+	shared   uint64          // bytes of shared regions mapped
+
+	warnLimit ratelimit     // the warnings' rate (warnPid)
+	warnings  atomic.Uint64 // warnings, suppressed ones too
+	wg        sync.WaitGroup
+	done      chan struct{}
 
 	// syncDoorbells: every doorbell must be answered (SetSyncDoorbells).
 	syncDoorbells atomic.Bool
@@ -175,7 +216,7 @@ func (cn *conn) doorbell(p []byte) {
 	db, ok := cn.file.(doorbeller)
 	handle, null := uverbs.NullPostSend(p)
 	if !ok || !null || !cn.s.cfg.OneWayDoorbells {
-		cn.s.logf("pid %d: one-way write that is no doorbell dropped", cn.pid)
+		cn.warnf("one-way write that is no doorbell dropped")
 		return
 	}
 	cn.s.doorbells.Add(1)
@@ -189,7 +230,7 @@ func (cn *conn) doorbell(p []byte) {
 		_, err = cn.ring(db, handle)
 	}
 	if err != nil {
-		cn.s.logf("pid %d: one-way doorbell of QP handle %d: %v", cn.pid, handle, err)
+		cn.warnf("one-way doorbell of QP handle %d: %v", handle, err)
 		if cfg.Recorder != nil {
 			cfg.Recorder.VerbFailed(uverbs.CommandName(p), unix.Errno(-errno(err)))
 		}
@@ -314,7 +355,9 @@ func New(cfg Config) (*Server, error) {
 		return fail(err)
 	}
 	s := &Server{cfg: cfg, sys: &sysfs{root: root, dev: cfg.Device}, gids: make(chan struct{}, 1),
-		conns: map[*net.UnixConn]int{}, done: make(chan struct{}), lock: lock}
+		conns: map[*net.UnixConn]int{}, done: make(chan struct{}), lock: lock,
+		lim: resolveLimits(&cfg, raiseFileLimit()), clients: map[int]*client{},
+		warnLimit: ratelimit{interval: warnInterval, burst: warnBurst}}
 	s.cfg.Control = map[string]ControlFunc{"res": s.res}
 	for name, fn := range cfg.Control {
 		s.cfg.Control[name] = fn
@@ -404,8 +447,14 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
-// Serve accepts clients until Close; it returns nil after Close.
+// Serve accepts clients until Close; it returns nil after Close. An
+// accept that fails for want of descriptors or memory (EMFILE, ENFILE,
+// ENOBUFS, ENOMEM) or for a client gone (ECONNABORTED) is tried again
+// after a wait of 5 ms doubling to 1 s, as net/http's Server.Serve; a
+// client past its bounds (Config.MaxConnsPerClient, Config.MaxFiles) has
+// its open refused with EMFILE or ENFILE.
 func (s *Server) Serve() error {
+	var backoff acceptBackoff
 	for {
 		c, err := s.ln.AcceptUnix()
 		if err != nil {
@@ -419,13 +468,36 @@ func (s *Server) Serve() error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			return fmt.Errorf("uverbsd: accept: %w", err)
+			if !transientAccept(err) {
+				return fmt.Errorf("uverbsd: accept: %w", err)
+			}
+			d := backoff.next()
+			s.warnf("accept: %v; retrying in %v", err, d)
+			select {
+			case <-s.done:
+				return nil
+			case <-time.After(d):
+			}
+			continue
+		}
+		backoff = 0
+		pid, err := peerPid(c)
+		if err != nil {
+			s.warnf("client without credentials: %v", err)
+			c.Close()
+			continue
 		}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
 			return nil
+		}
+		cl, err := s.admit(pid)
+		if err != nil {
+			s.mu.Unlock()
+			s.refuse(c, pid, err)
+			continue
 		}
 		// The first MaxPollingConns connections' goroutines wait for the
 		// client's frames in poll(2), each on its own thread (conn.recv);
@@ -444,7 +516,7 @@ func (s *Server) Serve() error {
 		s.conns[c] = wake
 		s.wg.Add(1)
 		s.mu.Unlock()
-		go s.serveConn(c, wake)
+		go s.serveConn(c, wake, cl)
 	}
 }
 
@@ -516,6 +588,7 @@ type conn struct {
 	raw   syscall.RawConn
 	wake  int // eventfd the Server writes to end recv's wait (-1: none, wait in the netpoller)
 	pid   int
+	cl    *client    // the client's accounting (Server.admit)
 	pidfd *pidFD     // the client process while it lives (nil: no pidfd)
 	mrs   *memFile   // the client's address space for its MRs (nil: none opened)
 	watch *watchPage // the uverbs client's watch page (nil: none)
@@ -523,12 +596,25 @@ type conn struct {
 	// passed is how many files the last reply passed: the client's
 	// OpFds must come next and carry that many numbers.
 	passed int
+	// buf is the frame buffer (frameBuf) while the connection holds one,
+	// bufp its array.
+	buf  []byte
+	bufp *[frameSize]byte
 }
 
-func (s *Server) serveConn(c *net.UnixConn, wake int) {
+func (s *Server) serveConn(c *net.UnixConn, wake int, cl *client) {
+	if wake >= 0 {
+		// The connection waits in poll(2) on a thread of its own
+		// (conn.recv); locked to it, the thread ends with the
+		// connection instead of staying in the Go runtime's idle
+		// threads, so that the daemon's threads come back down once the
+		// clients leave.
+		runtime.LockOSThread()
+	}
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
+		s.leave(cl)
 		delete(s.conns, c)
 		if wake >= 0 {
 			s.polling--
@@ -552,11 +638,11 @@ func (s *Server) serveConn(c *net.UnixConn, wake int) {
 			pidfd = peerPidFD(int(fd), int(cred.Pid))
 		}
 	}); err != nil || cerr != nil || cred.Pid <= 0 {
-		s.logf("client without credentials: %v %v", err, cerr)
+		s.warnf("client without credentials: %v %v", err, cerr)
 		pidfd.close()
 		return
 	}
-	cn := &conn{s: s, c: c, raw: raw, wake: wake, pid: int(cred.Pid), pidfd: pidfd}
+	cn := &conn{s: s, c: c, raw: raw, wake: wake, pid: int(cred.Pid), pidfd: pidfd, cl: cl}
 	defer cn.pidfd.close()
 	defer func() { cn.mrs.close() }()
 	defer func() {
@@ -577,7 +663,6 @@ func (s *Server) serveConn(c *net.UnixConn, wake int) {
 			if err := cn.file.Close(); err != nil {
 				s.logf("pid %d: close: %v", cn.pid, err)
 			}
-			s.logf("pid %d: closed", cn.pid)
 		}
 	}()
 	cn.loop()
@@ -593,15 +678,20 @@ func (s *Server) serveConn(c *net.UnixConn, wake int) {
 // against 21–37 µs; ib_write_bw loses a third, see docs/performance.md).
 // The Server's Close ends the wait through cn.wake. Without a wake
 // eventfd it waits in the netpoller.
-func (cn *conn) recv(buf, oob []byte, flags int) (n, oobn, rflags int, err error) {
+//
+// The frame lands in cn.buf, a buffer taken from framePool for it; the
+// connection gives it back before it waits, so that an idle connection
+// holds none.
+func (cn *conn) recv(oob []byte, flags int) (n, oobn, rflags int, err error) {
 	if cn.wake >= 0 {
 		rerr := cn.raw.Control(func(fd uintptr) {
 			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(cn.wake), Events: unix.POLLIN}}
 			for {
-				n, oobn, rflags, _, err = unix.Recvmsg(int(fd), buf, oob, flags|unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+				n, oobn, rflags, _, err = unix.Recvmsg(int(fd), cn.frameBuf(), oob, flags|unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 				if err != unix.EAGAIN {
 					return
 				}
+				cn.putFrameBuf()
 				if cn.recheck() {
 					if cn.s.closing() {
 						err = net.ErrClosed
@@ -627,10 +717,11 @@ func (cn *conn) recv(buf, oob []byte, flags int) (n, oobn, rflags int, err error
 	}
 	rerr := cn.raw.Read(func(fd uintptr) bool {
 		for {
-			n, oobn, rflags, _, err = unix.Recvmsg(int(fd), buf, oob, flags|unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+			n, oobn, rflags, _, err = unix.Recvmsg(int(fd), cn.frameBuf(), oob, flags|unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 			if err != unix.EAGAIN {
 				return true
 			}
+			cn.putFrameBuf()
 			if !cn.recheck() {
 				return false
 			}
@@ -678,13 +769,16 @@ func (cn *conn) handleShare(frame []byte, fd int) bool {
 	h, p, err := preload.ParseFrame(frame)
 	switch {
 	case err != nil:
+		cn.warnf("frame refused: %v", err)
+		cn.s.recordRefused(h.Op, errno(err))
 		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 	case cn.mrs == nil || cn.s.cfg.NoSharedPages || len(p) != 16:
-		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+		return cn.refuse(h.Op, "%v of %d bytes not offered", h.Op, len(p))
 	}
 	addr, length := binary.NativeEndian.Uint64(p), binary.NativeEndian.Uint64(p[8:])
 	if err := cn.mrs.share(fd, addr, length); err != nil {
-		cn.s.logf("pid %d: %v", cn.pid, err)
+		cn.warnf("%v", err)
+		cn.s.recordRefused(h.Op, errno(err))
 		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 	}
 	return cn.reply(preload.Header{Op: h.Op}, nil, nil)
@@ -695,20 +789,22 @@ func (cn *conn) handleShare(frame []byte, fd int) bool {
 // that holds the largest frame accepted; MSG_TRUNC makes a larger one
 // report its length, and it is refused once consumed.
 func (cn *conn) loop() {
-	buf := make([]byte, preload.HeaderSize+preload.MaxPayload)
+	defer cn.putFrameBuf()
 	oob := make([]byte, unix.CmsgSpace(4*16))
 	for {
-		n, oobn, rflags, err := cn.recv(buf, oob, unix.MSG_TRUNC)
+		n, oobn, rflags, err := cn.recv(oob, unix.MSG_TRUNC)
 		if err != nil || n == 0 {
 			return
 		}
+		buf := cn.buf
 		if n > len(buf) {
 			closeRights(oob[:oobn])
 			h, _, _ := preload.ParseFrame(buf[:preload.HeaderSize])
 			if !cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.E2BIG)}, nil, nil) {
 				return
 			}
-			cn.s.logf("pid %d: frame of %d bytes refused", cn.pid, n)
+			cn.warnf("frame of %d bytes refused: %v", n, unix.E2BIG)
+			cn.s.recordRefused(h.Op, -int32(unix.E2BIG))
 			continue
 		}
 		if fds := rights(oob[:oobn]); len(fds) > 0 || rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
@@ -722,7 +818,8 @@ func (cn *conn) loop() {
 			for _, fd := range fds {
 				unix.Close(fd)
 			}
-			cn.s.logf("pid %d: descriptors sent to the daemon", cn.pid)
+			cn.warnf("%v with descriptors refused: %v", h.Op, unix.EINVAL)
+			cn.s.recordRefused(h.Op, -int32(unix.EINVAL))
 			if !cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil) {
 				return
 			}
@@ -731,6 +828,31 @@ func (cn *conn) loop() {
 		if !cn.handle(buf[:n]) {
 			return
 		}
+	}
+}
+
+// frameSize is the largest frame a client sends.
+const frameSize = preload.HeaderSize + preload.MaxPayload
+
+// framePool holds the frame buffers of the connections that are not
+// waiting (conn.recv): a few for any number of idle connections.
+var framePool = sync.Pool{New: func() any { return new([frameSize]byte) }}
+
+// frameBuf returns cn.buf, taken from framePool if the connection holds
+// none.
+func (cn *conn) frameBuf() []byte {
+	if cn.buf == nil {
+		cn.bufp = framePool.Get().(*[frameSize]byte)
+		cn.buf = cn.bufp[:]
+	}
+	return cn.buf
+}
+
+// putFrameBuf gives cn.buf back to framePool.
+func (cn *conn) putFrameBuf() {
+	if cn.bufp != nil {
+		framePool.Put(cn.bufp)
+		cn.buf, cn.bufp = nil, nil
 	}
 }
 
@@ -753,19 +875,19 @@ func errno(err error) int32 {
 func (cn *conn) handle(frame []byte) bool {
 	h, p, err := preload.ParseFrame(frame)
 	if err != nil {
-		cn.s.logf("pid %d: %v", cn.pid, err)
+		cn.warnf("frame refused: %v", err)
+		cn.s.recordRefused(h.Op, errno(err))
 		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 	}
 	if h.Op != preload.OpOpen && cn.file == nil {
-		cn.s.logf("pid %d: %v before OPEN", cn.pid, h.Op)
-		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+		return cn.refuse(h.Op, "%v before OPEN", h.Op)
 	}
 	passed := cn.passed
 	cn.passed = 0
 	switch h.Op {
 	case preload.OpFds:
 		if passed == 0 || len(p) != 4*passed {
-			return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+			return cn.refuse(h.Op, "%v of %d bytes after %d files passed", h.Op, len(p), passed)
 		}
 		fds := make([]uint32, passed)
 		for i := range fds {
@@ -779,8 +901,10 @@ func (cn *conn) handle(frame []byte) bool {
 		ret := int32(0)
 		switch {
 		case cn.file != nil:
-			ret = -int32(unix.EINVAL)
+			return cn.refuse(h.Op, "%v of an open connection", h.Op)
 		case h.Aux != preload.Version:
+			cn.warnf("%v of protocol version %d, the daemon's is %d: %v", h.Op, h.Aux, preload.Version, unix.EPROTO)
+			cn.s.recordRefused(h.Op, -int32(unix.EPROTO))
 			ret = -int32(unix.EPROTO)
 		case string(p) == RDMACMNode:
 			return cn.openRDMACM(h)
@@ -790,14 +914,23 @@ func (cn *conn) handle(frame []byte) bool {
 			// The client allowed the daemon (PR_SET_PTRACER) before
 			// OPEN: its address space can be opened now.
 			cn.mrs = openMemFile(cn.pid, cn.pidfd)
-			cn.file = cn.s.cfg.Open(cn.s.cfg.Device, procMemory{pid: cn.pid, pidfd: cn.pidfd, mrs: cn.mrs})
+			cl, pid := cn.cl, cn.pid
+			charge := func(npages uint64) (func(), error) { return cn.s.chargePinned(cl, pid, npages) }
+			if cn.s.cfg.NoMemlock {
+				charge = nil
+			}
+			if cn.mrs != nil {
+				cn.mrs.charge = func(n uint64) error { return cn.s.chargeShared(cl, n) }
+				cn.mrs.uncharge = func(n uint64) { cn.s.unchargeShared(cl, n) }
+				cn.mrs.chargePin = charge
+			}
+			cn.file = cn.s.cfg.Open(cn.s.cfg.Device, procMemory{pid: cn.pid, pidfd: cn.pidfd, mrs: cn.mrs, charge: charge})
 			if st, ok := cn.file.(settler); ok && cn.s.cfg.Settle != nil {
 				st.SetSettle(cn.s.cfg.Settle)
 			}
 			cn.s.mu.Lock()
 			cn.s.opened++
 			cn.s.mu.Unlock()
-			cn.s.logf("pid %d: opened %s", cn.pid, UverbsNode)
 			var aux uint32
 			if cn.mrs != nil && !cn.s.cfg.NoSharedPages {
 				aux |= preload.FeatureSharePages
@@ -856,7 +989,7 @@ func (cn *conn) handle(frame []byte) bool {
 			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err), Aux: aux}, nil, nil)
 		}
 		if len(r.Files) > preload.MaxFiles || r.N < 0 || r.N > math.MaxInt32 {
-			cn.s.logf("pid %d: write returned %d and %d files", cn.pid, r.N, len(r.Files))
+			cn.warnf("write returned %d and %d files", r.N, len(r.Files))
 			return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EIO)}, nil, nil)
 		}
 		at := make([]byte, 8*len(r.Files))
@@ -875,7 +1008,7 @@ func (cn *conn) handle(frame []byte) bool {
 		return cn.reply(preload.Header{Op: h.Op, Ret: int32(r.N), Aux: aux}, at, fds)
 	case preload.OpMmap:
 		if len(p) != 16 {
-			return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+			return cn.refuse(h.Op, "%v of %d bytes", h.Op, len(p))
 		}
 		off, length := binary.NativeEndian.Uint64(p), binary.NativeEndian.Uint64(p[8:])
 		f, foff, err := cn.file.Mmap(off, length)
@@ -891,8 +1024,15 @@ func (cn *conn) handle(frame []byte) bool {
 		binary.NativeEndian.PutUint64(b[:], uint64(foff))
 		return cn.reply(preload.Header{Op: h.Op}, b[:], []int{fd})
 	}
-	cn.s.logf("pid %d: unknown %v", cn.pid, h.Op)
-	return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EINVAL)}, nil, nil)
+	return cn.refuse(h.Op, "unknown %v", h.Op)
+}
+
+// refuse warns of a frame the daemon refuses (what, formatted) and
+// answers it EINVAL; false when the client is gone.
+func (cn *conn) refuse(op preload.Op, what string, args ...any) bool {
+	cn.warnf(what+" refused: %v", append(args, unix.EINVAL)...)
+	cn.s.recordRefused(op, -int32(unix.EINVAL))
+	return cn.reply(preload.Header{Op: op, Ret: -int32(unix.EINVAL)}, nil, nil)
 }
 
 // reply sends one frame; false when the client is gone.
@@ -950,7 +1090,6 @@ func (cn *conn) openRDMACM(h preload.Header) bool {
 	s.mu.Lock()
 	s.opened++
 	s.mu.Unlock()
-	s.logf("pid %d: opened %s", cn.pid, RDMACMNode)
 	var tok [4]byte
 	binary.NativeEndian.PutUint32(tok[:], f.Token())
 	return cn.reply(preload.Header{Op: h.Op}, tok[:], []int{fd})

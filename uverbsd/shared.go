@@ -84,8 +84,14 @@ func (m *memFile) share(fd int, addr, length uint64) error {
 	if len(m.regions) >= maxShared {
 		return fmt.Errorf("share: %d regions mapped: %w", len(m.regions), unix.ENOSPC)
 	}
+	if m.charge != nil {
+		if err := m.charge(length); err != nil {
+			return err
+		}
+	}
 	mem, err := unix.Mmap(fd, 0, int(length), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
+		m.release(length)
 		return fmt.Errorf("share: mmap %d bytes: %w", length, err)
 	}
 	r := &sharedRegion{addr: addr, length: length, mem: mem, dev: st.Dev, inode: st.Ino}
@@ -171,6 +177,14 @@ func (m *memFile) unmap(r *sharedRegion) {
 	}
 	unix.Munmap(r.mem)
 	r.mem = nil
+	m.release(r.length)
+}
+
+// release returns length bytes charge counted.
+func (m *memFile) release(length uint64) {
+	if m.uncharge != nil {
+		m.uncharge(length)
+	}
 }
 
 // unshare unmaps every region, once the client's File is closed (its MRs
@@ -185,6 +199,7 @@ func (m *memFile) unshare() {
 	for _, r := range m.regions {
 		if r.pins == 0 {
 			unix.Munmap(r.mem)
+			m.release(r.length)
 			continue
 		}
 		unix.MmapPtr(-1, 0, unsafe.Pointer(&r.mem[0]), uintptr(len(r.mem)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)

@@ -402,6 +402,7 @@ func TestLibraryAnswersOnlyLibrxesDoorbell(t *testing.T) {
 func TestWatchPagesAreBounded(t *testing.T) {
 	h := newHarness(t, func(c *uverbsd.Config) {
 		c.WatchPage, c.OneWayDoorbells, c.Logf = true, true, nil
+		c.MaxConnsPerClient = 1 << 20 // one process opens MaxWatchPages+1 times
 		c.Open = func(dev *emu.Device, mem uverbsd.Memory) uverbsd.File {
 			return &fakeFile{mem: mem, closed: make(chan struct{}), writes: make(chan struct{}, 1),
 				held: make(chan struct{}, 1), release: make(chan struct{})}

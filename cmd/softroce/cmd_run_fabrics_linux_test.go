@@ -50,7 +50,11 @@ func TestUCXOnTheDaemon(t *testing.T) {
 	home := userHome(t)
 	perftest := distroModuleUser(t, "ucx_perftest", "ucx-utils", "/usr/lib/*/ucx/libuct_ib.so.0", "libucx0")
 	ucxInfo := distroModuleUser(t, "ucx_info", "ucx-utils", "/usr/lib/*/ucx/libuct_ib.so.0", "libucx0")
-	env := append(serveAsUser(t, home, "rxe32", "--ip", "10.78.0.1/24"), "UCX_IB_ETH_PAUSE_ON=y")
+	// UCX registers pools of 36 MiB: past the 8 MiB RLIMIT_MEMLOCK a CI
+	// host commonly gives, as on the kernel ("Please set max locked
+	// memory (ulimit -l) to 'unlimited'"), unless the daemon does not
+	// charge (perftestMemlock).
+	env := append(serveAsUser(t, home, "rxe32", "--ip", "10.78.0.1/24", perftestMemlock), "UCX_IB_ETH_PAUSE_ON=y")
 	out, err := userCommand(t, home, env, ucxInfo, "-d").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ucx_info -d: %v\n%s", err, out)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -228,13 +229,23 @@ func serveAsUser(t *testing.T, home, name string, args ...string) []string {
 // test's own).
 func serveAsUserIn(t *testing.T, ns *testenv.NetNS, home, name string, args ...string) []string {
 	t.Helper()
-	serve := userCommandIn(t, ns, home, nil, "softroce", append([]string{"serve", "-d", name}, args...)...)
+	return startServe(t, userCommandIn(t, ns, home, nil, "softroce", append([]string{"serve", "-d", name}, args...)...))
+}
+
+// startServe starts serve, a "softroce serve" command, and returns the
+// environment it printed; the test's end stops it as serveAsUser's.
+func startServe(t *testing.T, serve *exec.Cmd) []string {
+	t.Helper()
 	stdout, err := serve.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var serveErr bytes.Buffer
-	serve.Stderr = &serveErr
+	if serve.Stderr != nil {
+		serve.Stderr = io.MultiWriter(&serveErr, serve.Stderr)
+	} else {
+		serve.Stderr = &serveErr
+	}
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}

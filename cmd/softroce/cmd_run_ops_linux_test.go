@@ -6,7 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/softroce/softroce/internal/debroot"
 	"github.com/softroce/softroce/internal/testenv"
@@ -196,4 +199,44 @@ func TestVerbsCloseUnderWaitingThreads(t *testing.T) {
 	if err != nil || !strings.HasSuffix(string(out), "done\n") {
 		t.Fatalf("verbs_close: %v\n%s", err, out)
 	}
+}
+
+// memlockChecks are the checks verbs_memlock.c makes, as it names them.
+var memlockChecks = []string{
+	"ibv_reg_mr of 4 MiB within the limit",
+	"ibv_reg_mr of 3 MiB more within the limit",
+	"ibv_reg_mr of 2 MiB more past the limit is ENOMEM",
+	"ibv_reg_mr of 64 MiB is ENOMEM",
+	"ibv_reg_mr of 1 GiB is ENOMEM",
+	"ibv_dereg_mr of the 4 MiB MR",
+	"ibv_reg_mr of 2 MiB after the deregistration",
+	"ibv_reg_mr of 2^62 bytes is EINVAL",
+	"ibv_reg_mr with RLIMIT_MEMLOCK 0 is EPERM",
+}
+
+// TestRegMRChargesRLIMITMEMLOCK: a C program on Debian's libibverbs and
+// librxe, run unprivileged through "softroce run" with `ulimit -l 8192`
+// (prlimit), registers MRs within its RLIMIT_MEMLOCK and is refused
+// (ENOMEM) past it, as the kernel's ib_umem_get charges the pinned pages
+// to the caller; a deregistration gives them back; an MR of 2^62 bytes is
+// EINVAL and, with a limit of 0, one of a page EPERM.
+func TestRegMRChargesRLIMITMEMLOCK(t *testing.T) {
+	distroTool(t, "ibv_devices", "ibverbs-utils")
+	_, err := exec.LookPath("prlimit")
+	testenv.Require(t, err == nil, "prlimit is not installed (util-linux)")
+	var memlock syscall.Rlimit
+	if err := syscall.Getrlimit(unix.RLIMIT_MEMLOCK, &memlock); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Require(t, memlock.Max >= 8<<20,
+		"the hard RLIMIT_MEMLOCK is below 8 MiB: the program cannot have the limit it checks")
+	home := userHome(t)
+	prog := buildVerbsProgram(t, home, "verbs_memlock")
+	// userCommand copies softroce into home for a PROGRAM "softroce".
+	userCommand(t, home, nil, "softroce")
+	cmd := userCommand(t, home, nil, "prlimit", "--memlock=8388608:8388608", "--",
+		filepath.Join(home, "softroce"), "run", "-d", "rxe16", "--", prog, "rxe16")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	checkProgramOutput(t, cmd.Run(), out.String(), errb.String(), memlockChecks)
 }

@@ -128,9 +128,9 @@ func TestTrixiePingpongsThroughDaemon(t *testing.T) {
 }
 
 // TestTrixiePerftestThroughDaemon: perftest 25.01's eight tools as nobody
-// in the chroot on one daemon, every case of perftestCases.
+// in the chroot on one daemon, every case of perftestCases (perftestMemlock).
 func TestTrixiePerftestThroughDaemon(t *testing.T) {
-	c := serveForTrixie(t, "rxe12", "--ip", "10.78.0.1/24")
+	c := serveForTrixie(t, "rxe12", "--ip", "10.78.0.1/24", perftestMemlock)
 	for i, tc := range perftestCases() {
 		t.Run(strings.Join(append([]string{tc.tool}, tc.extra...), " "), func(t *testing.T) {
 			args, serverWant := perftestRun(tc, "rxe12", 18900, i)

@@ -59,6 +59,7 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	}
 	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle, OneWayDoorbells: df.oneWay, WatchPage: df.oneWay}
 	cov.serverConfig(&cfg)
+	df.serverConfig(&cfg, e.stderr)
 	faults.configure(n, &cfg)
 	srv, err := uverbsd.New(cfg)
 	if err != nil {

@@ -18,6 +18,9 @@ func useServing(dir string, df *daemonFlags, stderr io.Writer) (func() error, er
 	if df.oneWay {
 		return nil, fmt.Errorf("--one-way-doorbells: a serving daemon's doorbells are its own (softroce serve --one-way-doorbells)")
 	}
+	if df.noMemlock {
+		return nil, fmt.Errorf("--no-memlock: a serving daemon's accounting is its own (softroce serve --no-memlock)")
+	}
 	var ids []string
 	done := func() error {
 		var firstErr error

@@ -191,6 +191,17 @@ type Pinner interface {
 	Pin(addr, length uint64) (mem []byte, release func(), ok bool)
 }
 
+// Charger is implemented by a Space whose owner is charged for the pages
+// its user MRs pin, as ib_umem_get adds them to the owner's pinned_vm:
+// ChargePinned charges npages and returns the function that takes them
+// back (ib_umem_release), or fails with an error wrapping unix.ENOMEM
+// where the pages would pass the owner's RLIMIT_MEMLOCK and it lacks
+// CAP_IPC_LOCK, or unix.EPERM where it may lock no memory at all
+// (can_do_mlock).
+type Charger interface {
+	ChargePinned(npages uint64) (uncharge func(), err error)
+}
+
 // ReadAt copies the len(p) bytes at addr into p; the range must lie
 // inside one buffer (EFAULT otherwise).
 func (m *Memory) ReadAt(p []byte, addr uint64) (int, error) {

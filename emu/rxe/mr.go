@@ -1,6 +1,9 @@
 package rxe
 
 import (
+	"errors"
+	"math"
+
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/dma"
 	"github.com/softroce/softroce/emu/internal/driver"
@@ -44,6 +47,9 @@ type mr struct {
 	// at deregistration; nil otherwise.
 	pinned []byte
 	unpin  func()
+	// uncharge takes back the pages a user MR charged its space's owner
+	// (dma.Charger) at deregistration; nil: none charged.
+	uncharge func()
 	// mem is the memory of a user MR in the device's Memory,
 	// [start, start+length), while the Memory's Frees is memFrees
 	// (memSlice); nil until first used.
@@ -91,8 +97,10 @@ func (r *device) GetDMAMR(m *emu.MR, access ib.AccessFlags) error {
 // RegUserMR registers user memory (rxe_reg_user_mr): access outside
 // rxe's MR set is EOPNOTSUPP; then ib_umem_get pins the pages the range
 // touches: a range that wraps (or whose end rounds up past the top) or
-// touches no page (length 0 at a page boundary) is EINVAL, memory that is
-// not there is EFAULT, and so is memory the client may not write when the
+// touches no page (length 0 at a page boundary) or more than 2^32-1
+// (npages > UINT_MAX) is EINVAL; a space whose owner is charged for its
+// pinned pages (dma.Charger) then charges them (ENOMEM past its
+// RLIMIT_MEMLOCK); memory that is not there is EFAULT, and so is memory the client may not write when the
 // access lets the MR be written (ib_access_writable); last a
 // persistent-flush MR on pages that are not persistent memory is EINVAL.
 func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.AccessFlags) error {
@@ -107,14 +115,35 @@ func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.Acce
 	if first == last {
 		return errorf(unix.EINVAL, "reg MR: %#x+0 holds no page", start)
 	}
+	if npages := (last - first) / dma.PageSize; npages > math.MaxUint32 {
+		return errorf(unix.EINVAL, "reg MR: %#x+%#x spans %d pages, more than ib_umem_get pins", start, length, npages)
+	}
 	space := m.PD.Space
+	var uncharge func()
+	if c, ok := space.(dma.Charger); ok {
+		u, err := c.ChargePinned((last - first) / dma.PageSize)
+		if err != nil {
+			var en unix.Errno
+			if !errors.As(err, &en) {
+				en = unix.ENOMEM
+			}
+			return errorf(en, "reg MR: charge %#x+%#x: %v", start, length, err)
+		}
+		uncharge = u
+	}
+	fail := func(err error) error {
+		if uncharge != nil {
+			uncharge()
+		}
+		return err
+	}
 	if err := pin(r.dev.Memory(), space, start, length, first, last, access.Writable()); err != nil {
-		return errorf(unix.EFAULT, "reg MR: pin %#x+%d: %v", start, length, err)
+		return fail(errorf(unix.EFAULT, "reg MR: pin %#x+%d: %v", start, length, err))
 	}
 	if access&ib.AccessFlushPersistent != 0 {
 		// rxe_mr_fill_pages_from_sgt: a persistent-flush MR must be
 		// persistent memory (is_pmem_page); the emulator's never is.
-		return errorf(unix.EINVAL, "reg MR: IB_ACCESS_FLUSH_PERSISTENT on memory that is not persistent memory")
+		return fail(errorf(unix.EINVAL, "reg MR: IB_ACCESS_FLUSH_PERSISTENT on memory that is not persistent memory"))
 	}
 	var pinned []byte
 	var unpin func()
@@ -132,10 +161,10 @@ func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.Acce
 		if unpin != nil {
 			unpin()
 		}
-		return err
+		return fail(err)
 	}
 	x.access, x.state, x.iova, x.length, x.start, x.space = access, memValid, iova, length, start, space
-	x.mem, x.pinned, x.unpin = nil, pinned, unpin
+	x.mem, x.pinned, x.unpin, x.uncharge = nil, pinned, unpin, uncharge
 	x.writable = access.Writable()
 	return nil
 }
@@ -279,6 +308,10 @@ func (r *device) DeregMR(m *emu.MR) error {
 	if x.unpin != nil {
 		x.unpin()
 		x.pinned, x.unpin = nil, nil
+	}
+	if x.uncharge != nil {
+		x.uncharge()
+		x.uncharge = nil
 	}
 	return nil
 }

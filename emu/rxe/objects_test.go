@@ -113,6 +113,9 @@ func TestVerbsObjects(t *testing.T) {
 				{^uint64(0) - 4094, 4095, unix.EINVAL}, // ends at the top byte: rounds up to 0
 				{^uint64(0) - 8191, 4096, unix.EFAULT}, // ends at the top page: fits, not there
 				{1 << 63, 1 << 63, unix.EINVAL},
+				{addr, 1 << 62, unix.EINVAL},      // 2^50 pages: npages > UINT_MAX
+				{addr, 1<<44 - 4096, unix.EFAULT}, // 2^32-1 pages: fits, not there
+				{4096, 1 << 44, unix.EINVAL},      // 2^32 pages
 			} {
 				_, err := e.pd.RegUserMR(c.start, c.length, c.start, ib.AccessLocalWrite)
 				wantErrno(t, fmt.Sprintf("reg_mr %#x+%#x", c.start, c.length), err, c.errno)
@@ -156,6 +159,44 @@ func TestVerbsObjects(t *testing.T) {
 			sp.err = fmt.Errorf("not writable: %w", unix.EFAULT)
 			_, err = pd.RegUserMR(addr, 4096, addr, ib.AccessLocalWrite)
 			wantErrno(t, "reg_mr on a refused range", err, unix.EFAULT)
+		}},
+		{"reg_mr_charges_pinned_pages", func(t *testing.T, e *env) {
+			// A space whose owner is charged for pinned pages (a client
+			// process's RLIMIT_MEMLOCK, ib_umem_get) is charged the pages
+			// the range touches before they are pinned; a refused charge
+			// is the MR's errno, a failed pin and a deregistration give
+			// the pages back.
+			sp := &chargeSpace{checkSpace: checkSpace{Space: e.dev.Memory()}, limit: 3}
+			pd, err := e.dev.AllocUserPD(sp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr, _ := e.dev.Memory().Alloc(4 * 4096)
+			mr, err := pd.RegUserMR(addr+100, 8000, addr+100, ib.AccessLocalWrite) // two pages
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sp.pinned != 2 {
+				t.Fatalf("%d pages charged for an MR on 2", sp.pinned)
+			}
+			_, err = pd.RegUserMR(addr, 8192, addr, ib.AccessLocalWrite)
+			wantErrno(t, "reg_mr past the limit", err, unix.ENOMEM)
+			sp.err = fmt.Errorf("not there: %w", unix.EFAULT)
+			_, err = pd.RegUserMR(addr, 4096, addr, ib.AccessLocalWrite)
+			wantErrno(t, "reg_mr of a range not there", err, unix.EFAULT)
+			sp.err = nil
+			if sp.pinned != 2 {
+				t.Fatalf("%d pages charged after two refused MRs, want 2", sp.pinned)
+			}
+			if err := mr.Dereg(); err != nil {
+				t.Fatal(err)
+			}
+			if sp.pinned != 0 {
+				t.Fatalf("%d pages charged after the deregistration", sp.pinned)
+			}
+			if _, err := pd.RegUserMR(addr, 3*4096, addr, ib.AccessLocalWrite); err != nil {
+				t.Fatalf("reg_mr within the limit: %v", err)
+			}
 		}},
 		{"dereg_MR_with_bound_MW", func(t *testing.T, e *env) {
 			qp := e.qp(qpstate.TypeRC, nil)
@@ -535,4 +576,19 @@ type checkSpace struct {
 func (s *checkSpace) CheckRange(addr, length uint64, write bool) error {
 	s.calls = append(s.calls, checkCall{addr, length, write})
 	return s.err
+}
+
+// chargeSpace is a checkSpace whose owner may pin limit pages
+// (dma.Charger), ENOMEM beyond.
+type chargeSpace struct {
+	checkSpace
+	limit, pinned uint64
+}
+
+func (s *chargeSpace) ChargePinned(npages uint64) (func(), error) {
+	if s.pinned+npages > s.limit {
+		return nil, fmt.Errorf("%d pinned, %d more: %w", s.pinned, npages, unix.ENOMEM)
+	}
+	s.pinned += npages
+	return func() { s.pinned -= npages }, nil
 }
