@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -87,6 +88,10 @@ type Config struct {
 	// device's link: rdma_join_multicast of an IPv4 group joins it there
 	// (IGMP), as on the kernel.
 	Groups cma.GroupMembership
+	// PublishLater leaves the sysfs tree under its temporary name when New
+	// returns, until Publish: the caller finishes setting the device up
+	// first. Otherwise New publishes it, once the socket listens.
+	PublishLater bool
 }
 
 // MaxPollingConns is how many connections at most wait for their
@@ -111,7 +116,7 @@ type Server struct {
 	sys  *sysfs
 	gids chan struct{} // a GID change to write to the sysfs tree
 
-	lock *os.File // flock of the directory's lock file, held while serving
+	lock *os.File // the directory's lock file, its lock held while serving (lockFile)
 
 	cm   *cma.CM       // the device's CM (nil: rdma_cm not served)
 	ucma *ucma.Service // the rdma_cm device over it
@@ -279,7 +284,14 @@ func PrivateDir(dir string) error {
 
 // New prepares the directory, writes the sysfs tree and listens on the
 // socket; Serve then accepts clients. A socket another daemon still serves
-// is EADDRINUSE; a stale one (nobody listening) is replaced.
+// is EADDRINUSE; a stale one (nobody listening) is replaced, with the tree
+// and the temporary files its daemon left.
+//
+// The device is visible (the tree under its name SysfsName, which
+// libibverbs lists) only once it can be opened: the tree is built under a
+// temporary name and renamed into place after the socket listens (by New,
+// or by Publish with Config.PublishLater), as the kernel's
+// ib_register_device makes the device visible only once it is set up.
 func New(cfg Config) (*Server, error) {
 	if cfg.Device == nil || cfg.Dir == "" {
 		return nil, fmt.Errorf("uverbsd: Device and Dir are required: %w", unix.EINVAL)
@@ -295,10 +307,14 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("uverbsd: %w", err)
 	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := lockFile(lock); err != nil {
 		lock.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("uverbsd: %s: another daemon serves it: %w", sock, unix.EADDRINUSE)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			who := "another daemon"
+			if pid := lockPID(cfg.Dir); pid > 0 {
+				who = fmt.Sprintf("another daemon (pid %d)", pid)
+			}
+			return nil, fmt.Errorf("uverbsd: %s: %s serves it: %w", sock, who, unix.EADDRINUSE)
 		}
 		return nil, fmt.Errorf("uverbsd: lock %s: %w", cfg.Dir, err)
 	}
@@ -306,14 +322,30 @@ func New(cfg Config) (*Server, error) {
 		lock.Close()
 		return nil, fmt.Errorf("uverbsd: %w", err)
 	}
+	// The holder's pid, for softroce stop and for the error above.
+	if err := lock.Truncate(0); err != nil {
+		return fail(err)
+	}
+	if _, err := lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+		return fail(err)
+	}
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fail(err)
 	}
-	root := filepath.Join(cfg.Dir, SysfsName)
-	if err := os.RemoveAll(root); err != nil {
+	// The stale tree goes first (renamed away: a reader sees all of it
+	// or none), then what a daemon killed while starting or stopping left.
+	if err := removeTree(filepath.Join(cfg.Dir, SysfsName)); err != nil {
 		return fail(err)
 	}
-	s := &Server{cfg: cfg, sys: &sysfs{root: root, dev: cfg.Device}, gids: make(chan struct{}, 1),
+	if stale, err := filepath.Glob(filepath.Join(cfg.Dir, "."+SysfsName+".*")); err == nil {
+		for _, p := range stale {
+			if err := os.RemoveAll(p); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	tmpRoot := filepath.Join(cfg.Dir, "."+SysfsName+".new")
+	s := &Server{cfg: cfg, sys: &sysfs{root: tmpRoot, dev: cfg.Device}, gids: make(chan struct{}, 1),
 		conns: map[*net.UnixConn]int{}, done: make(chan struct{}), lock: lock}
 	s.cfg.Control = map[string]ControlFunc{"res": s.res}
 	for name, fn := range cfg.Control {
@@ -323,16 +355,19 @@ func New(cfg Config) (*Server, error) {
 		s.cfg.Open = OpenUverbs
 	}
 	if err := s.sys.write(); err != nil {
+		os.RemoveAll(tmpRoot)
 		return fail(err)
 	}
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
 	if err != nil {
+		os.RemoveAll(tmpRoot)
 		return fail(err)
 	}
 	ln.SetUnlinkOnClose(true)
 	s.ln = ln
 	if err := s.listenControl(); err != nil {
 		ln.Close()
+		os.RemoveAll(tmpRoot)
 		return fail(err)
 	}
 	if !cfg.NoRDMACM {
@@ -352,7 +387,27 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.wg.Add(1)
 	go s.refreshLoop()
+	if !cfg.PublishLater {
+		if err := s.Publish(); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("uverbsd: %w", err)
+		}
+	}
 	return s, nil
+}
+
+// Publish makes the device visible: the sysfs tree, built under a
+// temporary name, is renamed to SysfsPath. Programs that list it can then
+// open it (the socket listens; connections wait in its backlog until
+// Serve accepts them). Publishing again does nothing.
+func (s *Server) Publish() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return fmt.Errorf("publish: %w", net.ErrClosed)
+	}
+	return s.sys.publish(s.SysfsPath())
 }
 
 // refreshLoop rewrites the GID files after each GID change of the device,
@@ -448,8 +503,9 @@ func (s *Server) Serve() error {
 	}
 }
 
-// Close stops accepting, ends every connection (closing its File), waits
-// for them and removes the socket and the sysfs tree.
+// Close removes the sysfs tree (the device is no longer listed), stops
+// accepting, ends every connection (closing its File) and waits for them;
+// the socket goes with the listener.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -458,7 +514,8 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	close(s.done)
-	err := s.ln.Close()
+	err := s.sys.remove()
+	err = errors.Join(err, s.ln.Close())
 	if s.ctl != nil {
 		err = errors.Join(err, s.ctl.Close())
 	}
@@ -475,7 +532,6 @@ func (s *Server) Close() error {
 	if s.cm != nil {
 		err = errors.Join(err, s.cm.Close())
 	}
-	err = errors.Join(err, os.RemoveAll(s.SysfsPath()))
 	return errors.Join(err, s.lock.Close())
 }
 

@@ -38,12 +38,57 @@ const (
 )
 
 // sysfs writes and refreshes the tree of one device under root.
+//
+// A device is visible once the tree is under its final name, and a
+// program that sees it must be able to open it: the tree is built under a
+// temporary name (the Server's publish renames it into place once its
+// socket listens) and removed by renaming it away first. Every later
+// change replaces one file with rename(2), so a reader sees the old file
+// or the new one, never a missing or partial one.
 type sysfs struct {
-	root string
-	dev  *emu.Device
+	dev *emu.Device
 
-	mu   sync.Mutex        // serialises refreshes of the GID files
-	gids map[string]string // what the last refresh wrote of them, by path (mu)
+	mu   sync.Mutex        // serialises the tree's changes
+	root string            // where the tree is now: its temporary or final name (mu)
+	gone bool              // the tree was removed: refreshes write nothing (mu)
+	gids map[string]string // what the last refresh wrote of the GID files, by path relative to root (mu)
+}
+
+// publish renames the tree from its temporary name to final, atomically
+// for readers of final (it did not exist: New removed any stale tree).
+func (s *sysfs) publish(final string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.root == final {
+		return nil
+	}
+	if err := os.Rename(s.root, final); err != nil {
+		return fmt.Errorf("sysfs: publish: %w", err)
+	}
+	s.root = final
+	return nil
+}
+
+// remove takes the tree away: renamed out of its published name first (a
+// reader sees the whole tree or none), then deleted.
+func (s *sysfs) remove() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gone = true
+	return removeTree(s.root)
+}
+
+// removeTree removes the tree at root (if any) by renaming it to a
+// temporary name and deleting that.
+func removeTree(root string) error {
+	tmp := filepath.Join(filepath.Dir(root), fmt.Sprintf(".%s.old-%d", filepath.Base(root), os.Getpid()))
+	if err := os.Rename(root, tmp); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return os.RemoveAll(tmp)
 }
 
 // writeGIDFile writes a GID file unless it holds content already: a
@@ -53,7 +98,7 @@ func (s *sysfs) writeGIDFile(path, content string) error {
 	if old, ok := s.gids[path]; ok && old == content {
 		return nil
 	}
-	if err := writeFile(path, content); err != nil {
+	if err := writeFile(filepath.Join(s.root, path), content); err != nil {
 		return err
 	}
 	if s.gids == nil {
@@ -68,7 +113,7 @@ func (s *sysfs) removeGIDFile(path string) error {
 	if _, ok := s.gids[path]; !ok {
 		return nil
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(filepath.Join(s.root, path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	delete(s.gids, path)
@@ -77,11 +122,13 @@ func (s *sysfs) removeGIDFile(path string) error {
 
 // writeFile replaces path's content atomically (a reader sees the old file
 // or the new one, never a partial one), creating the directories above it.
+// The new content is written to a hidden file beside path first, then
+// renamed over it.
 func writeFile(path, content string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".new")
 	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
 		return err
 	}
@@ -160,10 +207,10 @@ var physNames = map[emu.PhysState]string{
 }
 
 func (s *sysfs) ibdevDir() string {
-	return filepath.Join(s.root, "class", "infiniband", s.dev.Name())
+	return filepath.Join("class", "infiniband", s.dev.Name())
 }
 
-// write creates the whole tree.
+// write creates the whole tree at root, its temporary name.
 func (s *sysfs) write() error {
 	a := s.dev.Query()
 	files := map[string]string{
@@ -238,6 +285,9 @@ func kernelInterface(name string) bool {
 func (s *sysfs) refreshGIDs() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.gone {
+		return nil
+	}
 	for port := range s.dev.Ports() {
 		pa, err := s.dev.QueryPort(port)
 		if err != nil {
