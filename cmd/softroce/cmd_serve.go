@@ -57,7 +57,8 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	if err != nil {
 		return nil, err
 	}
-	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle, OneWayDoorbells: df.oneWay, WatchPage: df.oneWay}
+	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle, OneWayDoorbells: df.oneWay, WatchPage: df.oneWay,
+		PublishLater: true}
 	cov.serverConfig(&cfg)
 	faults.configure(n, &cfg)
 	srv, err := uverbsd.New(cfg)
@@ -80,6 +81,11 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	}
 	d := &daemon{n: n, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr, faults: faults}
 	go func() { d.served <- srv.Serve() }()
+	// Set up: the device becomes visible, and openable from then on.
+	if err := srv.Publish(); err != nil {
+		d.stop()
+		return nil, err
+	}
 	return d, nil
 }
 
