@@ -122,6 +122,7 @@ func runServe(e *env) error {
 	fs := newFlagSet(e, "serve")
 	lf := serveLinkFlags(fs)
 	df := addDaemonFlags(fs)
+	background := fs.Bool("background", false, "return once the device can be opened, with the export lines printed (exit status 0), leaving the daemon running in the background (its output in the log file it names; softroce stop -d NAME ends it); non-zero with the reason when it cannot start")
 	operands, err := parseFlags(fs, e.args)
 	if err != nil {
 		return err
@@ -138,6 +139,13 @@ func runServe(e *env) error {
 	if err != nil {
 		return err
 	}
+	ready, readyErr := backgroundChild()
+	if *background && ready == nil {
+		return serveBackground(e, lf.dev, dir, so)
+	}
+	if readyErr != nil {
+		return readyErr
+	}
 	d, err := startDaemon(e, lf, df, dir)
 	if err != nil {
 		return err
@@ -145,6 +153,9 @@ func runServe(e *env) error {
 	fmt.Fprintf(stdout, "# softroce serves %s; run programs with `softroce run -d %s -- PROGRAM`, or in this environment:\n",
 		lf.dev, lf.dev)
 	fmt.Fprint(stdout, exportLines(d.srv.Env(so)))
+	if ready != nil {
+		ready(dir)
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
