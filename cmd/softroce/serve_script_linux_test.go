@@ -230,3 +230,47 @@ func TestKilledDaemonIsReplacedWithoutCleanup(t *testing.T) {
 		t.Fatalf("ibv_devinfo on the new daemon: %v\n%s", err, out)
 	}
 }
+
+// readmeCIRecipe returns the shell lines of README.md's CI recipe: the
+// first sh block after the paragraph that starts "The CI recipe:".
+func readmeCIRecipe(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "\nThe CI recipe:")
+	if !ok {
+		t.Fatal(`README.md has no paragraph starting "The CI recipe:"`)
+	}
+	_, after, ok = strings.Cut(after, "\n```sh\n")
+	if !ok {
+		t.Fatal("README.md's CI recipe has no sh block")
+	}
+	block, _, ok := strings.Cut(after, "\n```\n")
+	if !ok || strings.Count(block, "\n") != 1 {
+		t.Fatalf("README.md's CI recipe is not two lines:\n%s", block)
+	}
+	return block + "\n"
+}
+
+// TestREADMECIRecipe runs README.md's CI recipe as written, with sh -e,
+// as an unprivileged user with softroce on the PATH: it must succeed, and
+// leave a daemon that softroce stop ends.
+func TestREADMECIRecipe(t *testing.T) {
+	distroTool(t, "ibv_devinfo", "ibverbs-utils")
+	needCC(t)
+	recipe := readmeCIRecipe(t)
+	home := userHome(t)
+	userEnv(t, home, "rxe0") // puts softroce in home
+	path := "PATH=" + home + ":/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+	out, err := runUser(t, userCommand(t, home, []string{path}, "sh", "-ec", recipe), 90*time.Second)
+	stop := userCommand(t, home, nil, "softroce", "stop", "-d", "rxe0")
+	stopOut, stopErr := runUser(t, stop, 40*time.Second)
+	if err != nil {
+		t.Fatalf("the README's CI recipe:\n%s\nfailed: %v\n%s", recipe, err, out)
+	}
+	if stopErr != nil {
+		t.Fatalf("softroce stop after the recipe: %v\n%s", stopErr, stopOut)
+	}
+}
