@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -129,7 +130,9 @@ type Server struct {
 	// watching counts the connections with a watch page, at most
 	// MaxWatchPages.
 	watching int
-	opened   int // connections with an open File
+	opened   int               // connections with an open File
+	files    map[File]struct{} // their Files
+	removing bool              // Remove has begun: nothing more is accepted
 	closed   bool
 	wg       sync.WaitGroup
 	done     chan struct{}
@@ -346,7 +349,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	tmpRoot := filepath.Join(cfg.Dir, "."+SysfsName+".new")
 	s := &Server{cfg: cfg, sys: &sysfs{root: tmpRoot, dev: cfg.Device}, gids: make(chan struct{}, 1),
-		conns: map[*net.UnixConn]int{}, done: make(chan struct{}), lock: lock}
+		conns: map[*net.UnixConn]int{}, files: map[File]struct{}{}, done: make(chan struct{}), lock: lock}
 	s.cfg.Control = map[string]ControlFunc{"res": s.res}
 	for name, fn := range cfg.Control {
 		s.cfg.Control[name] = fn
@@ -459,13 +462,13 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
-// Serve accepts clients until Close; it returns nil after Close.
+// Serve accepts clients until Close or Remove; it returns nil then.
 func (s *Server) Serve() error {
 	for {
 		c, err := s.ln.AcceptUnix()
 		if err != nil {
 			s.mu.Lock()
-			closed := s.closed
+			closed := s.closed || s.removing
 			s.mu.Unlock()
 			if closed {
 				return nil
@@ -503,6 +506,69 @@ func (s *Server) Serve() error {
 	}
 }
 
+// Disassociater is implemented by a File that can be cut from the device
+// while its client holds it (Remove after its grace period).
+type Disassociater interface {
+	Disassociate() error
+}
+
+// Remove removes the device as the kernel removes an rxe device (`rdma
+// link delete`, ib_unregister_device): it is no longer listed (the sysfs
+// tree goes) and no longer opens (ib_uverbs_remove_one's
+// cdev_device_del: a new open fails with ENXIO), and the programs that
+// have it open keep it: for a driver without disassociate_ucontext, as rxe
+// is, the kernel waits for them to close it, without bound and without
+// an event. Remove waits for at most grace, or until now is closed; then
+// it does what the kernel does for a driver that can disassociate
+// (ib_uverbs_free_hw_resources): each file still open gets
+// IB_EVENT_DEVICE_FATAL on its async event file (Disassociater) and every
+// later call of its program fails with EIO. It ends with Close. It
+// returns whether the programs had closed the device in time.
+func (s *Server) Remove(grace time.Duration, now <-chan struct{}) (inTime bool, err error) {
+	s.mu.Lock()
+	if s.closed || s.removing {
+		s.mu.Unlock()
+		return true, s.Close()
+	}
+	s.removing = true
+	s.mu.Unlock()
+	err = s.sys.remove()
+	err = errors.Join(err, s.ln.Close())
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	inTime = true
+wait:
+	for s.Clients() > 0 {
+		select {
+		case <-tick.C:
+		case <-timer.C:
+			inTime = false
+			break wait
+		case <-now:
+			inTime = false
+			break wait
+		}
+	}
+	if !inTime {
+		s.mu.Lock()
+		files := make([]File, 0, len(s.files))
+		for f := range s.files {
+			files = append(files, f)
+		}
+		s.mu.Unlock()
+		for _, f := range files {
+			if d, ok := f.(Disassociater); ok {
+				if derr := d.Disassociate(); derr != nil {
+					s.logf("disassociate: %v", derr)
+				}
+			}
+		}
+	}
+	return inTime, errors.Join(err, s.Close())
+}
+
 // Close removes the sysfs tree (the device is no longer listed), stops
 // accepting, ends every connection (closing its File) and waits for them;
 // the socket goes with the listener.
@@ -515,7 +581,9 @@ func (s *Server) Close() error {
 	s.closed = true
 	close(s.done)
 	err := s.sys.remove()
-	err = errors.Join(err, s.ln.Close())
+	if !s.removing {
+		err = errors.Join(err, s.ln.Close())
+	}
 	if s.ctl != nil {
 		err = errors.Join(err, s.ctl.Close())
 	}
@@ -628,6 +696,7 @@ func (s *Server) serveConn(c *net.UnixConn, wake int) {
 			defer func() {
 				s.mu.Lock()
 				s.opened--
+				delete(s.files, cn.file)
 				s.mu.Unlock()
 			}()
 			if err := cn.file.Close(); err != nil {
@@ -852,6 +921,7 @@ func (cn *conn) handle(frame []byte) bool {
 			}
 			cn.s.mu.Lock()
 			cn.s.opened++
+			cn.s.files[cn.file] = struct{}{}
 			cn.s.mu.Unlock()
 			cn.s.logf("pid %d: opened %s", cn.pid, UverbsNode)
 			var aux uint32
@@ -1005,6 +1075,7 @@ func (cn *conn) openRDMACM(h preload.Header) bool {
 	cn.file = ucmaFile{f}
 	s.mu.Lock()
 	s.opened++
+	s.files[cn.file] = struct{}{}
 	s.mu.Unlock()
 	s.logf("pid %d: opened %s", cn.pid, RDMACMNode)
 	var tok [4]byte
