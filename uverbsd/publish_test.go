@@ -243,3 +243,36 @@ func TestGIDRefreshIsAtomicForReaders(t *testing.T) {
 		t.Fatal("nothing ran")
 	}
 }
+
+// TestPortStateFollowsTheLink: the port's state and phys_state files
+// follow the link going down and up (IB_EVENT_PORT_ERR,
+// IB_EVENT_PORT_ACTIVE), as the kernel's attributes read the port.
+func TestPortStateFollowsTheLink(t *testing.T) {
+	n, err := node.New(context.Background(), node.Config{Name: "rxe0", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	srv, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: filepath.Join(t.TempDir(), "rxe0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	defer srv.Close()
+	state := filepath.Join(srv.SysfsPath(), "class/infiniband/rxe0/ports/1/state")
+	waitFor := func(want string) {
+		t.Helper()
+		var got []byte
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if got, err = os.ReadFile(state); err == nil && string(got) == want {
+				return
+			}
+		}
+		t.Fatalf("ports/1/state = %q, %v; want %q", got, err, want)
+	}
+	waitFor("4: ACTIVE\n")
+	n.SetDeviceLink(false)
+	waitFor("1: DOWN\n")
+	n.SetDeviceLink(true)
+	waitFor("4: ACTIVE\n")
+}

@@ -93,6 +93,11 @@ type Config struct {
 	// returns, until Publish: the caller finishes setting the device up
 	// first. Otherwise New publishes it, once the socket listens.
 	PublishLater bool
+	// HoldLock keeps the directory's lock after Close, until Unlock: the
+	// caller's own end (a profile written, the device closed) is done
+	// before the name is free, so that whoever waits for the daemon's end
+	// (softroce stop) sees all of it. Otherwise Close releases it.
+	HoldLock bool
 }
 
 // MaxPollingConns is how many connections at most wait for their
@@ -111,13 +116,16 @@ const MaxWatchPages = 1024
 
 // Server serves one device on a unix socket. It is safe for concurrent use.
 type Server struct {
-	cfg  Config
-	ln   *net.UnixListener
-	ctl  *net.UnixListener // the control socket (nil: no Control)
-	sys  *sysfs
-	gids chan struct{} // a GID change to write to the sysfs tree
+	cfg   Config
+	ln    *net.UnixListener
+	ctl   *net.UnixListener // the control socket (nil: no Control)
+	sys   *sysfs
+	gids  chan struct{} // a GID change to write to the sysfs tree
+	ports chan struct{} // a port state change to write to the sysfs tree
 
-	lock *os.File // the directory's lock file, its lock held while serving (lockFile)
+	lock       *os.File // the directory's lock file, its lock held while serving (lockFile)
+	unlockOnce sync.Once
+	unlockErr  error
 
 	cm   *cma.CM       // the device's CM (nil: rdma_cm not served)
 	ucma *ucma.Service // the rdma_cm device over it
@@ -348,7 +356,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	tmpRoot := filepath.Join(cfg.Dir, "."+SysfsName+".new")
-	s := &Server{cfg: cfg, sys: &sysfs{root: tmpRoot, dev: cfg.Device}, gids: make(chan struct{}, 1),
+	s := &Server{cfg: cfg, sys: &sysfs{root: tmpRoot, dev: cfg.Device}, gids: make(chan struct{}, 1), ports: make(chan struct{}, 1),
 		conns: map[*net.UnixConn]int{}, files: map[File]struct{}{}, done: make(chan struct{}), lock: lock}
 	s.cfg.Control = map[string]ControlFunc{"res": s.res}
 	for name, fn := range cfg.Control {
@@ -381,11 +389,18 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	cfg.Device.RegisterEventHandler(func(ev emu.Event) {
-		if ev.Type == emu.EventGIDChange {
-			select {
-			case s.gids <- struct{}{}:
-			default:
-			}
+		var ch chan struct{}
+		switch ev.Type {
+		case emu.EventGIDChange:
+			ch = s.gids
+		case emu.EventPortActive, emu.EventPortErr:
+			ch = s.ports
+		default:
+			return
+		}
+		select {
+		case ch <- struct{}{}:
+		default:
 		}
 	})
 	s.wg.Add(1)
@@ -414,7 +429,8 @@ func (s *Server) Publish() error {
 }
 
 // refreshLoop rewrites the GID files after each GID change of the device,
-// as the kernel's sysfs shows the GID cache.
+// as the kernel's sysfs shows the GID cache, and the ports' state files
+// after each port event.
 func (s *Server) refreshLoop() {
 	defer s.wg.Done()
 	for {
@@ -423,6 +439,10 @@ func (s *Server) refreshLoop() {
 			return
 		case <-s.gids:
 			if err := s.sys.refreshGIDs(); err != nil {
+				s.logf("sysfs: %v", err)
+			}
+		case <-s.ports:
+			if err := s.sys.refreshPorts(); err != nil {
 				s.logf("sysfs: %v", err)
 			}
 		}
@@ -600,7 +620,17 @@ func (s *Server) Close() error {
 	if s.cm != nil {
 		err = errors.Join(err, s.cm.Close())
 	}
-	return errors.Join(err, s.lock.Close())
+	if s.cfg.HoldLock {
+		return err
+	}
+	return errors.Join(err, s.Unlock())
+}
+
+// Unlock releases the directory's lock: the name is free for the next
+// daemon. Close does it, unless Config.HoldLock.
+func (s *Server) Unlock() error {
+	s.unlockOnce.Do(func() { s.unlockErr = s.lock.Close() })
+	return s.unlockErr
 }
 
 // reserveWatchPage counts one more connection with a watch page, false

@@ -233,13 +233,8 @@ func (s *sysfs) write() error {
 			return err
 		}
 		pd := filepath.Join(ib, "ports", strconv.Itoa(int(port)))
-		state := "UNKNOWN"
-		if pa.State >= 0 && int(pa.State) < len(stateNames) {
-			state = stateNames[pa.State]
-		}
-		phys, ok := physNames[pa.PhysState]
-		if !ok {
-			phys = "<unknown>"
+		for name, content := range portStateFiles(pa) {
+			files[filepath.Join(pd, name)] = content
 		}
 		ll := "Unknown"
 		switch s.dev.LinkLayer(port) {
@@ -248,9 +243,6 @@ func (s *sysfs) write() error {
 		case emu.LinkLayerEthernet:
 			ll = "Ethernet"
 		}
-		files[filepath.Join(pd, "state")] = fmt.Sprintf("%d: %s\n", pa.State, state)
-		files[filepath.Join(pd, "phys_state")] = fmt.Sprintf("%d: %s\n", pa.PhysState, phys)
-		files[filepath.Join(pd, "rate")] = rateString(pa)
 		files[filepath.Join(pd, "lid")] = fmt.Sprintf("0x%x\n", pa.LID)
 		files[filepath.Join(pd, "lid_mask_count")] = fmt.Sprintf("%d\n", pa.LMC)
 		files[filepath.Join(pd, "sm_lid")] = fmt.Sprintf("0x%x\n", pa.SMLID)
@@ -269,6 +261,49 @@ func (s *sysfs) write() error {
 		}
 	}
 	return s.refreshGIDs()
+}
+
+// portStateFiles are the files of a port that follow its state
+// (state_show, phys_state_show, rate_show), by name.
+func portStateFiles(pa emu.PortAttr) map[string]string {
+	state := "UNKNOWN"
+	if pa.State >= 0 && int(pa.State) < len(stateNames) {
+		state = stateNames[pa.State]
+	}
+	phys, ok := physNames[pa.PhysState]
+	if !ok {
+		phys = "<unknown>"
+	}
+	return map[string]string{
+		"state":      fmt.Sprintf("%d: %s\n", pa.State, state),
+		"phys_state": fmt.Sprintf("%d: %s\n", pa.PhysState, phys),
+		"rate":       rateString(pa),
+	}
+}
+
+// refreshPorts rewrites the files of each port that follow its state,
+// each replaced atomically, after a port event (IB_EVENT_PORT_ACTIVE,
+// IB_EVENT_PORT_ERR), as the kernel's attributes read the port's state
+// when read.
+func (s *sysfs) refreshPorts() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone {
+		return nil
+	}
+	for port := range s.dev.Ports() {
+		pa, err := s.dev.QueryPort(port)
+		if err != nil {
+			return err
+		}
+		pd := filepath.Join(s.root, s.ibdevDir(), "ports", strconv.Itoa(int(port)))
+		for name, content := range portStateFiles(pa) {
+			if err := writeFile(filepath.Join(pd, name), content); err != nil {
+				return fmt.Errorf("sysfs: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // kernelInterface reports whether the kernel has a network interface

@@ -60,7 +60,7 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 		return nil, err
 	}
 	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle, OneWayDoorbells: df.oneWay, WatchPage: df.oneWay,
-		PublishLater: true}
+		PublishLater: true, HoldLock: true}
 	cov.serverConfig(&cfg)
 	faults.configure(n, &cfg)
 	srv, err := uverbsd.New(cfg)
@@ -79,6 +79,7 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 		srv.Close()
 		faults.set.Close()
 		n.Close()
+		srv.Unlock()
 		return nil, err
 	}
 	d := &daemon{n: n, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr, faults: faults}
@@ -124,7 +125,9 @@ func (d *daemon) finish(err error) error {
 	d.faults.set.Close()
 	err = errors.Join(err, <-d.served)
 	err = errors.Join(err, d.cov.write(d.df.coverage, d.n.Device(), d.stderr))
-	return errors.Join(err, d.n.Close())
+	err = errors.Join(err, d.n.Close())
+	// The name is free once all of the daemon's end is done.
+	return errors.Join(err, d.srv.Unlock())
 }
 
 // exportLines formats env as shell export lines.
