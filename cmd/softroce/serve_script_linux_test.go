@@ -210,8 +210,8 @@ func TestKilledDaemonIsReplacedWithoutCleanup(t *testing.T) {
 	}
 	start := time.Now()
 	out, err := runUser(t, userCommand(t, home, env, devinfo, "-d", "rxe0"), 10*time.Second)
-	if err == nil || time.Since(start) > time.Second {
-		t.Fatalf("ibv_devinfo on the killed daemon's device: %v after %v, want a failure within 1 s:\n%s", err, time.Since(start), out)
+	if err == nil || time.Since(start) > time.Second || !strings.Contains(out, "softroce: no daemon serves") {
+		t.Fatalf("ibv_devinfo on the killed daemon's device: %v after %v, want a failure within 1 s saying no daemon serves it:\n%s", err, time.Since(start), out)
 	}
 	t.Logf("ibv_devinfo on the killed daemon's device (%v): %s", time.Since(start), out)
 	out, err = runUser(t, userCommand(t, home, nil, "softroce", "run", "-d", "rxe0", "--", devinfo, "-d", "rxe0"), 30*time.Second)

@@ -775,6 +775,12 @@ static int fake_open(const char *name, int flags)
 		err = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	while (err < 0 && errno == EINTR);
 	if (err < 0) {
+		/* Said once: libibverbs' own message ("Failed to open
+		 * device") does not say why. */
+		static int told;
+		if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+			dprintf(2, "softroce: no daemon serves %s (%s): it ended or was stopped; start one with `softroce serve`\n",
+				sock, strerror(errno));
 		get_close()(fd);
 		errno = ENXIO; /* no driver behind the node */
 		return -1;
