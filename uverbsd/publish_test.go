@@ -154,8 +154,8 @@ func TestStaleDaemonIsReplaced(t *testing.T) {
 }
 
 // TestGIDRefreshIsAtomicForReaders: while the GID table is rewritten
-// (IPv4 and IPv6 addresses added and removed, the IPv6 ones through
-// duplicate address detection), four programs run Debian's
+// (IPv4 and IPv6 addresses added and removed at once, and IPv6 ones
+// added through duplicate address detection), four programs run Debian's
 // `ibv_devinfo -v` in a loop: none fails a read (every run exits 0 and
 // prints nothing on stderr). -gidstress sets the duration.
 func TestGIDRefreshIsAtomicForReaders(t *testing.T) {
@@ -206,6 +206,25 @@ func TestGIDRefreshIsAtomicForReaders(t *testing.T) {
 			for _, p := range ps {
 				h.RemoveAddr(p.Addr())
 			}
+			changes.Add(1)
+		}
+	}()
+	// IPv6 addresses whose GIDs appear once their duplicate address
+	// detection is over, as the kernel adds them (NETDEV_UP after DAD).
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			p := netip.MustParsePrefix(fmt.Sprintf("fd01:%x::1/64", i%200))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := n.AddAddr(ctx, p)
+			cancel()
+			if err != nil {
+				t.Errorf("add %v with DAD: %v", p, err)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+			n.Host().RemoveAddr(p.Addr())
 			changes.Add(1)
 		}
 	}()
