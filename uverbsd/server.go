@@ -138,9 +138,9 @@ type Server struct {
 	// watching counts the connections with a watch page, at most
 	// MaxWatchPages.
 	watching int
-	opened   int               // connections with an open File
-	files    map[File]struct{} // their Files
-	removing bool              // Remove has begun: nothing more is accepted
+	opened   int            // connections with an open File
+	files    map[*conn]File // their Files
+	removing bool           // Remove has begun: nothing more is accepted
 	closed   bool
 	wg       sync.WaitGroup
 	done     chan struct{}
@@ -357,7 +357,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	tmpRoot := filepath.Join(cfg.Dir, "."+SysfsName+".new")
 	s := &Server{cfg: cfg, sys: &sysfs{root: tmpRoot, dev: cfg.Device}, gids: make(chan struct{}, 1), ports: make(chan struct{}, 1),
-		conns: map[*net.UnixConn]int{}, files: map[File]struct{}{}, done: make(chan struct{}), lock: lock}
+		conns: map[*net.UnixConn]int{}, files: map[*conn]File{}, done: make(chan struct{}), lock: lock}
 	s.cfg.Control = map[string]ControlFunc{"res": s.res}
 	for name, fn := range cfg.Control {
 		s.cfg.Control[name] = fn
@@ -574,7 +574,7 @@ wait:
 	if !inTime {
 		s.mu.Lock()
 		files := make([]File, 0, len(s.files))
-		for f := range s.files {
+		for _, f := range s.files {
 			files = append(files, f)
 		}
 		s.mu.Unlock()
@@ -726,7 +726,7 @@ func (s *Server) serveConn(c *net.UnixConn, wake int) {
 			defer func() {
 				s.mu.Lock()
 				s.opened--
-				delete(s.files, cn.file)
+				delete(s.files, cn)
 				s.mu.Unlock()
 			}()
 			if err := cn.file.Close(); err != nil {
@@ -951,7 +951,7 @@ func (cn *conn) handle(frame []byte) bool {
 			}
 			cn.s.mu.Lock()
 			cn.s.opened++
-			cn.s.files[cn.file] = struct{}{}
+			cn.s.files[cn] = cn.file
 			cn.s.mu.Unlock()
 			cn.s.logf("pid %d: opened %s", cn.pid, UverbsNode)
 			var aux uint32
@@ -1105,7 +1105,7 @@ func (cn *conn) openRDMACM(h preload.Header) bool {
 	cn.file = ucmaFile{f}
 	s.mu.Lock()
 	s.opened++
-	s.files[cn.file] = struct{}{}
+	s.files[cn] = cn.file
 	s.mu.Unlock()
 	s.logf("pid %d: opened %s", cn.pid, RDMACMNode)
 	var tok [4]byte
