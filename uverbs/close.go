@@ -9,6 +9,20 @@ import (
 	"github.com/softroce/softroce/emu"
 )
 
+// Disassociate is what the kernel does to an open file of a device that
+// is removed under a driver with disassociate_ucontext
+// (ib_uverbs_free_hw_resources): IB_EVENT_DEVICE_FATAL (element 0) on the
+// file's async event file, then its objects destroyed as at Close
+// (RDMA_REMOVE_DRIVER_REMOVE), after which every command fails with EIO.
+// The client keeps its descriptors: the event is read before the end of
+// its async event file.
+func (f *File) Disassociate() error {
+	if async := f.async.Load(); async != nil {
+		async.sendAsync(0, uint32(emu.EventDeviceFatal), nil)
+	}
+	return f.Close()
+}
+
 // Close is the last close of the file (ib_uverbs_close,
 // uverbs_destroy_ufile_hw): every object the client created is destroyed,
 // newest first, and passes repeat while an object still in use by another

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -119,6 +120,15 @@ type Config struct {
 	// default a REG_MR charges its pages as ib_umem_get does (ENOMEM past
 	// the limit).
 	NoMemlock bool
+	// PublishLater leaves the sysfs tree under its temporary name when New
+	// returns, until Publish: the caller finishes setting the device up
+	// first. Otherwise New publishes it, once the socket listens.
+	PublishLater bool
+	// HoldLock keeps the directory's lock after Close, until Unlock: the
+	// caller's own end (a profile written, the device closed) is done
+	// before the name is free, so that whoever waits for the daemon's end
+	// (softroce stop) sees all of it. Otherwise Close releases it.
+	HoldLock bool
 }
 
 // MaxPollingConns is how many connections at most wait for their
@@ -137,13 +147,16 @@ const MaxWatchPages = 1024
 
 // Server serves one device on a unix socket. It is safe for concurrent use.
 type Server struct {
-	cfg  Config
-	ln   *net.UnixListener
-	ctl  *net.UnixListener // the control socket (nil: no Control)
-	sys  *sysfs
-	gids chan struct{} // a GID change to write to the sysfs tree
+	cfg   Config
+	ln    *net.UnixListener
+	ctl   *net.UnixListener // the control socket (nil: no Control)
+	sys   *sysfs
+	gids  chan struct{} // a GID change to write to the sysfs tree
+	ports chan struct{} // a port state change to write to the sysfs tree
 
-	lock *os.File // flock of the directory's lock file, held while serving
+	lock       *os.File // the directory's lock file, its lock held while serving (lockFile)
+	unlockOnce sync.Once
+	unlockErr  error
 
 	cm   *cma.CM       // the device's CM (nil: rdma_cm not served)
 	ucma *ucma.Service // the rdma_cm device over it
@@ -156,7 +169,9 @@ type Server struct {
 	// watching counts the connections with a watch page, at most
 	// MaxWatchPages.
 	watching int
-	opened   int // connections with an open File
+	opened   int            // connections with an open File
+	files    map[*conn]File // their Files
+	removing bool           // Remove has begun: nothing more is accepted
 	closed   bool
 
 	lim      limits
@@ -320,7 +335,14 @@ func PrivateDir(dir string) error {
 
 // New prepares the directory, writes the sysfs tree and listens on the
 // socket; Serve then accepts clients. A socket another daemon still serves
-// is EADDRINUSE; a stale one (nobody listening) is replaced.
+// is EADDRINUSE; a stale one (nobody listening) is replaced, with the tree
+// and the temporary files its daemon left.
+//
+// The device is visible (the tree under its name SysfsName, which
+// libibverbs lists) only once it can be opened: the tree is built under a
+// temporary name and renamed into place after the socket listens (by New,
+// or by Publish with Config.PublishLater), as the kernel's
+// ib_register_device makes the device visible only once it is set up.
 func New(cfg Config) (*Server, error) {
 	if cfg.Device == nil || cfg.Dir == "" {
 		return nil, fmt.Errorf("uverbsd: Device and Dir are required: %w", unix.EINVAL)
@@ -336,10 +358,14 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("uverbsd: %w", err)
 	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := lockFile(lock); err != nil {
 		lock.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("uverbsd: %s: another daemon serves it: %w", sock, unix.EADDRINUSE)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			who := "another daemon"
+			if pid := lockPID(cfg.Dir); pid > 0 {
+				who = fmt.Sprintf("another daemon (pid %d)", pid)
+			}
+			return nil, fmt.Errorf("uverbsd: %s: %s serves it: %w", sock, who, unix.EADDRINUSE)
 		}
 		return nil, fmt.Errorf("uverbsd: lock %s: %w", cfg.Dir, err)
 	}
@@ -347,15 +373,31 @@ func New(cfg Config) (*Server, error) {
 		lock.Close()
 		return nil, fmt.Errorf("uverbsd: %w", err)
 	}
+	// The holder's pid, for softroce stop and for the error above.
+	if err := lock.Truncate(0); err != nil {
+		return fail(err)
+	}
+	if _, err := lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+		return fail(err)
+	}
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fail(err)
 	}
-	root := filepath.Join(cfg.Dir, SysfsName)
-	if err := os.RemoveAll(root); err != nil {
+	// The stale tree goes first (renamed away: a reader sees all of it
+	// or none), then what a daemon killed while starting or stopping left.
+	if err := removeTree(filepath.Join(cfg.Dir, SysfsName)); err != nil {
 		return fail(err)
 	}
-	s := &Server{cfg: cfg, sys: &sysfs{root: root, dev: cfg.Device}, gids: make(chan struct{}, 1),
-		conns: map[*net.UnixConn]int{}, done: make(chan struct{}), lock: lock,
+	if stale, err := filepath.Glob(filepath.Join(cfg.Dir, "."+SysfsName+".*")); err == nil {
+		for _, p := range stale {
+			if err := os.RemoveAll(p); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	tmpRoot := filepath.Join(cfg.Dir, "."+SysfsName+".new")
+	s := &Server{cfg: cfg, sys: &sysfs{root: tmpRoot, dev: cfg.Device}, gids: make(chan struct{}, 1), ports: make(chan struct{}, 1),
+		conns: map[*net.UnixConn]int{}, files: map[*conn]File{}, done: make(chan struct{}), lock: lock,
 		lim: resolveLimits(&cfg, raiseFileLimit()), clients: map[int]*client{},
 		warnLimit: ratelimit{interval: warnInterval, burst: warnBurst}}
 	s.cfg.Control = map[string]ControlFunc{"res": s.res}
@@ -366,16 +408,19 @@ func New(cfg Config) (*Server, error) {
 		s.cfg.Open = OpenUverbs
 	}
 	if err := s.sys.write(); err != nil {
+		os.RemoveAll(tmpRoot)
 		return fail(err)
 	}
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
 	if err != nil {
+		os.RemoveAll(tmpRoot)
 		return fail(err)
 	}
 	ln.SetUnlinkOnClose(true)
 	s.ln = ln
 	if err := s.listenControl(); err != nil {
 		ln.Close()
+		os.RemoveAll(tmpRoot)
 		return fail(err)
 	}
 	if !cfg.NoRDMACM {
@@ -386,20 +431,48 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	cfg.Device.RegisterEventHandler(func(ev emu.Event) {
-		if ev.Type == emu.EventGIDChange {
-			select {
-			case s.gids <- struct{}{}:
-			default:
-			}
+		var ch chan struct{}
+		switch ev.Type {
+		case emu.EventGIDChange:
+			ch = s.gids
+		case emu.EventPortActive, emu.EventPortErr:
+			ch = s.ports
+		default:
+			return
+		}
+		select {
+		case ch <- struct{}{}:
+		default:
 		}
 	})
 	s.wg.Add(1)
 	go s.refreshLoop()
+	if !cfg.PublishLater {
+		if err := s.Publish(); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("uverbsd: %w", err)
+		}
+	}
 	return s, nil
 }
 
+// Publish makes the device visible: the sysfs tree, built under a
+// temporary name, is renamed to SysfsPath. Programs that list it can then
+// open it (the socket listens; connections wait in its backlog until
+// Serve accepts them). Publishing again does nothing.
+func (s *Server) Publish() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return fmt.Errorf("publish: %w", net.ErrClosed)
+	}
+	return s.sys.publish(s.SysfsPath())
+}
+
 // refreshLoop rewrites the GID files after each GID change of the device,
-// as the kernel's sysfs shows the GID cache.
+// as the kernel's sysfs shows the GID cache, and the ports' state files
+// after each port event.
 func (s *Server) refreshLoop() {
 	defer s.wg.Done()
 	for {
@@ -408,6 +481,10 @@ func (s *Server) refreshLoop() {
 			return
 		case <-s.gids:
 			if err := s.sys.refreshGIDs(); err != nil {
+				s.logf("sysfs: %v", err)
+			}
+		case <-s.ports:
+			if err := s.sys.refreshPorts(); err != nil {
 				s.logf("sysfs: %v", err)
 			}
 		}
@@ -447,7 +524,7 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
-// Serve accepts clients until Close; it returns nil after Close. An
+// Serve accepts clients until Close or Remove; it returns nil then. An
 // accept that fails for want of descriptors or memory (EMFILE, ENFILE,
 // ENOBUFS, ENOMEM) or for a client gone (ECONNABORTED) is tried again
 // after a wait of 5 ms doubling to 1 s, as net/http's Server.Serve; a
@@ -459,7 +536,7 @@ func (s *Server) Serve() error {
 		c, err := s.ln.AcceptUnix()
 		if err != nil {
 			s.mu.Lock()
-			closed := s.closed
+			closed := s.closed || s.removing
 			s.mu.Unlock()
 			if closed {
 				return nil
@@ -520,8 +597,72 @@ func (s *Server) Serve() error {
 	}
 }
 
-// Close stops accepting, ends every connection (closing its File), waits
-// for them and removes the socket and the sysfs tree.
+// Disassociater is implemented by a File that can be cut from the device
+// while its client holds it (Remove after its grace period).
+type Disassociater interface {
+	Disassociate() error
+}
+
+// Remove removes the device as the kernel removes an rxe device (`rdma
+// link delete`, ib_unregister_device): it is no longer listed (the sysfs
+// tree goes) and no longer opens (ib_uverbs_remove_one's
+// cdev_device_del: a new open fails with ENXIO), and the programs that
+// have it open keep it: for a driver without disassociate_ucontext, as rxe
+// is, the kernel waits for them to close it, without bound and without
+// an event. Remove waits for at most grace, or until now is closed; then
+// it does what the kernel does for a driver that can disassociate
+// (ib_uverbs_free_hw_resources): each file still open gets
+// IB_EVENT_DEVICE_FATAL on its async event file (Disassociater) and every
+// later call of its program fails with EIO. It ends with Close. It
+// returns whether the programs had closed the device in time.
+func (s *Server) Remove(grace time.Duration, now <-chan struct{}) (inTime bool, err error) {
+	s.mu.Lock()
+	if s.closed || s.removing {
+		s.mu.Unlock()
+		return true, s.Close()
+	}
+	s.removing = true
+	s.mu.Unlock()
+	err = s.sys.remove()
+	err = errors.Join(err, s.ln.Close())
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	inTime = true
+wait:
+	for s.Clients() > 0 {
+		select {
+		case <-tick.C:
+		case <-timer.C:
+			inTime = false
+			break wait
+		case <-now:
+			inTime = false
+			break wait
+		}
+	}
+	if !inTime {
+		s.mu.Lock()
+		files := make([]File, 0, len(s.files))
+		for _, f := range s.files {
+			files = append(files, f)
+		}
+		s.mu.Unlock()
+		for _, f := range files {
+			if d, ok := f.(Disassociater); ok {
+				if derr := d.Disassociate(); derr != nil {
+					s.logf("disassociate: %v", derr)
+				}
+			}
+		}
+	}
+	return inTime, errors.Join(err, s.Close())
+}
+
+// Close removes the sysfs tree (the device is no longer listed), stops
+// accepting, ends every connection (closing its File) and waits for them;
+// the socket goes with the listener.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -530,7 +671,10 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	close(s.done)
-	err := s.ln.Close()
+	err := s.sys.remove()
+	if !s.removing {
+		err = errors.Join(err, s.ln.Close())
+	}
 	if s.ctl != nil {
 		err = errors.Join(err, s.ctl.Close())
 	}
@@ -547,8 +691,17 @@ func (s *Server) Close() error {
 	if s.cm != nil {
 		err = errors.Join(err, s.cm.Close())
 	}
-	err = errors.Join(err, os.RemoveAll(s.SysfsPath()))
-	return errors.Join(err, s.lock.Close())
+	if s.cfg.HoldLock {
+		return err
+	}
+	return errors.Join(err, s.Unlock())
+}
+
+// Unlock releases the directory's lock: the name is free for the next
+// daemon. Close does it, unless Config.HoldLock.
+func (s *Server) Unlock() error {
+	s.unlockOnce.Do(func() { s.unlockErr = s.lock.Close() })
+	return s.unlockErr
 }
 
 // reserveWatchPage counts one more connection with a watch page, false
@@ -658,6 +811,7 @@ func (s *Server) serveConn(c *net.UnixConn, wake int, cl *client) {
 			defer func() {
 				s.mu.Lock()
 				s.opened--
+				delete(s.files, cn)
 				s.mu.Unlock()
 			}()
 			if err := cn.file.Close(); err != nil {
@@ -930,6 +1084,7 @@ func (cn *conn) handle(frame []byte) bool {
 			}
 			cn.s.mu.Lock()
 			cn.s.opened++
+			cn.s.files[cn] = cn.file
 			cn.s.mu.Unlock()
 			var aux uint32
 			if cn.mrs != nil && !cn.s.cfg.NoSharedPages {
@@ -1089,6 +1244,7 @@ func (cn *conn) openRDMACM(h preload.Header) bool {
 	cn.file = ucmaFile{f}
 	s.mu.Lock()
 	s.opened++
+	s.files[cn] = cn.file
 	s.mu.Unlock()
 	var tok [4]byte
 	binary.NativeEndian.PutUint32(tok[:], f.Token())

@@ -38,12 +38,57 @@ const (
 )
 
 // sysfs writes and refreshes the tree of one device under root.
+//
+// A device is visible once the tree is under its final name, and a
+// program that sees it must be able to open it: the tree is built under a
+// temporary name (the Server's publish renames it into place once its
+// socket listens) and removed by renaming it away first. Every later
+// change replaces one file with rename(2), so a reader sees the old file
+// or the new one, never a missing or partial one.
 type sysfs struct {
-	root string
-	dev  *emu.Device
+	dev *emu.Device
 
-	mu   sync.Mutex        // serialises refreshes of the GID files
-	gids map[string]string // what the last refresh wrote of them, by path (mu)
+	mu   sync.Mutex        // serialises the tree's changes
+	root string            // where the tree is now: its temporary or final name (mu)
+	gone bool              // the tree was removed: refreshes write nothing (mu)
+	gids map[string]string // what the last refresh wrote of the GID files, by path relative to root (mu)
+}
+
+// publish renames the tree from its temporary name to final, atomically
+// for readers of final (it did not exist: New removed any stale tree).
+func (s *sysfs) publish(final string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.root == final {
+		return nil
+	}
+	if err := os.Rename(s.root, final); err != nil {
+		return fmt.Errorf("sysfs: publish: %w", err)
+	}
+	s.root = final
+	return nil
+}
+
+// remove takes the tree away: renamed out of its published name first (a
+// reader sees the whole tree or none), then deleted.
+func (s *sysfs) remove() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gone = true
+	return removeTree(s.root)
+}
+
+// removeTree removes the tree at root (if any) by renaming it to a
+// temporary name and deleting that.
+func removeTree(root string) error {
+	tmp := filepath.Join(filepath.Dir(root), fmt.Sprintf(".%s.old-%d", filepath.Base(root), os.Getpid()))
+	if err := os.Rename(root, tmp); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return os.RemoveAll(tmp)
 }
 
 // writeGIDFile writes a GID file unless it holds content already: a
@@ -53,7 +98,7 @@ func (s *sysfs) writeGIDFile(path, content string) error {
 	if old, ok := s.gids[path]; ok && old == content {
 		return nil
 	}
-	if err := writeFile(path, content); err != nil {
+	if err := writeFile(filepath.Join(s.root, path), content); err != nil {
 		return err
 	}
 	if s.gids == nil {
@@ -68,7 +113,7 @@ func (s *sysfs) removeGIDFile(path string) error {
 	if _, ok := s.gids[path]; !ok {
 		return nil
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(filepath.Join(s.root, path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	delete(s.gids, path)
@@ -77,11 +122,13 @@ func (s *sysfs) removeGIDFile(path string) error {
 
 // writeFile replaces path's content atomically (a reader sees the old file
 // or the new one, never a partial one), creating the directories above it.
+// The new content is written to a hidden file beside path first, then
+// renamed over it.
 func writeFile(path, content string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".new")
 	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
 		return err
 	}
@@ -160,10 +207,10 @@ var physNames = map[emu.PhysState]string{
 }
 
 func (s *sysfs) ibdevDir() string {
-	return filepath.Join(s.root, "class", "infiniband", s.dev.Name())
+	return filepath.Join("class", "infiniband", s.dev.Name())
 }
 
-// write creates the whole tree.
+// write creates the whole tree at root, its temporary name.
 func (s *sysfs) write() error {
 	a := s.dev.Query()
 	files := map[string]string{
@@ -186,13 +233,8 @@ func (s *sysfs) write() error {
 			return err
 		}
 		pd := filepath.Join(ib, "ports", strconv.Itoa(int(port)))
-		state := "UNKNOWN"
-		if pa.State >= 0 && int(pa.State) < len(stateNames) {
-			state = stateNames[pa.State]
-		}
-		phys, ok := physNames[pa.PhysState]
-		if !ok {
-			phys = "<unknown>"
+		for name, content := range portStateFiles(pa) {
+			files[filepath.Join(pd, name)] = content
 		}
 		ll := "Unknown"
 		switch s.dev.LinkLayer(port) {
@@ -201,9 +243,6 @@ func (s *sysfs) write() error {
 		case emu.LinkLayerEthernet:
 			ll = "Ethernet"
 		}
-		files[filepath.Join(pd, "state")] = fmt.Sprintf("%d: %s\n", pa.State, state)
-		files[filepath.Join(pd, "phys_state")] = fmt.Sprintf("%d: %s\n", pa.PhysState, phys)
-		files[filepath.Join(pd, "rate")] = rateString(pa)
 		files[filepath.Join(pd, "lid")] = fmt.Sprintf("0x%x\n", pa.LID)
 		files[filepath.Join(pd, "lid_mask_count")] = fmt.Sprintf("%d\n", pa.LMC)
 		files[filepath.Join(pd, "sm_lid")] = fmt.Sprintf("0x%x\n", pa.SMLID)
@@ -224,6 +263,49 @@ func (s *sysfs) write() error {
 	return s.refreshGIDs()
 }
 
+// portStateFiles are the files of a port that follow its state
+// (state_show, phys_state_show, rate_show), by name.
+func portStateFiles(pa emu.PortAttr) map[string]string {
+	state := "UNKNOWN"
+	if pa.State >= 0 && int(pa.State) < len(stateNames) {
+		state = stateNames[pa.State]
+	}
+	phys, ok := physNames[pa.PhysState]
+	if !ok {
+		phys = "<unknown>"
+	}
+	return map[string]string{
+		"state":      fmt.Sprintf("%d: %s\n", pa.State, state),
+		"phys_state": fmt.Sprintf("%d: %s\n", pa.PhysState, phys),
+		"rate":       rateString(pa),
+	}
+}
+
+// refreshPorts rewrites the files of each port that follow its state,
+// each replaced atomically, after a port event (IB_EVENT_PORT_ACTIVE,
+// IB_EVENT_PORT_ERR), as the kernel's attributes read the port's state
+// when read.
+func (s *sysfs) refreshPorts() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone {
+		return nil
+	}
+	for port := range s.dev.Ports() {
+		pa, err := s.dev.QueryPort(port)
+		if err != nil {
+			return err
+		}
+		pd := filepath.Join(s.root, s.ibdevDir(), "ports", strconv.Itoa(int(port)))
+		for name, content := range portStateFiles(pa) {
+			if err := writeFile(filepath.Join(pd, name), content); err != nil {
+				return fmt.Errorf("sysfs: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
 // kernelInterface reports whether the kernel has a network interface
 // named name in the daemon's namespace.
 func kernelInterface(name string) bool {
@@ -238,6 +320,9 @@ func kernelInterface(name string) bool {
 func (s *sysfs) refreshGIDs() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.gone {
+		return nil
+	}
 	for port := range s.dev.Ports() {
 		pa, err := s.dev.QueryPort(port)
 		if err != nil {

@@ -56,3 +56,5 @@ func (u ucmaFile) Mmap(offset, length uint64) (*os.File, int64, error) {
 }
 
 func (u ucmaFile) Close() error { return u.f.Close() }
+
+func (u uverbsFile) Disassociate() error { return u.f.Disassociate() }

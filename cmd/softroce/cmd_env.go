@@ -35,7 +35,7 @@ func runEnv(e *env) error {
 	if err != nil {
 		return err
 	}
-	if !uverbsd.Serving(dir) {
+	if !uverbsd.Ready(dir) {
 		fmt.Fprintf(stderr, "softroce env: no daemon serves %s yet (start `softroce serve -d %s`)\n", *name, *name)
 	}
 	fmt.Fprint(stdout, exportLines(uverbsd.Env(dir, so)))

@@ -25,6 +25,40 @@ func init() {
 	})
 }
 
+// startWait bounds how long run waits for a daemon that another softroce
+// is starting on the name to become ready.
+const startWait = 30 * time.Second
+
+// serveOrWait returns nil when a daemon serves the name in dir (ready:
+// its tree published, its socket accepting), waiting up to timeout for one
+// that is starting; otherwise it starts one and returns it. A daemon that
+// ends before it is ready (killed, or its start failed) leaves the name to
+// the next try.
+func serveOrWait(e *env, lf *linkFlags, df *daemonFlags, dir string, timeout time.Duration) (*daemon, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if uverbsd.Ready(dir) {
+			return nil, nil
+		}
+		if _, held := uverbsd.Held(dir); !held {
+			d, err := startDaemon(e, lf, df, dir)
+			if !errors.Is(err, unix.EADDRINUSE) {
+				return d, err
+			}
+			// Another softroce took the name meanwhile.
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, uverbsd.WaitReady(dir, 0)
+		}
+		// Wait for the starting daemon, a slice at a time: it may end
+		// before it is ready, and the name is then to be taken.
+		if err := uverbsd.WaitReady(dir, min(left, 100*time.Millisecond)); err == nil {
+			return nil, nil
+		}
+	}
+}
+
 // runRun runs the program with the device's environment. A daemon already
 // serving the name is used (--fault rules are added to it for the
 // program's lifetime, --coverage writes its profile at the program's end;
@@ -53,28 +87,23 @@ func runRun(e *env) error {
 	if err != nil {
 		return err
 	}
-	shared := uverbsd.Serving(dir)
-	if !shared {
-		d, err := startDaemon(e, lf, df, dir)
-		switch {
-		case errors.Is(err, unix.EADDRINUSE):
-			// Another softroce started serving the name meanwhile.
-			shared = true
-		case err != nil:
-			return err
-		default:
-			defer func() {
-				// Programs that found this daemon serving keep it
-				// until they are done, as a device outlives the
-				// process that set it up.
-				for d.srv.Clients() > 0 {
-					time.Sleep(20 * time.Millisecond)
-				}
-				if err := d.stop(); err != nil {
-					fmt.Fprintf(stderr, "softroce run: %v\n", err)
-				}
-			}()
-		}
+	d, err := serveOrWait(e, lf, df, dir, startWait)
+	if err != nil {
+		return err
+	}
+	shared := d == nil
+	if d != nil {
+		defer func() {
+			// Programs that found this daemon serving keep it until
+			// they are done, as a device outlives the process that set
+			// it up.
+			for d.srv.Clients() > 0 {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err := d.stop(); err != nil {
+				fmt.Fprintf(stderr, "softroce run: %v\n", err)
+			}
+		}()
 	}
 	if shared && (df.coverage != "" || len(df.faults.rules) > 0) {
 		done, err := useServing(dir, df, stderr)

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/softroce/softroce/node"
 	"github.com/softroce/softroce/preload"
@@ -45,6 +46,7 @@ type daemon struct {
 	faults *daemonFaults
 	df     *daemonFlags
 	stderr io.Writer
+	atExit func() // run after the server ends, before the node closes (nil: nothing)
 }
 
 // startDaemon builds the node the flags describe and serves it in the
@@ -57,7 +59,8 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	if err != nil {
 		return nil, err
 	}
-	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle, OneWayDoorbells: df.oneWay, WatchPage: df.oneWay}
+	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle, OneWayDoorbells: df.oneWay, WatchPage: df.oneWay,
+		PublishLater: true, HoldLock: true}
 	cov.serverConfig(&cfg)
 	df.serverConfig(&cfg, e.stderr)
 	faults.configure(n, &cfg)
@@ -77,21 +80,55 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 		srv.Close()
 		faults.set.Close()
 		n.Close()
+		srv.Unlock()
 		return nil, err
 	}
 	d := &daemon{n: n, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr, faults: faults}
 	go func() { d.served <- srv.Serve() }()
+	// Set up: the device becomes visible, and openable from then on.
+	if err := srv.Publish(); err != nil {
+		d.stop()
+		return nil, err
+	}
 	return d, nil
 }
 
 // stop closes the server (every client's File), writes the coverage
 // profile (--coverage), then closes the node.
 func (d *daemon) stop() error {
-	err := d.srv.Close()
+	return d.finish(d.srv.Close())
+}
+
+// remove removes the device as the kernel removes an rxe device
+// (uverbsd.Server.Remove): the programs that have it open get up to grace
+// (or until now is closed) to close it, then IB_EVENT_DEVICE_FATAL and
+// EIO. Then as stop.
+func (d *daemon) remove(grace time.Duration, now <-chan struct{}) error {
+	if n := d.srv.Clients(); n > 0 {
+		fmt.Fprintf(d.stderr, "softroce serve: %s removed: waiting up to %v for the %d open files of it to be closed (a second SIGTERM ends the wait)\n",
+			d.n.Device().Name(), grace, n)
+	}
+	left := d.srv.Clients()
+	inTime, err := d.srv.Remove(grace, now)
+	if !inTime {
+		fmt.Fprintf(d.stderr, "softroce serve: %s: %d files still open: IB_EVENT_DEVICE_FATAL on their async event files, their calls fail with EIO from now on\n",
+			d.n.Device().Name(), left)
+	}
+	return d.finish(err)
+}
+
+// finish ends the daemon after its server: the coverage profile
+// (--coverage) written, then the node closed.
+func (d *daemon) finish(err error) error {
+	if d.atExit != nil {
+		d.atExit()
+	}
 	d.faults.set.Close()
 	err = errors.Join(err, <-d.served)
 	err = errors.Join(err, d.cov.write(d.df.coverage, d.n.Device(), d.stderr))
-	return errors.Join(err, d.n.Close())
+	err = errors.Join(err, d.n.Close())
+	// The name is free once all of the daemon's end is done.
+	return errors.Join(err, d.srv.Unlock())
 }
 
 // exportLines formats env as shell export lines.
@@ -117,6 +154,8 @@ func runServe(e *env) error {
 	fs := newFlagSet(e, "serve")
 	lf := serveLinkFlags(fs)
 	df := addDaemonFlags(fs)
+	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM or SIGINT (softroce stop), wait at most `D` for the programs that have the device open to close it, as the kernel waits when an rxe device is removed; then they get IB_EVENT_DEVICE_FATAL and EIO (a second signal ends the wait at once)")
+	background := fs.Bool("background", false, "return once the device can be opened, with the export lines printed (exit status 0), leaving the daemon running in the background (its output in the log file it names; softroce stop -d NAME ends it); non-zero with the reason when it cannot start")
 	operands, err := parseFlags(fs, e.args)
 	if err != nil {
 		return err
@@ -133,6 +172,13 @@ func runServe(e *env) error {
 	if err != nil {
 		return err
 	}
+	ready, readyErr := backgroundChild()
+	if *background && ready == nil {
+		return serveBackground(e, lf.dev, dir, so)
+	}
+	if readyErr != nil {
+		return readyErr
+	}
 	d, err := startDaemon(e, lf, df, dir)
 	if err != nil {
 		return err
@@ -140,7 +186,10 @@ func runServe(e *env) error {
 	fmt.Fprintf(stdout, "# softroce serves %s; run programs with `softroce run -d %s -- PROGRAM`, or in this environment:\n",
 		lf.dev, lf.dev)
 	fmt.Fprint(stdout, exportLines(d.srv.Env(so)))
-	sig := make(chan os.Signal, 1)
+	if ready != nil {
+		ready(dir)
+	}
+	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
 	select {
@@ -148,11 +197,26 @@ func runServe(e *env) error {
 	case err := <-d.served:
 		d.served <- err
 	}
+	// The device goes; the programs on it get the grace period, which a
+	// second signal ends.
+	now := make(chan struct{})
+	removed := make(chan struct{})
+	defer close(removed)
+	go func() {
+		select {
+		case <-sig:
+			close(now)
+		case <-removed:
+		}
+	}()
 	// What the device counted in its life, as `softroce stats` prints it
-	// (on --udp with the link's unverifiable ICRCs), for the CI log.
-	if st, err := nodeStats(d.n); err == nil {
-		fmt.Fprintf(e.stderr, "softroce serve: %s's counters at exit:\n", lf.dev)
-		writeStats(e.stderr, lf.dev, 1, st)
+	// (on --udp with the link's unverifiable ICRCs), for the CI log, once
+	// the programs are gone.
+	d.atExit = func() {
+		if st, err := nodeStats(d.n); err == nil {
+			fmt.Fprintf(e.stderr, "softroce serve: %s's counters at exit:\n", lf.dev)
+			writeStats(e.stderr, lf.dev, 1, st)
+		}
 	}
-	return d.stop()
+	return d.remove(*grace, now)
 }

@@ -93,6 +93,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -605,6 +606,17 @@ static int stat_fd(int fd, struct stat *st, int *rc)
 	return 1;
 }
 
+/* gone is the result of a failed send or receive on the connection: a
+ * connection the daemon's end closed (the daemon stopped, or was killed)
+ * is EIO for the program's call, as a disassociated device's commands are
+ * in the kernel (ib_uverbs_free_hw_resources). */
+static int gone(int err)
+{
+	if (err == ECONNRESET || err == EPIPE || err == ENOTCONN || err == ECONNREFUSED)
+		return -EIO;
+	return -err;
+}
+
 /* xfer sends one frame and receives the reply; the slot's mutex is held.
  * Returns 0 or -errno of the transport; the command's result is in *rh. */
 static int xfer_fd(int fd, struct frame_hdr *h, const void *payload, int sfd, void *rbuf, uint32_t rcap,
@@ -639,7 +651,7 @@ static int xfer_fd(int fd, struct frame_hdr *h, const void *payload, int sfd, vo
 		n = sendmsg(fd, &msg, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
-		return -errno;
+		return gone(errno);
 
 	iov[0].iov_base = rh;
 	iov[0].iov_len = sizeof(*rh);
@@ -654,7 +666,7 @@ static int xfer_fd(int fd, struct frame_hdr *h, const void *payload, int sfd, vo
 		n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
-		return -errno;
+		return gone(errno);
 	*nfds = 0;
 	for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -763,6 +775,12 @@ static int fake_open(const char *name, int flags)
 		err = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	while (err < 0 && errno == EINTR);
 	if (err < 0) {
+		/* Said once: libibverbs' own message ("Failed to open
+		 * device") does not say why. */
+		static int told;
+		if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+			dprintf(2, "softroce: no daemon serves %s (%s): it ended or was stopped; start one with `softroce serve`\n",
+				sock, strerror(errno));
 		get_close()(fd);
 		errno = ENXIO; /* no driver behind the node */
 		return -1;
@@ -1992,7 +2010,23 @@ static ssize_t cm_write(int s, const void *buf, size_t n)
 			 * another thread leaves this wait as the kernel's
 			 * GET_EVENT, on the file it holds. */
 			uint64_t one;
-			ssize_t r = get_read()(fakes[s].ev, &one, sizeof(one));
+			ssize_t r;
+			int fl = get_fcntl()(fakes[s].ev, F_GETFL);
+			/* A blocking wait watches the connection too: the
+			 * daemon's end (stopped, or killed) ends it with EIO,
+			 * as every other call on the device, instead of a
+			 * wait on a count nobody will raise. */
+			if (fl >= 0 && !(fl & O_NONBLOCK)) {
+				struct pollfd p[2] = {{.fd = fakes[s].ev, .events = POLLIN},
+						      {.fd = fakes[s].sock, .events = POLLRDHUP}};
+				if (poll(p, 2, -1) < 0)
+					return -1; /* EINTR */
+				if (!(p[0].revents & POLLIN) && (p[1].revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+					errno = EIO;
+					return -1;
+				}
+			}
+			r = get_read()(fakes[s].ev, &one, sizeof(one));
 			if (r < 0)
 				return -1; /* EAGAIN when O_NONBLOCK, EINTR */
 		}
