@@ -11,9 +11,24 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/softroce/softroce/internal/testenv"
 )
 
-var serveRuns = flag.Int("serveruns", 50, "how many daemons TestServedDeviceIsOpenableOnceListed starts in each of its two ways")
+var serveRuns = flag.Int("serveruns", 0, "how many daemons TestServedDeviceIsOpenableOnceListed starts in each of its two ways (0: 50 under CI=true, 5 otherwise)")
+
+// serveRunCount is -serveruns, or its default: CI's root run starts 50
+// daemons each way (the programs run as nobody there too); other runs,
+// CI's unprivileged one included, 5, since each costs seconds.
+func serveRunCount() int {
+	switch {
+	case *serveRuns > 0:
+		return *serveRuns
+	case testenv.InCI():
+		return 50
+	}
+	return 5
+}
 
 // userEnv returns the export lines' variables that `softroce env -d NAME`
 // prints for the user of home (what a script evals).
@@ -77,7 +92,7 @@ func TestServedDeviceIsOpenableOnceListed(t *testing.T) {
 	home := userHome(t)
 	env := userEnv(t, home, "rxe0")
 	t.Run("listed", func(t *testing.T) {
-		for i := range *serveRuns {
+		for i := range serveRunCount() {
 			serve := userCommand(t, home, nil, "softroce", "serve", "-d", "rxe0")
 			var serveOut bytes.Buffer
 			serve.Stdout, serve.Stderr = &serveOut, &serveOut
@@ -117,7 +132,7 @@ func TestServedDeviceIsOpenableOnceListed(t *testing.T) {
 		}
 	})
 	t.Run("background", func(t *testing.T) {
-		for i := range *serveRuns {
+		for i := range serveRunCount() {
 			out, err := runUser(t, userCommand(t, home, nil, "softroce", "serve", "--background", "-d", "rxe0"), 70*time.Second)
 			if err != nil {
 				t.Fatalf("run %d: serve --background: %v\n%s", i, err, out)
