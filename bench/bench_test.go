@@ -17,7 +17,7 @@ import (
 // messages' worth of time and reports the throughput.
 func benchWrite(b *testing.B, c writeCase) {
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU, QueueLen: 1024})
-	p, err := newPair(ea, eb, pipeMTU, c.mtu)
+	p, err := newPair(&Options{}, ea, eb, pipeMTU, c.mtu)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func BenchmarkRCWrite(b *testing.B) {
 // BenchmarkPingpong is the RC SEND 64 B round trip on a link.Pipe.
 func BenchmarkPingpong(b *testing.B) {
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU})
-	p, err := newPair(ea, eb, pipeMTU, ib.MTU1024)
+	p, err := newPair(&Options{}, ea, eb, pipeMTU, ib.MTU1024)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,6 +90,21 @@ func TestRunRows(t *testing.T) {
 	}
 }
 
+// TestCoalescedRowsSaySo: with Options.CoalesceACKs the inproc rows,
+// whose devices then defer and merge their ACKs (hfi1-style), end in
+// CoalesceSuffix, and the scale rows, which move no frames, do not.
+func TestCoalescedRowsSaySo(t *testing.T) {
+	rows, err := Run(context.Background(), Options{Quick: true, CoalesceACKs: true, Groups: []string{"inproc", "scale"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if marked := strings.HasSuffix(r.Name, CoalesceSuffix); marked != (r.Group == "inproc") {
+			t.Errorf("%s row %q: marked %v", r.Group, r.Name, marked)
+		}
+	}
+}
+
 func TestUnknownGroup(t *testing.T) {
 	if _, err := Run(context.Background(), Options{Groups: []string{"nonesuch"}}); err == nil {
 		t.Fatal("an unknown group ran")
@@ -104,7 +119,7 @@ func TestUnknownGroup(t *testing.T) {
 // room for the runtime's own occasional allocations.
 func TestRCWriteAllocs(t *testing.T) {
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU, QueueLen: 1024})
-	p, err := newPair(ea, eb, pipeMTU, ib.MTU4096)
+	p, err := newPair(&Options{}, ea, eb, pipeMTU, ib.MTU4096)
 	if err != nil {
 		t.Fatal(err)
 	}
