@@ -70,7 +70,16 @@ type Row struct {
 	// Skipped, if not empty, says why the row was not measured (the
 	// numeric fields are then zero).
 	Skipped string `json:"skipped,omitempty"`
+	// ACKs, for a row whose devices move RC traffic (inproc, tap,
+	// latency, udp), says how they acknowledged: AcksRxe or AcksHfi1.
+	ACKs string `json:"acks,omitempty"`
 }
+
+// The values of Row.ACKs.
+const (
+	AcksRxe  = "rxe"        // one ACK for every packet that asks for one, at once (the default)
+	AcksHfi1 = "hfi1-style" // deferred and merged (Options.CoalesceACKs)
+)
 
 // Options configures Run.
 type Options struct {
@@ -159,9 +168,13 @@ func Run(ctx context.Context, o Options) ([]Row, error) {
 		}
 		o.logf("# %s", g.name)
 		rs, err := g.run(ctx, &o)
-		if o.CoalesceACKs && slices.Contains(coalesceGroups, g.name) {
+		if slices.Contains(coalesceGroups, g.name) {
 			for i := range rs {
-				rs[i].Name += CoalesceSuffix
+				rs[i].ACKs = AcksRxe
+				if o.CoalesceACKs {
+					rs[i].Name += CoalesceSuffix
+					rs[i].ACKs = AcksHfi1
+				}
 			}
 		}
 		rows = append(rows, rs...)

@@ -90,17 +90,27 @@ func TestRunRows(t *testing.T) {
 	}
 }
 
-// TestCoalescedRowsSaySo: with Options.CoalesceACKs the inproc rows,
-// whose devices then defer and merge their ACKs (hfi1-style), end in
-// CoalesceSuffix, and the scale rows, which move no frames, do not.
-func TestCoalescedRowsSaySo(t *testing.T) {
-	rows, err := Run(context.Background(), Options{Quick: true, CoalesceACKs: true, Groups: []string{"inproc", "scale"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rows {
-		if marked := strings.HasSuffix(r.Name, CoalesceSuffix); marked != (r.Group == "inproc") {
-			t.Errorf("%s row %q: marked %v", r.Group, r.Name, marked)
+// TestRowsSayHowTheDevicesAcked: the inproc rows say their devices
+// acknowledged as rxe (Row.ACKs), and with Options.CoalesceACKs that they
+// deferred and merged their ACKs (hfi1-style), their names ending in
+// CoalesceSuffix; the scale rows, which move no frames, say nothing.
+func TestRowsSayHowTheDevicesAcked(t *testing.T) {
+	for _, coalesce := range []bool{false, true} {
+		rows, err := Run(context.Background(), Options{Quick: true, CoalesceACKs: coalesce, Groups: []string{"inproc", "scale"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			want, marked := "", strings.HasSuffix(r.Name, CoalesceSuffix)
+			if r.Group == "inproc" {
+				want = AcksRxe
+				if coalesce {
+					want = AcksHfi1
+				}
+			}
+			if r.ACKs != want || marked != (want == AcksHfi1) {
+				t.Errorf("CoalesceACKs %v: %s row %q: ACKs %q, want %q", coalesce, r.Group, r.Name, r.ACKs, want)
+			}
 		}
 	}
 }
