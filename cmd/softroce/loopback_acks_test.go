@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,9 +10,10 @@ import (
 	"github.com/softroce/softroce/wire"
 )
 
-// ackCount counts, in a loopback capture, the RC request packets that ask
-// for an ACK (AckReq) and the plain ACKs (ACKNOWLEDGE, syndrome ACK).
-func ackCount(t *testing.T, file string) (ackReqs, acks int) {
+// ackPSNs returns, from a loopback capture, the PSNs of the RC request
+// packets that ask for an ACK (AckReq) and those of the plain ACKs
+// (ACKNOWLEDGE, syndrome ACK), in capture order.
+func ackPSNs(t *testing.T, file string) (ackReqs, acks []uint32) {
 	t.Helper()
 	for i, b := range testutil.ReadPcapFile(t, file) {
 		p, err := wire.Parse(b)
@@ -20,9 +22,9 @@ func ackCount(t *testing.T, file string) (ackReqs, acks int) {
 		}
 		switch op := p.Opcode(); {
 		case op == wire.RCAcknowledge && p.AETH().Syndrome().IsACK():
-			acks++
+			acks = append(acks, p.BTH().PSN())
 		case op.IsRequest() && p.BTH().AckReq():
-			ackReqs++
+			ackReqs = append(ackReqs, p.BTH().PSN())
 		}
 	}
 	return ackReqs, acks
@@ -32,7 +34,8 @@ func ackCount(t *testing.T, file string) (ackReqs, acks int) {
 // 1024 -n 100 and ib_write_bw likewise, each message's last packet asks
 // for an ACK and gets exactly one, as between two kernel rxe devices
 // (rxe_req.c sets AckReq on the last packet, rxe_resp.c acknowledge
-// answers it at once): 100 ACKs. With --coalesce-acks (hfi1-style
+// answers it at once): 100 ACKs, the n-th for the n-th request that
+// asked. With --coalesce-acks (hfi1-style
 // deferred ACKs) the responder merges the ACKs of a batch it reads: fewer,
 // and the run still completes every message.
 func TestLoopbackOneAckPerMessage(t *testing.T) {
@@ -52,17 +55,18 @@ func TestLoopbackOneAckPerMessage(t *testing.T) {
 				if code != 0 {
 					t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 				}
-				ackReqs, acks := ackCount(t, file)
-				if ackReqs != 100 {
-					t.Errorf("%d requests ask for an ACK, want 100 (one per message)", ackReqs)
+				ackReqs, acks := ackPSNs(t, file)
+				if len(ackReqs) != 100 {
+					t.Errorf("%d requests ask for an ACK, want 100 (one per message)", len(ackReqs))
 				}
 				switch {
-				case !coalesce && acks != 100:
-					t.Errorf("%d ACKs for 100 messages, want 100 (rxe answers each AckReq)", acks)
-				case coalesce && (acks == 0 || acks >= 100):
-					t.Errorf("%d ACKs for 100 messages with --coalesce-acks, want between 1 and 99 (merged)", acks)
+				case !coalesce && !slices.Equal(acks, ackReqs):
+					t.Errorf("%d ACKs for 100 messages, want one for each request that asked, with its PSN:\nACKs %x\nAckReq %x",
+						len(acks), acks, ackReqs)
+				case coalesce && (len(acks) == 0 || len(acks) >= 100):
+					t.Errorf("%d ACKs for 100 messages with --coalesce-acks, want between 1 and 99 (merged)", len(acks))
 				}
-				t.Logf("%d ACKs", acks)
+				t.Logf("%d ACKs", len(acks))
 			})
 		}
 	}
