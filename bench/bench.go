@@ -20,6 +20,10 @@
 //     daemon against the in-process RC WRITE and pingpong (Linux, with
 //     perftest and a C compiler for the preload library).
 //
+// The emulated devices answer as rxe does, one ACK for every packet that
+// asks for one; with Options.CoalesceACKs they defer and merge their ACKs
+// as hfi1 does, and the rows they make say so (CoalesceSuffix).
+//
 // Measurement and baseline run alternately, several rounds, keeping the
 // best of each, so that a burst of load from another process penalizes
 // neither more than the other.
@@ -66,7 +70,16 @@ type Row struct {
 	// Skipped, if not empty, says why the row was not measured (the
 	// numeric fields are then zero).
 	Skipped string `json:"skipped,omitempty"`
+	// ACKs, for a row whose devices move RC traffic (inproc, tap,
+	// latency, udp), says how they acknowledged: AcksRxe or AcksHfi1.
+	ACKs string `json:"acks,omitempty"`
 }
+
+// The values of Row.ACKs.
+const (
+	AcksRxe  = "rxe"        // one ACK for every packet that asks for one, at once (the default)
+	AcksHfi1 = "hfi1-style" // deferred and merged (Options.CoalesceACKs)
+)
 
 // Options configures Run.
 type Options struct {
@@ -77,7 +90,20 @@ type Options struct {
 	Log io.Writer
 	// Groups, if not empty, selects the groups to run by name.
 	Groups []string
+	// CoalesceACKs runs the devices of the inproc, tap, latency and udp
+	// rows with rxe.Config.CoalesceACKs (hfi1-style deferred ACKs) and
+	// marks those rows' names with CoalesceSuffix. Without it every
+	// device answers as rxe: one ACK per packet that asks for one.
+	CoalesceACKs bool
 }
+
+// CoalesceSuffix ends the name of a row whose devices ran with
+// Options.CoalesceACKs.
+const CoalesceSuffix = " [hfi1-style ACKs]"
+
+// coalesceGroups are the groups whose devices Options.CoalesceACKs
+// changes ("tap" also makes the "latency" rows).
+var coalesceGroups = []string{"inproc", "tap", "udp"}
 
 // round is the time one side of one measurement runs for in a round.
 func (o *Options) round() time.Duration {
@@ -142,6 +168,15 @@ func Run(ctx context.Context, o Options) ([]Row, error) {
 		}
 		o.logf("# %s", g.name)
 		rs, err := g.run(ctx, &o)
+		if slices.Contains(coalesceGroups, g.name) {
+			for i := range rs {
+				rs[i].ACKs = AcksRxe
+				if o.CoalesceACKs {
+					rs[i].Name += CoalesceSuffix
+					rs[i].ACKs = AcksHfi1
+				}
+			}
+		}
 		rows = append(rows, rs...)
 		if err != nil {
 			return rows, fmt.Errorf("%s: %w", g.name, err)

@@ -17,7 +17,7 @@ import (
 // messages' worth of time and reports the throughput.
 func benchWrite(b *testing.B, c writeCase) {
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU, QueueLen: 1024})
-	p, err := newPair(ea, eb, pipeMTU, c.mtu)
+	p, err := newPair(&Options{}, ea, eb, pipeMTU, c.mtu)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func BenchmarkRCWrite(b *testing.B) {
 // BenchmarkPingpong is the RC SEND 64 B round trip on a link.Pipe.
 func BenchmarkPingpong(b *testing.B) {
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU})
-	p, err := newPair(ea, eb, pipeMTU, ib.MTU1024)
+	p, err := newPair(&Options{}, ea, eb, pipeMTU, ib.MTU1024)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,6 +90,31 @@ func TestRunRows(t *testing.T) {
 	}
 }
 
+// TestRowsSayHowTheDevicesAcked: the inproc rows say their devices
+// acknowledged as rxe (Row.ACKs), and with Options.CoalesceACKs that they
+// deferred and merged their ACKs (hfi1-style), their names ending in
+// CoalesceSuffix; the scale rows, which move no frames, say nothing.
+func TestRowsSayHowTheDevicesAcked(t *testing.T) {
+	for _, coalesce := range []bool{false, true} {
+		rows, err := Run(context.Background(), Options{Quick: true, CoalesceACKs: coalesce, Groups: []string{"inproc", "scale"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			want, marked := "", strings.HasSuffix(r.Name, CoalesceSuffix)
+			if r.Group == "inproc" {
+				want = AcksRxe
+				if coalesce {
+					want = AcksHfi1
+				}
+			}
+			if r.ACKs != want || marked != (want == AcksHfi1) {
+				t.Errorf("CoalesceACKs %v: %s row %q: ACKs %q, want %q", coalesce, r.Group, r.Name, r.ACKs, want)
+			}
+		}
+	}
+}
+
 func TestUnknownGroup(t *testing.T) {
 	if _, err := Run(context.Background(), Options{Groups: []string{"nonesuch"}}); err == nil {
 		t.Fatal("an unknown group ran")
@@ -104,7 +129,7 @@ func TestUnknownGroup(t *testing.T) {
 // room for the runtime's own occasional allocations.
 func TestRCWriteAllocs(t *testing.T) {
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU, QueueLen: 1024})
-	p, err := newPair(ea, eb, pipeMTU, ib.MTU4096)
+	p, err := newPair(&Options{}, ea, eb, pipeMTU, ib.MTU4096)
 	if err != nil {
 		t.Fatal(err)
 	}

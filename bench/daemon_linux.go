@@ -80,14 +80,14 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 	}
 	wc := writeCase{ib.MTU4096, 64 << 10, 16}
 	ea, eb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU, QueueLen: 1024})
-	wp, err := newPair(ea, eb, pipeMTU, wc.mtu)
+	wp, err := newPair(&Options{}, ea, eb, pipeMTU, wc.mtu)
 	if err != nil {
 		return nil, err
 	}
 	defer wp.close()
 	wp.a.spin, wp.b.spin = inprocSpin, inprocSpin
 	la, lb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU})
-	lp, err := newPair(la, lb, pipeMTU, ib.MTU1024)
+	lp, err := newPair(&Options{}, la, lb, pipeMTU, ib.MTU1024)
 	if err != nil {
 		return nil, err
 	}

@@ -106,7 +106,7 @@ func runInproc(ctx context.Context, o *Options) ([]Row, error) {
 	var worstName string
 	for _, c := range writeCases {
 		ea, eb := link.NewPipe(&link.PipeConfig{MTU: pipeMTU, QueueLen: 1024})
-		p, err := newPair(ea, eb, pipeMTU, c.mtu)
+		p, err := newPair(o, ea, eb, pipeMTU, c.mtu)
 		if err != nil {
 			return rows, err
 		}

@@ -32,13 +32,14 @@ type peer struct {
 
 // newPeer creates device number i (10.0.0.i, MAC 02:00:00:00:00:i) on l.
 func newPeer(i byte, l link.Link, mtu int) (*peer, error) {
-	return newPeerAt(i, netip.AddrFrom4([4]byte{10, 0, 0, i}), l, mtu)
+	return newPeerAt(i, netip.AddrFrom4([4]byte{10, 0, 0, i}), l, mtu, false)
 }
 
-// newPeerAt is newPeer with the device's address ip.
-func newPeerAt(i byte, ip netip.Addr, l link.Link, mtu int) (*peer, error) {
+// newPeerAt is newPeer with the device's address ip; coalesce sets
+// rxe.Config.CoalesceACKs (Options.CoalesceACKs).
+func newPeerAt(i byte, ip netip.Addr, l link.Link, mtu int, coalesce bool) (*peer, error) {
 	p := &peer{ip: ip, mac: [6]byte{2, 0, 0, 0, 0, i}, wake: make(chan struct{}, 1)}
-	dev, err := rxe.New(rxe.Config{Seed: uint64(i), Link: l, NoMADLayer: true,
+	dev, err := rxe.New(rxe.Config{Seed: uint64(i), Link: l, NoMADLayer: true, CoalesceACKs: coalesce,
 		Device: emu.Config{Name: fmt.Sprintf("rxe%d", i), NetDev: emu.NetDev{Name: fmt.Sprintf("eth%d", i),
 			MAC: net.HardwareAddr(p.mac[:]), MTU: mtu, Addrs: []netip.Addr{p.ip}}}})
 	if err != nil {
@@ -115,18 +116,19 @@ func connectQP(qp *emu.QP, mtu ib.MTU, ip netip.Addr, mac [6]byte, dqpn uint32) 
 type pair struct{ a, b *peer }
 
 // newPair makes two devices on la and lb (the two ends of one wire) and
-// connects their RC QPs with path MTU mtu; devMTU is the netdev MTU.
-func newPair(la, lb link.Link, devMTU int, mtu ib.MTU) (*pair, error) {
-	return newPairAt(la, lb, devMTU, mtu, netip.AddrFrom4([4]byte{10, 0, 0, 1}), netip.AddrFrom4([4]byte{10, 0, 0, 2}))
+// connects their RC QPs with path MTU mtu; devMTU is the netdev MTU. The
+// devices coalesce their ACKs if o.CoalesceACKs is set.
+func newPair(o *Options, la, lb link.Link, devMTU int, mtu ib.MTU) (*pair, error) {
+	return newPairAt(o, la, lb, devMTU, mtu, netip.AddrFrom4([4]byte{10, 0, 0, 1}), netip.AddrFrom4([4]byte{10, 0, 0, 2}))
 }
 
 // newPairAt is newPair with the devices' addresses ipA and ipB.
-func newPairAt(la, lb link.Link, devMTU int, mtu ib.MTU, ipA, ipB netip.Addr) (*pair, error) {
-	a, err := newPeerAt(1, ipA, la, devMTU)
+func newPairAt(o *Options, la, lb link.Link, devMTU int, mtu ib.MTU, ipA, ipB netip.Addr) (*pair, error) {
+	a, err := newPeerAt(1, ipA, la, devMTU, o.CoalesceACKs)
 	if err != nil {
 		return nil, err
 	}
-	b, err := newPeerAt(2, ipB, lb, devMTU)
+	b, err := newPeerAt(2, ipB, lb, devMTU, o.CoalesceACKs)
 	if err != nil {
 		return nil, errors.Join(err, a.close())
 	}

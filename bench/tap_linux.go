@@ -208,7 +208,7 @@ func tapMeasure(ctx context.Context, o *Options, ns *benchNS) ([]Row, error) {
 				return nil, err
 			}
 			la, lb := &countLink{Link: ta}, &countLink{Link: tb}
-			p, err := newPair(la, lb, tapMTU, mtu)
+			p, err := newPair(o, la, lb, tapMTU, mtu)
 			if err != nil {
 				ta.Close()
 				tb.Close()
@@ -380,7 +380,7 @@ func tapLatency(o *Options, ns *benchNS) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := newPair(ta, tb, tapMTU, ib.MTU1024)
+	p, err := newPair(o, ta, tb, tapMTU, ib.MTU1024)
 	if err != nil {
 		ta.Close()
 		tb.Close()

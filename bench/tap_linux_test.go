@@ -52,7 +52,7 @@ func tapPairT(b testing.TB, mtu ib.MTU) (*pair, *benchNS) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := newPair(ta, tb, tapMTU, mtu)
+	p, err := newPair(&Options{}, ta, tb, tapMTU, mtu)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func BenchmarkTAPWrite(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		p, err := newPair(ta, tb, tapMTU, c.mtu)
+		p, err := newPair(&Options{}, ta, tb, tapMTU, c.mtu)
 		if err != nil {
 			b.Fatal(err)
 		}

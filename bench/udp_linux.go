@@ -161,7 +161,7 @@ func udpMeasure(ctx context.Context, o *Options, path udpPath) ([]Row, error) {
 				return nil, err
 			}
 			ca, cb := &udpCountLink{Link: la}, &udpCountLink{Link: lb}
-			p, err := newPairAt(ca, cb, udpMTU, c.mtu, ipA, ipB)
+			p, err := newPairAt(o, ca, cb, udpMTU, c.mtu, ipA, ipB)
 			if err != nil {
 				la.Close()
 				lb.Close()

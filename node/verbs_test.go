@@ -38,13 +38,19 @@ const allAccess = ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRe
 
 func newEnd(t testing.TB, n *Node, ip netip.Addr) *end {
 	t.Helper()
+	return newEndCQ(t, n, ip, emu.CQInitAttr{CQE: 1024})
+}
+
+// newEndCQ is newEnd with the CQ made from attr.
+func newEndCQ(t testing.TB, n *Node, ip netip.Addr, attr emu.CQInitAttr) *end {
+	t.Helper()
 	e := &end{n: n, ip: ip}
 	d := n.Device()
 	var err error
 	if e.pd, err = d.AllocPD(0); err != nil {
 		t.Fatal(err)
 	}
-	if e.cq, err = d.CreateCQ(emu.CQInitAttr{CQE: 1024}); err != nil {
+	if e.cq, err = d.CreateCQ(attr); err != nil {
 		t.Fatal(err)
 	}
 	e.qp, err = e.pd.CreateQP(&emu.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq, QPType: qpstate.TypeRC,

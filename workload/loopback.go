@@ -34,6 +34,10 @@ type LoopbackConfig struct {
 	Capture io.Writer
 	// Seed seeds each device's key generator (the second gets Seed+1).
 	Seed uint64
+	// CoalesceACKs makes both devices defer and merge their ACKs, as the
+	// kernel's hfi1 does (rxe.Config.CoalesceACKs); by default they
+	// answer as rxe, one ACK for every packet that asks for one.
+	CoalesceACKs bool
 	// Wrap, if set, wraps the link of device i (0 or 1) outermost, after
 	// the faults and the capture: a test's own injector.
 	Wrap func(i int, l link.Link) link.Link
@@ -103,7 +107,7 @@ func NewLoopback(cfg LoopbackConfig) (*Loopback, error) {
 			l = cfg.Wrap(i, l)
 		}
 		s.link = l
-		dev, err := rxe.New(rxe.Config{Seed: cfg.Seed + uint64(i), Link: l,
+		dev, err := rxe.New(rxe.Config{Seed: cfg.Seed + uint64(i), Link: l, CoalesceACKs: cfg.CoalesceACKs,
 			Neighbor: emu.ResolverFunc(func(_ context.Context, ip netip.Addr) ([6]byte, error) {
 				if m, ok := neigh[ip]; ok {
 					return m, nil

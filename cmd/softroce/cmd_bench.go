@@ -27,6 +27,7 @@ func runBench(e *env) error {
 	quick := fs.Bool("quick", false, "run every measurement briefly (a smoke run: numbers are noisy)")
 	asJSON := fs.Bool("json", false, "print the rows as JSON")
 	groups := fs.String("group", "", "comma-separated `GROUPS` to run (wire, inproc, scale, tap, udp, daemon); empty runs all")
+	coalesce := fs.Bool("coalesce-acks", false, "run the inproc, tap, latency and udp devices with hfi1-style deferred ACKs (not rxe's: --coalesce-acks of the link flags); their rows' names end in"+bench.CoalesceSuffix)
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a pprof CPU profile of the run to `file`")
 	memProfile := fs.String("memprofile", "", "write a pprof allocation profile of the run to `file`")
@@ -38,7 +39,7 @@ func runBench(e *env) error {
 		fs.Usage()
 		return errUsage
 	}
-	o := bench.Options{Quick: *quick}
+	o := bench.Options{Quick: *quick, CoalesceACKs: *coalesce}
 	if *groups != "" {
 		o.Groups = splitComma(*groups)
 	}

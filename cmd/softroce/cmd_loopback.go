@@ -49,6 +49,7 @@ type loopbackOpts struct {
 	timeout                     time.Duration
 	qpTimeout                   uint
 	coverage                    string
+	coalesceACKs                bool
 }
 
 // runLoopback is "softroce loopback": rxe0 (10.0.0.1) and rxe1 (10.0.0.2)
@@ -100,6 +101,7 @@ func runLoopback(e *env) error {
 	fs.StringVar(&o.pcap, "pcap", "", "write every frame (both directions) to the pcap `FILE`")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up when a wait for a completion lasts `DURATION` (default 10s; 1s for uc and ud with faults)")
 	fs.StringVar(&o.coverage, "coverage", "", "write the run's coverage profile (both devices) to `FILE` (read it with softroce coverage)")
+	fs.BoolVar(&o.coalesceACKs, "coalesce-acks", false, coalesceACKsHelp)
 	fs.UintVar(&o.qpTimeout, "qp-timeout", 0, "RC local ACK timeout exponent `N`: 4.096µs·2^N (default 14, 10 with faults)")
 	operands, err := parseFlags(fs, args)
 	if err != nil {
@@ -147,7 +149,7 @@ func (o *loopbackOpts) run(stdout io.Writer) (err error) {
 	if !o.seedSet {
 		o.seed = randomSeed()
 	}
-	cfg := workload.LoopbackConfig{Seed: o.seed}
+	cfg := workload.LoopbackConfig{Seed: o.seed, CoalesceACKs: o.coalesceACKs}
 	if o.faulty() {
 		cfg.Faults = &link.FaultConfig{Seed: o.seed, Drop: o.loss, Duplicate: o.dup, Reorder: o.reorder, Corrupt: o.corrupt}
 	}

@@ -45,6 +45,7 @@ type linkFlags struct {
 	udp                bool
 	udpGSO             bool
 	vlan               uint16
+	coalesceACKs       bool
 	// recorder, if set, is the device's coverage recorder (not a flag:
 	// serve and run set it).
 	recorder emu.Recorder
@@ -121,6 +122,12 @@ var linkFlagDefs = []linkFlag{
 			f.vlan = uint16(n)
 			return nil
 		}},
+	{"coalesce-acks", "", coalesceACKsHelp, true,
+		func(f *linkFlags, v string) error {
+			b, err := strconv.ParseBool(v)
+			f.coalesceACKs = b
+			return err
+		}},
 	{"pcap", "FILE", "write every frame softroce sends or receives to the pcap FILE", true,
 		func(f *linkFlags, v string) error { f.pcap = v; return nil }},
 	{"nodad", "", "skip IPv6 duplicate address detection of the --ip addresses (as ip addr add ... nodad)", true,
@@ -145,6 +152,11 @@ var linkFlagDefs = []linkFlag{
 	{"d", "NAME", "the device NAME (default " + node.DefaultName + ")", false,
 		func(f *linkFlags, v string) error { f.dev = v; return nil }},
 }
+
+// coalesceACKsHelp is the help of --coalesce-acks, a link flag that
+// softroce loopback takes too.
+const coalesceACKsHelp = "defer and merge the devices' ACKs as the kernel's hfi1 and qib drivers do (rxe.Config.CoalesceACKs): " +
+	"fewer ACKs, later, each covering several messages; by default softroce answers as rxe, one ACK for every packet that asks for one"
 
 // linkValue is the flag.Value of a link flag: it sets the field through
 // the definition.
@@ -257,8 +269,13 @@ func (f *linkFlags) config() (node.Config, error) {
 	}
 	cfg := node.Config{Name: f.dev, Addrs: f.ips, PcapPath: f.pcap, NoDAD: f.nodad}
 	cfg.DeviceLink, cfg.DeviceLinkPasses = f.deviceLink, f.deviceLinkPasses
-	if rec := f.recorder; rec != nil {
-		cfg.Rxe = func(rc *rxe.Config) { rc.Device.Recorder = rec }
+	if rec, coalesce := f.recorder, f.coalesceACKs; rec != nil || coalesce {
+		cfg.Rxe = func(rc *rxe.Config) {
+			if rec != nil {
+				rc.Device.Recorder = rec
+			}
+			rc.CoalesceACKs = coalesce
+		}
 	}
 	if f.tap == "" && f.iface == "" && !f.udp {
 		cfg.MTU = f.mtu // the in-memory link's; a TAP's is set when open opens it

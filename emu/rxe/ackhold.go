@@ -8,16 +8,26 @@ import (
 	"github.com/softroce/softroce/wire"
 )
 
-// Held ACKs.
+// Held ACKs: hfi1-style deferred and coalesced ACKs (Config.CoalesceACKs).
 //
-// On a link whose reader processes what it reads (NonBlockingWriter), a
-// batch of received frames that delivered a completion to a handler (a
-// SEND received: the application is woken) holds the ACKs it queued
-// instead of writing them at once. On such a link every frame written is
-// a system call: writing the ACK right after the completion would make
-// the application, woken on the same CPU, wait for it before it can post
-// its answer, and the peer's reader, woken for that answer, wait for the
-// ACK that arrived first. A held ACK goes out
+// By default nothing here applies: the responder answers every RC packet
+// that asks for an ACK (AckReq), every atomic and every NAK with a
+// response of its own, queued as it processes the packet and written
+// when the device lock that processed it is released, after the
+// completion handlers the packet woke (rxe_resp.c: do_complete, then
+// acknowledge and send_ack). A peer sees one ACK per message, and one
+// per RXE_MAX_PKT_PER_ACK packets within a long one (req.go).
+//
+// With Config.CoalesceACKs the device departs from rxe as the kernel's
+// hfi1 and qib drivers do (rc_defered_ack). On a link whose reader
+// processes what it reads (NonBlockingWriter), a batch of received frames
+// that delivered a completion to a handler (a SEND received: the
+// application is woken) holds the ACKs it queued instead of writing them
+// at once. On such a link every frame written is a system call: writing
+// the ACK right after the completion makes the application, woken on the
+// same CPU, wait for it before it can post its answer, and the peer's
+// reader, woken for that answer, wait for the ACK that arrived first. A
+// held ACK goes out
 //
 //   - with the next batch that queues a response without notifying
 //     anybody (an RDMA WRITE's ACK), a response that is not a plain ACK
@@ -31,15 +41,14 @@ import (
 // While held, and within one batch read, a plain ACK to the same remote
 // QP replaces the one queued before it: an ACK acknowledges every request
 // up to its PSN, and its MSN counts every message completed, so the later
-// one says all the earlier one did (the kernel's hfi1 and qib drivers
-// likewise defer and coalesce RC ACKs, rc_defered_ack). The requester
-// asked for an ACK on each message's last packet (AckReq); it receives
-// one, later, covering several. On a bare link.PipeEnd, whose reader also
-// processes what it reads, the ACKs of one batch are merged the same way
-// but never held: writing to the in-memory link is no system call.
-// heldAckTime is far below any
-// retransmission timeout a peer uses in practice (rxe's shortest is one
-// jiffy, 4 ms at HZ=250; perftest and ibv_rc_pingpong ask for 67 ms).
+// one says all the earlier one did. The requester asked for an ACK on
+// each message's last packet (AckReq); it receives one, later, covering
+// several. On a bare link.PipeEnd, whose reader also processes what it
+// reads, the ACKs of one batch are merged the same way but never held:
+// writing to the in-memory link is no system call. heldAckTime is far
+// below any retransmission timeout a peer uses in practice (rxe's
+// shortest is one jiffy, 4 ms at HZ=250; perftest and ibv_rc_pingpong ask
+// for 67 ms).
 const (
 	heldAckTime   = 50 * time.Microsecond
 	maxMergedAcks = 4
@@ -74,7 +83,7 @@ func (r *device) endBatch(notified bool) {
 		return
 	}
 	h.queued = false
-	if !notified || r.tp.noHold {
+	if !notified || r.tp.noHold || !r.cfg.CoalesceACKs {
 		h.held = false
 		return
 	}
@@ -97,15 +106,20 @@ func (r *device) releaseHeld() {
 }
 
 // queueResponse queues response frame b (built from f) on the response
-// stream. A plain ACK replaces the plain ACK to the same QP queued just
-// before it, if that one is held or was queued by the same batch read
-// (both unwritten), in which case it reports true: the frame replaced was
-// counted as sent, and this one goes in its place. r.mu held.
+// stream. With Config.CoalesceACKs, a plain ACK replaces the plain ACK to
+// the same QP queued just before it, if that one is held or was queued by
+// the same batch read (both unwritten), in which case it reports true:
+// the frame replaced was counted as sent, and this one goes in its place.
+// r.mu held.
 func (r *device) queueResponse(f *wire.Frame, b []byte) bool {
 	h := &r.hold
 	h.queued = h.reading
-	ack := f.BTH.Opcode == wire.RCAcknowledge && f.AETH.Syndrome == synACK
 	q := r.txq[streamRsp]
+	if !r.cfg.CoalesceACKs {
+		r.txq[streamRsp] = append(q, b)
+		return false
+	}
+	ack := f.BTH.Opcode == wire.RCAcknowledge && f.AETH.Syndrome == synACK
 	if h.held && (!ack || !h.reading) {
 		h.held = false
 	}

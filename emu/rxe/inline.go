@@ -139,13 +139,13 @@ func (r *device) readPipeLocked() (int, bool, error) {
 		refs[i] = link.PayloadRef{}
 		r.receive(bufs[i][:sizes[i]])
 	}
-	held := r.endRx(k, true)
+	woke := r.endRx(k, true)
 	if r.readsPending.Load() > 0 {
 		t.inMu.Lock()
 		t.inCond.Broadcast()
 		t.inMu.Unlock()
 	}
-	return k, held, err
+	return k, woke, err
 }
 
 // pipeReadLoop is readLoop on a bare pipe end: it waits for a frame, then
@@ -156,11 +156,11 @@ func (r *device) pipeReadLoop() {
 	for {
 		err := t.pipe.WaitReadable()
 		if err == nil {
-			var held bool
+			var woke bool
 			t.procMu.Lock()
-			_, held, err = r.readPipeLocked()
+			_, woke, err = r.readPipeLocked()
 			t.procMu.Unlock()
-			if held {
+			if woke {
 				// A request was received and its completion woke a
 				// handler: let the goroutine it woke run before this
 				// one reads again. It is ready to run on this

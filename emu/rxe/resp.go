@@ -198,7 +198,8 @@ func (r *device) responder(q *qp, p *wire.Packet) {
 		r.nakErr(q, psn, nakInvalidReq)
 		return
 	}
-	// 9. Acknowledge: only packets that ask for it (ACK coalescing).
+	// 9. Acknowledge every packet that asks for it, at once (rxe_resp.c
+	// acknowledge; Config.CoalesceACKs may merge it, ackhold.go).
 	if rc && bth.AckReq() {
 		r.sendAck(q, synACK, psn)
 	}

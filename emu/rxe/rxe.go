@@ -17,9 +17,10 @@
 // frames built under it are written to the link, requests and responses
 // each in their order (two streams, as rxe's requester and responder
 // tasks transmit independently). On a link whose writes never wait
-// (NonBlockingWriter) the reading goroutine processes what it reads and
-// may hold the ACKs of a receive that woke a handler, merged, for a
-// moment (ackhold.go). With Config.Synchronous nothing runs on its own:
+// (NonBlockingWriter) the reading goroutine processes what it reads. The
+// responder answers every packet that asks for an ACK with one, as rxe's
+// acknowledge; Config.CoalesceACKs instead defers and merges them, as
+// hfi1 does (ackhold.go). With Config.Synchronous nothing runs on its own:
 // Poll processes what arrived, so tests on a clock.Manual replay exactly.
 package rxe
 
@@ -107,6 +108,17 @@ type Config struct {
 	// attach. It is called with the device's lock held and must not call
 	// back into the device.
 	McastFilter func(gid emu.GID, add bool) error
+	// CoalesceACKs defers and merges the responder's ACKs, as the
+	// kernel's hfi1 and qib drivers do (rc_defered_ack): a departure from
+	// rxe, which sends one ACK for every packet that asks for one, at once
+	// (rxe_resp.c acknowledge). With it, on a link whose writes never wait
+	// (NonBlockingWriter) the ACKs of a receive that woke a completion
+	// handler are held for a moment, and a plain ACK replaces the one
+	// queued before it to the same QP while both are unwritten (ackhold.go);
+	// on a bare link.PipeEnd the ACKs of one batch read are merged. A peer
+	// then receives fewer ACKs, later, each covering several messages. The
+	// zero value is rxe's: no holding, no merging.
+	CoalesceACKs bool
 	// NoInline keeps an asynchronous device on a bare link.PipeEnd from
 	// processing its peer's frames in the goroutine that posts (inline.go):
 	// every frame then goes through the reading goroutines, as on any

@@ -153,7 +153,8 @@ type transport struct {
 
 	// inline: the reading goroutine processes what it reads
 	// (NonBlockingWriter, or a bare link.PipeEnd); rbatch is its batch.
-	// noHold: a batch's ACKs are merged but never held (ackhold.go).
+	// noHold: with Config.CoalesceACKs, a batch's ACKs are merged but
+	// never held (ackhold.go).
 	inline, noHold bool
 	rbatch         []rxFrame
 
@@ -244,9 +245,10 @@ func (r *device) attach() {
 		// The pipe's WriteRef never waits for the peer (its queue
 		// grows), so the reading goroutine may process what it reads
 		// and write the answers itself, as on a NonBlockingWriter: no
-		// hand-off to the work loop per batch. Its ACKs are merged
-		// within a batch but not held (ackhold.go): the in-memory
-		// link's writes are not system calls.
+		// hand-off to the work loop per batch. With
+		// Config.CoalesceACKs its ACKs are merged within a batch but
+		// not held (ackhold.go): the in-memory link's writes are not
+		// system calls.
 		t.inline, t.noHold = true, true
 	}
 	r.tp = t
@@ -363,10 +365,10 @@ func (r *device) readLoop() {
 				bufs[i] = nil
 			}
 			t.procMu.Lock()
-			held := r.processBatch(batch, true)
+			woke := r.processBatch(batch, true)
 			t.procMu.Unlock()
 			t.rbatch = batch[:0]
-			if held {
+			if woke {
 				// A request was received and its completion woke a
 				// handler: let the goroutine it woke run before this
 				// one reads again. It is ready to run on this
@@ -466,12 +468,13 @@ func (r *device) workLoop() {
 func (r *device) process(batch []rxFrame) { r.processBatch(batch, false) }
 
 // processBatch is process; inline marks a batch the reading goroutine
-// processes itself (NonBlockingWriter), whose ACKs may be held
-// (ackhold.go). It reports whether the batch held its responses: it
-// queued some and woke a completion handler (or ran another deferred
-// callback).
+// processes itself (NonBlockingWriter), whose ACKs Config.CoalesceACKs
+// may hold (ackhold.go). It reports whether the batch queued responses
+// and woke a completion handler (or ran another deferred callback): the
+// batch that holds its responses under Config.CoalesceACKs, and after
+// which the reader lets the goroutine it woke run.
 func (r *device) processBatch(batch []rxFrame, inline bool) bool {
-	held := r.processFrames(batch, inline)
+	woke := r.processFrames(batch, inline)
 	t := r.tp
 	t.poolMu.Lock()
 	for i := range batch {
@@ -479,7 +482,7 @@ func (r *device) processBatch(batch []rxFrame, inline bool) bool {
 	}
 	t.poolMu.Unlock()
 	clear(batch)
-	return held
+	return woke
 }
 
 // processFrames is processBatch leaving the frames' buffers to the
@@ -496,13 +499,13 @@ func (r *device) processFrames(batch []rxFrame, inline bool) bool {
 
 // endRx ends the processing of n frames that processFrames or
 // processPipe began under r.mu, which it releases, and reports whether
-// they held their responses.
+// they queued responses and woke a handler (processBatch).
 func (r *device) endRx(n int, inline bool) bool {
 	r.rxNoICRC, r.rxRef = false, link.PayloadRef{}
-	held := inline && len(r.deferred) > 0 && r.hold.queued
+	woke := inline && len(r.deferred) > 0 && r.hold.queued
 	r.tp.rxDone.Add(uint64(n))
 	r.unlock()
-	return held
+	return woke
 }
 
 // rxFrame is a frame in the inbox: noICRC marks one that carries no ICRC
