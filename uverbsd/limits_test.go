@@ -301,23 +301,7 @@ func TestSharedTerabytesAreRefusedAtTheBound(t *testing.T) {
 		return &pinFile{mem: mem}
 	}})
 	const size = 1 << 40
-	fd, err := unix.MemfdCreate("softroce-mr", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Ftruncate(fd, size); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
-		t.Fatal(err)
-	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_NORESERVE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
-	addr := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	fd, addr := sparseMemfd(t, size)
 	c, oh, err := openDevice(srv.SocketPath())
 	if err != nil || oh.Ret != 0 {
 		t.Fatalf("open: %v %d", err, oh.Ret)
@@ -455,23 +439,7 @@ func uverbsCommand[T any](cmd uint32, req T, resp []byte) []byte {
 func TestRegMRsOnSharedTerabytesStopAtTheBound(t *testing.T) {
 	srv, served := limitServer(t, uverbsd.Config{Open: uverbsd.OpenUverbs, NoMemlock: true})
 	const size = 1 << 40
-	fd, err := unix.MemfdCreate("softroce-mr", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Ftruncate(fd, size); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
-		t.Fatal(err)
-	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_NORESERVE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
-	addr := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	fd, addr := sparseMemfd(t, size)
 	c, oh, err := openDevice(srv.SocketPath())
 	if err != nil || oh.Ret != 0 {
 		t.Fatalf("open: %v %d", err, oh.Ret)
@@ -520,4 +488,28 @@ func TestRegMRsOnSharedTerabytesStopAtTheBound(t *testing.T) {
 	}
 	runtime.KeepAlive(resp)
 	closeServer(t, srv, served)
+}
+
+// sparseMemfd returns a sealed (no shrinking, no growing) memfd of size
+// bytes, sparse, mapped shared into the test's address space at addr; the
+// test's end unmaps and closes it.
+func sparseMemfd(t *testing.T, size int) (fd int, addr uint64) {
+	t.Helper()
+	fd, err := unix.MemfdCreate("softroce-mr", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_NORESERVE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	return fd, uint64(uintptr(unsafe.Pointer(&mem[0])))
 }
