@@ -42,9 +42,9 @@ func (c *CM) listenerFor(ps PortSpace, port uint16, dst netip.Addr) (l *ID, any 
 		switch {
 		case a == dst:
 			return id, true
-		case a.IsUnspecified() && a.Is4() == dst.Is4():
+		case anyAddr(a) && a.Is4() == dst.Is4():
 			l = id
-		case a.IsUnspecified() && a.Is6() && !id.afOnly && l == nil:
+		case anyAddr(a) && a.Is6() && !id.afOnly && l == nil:
 			l = id
 		}
 	}
@@ -105,7 +105,7 @@ func (c *CM) onREQ(sgid, _ emu.GID, m mad.MAD) {
 	id.state = StateConnect
 	id.src = netip.AddrPortFrom(dst, l.src.Port())
 	id.dst = netip.AddrPortFrom(h.Src(), h.SrcPort())
-	id.hasDev, id.gidIdx = true, idx
+	id.hasDev, id.netdev, id.gidIdx = true, true, idx
 	id.dgid = emu.GID(f.PrimaryLocalGID)
 	if id.dgid.IsZero() {
 		id.dgid = sgid
