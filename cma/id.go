@@ -364,8 +364,18 @@ func (id *ID) Bind(a netip.AddrPort) error {
 }
 
 // anyAddr is cma_any_addr: the wildcard or a loopback address, neither of
-// which names a device.
-func anyAddr(a netip.Addr) bool { return a.IsUnspecified() || a.IsLoopback() }
+// which names a device (whatever its zone, the sockaddr's scope).
+func anyAddr(a netip.Addr) bool {
+	a = a.WithZone("")
+	return a.IsUnspecified() || a.IsLoopback()
+}
+
+// unspecified reports the wildcard, whatever its zone.
+func unspecified(a netip.Addr) bool { return a.WithZone("").IsUnspecified() }
+
+// router is what a device's resolver may also know: whether the host has
+// a route to an address (package node's Node).
+type router interface{ HasRoute(dst netip.Addr) bool }
 
 func (id *ID) bindLocked(a netip.AddrPort) error {
 	c := id.cm
@@ -516,11 +526,37 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 	if anyAddr(d) {
 		return id.resolveLoopbackLocked()
 	}
-	if id.src.Addr().IsLoopback() {
-		// ip_route_output_key: a loopback source leaves no host.
-		return fmt.Errorf("cma: resolve %v from %v: %w", d, id.src, unix.EINVAL)
+	// addr_resolve: without a bound netdev (a wildcard or loopback
+	// source) the route lookup fails at once for a destination the host
+	// has no route to; with one the destination is taken as on the link
+	// (flowi4_oif) and its neighbour is asked.
+	if r, ok := c.dev.Resolver().(router); ok && !id.netdev && !r.HasRoute(d) {
+		return fmt.Errorf("cma: resolve %v: no route: %w", d, unix.ENETUNREACH)
 	}
 	id.state = StateAddrQuery
+	if id.src.Addr().IsLoopback() {
+		// A loopback source reaches the host's own addresses only
+		// (ip_route_output_key refuses an IPv4 one leaving the host,
+		// EINVAL); the route it finds goes through the loopback
+		// device, which has no RDMA device (cma_acquire_dev_by_src_ip:
+		// ADDR_ERROR, ENODEV).
+		if _, err := c.localGIDIndex(d); err != nil && d.Is4() {
+			id.state = StateAddrBound
+			return fmt.Errorf("cma: resolve %v from %v: %w", d, id.src, unix.EINVAL)
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if id.state != StateAddrQuery || id.destroyed {
+				return
+			}
+			id.state = StateAddrBound
+			id.event(Event{Type: EventAddrError, Status: -int32(unix.ENODEV)})
+		}()
+		return nil
+	}
 	if timeout <= 0 || timeout > time.Minute {
 		timeout = time.Minute
 	}
@@ -544,7 +580,7 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 			return
 		}
 		id.gidIdx, id.hasDev, id.netdev = idx, true, true
-		if id.src.Addr().IsUnspecified() {
+		if unspecified(id.src.Addr()) {
 			id.src = netip.AddrPortFrom(c.gidAt(idx).Addr().WithZone(id.src.Addr().Zone()), id.src.Port())
 		}
 		id.dgid = emu.GIDFromAddr(d)
