@@ -20,7 +20,7 @@ import (
 // softroce's answers with them. SOFTROCE_RECORD=1 writes them anew.
 const (
 	addrCasesKernel = "testdata/addr_cases.kernel-6.12.txt"
-	sysfsKernel     = "testdata/rxe_port_sysfs.kernel-6.12.txt"
+	sysfsKernel     = "../../uverbsd/testdata/rxe_port_sysfs.kernel-6.12.txt"
 )
 
 // AddrCasesArgs is the command line of addr_cases on the VM: its own

@@ -1,0 +1,68 @@
+package uverbsd_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// rxePortListing is the listing of port 1's directory of the kernel's rxe
+// (Linux 6.12, conformance/peer's TestKernelAddrCases records it), without
+// the counters' files.
+const rxePortListing = "testdata/rxe_port_sysfs.kernel-6.12.txt"
+
+// notYetWritten are the kernel's entries the daemon's tree lacks: the IB
+// CM's per-port message counters (cm.c's cm_counter_groups) and rxe's
+// hw_counters, whose values change as the device works (a file written
+// once would hold a stale count).
+var notYetWritten = []string{"./cm_rx_duplicates", "./cm_rx_msgs", "./cm_tx_msgs", "./cm_tx_retries", "./hw_counters"}
+
+// TestSysfsPortListingAsRxe: port 1's directory has the files of the
+// kernel's rxe port, every GID slot with its gid, type and netdev, except
+// the counters listed in notYetWritten.
+func TestSysfsPortListingAsRxe(t *testing.T) {
+	b, err := os.ReadFile(rxePortListing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if !slices.ContainsFunc(notYetWritten, func(p string) bool { return l == p || strings.HasPrefix(l, p+"/") }) {
+			want = append(want, l)
+		}
+	}
+	h := newHarness(t)
+	dir := filepath.Join(h.srv.SysfsPath(), "class/infiniband/rxe0/ports/1")
+	var got []string
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "." {
+			got = append(got, ".")
+		} else {
+			got = append(got, "./"+rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// find | sort in the VM sorts bytewise, as slices.Sort.
+	slices.Sort(got)
+	slices.Sort(want)
+	for _, w := range want {
+		if _, ok := slices.BinarySearch(got, w); !ok {
+			t.Errorf("the kernel's rxe has %s, the daemon's tree has not", w)
+		}
+	}
+	for _, g := range got {
+		if _, ok := slices.BinarySearch(want, g); !ok {
+			t.Errorf("the daemon's tree has %s, the kernel's rxe has not", g)
+		}
+	}
+}
