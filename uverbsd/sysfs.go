@@ -147,7 +147,7 @@ func gidString(g emu.GID) string {
 
 // rateString is rate_show: the port's data rate from its speed and width.
 func rateString(a emu.PortAttr) string {
-	speed, rate := "", 25 // deci-Gb/s per lane; SDR for anything unknown
+	speed, rate := " SDR", 25 // deci-Gb/s per lane; SDR for anything unknown
 	switch a.ActiveSpeed {
 	case emu.SpeedDDR:
 		speed, rate = " DDR", 50

@@ -66,3 +66,39 @@ func TestSysfsPortListingAsRxe(t *testing.T) {
 		}
 	}
 }
+
+// rxePortAttrs is the content of port 1's files of the kernel's rxe that
+// are not the host's ("NAME: CONTENT", "<read fails>" where the read
+// fails; GID 3 is an unused slot), recorded with rxePortListing.
+const rxePortAttrs = "testdata/rxe_port_attrs.kernel-6.12.txt"
+
+// TestSysfsPortAttrsAsRxe: those files read as the kernel's (an empty file
+// of the tree is a read that fails, through the preload library), but for
+// GID 1's type: the VM's GID 1 is its IPv4 address, the harness's device
+// has none.
+func TestSysfsPortAttrsAsRxe(t *testing.T) {
+	b, err := os.ReadFile(rxePortAttrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	dir := filepath.Join(h.srv.SysfsPath(), "class/infiniband/rxe0/ports/1")
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		name, want, _ := strings.Cut(l, ": ")
+		if name == "gid_attrs/types/1" {
+			continue
+		}
+		c, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		got := strings.TrimSuffix(string(c), "\n")
+		if len(c) == 0 {
+			got = "<read fails>"
+		}
+		if got != want {
+			t.Errorf("%s = %q, the kernel's rxe %q", name, got, want)
+		}
+	}
+}

@@ -21,6 +21,7 @@ import (
 const (
 	addrCasesKernel = "testdata/addr_cases.kernel-6.12.txt"
 	sysfsKernel     = "../../uverbsd/testdata/rxe_port_sysfs.kernel-6.12.txt"
+	attrsKernel     = "../../uverbsd/testdata/rxe_port_attrs.kernel-6.12.txt"
 )
 
 // AddrCasesArgs is the command line of addr_cases on the VM: its own
@@ -33,8 +34,13 @@ const addrCasesVMArgs = `10.77.0.11 fd77::11 $(/usr/bin/ip -6 -o addr show dev e
 // whose names rxe's hw_counters and the IB MAD counters fix elsewhere).
 const sysfsListing = `cd /sys/class/infiniband/rxe0/ports/1 && find . | grep -v -e '^./hw_counters/' -e '^./counters/' | sort`
 
+// portAttrs prints the port's files whose content is not the host's
+// (its addresses, its MAC): "NAME: CONTENT", an unreadable one as
+// "NAME: <read fails>" (GID 3 is an unused slot).
+const portAttrs = `cd /sys/class/infiniband/rxe0/ports/1 && for f in cap_mask lid lid_mask_count link_layer phys_state rate sm_lid sm_sl state pkeys/0 gid_attrs/types/0 gid_attrs/types/1 gid_attrs/types/3 gid_attrs/ndevs/3 gids/3; do if v=$(cat $f 2>/dev/null); then echo "$f: $v"; else echo "$f: <read fails>"; fi; done`
+
 // TestKernelAddrCases: testdata/addr_cases.c on the 6.12 VM answers as
-// recorded.
+// recorded, and its port's sysfs files are as recorded.
 func TestKernelAddrCases(t *testing.T) {
 	testenv.RequireRoot(t)
 	prog := buildAddrCases(t)
@@ -61,6 +67,7 @@ func TestKernelAddrCases(t *testing.T) {
 	for _, c := range []struct{ file, cmd string }{
 		{addrCasesKernel, "addr_cases " + addrCasesVMArgs},
 		{sysfsKernel, sysfsListing},
+		{attrsKernel, portAttrs},
 	} {
 		r, err := vm.Run(ctx, c.cmd)
 		if err != nil || r.Status != 0 {
