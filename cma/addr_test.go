@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softroce/softroce/mad"
 	"golang.org/x/sys/unix"
 )
 
@@ -128,5 +129,34 @@ func TestBindAddressRules(t *testing.T) {
 	}
 	if st := z.Info().State; st != StateAddrBound {
 		t.Errorf("after a resolve across families: %v, want ADDR_BOUND", st)
+	}
+}
+
+// TestCMCounters: the message counters of both CMs for a REQ nobody
+// listens for, answered with a REJ (cm.c's cm_tx_msgs and cm_rx_msgs).
+func TestCMCounters(t *testing.T) {
+	a, b := newPair(t, Config{Seed: 41}, Config{Seed: 42})
+	ca := a.resolved(b.ip, 7600)
+	if err := ca.Connect(&ConnParam{QPNum: a.qp().QPNum()}); err != nil {
+		t.Fatal(err)
+	}
+	a.want(EventRejected, int32(mad.RejInvalidServiceID))
+	const req, rej = 0, 2 // attribute IDs 0x10 and 0x12
+	for _, c := range []struct {
+		name        string
+		cm          *CM
+		group, attr int
+		want        uint64
+	}{
+		{"a sent REQ", a.cm, CounterXmit, req, 1},
+		{"a received REJ", a.cm, CounterRecv, rej, 1},
+		{"b received REQ", b.cm, CounterRecv, req, 1},
+		{"b sent REJ", b.cm, CounterXmit, rej, 1},
+		{"a retried", a.cm, CounterXmitRetries, req, 0},
+		{"b duplicates", b.cm, CounterRecvDuplicates, req, 0},
+	} {
+		if got := c.cm.Counters()[c.group][c.attr]; got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
 	}
 }

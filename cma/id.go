@@ -845,6 +845,7 @@ func (id *ID) retransmit() {
 	}
 	if id.tries < id.maxRetries {
 		id.tries++
+		c.count(CounterXmitRetries, id.last)
 		c.send(id.dgid, id.last)
 		id.timer = c.clk.AfterFunc(id.lastTimeout, func() { id.retransmit() })
 		return

@@ -57,6 +57,7 @@ func (c *CM) onREQ(sgid, _ emu.GID, m mad.MAD) {
 	f := req.Fields()
 	if dup := c.remotes[remoteKey{f.LocalCAGUID, f.LocalCommID}]; dup != nil {
 		c.stats.Duplicates++
+		c.count(CounterRecvDuplicates, m)
 		if dup.cm_ == cmREQRcvd {
 			// rdma_cm delays its MRA: the request waits for the
 			// consumer, and the peer should wait too.
@@ -178,10 +179,12 @@ func (c *CM) onREP(_ emu.GID, m mad.MAD) {
 	case cmEstablished:
 		// Our RTU was lost (cm_dup_rep_handler).
 		c.stats.Duplicates++
+		c.count(CounterRecvDuplicates, m)
 		c.send(id.dgid, buildRTU(id.tid, id.localID, id.remoteID))
 		return
 	case cmREPRcvd:
 		c.stats.Duplicates++
+		c.count(CounterRecvDuplicates, m)
 		mra := mad.NewCM(mad.AttrMRA, id.tid)
 		mad.MRA(mra).Encode(&mad.MRAFields{LocalCommID: id.localID, RemoteCommID: id.remoteID,
 			MessageMRAed: mad.MsgREP, ServiceTimeout: mraServiceTimeout})

@@ -84,6 +84,7 @@ func (c *CM) onSIDRREQ(sgid emu.GID, m mad.MAD) {
 	k := sidrKey{sgid, r.RequestID()}
 	if c.sidrs[k] != nil {
 		c.stats.Duplicates++
+		c.count(CounterRecvDuplicates, m)
 		return
 	}
 	ps, port, ok := splitServiceID(r.ServiceID())
