@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/softroce/softroce/clock"
@@ -108,6 +109,48 @@ type CM struct {
 	ports   map[portKey][]*ID // bound IDs by port space and port
 	closed  bool
 	stats   Stats
+
+	counters [numCounterGroups][NumCMAttrs]atomic.Uint64
+}
+
+// The IB CM's per-port message counters (cm.c's cm_counter_groups), by
+// group and by message: CounterXmit counts the messages sent (each
+// retransmission too), CounterXmitRetries the retransmissions,
+// CounterRecv the messages received, CounterRecvDuplicates those taken as
+// duplicates.
+const (
+	CounterXmit = iota
+	CounterXmitRetries
+	CounterRecv
+	CounterRecvDuplicates
+	numCounterGroups
+)
+
+// NumCMAttrs is the number of CM messages with a counter: REQ, MRA, REJ,
+// REP, RTU, DREQ, DREP, SIDR_REQ, SIDR_REP, LAP, APR (attribute IDs 0x10
+// to 0x1A, in that order).
+const NumCMAttrs = 11
+
+// CMCounters are the message counters by group and by attribute ID −
+// 0x10.
+type CMCounters [numCounterGroups][NumCMAttrs]uint64
+
+// count adds one to group's counter of m's message, if it is a CM message.
+func (c *CM) count(group int, m mad.MAD) {
+	if i := int(m.AttributeID()) - int(mad.AttrREQ); i >= 0 && i < NumCMAttrs {
+		c.counters[group][i].Add(1)
+	}
+}
+
+// Counters returns the CM's message counters.
+func (c *CM) Counters() CMCounters {
+	var out CMCounters
+	for g := range out {
+		for i := range out[g] {
+			out[g][i] = c.counters[g][i].Load()
+		}
+	}
+	return out
 }
 
 // pendingSend is a MAD waiting for a free send slot.
@@ -370,6 +413,7 @@ func (c *CM) receive(w *emu.WC, b []byte) {
 		}
 		return
 	}
+	c.count(CounterRecv, m)
 	// The view is of our receive buffer, reposted after this returns.
 	m = append(mad.MAD(nil), m...)
 	// Replies go back to the sender's address: make sure we can reach it
@@ -438,6 +482,7 @@ func (c *CM) ah(dgid emu.GID) (*emu.AH, error) {
 // send posts m to QP1 at dgid. Failures are dropped as a lost datagram
 // would be: the retransmission timers cover them.
 func (c *CM) send(dgid emu.GID, m mad.MAD) {
+	c.count(CounterXmit, m)
 	if c.cfg.DropTx != nil && c.cfg.DropTx(m) {
 		return
 	}

@@ -289,7 +289,10 @@ func TestBindErrors(t *testing.T) {
 		err  error
 		want unix.Errno
 	}{
-		{"same port", y.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), 5000)), unix.EADDRINUSE},
+		// cma_check_port: a wildcard beside a bound address is
+		// EADDRNOTAVAIL, the same address EADDRINUSE.
+		{"same port, wildcard", y.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), 5000)), unix.EADDRNOTAVAIL},
+		{"same port, same address", y.Bind(netip.AddrPortFrom(a.ip, 5000)), unix.EADDRINUSE},
 		{"foreign address", y.Bind(netip.AddrPortFrom(netip.MustParseAddr("192.0.2.77"), 0)), unix.EADDRNOTAVAIL},
 		{"bind twice", x.Bind(netip.AddrPortFrom(a.ip, 5001)), unix.EINVAL},
 		{"connect unresolved", x.Connect(&ConnParam{}), unix.EINVAL},

@@ -162,6 +162,8 @@ type ID struct {
 	tos       uint8
 	reuseAddr bool
 	afOnly    bool
+	afOnlySet bool  // RDMA_OPTION_ID_AFONLY was given (CMA_OPTION_AFONLY)
+	netdev    bool  // the ID has a bound netdev (dev_addr.bound_dev_if): its route can be resolved
 	ackTO     uint8 // RDMA_OPTION_ID_ACK_TIMEOUT, 0 if unset
 	numPaths  int
 	flowLabel uint32
@@ -300,28 +302,28 @@ func (id *ID) SetTOS(tos uint8) {
 	id.cm.mu.Unlock()
 }
 
-// SetReuseAddr is rdma_set_reuseaddr: only before the ID is bound (EINVAL).
+// SetReuseAddr is rdma_set_reuseaddr: reuse may be turned on in any
+// state but LISTEN, and off only while IDLE (EINVAL).
 func (id *ID) SetReuseAddr(on bool) error {
 	id.cm.mu.Lock()
 	defer id.cm.mu.Unlock()
-	if id.state != StateIdle && !(id.state == StateAddrBound && !id.bound) {
-		if id.reuseAddr == on {
-			return nil
-		}
-		return fmt.Errorf("cma: reuseaddr in %v: %w", id.state, unix.EINVAL)
+	if on && id.state != StateListen || id.state == StateIdle {
+		id.reuseAddr = on
+		return nil
 	}
-	id.reuseAddr = on
-	return nil
+	return fmt.Errorf("cma: reuseaddr %v in %v: %w", on, id.state, unix.EINVAL)
 }
 
 // SetAFOnly is rdma_set_afonly: only while IDLE or ADDR_BOUND (EINVAL).
+// Without it, a bind makes an IPv4 ID AF-only and an IPv6 one not (the
+// net.ipv6.bindv6only sysctl's default).
 func (id *ID) SetAFOnly(on bool) error {
 	id.cm.mu.Lock()
 	defer id.cm.mu.Unlock()
 	if id.state != StateIdle && id.state != StateAddrBound {
 		return fmt.Errorf("cma: afonly in %v: %w", id.state, unix.EINVAL)
 	}
-	id.afOnly = on
+	id.afOnly, id.afOnlySet = on, true
 	return nil
 }
 
@@ -339,8 +341,14 @@ func (id *ID) SetAckTimeout(t uint8) error {
 
 // Bind is rdma_bind_addr: the ID takes a local address (or the wildcard of
 // its family) and a port (0: an ephemeral one). Only an IDLE ID binds
-// (EINVAL); a port in use is EADDRINUSE, an address that is not ours
-// EADDRNOTAVAIL.
+// (EINVAL). As cma_any_addr, a loopback address binds as the wildcard
+// does: the ID stays without a device until it resolves an address or
+// listens (on every device). An IPv6 link-local address needs its scope
+// (the address's zone: EINVAL without, cma_check_linklocal); another
+// address that is not the device's is EADDRNOTAVAIL (ENODEV with a scope:
+// the interface is known, the device has no such GID). A port another ID
+// holds is EADDRINUSE, or EADDRNOTAVAIL where either address is a
+// wildcard (cma_check_port).
 func (id *ID) Bind(a netip.AddrPort) error {
 	c := id.cm
 	c.mu.Lock()
@@ -355,6 +363,20 @@ func (id *ID) Bind(a netip.AddrPort) error {
 	return nil
 }
 
+// anyAddr is cma_any_addr: the wildcard or a loopback address, neither of
+// which names a device (whatever its zone, the sockaddr's scope).
+func anyAddr(a netip.Addr) bool {
+	a = a.WithZone("")
+	return a.IsUnspecified() || a.IsLoopback()
+}
+
+// unspecified reports the wildcard, whatever its zone.
+func unspecified(a netip.Addr) bool { return a.WithZone("").IsUnspecified() }
+
+// router is what a device's resolver may also know: whether the host has
+// a route to an address (package node's Node).
+type router interface{ HasRoute(dst netip.Addr) bool }
+
 func (id *ID) bindLocked(a netip.AddrPort) error {
 	c := id.cm
 	addr := a.Addr()
@@ -364,17 +386,24 @@ func (id *ID) bindLocked(a netip.AddrPort) error {
 	if addr.Is4In6() {
 		addr = addr.Unmap()
 	}
-	if addr.IsMulticast() {
-		return fmt.Errorf("cma: bind %v: %w", addr, unix.EADDRNOTAVAIL)
+	if addr.Is6() && addr.IsLinkLocalUnicast() && addr.Zone() == "" {
+		return fmt.Errorf("cma: bind %v: link-local address without a scope: %w", addr, unix.EINVAL)
 	}
 	hasDev := false
 	idx := 0
-	if !addr.IsUnspecified() {
+	if !anyAddr(addr) {
 		i, err := c.localGIDIndex(addr)
 		if err != nil {
+			if addr.Zone() != "" {
+				return fmt.Errorf("cma: bind: %v: %w", err, unix.ENODEV)
+			}
 			return fmt.Errorf("cma: bind: %w", err)
 		}
 		idx, hasDev = i, true
+	}
+	afOnly := id.afOnly
+	if !id.afOnlySet {
+		afOnly = addr.Is4()
 	}
 	port := a.Port()
 	if port == 0 {
@@ -383,44 +412,36 @@ func (id *ID) bindLocked(a netip.AddrPort) error {
 			return err
 		}
 		port = p
-	} else if c.portConflictLocked(id, id.ps, netip.AddrPortFrom(addr, port)) {
-		return fmt.Errorf("cma: bind %v: %w", netip.AddrPortFrom(addr, port), unix.EADDRINUSE)
+	} else if err := c.portConflictLocked(id, netip.AddrPortFrom(addr, port), afOnly, id.reuseAddr); err != nil {
+		return err
 	}
 	id.src = netip.AddrPortFrom(addr, port)
-	id.bound, id.hasDev, id.gidIdx = true, hasDev, idx
+	id.bound, id.hasDev, id.gidIdx, id.afOnly = true, hasDev, idx, afOnly
+	id.netdev = hasDev || addr.Zone() != ""
 	k := portKey{id.ps, port}
 	c.ports[k] = append(c.ports[k], id)
 	return nil
 }
 
-// overlaps reports whether two bound addresses share a port (cma_check_port).
-func overlaps(a, b netip.Addr, aOnly, bOnly bool) bool {
-	if a == b {
-		return true
-	}
-	if a.IsUnspecified() || b.IsUnspecified() {
-		if a.Is4() == b.Is4() {
-			return true
-		}
-		// An IPv6 wildcard without AFONLY takes the IPv4 addresses too.
-		if a.IsUnspecified() && a.Is6() && !aOnly || b.IsUnspecified() && b.Is6() && !bOnly {
-			return true
-		}
-	}
-	return false
-}
-
-func (c *CM) portConflictLocked(id *ID, ps PortSpace, a netip.AddrPort) bool {
-	for _, o := range c.ports[portKey{ps, a.Port()}] {
-		if o == id || !overlaps(o.src.Addr(), a.Addr(), o.afOnly, id.afOnly) {
+// portConflictLocked is cma_check_port: whether id may take a (its own
+// AF-only setting afOnly) beside the IDs bound to that port.
+func (c *CM) portConflictLocked(id *ID, a netip.AddrPort, afOnly, reuse bool) error {
+	for _, o := range c.ports[portKey{id.ps, a.Port()}] {
+		if o == id || reuse && o.reuseAddr {
 			continue
 		}
-		if id.reuseAddr && o.reuseAddr && o.state != StateListen {
+		oa := o.src.Addr()
+		if afOnly && o.afOnly && oa.Is4() != a.Addr().Is4() {
 			continue
 		}
-		return true
+		if anyAddr(oa) || anyAddr(a.Addr()) {
+			return fmt.Errorf("cma: bind %v: %v holds the port: %w", a, o.src, unix.EADDRNOTAVAIL)
+		}
+		if oa == a.Addr() {
+			return fmt.Errorf("cma: bind %v: %w", a, unix.EADDRINUSE)
+		}
 	}
-	return false
+	return nil
 }
 
 func (c *CM) ephemeralPortLocked(ps PortSpace, addr netip.Addr) (uint16, error) {
@@ -457,39 +478,85 @@ func (id *ID) unbindLocked() {
 }
 
 // ResolveAddr is rdma_resolve_addr: bind to src (or, if src is not
-// valid, to the wildcard of dst's family on an ephemeral port) if the ID
-// is IDLE, then find the local address and the neighbour that reach dst.
-// The answer comes as ADDR_RESOLVED or ADDR_ERROR (status −errno) within
-// timeout.
+// valid, to the wildcard of dst's family, with dst's zone, on an ephemeral
+// port) if the ID is IDLE, then find the local address and the neighbour
+// that reach dst. A bound ID of another family than dst's stays bound
+// (EINVAL). The answer comes as ADDR_RESOLVED or ADDR_ERROR (status
+// −errno) within timeout. A wildcard or loopback destination resolves at
+// once to the device itself (cma_resolve_loopback): an ID without a
+// device takes port 1's GID 0 and a loopback source address
+// (cma_bind_loopback), and has no netdev to resolve a route on.
 func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error {
 	c := id.cm
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	d := dst.Addr().Unmap()
-	if !d.IsValid() || d.IsUnspecified() {
+	d := dst.Addr()
+	if d.Is4In6() {
+		d = d.Unmap()
+	}
+	if !d.IsValid() {
 		return fmt.Errorf("cma: resolve: destination %v: %w", dst, unix.EINVAL)
 	}
-	if id.state == StateIdle {
+	// resolve_prepare_src.
+	switch id.state {
+	case StateAddrBound:
+	case StateIdle:
 		s := src
 		if !s.Addr().IsValid() {
-			s = netip.AddrPortFrom(unspecifiedOf(d), 0)
-		}
-		if s.Addr().Unmap().Is4() != d.Is4() {
-			return fmt.Errorf("cma: resolve: %v and %v: %w", s, dst, unix.EINVAL)
+			u := unspecifiedOf(d)
+			if d.Is6() {
+				u = u.WithZone(d.Zone())
+			}
+			s = netip.AddrPortFrom(u, 0)
 		}
 		if err := id.bindLocked(s); err != nil {
 			return err
 		}
 		id.state = StateAddrBound
-	}
-	if id.state != StateAddrBound {
+		if s.Addr().Zone() != "" {
+			id.netdev = true
+		}
+	default:
 		return fmt.Errorf("cma: resolve in %v: %w", id.state, unix.EINVAL)
 	}
 	if id.src.Addr().Is4() != d.Is4() {
 		return fmt.Errorf("cma: resolve %v from %v: %w", d, id.src, unix.EINVAL)
 	}
-	id.state = StateAddrQuery
 	id.dst = netip.AddrPortFrom(d, dst.Port())
+	if anyAddr(d) {
+		return id.resolveLoopbackLocked()
+	}
+	// addr_resolve: without a bound netdev (a wildcard or loopback
+	// source) the route lookup fails at once for a destination the host
+	// has no route to; with one the destination is taken as on the link
+	// (flowi4_oif) and its neighbour is asked.
+	if r, ok := c.dev.Resolver().(router); ok && !id.netdev && !r.HasRoute(d) {
+		return fmt.Errorf("cma: resolve %v: no route: %w", d, unix.ENETUNREACH)
+	}
+	id.state = StateAddrQuery
+	if id.src.Addr().IsLoopback() {
+		// A loopback source reaches the host's own addresses only
+		// (ip_route_output_key refuses an IPv4 one leaving the host,
+		// EINVAL); the route it finds goes through the loopback
+		// device, which has no RDMA device (cma_acquire_dev_by_src_ip:
+		// ADDR_ERROR, ENODEV).
+		if _, err := c.localGIDIndex(d); err != nil && d.Is4() {
+			id.state = StateAddrBound
+			return fmt.Errorf("cma: resolve %v from %v: %w", d, id.src, unix.EINVAL)
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if id.state != StateAddrQuery || id.destroyed {
+				return
+			}
+			id.state = StateAddrBound
+			id.event(Event{Type: EventAddrError, Status: -int32(unix.ENODEV)})
+		}()
+		return nil
+	}
 	if timeout <= 0 || timeout > time.Minute {
 		timeout = time.Minute
 	}
@@ -500,7 +567,7 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 	go func() {
 		defer c.wg.Done()
 		defer cancel()
-		idx, err := c.resolve(ctx, srcAddr, d)
+		idx, err := c.resolve(ctx, srcAddr.WithZone(""), d.WithZone(""))
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if id.state != StateAddrQuery || id.destroyed {
@@ -512,11 +579,44 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 			id.event(Event{Type: EventAddrError, Status: -int32(errnoOf(err, unix.EHOSTUNREACH))})
 			return
 		}
-		id.gidIdx, id.hasDev = idx, true
-		if id.src.Addr().IsUnspecified() {
-			id.src = netip.AddrPortFrom(c.gidAt(idx).Addr(), id.src.Port())
+		id.gidIdx, id.hasDev, id.netdev = idx, true, true
+		if unspecified(id.src.Addr()) {
+			id.src = netip.AddrPortFrom(c.gidAt(idx).Addr().WithZone(id.src.Addr().Zone()), id.src.Port())
 		}
 		id.dgid = emu.GIDFromAddr(d)
+		id.state = StateAddrResolved
+		id.event(Event{Type: EventAddrResolved})
+	}()
+	return nil
+}
+
+// resolveLoopbackLocked is cma_resolve_loopback: the destination is the
+// device's own GID; ADDR_RESOLVED comes from another goroutine, as from
+// the kernel's work queue.
+func (id *ID) resolveLoopbackLocked() error {
+	c := id.cm
+	if !id.hasDev {
+		// cma_bind_loopback: port 1's first GID.
+		if _, err := c.dev.QueryGID(1, 0); err != nil {
+			return fmt.Errorf("cma: resolve loopback: %w", err)
+		}
+		id.hasDev, id.gidIdx = true, 0
+		lo := netip.IPv6Loopback()
+		if id.src.Addr().Is4() {
+			lo = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		}
+		id.src = netip.AddrPortFrom(lo, id.src.Port())
+	}
+	id.dgid = c.gidAt(id.gidIdx)
+	id.state = StateAddrQuery
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if id.state != StateAddrQuery || id.destroyed {
+			return
+		}
 		id.state = StateAddrResolved
 		id.event(Event{Type: EventAddrResolved})
 	}()
@@ -585,6 +685,11 @@ func (id *ID) ResolveRoute(timeout time.Duration) error {
 	if id.state != StateAddrResolved {
 		return fmt.Errorf("cma: resolve route in %v: %w", id.state, unix.EINVAL)
 	}
+	if !id.netdev {
+		// cma_resolve_iboe_route: no bound netdev (a wildcard or
+		// loopback ID resolved to the loopback).
+		return fmt.Errorf("cma: resolve route: no netdev: %w", unix.ENODEV)
+	}
 	id.state = StateRouteQuery
 	// cma_iboe_set_path_rec_l2_fields: the flow label of a RoCEv2 path
 	// hashes the ports (rdma_get_udp_sport's input).
@@ -626,11 +731,12 @@ func (id *ID) Listen(backlog int) error {
 		return fmt.Errorf("cma: listen in %v: %w", id.state, unix.EINVAL)
 	}
 	if id.reuseAddr {
-		for _, o := range c.ports[portKey{id.ps, id.src.Port()}] {
-			if o != id && o.state == StateListen && overlaps(o.src.Addr(), id.src.Addr(), o.afOnly, id.afOnly) {
-				return fmt.Errorf("cma: listen on %v: %w", id.src, unix.EADDRINUSE)
-			}
+		// A listener shares its port with no one: the check again,
+		// without reuse, and reuse off.
+		if err := c.portConflictLocked(id, id.src, id.afOnly, false); err != nil {
+			return fmt.Errorf("cma: listen: %w", err)
 		}
+		id.reuseAddr = false
 	}
 	id.backlog = clampBacklog(backlog)
 	id.state = StateListen
@@ -739,6 +845,7 @@ func (id *ID) retransmit() {
 	}
 	if id.tries < id.maxRetries {
 		id.tries++
+		c.count(CounterXmitRetries, id.last)
 		c.send(id.dgid, id.last)
 		id.timer = c.clk.AfterFunc(id.lastTimeout, func() { id.retransmit() })
 		return

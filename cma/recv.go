@@ -42,9 +42,9 @@ func (c *CM) listenerFor(ps PortSpace, port uint16, dst netip.Addr) (l *ID, any 
 		switch {
 		case a == dst:
 			return id, true
-		case a.IsUnspecified() && a.Is4() == dst.Is4():
+		case anyAddr(a) && a.Is4() == dst.Is4():
 			l = id
-		case a.IsUnspecified() && a.Is6() && !id.afOnly && l == nil:
+		case anyAddr(a) && a.Is6() && !id.afOnly && l == nil:
 			l = id
 		}
 	}
@@ -57,6 +57,7 @@ func (c *CM) onREQ(sgid, _ emu.GID, m mad.MAD) {
 	f := req.Fields()
 	if dup := c.remotes[remoteKey{f.LocalCAGUID, f.LocalCommID}]; dup != nil {
 		c.stats.Duplicates++
+		c.count(CounterRecvDuplicates, m)
 		if dup.cm_ == cmREQRcvd {
 			// rdma_cm delays its MRA: the request waits for the
 			// consumer, and the peer should wait too.
@@ -105,7 +106,7 @@ func (c *CM) onREQ(sgid, _ emu.GID, m mad.MAD) {
 	id.state = StateConnect
 	id.src = netip.AddrPortFrom(dst, l.src.Port())
 	id.dst = netip.AddrPortFrom(h.Src(), h.SrcPort())
-	id.hasDev, id.gidIdx = true, idx
+	id.hasDev, id.netdev, id.gidIdx = true, true, idx
 	id.dgid = emu.GID(f.PrimaryLocalGID)
 	if id.dgid.IsZero() {
 		id.dgid = sgid
@@ -178,10 +179,12 @@ func (c *CM) onREP(_ emu.GID, m mad.MAD) {
 	case cmEstablished:
 		// Our RTU was lost (cm_dup_rep_handler).
 		c.stats.Duplicates++
+		c.count(CounterRecvDuplicates, m)
 		c.send(id.dgid, buildRTU(id.tid, id.localID, id.remoteID))
 		return
 	case cmREPRcvd:
 		c.stats.Duplicates++
+		c.count(CounterRecvDuplicates, m)
 		mra := mad.NewCM(mad.AttrMRA, id.tid)
 		mad.MRA(mra).Encode(&mad.MRAFields{LocalCommID: id.localID, RemoteCommID: id.remoteID,
 			MessageMRAed: mad.MsgREP, ServiceTimeout: mraServiceTimeout})

@@ -84,6 +84,7 @@ func (c *CM) onSIDRREQ(sgid emu.GID, m mad.MAD) {
 	k := sidrKey{sgid, r.RequestID()}
 	if c.sidrs[k] != nil {
 		c.stats.Duplicates++
+		c.count(CounterRecvDuplicates, m)
 		return
 	}
 	ps, port, ok := splitServiceID(r.ServiceID())
@@ -113,7 +114,7 @@ func (c *CM) onSIDRREQ(sgid emu.GID, m mad.MAD) {
 	id.state = StateConnect
 	id.src = netip.AddrPortFrom(dst, l.src.Port())
 	id.dst = netip.AddrPortFrom(h.Src(), h.SrcPort())
-	id.hasDev, id.gidIdx = true, idx
+	id.hasDev, id.netdev, id.gidIdx = true, true, idx
 	id.dgid = sgid
 	id.numPaths = 1
 	id.remoteID = r.RequestID()

@@ -284,7 +284,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	rc.Neighbor = n
 	rc.McastFilter = n.mcastFilter
-	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: emu.ResolverFunc(n.resolveBounded), Recorder: rc.Device.Recorder,
+	rc.Device = emu.Config{Name: n.name, Clock: n.clk, Resolver: deviceResolver{n}, Recorder: rc.Device.Recorder,
 		NetDev: emu.NetDev{Name: netdevName, MAC: mac, MTU: l.MTU(), Addrs: n.addrs()}}
 	if v, ok := cfg.Link.(interface{ VLANID() uint16 }); ok {
 		rc.Device.NetDev.VLANID = v.VLANID()
@@ -387,6 +387,16 @@ func (n *Node) addrChanged(host.AddrChange) {
 	n.dev.SetNetDevAddrs(n.addrs())
 }
 
+// deviceResolver is the device's resolver: resolveBounded, and the
+// host's routes (HasRoute) for the CM's address resolution.
+type deviceResolver struct{ n *Node }
+
+func (r deviceResolver) Resolve(ctx context.Context, ip netip.Addr) ([6]byte, error) {
+	return r.n.resolveBounded(ctx, ip)
+}
+
+func (r deviceResolver) HasRoute(dst netip.Addr) bool { return r.n.HasRoute(dst) }
+
 // resolveBounded is the device's resolver (ib_resolve_eth_dmac): Resolve
 // waiting up to ResolveTimeout, a timeout reported as EHOSTUNREACH.
 func (n *Node) resolveBounded(ctx context.Context, ip netip.Addr) ([6]byte, error) {
@@ -424,6 +434,27 @@ func (n *Node) Resolve(ctx context.Context, ip netip.Addr) ([6]byte, error) {
 	}
 	copy(m[:], mac)
 	return m, nil
+}
+
+// HasRoute reports whether the node's host has a route to dst: dst lies
+// in the prefix of one of its addresses, or is link-local (the host has no
+// gateway). On a UDP link the kernel routes, and HasRoute answers true.
+// Package cma asks it where the kernel's ip_route_output_key would fail
+// with ENETUNREACH.
+func (n *Node) HasRoute(dst netip.Addr) bool {
+	if n.udp != nil {
+		return true
+	}
+	dst = dst.Unmap().WithZone("")
+	if dst.IsLinkLocalUnicast() {
+		return true
+	}
+	for _, p := range n.host.Addrs() {
+		if p.Contains(dst) {
+			return true
+		}
+	}
+	return false
 }
 
 // Addrs returns the node's addresses in the order its GIDs follow them

@@ -5,6 +5,7 @@ package ucma
 import (
 	"encoding/binary"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/softroce/softroce/cma"
@@ -206,6 +207,10 @@ func sockaddr(b []byte, size int) (netip.AddrPort, error) {
 	a := netip.AddrFrom16([16]byte(b[8:24]))
 	if a.Is4In6() {
 		a = a.Unmap()
+	} else if scope := binary.NativeEndian.Uint32(b[24:28]); scope != 0 {
+		// sin6_scope_id: the interface of a link-local address, which
+		// rdma_cm requires of one (cma_check_linklocal).
+		a = a.WithZone(strconv.FormatUint(uint64(scope), 10))
 	}
 	return netip.AddrPortFrom(a, port), nil
 }
@@ -227,6 +232,9 @@ func putSockaddr(b []byte, a netip.AddrPort) int {
 	binary.NativeEndian.PutUint16(b, afInet6)
 	v := a.Addr().As16()
 	copy(b[8:24], v[:])
+	if scope, err := strconv.ParseUint(a.Addr().Zone(), 10, 32); err == nil {
+		binary.NativeEndian.PutUint32(b[24:28], uint32(scope))
+	}
 	return 28
 }
 

@@ -445,6 +445,7 @@ func New(cfg Config) (*Server, error) {
 		default:
 		}
 	})
+	s.refreshCounters()
 	s.wg.Add(1)
 	go s.refreshLoop()
 	if !cfg.PublishLater {
@@ -471,10 +472,12 @@ func (s *Server) Publish() error {
 }
 
 // refreshLoop rewrites the GID files after each GID change of the device,
-// as the kernel's sysfs shows the GID cache, and the ports' state files
-// after each port event.
+// as the kernel's sysfs shows the GID cache, the ports' state files
+// after each port event, and the counter files every CounterRefresh.
 func (s *Server) refreshLoop() {
 	defer s.wg.Done()
+	tick := time.NewTicker(CounterRefresh)
+	defer tick.Stop()
 	for {
 		select {
 		case <-s.done:
@@ -487,7 +490,24 @@ func (s *Server) refreshLoop() {
 			if err := s.sys.refreshPorts(); err != nil {
 				s.logf("sysfs: %v", err)
 			}
+		case <-tick.C:
+			s.refreshCounters()
 		}
+	}
+}
+
+// refreshCounters writes the CM's counters (zero where no CM runs, as a
+// kernel's port whose CM saw nothing) and the device's.
+func (s *Server) refreshCounters() {
+	var c cma.CMCounters
+	if s.cm != nil {
+		c = s.cm.Counters()
+	}
+	if err := s.sys.refreshCMCounters(c); err != nil {
+		s.logf("sysfs: %v", err)
+	}
+	if err := s.sys.refreshHWCounters(); err != nil {
+		s.logf("sysfs: %v", err)
 	}
 }
 

@@ -108,18 +108,6 @@ func (s *sysfs) writeGIDFile(path, content string) error {
 	return nil
 }
 
-// removeGIDFile removes a GID file (mu held).
-func (s *sysfs) removeGIDFile(path string) error {
-	if _, ok := s.gids[path]; !ok {
-		return nil
-	}
-	if err := os.Remove(filepath.Join(s.root, path)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	delete(s.gids, path)
-	return nil
-}
-
 // writeFile replaces path's content atomically (a reader sees the old file
 // or the new one, never a partial one), creating the directories above it.
 // The new content is written to a hidden file beside path first, then
@@ -159,7 +147,7 @@ func gidString(g emu.GID) string {
 
 // rateString is rate_show: the port's data rate from its speed and width.
 func rateString(a emu.PortAttr) string {
-	speed, rate := "", 25 // deci-Gb/s per lane; SDR for anything unknown
+	speed, rate := " SDR", 25 // deci-Gb/s per lane; SDR for anything unknown
 	switch a.ActiveSpeed {
 	case emu.SpeedDDR:
 		speed, rate = " DDR", 50
@@ -315,8 +303,8 @@ func kernelInterface(name string) bool {
 
 // refreshGIDs rewrites ports/N/gids/I, gid_attrs/types/I and
 // gid_attrs/ndevs/I from the device's GID table: an empty slot reads as
-// the zero GID, its type is an empty file (the kernel's read fails there)
-// and it has no netdev.
+// the zero GID, its type and its netdev are empty files (the kernel's
+// reads fail there).
 func (s *sysfs) refreshGIDs() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -344,7 +332,7 @@ func (s *sysfs) refreshGIDs() error {
 				if err := s.writeGIDFile(typ, ""); err != nil {
 					return fmt.Errorf("sysfs: %w", err)
 				}
-				if err := s.removeGIDFile(ndev); err != nil {
+				if err := s.writeGIDFile(ndev, ""); err != nil {
 					return fmt.Errorf("sysfs: %w", err)
 				}
 				continue
@@ -357,12 +345,15 @@ func (s *sysfs) refreshGIDs() error {
 			// libibverbs turns the netdev's name into the entry's
 			// ndev_ifindex (if_nametoindex) and fails the query where
 			// the kernel has no such interface: a link the kernel does
-			// not see (in memory, UDP) gives the GID no netdev file.
+			// not see (in memory, UDP) gives the GID the ndevs file of
+			// a GID without a netdev, whose read fails (an empty file:
+			// EINVAL through the preload library; libibverbs takes
+			// ifindex 0). Every slot has the file, as the kernel's.
+			name := ""
 			if e.NetDev != "" && kernelInterface(e.NetDev) {
-				if err := s.writeGIDFile(ndev, e.NetDev+"\n"); err != nil {
-					return fmt.Errorf("sysfs: %w", err)
-				}
-			} else if err := s.removeGIDFile(ndev); err != nil {
+				name = e.NetDev + "\n"
+			}
+			if err := s.writeGIDFile(ndev, name); err != nil {
 				return fmt.Errorf("sysfs: %w", err)
 			}
 			if err := s.writeGIDFile(filepath.Join(pd, "gids", idx), gidString(e.GID)); err != nil {

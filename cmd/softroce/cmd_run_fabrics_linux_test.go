@@ -15,23 +15,44 @@ import (
 // programs of each on one daemon, unprivileged.
 
 // TestLibfabricVerbsProviderOnTheDaemon: libfabric's fi_info finds the
-// device through its verbs provider, and fi_pingpong moves data it checks
-// (-c) between two programs: over UD (FI_EP_DGRAM) and over RC
-// connections that rdma_cm sets up (FI_EP_RDM, the RxM provider over
-// verbs).
+// device through its verbs provider, alone and under the RxM provider
+// ("verbs;ofi_rxm", what Open MPI's OFI path asks for), and fi_pingpong
+// moves data it checks (-c) between two programs: over UD (FI_EP_DGRAM)
+// and over RC connections that rdma_cm sets up (FI_EP_RDM, RxM over
+// verbs). fi_pingpong's server gives no node: the verbs provider binds an
+// rdma_cm ID to 127.0.0.1, which leaves it without a device as on the
+// kernel (cma_any_addr), and takes the device's addresses from the
+// interfaces that carry them (vrb_getifaddrs binds each one): the
+// programs' namespace has an interface with the device's address, as a
+// kernel rxe's netdev has. RxM sizes its MSG CQ for FI_UNIVERSE_SIZE
+// peers; with the default (256) its ibv_create_cq asks for more entries
+// than the device's max_cqe (32767, rxe's) and fails with EINVAL: the test
+// asks for 4. RxM's buffer pools register more than the 8 MiB of
+// RLIMIT_MEMLOCK a user gets by default (ibv_reg_mr then fails with
+// ENOMEM, as ib_umem_get's accounting does): the daemon pins without
+// charging the limit (--no-memlock), as for a user whose limit RDMA hosts
+// raise.
 func TestLibfabricVerbsProviderOnTheDaemon(t *testing.T) {
 	needCC(t)
-	home := userHome(t)
+	home := userHomeWith(t, "ip tuntap add dev sr31 mode tap && ip addr add 10.78.0.1/24 dev sr31 && ip link set sr31 up")
 	info := distroTool(t, "fi_info", "libfabric-bin")
 	ping := distroTool(t, "fi_pingpong", "libfabric-bin")
-	env := serveAsUser(t, home, "rxe31", "--ip", "10.78.0.1/24")
+	env := append(serveAsUser(t, home, "rxe31", "--ip", "10.78.0.1/24", "--no-memlock"), "FI_UNIVERSE_SIZE=4")
 	out, err := userCommand(t, home, env, info, "-p", "verbs").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "domain: rxe31\n") || !strings.Contains(string(out), "domain: rxe31-dgram\n") {
 		t.Fatalf("fi_info -p verbs: %v; want the domains rxe31 and rxe31-dgram:\n%s", err, out)
 	}
-	for _, c := range []struct{ ep, size string }{{"dgram", "1000"}, {"rdm", "65536"}} {
-		t.Run(c.ep, func(t *testing.T) {
-			args := []string{"-p", "verbs", "-e", c.ep, "-c", "-I", "200", "-S", c.size}
+	out, err = userCommand(t, home, env, info, "-p", "verbs;ofi_rxm").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "provider: verbs;ofi_rxm\n") || !strings.Contains(string(out), "domain: rxe31\n") {
+		t.Fatalf("fi_info -p 'verbs;ofi_rxm': %v; want the provider verbs;ofi_rxm on rxe31:\n%s", err, out)
+	}
+	for _, c := range []struct{ name, prov, ep, size string }{
+		{"dgram", "verbs", "dgram", "1000"},
+		{"rdm", "verbs", "rdm", "65536"},
+		{"rxm", "verbs;ofi_rxm", "rdm", "65536"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"-p", c.prov, "-e", c.ep, "-c", "-I", "200", "-S", c.size}
 			serverClient(t, userStarts(t, home, env), ping, append(args, "-B", "18551"), append(args, "-P", "18551", "127.0.0.1"),
 				"Connection refused", "=200", "=200")
 		})

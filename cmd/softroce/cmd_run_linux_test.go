@@ -146,12 +146,19 @@ func inHomeNet(t *testing.T, home string, cmd *exec.Cmd) *exec.Cmd {
 // network.
 func userHome(t *testing.T) string {
 	t.Helper()
+	return userHomeWith(t, "")
+}
+
+// userHomeWith is userHome whose network namespace is set up further by
+// the shell commands setup (testenv.NewLoopbackNetWith).
+func userHomeWith(t *testing.T, setup string) string {
+	t.Helper()
 	home, err := os.MkdirTemp("", "softroce-user-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
-	homeNets.Store(home, testenv.NewLoopbackNet(t))
+	homeNets.Store(home, testenv.NewLoopbackNetWith(t, setup))
 	t.Cleanup(func() { homeNets.Delete(home) })
 	if err := os.Chmod(home, 0o755); err != nil {
 		t.Fatal(err)

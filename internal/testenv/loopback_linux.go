@@ -33,8 +33,24 @@ type LoopbackNet struct {
 // with the reason (or fails under CI, which runs as root).
 func NewLoopbackNet(t testing.TB) *LoopbackNet {
 	t.Helper()
+	return NewLoopbackNetWith(t, "")
+}
+
+// NewLoopbackNetWith is NewLoopbackNet whose namespace is set up further
+// by the shell commands setup, run in it with CAP_NET_ADMIN there (for
+// example an interface that carries an address, as `ip tuntap add dev
+// sr0 mode tap && ip addr add 10.78.0.1/24 dev sr0 && ip link set sr0
+// up` makes).
+func NewLoopbackNetWith(t testing.TB, setup string) *LoopbackNet {
+	t.Helper()
 	if os.Geteuid() == 0 {
-		return &LoopbackNet{ns: NewNetNS(t)}
+		n := &LoopbackNet{ns: NewNetNS(t)}
+		if setup != "" {
+			if out, err := n.Command("sh", "-c", setup).CombinedOutput(); err != nil {
+				t.Fatalf("loopback-only namespace: %s: %v\n%s", setup, err, out)
+			}
+		}
+		return n
 	}
 	if _, err := exec.LookPath("nsenter"); err != nil {
 		Require(t, false, "nsenter is not installed (util-linux): needed to run programs in a loopback-only network namespace")
@@ -44,7 +60,11 @@ func NewLoopbackNet(t testing.TB) *LoopbackNet {
 	// ambient capability, so the ip it runs can bring the loopback up;
 	// what joins later gets no capability (nsenter execs the program as
 	// the same non-root uid).
-	h := exec.Command("sh", "-c", "ip link set lo up && echo up && exec sleep 86400")
+	script := "ip link set lo up && echo up && exec sleep 86400"
+	if setup != "" {
+		script = "ip link set lo up && { " + setup + "; } >&2 && echo up && exec sleep 86400"
+	}
+	h := exec.Command("sh", "-c", script)
 	h.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},

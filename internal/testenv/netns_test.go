@@ -86,3 +86,15 @@ func TestLoopbackNetReachesNothingButItsLoopback(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestLoopbackNetWithSetup: the setup commands run with CAP_NET_ADMIN in
+// the namespace (as root or not): a TAP there carries an address.
+func TestLoopbackNetWithSetup(t *testing.T) {
+	_, err := os.Stat("/dev/net/tun")
+	Require(t, err == nil, "no /dev/net/tun (the tun module)")
+	n := NewLoopbackNetWith(t, "ip tuntap add dev t9 mode tap && ip addr add 10.9.9.1/24 dev t9 && ip link set t9 up")
+	out, err := n.Command("ip", "-o", "-4", "addr", "show", "dev", "t9").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "10.9.9.1/24") {
+		t.Fatalf("t9 in the namespace: %v, want 10.9.9.1/24:\n%s", err, out)
+	}
+}
