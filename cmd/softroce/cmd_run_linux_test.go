@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/uverbsd"
@@ -116,9 +117,15 @@ func userCommandIn(t *testing.T, ns *testenv.NetNS, home string, env []string, p
 		return inHomeNet(t, home, &exec.Cmd{Args: line, Env: env})
 	}
 	cmd := exec.Command(line[0], line[1:]...)
-	cmd.Env = env
+	cmd.Env, cmd.WaitDelay = env, programWaitDelay
 	return cmd
 }
+
+// programWaitDelay bounds how long Wait waits for a program's output pipes
+// once the program ended (exec.Cmd.WaitDelay): a process it left behind
+// holding them (a daemon `softroce run` started) must not keep a test
+// that killed a hung program waiting past its own timeout.
+const programWaitDelay = 10 * time.Second
 
 // homeNets maps a home made by userHome to its loopback-only network
 // namespace.
@@ -134,7 +141,7 @@ func inHomeNet(t *testing.T, home string, cmd *exec.Cmd) *exec.Cmd {
 	}
 	line := append(n.(*testenv.LoopbackNet).Prefix(), cmd.Args...)
 	c := exec.Command(line[0], line[1:]...)
-	c.Env, c.Dir = cmd.Env, cmd.Dir
+	c.Env, c.Dir, c.WaitDelay = cmd.Env, cmd.Dir, programWaitDelay
 	return c
 }
 
