@@ -83,12 +83,18 @@ static void *round_wait(void *arg)
 	return NULL;
 }
 
-/* sleeping reports whether thread tid sleeps in a read or write system
- * call (the preload waits in read, the kernel's GET_EVENT in write). */
+/* sleeping reports whether thread tid sleeps in the system call of a
+ * GET_EVENT: the kernel's sleeps in write, the preload's in poll (on the
+ * event count and the daemon's connection, so that a daemon gone ends
+ * the wait) or read. */
 static int sleeping(pid_t tid)
 {
 	long nr = sleeping_in(tid);
-	return nr == SYS_read || nr == SYS_write;
+#ifdef SYS_poll
+	if (nr == SYS_poll)
+		return 1;
+#endif
+	return nr == SYS_read || nr == SYS_write || nr == SYS_ppoll;
 }
 
 int main(int argc, char **argv)
