@@ -189,6 +189,7 @@ type ID struct {
 	initDepth   uint8 // our initiator depth (max_rd_atomic)
 	destroyed   bool
 	mcs         []*Multicast
+	serial      uint64 // creation order (RemoveDevice's walk)
 }
 
 // CreateID is rdma_create_id: a new ID in port space ps for QPs of type
@@ -211,6 +212,8 @@ func (c *CM) CreateID(ps PortSpace, qpType qpstate.Type, h Handler, context any)
 
 func (c *CM) newIDLocked(ps PortSpace, qpType qpstate.Type, h Handler) *ID {
 	id := &ID{cm: c, handler: h, ps: ps, qpType: qpType, seqNum: c.rnd.Uint32() & ib.PSNMask}
+	c.serial++
+	id.serial = c.serial
 	c.ids[id] = struct{}{}
 	return id
 }
