@@ -292,6 +292,12 @@ func (id *ID) event(ev Event) error {
 	if id.destroyed || id.handler == nil {
 		return nil
 	}
+	if id.state == StateDeviceRemoval && ev.Type != EventDeviceRemoval {
+		// The kernel's handlers (cma_ib_handler, addr_handler,
+		// cma_ib_mc_handler...) want the state they started in: a
+		// removed ID hears nothing more.
+		return nil
+	}
 	ev.ID = id
 	return id.handler(&ev)
 }

@@ -59,7 +59,7 @@ func TestRemoveDevice(t *testing.T) {
 	add("route resolved", a.resolved(b.ip, 7472), StateRouteResolved, true)
 	active, _ := established(t, a, b, 7473)
 	add("active connection", active, StateConnect, true)
-	_, passive := established(t, b, a, 7474) // a's wildcard listener stays, without a device
+	peer, passive := established(t, b, a, 7474) // a's wildcard listener stays, without a device
 	add("passive connection", passive, StateConnect, true)
 
 	if n := a.cm.RemoveDevice(); n != 6 {
@@ -105,9 +105,19 @@ func TestRemoveDevice(t *testing.T) {
 		t.Errorf("the peer got %v: the connections stay until the consumer destroys its ID", ev.Type)
 	case <-time.After(50 * time.Millisecond):
 	}
-	// Destroying the removed ID ends its connection as ever.
+	// Destroying the removed ID ends its connection as ever; the peer's
+	// DREQ reaches a removed ID, which hears nothing more.
 	active.Destroy()
 	b.want(EventDisconnected, 0)
+	rx := a.cm.Stats().Received
+	peer.Destroy()
+	waitFor(t, "the peer's DREQ", func() bool { return a.cm.Stats().Received > rx })
+	if st := passive.Info().State; st != StateDeviceRemoval {
+		t.Errorf("the removed ID the peer disconnected: %v, want %v", st, StateDeviceRemoval)
+	}
+	if len(a.evs) != 0 {
+		t.Errorf("a removed ID got %v", (<-a.evs).Type)
+	}
 }
 
 // TestRemoveDeviceHandlerDestroys: a handler that refuses DEVICE_REMOVAL
