@@ -12,7 +12,8 @@ import "sort"
 // a connection stays until the consumer destroys the ID). IDs without a
 // device (IDLE, bound or listening on a wildcard) get nothing: the
 // kernel's wildcard listeners lose only their per-device listens, which
-// the consumer never sees. Later calls meet the DEVICE_REMOVAL state
+// the consumer never sees (a later request finds no listener: a REJ, as
+// for a service nobody listens on). Later calls meet the DEVICE_REMOVAL state
 // (EINVAL where a state is required). It returns how many IDs got the
 // event; calling it again sends no more.
 func (c *CM) RemoveDevice() int {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softroce/softroce/mad"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
@@ -104,6 +105,16 @@ func TestRemoveDevice(t *testing.T) {
 	case ev := <-b.evs:
 		t.Errorf("the peer got %v: the connections stay until the consumer destroys its ID", ev.Type)
 	case <-time.After(50 * time.Millisecond):
+	}
+	// The wildcard listener keeps its state but hears no request: the
+	// kernel destroyed its listen on the device.
+	late := b.resolved(a.ip, 7470)
+	if err := late.Connect(&ConnParam{QPNum: b.qp().QPNum()}); err != nil {
+		t.Fatal(err)
+	}
+	b.want(EventRejected, int32(mad.RejInvalidServiceID))
+	if len(a.evs) != 0 {
+		t.Fatalf("a request after the removal reached %v", (<-a.evs).Type)
 	}
 	// Destroying the removed ID ends its connection as ever; the peer's
 	// DREQ reaches a removed ID, which hears nothing more.
