@@ -108,6 +108,8 @@ type CM struct {
 	sidrs   map[sidrKey]*ID   // service requests being answered, by sender and request ID
 	ports   map[portKey][]*ID // bound IDs by port space and port
 	closed  bool
+	removed bool   // RemoveDevice has run
+	serial  uint64 // the last ID's serial
 	stats   Stats
 
 	counters [numCounterGroups][NumCMAttrs]atomic.Uint64

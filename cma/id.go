@@ -191,6 +191,7 @@ type ID struct {
 	initDepth   uint8 // our initiator depth (max_rd_atomic)
 	destroyed   bool
 	mcs         []*Multicast
+	serial      uint64 // creation order (RemoveDevice's walk)
 }
 
 // CreateID is rdma_create_id: a new ID in port space ps for QPs of type
@@ -213,6 +214,8 @@ func (c *CM) CreateID(ps PortSpace, qpType qpstate.Type, h Handler, context any)
 
 func (c *CM) newIDLocked(ps PortSpace, qpType qpstate.Type, h Handler) *ID {
 	id := &ID{cm: c, handler: h, ps: ps, qpType: qpType, seqNum: c.rnd.Uint32() & ib.PSNMask}
+	c.serial++
+	id.serial = c.serial
 	c.ids[id] = struct{}{}
 	return id
 }
@@ -289,6 +292,12 @@ func serviceID(ps PortSpace, port uint16) uint64 { return mad.ServiceID(uint16(p
 // event delivers an event of id to its handler; c.mu held.
 func (id *ID) event(ev Event) error {
 	if id.destroyed || id.handler == nil {
+		return nil
+	}
+	if id.state == StateDeviceRemoval && ev.Type != EventDeviceRemoval {
+		// The kernel's handlers (cma_ib_handler, addr_handler,
+		// cma_ib_mc_handler...) want the state they started in: a
+		// removed ID hears nothing more.
 		return nil
 	}
 	ev.ID = id

@@ -33,6 +33,11 @@ func splitServiceID(sid uint64) (PortSpace, uint16, bool) {
 // (cma_find_listener: a wildcard of the family, an IPv6 wildcard without
 // AFONLY for IPv4 too, or dst itself).
 func (c *CM) listenerFor(ps PortSpace, port uint16, dst netip.Addr) (l *ID, any bool) {
+	if c.removed {
+		// The device's removal destroyed the wildcard listeners'
+		// listens on it and left the others in DEVICE_REMOVAL.
+		return nil, false
+	}
 	for _, id := range c.ports[portKey{ps, port}] {
 		if id.state != StateListen {
 			continue

@@ -103,8 +103,18 @@ func (f *File) copyOut(addr uint64, b []byte) error {
 	return nil
 }
 
-// get is ucma_get_ctx: a context of another file is EINVAL, none ENOENT.
+// get is ucma_get_ctx: a context of another file is EINVAL, none ENOENT,
+// one whose ID the device's removal closed ENXIO.
 func (f *File) get(id uint32) (*context, error) {
+	c, err := f.find(id)
+	if err == nil && c.removed.Load() {
+		return nil, errorf(unix.ENXIO, "context %d: its device was removed", id)
+	}
+	return c, err
+}
+
+// find is _ucma_find_context: get without the removal's ENXIO.
+func (f *File) find(id uint32) (*context, error) {
 	s := f.svc
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -166,7 +176,7 @@ func (f *File) destroyID(in []byte, _, outLen int) error {
 	if outLen < sizeOf[uverbs.UcmDestroyIDResp]() {
 		return errorf(unix.ENOSPC, "DESTROY_ID: response room %d", outLen)
 	}
-	c, err := f.get(cmd.Id)
+	c, err := f.find(cmd.Id)
 	if err != nil {
 		return err
 	}

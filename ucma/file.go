@@ -92,6 +92,9 @@ type context struct {
 	uid      uint64
 	backlog  int
 	reported uint32
+	// removed: the ID got DEVICE_REMOVAL and is closed (ucma_close_id):
+	// the context stays until DESTROY_ID, every other command is ENXIO.
+	removed atomic.Bool
 }
 
 // mcast is struct ucma_multicast.
@@ -270,6 +273,12 @@ func (s *Service) handler(ev *cma.Event) error {
 			return errBacklog
 		}
 		return nil
+	}
+	if ev.Type == cma.EventDeviceRemoval && c.cmID == ev.ID && c.removed.CompareAndSwap(false, true) {
+		// ucma_close_id, from a work queue: the ID goes once the
+		// event is queued (the CM's lock is held here); the context
+		// waits for the consumer's DESTROY_ID.
+		defer func() { go ev.ID.Destroy() }()
 	}
 	if ev.Type == cma.EventConnectRequest {
 		if c.backlog <= 0 {

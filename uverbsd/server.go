@@ -628,8 +628,11 @@ type Disassociater interface {
 // tree goes) and no longer opens (ib_uverbs_remove_one's
 // cdev_device_del: a new open fails with ENXIO), and the programs that
 // have it open keep it: for a driver without disassociate_ucontext, as rxe
-// is, the kernel waits for them to close it, without bound and without
-// an event. Remove waits for at most grace, or until now is closed; then
+// is, the kernel waits for them to close it, without bound. Before that
+// wait the rdma_cm removes its part (cma_process_remove): each ID on the
+// device gets RDMA_CM_EVENT_DEVICE_REMOVAL and is closed
+// (cma.CM.RemoveDevice, ucma), which a librdmacm program takes as the
+// cue to end. Remove waits for at most grace, or until now is closed; then
 // it does what the kernel does for a driver that can disassociate
 // (ib_uverbs_free_hw_resources): each file still open gets
 // IB_EVENT_DEVICE_FATAL on its async event file (Disassociater) and every
@@ -645,6 +648,11 @@ func (s *Server) Remove(grace time.Duration, now <-chan struct{}) (inTime bool, 
 	s.mu.Unlock()
 	err = s.sys.remove()
 	err = errors.Join(err, s.ln.Close())
+	if s.cm != nil {
+		if n := s.cm.RemoveDevice(); n > 0 {
+			s.logf("device removal: %d rdma_cm IDs told", n)
+		}
+	}
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)

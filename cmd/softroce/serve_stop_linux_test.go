@@ -191,8 +191,12 @@ func TestStopRemovesTheDeviceAsTheKernel(t *testing.T) {
 			select {
 			case err := <-p.done:
 				// Each fails its next call on the device (EIO), or
-				// ends on its peer's end.
+				// ends on its peer's end; rping on its rdma_cm IDs'
+				// RDMA_CM_EVENT_DEVICE_REMOVAL.
 				t.Logf("%s: %v", p.name, err)
+				if strings.HasPrefix(p.name, "rping") && !strings.Contains(p.out.String(), "cma detected device removal!!!!\n") {
+					t.Errorf("%s without RDMA_CM_EVENT_DEVICE_REMOVAL:\n%s", p.name, tail(p.out.String(), 2000))
+				}
 			case <-time.After(10 * time.Second):
 				t.Errorf("%s still running 10 s after the grace period: it hangs\n%s", p.name, p.out.String())
 			}
@@ -202,6 +206,56 @@ func TestStopRemovesTheDeviceAsTheKernel(t *testing.T) {
 			t.Fatalf("ibv_devices on the next serve: %v\n%s", err, out)
 		}
 		stop()
+	})
+
+	t.Run("rping hears the device removal", func(t *testing.T) {
+		// cma_process_remove: each rdma_cm ID on the device gets
+		// RDMA_CM_EVENT_DEVICE_REMOVAL, on which rping ends; the stop
+		// then waits for nothing like its grace period.
+		rping := distroTool(t, "rping", "rdmacm-utils")
+		serve("--grace", "30s", "--ip", "10.0.0.1/24")
+		type prog struct {
+			name string
+			cmd  *exec.Cmd
+			out  bytes.Buffer
+			done chan error
+		}
+		start := func(name string, args ...string) *prog {
+			p := &prog{name: name, cmd: userCommand(t, home, env, rping, args...), done: make(chan error, 1)}
+			p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+			if err := p.cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { p.done <- p.cmd.Wait() }()
+			t.Cleanup(func() { p.cmd.Process.Kill() })
+			return p
+		}
+		server := start("rping server", "-s", "-a", "10.0.0.1", "-p", "17998", "-C", "1000000", "-v")
+		time.Sleep(time.Second)
+		client := start("rping client", "-c", "-a", "10.0.0.1", "-p", "17998", "-C", "1000000", "-v")
+		time.Sleep(2 * time.Second)
+		for _, p := range []*prog{server, client} {
+			select {
+			case err := <-p.done:
+				t.Fatalf("%s ended (%v) before the stop:\n%s", p.name, err, p.out.String())
+			default:
+			}
+		}
+		out, err, took := stop()
+		if err != nil || took > 10*time.Second {
+			t.Fatalf("stop: %v after %v, want the programs ended well within the 30 s grace period\n%s", err, took, out)
+		}
+		for _, p := range []*prog{server, client} {
+			select {
+			case err := <-p.done:
+				got := p.out.String()
+				if !strings.Contains(got, "cma detected device removal!!!!\n") {
+					t.Errorf("%s (%v) without RDMA_CM_EVENT_DEVICE_REMOVAL:\n%s", p.name, err, tail(got, 2000))
+				}
+			case <-time.After(5 * time.Second):
+				t.Errorf("%s still running after the stop returned:\n%s", p.name, tail(p.out.String(), 2000))
+			}
+		}
 	})
 
 	t.Run("second SIGTERM", func(t *testing.T) {
@@ -222,4 +276,12 @@ func TestStopRemovesTheDeviceAsTheKernel(t *testing.T) {
 			t.Fatalf("ibv_devices on the next serve: %v\n%s", err, out)
 		}
 	})
+}
+
+// tail is the last n bytes of s (a long-running program's output).
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
 }
