@@ -23,7 +23,19 @@ import (
 	"github.com/softroce/softroce/uverbsd"
 )
 
-var gidStress = flag.Duration("gidstress", 3*time.Second, "how long TestGIDRefreshIsAtomicForReaders rewrites the GID table (20s for the full run)")
+var gidStress = flag.Duration("gidstress", 0, "how long TestGIDRefreshIsAtomicForReaders rewrites the GID table (0: 20s under CI=true, 3s otherwise)")
+
+// gidStressTime is -gidstress, or its default: the full 20 s under CI's
+// root run, 3 s elsewhere.
+func gidStressTime() time.Duration {
+	switch {
+	case *gidStress > 0:
+		return *gidStress
+	case testenv.InCI():
+		return 20 * time.Second
+	}
+	return 3 * time.Second
+}
 
 // TestTreeIsPublishedOnlyWhenOpenable: with PublishLater the device is not
 // listed (no tree under its name) until Publish, though the socket
@@ -250,7 +262,7 @@ func TestGIDRefreshIsAtomicForReaders(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(*gidStress)
+	time.Sleep(gidStressTime())
 	stop.Store(true)
 	wg.Wait()
 	close(errs)
