@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/emu/dma"
 	"github.com/softroce/softroce/ib"
+	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/node"
 	"github.com/softroce/softroce/preload"
 	"github.com/softroce/softroce/uverbs"
@@ -438,14 +440,38 @@ func uverbsCommand[T any](cmd uint32, req T, resp []byte) []byte {
 // served meanwhile.
 func TestRegMRsOnSharedTerabytesStopAtTheBound(t *testing.T) {
 	srv, served := limitServer(t, uverbsd.Config{Open: uverbsd.OpenUverbs, NoMemlock: true})
+	fd, addr := sparseMemfd(t, 1<<40)
+	before := vmSize(t) // the test's own mapping of the memfd counted
+	c, shared, refused := regMRsOnSparseTerabytes(t, srv.SocketPath(), fd, addr, 12)
+	defer c.Close()
+	grown := vmSize(t) - before
+	t.Logf("12 REG_MRs of 1 TiB: %d shares mapped, %d refused; VmSize grew by %d GiB", shared, refused, grown>>30)
+	if want := int(uverbsd.DefaultMaxShared / 4 / (1 << 40)); shared != want {
+		t.Errorf("%d shares of 1 TiB mapped, want %d (DefaultMaxShared/4)", shared, want)
+	}
+	if grown > uverbsd.DefaultMaxShared/4+1<<30 {
+		t.Errorf("VmSize grew by %d GiB, more than the bound's %d", grown>>30, uverbsd.DefaultMaxShared/4>>30)
+	}
+	if err := neighbour(srv.SocketPath(), 10); err != nil {
+		t.Fatalf("another client: %v", err)
+	}
+	closeServer(t, srv, served)
+}
+
+// regMRsOnSparseTerabytes opens the device at sock as a raw client and, n
+// times, shares fd, a sealed sparse memfd of 1 TiB mapped at addr
+// (sparseMemfd), and registers an MR over all of it; it returns the
+// connection (the shares go with it) and how many shares the daemon
+// mapped and refused (ENOMEM).
+func regMRsOnSparseTerabytes(t *testing.T, sock string, fd int, addr uint64, n int) (c *net.UnixConn, shared, refused int) {
+	t.Helper()
 	const size = 1 << 40
-	fd, addr := sparseMemfd(t, size)
-	c, oh, err := openDevice(srv.SocketPath())
+	c, oh, err := openDevice(sock)
 	if err != nil || oh.Ret != 0 {
 		t.Fatalf("open: %v %d", err, oh.Ret)
 	}
-	defer c.Close()
 	if oh.Aux&preload.FeatureSharePages == 0 {
+		c.Close()
 		t.Skip("the daemon cannot open this process's /proc/PID/mem: no shared pages")
 	}
 	write := func(what string, cmd []byte) {
@@ -461,9 +487,7 @@ func TestRegMRsOnSharedTerabytesStopAtTheBound(t *testing.T) {
 	rng := make([]byte, 16)
 	binary.NativeEndian.PutUint64(rng, addr)
 	binary.NativeEndian.PutUint64(rng[8:], size)
-	before := vmSize(t)
-	shared, refused := 0, 0
-	for i := range 12 {
+	for i := range n {
 		switch h := exchange(t, c, preload.Frame(preload.Header{Op: preload.OpShare}, rng), unix.UnixRights(fd)); h.Ret {
 		case 0:
 			shared++
@@ -475,18 +499,83 @@ func TestRegMRsOnSharedTerabytesStopAtTheBound(t *testing.T) {
 		write(fmt.Sprintf("REG_MR %d of 1 TiB", i), uverbsCommand(uverbs.CmdRegMr, uverbs.RegMr{Start: addr, Length: size,
 			Hca_va: addr, Pd_handle: pd, Access_flags: uint32(ib.AccessLocalWrite)}, resp[:12]))
 	}
-	grown := vmSize(t) - before
-	t.Logf("12 REG_MRs of 1 TiB: %d shares mapped, %d refused; VmSize grew by %d GiB", shared, refused, grown>>30)
-	if want := int(uverbsd.DefaultMaxShared / 4 / size); shared != want {
-		t.Errorf("%d shares of 1 TiB mapped, want %d (DefaultMaxShared/4)", shared, want)
-	}
-	if grown > uverbsd.DefaultMaxShared/4+1<<30 {
-		t.Errorf("VmSize grew by %d GiB, more than the bound's %d", grown>>30, uverbsd.DefaultMaxShared/4>>30)
-	}
-	if err := neighbour(srv.SocketPath(), 10); err != nil {
-		t.Fatalf("another client: %v", err)
-	}
 	runtime.KeepAlive(resp)
+	return c, shared, refused
+}
+
+// TestSharedTerabytesLeaveAPairIntact: while a raw client shares and
+// registers terabytes of sparse memory until the daemon refuses it, and
+// goes on trying for as long as the pair runs, Debian's ibv_rc_pingpong,
+// server and client on the same daemon, completes with its data checked
+// (-c), and another pair does after it.
+func TestSharedTerabytesLeaveAPairIntact(t *testing.T) {
+	tool, err := exec.LookPath("ibv_rc_pingpong")
+	testenv.Require(t, err == nil, "ibv_rc_pingpong is not installed (Debian package ibverbs-utils)")
+	so, err := preload.Path(preload.Config{})
+	testenv.Require(t, err == nil, "no C compiler for the preload library")
+	srv, served := limitServer(t, uverbsd.Config{Open: uverbsd.OpenUverbs, NoMemlock: true})
+	env := append(os.Environ(), uverbsd.Env(filepath.Dir(srv.SocketPath()), so)...)
+	pair := func(port string, iters int) error {
+		args := []string{"-d", "rxe0", "-g", "0", "-c", "-n", strconv.Itoa(iters), "-p", port}
+		server := exec.Command(tool, args...)
+		var sout strings.Builder
+		server.Env, server.Stdout, server.Stderr, server.WaitDelay = env, &sout, &sout, 10*time.Second
+		if err := server.Start(); err != nil {
+			return err
+		}
+		defer server.Process.Kill()
+		var cout []byte
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			client := exec.Command(tool, append(args, "127.0.0.1")...)
+			client.Env, client.WaitDelay = env, 10*time.Second
+			timer := time.AfterFunc(60*time.Second, func() { client.Process.Kill() })
+			cout, err = client.CombinedOutput()
+			timer.Stop()
+			if err == nil || !strings.Contains(string(cout), "Couldn't connect") || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("client: %v\n%s\nserver:\n%s", err, cout, sout.String())
+		}
+		if err := server.Wait(); err != nil {
+			return fmt.Errorf("server: %v\n%s", err, sout.String())
+		}
+		want := fmt.Sprintf("%d bytes in", 2*4096*iters)
+		if !strings.Contains(string(cout), want) || !strings.Contains(sout.String(), want) {
+			return fmt.Errorf("no %q:\nclient:\n%s\nserver:\n%s", want, cout, sout.String())
+		}
+		return nil
+	}
+	during := make(chan error, 1)
+	go func() { during <- pair("18861", 2000) }()
+	fd, addr := sparseMemfd(t, 1<<40)
+	c, shared, refused := regMRsOnSparseTerabytes(t, srv.SocketPath(), fd, addr, 12)
+	t.Logf("the abuser: %d shares of 1 TiB mapped, %d refused", shared, refused)
+	if refused == 0 {
+		t.Errorf("the daemon mapped all %d shares of 1 TiB", shared)
+	}
+	// The abuser goes on, on new connections whose shares the daemon
+	// refuses, for as long as the pair runs.
+	var pairErr error
+	for rounds := 0; ; rounds++ {
+		select {
+		case pairErr = <-during:
+		default:
+			more, _, _ := regMRsOnSparseTerabytes(t, srv.SocketPath(), fd, addr, 2)
+			more.Close()
+			continue
+		}
+		t.Logf("the abuser went on for %d more connections while the pair ran", rounds)
+		break
+	}
+	if pairErr != nil {
+		t.Fatalf("the pair during the abuse: %v", pairErr)
+	}
+	c.Close()
+	if err := pair("18862", 100); err != nil {
+		t.Fatalf("the pair after the abuse: %v", err)
+	}
 	closeServer(t, srv, served)
 }
 
