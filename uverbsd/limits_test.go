@@ -442,7 +442,7 @@ func TestRegMRsOnSharedTerabytesStopAtTheBound(t *testing.T) {
 	srv, served := limitServer(t, uverbsd.Config{Open: uverbsd.OpenUverbs, NoMemlock: true})
 	fd, addr := sparseMemfd(t, 1<<40)
 	before := vmSize(t) // the test's own mapping of the memfd counted
-	c, shared, refused := regMRsOnSparseTerabytes(t, srv.SocketPath(), fd, addr, 12)
+	c, shared, refused := regMRsOnSparseTerabytes(t, srv.SocketPath(), fd, addr, 12, false)
 	defer c.Close()
 	grown := vmSize(t) - before
 	t.Logf("12 REG_MRs of 1 TiB: %d shares mapped, %d refused; VmSize grew by %d GiB", shared, refused, grown>>30)
@@ -462,8 +462,9 @@ func TestRegMRsOnSharedTerabytesStopAtTheBound(t *testing.T) {
 // times, shares fd, a sealed sparse memfd of 1 TiB mapped at addr
 // (sparseMemfd), and registers an MR over all of it; it returns the
 // connection (the shares go with it) and how many shares the daemon
-// mapped and refused (ENOMEM).
-func regMRsOnSparseTerabytes(t *testing.T, sock string, fd int, addr uint64, n int) (c *net.UnixConn, shared, refused int) {
+// mapped and refused (ENOMEM). A REG_MR that fails fails the test unless
+// mayFail (an abuser that goes on whatever the daemon answers).
+func regMRsOnSparseTerabytes(t *testing.T, sock string, fd int, addr uint64, n int, mayFail bool) (c *net.UnixConn, shared, refused int) {
 	t.Helper()
 	const size = 1 << 40
 	c, oh, err := openDevice(sock)
@@ -496,8 +497,13 @@ func regMRsOnSparseTerabytes(t *testing.T, sock string, fd int, addr uint64, n i
 		default:
 			t.Fatalf("share %d: %d", i, h.Ret)
 		}
-		write(fmt.Sprintf("REG_MR %d of 1 TiB", i), uverbsCommand(uverbs.CmdRegMr, uverbs.RegMr{Start: addr, Length: size,
-			Hca_va: addr, Pd_handle: pd, Access_flags: uint32(ib.AccessLocalWrite)}, resp[:12]))
+		reg := uverbsCommand(uverbs.CmdRegMr, uverbs.RegMr{Start: addr, Length: size,
+			Hca_va: addr, Pd_handle: pd, Access_flags: uint32(ib.AccessLocalWrite)}, resp[:12])
+		if mayFail {
+			exchange(t, c, preload.Frame(preload.Header{Op: preload.OpWrite}, reg), nil)
+			continue
+		}
+		write(fmt.Sprintf("REG_MR %d of 1 TiB", i), reg)
 	}
 	runtime.KeepAlive(resp)
 	return c, shared, refused
@@ -550,7 +556,7 @@ func TestSharedTerabytesLeaveAPairIntact(t *testing.T) {
 	during := make(chan error, 1)
 	go func() { during <- pair("18861", 2000) }()
 	fd, addr := sparseMemfd(t, 1<<40)
-	c, shared, refused := regMRsOnSparseTerabytes(t, srv.SocketPath(), fd, addr, 12)
+	c, shared, refused := regMRsOnSparseTerabytes(t, srv.SocketPath(), fd, addr, 12, false)
 	t.Logf("the abuser: %d shares of 1 TiB mapped, %d refused", shared, refused)
 	if refused == 0 {
 		t.Errorf("the daemon mapped all %d shares of 1 TiB", shared)
@@ -562,7 +568,7 @@ func TestSharedTerabytesLeaveAPairIntact(t *testing.T) {
 		select {
 		case pairErr = <-during:
 		default:
-			more, _, _ := regMRsOnSparseTerabytes(t, srv.SocketPath(), fd, addr, 2)
+			more, _, _ := regMRsOnSparseTerabytes(t, srv.SocketPath(), fd, addr, 2, true)
 			more.Close()
 			continue
 		}
