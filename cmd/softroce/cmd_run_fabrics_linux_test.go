@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -53,8 +54,20 @@ func TestLibfabricVerbsProviderOnTheDaemon(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := []string{"-p", c.prov, "-e", c.ep, "-c", "-I", "200", "-S", c.size}
-			serverClient(t, userStarts(t, home, env), ping, append(args, "-B", "18551"), append(args, "-P", "18551", "127.0.0.1"),
-				"Connection refused", "=200", "=200")
+			// Debian 12's libfabric was seen to crash once (SIGSEGV in
+			// the rdm server, inside libfabric, "terminated with signal
+			// 11") in about a dozen runs: such a run is tried once more,
+			// and logged; any other failure fails at once.
+			for attempt := 1; ; attempt++ {
+				err := fabricPair(t, userStarts(t, home, env), ping, append(args, "-B", "18551"), append(args, "-P", "18551", "127.0.0.1"))
+				if err == nil {
+					return
+				}
+				if attempt == 2 || !strings.Contains(err.Error(), "terminated with signal") {
+					t.Fatal(err)
+				}
+				t.Logf("attempt %d: libfabric crashed; once more:\n%v", attempt, err)
+			}
 		})
 	}
 }
@@ -184,4 +197,41 @@ func serverClient(t *testing.T, start func(argv ...string) *exec.Cmd, tool strin
 // userStarts is the start of serverClient for the user of home with env.
 func userStarts(t *testing.T, home string, env []string) func(argv ...string) *exec.Cmd {
 	return func(argv ...string) *exec.Cmd { return userCommand(t, home, env, argv[0], argv[1:]...) }
+}
+
+// fabricPair runs fi_pingpong's server with serverArgs and its client with
+// clientArgs (retried while the server does not listen yet) and returns
+// an error unless both end well having exchanged their 200 iterations.
+func fabricPair(t *testing.T, start func(argv ...string) *exec.Cmd, tool string, serverArgs, clientArgs []string) error {
+	t.Helper()
+	server := start(append([]string{tool}, serverArgs...)...)
+	var sbuf bytes.Buffer
+	server.Stdout, server.Stderr = &sbuf, &sbuf
+	if err := server.Start(); err != nil {
+		return err
+	}
+	serverDone := make(chan error, 1)
+	go func() { serverDone <- server.Wait() }()
+	defer server.Process.Kill()
+	var out []byte
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		client := start(append([]string{tool}, clientArgs...)...)
+		timer := time.AfterFunc(60*time.Second, func() { client.Process.Kill() })
+		out, err = client.CombinedOutput()
+		timer.Stop()
+		if err == nil || !strings.Contains(string(out), "Connection refused") || time.Now().After(deadline) {
+			break
+		}
+	}
+	var serr error
+	select {
+	case serr = <-serverDone:
+	case <-time.After(30 * time.Second):
+		serr = fmt.Errorf("did not finish")
+	}
+	if err != nil || serr != nil || !strings.Contains(string(out), "=200") || !strings.Contains(sbuf.String(), "=200") {
+		return fmt.Errorf("client: %v\n%s\nserver: %v\n%s", err, out, serr, sbuf.String())
+	}
+	return nil
 }
