@@ -553,17 +553,7 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 			id.state = StateAddrBound
 			return fmt.Errorf("cma: resolve %v from %v: %w", d, id.src, unix.EINVAL)
 		}
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if id.state != StateAddrQuery || id.destroyed {
-				return
-			}
-			id.state = StateAddrBound
-			id.event(Event{Type: EventAddrError, Status: -int32(unix.ENODEV)})
-		}()
+		c.answerAddrQuery(id, StateAddrBound, Event{Type: EventAddrError, Status: -int32(unix.ENODEV)})
 		return nil
 	}
 	if timeout <= 0 || timeout > time.Minute {
@@ -618,17 +608,7 @@ func (id *ID) resolveLoopbackLocked() error {
 	}
 	id.dgid = c.gidAt(id.gidIdx)
 	id.state = StateAddrQuery
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if id.state != StateAddrQuery || id.destroyed {
-			return
-		}
-		id.state = StateAddrResolved
-		id.event(Event{Type: EventAddrResolved})
-	}()
+	c.answerAddrQuery(id, StateAddrResolved, Event{Type: EventAddrResolved})
 	return nil
 }
 
@@ -1281,3 +1261,21 @@ func buildDREP(tid uint64, local, remote uint32) mad.MAD {
 }
 
 const qpTypeUD = qpstate.TypeUD
+
+// answerAddrQuery moves id to state and gives it ev from another
+// goroutine, as the kernel's address resolution answers from its work
+// queue, after the call that asked has returned: unless the ID left
+// ADDR_QUERY (destroyed, or the device removed) meanwhile. c.mu held.
+func (c *CM) answerAddrQuery(id *ID, state State, ev Event) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if id.state != StateAddrQuery || id.destroyed {
+			return
+		}
+		id.state = state
+		id.event(ev)
+	}()
+}
