@@ -151,23 +151,10 @@ func TestStopRemovesTheDeviceAsTheKernel(t *testing.T) {
 		bw := distroTool(t, "ib_write_bw", "perftest")
 		rping := distroTool(t, "rping", "rdmacm-utils")
 		serve("--grace", "1s", "--ip", "10.0.0.1/24")
-		type prog struct {
-			name string
-			cmd  *exec.Cmd
-			out  bytes.Buffer
-			done chan error
+		start := func(name string, args ...string) *stopProg {
+			return startStopProg(t, name, userCommand(t, home, env, args[0], args[1:]...))
 		}
-		start := func(name string, args ...string) *prog {
-			p := &prog{name: name, cmd: userCommand(t, home, env, args[0], args[1:]...), done: make(chan error, 1)}
-			p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-			if err := p.cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			go func() { p.done <- p.cmd.Wait() }()
-			t.Cleanup(func() { p.cmd.Process.Kill() })
-			return p
-		}
-		progs := []*prog{
+		progs := []*stopProg{
 			start("ib_write_bw server", bw, "-d", "rxe0", "-x", "1", "-D", "30", "-p", "18777"),
 			start("rping server", rping, "-s", "-a", "10.0.0.1", "-p", "17999", "-C", "1000000", "-v"),
 		}
@@ -214,27 +201,14 @@ func TestStopRemovesTheDeviceAsTheKernel(t *testing.T) {
 		// then waits for nothing like its grace period.
 		rping := distroTool(t, "rping", "rdmacm-utils")
 		serve("--grace", "30s", "--ip", "10.0.0.1/24")
-		type prog struct {
-			name string
-			cmd  *exec.Cmd
-			out  bytes.Buffer
-			done chan error
-		}
-		start := func(name string, args ...string) *prog {
-			p := &prog{name: name, cmd: userCommand(t, home, env, rping, args...), done: make(chan error, 1)}
-			p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-			if err := p.cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			go func() { p.done <- p.cmd.Wait() }()
-			t.Cleanup(func() { p.cmd.Process.Kill() })
-			return p
+		start := func(name string, args ...string) *stopProg {
+			return startStopProg(t, name, userCommand(t, home, env, rping, args...))
 		}
 		server := start("rping server", "-s", "-a", "10.0.0.1", "-p", "17998", "-C", "1000000", "-v")
 		time.Sleep(time.Second)
 		client := start("rping client", "-c", "-a", "10.0.0.1", "-p", "17998", "-C", "1000000", "-v")
 		time.Sleep(2 * time.Second)
-		for _, p := range []*prog{server, client} {
+		for _, p := range []*stopProg{server, client} {
 			select {
 			case err := <-p.done:
 				t.Fatalf("%s ended (%v) before the stop:\n%s", p.name, err, p.out.String())
@@ -245,7 +219,7 @@ func TestStopRemovesTheDeviceAsTheKernel(t *testing.T) {
 		if err != nil || took > 10*time.Second {
 			t.Fatalf("stop: %v after %v, want the programs ended well within the 30 s grace period\n%s", err, took, out)
 		}
-		for _, p := range []*prog{server, client} {
+		for _, p := range []*stopProg{server, client} {
 			select {
 			case err := <-p.done:
 				got := p.out.String()
@@ -284,4 +258,26 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "..." + s[len(s)-n:]
+}
+
+// stopProg is a program attached to the device while it is stopped: its
+// output and its end.
+type stopProg struct {
+	name string
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	done chan error
+}
+
+// startStopProg starts cmd as the program name; the test's end kills it.
+func startStopProg(t *testing.T, name string, cmd *exec.Cmd) *stopProg {
+	t.Helper()
+	p := &stopProg{name: name, cmd: cmd, done: make(chan error, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() { p.cmd.Process.Kill() })
+	return p
 }
