@@ -52,8 +52,10 @@ func NewLoopbackNetWith(t testing.TB, setup string) *LoopbackNet {
 		}
 		return n
 	}
-	if _, err := exec.LookPath("nsenter"); err != nil {
-		Require(t, false, "nsenter is not installed (util-linux): needed to run programs in a loopback-only network namespace")
+	for _, tool := range []string{"nsenter", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			Require(t, false, tool+" is not installed (util-linux, iproute2): needed to run programs in a loopback-only network namespace")
+		}
 	}
 	uid, gid := os.Getuid(), os.Getgid()
 	// The holder gets CAP_NET_ADMIN in its own user namespace as an
