@@ -13,20 +13,56 @@ package preload
 import (
 	"bytes"
 	"crypto/sha256"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
-//go:embed c/softroce_preload.c
-var source []byte
+// files holds the library's C sources: softroce_preload.c, the files that
+// each present one more kernel interface, and their shared header.
+//
+//go:embed c/*.c c/*.h
+var files embed.FS
 
-// Source returns the C source of the library.
+// sourceNames lists the library's files in a fixed order (sorted by name).
+func sourceNames() []string {
+	ents, err := files.ReadDir("c")
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	return names
+}
+
+// readSource returns the embedded file c/name.
+func readSource(name string) []byte {
+	b, err := files.ReadFile("c/" + name)
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	return b
+}
+
+// source is every file of the library, concatenated in sourceNames' order.
+var source = func() []byte {
+	var all []byte
+	for _, n := range sourceNames() {
+		all = append(all, readSource(n)...)
+	}
+	return all
+}()
+
+// Source returns the C source of the library: its files concatenated.
 func Source() []byte { return bytes.Clone(source) }
 
 // cflags are the compiler flags; part of the cache key.
@@ -65,7 +101,10 @@ func Path(cfg Config) (string, error) {
 		cc = "cc"
 	}
 	h := sha256.New()
-	h.Write(source)
+	for _, n := range sourceNames() {
+		fmt.Fprintf(h, "%s\x00", n)
+		h.Write(readSource(n))
+	}
 	fmt.Fprintf(h, "\x00%s\x00%s\x00%s", cc, strings.Join(cflags, " "), strings.Join(libs, " "))
 	name := "libsoftroce-preload-" + hex.EncodeToString(h.Sum(nil))[:16] + ".so"
 	out := filepath.Join(dir, name)
@@ -80,12 +119,18 @@ func Path(cfg Config) (string, error) {
 		return "", fmt.Errorf("preload: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	src := filepath.Join(tmp, "softroce_preload.c")
-	if err := os.WriteFile(src, source, 0o644); err != nil {
-		return "", fmt.Errorf("preload: %w", err)
+	var srcs []string
+	for _, n := range sourceNames() {
+		f := filepath.Join(tmp, n)
+		if err := os.WriteFile(f, readSource(n), 0o644); err != nil {
+			return "", fmt.Errorf("preload: %w", err)
+		}
+		if strings.HasSuffix(n, ".c") {
+			srcs = append(srcs, f)
+		}
 	}
 	so := filepath.Join(tmp, name)
-	args := append(append(append([]string{}, cflags...), "-o", so, src), libs...)
+	args := append(append(append(append([]string{}, cflags...), "-o", so), srcs...), libs...)
 	cmd := exec.Command(cc, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

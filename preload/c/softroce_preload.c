@@ -112,6 +112,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include <rdma/ib_user_verbs.h>
+#include "softroce_preload.h"
 
 #ifndef NETLINK_RDMA
 #define NETLINK_RDMA 20
