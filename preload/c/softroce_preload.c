@@ -503,13 +503,16 @@ static int empty_path(const char *path, int probe)
 }
 
 /* sysfs_rdev reads the dev_t of NAME from the sysfs tree, as udev would
- * have made the node: class/infiniband_verbs/NAME/dev, class/misc/NAME/dev. */
+ * have made the node: class/infiniband_verbs/NAME/dev (uverbsN),
+ * class/infiniband_mad/NAME/dev (umadN, issmN), class/misc/NAME/dev. */
 static int sysfs_rdev(const char *name, dev_t *out)
 {
 	const char *root = getenv("SYSFS_PATH");
 	char path[4096], buf[64];
 	unsigned int maj, min;
-	const char *cls = strncmp(name, "uverbs", 6) == 0 ? "infiniband_verbs" : "misc";
+	const char *cls = strncmp(name, "uverbs", 6) == 0 ? "infiniband_verbs"
+			  : strncmp(name, "umad", 4) == 0 || strncmp(name, "issm", 4) == 0 ? "infiniband_mad"
+											      : "misc";
 	int fd;
 	ssize_t n;
 
@@ -1534,18 +1537,27 @@ static int note_attr(const char *path, int fd)
 /*
  * The kernel's sysfs paths of RDMA devices. libibverbs reads the tree at
  * $SYSFS_PATH; other libraries read /sys itself (UCX the GID types, to
- * tell a GID of IPv4 from one of IPv6). A read-only open of a path under
- * /sys/class/infiniband or /sys/class/infiniband_verbs that the kernel
- * does not have (ENOENT) opens the tree's file of that name, where the
- * tree has one: a device of the kernel's own keeps its files.
+ * tell a GID of IPv4 from one of IPv6; libibumad everything). A read-only
+ * open, a stat or an access of a path under /sys/class/infiniband,
+ * infiniband_verbs or infiniband_mad (or of one of those directories)
+ * that the kernel does not have (ENOENT) takes the tree's file of that
+ * name, where the tree has one: a device of the kernel's own keeps its
+ * files. sysfs_view.c does the same for the directory calls.
  */
-static const char *tree_path(const char *path, char *buf, size_t n)
+const char *tree_path(const char *path, char *buf, size_t n)
 {
 	static const char sys[] = "/sys/class/infiniband";
 	const size_t k = sizeof(sys) - 1;
 	const char *rest = path + 4; /* "/class/..." */
+	const char *tail = path + k;
 
-	if (!sysfs_len || strncmp(path, sys, k) != 0 || (path[k] != '/' && strncmp(path + k, "_verbs/", 7) != 0))
+	if (!sysfs_len || strncmp(path, sys, k) != 0)
+		return NULL;
+	if (strncmp(tail, "_verbs", 6) == 0)
+		tail += 6;
+	else if (strncmp(tail, "_mad", 4) == 0)
+		tail += 4;
+	if (*tail != '/' && *tail != 0)
 		return NULL;
 	if (sysfs_len + strlen(rest) + 1 > n)
 		return NULL;
@@ -1684,21 +1696,39 @@ static int access_path(const char *path, int mode, int *rc, int r)
 	return access_answer(r, mode, rc);
 }
 
+/* TREE_RETRY redoes a path call that failed with ENOENT on the tree's
+ * file of that name (tree_retry), keeping the first answer where the
+ * tree has none either. */
+#define TREE_RETRY(r, path, call)                                            \
+	do {                                                                 \
+		char tbuf_[PATH_MAX];                                        \
+		const char *t_ = tree_retry(path, (r) < 0, tbuf_, sizeof(tbuf_)); \
+		if (t_) {                                                    \
+			int r2_ = call;                                      \
+			if (r2_ == 0 || errno != ENOENT)                     \
+				return r2_;                                  \
+			errno = ENOENT;                                      \
+		}                                                            \
+	} while (0)
+
 int access(const char *path, int mode)
 {
 	int rc, r = get_access()(path, mode);
+	TREE_RETRY(r, path, get_access()(t_, mode));
 	return access_path(path, mode, &rc, r) ? rc : r;
 }
 
 int euidaccess(const char *path, int mode)
 {
 	int rc, r = get_euidaccess()(path, mode);
+	TREE_RETRY(r, path, get_euidaccess()(t_, mode));
 	return access_path(path, mode, &rc, r) ? rc : r;
 }
 
 int eaccess(const char *path, int mode)
 {
 	int rc, r = get_eaccess()(path, mode);
+	TREE_RETRY(r, path, get_eaccess()(t_, mode));
 	return access_path(path, mode, &rc, r) ? rc : r;
 }
 
@@ -1707,6 +1737,7 @@ int eaccess(const char *path, int mode)
 int faccessat(int dirfd, const char *path, int mode, int flags)
 {
 	int rc, r = get_faccessat()(dirfd, path, mode, flags);
+	TREE_RETRY(r, path, get_faccessat()(dirfd, t_, mode, flags));
 	if ((flags & AT_EMPTY_PATH) && empty_path(path, !path_read(r)) && fake_slot(dirfd) >= 0)
 		return access_answer(r, mode, &rc) ? rc : r;
 	return access_path(path, mode, &rc, r) ? rc : r;
@@ -1715,24 +1746,28 @@ int faccessat(int dirfd, const char *path, int mode, int flags)
 int stat(const char *path, struct stat *st)
 {
 	int rc, r = get_stat()(path, st);
+	TREE_RETRY(r, path, get_stat()(t_, st));
 	return stat_path(path, st, &rc, !path_read(r)) ? rc : r;
 }
 
 int stat64(const char *path, struct stat64 *st)
 {
 	int rc, r = get_stat64()(path, st);
+	TREE_RETRY(r, path, get_stat64()(t_, st));
 	return stat_path(path, (struct stat *)st, &rc, !path_read(r)) ? rc : r;
 }
 
 int lstat(const char *path, struct stat *st)
 {
 	int rc, r = get_lstat()(path, st);
+	TREE_RETRY(r, path, get_lstat()(t_, st));
 	return stat_path(path, st, &rc, !path_read(r)) ? rc : r;
 }
 
 int lstat64(const char *path, struct stat64 *st)
 {
 	int rc, r = get_lstat64()(path, st);
+	TREE_RETRY(r, path, get_lstat64()(t_, st));
 	return stat_path(path, (struct stat *)st, &rc, !path_read(r)) ? rc : r;
 }
 
@@ -1763,12 +1798,14 @@ static int statat(int dirfd, const char *path, struct stat *st, int flags, int *
 int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
 	int rc, r = get_fstatat()(dirfd, path, st, flags);
+	TREE_RETRY(r, path, get_fstatat()(dirfd, t_, st, flags));
 	return statat(dirfd, path, st, flags, &rc, r) ? rc : r;
 }
 
 int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
 	int rc, r = get_fstatat64()(dirfd, path, st, flags);
+	TREE_RETRY(r, path, get_fstatat64()(dirfd, t_, st, flags));
 	return statat(dirfd, path, (struct stat *)st, flags, &rc, r) ? rc : r;
 }
 
@@ -1776,6 +1813,7 @@ int statx(int dirfd, const char *path, int flags, unsigned int mask, struct stat
 {
 	struct stat st;
 	int rc, r = get_statx()(dirfd, path, flags, mask, stx);
+	TREE_RETRY(r, path, get_statx()(dirfd, t_, flags, mask, stx));
 	if (statat(dirfd, path, &st, flags, &rc, r)) {
 		if (rc == 0 && !writable(stx, sizeof(*stx))) {
 			errno = EFAULT;
