@@ -121,33 +121,9 @@
 #define PR_SET_PTRACER 0x59616d61
 #endif
 
-/* Frame layout: package preload, proto.go. */
-#define PROTO_VERSION 1
-#define OP_OPEN 1
-#define OP_WRITE 2
-#define OP_MMAP 3
-#define OP_FDS 4
-#define OP_SHARE 5
-#define FEATURE_SHARE_PAGES 1
-#define FEATURE_ONE_WAY_DOORBELLS 2
-#define FEATURE_WATCH_PAGE 4
-#define WATCH_HANDLES 1024
-#define WRITE_ONE_WAY 1
-#define AUX_SYNC_DOORBELLS 1
-#define MAX_ONE_WAY_RUN 64
-#define MAX_PAYLOAD (1u << 16)
-#define MAX_FDS 8
-#define NAME_MAX_LEN 64
 /* The largest wqe_size the kernel's POST_SEND takes (KMALLOC_MAX_SIZE:
  * package uverbs, KmallocMax); a larger one is ENOMEM. */
 #define KMALLOC_MAX (4u << 20)
-
-struct frame_hdr {
-	uint32_t op;
-	uint32_t len;
-	int32_t ret;
-	uint32_t aux;
-};
 
 #define DEV_PREFIX "/dev/infiniband/"
 
@@ -163,7 +139,8 @@ struct fake {
 	dev_t rdev;
 	int sock;       /* the connection to the daemon: the library's own descriptor */
 	int ev;         /* rdma_cm: the library's own descriptor of the eventfd, else -1 */
-	int cm;         /* an rdma_cm file: the program's fd is its eventfd */
+	int cm;         /* an rdma_cm or umad file: the program's fd is its eventfd */
+	int umad;       /* a umad file (umad.c) */
 	int acc;        /* the open's access mode (flags & O_ACCMODE): see can_read */
 	int fl;         /* the file's flags as F_GETFL reports them: see status_flags */
 	uint32_t token; /* rdma_cm: the daemon's name of the file (MIGRATE_ID) */
@@ -811,10 +788,12 @@ static int fake_open(const char *name, int flags)
 		watch = mmap(NULL, WATCH_HANDLES * sizeof(uint32_t), PROT_READ, MAP_SHARED, fds[0], 0);
 		if (watch == MAP_FAILED)
 			watch = NULL;
-	} else if (err == 0 && nfds == 1 && rh.len == sizeof(token)) {
-		/* rdma_cm: the program gets the eventfd; the connection stays
-		 * behind it. */
-		memcpy(&token, rbuf, sizeof(token));
+	} else if (err == 0 && nfds == 1 &&
+		   (rh.len == sizeof(token) || (rh.len == 0 && (rh.aux & FEATURE_EVENT_FD)))) {
+		/* rdma_cm and umad: the program gets the eventfd; the
+		 * connection stays behind it. */
+		if (rh.len == sizeof(token))
+			memcpy(&token, rbuf, sizeof(token));
 		user = fds[0];
 		nfds = 0;
 		if (!(flags & O_CLOEXEC))
@@ -866,6 +845,7 @@ static int fake_open(const char *name, int flags)
 	fakes[s].sock = own;
 	fakes[s].ev = ev;
 	fakes[s].cm = user != fd;
+	fakes[s].umad = user != fd && (rh.aux & FEATURE_EVENT_FD);
 	fakes[s].acc = flags & O_ACCMODE;
 	fakes[s].fl = status_flags(flags);
 	fakes[s].token = token;
@@ -1999,9 +1979,66 @@ int ioctl(int fd, unsigned long req, ...)
 		pthread_mutex_unlock(&table_mu);
 		return r;
 	}
+	if (fakes[s].umad) {
+		s = hold(fd);
+		if (s < 0)
+			return get_ioctl()(fd, req, arg);
+		r = umad_ioctl(s, req, arg);
+		release(s);
+		return r;
+	}
 	/* No ioctl framework: libibverbs falls back to write(). */
 	errno = ENOTTY;
 	return -1;
+}
+
+int fake_xfer(int s, struct frame_hdr *h, const void *payload, void *rbuf, uint32_t rcap, struct frame_hdr *rh)
+{
+	int err, nfds = 0, fds[MAX_FDS];
+
+	pthread_mutex_lock(&fakes[s].mu);
+	err = xfer(fakes[s].sock, h, payload, rbuf, rcap, rh, fds, &nfds);
+	pthread_mutex_unlock(&fakes[s].mu);
+	for (int i = 0; i < nfds; i++)
+		get_close()(fds[i]);
+	return err;
+}
+
+int fake_take_event(int s)
+{
+	uint64_t one;
+	int fl = get_fcntl()(fakes[s].ev, F_GETFL);
+
+	/* A blocking wait watches the connection too: the daemon's end
+	 * (stopped, or killed) ends it with EIO, as every other call on
+	 * the device, instead of a wait on a count nobody will raise. */
+	if (fl >= 0 && !(fl & O_NONBLOCK)) {
+		struct pollfd p[2] = {{.fd = fakes[s].ev, .events = POLLIN}, {.fd = fakes[s].sock, .events = POLLRDHUP}};
+		if (poll(p, 2, -1) < 0)
+			return -errno; /* EINTR */
+		if (!(p[0].revents & POLLIN) && (p[1].revents & (POLLHUP | POLLRDHUP | POLLERR)))
+			return -EIO;
+	}
+	if (get_read()(fakes[s].ev, &one, sizeof(one)) < 0)
+		return -errno; /* EAGAIN when O_NONBLOCK, EINTR */
+	return 0;
+}
+
+void fake_give_event(int s)
+{
+	uint64_t one = 1;
+	if (get_write()(fakes[s].ev, &one, sizeof(one)) < 0)
+		return; /* the count cannot overflow: one was taken */
+}
+
+int fake_readable(const void *p, size_t n)
+{
+	return readable(p, n);
+}
+
+int fake_writable(void *p, size_t n)
+{
+	return writable(p, n);
 }
 
 /* cm_write is write() on an rdma_cm descriptor, slot s held: GET_EVENT
@@ -2029,7 +2066,7 @@ static ssize_t cm_write(int s, const void *buf, size_t n)
 		memcpy(copy, buf, n);
 		memcpy(&other, copy + 20, sizeof(other));
 		o = fake_slot((int)other);
-		if (o >= 0 && fakes[o].cm)
+		if (o >= 0 && fakes[o].cm && !fakes[o].umad)
 			token = fakes[o].token;
 		else if (get_fcntl()((int)other, F_GETFD) < 0)
 			token = UCM_TOKEN_NOT_OPEN;
@@ -2309,6 +2346,8 @@ ssize_t write(int fd, const void *buf, size_t n)
 		 * access_ok and the header's copy_from_user (EFAULT). */
 		errno = user_range(buf, n) && readable(buf, sizeof(struct ib_uverbs_cmd_hdr)) ? EINVAL : EFAULT;
 		r = -1;
+	} else if (fakes[s].umad) {
+		r = umad_write(s, buf, n);
 	} else if (fakes[s].cm) {
 		r = cm_write(s, buf, n);
 	} else {
@@ -2325,6 +2364,14 @@ ssize_t read(int fd, void *buf, size_t n)
 	if (is_known(fd, KNOWN_ATTR)) {
 		errno = EINVAL;
 		return -1;
+	}
+	if (s >= 0 && fakes[s].umad && can_read(s)) {
+		s = hold(fd);
+		if (s < 0)
+			return get_read()(fd, buf, n);
+		r = umad_read(s, buf, n);
+		release(s);
+		return r;
 	}
 	if (s >= 0) {
 		/* No read (EINVAL), after vfs_read's mode check (EBADF). */

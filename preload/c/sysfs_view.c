@@ -7,12 +7,16 @@
  * wrappers. Each wrapper here makes the real call first, and where the
  * kernel has no such path (ENOENT) it takes the tree's directory of that
  * name (tree_path): a device of the kernel's own keeps its directories.
+ * fopen is glibc's too, past the open wrappers: read-only streams get
+ * the same.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 #include "softroce_preload.h"
 
@@ -114,3 +118,27 @@ int chdir(const char *path)
 	}
 	return r;
 }
+
+/* fopen and fopen64 open with glibc's internal open: a read-only stream
+ * of a path the kernel does not have takes the tree's file. */
+#define FOPEN_WRAPPER(name)                                                  \
+	FILE *name(const char *path, const char *mode)                       \
+	{                                                                    \
+		static FILE *(*real)(const char *, const char *);            \
+		char buf[PATH_MAX];                                          \
+		const char *t;                                               \
+		FILE *f;                                                     \
+		if (!real)                                                   \
+			real = next(#name);                                  \
+		f = real(path, mode);                                        \
+		if (mode && mode[0] == 'r' && !strchr(mode, '+') &&          \
+		    (t = tree_retry(path, f == NULL, buf, sizeof(buf))) != NULL) { \
+			FILE *f2 = real(t, mode);                            \
+			if (f2 || errno != ENOENT)                           \
+				return f2;                                   \
+			errno = ENOENT;                                      \
+		}                                                            \
+		return f;                                                    \
+	}
+FOPEN_WRAPPER(fopen)
+FOPEN_WRAPPER(fopen64)
