@@ -17,7 +17,7 @@ const (
 	StatusUnsupportedMethod               = 0x0008 // IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD
 	PMAClassCapExtWidth                   = 1 << 9 // IB_PMA_CLASS_CAP_EXT_WIDTH
 	pmaDataOffset                         = HeaderSize + 40
-	pmaPortCountersLinkDowned             = 5  // struct ib_pma_portcounters: link_downed_counter
+	pmaPortCountersLinkDowned             = 7  // struct ib_pma_portcounters: link_downed_counter
 	pmaExtXmitData                        = 8  // struct ib_pma_portcounters_ext: port_xmit_data
 	pmaExtRcvData                         = 16 // port_rcv_data
 	pmaExtXmitPackets                     = 24 // port_xmit_packets

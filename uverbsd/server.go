@@ -509,6 +509,9 @@ func (s *Server) refreshCounters() {
 	if err := s.sys.refreshHWCounters(); err != nil {
 		s.logf("sysfs: %v", err)
 	}
+	if err := s.sys.refreshPMACounters(); err != nil {
+		s.logf("sysfs: %v", err)
+	}
 }
 
 // SocketPath is the socket's path ($SOFTROCE_SOCK).

@@ -372,20 +372,20 @@ func (f *umadFile) local(gid [16]byte) bool {
 // answer is what port 1's MAD layer replies to m received on its GSI QP:
 // rxe's process_mad first, then the reply to a MAD no agent takes.
 func (f *umadFile) answer(m mad.MAD) (mad.MAD, bool) {
-	if r, ok := mad.PMAAnswer(m, 1, f.counters()); ok {
+	if r, ok := mad.PMAAnswer(m, 1, pmaCounters(f.dev)); ok {
 		return r, true
 	}
 	return mad.UnmatchedReply(m)
 }
 
-// counters reads the device's counters for a PMA answer.
-func (f *umadFile) counters() mad.PMACounters {
+// pmaCounters reads dev's counters for a PMA answer.
+func pmaCounters(dev *emu.Device) mad.PMACounters {
 	var c mad.PMACounters
-	hs, err := f.dev.AllocHWPortStats(1)
+	hs, err := dev.AllocHWPortStats(1)
 	if err != nil {
 		return c
 	}
-	f.dev.GetHWStats(hs, 1)
+	dev.GetHWStats(hs, 1)
 	for i, d := range hs.Descs {
 		v := hs.Value[i]
 		switch d.Name {

@@ -139,7 +139,7 @@ int main(int argc, char **argv)
 	printf("capability_mask 0x%04x\n", (m[64 + 2] << 8) | m[64 + 3]);
 	if ((err = get(0x0012, m, &status)) < 0 || status != 0)
 		die("PortCounters");
-	printf("link_downed %u\n", m[64 + 5]);
+	printf("link_downed %u\n", m[64 + 7]);
 	if ((err = get(0x001d, m, &status)) < 0 || status != 0)
 		die("PortCountersExtended");
 	printf("port_xmit_data %llu\n", (unsigned long long)be64at(m + 64 + 8));
