@@ -23,7 +23,8 @@
  *       names (libibverbs checks S_ISCHR and st_rdev); a buffer that
  *       cannot be written is EFAULT, as cp_new_stat (see writable);
  *   ioctl on such a descriptor: ENOTTY, so libibverbs uses the write()
- *       command ABI (no RDMA_VERBS_IOCTL); do_vfs_ioctl's own requests
+ *       command ABI (no RDMA_VERBS_IOCTL); a umad file's go to umad.c;
+ *       do_vfs_ioctl's own requests
  *       (FIOCLEX, FIONCLEX, FIONBIO, FIOASYNC) as the kernel answers them;
  *   fcntl/fcntl64: F_GETFL and F_SETFL keep the device file's flags, not
  *       the connection's, which stays blocking (see set_flags); F_DUPFD
@@ -74,6 +75,8 @@
  *       count from the eventfd (blocking unless the descriptor is
  *       O_NONBLOCK: then EAGAIN), then asks the daemon; MIGRATE_ID's fd
  *       field is translated to the daemon's name for that file;
+ *   /dev/infiniband/umadN: as rdma_cm, the program gets an eventfd the
+ *       daemon counts queued MADs on; write, read and ioctl are umad.c's;
  *   socket(AF_NETLINK, ..., NETLINK_RDMA): EPROTONOSUPPORT, so libibverbs
  *       and librdmacm read the sysfs tree instead of asking the kernel.
  *
