@@ -85,6 +85,21 @@ import (
 //     when its last MR is deregistered. An OpShare is the only request
 //     that may carry a descriptor.
 //
+//   - OpIoctl: ioctl(fd, req, arg) on a umad file: payload u32 req, then
+//     the _IOC_SIZE(req) bytes at arg (none where the client could not
+//     read them: then Aux is IoctlArgUnreadable). Reply: Ret the ioctl's
+//     result or -errno; payload the bytes the client stores back at arg
+//     (none: nothing to store).
+//   - OpRead: read(fd, buf, count) on a umad file, after the client took
+//     one count from the file's eventfd: payload u32 count. Reply: Ret the
+//     bytes read or -errno, payload those bytes. On an error the packet
+//     stays queued and the client gives the count back.
+//
+// For "umad0" the OpOpen reply's Aux has FeatureEventFD and one
+// descriptor is passed: an eventfd (EFD_SEMAPHORE) counting the packets
+// queued for read(), which the client returns from open() as for
+// "rdma_cm" (the connection stays behind it).
+//
 // A request the daemon cannot parse (short header, Len not the payload's
 // length, an unknown Op, a payload over MaxPayload, descriptors sent to the
 // daemon with another request) gets a reply with Ret -EINVAL (or -E2BIG) and the same Op, and
@@ -118,13 +133,20 @@ const (
 	OpMmap  Op = 3
 	OpFds   Op = 4
 	OpShare Op = 5
+	OpIoctl Op = 6
+	OpRead  Op = 7
 )
+
+// IoctlArgUnreadable is the OpIoctl request's Aux bit saying that the
+// client could not read the ioctl's argument.
+const IoctlArgUnreadable = 1
 
 // The OpOpen reply's Aux bits: what the daemon takes on the file.
 const (
 	FeatureSharePages      = 1 // OpShare
 	FeatureOneWayDoorbells = 2 // OpWrite with WriteOneWay
 	FeatureWatchPage       = 4 // the watch page passed with the reply
+	FeatureEventFD         = 8 // umad: the file's eventfd passed with the reply
 )
 
 // WatchHandles is how many QP handles the watch page covers, one u32 word
@@ -157,6 +179,10 @@ func (o Op) String() string {
 		return "FDS"
 	case OpShare:
 		return "SHARE"
+	case OpIoctl:
+		return "IOCTL"
+	case OpRead:
+		return "READ"
 	}
 	return fmt.Sprintf("Op(%d)", uint32(o))
 }

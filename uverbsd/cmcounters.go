@@ -1,11 +1,13 @@
 package uverbsd
 
 import (
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"time"
 
 	"github.com/softroce/softroce/cma"
+	"github.com/softroce/softroce/mad"
 )
 
 // The IB CM's per-port counters (drivers/infiniband/core/cm.c,
@@ -63,6 +65,90 @@ func (s *sysfs) refreshHWCounters() error {
 	}
 	if err := s.writeGIDFile(filepath.Join(dir, "lifespan"), fmt.Sprintf("%d\n", hs.Lifespan.Milliseconds())); err != nil {
 		return fmt.Errorf("sysfs: %w", err)
+	}
+	return nil
+}
+
+// pmaCounter is one file of the kernel's sysfs "counters" group
+// (drivers/infiniband/core/sysfs.c, pma_attrs_ext: the group of a device
+// whose PMA ClassPortInfo reports extended-width counters, as rxe's from
+// Linux 7.2): the attribute its value is read from, and the value's bit
+// offset and width in the attribute's data.
+type pmaCounter struct {
+	name          string
+	attr          mad.AttrID
+	offset, width int
+}
+
+var pmaCounterFiles = []pmaCounter{
+	{"symbol_error", mad.AttrPortCounters, 32, 16},
+	{"link_error_recovery", mad.AttrPortCounters, 48, 8},
+	{"link_downed", mad.AttrPortCounters, 56, 8},
+	{"port_rcv_errors", mad.AttrPortCounters, 64, 16},
+	{"port_rcv_remote_physical_errors", mad.AttrPortCounters, 80, 16},
+	{"port_rcv_switch_relay_errors", mad.AttrPortCounters, 96, 16},
+	{"port_xmit_discards", mad.AttrPortCounters, 112, 16},
+	{"port_xmit_constraint_errors", mad.AttrPortCounters, 128, 8},
+	{"port_rcv_constraint_errors", mad.AttrPortCounters, 136, 8},
+	{"local_link_integrity_errors", mad.AttrPortCounters, 152, 4},
+	{"excessive_buffer_overrun_errors", mad.AttrPortCounters, 156, 4},
+	{"VL15_dropped", mad.AttrPortCounters, 176, 16},
+	{"port_xmit_data", mad.AttrPortCountersExtended, 64, 64},
+	{"port_rcv_data", mad.AttrPortCountersExtended, 128, 64},
+	{"port_xmit_packets", mad.AttrPortCountersExtended, 192, 64},
+	{"port_xmit_wait", mad.AttrPortCounters, 320, 32},
+	{"port_rcv_packets", mad.AttrPortCountersExtended, 256, 64},
+	{"unicast_rcv_packets", mad.AttrPortCountersExtended, 384, 64},
+	{"unicast_xmit_packets", mad.AttrPortCountersExtended, 320, 64},
+	{"multicast_rcv_packets", mad.AttrPortCountersExtended, 512, 64},
+	{"multicast_xmit_packets", mad.AttrPortCountersExtended, 448, 64},
+}
+
+// pmaValue is show_pma_counter: the counter c read from the answer of
+// the device's PMA (mad.PMAAnswer) to a Get of its attribute on port 1;
+// false where the PMA does not answer.
+func pmaValue(c pmaCounter, counters mad.PMACounters) (uint64, bool) {
+	req := make(mad.MAD, mad.Size)
+	req.EncodeHeader(&mad.HeaderFields{BaseVersion: mad.BaseVersion, MgmtClass: mad.ClassPerfMgmt, ClassVersion: 1,
+		Method: mad.MethodGet, AttributeID: c.attr})
+	req[mad.HeaderSize+41] = 1 // PortSelect
+	r, ok := mad.PMAAnswer(req, 1, counters)
+	if !ok || r[3] != mad.MethodGetResp {
+		return 0, false
+	}
+	d := r[mad.HeaderSize+40+c.offset/8:]
+	switch c.width {
+	case 4:
+		return uint64(d[0]>>(4-c.offset%8)) & 0xf, true
+	case 8:
+		return uint64(d[0]), true
+	case 16:
+		return uint64(binary.BigEndian.Uint16(d)), true
+	case 32:
+		return uint64(binary.BigEndian.Uint32(d)), true
+	}
+	return binary.BigEndian.Uint64(d), true
+}
+
+// refreshPMACounters writes ports/1/counters/NAME as the kernel's sysfs
+// shows a device's PMA counters, rewriting only the files whose value
+// changed.
+func (s *sysfs) refreshPMACounters() error {
+	c := pmaCounters(s.dev)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone {
+		return nil
+	}
+	dir := filepath.Join(s.ibdevDir(), "ports", "1", "counters")
+	for _, pc := range pmaCounterFiles {
+		v, ok := pmaValue(pc, c)
+		if !ok {
+			continue
+		}
+		if err := s.writeGIDFile(filepath.Join(dir, pc.name), fmt.Sprintf("%d\n", v)); err != nil {
+			return fmt.Errorf("sysfs: %w", err)
+		}
 	}
 	return nil
 }

@@ -509,6 +509,9 @@ func (s *Server) refreshCounters() {
 	if err := s.sys.refreshHWCounters(); err != nil {
 		s.logf("sysfs: %v", err)
 	}
+	if err := s.sys.refreshPMACounters(); err != nil {
+		s.logf("sysfs: %v", err)
+	}
 }
 
 // SocketPath is the socket's path ($SOFTROCE_SOCK).
@@ -1090,6 +1093,8 @@ func (cn *conn) handle(frame []byte) bool {
 			ret = -int32(unix.EPROTO)
 		case string(p) == RDMACMNode:
 			return cn.openRDMACM(h)
+		case string(p) == UmadNode:
+			return cn.openUmad(h)
 		case string(p) != UverbsNode:
 			ret = -int32(unix.ENODEV)
 		default:
@@ -1141,7 +1146,16 @@ func (cn *conn) handle(frame []byte) bool {
 			return cn.reply(preload.Header{Op: h.Op, Aux: aux}, nil, fds)
 		}
 		return cn.reply(preload.Header{Op: h.Op, Ret: ret}, nil, nil)
+	case preload.OpIoctl, preload.OpRead:
+		return cn.umadOp(h, p)
 	case preload.OpWrite:
+		if uf, ok := cn.file.(*umadFile); ok {
+			r, err := uf.Write(p)
+			if err != nil {
+				return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+			}
+			return cn.reply(preload.Header{Op: h.Op, Ret: int32(r.N)}, nil, nil)
+		}
 		if h.Aux&preload.WriteOneWay != 0 {
 			cn.doorbell(p)
 			return true
@@ -1249,6 +1263,53 @@ func closeAll(fds *[]int) {
 	for _, fd := range *fds {
 		unix.Close(fd)
 	}
+}
+
+// openUmad opens /dev/infiniband/umad0 for the client: the reply passes
+// the file's eventfd, which the client returns from open().
+func (cn *conn) openUmad(h preload.Header) bool {
+	s := cn.s
+	f, err := newUmadFile(s.cfg.Device)
+	if err != nil {
+		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+	}
+	fd, err := dupFile(f.EventFile())
+	if err != nil {
+		f.Close()
+		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+	}
+	defer unix.Close(fd)
+	cn.file = f
+	s.mu.Lock()
+	s.opened++
+	s.files[cn] = cn.file
+	s.mu.Unlock()
+	return cn.reply(preload.Header{Op: h.Op, Aux: preload.FeatureEventFD}, nil, []int{fd})
+}
+
+// umadOp serves OpIoctl and OpRead, which only a umad file takes.
+func (cn *conn) umadOp(h preload.Header, p []byte) bool {
+	f, ok := cn.file.(*umadFile)
+	if !ok {
+		return cn.refuse(h.Op, "%v on a file that is not umad's", h.Op)
+	}
+	if len(p) < 4 || h.Op == preload.OpRead && len(p) != 4 {
+		return cn.refuse(h.Op, "%v of %d bytes", h.Op, len(p))
+	}
+	n := binary.NativeEndian.Uint32(p)
+	if h.Op == preload.OpRead {
+		b, err := f.Read(int(min(n, preload.MaxPayload)))
+		if err != nil {
+			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+		}
+		return cn.reply(preload.Header{Op: h.Op, Ret: int32(len(b))}, b, nil)
+	}
+	out, err := f.Ioctl(n, p[4:], h.Aux&preload.IoctlArgUnreadable == 0)
+	ret := int32(0)
+	if err != nil {
+		ret = errno(err)
+	}
+	return cn.reply(preload.Header{Op: h.Op, Ret: ret}, out, nil)
 }
 
 // openRDMACM opens /dev/infiniband/rdma_cm for the client: the reply

@@ -28,6 +28,16 @@ const (
 	// UcmaABIVersion is class/misc/rdma_cm/abi_version
 	// (RDMA_USER_CM_ABI_VERSION).
 	UcmaABIVersion = 4
+	// UmadABIVersion is class/infiniband_mad/abi_version
+	// (IB_USER_MAD_ABI_VERSION).
+	UmadABIVersion = 5
+	// UmadMajor is the char device major of umadN and issmN
+	// (IB_UMAD_MAJOR); IssmBaseMinor is issm0's minor
+	// (IB_UMAD_NUM_FIXED_MINOR), umad0's is 0.
+	UmadMajor, IssmBaseMinor = 231, 64
+	// UmadNode and IssmNode are the MAD device nodes of the device's
+	// port 1.
+	UmadNode, IssmNode = "umad0", "issm0"
 	// UverbsNode is the verbs device node a daemon serves.
 	UverbsNode = "uverbs0"
 	// RDMACMNode is the rdma_cm device node (ucma's misc device).
@@ -208,6 +218,15 @@ func (s *sysfs) write() error {
 		"class/infiniband_verbs/" + UverbsNode + "/abi_version": fmt.Sprintf("%d\n", a.UverbsABIVer),
 		"class/misc/rdma_cm/abi_version":                        fmt.Sprintf("%d\n", UcmaABIVersion),
 		"class/misc/rdma_cm/dev":                                fmt.Sprintf("%d:%d\n", MiscMajor, RDMACMMinor),
+		// ib_umad's class attribute and port files (libibumad's
+		// umad_init, umad_id_to_dev).
+		"class/infiniband_mad/abi_version":            fmt.Sprintf("%d\n", UmadABIVersion),
+		"class/infiniband_mad/" + UmadNode + "/ibdev": s.dev.Name() + "\n",
+		"class/infiniband_mad/" + UmadNode + "/port":  "1\n",
+		"class/infiniband_mad/" + UmadNode + "/dev":   fmt.Sprintf("%d:%d\n", UmadMajor, 0),
+		"class/infiniband_mad/" + IssmNode + "/ibdev": s.dev.Name() + "\n",
+		"class/infiniband_mad/" + IssmNode + "/port":  "1\n",
+		"class/infiniband_mad/" + IssmNode + "/dev":   fmt.Sprintf("%d:%d\n", UmadMajor, IssmBaseMinor),
 	}
 	ib := filepath.Join("class", "infiniband", s.dev.Name())
 	files[filepath.Join(ib, "node_type")] = fmt.Sprintf("%d: CA\n", a.NodeType)

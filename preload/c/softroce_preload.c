@@ -23,7 +23,8 @@
  *       names (libibverbs checks S_ISCHR and st_rdev); a buffer that
  *       cannot be written is EFAULT, as cp_new_stat (see writable);
  *   ioctl on such a descriptor: ENOTTY, so libibverbs uses the write()
- *       command ABI (no RDMA_VERBS_IOCTL); do_vfs_ioctl's own requests
+ *       command ABI (no RDMA_VERBS_IOCTL); a umad file's go to umad.c;
+ *       do_vfs_ioctl's own requests
  *       (FIOCLEX, FIONCLEX, FIONBIO, FIOASYNC) as the kernel answers them;
  *   fcntl/fcntl64: F_GETFL and F_SETFL keep the device file's flags, not
  *       the connection's, which stays blocking (see set_flags); F_DUPFD
@@ -74,6 +75,8 @@
  *       count from the eventfd (blocking unless the descriptor is
  *       O_NONBLOCK: then EAGAIN), then asks the daemon; MIGRATE_ID's fd
  *       field is translated to the daemon's name for that file;
+ *   /dev/infiniband/umadN: as rdma_cm, the program gets an eventfd the
+ *       daemon counts queued MADs on; write, read and ioctl are umad.c's;
  *   socket(AF_NETLINK, ..., NETLINK_RDMA): EPROTONOSUPPORT, so libibverbs
  *       and librdmacm read the sysfs tree instead of asking the kernel.
  *
@@ -121,33 +124,9 @@
 #define PR_SET_PTRACER 0x59616d61
 #endif
 
-/* Frame layout: package preload, proto.go. */
-#define PROTO_VERSION 1
-#define OP_OPEN 1
-#define OP_WRITE 2
-#define OP_MMAP 3
-#define OP_FDS 4
-#define OP_SHARE 5
-#define FEATURE_SHARE_PAGES 1
-#define FEATURE_ONE_WAY_DOORBELLS 2
-#define FEATURE_WATCH_PAGE 4
-#define WATCH_HANDLES 1024
-#define WRITE_ONE_WAY 1
-#define AUX_SYNC_DOORBELLS 1
-#define MAX_ONE_WAY_RUN 64
-#define MAX_PAYLOAD (1u << 16)
-#define MAX_FDS 8
-#define NAME_MAX_LEN 64
 /* The largest wqe_size the kernel's POST_SEND takes (KMALLOC_MAX_SIZE:
  * package uverbs, KmallocMax); a larger one is ENOMEM. */
 #define KMALLOC_MAX (4u << 20)
-
-struct frame_hdr {
-	uint32_t op;
-	uint32_t len;
-	int32_t ret;
-	uint32_t aux;
-};
 
 #define DEV_PREFIX "/dev/infiniband/"
 
@@ -163,7 +142,8 @@ struct fake {
 	dev_t rdev;
 	int sock;       /* the connection to the daemon: the library's own descriptor */
 	int ev;         /* rdma_cm: the library's own descriptor of the eventfd, else -1 */
-	int cm;         /* an rdma_cm file: the program's fd is its eventfd */
+	int cm;         /* an rdma_cm or umad file: the program's fd is its eventfd */
+	int umad;       /* a umad file (umad.c) */
 	int acc;        /* the open's access mode (flags & O_ACCMODE): see can_read */
 	int fl;         /* the file's flags as F_GETFL reports them: see status_flags */
 	uint32_t token; /* rdma_cm: the daemon's name of the file (MIGRATE_ID) */
@@ -503,13 +483,16 @@ static int empty_path(const char *path, int probe)
 }
 
 /* sysfs_rdev reads the dev_t of NAME from the sysfs tree, as udev would
- * have made the node: class/infiniband_verbs/NAME/dev, class/misc/NAME/dev. */
+ * have made the node: class/infiniband_verbs/NAME/dev (uverbsN),
+ * class/infiniband_mad/NAME/dev (umadN, issmN), class/misc/NAME/dev. */
 static int sysfs_rdev(const char *name, dev_t *out)
 {
 	const char *root = getenv("SYSFS_PATH");
 	char path[4096], buf[64];
 	unsigned int maj, min;
-	const char *cls = strncmp(name, "uverbs", 6) == 0 ? "infiniband_verbs" : "misc";
+	const char *cls = strncmp(name, "uverbs", 6) == 0 ? "infiniband_verbs"
+			  : strncmp(name, "umad", 4) == 0 || strncmp(name, "issm", 4) == 0 ? "infiniband_mad"
+											      : "misc";
 	int fd;
 	ssize_t n;
 
@@ -808,10 +791,12 @@ static int fake_open(const char *name, int flags)
 		watch = mmap(NULL, WATCH_HANDLES * sizeof(uint32_t), PROT_READ, MAP_SHARED, fds[0], 0);
 		if (watch == MAP_FAILED)
 			watch = NULL;
-	} else if (err == 0 && nfds == 1 && rh.len == sizeof(token)) {
-		/* rdma_cm: the program gets the eventfd; the connection stays
-		 * behind it. */
-		memcpy(&token, rbuf, sizeof(token));
+	} else if (err == 0 && nfds == 1 &&
+		   (rh.len == sizeof(token) || (rh.len == 0 && (rh.aux & FEATURE_EVENT_FD)))) {
+		/* rdma_cm and umad: the program gets the eventfd; the
+		 * connection stays behind it. */
+		if (rh.len == sizeof(token))
+			memcpy(&token, rbuf, sizeof(token));
 		user = fds[0];
 		nfds = 0;
 		if (!(flags & O_CLOEXEC))
@@ -863,6 +848,7 @@ static int fake_open(const char *name, int flags)
 	fakes[s].sock = own;
 	fakes[s].ev = ev;
 	fakes[s].cm = user != fd;
+	fakes[s].umad = user != fd && (rh.aux & FEATURE_EVENT_FD);
 	fakes[s].acc = flags & O_ACCMODE;
 	fakes[s].fl = status_flags(flags);
 	fakes[s].token = token;
@@ -1534,18 +1520,27 @@ static int note_attr(const char *path, int fd)
 /*
  * The kernel's sysfs paths of RDMA devices. libibverbs reads the tree at
  * $SYSFS_PATH; other libraries read /sys itself (UCX the GID types, to
- * tell a GID of IPv4 from one of IPv6). A read-only open of a path under
- * /sys/class/infiniband or /sys/class/infiniband_verbs that the kernel
- * does not have (ENOENT) opens the tree's file of that name, where the
- * tree has one: a device of the kernel's own keeps its files.
+ * tell a GID of IPv4 from one of IPv6; libibumad everything). A read-only
+ * open, a stat or an access of a path under /sys/class/infiniband,
+ * infiniband_verbs or infiniband_mad (or of one of those directories)
+ * that the kernel does not have (ENOENT) takes the tree's file of that
+ * name, where the tree has one: a device of the kernel's own keeps its
+ * files. sysfs_view.c does the same for the directory calls.
  */
-static const char *tree_path(const char *path, char *buf, size_t n)
+const char *tree_path(const char *path, char *buf, size_t n)
 {
 	static const char sys[] = "/sys/class/infiniband";
 	const size_t k = sizeof(sys) - 1;
 	const char *rest = path + 4; /* "/class/..." */
+	const char *tail = path + k;
 
-	if (!sysfs_len || strncmp(path, sys, k) != 0 || (path[k] != '/' && strncmp(path + k, "_verbs/", 7) != 0))
+	if (!sysfs_len || strncmp(path, sys, k) != 0)
+		return NULL;
+	if (strncmp(tail, "_verbs", 6) == 0)
+		tail += 6;
+	else if (strncmp(tail, "_mad", 4) == 0)
+		tail += 4;
+	if (*tail != '/' && *tail != 0)
 		return NULL;
 	if (sysfs_len + strlen(rest) + 1 > n)
 		return NULL;
@@ -1684,21 +1679,39 @@ static int access_path(const char *path, int mode, int *rc, int r)
 	return access_answer(r, mode, rc);
 }
 
+/* TREE_RETRY redoes a path call that failed with ENOENT on the tree's
+ * file of that name (tree_retry), keeping the first answer where the
+ * tree has none either. */
+#define TREE_RETRY(r, path, call)                                            \
+	do {                                                                 \
+		char tbuf_[PATH_MAX];                                        \
+		const char *t_ = tree_retry(path, (r) < 0, tbuf_, sizeof(tbuf_)); \
+		if (t_) {                                                    \
+			int r2_ = call;                                      \
+			if (r2_ == 0 || errno != ENOENT)                     \
+				return r2_;                                  \
+			errno = ENOENT;                                      \
+		}                                                            \
+	} while (0)
+
 int access(const char *path, int mode)
 {
 	int rc, r = get_access()(path, mode);
+	TREE_RETRY(r, path, get_access()(t_, mode));
 	return access_path(path, mode, &rc, r) ? rc : r;
 }
 
 int euidaccess(const char *path, int mode)
 {
 	int rc, r = get_euidaccess()(path, mode);
+	TREE_RETRY(r, path, get_euidaccess()(t_, mode));
 	return access_path(path, mode, &rc, r) ? rc : r;
 }
 
 int eaccess(const char *path, int mode)
 {
 	int rc, r = get_eaccess()(path, mode);
+	TREE_RETRY(r, path, get_eaccess()(t_, mode));
 	return access_path(path, mode, &rc, r) ? rc : r;
 }
 
@@ -1707,6 +1720,7 @@ int eaccess(const char *path, int mode)
 int faccessat(int dirfd, const char *path, int mode, int flags)
 {
 	int rc, r = get_faccessat()(dirfd, path, mode, flags);
+	TREE_RETRY(r, path, get_faccessat()(dirfd, t_, mode, flags));
 	if ((flags & AT_EMPTY_PATH) && empty_path(path, !path_read(r)) && fake_slot(dirfd) >= 0)
 		return access_answer(r, mode, &rc) ? rc : r;
 	return access_path(path, mode, &rc, r) ? rc : r;
@@ -1715,24 +1729,28 @@ int faccessat(int dirfd, const char *path, int mode, int flags)
 int stat(const char *path, struct stat *st)
 {
 	int rc, r = get_stat()(path, st);
+	TREE_RETRY(r, path, get_stat()(t_, st));
 	return stat_path(path, st, &rc, !path_read(r)) ? rc : r;
 }
 
 int stat64(const char *path, struct stat64 *st)
 {
 	int rc, r = get_stat64()(path, st);
+	TREE_RETRY(r, path, get_stat64()(t_, st));
 	return stat_path(path, (struct stat *)st, &rc, !path_read(r)) ? rc : r;
 }
 
 int lstat(const char *path, struct stat *st)
 {
 	int rc, r = get_lstat()(path, st);
+	TREE_RETRY(r, path, get_lstat()(t_, st));
 	return stat_path(path, st, &rc, !path_read(r)) ? rc : r;
 }
 
 int lstat64(const char *path, struct stat64 *st)
 {
 	int rc, r = get_lstat64()(path, st);
+	TREE_RETRY(r, path, get_lstat64()(t_, st));
 	return stat_path(path, (struct stat *)st, &rc, !path_read(r)) ? rc : r;
 }
 
@@ -1763,12 +1781,14 @@ static int statat(int dirfd, const char *path, struct stat *st, int flags, int *
 int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
 	int rc, r = get_fstatat()(dirfd, path, st, flags);
+	TREE_RETRY(r, path, get_fstatat()(dirfd, t_, st, flags));
 	return statat(dirfd, path, st, flags, &rc, r) ? rc : r;
 }
 
 int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
 	int rc, r = get_fstatat64()(dirfd, path, st, flags);
+	TREE_RETRY(r, path, get_fstatat64()(dirfd, t_, st, flags));
 	return statat(dirfd, path, (struct stat *)st, flags, &rc, r) ? rc : r;
 }
 
@@ -1776,6 +1796,7 @@ int statx(int dirfd, const char *path, int flags, unsigned int mask, struct stat
 {
 	struct stat st;
 	int rc, r = get_statx()(dirfd, path, flags, mask, stx);
+	TREE_RETRY(r, path, get_statx()(dirfd, t_, flags, mask, stx));
 	if (statat(dirfd, path, &st, flags, &rc, r)) {
 		if (rc == 0 && !writable(stx, sizeof(*stx))) {
 			errno = EFAULT;
@@ -1961,9 +1982,66 @@ int ioctl(int fd, unsigned long req, ...)
 		pthread_mutex_unlock(&table_mu);
 		return r;
 	}
+	if (fakes[s].umad) {
+		s = hold(fd);
+		if (s < 0)
+			return get_ioctl()(fd, req, arg);
+		r = umad_ioctl(s, req, arg);
+		release(s);
+		return r;
+	}
 	/* No ioctl framework: libibverbs falls back to write(). */
 	errno = ENOTTY;
 	return -1;
+}
+
+int fake_xfer(int s, struct frame_hdr *h, const void *payload, void *rbuf, uint32_t rcap, struct frame_hdr *rh)
+{
+	int err, nfds = 0, fds[MAX_FDS];
+
+	pthread_mutex_lock(&fakes[s].mu);
+	err = xfer(fakes[s].sock, h, payload, rbuf, rcap, rh, fds, &nfds);
+	pthread_mutex_unlock(&fakes[s].mu);
+	for (int i = 0; i < nfds; i++)
+		get_close()(fds[i]);
+	return err;
+}
+
+int fake_take_event(int s)
+{
+	uint64_t one;
+	int fl = get_fcntl()(fakes[s].ev, F_GETFL);
+
+	/* A blocking wait watches the connection too: the daemon's end
+	 * (stopped, or killed) ends it with EIO, as every other call on
+	 * the device, instead of a wait on a count nobody will raise. */
+	if (fl >= 0 && !(fl & O_NONBLOCK)) {
+		struct pollfd p[2] = {{.fd = fakes[s].ev, .events = POLLIN}, {.fd = fakes[s].sock, .events = POLLRDHUP}};
+		if (poll(p, 2, -1) < 0)
+			return -errno; /* EINTR */
+		if (!(p[0].revents & POLLIN) && (p[1].revents & (POLLHUP | POLLRDHUP | POLLERR)))
+			return -EIO;
+	}
+	if (get_read()(fakes[s].ev, &one, sizeof(one)) < 0)
+		return -errno; /* EAGAIN when O_NONBLOCK, EINTR */
+	return 0;
+}
+
+void fake_give_event(int s)
+{
+	uint64_t one = 1;
+	if (get_write()(fakes[s].ev, &one, sizeof(one)) < 0)
+		return; /* the count cannot overflow: one was taken */
+}
+
+int fake_readable(const void *p, size_t n)
+{
+	return readable(p, n);
+}
+
+int fake_writable(void *p, size_t n)
+{
+	return writable(p, n);
 }
 
 /* cm_write is write() on an rdma_cm descriptor, slot s held: GET_EVENT
@@ -1991,7 +2069,7 @@ static ssize_t cm_write(int s, const void *buf, size_t n)
 		memcpy(copy, buf, n);
 		memcpy(&other, copy + 20, sizeof(other));
 		o = fake_slot((int)other);
-		if (o >= 0 && fakes[o].cm)
+		if (o >= 0 && fakes[o].cm && !fakes[o].umad)
 			token = fakes[o].token;
 		else if (get_fcntl()((int)other, F_GETFD) < 0)
 			token = UCM_TOKEN_NOT_OPEN;
@@ -2271,6 +2349,8 @@ ssize_t write(int fd, const void *buf, size_t n)
 		 * access_ok and the header's copy_from_user (EFAULT). */
 		errno = user_range(buf, n) && readable(buf, sizeof(struct ib_uverbs_cmd_hdr)) ? EINVAL : EFAULT;
 		r = -1;
+	} else if (fakes[s].umad) {
+		r = umad_write(s, buf, n);
 	} else if (fakes[s].cm) {
 		r = cm_write(s, buf, n);
 	} else {
@@ -2287,6 +2367,14 @@ ssize_t read(int fd, void *buf, size_t n)
 	if (is_known(fd, KNOWN_ATTR)) {
 		errno = EINVAL;
 		return -1;
+	}
+	if (s >= 0 && fakes[s].umad && can_read(s)) {
+		s = hold(fd);
+		if (s < 0)
+			return get_read()(fd, buf, n);
+		r = umad_read(s, buf, n);
+		release(s);
+		return r;
 	}
 	if (s >= 0) {
 		/* No read (EINVAL), after vfs_read's mode check (EBADF). */
