@@ -748,7 +748,7 @@ func (r *device) takeRecv(q *qp) (recvWQE, bool) {
 
 // QueryQP returns the stored attributes with rxe's overrides
 // (rxe_qp_to_attr): live PSNs, real capacities, the AVs rebuilt as RoCE
-// with GRH, the real state as cur_qp_state, the drain flag. It never
+// with GRH, the real state as cur_qp_state (from Linux 6.13), the drain flag. It never
 // fails on a live QP.
 func (r *device) QueryQP(c *emu.QP, mask qpstate.AttrMask) (qpstate.Attr, emu.QPInitAttr, error) {
 	r.lock()
@@ -758,7 +758,10 @@ func (r *device) QueryQP(c *emu.QP, mask qpstate.AttrMask) (qpstate.Attr, emu.QP
 		return qpstate.Attr{}, emu.QPInitAttr{}, errorf(unix.EINVAL, "query QP %#x: destroyed", q.qpn)
 	}
 	a := q.attr
-	a.QPState, a.CurQPState = q.state, q.state
+	a.QPState = q.state
+	if r.cfg.Kernel.QueryReportsCurState() {
+		a.CurQPState = q.state
+	}
 	a.RQPSN, a.SQPSN = q.respPSN, q.reqPSN
 	a.Cap = qpstate.Cap{MaxSendWR: q.sqCap, MaxRecvWR: q.rqCap, MaxSendSGE: q.sqMaxSGE,
 		MaxRecvSGE: q.rqMaxSGE, MaxInlineData: q.sqMaxInline}
