@@ -298,7 +298,8 @@ func (c *call) respondBadWR(err error, bad, n int) error {
 // rxe's post_one_recv does for a queue the kernel posts to: a full ring
 // is ENOMEM, more SGEs than the ring's WQEs hold or more bytes than a
 // message (2^31, the IBA limit: Linux 6.12 checks it, 6.1 did not; the
-// port's max_msg_sz says 2^31 only from 6.14, 0x800000 before) EINVAL.
+// port's max_msg_sz says 2^31 only from db03b70969aa, 6.14 and stable
+// 6.12.y; 0x800000 before) EINVAL.
 // It returns the index of the WR that failed; the WRs before it stay
 // posted. The ring's consumer is the device (under its own lock): the
 // full check reads the consumer index it publishes.

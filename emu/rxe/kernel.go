@@ -11,8 +11,9 @@ import (
 // Kernel is the Linux release whose rxe a device emulates: its device
 // attributes, counters, events, qpstate policy and the behaviour fixes a
 // program can observe (docs/kernels.md lists every difference, each with
-// the kernel change it comes from). Config.Kernel's zero value means
-// DefaultKernel, the newest.
+// the kernel change it comes from). A release is Debian's build of it, with
+// the fixes its stable tree took: 6.12 is Debian 13's 6.12.y, 6.1 Debian
+// 12's 6.1.y. Config.Kernel's zero value means DefaultKernel, the newest.
 type Kernel uint8
 
 // The kernels a device can be. Each is a Debian kernel the project's
@@ -91,17 +92,19 @@ func (k Kernel) HasODP() bool { return k.atLeast(6, 15) }
 func (k Kernel) HasFlush() bool { return k.atLeast(6, 2) }
 
 // QueryReportsCurState reports whether query_qp returns the QP's state
-// as cur_qp_state: Linux 6.13 and later ("RDMA/rxe: Set queue pair
-// cur_qp_state when being queried"). Before, rxe returns the stored
-// attribute, which only a modify with IB_QP_CUR_STATE ever sets.
-func (k Kernel) QueryReportsCurState() bool { return k.atLeast(6, 13) }
+// as cur_qp_state: mainline 6.13 (commit 775e6d3c8fda, "RDMA/rxe: Set
+// queue pair cur_qp_state when being queried"), which the stable trees
+// took from 6.11.11 on, Debian's 6.12.y among them. Before, rxe returns
+// the stored attribute, which only a modify with IB_QP_CUR_STATE sets.
+func (k Kernel) QueryReportsCurState() bool { return k.atLeast(6, 12) }
 
 // PortMaxMsgSz is the port's max_msg_sz (RXE_PORT_MAX_MSG_SZ): 2^31
-// from Linux 6.14 (commit db03b70969aa, "RDMA/rxe: Fix mismatched
-// max_msg_sz"), 0x800000 before, while the send and receive checks
-// allowed 2^31 all along.
+// from mainline 6.14 (commit db03b70969aa, "RDMA/rxe: Fix mismatched
+// max_msg_sz"), which the stable trees took in February 2025 (6.6.y and
+// newer, Debian's 6.12.y among them); 0x800000 before, while the send
+// and receive checks allowed 2^31 all along.
 func (k Kernel) PortMaxMsgSz() uint32 {
-	if k.atLeast(6, 14) {
+	if k.atLeast(6, 12) {
 		return 1 << 31
 	}
 	return 0x800000

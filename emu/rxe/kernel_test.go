@@ -42,7 +42,8 @@ func kernelEnv(t *testing.T, k Kernel) *env {
 
 // TestKernelAttributes: what each kernel's rxe reports: device_cap_flags
 // without FLUSH and ATOMIC_WRITE before 6.2, the port's max_msg_sz
-// 0x800000 before 6.14 (db03b70969aa) and 2^31 from it.
+// 0x800000 before db03b70969aa (mainline 6.14, stable 6.12.y) and 2^31
+// from it.
 func TestKernelAttributes(t *testing.T) {
 	const flushBits = 1<<38 | 1<<39 | 1<<40
 	for _, tc := range []struct {
@@ -52,7 +53,7 @@ func TestKernelAttributes(t *testing.T) {
 	}{
 		{Kernel7_3, true, 1 << 31},
 		{0, true, 1 << 31},
-		{Kernel6_12, true, 0x800000},
+		{Kernel6_12, true, 1 << 31},
 		{Kernel6_1, false, 0x800000},
 	} {
 		t.Run(tc.k.orDefault().String(), func(t *testing.T) {
@@ -103,14 +104,15 @@ func TestKernelCounters(t *testing.T) {
 	}
 }
 
-// TestKernelQueryCurState: from 6.13 query_qp returns the QP's state as
-// cur_qp_state; before, the stored attribute, which no modify without
-// IB_QP_CUR_STATE sets (RESET, 0).
+// TestKernelQueryCurState: from 775e6d3c8fda (mainline 6.13, stable
+// 6.12.y) query_qp returns the QP's state as cur_qp_state; before (6.1),
+// the stored attribute, which no modify without IB_QP_CUR_STATE sets
+// (RESET, 0).
 func TestKernelQueryCurState(t *testing.T) {
 	for _, tc := range []struct {
 		k    Kernel
 		want qpstate.State
-	}{{Kernel7_3, qpstate.StateInit}, {Kernel6_12, qpstate.StateReset}, {Kernel6_1, qpstate.StateReset}} {
+	}{{Kernel7_3, qpstate.StateInit}, {Kernel6_12, qpstate.StateInit}, {Kernel6_1, qpstate.StateReset}} {
 		t.Run(tc.k.String(), func(t *testing.T) {
 			e := kernelEnv(t, tc.k)
 			q := e.qp(qpstate.TypeRC, nil)
