@@ -81,7 +81,8 @@ func (k Kernel) atLeast(major, minor int) bool {
 
 // HasODP reports whether the kernel's rxe has On-Demand Paging MRs
 // (IBV_ACCESS_ON_DEMAND and the odp_caps of query_device_ex): Linux 6.15
-// and later ("RDMA/rxe: Add support for Send/Recv/Write/Read with ODP").
+// and later ("RDMA/rxe: Allow registering MRs for On-Demand Paging" and
+// the series after it).
 // Before, registering an ODP MR fails with EOPNOTSUPP.
 func (k Kernel) HasODP() bool { return k.atLeast(6, 15) }
 
