@@ -250,3 +250,35 @@ func TestFlushPyverbsRange(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelFlushOps: 6.1's rxe has neither FLUSH nor ATOMIC_WRITE
+// (6.2): posting them is EINVAL and registering an MR with FLUSH access
+// is refused, as the device has no FLUSH capability; 6.12 and 7.3 take
+// both.
+func TestKernelFlushOps(t *testing.T) {
+	for _, k := range Kernels() {
+		t.Run(k.String(), func(t *testing.T) {
+			p := newPair(t, pairOpts{kernel: k})
+			c := p.connect(qpOpts{accessB: allAccess | ib.AccessFlushGlobal})
+			src, _, mra := p.a.buf(8, 1)
+			dst, _, mrb := p.b.buf(8, 2)
+			has := k != Kernel6_1
+			for _, wr := range []emu.SendWR{
+				{WRID: 1, Opcode: emu.WRFlush, SendFlags: emu.SendSignaled, RemoteAddr: dst, RKey: mrb.RKey(),
+					FlushLen: 8, FlushType: emu.FlushGlobal, FlushLevel: emu.FlushRange},
+				{WRID: 2, Opcode: emu.WRAtomicWrite, SendFlags: emu.SendSignaled | emu.SendInline, RemoteAddr: dst, RKey: mrb.RKey(),
+					SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}},
+			} {
+				_, err := c.qa.PostSend([]emu.SendWR{wr})
+				if has && err != nil || !has && !errors.Is(err, unix.EINVAL) {
+					t.Errorf("post %v: %v (FLUSH in this kernel: %v)", wr.Opcode, err, has)
+				}
+			}
+			addr, _ := p.b.dev.Memory().Alloc(64)
+			_, err := p.b.pd.RegUserMR(addr, 64, addr, ib.AccessLocalWrite|ib.AccessFlushGlobal)
+			if has && err != nil || !has && err == nil {
+				t.Errorf("reg MR with FLUSH_GLOBAL: %v (FLUSH in this kernel: %v)", err, has)
+			}
+		})
+	}
+}

@@ -474,6 +474,10 @@ func (q *qp) checkSend(wr *emu.SendWR) (uint64, error) {
 	if !opAllowed(op, q.typ) {
 		return 0, errorf(unix.EINVAL, "post send QP %#x: %v not allowed on %v", q.qpn, op, q.typ.Name())
 	}
+	if (op == emu.WRFlush || op == emu.WRAtomicWrite) && !q.r.cfg.Kernel.HasFlush() {
+		// wr_opcode_mask of a kernel before 6.2 knows neither.
+		return 0, errorf(unix.EINVAL, "post send QP %#x: %v is not in the rxe of Linux %v", q.qpn, op, q.r.cfg.Kernel)
+	}
 	if (q.typ == qpstate.TypeUD || q.typ == qpstate.TypeGSI) && op != emu.WRSend && op != emu.WRSendWithImm {
 		return 0, errorf(unix.EINVAL, "post send QP %#x: UD QPs send SEND and SEND_WITH_IMM only, not %v", q.qpn, op)
 	}
