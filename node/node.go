@@ -468,6 +468,10 @@ func (n *Node) Name() string { return n.name }
 // Device returns the emulated rxe device.
 func (n *Node) Device() *emu.Device { return n.dev.Device }
 
+// Kernel returns the Linux release whose rxe the node's device is
+// (rxe.Config.Kernel).
+func (n *Node) Kernel() rxe.Kernel { return n.dev.Kernel() }
+
 // Settle calls fn and processes, in the calling goroutine, the frames
 // that the device sends to itself meanwhile and in answer to them
 // (rxe.Device.Settle): a daemon runs each client command in it, so that

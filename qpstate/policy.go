@@ -19,13 +19,15 @@ type Policy uint8
 
 const (
 	// PolicyRxe is rxe as of Linux 6.4 (the "Protect QP state with
-	// qp->state_lock" rework) through 6.12: the table is consulted only
+	// qp->state_lock" rework), the 6.12 and 7.3 of package rxe's
+	// kernels: the table is consulted only
 	// when IB_QP_STATE is in the mask, so an attribute-only modify is
 	// accepted in any state with any standard bits, subject to rxe's
 	// value checks (rxe_qp_chk_attr). rxe does not check retry_cnt,
 	// rnr_retry, min_rnr_timer, max_dest_rd_atomic, pkey_index or qkey.
 	PolicyRxe Policy = iota
-	// PolicyRxePre64 is rxe before Linux 6.4 (5.10 and later): the table
+	// PolicyRxePre64 is rxe before Linux 6.4 (5.10 and later, package
+	// rxe's 6.1): the table
 	// is consulted on every modify, with next = current when IB_QP_STATE
 	// is absent, before the same value checks except the access flag
 	// check, which rxe gained in 6.4 too.

@@ -147,6 +147,9 @@ func FuzzRingWQE(f *testing.F) {
 	f.Add(append(bytesOf(&w), "atomicwr"...))
 	r := RxeRecvWqe{Id: 3, Dma: RxeDmaInfo{Num_sge: 0xFFFFFFFF}}
 	f.Add(append(bytesOf(&r), bytesOf(&sge)...))
+	fl := RxeSendWqe{Wr: RxeSendWr{Wr_id: 4, Opcode: uint32(emu.WRFlush)}, Dma: RxeDmaInfo{Length: 1024}}
+	fl.Wr.Wr[12], fl.Wr.Wr[16], fl.Wr.Wr[17] = 0x80, emu.FlushGlobal, emu.FlushRange
+	f.Add(bytesOf(&fl))
 
 	dev := newDeviceFor(f)
 	k := setup(f, newClient(f, dev))
@@ -202,5 +205,37 @@ func TestAtomicWriteWQEWithoutRoomIsRefused(t *testing.T) {
 	k.f.mu.Unlock()
 	if err != nil || wr.SendFlags&emu.SendInline == 0 || len(wr.SGList) != 1 || wr.SGList[0].Length != 8 {
 		t.Fatalf("sendWR of an ATOMIC_WRITE: %v, WR %+v; want its 8 bytes inline", err, wr)
+	}
+}
+
+// TestFlushWQEDecodes: a FLUSH WQE as librxe's wr_flush writes it (rdma-core
+// 65's pyverbs test_qp_ex_rc_flush: rkey, remote address, 1024 bytes,
+// IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE; then IBV_FLUSH_MR with length 0)
+// becomes the device's FLUSH WR with that key, address, length, placement
+// and selectivity. The key sits where wr.rdma's would-be reserved word is:
+// read as an RDMA WR, it was the flush's unused length field (0), and every
+// such FLUSH failed the responder's key check (IB_WC_REM_ACCESS_ERR).
+func TestFlushWQEDecodes(t *testing.T) {
+	dev := newDeviceFor(t)
+	k := setup(t, newClient(t, dev))
+	u := k.f.objects[k.qp].qp
+	for _, tc := range []struct {
+		length     uint32
+		typ, level uint8
+	}{{1024, emu.FlushGlobal, emu.FlushRange}, {0, emu.FlushGlobal, emu.FlushMR}, {64, emu.FlushPersistent | emu.FlushGlobal, emu.FlushRange}} {
+		const addr, rkey = 0x7f0012345000, 0x1234ab
+		w := RxeSendWqe{Wr: RxeSendWr{Wr_id: 0x123, Opcode: uint32(emu.WRFlush), Send_flags: uint32(emu.SendSignaled)},
+			Iova: addr, Dma: RxeDmaInfo{Length: tc.length, Resid: tc.length}}
+		binary.NativeEndian.PutUint64(w.Wr.Wr[0:], addr)
+		binary.NativeEndian.PutUint32(w.Wr.Wr[12:], rkey)
+		w.Wr.Wr[16], w.Wr.Wr[17] = tc.typ, tc.level
+		var wr emu.SendWR
+		k.f.mu.Lock()
+		err := u.sendWR(bytesOf(&w), 0, &wr)
+		k.f.mu.Unlock()
+		if err != nil || wr.Opcode != emu.WRFlush || wr.RemoteAddr != addr || wr.RKey != rkey || wr.FlushLen != tc.length ||
+			wr.FlushType != tc.typ || wr.FlushLevel != tc.level || len(wr.SGList) != 0 || wr.WRID != 0x123 {
+			t.Errorf("flush %+v: %v, WR %+v", tc, err, wr)
+		}
 	}
 }

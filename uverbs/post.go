@@ -297,15 +297,14 @@ func (c *call) respondBadWR(err error, bad, n int) error {
 // postRing writes WRs onto a user receive ring at its producer index, as
 // rxe's post_one_recv does for a queue the kernel posts to: a full ring
 // is ENOMEM, more SGEs than the ring's WQEs hold or more bytes than a
-// message (the port's max_msg_sz, 2^31: Linux 6.12 checks it, 6.1 did
-// not) EINVAL. It returns the index of the WR that failed; the WRs
-// before it stay posted. The ring's consumer is the device (under its own
-// lock): the full check reads the consumer index it publishes.
+// message (2^31, the IBA limit: Linux 6.12 checks it, 6.1 did not; the
+// port's max_msg_sz says 2^31 only from db03b70969aa, 6.14 and stable
+// 6.12.y; 0x800000 before) EINVAL.
+// It returns the index of the WR that failed; the WRs before it stay
+// posted. The ring's consumer is the device (under its own lock): the
+// full check reads the consumer index it publishes.
 func (f *File) postRing(q *queue, maxSGE uint32, wrs []emu.RecvWR) (bad int, err error) {
-	maxMsg := uint64(math.MaxUint32)
-	if pa, perr := f.dev.QueryPort(1); perr == nil {
-		maxMsg = uint64(pa.MaxMsgSz)
-	}
+	const maxMsg = 1 << 31
 	for i := range wrs {
 		prod := q.load(qbProducer) & q.mask
 		if (prod+1)&q.mask == q.load(qbConsumer)&q.mask {

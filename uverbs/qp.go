@@ -219,6 +219,10 @@ const qptDriver = 0xFF
 // Send flags of rxe_send_wr (IBV_SEND_*).
 const sendInline = 1 << 3
 
+// flushTypeOff is the offset of wr.flush.type in rxe_send_wr's union:
+// right after the 16 bytes it shares with wr.rdma.
+const flushTypeOff = int(unsafe.Sizeof(RxeSendWrRdma{}))
+
 // atomicWriteLen is the length of ATOMIC_WRITE's data.
 const atomicWriteLen = 8
 
@@ -238,6 +242,18 @@ func (u *uqp) sendWR(slot []byte, i int, wr *emu.SendWR) error {
 		wr.RemoteAddr, wr.CompareAdd, wr.Swap, wr.RKey = a.Remote_addr, a.Compare_add, a.Swap, a.Rkey
 	case emu.WRBindMW:
 		u.f.bindWR(load[RxeSendWrMw](w.Wr.Wr[:]), wr)
+		return nil
+	case emu.WRFlush:
+		// wr.flush (Linux 6.2's uapi, newer than the header of the
+		// types here): remote_addr, length, rkey, type, level. Its
+		// first 16 bytes overlay wr.rdma's remote_addr, rkey and
+		// reserved: the rkey is in the slot of rdma's reserved, type
+		// and level follow. librxe's wr_flush leaves length 0 and puts
+		// the flush's length in dma.length, as rxe's requester reads it.
+		r := load[RxeSendWrRdma](w.Wr.Wr[:])
+		wr.RemoteAddr, wr.RKey = r.Addr, r.Reserved
+		wr.FlushType, wr.FlushLevel = w.Wr.Wr[flushTypeOff], w.Wr.Wr[flushTypeOff+1]
+		wr.FlushLen = w.Dma.Length
 		return nil
 	default:
 		r := load[RxeSendWrRdma](w.Wr.Wr[:])

@@ -38,6 +38,9 @@ type LoopbackConfig struct {
 	// kernel's hfi1 does (rxe.Config.CoalesceACKs); by default they
 	// answer as rxe, one ACK for every packet that asks for one.
 	CoalesceACKs bool
+	// Kernel is the Linux release whose rxe both devices are
+	// (rxe.Config.Kernel); zero is rxe.DefaultKernel.
+	Kernel rxe.Kernel
 	// Wrap, if set, wraps the link of device i (0 or 1) outermost, after
 	// the faults and the capture: a test's own injector.
 	Wrap func(i int, l link.Link) link.Link
@@ -107,7 +110,7 @@ func NewLoopback(cfg LoopbackConfig) (*Loopback, error) {
 			l = cfg.Wrap(i, l)
 		}
 		s.link = l
-		dev, err := rxe.New(rxe.Config{Seed: cfg.Seed + uint64(i), Link: l, CoalesceACKs: cfg.CoalesceACKs,
+		dev, err := rxe.New(rxe.Config{Seed: cfg.Seed + uint64(i), Link: l, CoalesceACKs: cfg.CoalesceACKs, Kernel: cfg.Kernel,
 			Neighbor: emu.ResolverFunc(func(_ context.Context, ip netip.Addr) ([6]byte, error) {
 				if m, ok := neigh[ip]; ok {
 					return m, nil

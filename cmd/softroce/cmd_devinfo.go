@@ -18,7 +18,8 @@ func init() {
 // runDevinfo builds the device on the link the flags give and prints it in
 // the layout of rdma-core 44's ibv_devinfo (libibverbs/examples/devinfo.c).
 // Equivalent to: `ibv_devinfo -d softroce0 [-v]` on a machine with `rdma
-// link add softroce0 type rxe netdev DEV`.
+// link add softroce0 type rxe netdev DEV`, followed by a line naming the
+// kernel whose rxe the device is (--kernel).
 func runDevinfo(e *env) error {
 	args, stdout, stderr := e.args, e.stdout, e.stderr
 	fs := newFlagSet(e, "devinfo")
@@ -52,5 +53,8 @@ func runDevinfo(e *env) error {
 		w.Flush()
 		return err
 	}
+	// Not ibv_devinfo's: which kernel's rxe this is (--kernel), after
+	// everything the tool prints.
+	fmt.Fprintf(w, "softroce: the rxe of Linux %v\n", n.Kernel())
 	return w.Flush()
 }

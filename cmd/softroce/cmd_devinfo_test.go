@@ -152,8 +152,36 @@ func TestDevinfo(t *testing.T) {
 		if !verbose && strings.Contains(out, "GID[") {
 			t.Errorf("GID table printed without -v")
 		}
-		if !strings.HasSuffix(out, "link_layer:\t\tEthernet\n\n") && !verbose {
-			t.Errorf("plain output does not end with the port block and a blank line:\n%s", out)
+		if !strings.HasSuffix(out, "link_layer:\t\tEthernet\n\nsoftroce: the rxe of Linux 7.3\n") && !verbose {
+			t.Errorf("plain output does not end with the port block, a blank line and the kernel:\n%s", out)
+		}
+	}
+}
+
+// TestDevinfoKernel: --kernel selects the rxe devinfo shows, and says
+// so: 6.1's port max_msg_sz is 0x800000 (2^31 from db03b70969aa, in
+// 6.12.y and 7.3).
+func TestDevinfoKernel(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  []string
+		err  string
+	}{
+		{[]string{"devinfo", "-v"}, 0, []string{"max_msg_sz:\t\t0x80000000\n", "softroce: the rxe of Linux 7.3\n"}, ""},
+		{[]string{"devinfo", "-v", "--kernel", "7.3"}, 0, []string{"max_msg_sz:\t\t0x80000000\n", "softroce: the rxe of Linux 7.3\n"}, ""},
+		{[]string{"devinfo", "-v", "--kernel", "6.12"}, 0, []string{"max_msg_sz:\t\t0x80000000\n", "softroce: the rxe of Linux 6.12\n"}, ""},
+		{[]string{"devinfo", "-v", "--kernel=6.1"}, 0, []string{"max_msg_sz:\t\t0x800000\n", "softroce: the rxe of Linux 6.1\n"}, ""},
+		{[]string{"devinfo", "--kernel", "6.13"}, 2, nil, "not one of 7.3, 6.12, 6.1"},
+	} {
+		code, out, errs := runCmd(t, tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.err) {
+			t.Errorf("%v: status %d (want %d), stderr %q (want %q)", tc.args, code, tc.code, errs, tc.err)
+		}
+		for _, o := range tc.out {
+			if !strings.Contains(out, o) {
+				t.Errorf("%v: %q missing from\n%s", tc.args, o, out)
+			}
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/coverage"
+	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/oob"
@@ -50,6 +51,7 @@ type loopbackOpts struct {
 	qpTimeout                   uint
 	coverage                    string
 	coalesceACKs                bool
+	kernel                      rxe.Kernel
 }
 
 // runLoopback is "softroce loopback": rxe0 (10.0.0.1) and rxe1 (10.0.0.2)
@@ -102,6 +104,11 @@ func runLoopback(e *env) error {
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up when a wait for a completion lasts `DURATION` (default 10s; 1s for uc and ud with faults)")
 	fs.StringVar(&o.coverage, "coverage", "", "write the run's coverage profile (both devices) to `FILE` (read it with softroce coverage)")
 	fs.BoolVar(&o.coalesceACKs, "coalesce-acks", false, coalesceACKsHelp)
+	fs.Func("kernel", strings.Replace(kernelHelp, "VERSION", "`VERSION`", 1), func(v string) error {
+		k, err := rxe.ParseKernel(v)
+		o.kernel = k
+		return err
+	})
 	fs.UintVar(&o.qpTimeout, "qp-timeout", 0, "RC local ACK timeout exponent `N`: 4.096µs·2^N (default 14, 10 with faults)")
 	operands, err := parseFlags(fs, args)
 	if err != nil {
@@ -149,7 +156,7 @@ func (o *loopbackOpts) run(stdout io.Writer) (err error) {
 	if !o.seedSet {
 		o.seed = randomSeed()
 	}
-	cfg := workload.LoopbackConfig{Seed: o.seed, CoalesceACKs: o.coalesceACKs}
+	cfg := workload.LoopbackConfig{Seed: o.seed, CoalesceACKs: o.coalesceACKs, Kernel: o.kernel}
 	if o.faulty() {
 		cfg.Faults = &link.FaultConfig{Seed: o.seed, Drop: o.loss, Duplicate: o.dup, Reorder: o.reorder, Corrupt: o.corrupt}
 	}

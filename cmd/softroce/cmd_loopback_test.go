@@ -276,3 +276,24 @@ func TestLoopbackPcap(t *testing.T) {
 		})
 	}
 }
+
+// TestLoopbackKernel: --kernel selects both devices' rxe: the byte
+// counters of Linux 7.2 show on 7.3 (the default) and not on 6.12 or 6.1,
+// whose devices move the same data.
+func TestLoopbackKernel(t *testing.T) {
+	for _, tc := range []struct {
+		kernel []string
+		bytes  bool
+	}{{nil, true}, {[]string{"--kernel", "7.3"}, true}, {[]string{"--kernel", "6.12"}, false}, {[]string{"--kernel", "6.1"}, false}} {
+		code, out, errs := runCmd(t, append([]string{"loopback", "-n", "20", "--seed", "7"}, tc.kernel...)...)
+		if code != 0 || !strings.Contains(out, "data check: ok") {
+			t.Fatalf("loopback %v: status %d\n%s%s", tc.kernel, code, out, errs)
+		}
+		if got := strings.Contains(out, " sent_bytes "); got != tc.bytes || !strings.Contains(out, "rxe0 counters: sent_pkts ") {
+			t.Errorf("loopback %v: sent_bytes shown %v, want %v\n%s", tc.kernel, got, tc.bytes, out)
+		}
+	}
+	if code, _, errs := runCmd(t, "loopback", "--kernel", "5.10"); code != 2 || !strings.Contains(errs, "not one of 7.3, 6.12, 6.1") {
+		t.Errorf("loopback --kernel 5.10: status %d, stderr %q", code, errs)
+	}
+}

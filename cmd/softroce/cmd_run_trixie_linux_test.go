@@ -34,7 +34,14 @@ type trixieClient struct {
 // (serveAsUser) and maps the environment it prints into the tree.
 func serveForTrixie(t *testing.T, name string, args ...string) *trixieClient {
 	t.Helper()
-	tree := debroot.ForTest(t, debroot.TrixieRDMA())
+	return serveForTree(t, debroot.TrixieRDMA(), name, args...)
+}
+
+// serveForTree is serveForTrixie for the programs of the tree cfg
+// describes.
+func serveForTree(t *testing.T, cfg debroot.Config, name string, args ...string) *trixieClient {
+	t.Helper()
+	tree := debroot.ForTest(t, cfg)
 	needCC(t)
 	served := serveAsUser(t, userHome(t), name, args...)
 	env, binds := debroot.HostPaths(append([]string{"PATH=/usr/bin:/bin"}, served...),

@@ -25,8 +25,8 @@ type stat struct {
 }
 
 // nodeStats returns the port 1 counters of n's device in the kernel's
-// order (rxe_hw_counters.c: rxe 6.12's fifteen, the 2026 byte
-// counters, then the driver's softroce_ extras), followed by softroce's
+// order (rxe_hw_counters.c: rxe's fifteen, the byte counters of Linux 7.2
+// on --kernel 7.3, then the driver's softroce_ extras), followed by softroce's
 // extras outside the device, all prefixed "softroce_": the port's
 // bad_pkey_cntr and qkey_viol_cntr, what the IP host dropped, and RoCE
 // frames lost to a full device queue; on a UDP link, instead of the

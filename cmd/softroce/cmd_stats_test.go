@@ -180,3 +180,26 @@ func TestStatsNegativeFor(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}
 }
+
+// TestStatsKernel: stats lists the counters of the --kernel's rxe:
+// sent_bytes and rcvd_bytes (Linux 7.2) on 7.3, the default, and not on
+// 6.12; rxe's other counters and softroce's extras on both.
+func TestStatsKernel(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		bytes bool
+	}{{nil, true}, {[]string{"--kernel", "6.12"}, false}} {
+		code, out, errs := runCmd(t, append([]string{"stats"}, tc.args...)...)
+		if code != 0 {
+			t.Fatalf("stats %v: status %d, stderr %q", tc.args, code, errs)
+		}
+		for _, c := range []string{" rdma_recvs 0 ", " softroce_icrc_err 0 "} {
+			if !strings.Contains(out, c) {
+				t.Errorf("stats %v: no %q in %q", tc.args, c, out)
+			}
+		}
+		if got := strings.Contains(out, " sent_bytes 0 rcvd_bytes 0 "); got != tc.bytes {
+			t.Errorf("stats %v: byte counters %v, want %v: %q", tc.args, got, tc.bytes, out)
+		}
+	}
+}

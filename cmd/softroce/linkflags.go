@@ -46,6 +46,7 @@ type linkFlags struct {
 	udpGSO             bool
 	vlan               uint16
 	coalesceACKs       bool
+	kernel             rxe.Kernel // --kernel; 0: rxe.DefaultKernel
 	// recorder, if set, is the device's coverage recorder (not a flag:
 	// serve and run set it).
 	recorder emu.Recorder
@@ -128,6 +129,12 @@ var linkFlagDefs = []linkFlag{
 			f.coalesceACKs = b
 			return err
 		}},
+	{"kernel", "VERSION", kernelHelp, true,
+		func(f *linkFlags, v string) error {
+			k, err := rxe.ParseKernel(v)
+			f.kernel = k
+			return err
+		}},
 	{"pcap", "FILE", "write every frame softroce sends or receives to the pcap FILE", true,
 		func(f *linkFlags, v string) error { f.pcap = v; return nil }},
 	{"nodad", "", "skip IPv6 duplicate address detection of the --ip addresses (as ip addr add ... nodad)", true,
@@ -157,6 +164,11 @@ var linkFlagDefs = []linkFlag{
 // softroce loopback takes too.
 const coalesceACKsHelp = "defer and merge the devices' ACKs as the kernel's hfi1 and qib drivers do (rxe.Config.CoalesceACKs): " +
 	"fewer ACKs, later, each covering several messages; by default softroce answers as rxe, one ACK for every packet that asks for one"
+
+// kernelHelp is the help of --kernel, a link flag that softroce loopback
+// takes too.
+const kernelHelp = "emulate the rxe of Linux VERSION: 7.3 (the default), 6.12 or 6.1 " +
+	"(the device attributes, counters, events and fixes of that kernel's rxe; docs/kernels.md lists the differences)"
 
 // linkValue is the flag.Value of a link flag: it sets the field through
 // the definition.
@@ -269,12 +281,13 @@ func (f *linkFlags) config() (node.Config, error) {
 	}
 	cfg := node.Config{Name: f.dev, Addrs: f.ips, PcapPath: f.pcap, NoDAD: f.nodad}
 	cfg.DeviceLink, cfg.DeviceLinkPasses = f.deviceLink, f.deviceLinkPasses
-	if rec, coalesce := f.recorder, f.coalesceACKs; rec != nil || coalesce {
+	if rec, coalesce, kernel := f.recorder, f.coalesceACKs, f.kernel; rec != nil || coalesce || kernel != 0 {
 		cfg.Rxe = func(rc *rxe.Config) {
 			if rec != nil {
 				rc.Device.Recorder = rec
 			}
 			rc.CoalesceACKs = coalesce
+			rc.Kernel = kernel
 		}
 	}
 	if f.tap == "" && f.iface == "" && !f.udp {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/internal/testenv"
 	"github.com/softroce/softroce/link"
@@ -625,6 +626,10 @@ func edgeRunPipe(t *testing.T, sc edgeScenario) (edgeOutcome, []string) {
 	return o, d.log
 }
 
+// edgeKernel makes the in-process devices of the edge tests the rxe of
+// the VM's kernel, Debian 13's 6.12 (docs/kernels.md).
+func edgeKernel(c *rxe.Config) { c.Kernel = rxe.Kernel6_12 }
+
 // pipeNodes builds the differential's two softroce hosts on a link.Pipe:
 // the driver at 10.77.0.2 (its link wrapped by wrap, if set) and the peer
 // at 10.77.0.11, as on the lab bridge. They close with t.
@@ -635,12 +640,12 @@ func pipeNodes(t *testing.T, wrap func(link.Link) link.Link) (drv, peer *node.No
 	if wrap != nil {
 		l = wrap(a)
 	}
-	drv, err := node.New(context.Background(), node.Config{Link: l, NoDAD: true, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.2/24")}, Seed: 7})
+	drv, err := node.New(context.Background(), node.Config{Link: l, NoDAD: true, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.2/24")}, Seed: 7, Rxe: edgeKernel})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { drv.Close() })
-	peer, err = node.New(context.Background(), node.Config{Link: b, NoDAD: true, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.11/24")}, Seed: 11})
+	peer, err = node.New(context.Background(), node.Config{Link: b, NoDAD: true, Addrs: []netip.Prefix{netip.MustParsePrefix("10.77.0.11/24")}, Seed: 11, Rxe: edgeKernel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -688,7 +693,7 @@ func labNode(t *testing.T, lab *Lab, wrap func(link.Link) link.Link, sockets fun
 		if wrap != nil {
 			l = wrap(td)
 		}
-		if n, err = node.New(context.Background(), node.Config{Link: l, NoDAD: true, Addrs: []netip.Prefix{ip4, ip6}, Seed: 7}); err != nil {
+		if n, err = node.New(context.Background(), node.Config{Link: l, NoDAD: true, Addrs: []netip.Prefix{ip4, ip6}, Seed: 7, Rxe: edgeKernel}); err != nil {
 			td.Close()
 			return err
 		}

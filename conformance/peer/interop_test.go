@@ -369,7 +369,12 @@ type interopRun struct {
 	softroceServer bool
 	mtu            int
 	ipv6           bool
+	kernel         string // softroce's --kernel: peerKernel of the peer's release
 }
+
+// peerKernel is softroce's --kernel against the rxe of each release: the
+// personality of the peer's own kernel (docs/kernels.md).
+var peerKernel = map[Release]string{Bookworm: "6.1", Trixie: "6.12"}
 
 func (r interopRun) dir() string {
 	if r.softroceServer {
@@ -406,6 +411,9 @@ func (r interopRun) args(port int) (vm string, soft []string) {
 		peer := map[bool]string{true: " -s -a 0.0.0.0", false: " -c -a " + vmIP4}
 		soft = append(strings.Fields(r.tool.soft+peer[r.softroceServer]), "-p", fmt.Sprint(port),
 			"--tap", softroceTAP, "--bridge", "br0", "--ip", ip4, "--ip", ip6, "--nodad")
+		if r.kernel != "" {
+			soft = append(soft, "--kernel", r.kernel)
+		}
 		if r.softroceServer {
 			soft = append(soft, "-d") // prints "rdma_listen" once it listens
 		}
@@ -430,6 +438,9 @@ func (r interopRun) args(port int) (vm string, soft []string) {
 	// address detection would add 1-2 s to every cell
 	// (node.TestDADAgainstKernel runs it against the kernel).
 	soft = append(strings.Fields(r.tool.soft), "--tap", softroceTAP, "--bridge", "br0", "--ip", ip4, "--ip", ip6, "--nodad")
+	if r.kernel != "" {
+		soft = append(soft, "--kernel", r.kernel)
+	}
 	soft = append(soft, strings.Fields(extra)...)
 	return vm, soft
 }
@@ -504,7 +515,7 @@ func interopMatrix(t *testing.T, rel Release, smoke bool) {
 		for _, srv := range []bool{true, false} {
 			for _, mtu := range []int{1024, 4096} {
 				for _, v6 := range []bool{false, true} {
-					r := interopRun{tool: tool, softroceServer: srv, mtu: mtu, ipv6: v6}
+					r := interopRun{tool: tool, softroceServer: srv, mtu: mtu, ipv6: v6, kernel: peerKernel[rel]}
 					if sel != nil && !sel.MatchString(r.name()) || tool.oneCell && (mtu != 4096 || v6) || smoke && !smokeCell(r) {
 						continue
 					}

@@ -27,8 +27,8 @@ const (
 	numCounters
 )
 
-// statDescs are the counter names: rxe 6.12's fifteen, the two byte
-// counters of 2026 mainline, and softroce's extras (prefixed "softroce_"
+// statDescs are the counter names: rxe's fifteen (Linux 6.1 to 7.3), the
+// two byte counters of Linux 7.2, and softroce's extras (prefixed "softroce_"
 // and flagged optional so no one mistakes them for rxe's).
 var statDescs = [numCounters]emu.StatDesc{
 	{Name: "sent_pkts"}, {Name: "rcvd_pkts"}, {Name: "duplicate_request"}, {Name: "out_of_seq_request"},
@@ -40,12 +40,36 @@ var statDescs = [numCounters]emu.StatDesc{
 	{Name: "softroce_dropped_pkts", Flags: emu.StatFlagOptional},
 }
 
+// kernelStats are the counters a kernel's rxe shows: their descriptors
+// and, for each, its index in the device's counters.
+type kernelStats struct {
+	descs []emu.StatDesc
+	idx   []int
+}
+
+// statsOf returns the counters of kernel k's rxe: all of statDescs from
+// Linux 7.2 on, all but sent_bytes and rcvd_bytes before.
+func statsOf(k Kernel) kernelStats {
+	var s kernelStats
+	for i, d := range statDescs {
+		if (i == cntSentBytes || i == cntRcvdBytes) && !k.HasByteCounters() {
+			continue
+		}
+		s.descs, s.idx = append(s.descs, d), append(s.idx, i)
+	}
+	return s
+}
+
 // StatDescs returns the port counter descriptors (rxe_ib_alloc_hw_port_stats).
-func (r *device) StatDescs(port uint32) []emu.StatDesc { return statDescs[:] }
+func (r *device) StatDescs(port uint32) []emu.StatDesc { return r.stats.descs }
 
 // HWStats copies the counters into values (rxe_ib_get_hw_stats).
 func (r *device) HWStats(port uint32, values []uint64) int {
 	r.lock()
 	defer r.unlock()
-	return copy(values, r.counters[:])
+	n := min(len(values), len(r.stats.idx))
+	for i, c := range r.stats.idx[:n] {
+		values[i] = r.counters[c]
+	}
+	return n
 }

@@ -15,6 +15,10 @@ type Device struct {
 	r *device
 }
 
+// Kernel returns the Linux release whose rxe the device is (Config.Kernel,
+// or DefaultKernel).
+func (d *Device) Kernel() Kernel { return d.r.cfg.Kernel }
+
 // Close removes the device (rdma link delete): it detaches from its link,
 // closing the link and waiting for the device's readers, then unregisters
 // the device from the core, which removes its clients and waits for the

@@ -92,6 +92,7 @@ type pairOpts struct {
 	ipv6             bool // fd00::N instead of 10.0.0.N
 	flowLabel        uint32
 	trafficClass     uint8
+	kernel           Kernel // both devices' Config.Kernel (0: the default)
 }
 
 func newPair(t testing.TB, o pairOpts) *pair {
@@ -123,7 +124,7 @@ func newPair(t testing.TB, o pairOpts) *pair {
 		}
 		n.rec = &recorder{Link: inner, self: end, peer: peer}
 		var l link.Link = n.rec
-		cfg := Config{Seed: uint64(i), Link: l, Synchronous: true, Quirks: q, NoMADLayer: o.noMAD,
+		cfg := Config{Seed: uint64(i), Link: l, Synchronous: true, Quirks: q, NoMADLayer: o.noMAD, Kernel: o.kernel,
 			Device: emu.Config{Name: "rxe" + string('0'+i), Clock: clk, NetDev: emu.NetDev{Name: "eth0",
 				MAC: net.HardwareAddr(n.mac[:]), MTU: mtu, Addrs: []netip.Addr{n.ip}}}}
 		n.env = newEnvWith(t, cfg)

@@ -474,6 +474,10 @@ func (q *qp) checkSend(wr *emu.SendWR) (uint64, error) {
 	if !opAllowed(op, q.typ) {
 		return 0, errorf(unix.EINVAL, "post send QP %#x: %v not allowed on %v", q.qpn, op, q.typ.Name())
 	}
+	if (op == emu.WRFlush || op == emu.WRAtomicWrite) && !q.r.cfg.Kernel.HasFlush() {
+		// wr_opcode_mask of a kernel before 6.2 knows neither.
+		return 0, errorf(unix.EINVAL, "post send QP %#x: %v is not in the rxe of Linux %v", q.qpn, op, q.r.cfg.Kernel)
+	}
 	if (q.typ == qpstate.TypeUD || q.typ == qpstate.TypeGSI) && op != emu.WRSend && op != emu.WRSendWithImm {
 		return 0, errorf(unix.EINVAL, "post send QP %#x: UD QPs send SEND and SEND_WITH_IMM only, not %v", q.qpn, op)
 	}
@@ -748,7 +752,7 @@ func (r *device) takeRecv(q *qp) (recvWQE, bool) {
 
 // QueryQP returns the stored attributes with rxe's overrides
 // (rxe_qp_to_attr): live PSNs, real capacities, the AVs rebuilt as RoCE
-// with GRH, the real state as cur_qp_state, the drain flag. It never
+// with GRH, the real state as cur_qp_state (from Linux 6.13), the drain flag. It never
 // fails on a live QP.
 func (r *device) QueryQP(c *emu.QP, mask qpstate.AttrMask) (qpstate.Attr, emu.QPInitAttr, error) {
 	r.lock()
@@ -758,7 +762,10 @@ func (r *device) QueryQP(c *emu.QP, mask qpstate.AttrMask) (qpstate.Attr, emu.QP
 		return qpstate.Attr{}, emu.QPInitAttr{}, errorf(unix.EINVAL, "query QP %#x: destroyed", q.qpn)
 	}
 	a := q.attr
-	a.QPState, a.CurQPState = q.state, q.state
+	a.QPState = q.state
+	if r.cfg.Kernel.QueryReportsCurState() {
+		a.CurQPState = q.state
+	}
 	a.RQPSN, a.SQPSN = q.respPSN, q.reqPSN
 	a.Cap = qpstate.Cap{MaxSendWR: q.sqCap, MaxRecvWR: q.rqCap, MaxSendSGE: q.sqMaxSGE,
 		MaxRecvSGE: q.rqMaxSGE, MaxInlineData: q.sqMaxInline}

@@ -394,7 +394,7 @@ func (r *device) execWrite(q *qp, p *wire.Packet) bool {
 		}
 		if err != nil {
 			if q.typ == qpstate.TypeRC {
-				r.nakErr(q, psn, nakRemAccess)
+				r.rkeyViolation(q, p, psn)
 			} else {
 				r.ucFail(q, op, emu.WCRemAccessErr)
 			}
@@ -427,7 +427,7 @@ func (r *device) execRead(q *qp, p *wire.Packet) {
 	}
 	if n > 0 {
 		if _, _, err := r.rkeyMR(q, rkey, ib.AccessRemoteRead, va, n); err != nil {
-			r.nakErr(q, psn, nakRemAccess)
+			r.rkeyViolation(q, p, psn)
 			return
 		}
 	}
@@ -513,7 +513,7 @@ func (r *device) execAtomic(q *qp, p *wire.Packet) {
 	}
 	m, addr, err := r.rkeyMR(q, a.RKey(), ib.AccessRemoteAtomic, va, 8)
 	if err != nil {
-		r.nakErr(q, psn, nakRemAccess)
+		r.rkeyViolation(q, p, psn)
 		return
 	}
 	var b [8]byte
@@ -552,11 +552,13 @@ func (r *device) execAtomicWrite(q *qp, p *wire.Packet) {
 		return
 	}
 	m, addr, err := r.rkeyMR(q, reth.RKey(), ib.AccessRemoteWrite, reth.VA(), 8)
-	if err == nil {
-		atomicMu.Lock()
-		err = r.memIO(m, addr, pay, true)
-		atomicMu.Unlock()
+	if err != nil {
+		r.rkeyViolation(q, p, psn)
+		return
 	}
+	atomicMu.Lock()
+	err = r.memIO(m, addr, pay, true)
+	atomicMu.Unlock()
 	if err != nil {
 		r.nakErr(q, psn, nakRemAccess)
 		return
@@ -608,7 +610,7 @@ func (r *device) execFlush(q *qp, p *wire.Packet) {
 		err = errorf(unix.EFAULT, "persistent flush of a DMA MR")
 	}
 	if err != nil {
-		r.nakErr(q, psn, nakRemAccess)
+		r.rkeyViolation(q, p, psn)
 		return
 	}
 	if q.respRes == 0 {
@@ -619,6 +621,20 @@ func (r *device) execFlush(q *qp, p *wire.Packet) {
 	}
 	res := q.saveSinglePacketRes(respRes{firstPSN: psn, lastPSN: psn, va: va, rkey: reth.RKey(), flush: true})
 	r.readReply(q, res, psn, 0, 0)
+}
+
+// rkeyViolation answers an R_Key violation of RC request p found while
+// checking its key and range (rxe_resp.c check_rkey), writing its payload
+// (write_data_in) or flushing to persistence (process_flush): NAK 0x62,
+// the QP to ERR and, from Linux 7.1 (Config.Kernel's AccessErrEvent),
+// first IB_EVENT_QP_ACCESS_ERR when p carries no immediate data, which
+// would pin the error on a receive WQE instead (IBA C9-222.1.1;
+// get_rkey_violation_state).
+func (r *device) rkeyViolation(q *qp, p *wire.Packet, psn uint32) {
+	if r.cfg.Kernel.AccessErrEvent() && p.ImmDt() == nil {
+		r.event(emu.Event{Type: emu.EventQPAccessErr, QP: q.core})
+	}
+	r.nakErr(q, psn, nakRemAccess)
 }
 
 // regionStart is the address at which the MR or MW rkey names starts, in

@@ -50,10 +50,14 @@ type Config struct {
 	// Seed seeds the generator of key bytes; every seed (0 included)
 	// gives a reproducible device.
 	Seed uint64
+	// Kernel is the Linux release whose rxe the device is (Kernel); the
+	// zero value is DefaultKernel, the newest.
+	Kernel Kernel
 	// Policy selects whose modify_qp checks apply; the zero value is
-	// qpstate.PolicyRxe (rxe 6.4 .. 6.12).
+	// the Kernel's (Kernel.Policy: qpstate.PolicyRxe from 6.4,
+	// qpstate.PolicyRxePre64 before).
 	Policy qpstate.Policy
-	// Tune, if non-nil, adjusts the device attributes after rxe's 6.12
+	// Tune, if non-nil, adjusts the device attributes after the Kernel's
 	// defaults are filled in — for example an older kernel's max_qp_wr of
 	// 0x4000. The driver's checks (QP, CQ, SRQ, MR, multicast and modify
 	// limits) follow the tuned values, and so do its object counts:
@@ -181,6 +185,7 @@ type device struct {
 	gsi        bool
 	madSlot    madSlot // the MAD layer's reserved QP index
 	counters   [numCounters]uint64
+	stats      kernelStats // the counters the Config.Kernel shows
 	badPKey    uint32
 	badQKey    uint32
 	deferred   []deferredCall
@@ -229,7 +234,14 @@ func New(cfg Config) (*Device, error) {
 	if !cfg.Policy.IsValid() {
 		return nil, errorf(unix.EINVAL, "rxe: policy %v", cfg.Policy)
 	}
+	if cfg.Kernel = cfg.Kernel.orDefault(); !cfg.Kernel.IsValid() {
+		return nil, errorf(unix.EINVAL, "rxe: %v", cfg.Kernel)
+	}
+	if cfg.Policy == qpstate.PolicyRxe {
+		cfg.Policy = cfg.Kernel.Policy()
+	}
 	attr := defaultAttr()
+	attr.DeviceCapFlags = cfg.Kernel.deviceCapFlags()
 	if cfg.Tune != nil {
 		cfg.Tune(&attr)
 	}
@@ -237,7 +249,8 @@ func New(cfg Config) (*Device, error) {
 		rnd:    rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d)),
 		qpPool: newPool(minQPIndex, maxQPIndex-1), mrPool: newPool(minMRIndex, maxMRIndex),
 		mwPool: newPool(minMWIndex, maxMWIndex), ahPool: newPool(1, uint32(max(1, attr.MaxAH))),
-		qps: map[uint32]*qp{}, mrs: map[uint32]*mr{}, mws: map[uint32]*mw{}, mcgs: map[emu.GID]*mcg{}}
+		qps: map[uint32]*qp{}, mrs: map[uint32]*mr{}, mws: map[uint32]*mw{}, mcgs: map[emu.GID]*mcg{},
+		stats: statsOf(cfg.Kernel)}
 	if !cfg.NoMADLayer {
 		r.qpPool.alloc(nil) // index 16: the MAD layer's GSI QP (QPN 1)
 		r.gsi = true
@@ -450,8 +463,9 @@ func (r *device) keyByte(old uint8) uint8 {
 	}
 }
 
-// defaultAttr returns rxe 6.12's device attributes (rxe_init_device_param)
-// without the MAC-derived GUIDs.
+// defaultAttr returns rxe's device attributes (rxe_init_device_param)
+// without the MAC-derived GUIDs, as of Linux 6.12 and 7.3; New adjusts
+// them to the Config.Kernel.
 func defaultAttr() emu.DeviceAttr {
 	return emu.DeviceAttr{
 		MaxMRSize: ^uint64(0), PageSizeCap: 0xFFFFF000,
@@ -495,7 +509,7 @@ func (r *device) PortImmutable(port uint32) (emu.PortImmutable, error) {
 func (r *device) QueryPort(port uint32) (emu.PortAttr, error) {
 	nd := r.dev.NetDev()
 	a := emu.PortAttr{State: emu.PortActive, PhysState: emu.PhysLinkUp, MaxMTU: ib.MTU4096,
-		ActiveMTU: emu.RxeMTU(nd.MTU), GIDTblLen: 1024, PortCapFlags: 0x10000, MaxMsgSz: maxMsgSize,
+		ActiveMTU: emu.RxeMTU(nd.MTU), GIDTblLen: 1024, PortCapFlags: 0x10000, MaxMsgSz: r.cfg.Kernel.PortMaxMsgSz(),
 		PKeyTblLen: 1, MaxVLNum: 1}
 	switch {
 	case nd.Down:
