@@ -27,6 +27,7 @@ import (
 
 	"github.com/softroce/softroce/clock"
 	"github.com/softroce/softroce/emu/dma"
+	"github.com/softroce/softroce/mad"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
 )
@@ -188,6 +189,17 @@ func (d *Device) NetDev() NetDev {
 
 // Resolver returns the configured MAC resolver (nil if none).
 func (d *Device) Resolver() Resolver { return d.cfg.Resolver }
+
+// ProcessMAD is the driver's process_mad for a MAD port received on its
+// GSI QP: the reply and true, or false where the driver has no such op or
+// leaves the MAD to the MAD layer's agents.
+func (d *Device) ProcessMAD(port uint32, in mad.MAD) (mad.MAD, bool) {
+	p, ok := d.ops.(MADProcessor)
+	if !ok || !d.IsPortValid(port) {
+		return nil, false
+	}
+	return p.ProcessMAD(port, in)
+}
 
 // TakeMADLayer makes the caller the device's MAD layer, as ib_mad's
 // ib_mad_port_open is on a running kernel: the next GSI QP created (by a

@@ -3,6 +3,7 @@ package emu
 import (
 	"github.com/softroce/softroce/emu/dma"
 	"github.com/softroce/softroce/ib"
+	"github.com/softroce/softroce/mad"
 	"github.com/softroce/softroce/qpstate"
 )
 
@@ -18,7 +19,7 @@ import (
 // Ops the kernel lets a driver leave NULL are separate optional interfaces
 // (SRQModifier, CQResizer, CQModerator, MRReregisterer, MRStatusChecker, AHModifier, McastAttacher,
 // GIDAdder, XRCDAllocator, RDMANetdevAllocator, HWStatsProvider,
-// MADLayerTaker): the core answers EOPNOTSUPP where the kernel does for a
+// MADProcessor, MADLayerTaker): the core answers EOPNOTSUPP where the kernel does for a
 // NULL op.
 type DeviceOps interface {
 	// QueryDevice returns the device's attributes (query_device).
@@ -157,6 +158,16 @@ type HWStatsProvider interface {
 	// HWStats fills values (one per descriptor) and returns how many it
 	// filled.
 	HWStats(port uint32, values []uint64) int
+}
+
+// MADProcessor is the optional process_mad op: a MAD that port received
+// on its GSI QP, answered by the driver itself before the MAD layer's
+// agents see it (rxe answers the performance management class from Linux
+// 7.2).
+type MADProcessor interface {
+	// ProcessMAD returns the reply to in and true, or false where the
+	// driver leaves in to the MAD layer.
+	ProcessMAD(port uint32, in mad.MAD) (mad.MAD, bool)
 }
 
 // MADLayerTaker is the optional op of a driver that keeps its GSI QP for

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/softroce/softroce/cma"
+	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/mad"
 )
 
@@ -105,14 +106,15 @@ var pmaCounterFiles = []pmaCounter{
 }
 
 // pmaValue is show_pma_counter: the counter c read from the answer of
-// the device's PMA (mad.PMAAnswer) to a Get of its attribute on port 1;
-// false where the PMA does not answer.
-func pmaValue(c pmaCounter, counters mad.PMACounters) (uint64, bool) {
+// the device's process_mad to a Get of its attribute on port 1; false
+// where the device does not answer (rxe before Linux 7.2: no counters
+// group).
+func pmaValue(c pmaCounter, dev *emu.Device) (uint64, bool) {
 	req := make(mad.MAD, mad.Size)
 	req.EncodeHeader(&mad.HeaderFields{BaseVersion: mad.BaseVersion, MgmtClass: mad.ClassPerfMgmt, ClassVersion: 1,
 		Method: mad.MethodGet, AttributeID: c.attr})
 	req[mad.HeaderSize+41] = 1 // PortSelect
-	r, ok := mad.PMAAnswer(req, 1, counters)
+	r, ok := dev.ProcessMAD(1, req)
 	if !ok || r[3] != mad.MethodGetResp {
 		return 0, false
 	}
@@ -134,19 +136,22 @@ func pmaValue(c pmaCounter, counters mad.PMACounters) (uint64, bool) {
 // shows a device's PMA counters, rewriting only the files whose value
 // changed.
 func (s *sysfs) refreshPMACounters() error {
-	c := pmaCounters(s.dev)
+	vals := make([]uint64, len(pmaCounterFiles))
+	has := make([]bool, len(pmaCounterFiles))
+	for i, pc := range pmaCounterFiles {
+		vals[i], has[i] = pmaValue(pc, s.dev)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.gone {
 		return nil
 	}
 	dir := filepath.Join(s.ibdevDir(), "ports", "1", "counters")
-	for _, pc := range pmaCounterFiles {
-		v, ok := pmaValue(pc, c)
-		if !ok {
+	for i, pc := range pmaCounterFiles {
+		if !has[i] {
 			continue
 		}
-		if err := s.writeGIDFile(filepath.Join(dir, pc.name), fmt.Sprintf("%d\n", v)); err != nil {
+		if err := s.writeGIDFile(filepath.Join(dir, pc.name), fmt.Sprintf("%d\n", vals[i])); err != nil {
 			return fmt.Errorf("sysfs: %w", err)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 // perfquery use it. A program registers MAD agents (ioctl), writes MADs
 // behind a struct ib_user_mad header and reads the answers; a Get of the
 // PMA class sent to one of the port's own GIDs is answered as rxe 7.2's
-// process_mad answers it (mad.PMAAnswer), other MADs the port receives as
+// process_mad answers it (Device.ProcessMAD), other MADs the port receives as
 // the MAD layer answers what no agent takes (mad.UnmatchedReply). MADs to
 // other destinations get no answer: softroce carries no MADs between
 // devices outside the CM. A send that waited for an answer in vain is read
@@ -372,36 +372,10 @@ func (f *umadFile) local(gid [16]byte) bool {
 // answer is what port 1's MAD layer replies to m received on its GSI QP:
 // rxe's process_mad first, then the reply to a MAD no agent takes.
 func (f *umadFile) answer(m mad.MAD) (mad.MAD, bool) {
-	if r, ok := mad.PMAAnswer(m, 1, pmaCounters(f.dev)); ok {
+	if r, ok := f.dev.ProcessMAD(1, m); ok {
 		return r, true
 	}
 	return mad.UnmatchedReply(m)
-}
-
-// pmaCounters reads dev's counters for a PMA answer.
-func pmaCounters(dev *emu.Device) mad.PMACounters {
-	var c mad.PMACounters
-	hs, err := dev.AllocHWPortStats(1)
-	if err != nil {
-		return c
-	}
-	dev.GetHWStats(hs, 1)
-	for i, d := range hs.Descs {
-		v := hs.Value[i]
-		switch d.Name {
-		case "link_downed":
-			c.LinkDowned = v
-		case "sent_bytes":
-			c.SentBytes = v
-		case "rcvd_bytes":
-			c.RcvdBytes = v
-		case "sent_pkts":
-			c.SentPkts = v
-		case "rcvd_pkts":
-			c.RcvdPkts = v
-		}
-	}
-	return c
 }
 
 // deliver hands r, a MAD the port sent in answer to a request of header

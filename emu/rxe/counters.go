@@ -1,6 +1,9 @@
 package rxe
 
-import "github.com/softroce/softroce/emu"
+import (
+	"github.com/softroce/softroce/emu"
+	"github.com/softroce/softroce/mad"
+)
 
 // Counter indexes (enum rxe_counters) followed by softroce's
 // extras.
@@ -72,4 +75,24 @@ func (r *device) HWStats(port uint32, values []uint64) int {
 		values[i] = r.counters[c]
 	}
 	return n
+}
+
+// ProcessMAD is rxe's process_mad (Linux 7.2 and later): the performance
+// management agent answers PortCounters, PortCountersExtended and
+// ClassPortInfo from the port's counters (mad.PMAAnswer). Earlier kernels
+// have no such op: every MAD goes on to the MAD layer.
+func (r *device) ProcessMAD(port uint32, in mad.MAD) (mad.MAD, bool) {
+	if !r.cfg.Kernel.HasPMA() {
+		return nil, false
+	}
+	r.lock()
+	c := mad.PMACounters{
+		LinkDowned: r.counters[cntLinkDowned],
+		SentBytes:  r.counters[cntSentBytes],
+		RcvdBytes:  r.counters[cntRcvdBytes],
+		SentPkts:   r.counters[cntSentPkts],
+		RcvdPkts:   r.counters[cntRcvdPkts],
+	}
+	r.unlock()
+	return mad.PMAAnswer(in, uint8(port), c)
 }

@@ -67,4 +67,5 @@ var (
 	_ emu.McastAttacher   = (*device)(nil)
 	_ emu.HWStatsProvider = (*device)(nil)
 	_ emu.MADLayerTaker   = (*device)(nil)
+	_ emu.MADProcessor    = (*device)(nil)
 )

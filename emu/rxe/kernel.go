@@ -122,6 +122,12 @@ func (k Kernel) AccessErrEvent() bool { return k.atLeast(7, 1) }
 // and rcvd_bytes: Linux 7.2 and later.
 func (k Kernel) HasByteCounters() bool { return k.atLeast(7, 2) }
 
+// HasPMA reports whether the device answers performance management MADs
+// itself (process_mad: PortCounters and PortCountersExtended, what
+// perfquery and the port's sysfs "counters" group read): Linux 7.2 and
+// later.
+func (k Kernel) HasPMA() bool { return k.atLeast(7, 2) }
+
 // Policy returns the kernel's modify_qp checks: qpstate.PolicyRxePre64
 // before Linux 6.4, qpstate.PolicyRxe from it.
 func (k Kernel) Policy() qpstate.Policy {

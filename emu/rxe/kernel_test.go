@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"encoding/binary"
 	"errors"
 	"slices"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/ib"
+	"github.com/softroce/softroce/mad"
 	"github.com/softroce/softroce/qpstate"
 	"github.com/softroce/softroce/wire"
 )
@@ -278,6 +280,45 @@ func TestKernelFlushOps(t *testing.T) {
 			_, err := p.b.pd.RegUserMR(addr, 64, addr, ib.AccessLocalWrite|ib.AccessFlushGlobal)
 			if has && err != nil || !has && err == nil {
 				t.Errorf("reg MR with FLUSH_GLOBAL: %v (FLUSH in this kernel: %v)", err, has)
+			}
+		})
+	}
+}
+
+// TestProcessMADFromKernel72: the device answers a PMA Get of
+// PortCountersExtended itself from Linux 7.2 (rxe's process_mad), with
+// the port's packet counter in PortXmitPkts; before 7.2 it leaves every
+// MAD to the MAD layer.
+func TestProcessMADFromKernel72(t *testing.T) {
+	for _, tc := range []struct {
+		k       Kernel
+		answers bool
+	}{{Kernel7_3, true}, {Kernel6_12, false}, {Kernel6_1, false}} {
+		t.Run(tc.k.String(), func(t *testing.T) {
+			e := kernelEnv(t, tc.k)
+			e.r.lock()
+			e.r.counters[cntSentPkts] = 4242
+			e.r.unlock()
+			req := make(mad.MAD, mad.Size)
+			req.EncodeHeader(&mad.HeaderFields{BaseVersion: mad.BaseVersion, MgmtClass: mad.ClassPerfMgmt,
+				ClassVersion: 1, Method: mad.MethodGet, AttributeID: mad.AttrPortCountersExtended})
+			req[mad.HeaderSize+41] = 1 // PortSelect
+			r, ok := e.dev.ProcessMAD(1, req)
+			if ok != tc.answers {
+				t.Fatalf("ProcessMAD answered %v, want %v", ok, tc.answers)
+			}
+			if !ok {
+				return
+			}
+			if r[3] != mad.MethodGetResp {
+				t.Fatalf("reply method %#x, want GetResp", r[3])
+			}
+			// PortXmitPkts: 64 bits at byte 24 of the attribute data.
+			if got := binary.BigEndian.Uint64(r[mad.HeaderSize+40+24:]); got != 4242 {
+				t.Errorf("PortXmitPkts %d, want 4242", got)
+			}
+			if _, ok := e.dev.ProcessMAD(2, req); ok {
+				t.Error("ProcessMAD answered for port 2, which the device does not have")
 			}
 		})
 	}
