@@ -124,6 +124,11 @@ type Config struct {
 	// every frame then goes through the reading goroutines, as on any
 	// other link. For measurements and tests of that path.
 	NoInline bool
+	// NoODP gives the device no on-demand paging, as rxe before Linux
+	// 6.15: no odp_caps, and IB_ACCESS_ON_DEMAND refused with EOPNOTSUPP.
+	// By default the device has rxe 7.3's (odpCaps): ON_DEMAND MRs whose
+	// pages are resolved each time the device touches them (mr.go).
+	NoODP bool
 }
 
 // Limits of rxe 6.12 (rxe_param.h).
@@ -149,6 +154,17 @@ const (
 	maxMsgSize       = 1 << 31
 	gsiQPN           = 1
 )
+
+// odpCaps is rxe's odp_caps from Linux 6.16 on (rxe_init_device_param
+// with CONFIG_INFINIBAND_ON_DEMAND_PAGING): RC send, receive, write, read,
+// atomic, SRQ receive, flush and atomic write; UD send, receive and SRQ
+// receive; no implicit ODP, nothing for UC and XRC.
+var odpCaps = emu.ODPCaps{
+	General: emu.ODPSupport,
+	RC: emu.ODPSupportSend | emu.ODPSupportRecv | emu.ODPSupportWrite | emu.ODPSupportRead |
+		emu.ODPSupportAtomic | emu.ODPSupportSRQRecv | emu.ODPSupportFlush | emu.ODPSupportAtomicWrite,
+	UD: emu.ODPSupportSend | emu.ODPSupportRecv | emu.ODPSupportSRQRecv,
+}
 
 // deviceCapFlags is rxe's device_cap_flags on a 64-bit build.
 const deviceCapFlags = 0x1C001223C76
@@ -230,6 +246,10 @@ func New(cfg Config) (*Device, error) {
 		return nil, errorf(unix.EINVAL, "rxe: policy %v", cfg.Policy)
 	}
 	attr := defaultAttr()
+	if !cfg.NoODP {
+		attr.KernelCapFlags |= emu.KernelCapOnDemandPaging
+		attr.ODPCaps = odpCaps
+	}
 	if cfg.Tune != nil {
 		cfg.Tune(&attr)
 	}
