@@ -1,8 +1,9 @@
 // Package devinfo prints an emulated device the way rdma-core's
-// ibv_devinfo does (libibverbs/examples/devinfo.c, rdma-core 44): the
-// device attributes, each port's, and with verbose the full capability
-// list and the GID table, tabs and all, so that its output can be compared
-// line by line with the real tool's on a kernel rxe device.
+// ibv_devinfo does (libibverbs/examples/devinfo.c, rdma-core 44; the ODP
+// caps as rdma-core 65 names them): the device attributes, each port's, and
+// with verbose the full capability list and the GID table, tabs and all, so
+// that its output can be compared line by line with the real tool's on a
+// kernel rxe device.
 package devinfo
 
 import (

@@ -42,7 +42,8 @@ import (
 )
 
 // Config configures an emulated rxe device. The zero value is a Linux
-// 6.12 rxe on a default interface.
+// 6.12 rxe on a default interface, with the on-demand paging MRs of rxe
+// 6.15 to 7.3 (NoODP).
 type Config struct {
 	// Device is the core configuration: name, bound interface, clock,
 	// memory, DMA strictness, MAC resolver.
