@@ -35,7 +35,7 @@ var odpChecks = []string{
 func TestODPThroughLibibverbs(t *testing.T) {
 	home := userHome(t)
 	prog := buildVerbsProgram(t, home, "verbs_odp")
-	cmd := userCommand(t, home, nil, "softroce", "run", "-d", "rxe31", "--ip", "10.78.31.1/24", "--", prog, "rxe31")
+	cmd := userCommand(t, home, nil, "softroce", "run", "-d", "rxe61", "--ip", "10.78.61.1/24", "--", prog, "rxe61")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	checkProgramOutput(t, cmd.Run(), out.String(), errb.String(), odpChecks)
@@ -54,7 +54,7 @@ func TestIbvDevinfoPrintsODPCaps(t *testing.T) {
 	}
 	want := odpLines(t, string(spec))
 	want = strings.Replace(want, "\t\t\t\t\tSUPPORT_FLUSH\n\t\t\t\t\tSUPPORT_ATOMIC_WRITE\n", "\t\t\t\t\tUnknown flags: 0xC0\n", 1)
-	out, errOut, code := asUser(t, "run", "-d", "rxe32", "--ip", "10.77.32.1/24", "--", tool, "-v")
+	out, errOut, code := asUser(t, "run", "-d", "rxe62", "--ip", "10.77.62.1/24", "--", tool, "-v")
 	if code != 0 {
 		t.Fatalf("softroce run -- ibv_devinfo -v: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
@@ -85,19 +85,19 @@ func odpLines(t *testing.T, out string) string {
 func TestODPPingpongsAndPerftest(t *testing.T) {
 	needCC(t)
 	home := userHome(t)
-	env := serveAsUser(t, home, "rxe33", "--ip", "10.78.0.1/24")
+	env := serveAsUser(t, home, "rxe63", "--ip", "10.78.0.1/24")
 	for i, tc := range []struct {
 		tool, pkg string
 		args      []string
 		want      string
 	}{
-		{"ibv_rc_pingpong", "ibverbs-utils", []string{"-d", "rxe33", "-g", "1", "-n", "200", "-c", "-o"}, "1638400 bytes in"},
-		{"ibv_srq_pingpong", "ibverbs-utils", []string{"-d", "rxe33", "-g", "1", "-n", "200", "-c", "-o"}, "1638400 bytes in"},
-		{"ib_write_bw", "perftest", []string{"-d", "rxe33", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
-		{"ib_read_bw", "perftest", []string{"-d", "rxe33", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
-		{"ib_send_bw", "perftest", []string{"-d", "rxe33", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
-		{"ib_write_lat", "perftest", []string{"-d", "rxe33", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
-		{"ib_send_lat", "perftest", []string{"-d", "rxe33", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
+		{"ibv_rc_pingpong", "ibverbs-utils", []string{"-d", "rxe63", "-g", "1", "-n", "200", "-c", "-o"}, "1638400 bytes in"},
+		{"ibv_srq_pingpong", "ibverbs-utils", []string{"-d", "rxe63", "-g", "1", "-n", "200", "-c", "-o"}, "1638400 bytes in"},
+		{"ib_write_bw", "perftest", []string{"-d", "rxe63", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
+		{"ib_read_bw", "perftest", []string{"-d", "rxe63", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
+		{"ib_send_bw", "perftest", []string{"-d", "rxe63", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
+		{"ib_write_lat", "perftest", []string{"-d", "rxe63", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
+		{"ib_send_lat", "perftest", []string{"-d", "rxe63", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
 	} {
 		t.Run(strings.Join(append([]string{tc.tool}, tc.args[len(tc.args)-1]), " "), func(t *testing.T) {
 			path := distroTool(t, tc.tool, tc.pkg)
@@ -109,9 +109,9 @@ func TestODPPingpongsAndPerftest(t *testing.T) {
 		args      []string
 		want      string
 	}{
-		{"ibv_rc_pingpong", "ibverbs-utils", []string{"-d", "rxe33", "-g", "1", "-o", "-O"}, "The device doesn't support implicit ODP"},
-		{"ib_atomic_bw", "perftest", []string{"-d", "rxe33", "-x", "1", "-F", "--odp"}, "ODP does not support ATOMICS"},
-		{"ib_atomic_lat", "perftest", []string{"-d", "rxe33", "-x", "1", "-F", "--odp"}, "ODP does not support ATOMICS"},
+		{"ibv_rc_pingpong", "ibverbs-utils", []string{"-d", "rxe63", "-g", "1", "-o", "-O"}, "The device doesn't support implicit ODP"},
+		{"ib_atomic_bw", "perftest", []string{"-d", "rxe63", "-x", "1", "-F", "--odp"}, "ODP does not support ATOMICS"},
+		{"ib_atomic_lat", "perftest", []string{"-d", "rxe63", "-x", "1", "-F", "--odp"}, "ODP does not support ATOMICS"},
 	} {
 		t.Run(strings.Join(append([]string{tc.tool}, tc.args[len(tc.args)-1]), " "), func(t *testing.T) {
 			path := distroTool(t, tc.tool, tc.pkg)
