@@ -81,7 +81,8 @@ func odpLines(t *testing.T, out string) string {
 // bandwidth and latency runs of WRITE, READ and SEND; what rxe 7.3 refuses
 // is refused as there, each side exiting 1 before it connects:
 // ibv_rc_pingpong -o -O ("The device doesn't support implicit ODP") and
-// perftest's atomics with --odp (perftest refuses them itself).
+// perftest 4.5's atomics with --odp (it refuses them itself; perftest
+// 25.01 runs them: TestTrixieODPThroughDaemon).
 func TestODPPingpongsAndPerftest(t *testing.T) {
 	needCC(t)
 	home := userHome(t)
