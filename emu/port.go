@@ -78,55 +78,58 @@ type PortAttr struct {
 // DeviceAttr is struct ib_device_attr (ib_query_device) plus the node
 // facts of struct ib_device.
 type DeviceAttr struct {
-	FWVer                 uint64  // firmware version (fw_ver); 0 for rxe
-	SysImageGUID          uint64  // system image GUID (sys_image_guid); rxe: EUI-64 of the netdev MAC
-	NodeGUID              uint64  // node GUID (ib_device.node_guid); rxe: EUI-64 of the netdev MAC
-	MaxMRSize             uint64  // largest MR in bytes (max_mr_size)
-	PageSizeCap           uint64  // supported page sizes, bit n = 2^n bytes (page_size_cap)
-	VendorID              uint32  // IEEE vendor OUI (vendor_id); 0xFFFFFF for rxe
-	VendorPartID          uint32  // vendor part ID (vendor_part_id)
-	HWVer                 uint32  // hardware version (hw_ver)
-	MaxQP                 int     // QPs the device supports (max_qp)
-	MaxQPWR               int     // WRs per send or receive queue (max_qp_wr)
-	DeviceCapFlags        uint64  // IB_DEVICE_* capability bits (device_cap_flags)
-	KernelCapFlags        uint64  // IBK_* kernel-only capability bits (kernel_cap_flags)
-	MaxSendSGE            int     // gather entries per send WR (max_send_sge)
-	MaxRecvSGE            int     // scatter entries per receive WR (max_recv_sge)
-	MaxSGERd              int     // scatter entries per RDMA Read WR (max_sge_rd)
-	MaxCQ                 int     // CQs the device supports (max_cq)
-	MaxCQE                int     // entries per CQ (max_cqe)
-	MaxMR                 int     // MRs the device supports (max_mr)
-	MaxPD                 int     // PDs the device supports (max_pd)
-	MaxQPRdAtom           int     // responder resources per QP: bound on max_dest_rd_atomic (max_qp_rd_atom)
-	MaxEERdAtom           int     // responder resources per EE context (max_ee_rd_atom); RD only, 0 on rxe
-	MaxResRdAtom          int     // responder resources for RDMA Read/atomic on the whole device (max_res_rd_atom)
-	MaxQPInitRdAtom       int     // initiator depth per QP: bound on max_rd_atomic (max_qp_init_rd_atom)
-	MaxEEInitRdAtom       int     // initiator depth per EE context (max_ee_init_rd_atom); RD only, 0 on rxe
-	AtomicCap             int     // enum ib_atomic_cap: 0 NONE, 1 HCA, 2 GLOB (atomic_cap)
-	MaskedAtomicCap       int     // enum ib_atomic_cap for masked atomics (masked_atomic_cap)
-	MaxEE                 int     // EE contexts (max_ee); RD only, 0 on rxe
-	MaxRDD                int     // RD domains (max_rdd); RD only, 0 on rxe
-	MaxMW                 int     // MWs the device supports (max_mw)
-	MaxRawIPv6QP          int     // raw IPv6 QPs (max_raw_ipv6_qp)
-	MaxRawEthyQP          int     // raw Ethertype QPs (max_raw_ethy_qp)
-	MaxMcastGrp           int     // multicast groups (max_mcast_grp)
-	MaxMcastQPAttach      int     // QPs per multicast group (max_mcast_qp_attach)
-	MaxTotalMcastQPAttach int     // QP attachments over all groups (max_total_mcast_qp_attach)
-	MaxAH                 int     // AHs the device supports (max_ah)
-	MaxSRQ                int     // SRQs the device supports (max_srq)
-	MaxSRQWR              int     // WRs per SRQ (max_srq_wr)
-	MaxSRQSGE             int     // scatter entries per SRQ WR (max_srq_sge)
-	MaxFastRegPageListLen int     // pages one fast-registration MR can map (max_fast_reg_page_list_len)
-	MaxPKeys              uint16  // P_Key table entries (max_pkeys)
-	LocalCAAckDelay       uint8   // local ACK delay exponent: 4.096 µs × 2^n (local_ca_ack_delay)
-	MaxInlineData         int     // the QP cap limit (not in ib_device_attr; rxe's RXE_MAX_INLINE_DATA)
-	PhysPortCnt           int     // number of ports (ib_device.phys_port_cnt)
-	NodeDesc              string  // node description, up to 64 bytes (ib_device.node_desc)
-	NodeType              int     // RDMA_NODE_IB_CA = 1
-	NumCompVectors        int     // completion vectors (ib_device.num_comp_vectors)
-	UverbsABIVer          int     // uverbs ABI version of the driver (ib_device.uverbs_abi_ver)
-	IsSwitch              bool    // a switch numbers its ports from 0
-	ODPCaps               ODPCaps // on-demand paging support (odp_caps, xrc_odp_caps)
+	FWVer                 uint64 // firmware version (fw_ver); 0 for rxe
+	SysImageGUID          uint64 // system image GUID (sys_image_guid); rxe: EUI-64 of the netdev MAC
+	NodeGUID              uint64 // node GUID (ib_device.node_guid); rxe: EUI-64 of the netdev MAC
+	MaxMRSize             uint64 // largest MR in bytes (max_mr_size)
+	PageSizeCap           uint64 // supported page sizes, bit n = 2^n bytes (page_size_cap)
+	VendorID              uint32 // IEEE vendor OUI (vendor_id); 0xFFFFFF for rxe
+	VendorPartID          uint32 // vendor part ID (vendor_part_id)
+	HWVer                 uint32 // hardware version (hw_ver)
+	MaxQP                 int    // QPs the device supports (max_qp)
+	MaxQPWR               int    // WRs per send or receive queue (max_qp_wr)
+	DeviceCapFlags        uint64 // IB_DEVICE_* capability bits (device_cap_flags)
+	KernelCapFlags        uint64 // IBK_* kernel-only capability bits (kernel_cap_flags)
+	MaxSendSGE            int    // gather entries per send WR (max_send_sge)
+	MaxRecvSGE            int    // scatter entries per receive WR (max_recv_sge)
+	MaxSGERd              int    // scatter entries per RDMA Read WR (max_sge_rd)
+	MaxCQ                 int    // CQs the device supports (max_cq)
+	MaxCQE                int    // entries per CQ (max_cqe)
+	MaxMR                 int    // MRs the device supports (max_mr)
+	MaxPD                 int    // PDs the device supports (max_pd)
+	MaxQPRdAtom           int    // responder resources per QP: bound on max_dest_rd_atomic (max_qp_rd_atom)
+	MaxEERdAtom           int    // responder resources per EE context (max_ee_rd_atom); RD only, 0 on rxe
+	MaxResRdAtom          int    // responder resources for RDMA Read/atomic on the whole device (max_res_rd_atom)
+	MaxQPInitRdAtom       int    // initiator depth per QP: bound on max_rd_atomic (max_qp_init_rd_atom)
+	MaxEEInitRdAtom       int    // initiator depth per EE context (max_ee_init_rd_atom); RD only, 0 on rxe
+	AtomicCap             int    // enum ib_atomic_cap: 0 NONE, 1 HCA, 2 GLOB (atomic_cap)
+	MaskedAtomicCap       int    // enum ib_atomic_cap for masked atomics (masked_atomic_cap)
+	MaxEE                 int    // EE contexts (max_ee); RD only, 0 on rxe
+	MaxRDD                int    // RD domains (max_rdd); RD only, 0 on rxe
+	MaxMW                 int    // MWs the device supports (max_mw)
+	MaxRawIPv6QP          int    // raw IPv6 QPs (max_raw_ipv6_qp)
+	MaxRawEthyQP          int    // raw Ethertype QPs (max_raw_ethy_qp)
+	MaxMcastGrp           int    // multicast groups (max_mcast_grp)
+	MaxMcastQPAttach      int    // QPs per multicast group (max_mcast_qp_attach)
+	MaxTotalMcastQPAttach int    // QP attachments over all groups (max_total_mcast_qp_attach)
+	MaxAH                 int    // AHs the device supports (max_ah)
+	MaxSRQ                int    // SRQs the device supports (max_srq)
+	MaxSRQWR              int    // WRs per SRQ (max_srq_wr)
+	MaxSRQSGE             int    // scatter entries per SRQ WR (max_srq_sge)
+	MaxFastRegPageListLen int    // pages one fast-registration MR can map (max_fast_reg_page_list_len)
+	MaxPKeys              uint16 // P_Key table entries (max_pkeys)
+	LocalCAAckDelay       uint8  // local ACK delay exponent: 4.096 µs × 2^n (local_ca_ack_delay)
+	MaxInlineData         int    // the QP cap limit (not in ib_device_attr; rxe's RXE_MAX_INLINE_DATA)
+	PhysPortCnt           int    // number of ports (ib_device.phys_port_cnt)
+	NodeDesc              string // node description, up to 64 bytes (ib_device.node_desc)
+	NodeType              int    // RDMA_NODE_IB_CA = 1
+	NumCompVectors        int    // completion vectors (ib_device.num_comp_vectors)
+	UverbsABIVer          int    // uverbs ABI version of the driver (ib_device.uverbs_abi_ver)
+	IsSwitch              bool   // a switch numbers its ports from 0
+
+	// ODPCaps is what on-demand paging MRs (IB_ACCESS_ON_DEMAND) serve
+	// (odp_caps, xrc_odp_caps); zero: no ODP.
+	ODPCaps ODPCaps
 }
 
 // ODPCaps is struct ib_odp_caps with the XRC caps beside it: what the
