@@ -1,8 +1,9 @@
 // Package devinfo prints an emulated device the way rdma-core's
-// ibv_devinfo does (libibverbs/examples/devinfo.c, rdma-core 44): the
-// device attributes, each port's, and with verbose the full capability
-// list and the GID table, tabs and all, so that its output can be compared
-// line by line with the real tool's on a kernel rxe device.
+// ibv_devinfo does (libibverbs/examples/devinfo.c, rdma-core 44; the ODP
+// caps as rdma-core 65 names them): the device attributes, each port's, and
+// with verbose the full capability list and the GID table, tabs and all, so
+// that its output can be compared line by line with the real tool's on a
+// kernel rxe device.
 package devinfo
 
 import (
@@ -142,6 +143,36 @@ const (
 	capKnownExtendedFlags = capRawScatterFCS | capPCIWriteEndPadding
 )
 
+// odpTransNames are the IBV_ODP_SUPPORT_* transport bits ibv_devinfo
+// names, in its order.
+var odpTransNames = []struct {
+	bit  uint32
+	name string
+}{
+	{emu.ODPSupportSend, "SUPPORT_SEND"}, {emu.ODPSupportRecv, "SUPPORT_RECV"},
+	{emu.ODPSupportWrite, "SUPPORT_WRITE"}, {emu.ODPSupportRead, "SUPPORT_READ"},
+	{emu.ODPSupportAtomic, "SUPPORT_ATOMIC"}, {emu.ODPSupportSRQRecv, "SUPPORT_SRQ"},
+	{emu.ODPSupportFlush, "SUPPORT_FLUSH"}, {emu.ODPSupportAtomicWrite, "SUPPORT_ATOMIC_WRITE"},
+}
+
+// printODPTransCaps prints one transport's ODP caps (print_odp_trans_caps).
+func printODPTransCaps(p func(string, ...any), caps uint32) {
+	if caps == 0 {
+		p("%sNO SUPPORT\n", flagIndent)
+		return
+	}
+	known := uint32(0)
+	for _, n := range odpTransNames {
+		known |= n.bit
+		if caps&n.bit != 0 {
+			p("%s%s\n", flagIndent, n.name)
+		}
+	}
+	if u := caps &^ known; u != 0 {
+		p("%sunknown transport capabilities: 0x%X\n", flagIndent, u)
+	}
+}
+
 // flagIndent is the indentation of ibv_devinfo's flag names.
 const flagIndent = "\t\t\t\t\t"
 
@@ -241,11 +272,26 @@ func Write(w io.Writer, dev *emu.Device, verbose bool, onlyPort uint32) error {
 		}
 		p("\tmax_pkeys:\t\t\t%d\n", a.MaxPKeys)
 		p("\tlocal_ca_ack_delay:\t\t%d\n", a.LocalCAAckDelay)
-		// rxe 6.12 has no ODP, timestamps, TSO, RSS, pacing or tag
-		// matching: print_odp_caps and friends print their "none" forms.
+		// print_odp_caps (rdma-core 65, which names FLUSH and
+		// ATOMIC_WRITE); rxe has no timestamps, TSO, RSS, pacing or tag
+		// matching: their "none" forms follow.
+		o := a.ODPCaps
 		p("\tgeneral_odp_caps:\n")
-		for _, t := range []string{"rc", "uc", "ud", "xrc"} {
-			p("\t%s_odp_caps:\n%sNO SUPPORT\n", t, flagIndent)
+		if o.General&emu.ODPSupport != 0 {
+			p("%sODP_SUPPORT\n", flagIndent)
+		}
+		if o.General&emu.ODPSupportImplicit != 0 {
+			p("%sODP_SUPPORT_IMPLICIT\n", flagIndent)
+		}
+		if u := o.General &^ (emu.ODPSupport | emu.ODPSupportImplicit); u != 0 {
+			p("%sunknown general caps: 0x%x\n", flagIndent, u)
+		}
+		for _, t := range []struct {
+			name string
+			caps uint32
+		}{{"rc", o.RC}, {"uc", o.UC}, {"ud", o.UD}, {"xrc", o.XRC}} {
+			p("\t%s_odp_caps:\n", t.name)
+			printODPTransCaps(p, t.caps)
 		}
 		p("\tcompletion_timestamp_mask not supported\n")
 		p("\tcore clock not supported\n")

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/softroce/softroce/emu/rxe"
 	"github.com/softroce/softroce/node"
 )
 
@@ -32,6 +34,51 @@ func TestWrite(t *testing.T) {
 		}
 		if strings.Contains(out, "GID[  0]") != verbose {
 			t.Errorf("verbose %v: GID table present %v:\n%s", verbose, !verbose, out)
+		}
+	}
+}
+
+// odpBlock returns the lines of ibv_devinfo -v from general_odp_caps up to
+// the completion timestamp line.
+func odpBlock(t *testing.T, out string) string {
+	t.Helper()
+	i := strings.Index(out, "\tgeneral_odp_caps:\n")
+	j := strings.Index(out, "\tcompletion_timestamp_mask")
+	if i < 0 || j < i {
+		t.Fatalf("no ODP block in\n%s", out)
+	}
+	return out[i:j]
+}
+
+// TestWriteODPCaps: the ODP caps print as rdma-core 65's ibv_devinfo -v
+// prints them for rxe on Linux 7.3 (testdata, recorded on that kernel),
+// and a device without ODP (rxe before 6.15) prints NO SUPPORT for
+// every transport and no general cap.
+func TestWriteODPCaps(t *testing.T) {
+	want, err := os.ReadFile("testdata/rxe-7.3-ibv_devinfo-v.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, noODP := range []bool{false, true} {
+		d, err := rxe.New(rxe.Config{NoODP: noODP})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := Write(&b, d.Device, true, 0); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+		got := odpBlock(t, b.String())
+		w := odpBlock(t, string(want))
+		if noODP {
+			w = "\tgeneral_odp_caps:\n"
+			for _, tr := range []string{"rc", "uc", "ud", "xrc"} {
+				w += "\t" + tr + "_odp_caps:\n" + flagIndent + "NO SUPPORT\n"
+			}
+		}
+		if got != w {
+			t.Errorf("NoODP %v: ODP caps\n%s\nwant\n%s", noODP, got, w)
 		}
 	}
 }

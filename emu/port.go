@@ -126,7 +126,37 @@ type DeviceAttr struct {
 	NumCompVectors        int    // completion vectors (ib_device.num_comp_vectors)
 	UverbsABIVer          int    // uverbs ABI version of the driver (ib_device.uverbs_abi_ver)
 	IsSwitch              bool   // a switch numbers its ports from 0
+
+	// ODPCaps is what on-demand paging MRs (IB_ACCESS_ON_DEMAND) serve
+	// (odp_caps, xrc_odp_caps); zero: no ODP.
+	ODPCaps ODPCaps
 }
+
+// ODPCaps is struct ib_odp_caps with the XRC caps beside it: what the
+// device's on-demand paging MRs (IB_ACCESS_ON_DEMAND) serve.
+type ODPCaps struct {
+	General uint64 // IB_ODP_SUPPORT* (general_caps)
+	RC      uint32 // IB_ODP_SUPPORT_* per transport (per_transport_caps)
+	UC      uint32
+	UD      uint32
+	XRC     uint32 // xrc_odp_caps
+}
+
+// ODP capability bits (enum ib_odp_general_cap_bits and
+// ib_odp_transport_cap_bits, the same values as libibverbs').
+const (
+	ODPSupport         uint64 = 1 << 0 // IB_ODP_SUPPORT
+	ODPSupportImplicit uint64 = 1 << 1 // IB_ODP_SUPPORT_IMPLICIT
+
+	ODPSupportSend        uint32 = 1 << 0 // IB_ODP_SUPPORT_SEND
+	ODPSupportRecv        uint32 = 1 << 1 // IB_ODP_SUPPORT_RECV
+	ODPSupportWrite       uint32 = 1 << 2 // IB_ODP_SUPPORT_WRITE
+	ODPSupportRead        uint32 = 1 << 3 // IB_ODP_SUPPORT_READ
+	ODPSupportAtomic      uint32 = 1 << 4 // IB_ODP_SUPPORT_ATOMIC
+	ODPSupportSRQRecv     uint32 = 1 << 5 // IB_ODP_SUPPORT_SRQ_RECV
+	ODPSupportFlush       uint32 = 1 << 6 // IB_ODP_SUPPORT_FLUSH
+	ODPSupportAtomicWrite uint32 = 1 << 7 // IB_ODP_SUPPORT_ATOMIC_WRITE
+)
 
 // PortImmutable returns a port's fixed properties (the port's
 // ib_port_immutable: table lengths, core capability flags, MAD size), what

@@ -50,6 +50,7 @@ func FuzzParsePingpongFlags(f *testing.F) {
 	f.Add("-g\x001\x00-n\x0020\x0010.77.0.11")
 	f.Add("--port=0x10\x00-ec\x00--iters\x005")
 	f.Add("-q\x00300\x00--\x00-x")
+	f.Add("--odp\x00-c\x00UC\x00-o\x00-O")
 	f.Fuzz(func(t *testing.T, s string) {
 		args := bytes.Split([]byte(s), []byte{0})
 		strs := make([]string, len(args))
@@ -64,7 +65,7 @@ func FuzzParsePingpongFlags(f *testing.F) {
 		}
 		for p := PerftestWriteBW; p <= PerftestAtomicLat; p++ {
 			c, err := ParsePerftestFlags(p, strs)
-			if err == nil && (c.Iters < 5 || c.Size < 1 || c.Port > 65535) {
+			if err == nil && (c.Iters < 5 || c.Size < 1 || c.Port > 65535 || c.ODP && (p.Verb() == VerbAtomic || c.Connection == "UC")) {
 				t.Fatalf("%v %q accepted out-of-range config %+v", p, strs, c)
 			}
 		}

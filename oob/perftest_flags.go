@@ -145,6 +145,7 @@ type PerftestConfig struct {
 	ComRDMACM        bool   // -z --com_rdma_cm (not supported by package oob)
 	UseSRQ           bool   // --use-srq (send tests)
 	PerformWarmUp    bool   // --perform_warm_up
+	ODP              bool   // --odp: the buffers are on-demand paging MRs
 	// Warnings are the lines (without newline) perftest's
 	// force_dependecies prints on stdout, after a PerftestResultLine,
 	// for this command line; nil if none. See PerftestConfig.WarningText.
@@ -210,6 +211,7 @@ func perftestOptions(p PerftestTest) []getopt.Option {
 		{Short: 0, Long: "ipv6", HasArg: false, Key: "ipv6"},
 		{Short: 0, Long: "dont_xchg_versions", HasArg: false, Key: "dont_xchg_versions"},
 		{Short: 0, Long: "perform_warm_up", HasArg: false, Key: "perform_warm_up"},
+		{Short: 0, Long: "odp", HasArg: false, Key: "odp"},
 	}
 	v := p.Verb()
 	if v != VerbAtomic {
@@ -353,6 +355,8 @@ func ParsePerftestFlags(p PerftestTest, args []string) (PerftestConfig, error) {
 			c.IPv6 = true
 		case "dont_xchg_versions":
 			c.DontXchgVersions = true
+		case "odp":
+			c.ODP = true
 		case "perform_warm_up":
 			c.PerformWarmUp = true
 		case "atomic_type":
@@ -460,6 +464,8 @@ const (
 //   - --use-srq with more QPs than receives (-r as clamped to -n in
 //     iterations mode): " Using SRQ depth should be greater than number
 //     of QPs." (on stdout, after RESULT_LINE);
+//   - --odp with an atomic test: " ODP does not support ATOMICS for
+//     now"; with -c UC: " ODP does not support UC" (RESULT_LINE first);
 //   - -D without -f: the margin becomes duration/4 (integer division: the
 //     "(default=2sec)" of --help is not what perftest uses).
 //   - in both modes: unless duration > 2*margin (duration
@@ -508,6 +514,12 @@ func (c *PerftestConfig) forceDependencies() error {
 		if c.NumQP > rx {
 			return &PerftestFlagError{Tool: tool, Msg: " Using SRQ depth should be greater than number of QPs.", ResultLine: true, Stdout: true}
 		}
+	}
+	if c.ODP && c.Test.Verb() == VerbAtomic {
+		return perftestDependencyError(tool, " ODP does not support ATOMICS for now")
+	}
+	if c.ODP && c.Connection == "UC" {
+		return perftestDependencyError(tool, " ODP does not support UC")
 	}
 	duration := PerftestDefDuration
 	if c.Duration > 0 {

@@ -129,7 +129,8 @@ func (c *call) queryDevice() error {
 }
 
 // exQueryDevice is ib_uverbs_ex_query_device: comp_mask and reserved must
-// be zero (EINVAL); rxe has no ODP, RSS, tag matching or CQ moderation.
+// be zero (EINVAL); the device's ODP caps (rxe has no RSS, tag matching or
+// CQ moderation).
 func (c *call) exQueryDevice() error {
 	cmd, err := request[ExQueryDevice](c)
 	if err != nil {
@@ -140,6 +141,10 @@ func (c *call) exQueryDevice() error {
 	}
 	a := c.f.dev.Query()
 	resp := ExQueryDeviceResp{Base: deviceResp(a), Device_cap_flags_ex: a.DeviceCapFlags}
+	o := a.ODPCaps
+	resp.Odp_caps = OdpCaps{General_caps: o.General,
+		Per_transport_caps: OdpPerTransportCaps{Rc_odp_caps: o.RC, Uc_odp_caps: o.UC, Ud_odp_caps: o.UD}}
+	resp.Xrc_odp_caps = o.XRC
 	resp.Response_length = c.respLen(sizeOf[ExQueryDeviceResp]())
 	return c.respond(bytesOf(&resp))
 }

@@ -305,6 +305,18 @@ func TestCommandHeaderChecks(t *testing.T) {
 	if got := binary.BigEndian.Uint64(bytesOf(&e.Base.Node_guid)); got != dev.Query().NodeGUID {
 		t.Fatalf("node_guid %#x, device %#x", got, dev.Query().NodeGUID)
 	}
+	// rxe 7.3's ODP caps (ib_uverbs_ex_query_device copies attr.odp_caps
+	// and xrc_odp_caps), in a response with room for all of it.
+	words := uint16(sizeOf[ExQueryDeviceResp]() / 8)
+	if _, err := c.f.Write(ex(1, words, 0, 0, resp, 0, 8)); err != nil {
+		t.Fatalf("EX_QUERY_DEVICE of %d words: %v", words, err)
+	}
+	c.mem.ReadAt(out, resp)
+	e = load[ExQueryDeviceResp](out)
+	o := e.Odp_caps
+	if o.General_caps != 1 || o.Per_transport_caps != (OdpPerTransportCaps{Rc_odp_caps: 0xFF, Ud_odp_caps: 0x23}) || e.Xrc_odp_caps != 0 {
+		t.Errorf("EX_QUERY_DEVICE odp_caps %+v xrc %#x", o, e.Xrc_odp_caps)
+	}
 }
 
 func TestQueryDeviceAndPortAsIbvDevinfo(t *testing.T) {

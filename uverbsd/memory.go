@@ -55,6 +55,11 @@ func (m procMemory) MRSpace() dma.Space {
 	return m.mrs
 }
 
+// OnDemand implements dma.OnDemander: the client's memory as
+// process_vm_readv/writev reach it, which fault its pages in and honour its
+// protections, as an ODP MR's accesses do (hmm_range_fault).
+func (m procMemory) OnDemand() dma.Space { return procMemory{pid: m.pid, pidfd: m.pidfd} }
+
 // pidFD is a pidfd that goes away with the connection.
 type pidFD struct {
 	mu     sync.RWMutex
@@ -197,7 +202,8 @@ type memFile struct {
 	mu     sync.RWMutex // held for reading around each transfer, for writing by close
 	fd     int
 	closed bool
-	pid    int // the client's while it waits for a command
+	pid    int    // the client's while it waits for a command
+	pidfd  *pidFD // the client's, for OnDemand
 
 	// The regions the client shared (shared.go).
 	smu      sync.Mutex
@@ -236,8 +242,13 @@ func openMemFile(pid int, pidfd *pidFD) *memFile {
 		unix.Close(fd)
 		return nil
 	}
-	return &memFile{fd: fd, pid: pid}
+	return &memFile{fd: fd, pid: pid, pidfd: pidfd}
 }
+
+// OnDemand implements dma.OnDemander: /proc/PID/mem reaches pages the
+// client may not (FOLL_FORCE), so an ODP MR's accesses go through
+// process_vm_readv/writev, as the client's own would (procMemory.OnDemand).
+func (m *memFile) OnDemand() dma.Space { return procMemory{pid: m.pid, pidfd: m.pidfd} }
 
 func (m *memFile) close() {
 	if m == nil {

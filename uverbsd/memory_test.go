@@ -189,3 +189,41 @@ func BenchmarkClientMemory(b *testing.B) {
 	}
 	runtime.KeepAlive(src)
 }
+
+// TestOnDemandHonoursProtections: /proc/PID/mem writes a page the client
+// mapped read-only (as the kernel reaches pinned pages), while the
+// OnDemand view of the same memory, which ODP MRs use, faults as the
+// client's own write would (hmm_range_fault on a VMA without VM_WRITE),
+// and reads it.
+func TestOnDemandHonoursProtections(t *testing.T) {
+	pidfd := openPidFD(os.Getpid())
+	defer pidfd.close()
+	mf := openMemFile(os.Getpid(), pidfd)
+	if mf == nil {
+		t.Skip("no /proc/PID/mem or no pidfd")
+	}
+	defer mf.close()
+	p, err := unix.MmapPtr(-1, 0, nil, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.MunmapPtr(p, 4096)
+	page := unsafe.Slice((*byte)(p), 4096)
+	page[0] = 'a'
+	if err := unix.Mprotect(page, unix.PROT_READ); err != nil {
+		t.Fatal(err)
+	}
+	addr := uint64(uintptr(p))
+	if _, err := mf.WriteAt([]byte("b"), addr); err != nil || page[0] != 'b' {
+		t.Fatalf("memFile write to a read-only page: %v, page holds %q", err, page[0])
+	}
+	for name, s := range map[string]dma.Space{"memFile": mf.OnDemand(), "procMemory": procMemory{pid: os.Getpid(), pidfd: pidfd}.OnDemand()} {
+		if _, err := s.WriteAt([]byte("c"), addr); !errors.Is(err, unix.EFAULT) || page[0] != 'b' {
+			t.Errorf("%s OnDemand write to a read-only page: %v, page holds %q; want EFAULT", name, err, page[0])
+		}
+		got := make([]byte, 1)
+		if _, err := s.ReadAt(got, addr); err != nil || got[0] != 'b' {
+			t.Errorf("%s OnDemand read: %v %q", name, err, got)
+		}
+	}
+}

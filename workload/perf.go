@@ -58,6 +58,8 @@ type PerfConfig struct {
 	// The address message's SRQ number stays 0, as perftest's does for RC,
 	// UC and UD.
 	UseSRQ bool
+	// ODP registers the buffer as an on-demand paging MR (--odp).
+	ODP bool
 	// Client marks the side given a server name: the one that moves data
 	// (BW tests, read and atomic latency) or sends first.
 	Client bool
@@ -291,6 +293,9 @@ func NewPerf(dev *emu.Device, cfg PerfConfig) (_ *Perf, err error) {
 	}
 	p.region = max(alignUp(int(cfg.MaxSize), cacheLineSize)+p.recvOff(), cycleBuffer)
 	access := ib.AccessLocalWrite | ib.AccessRemoteWrite | ib.AccessRemoteRead | ib.AccessRemoteAtomic
+	if cfg.ODP {
+		access |= ib.AccessOnDemand
+	}
 	if p.buf, err = newBuffer(dev, p.pd, 2*p.region*cfg.NumQP, access); err != nil {
 		return nil, err
 	}

@@ -55,6 +55,9 @@ type PingpongConfig struct {
 	GIDIndex int
 	// Check fills (client) and validates (server) the -c pattern.
 	Check bool
+	// ODP registers the buffer with IB_ACCESS_ON_DEMAND (-o): its pages
+	// are resolved when the device touches them.
+	ODP bool
 	// Fill, if set, writes the initial buffer content instead of the
 	// tool's fill (0x7b; 0 for srq). ud's buffer starts with the 40 bytes
 	// of GRH room: Fill sees the whole buffer.
@@ -163,7 +166,11 @@ func NewPingpong(dev *emu.Device, cfg PingpongConfig) (_ *Pingpong, err error) {
 	if cfg.Mode == oob.PingpongUD {
 		bufLen += emu.GRHSize
 	}
-	if p.buf, err = newBuffer(dev, p.pd, bufLen, ib.AccessLocalWrite); err != nil {
+	access := ib.AccessLocalWrite
+	if cfg.ODP {
+		access |= ib.AccessOnDemand
+	}
+	if p.buf, err = newBuffer(dev, p.pd, bufLen, access); err != nil {
 		return nil, err
 	}
 	p.buf.b = p.buf.b[:bufLen]

@@ -76,8 +76,12 @@ var devinfoLines = []struct {
 	{"max_srq_sge", "\tmax_srq_sge:\t\t\t27", true},
 	{"max_pkeys", "\tmax_pkeys:\t\t\t64", true},
 	{"local_ca_ack_delay", "\tlocal_ca_ack_delay:\t\t15", true},
-	{"general_odp_caps", "\tgeneral_odp_caps:", true},
-	{"rc_odp_caps", "\trc_odp_caps:\n\t\t\t\t\tNO SUPPORT", true},
+	{"general_odp_caps", "\tgeneral_odp_caps:\n\t\t\t\t\tODP_SUPPORT", true},
+	{"rc_odp_caps", "\trc_odp_caps:\n\t\t\t\t\tSUPPORT_SEND\n\t\t\t\t\tSUPPORT_RECV\n\t\t\t\t\tSUPPORT_WRITE\n" +
+		"\t\t\t\t\tSUPPORT_READ\n\t\t\t\t\tSUPPORT_ATOMIC\n\t\t\t\t\tSUPPORT_SRQ\n\t\t\t\t\tSUPPORT_FLUSH\n" +
+		"\t\t\t\t\tSUPPORT_ATOMIC_WRITE", true},
+	{"uc_odp_caps", "\tuc_odp_caps:\n\t\t\t\t\tNO SUPPORT", true},
+	{"ud_odp_caps", "\tud_odp_caps:\n\t\t\t\t\tSUPPORT_SEND\n\t\t\t\t\tSUPPORT_RECV\n\t\t\t\t\tSUPPORT_SRQ", true},
 	{"xrc_odp_caps", "\txrc_odp_caps:\n\t\t\t\t\tNO SUPPORT", true},
 	{"completion_timestamp_mask", "\tcompletion_timestamp_mask not supported", true},
 	{"core clock", "\tcore clock not supported", true},

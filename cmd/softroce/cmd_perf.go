@@ -55,6 +55,8 @@ func init() {
 // "Post List requested" line and its checks). -e (read, send and atomic
 // tests) waits for each completion on the CQ's completion handler instead
 // of polling first (with -D it is refused, as the tool refuses it).
+// --odp registers the buffers as on-demand paging MRs; perftest 4.5 refuses
+// it with atomics and with -c UC, and so does perf.
 //
 // Option errors print the tool's message and exit 1 as the tool does. Not
 // supported (refused with a message): -a with the other tests or with -b,
@@ -156,7 +158,7 @@ func runPerf(e *env) error {
 		InlineSize: max(pc.InlineSize, 0), CompareSwap: pc.AtomicType == "CMP_AND_SWAP", NoPeak: pc.NoPeak,
 		Gbits: pc.ReportGbits, Resolver: resolver(n), Seed: seedFor(seed, "perf"),
 		Duration: time.Duration(pc.Duration) * time.Second, Margin: time.Duration(max(pc.Margin, 0)) * time.Second,
-		Bidirectional: pc.Bidirectional, PerformWarmUp: pc.PerformWarmUp, UseSRQ: pc.UseSRQ,
+		Bidirectional: pc.Bidirectional, PerformWarmUp: pc.PerformWarmUp, UseSRQ: pc.UseSRQ, ODP: pc.ODP,
 		PostList: pc.PostList, Events: pc.Events})
 	if err != nil {
 		return err

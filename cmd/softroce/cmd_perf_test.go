@@ -53,6 +53,11 @@ func TestPerfCommand(t *testing.T) {
 		{"send_bw", []string{"-n", "100", "--use-srq", "-q", "3", "-r", "30", "-s", "3000"}, 3},
 		{"send_bw", []string{"-n", "100", "--use-srq", "-q", "2", "-b"}, 2},
 		{"send_lat", []string{"-n", "100", "--use-srq"}, 1},
+		// On-demand paging MRs (--odp).
+		{"write_bw", []string{"-n", "100", "--odp", "-q", "2"}, 2},
+		{"read_bw", []string{"-n", "100", "--odp", "-s", "8192"}, 1},
+		{"send_bw", []string{"-n", "100", "--odp", "-c", "UD"}, 1},
+		{"send_lat", []string{"-n", "100", "--odp"}, 1},
 		// Post lists (-l).
 		{"write_bw", []string{"-n", "800", "-l", "8", "-Q", "4", "-s", "64", "-q", "2"}, 2},
 		{"send_bw", []string{"-n", "100", "-l", "4", "-s", "1024"}, 1},

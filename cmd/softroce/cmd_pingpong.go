@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/oob"
 	"github.com/softroce/softroce/workload"
 	"golang.org/x/sys/unix"
@@ -31,8 +33,10 @@ func init() {
 // is used (the tools would send no GRH, which RoCE refuses); the client
 // retries its TCP connect for a few seconds; a wait for a completion gives
 // up after 10 s instead of hanging (UC and UD lose messages under loss).
-// -o -O -P -t -j -N (ODP, timestamps, device memory, new send API) are
-// refused.
+// -o registers the buffer as an on-demand paging MR (rc and srq), after
+// the tools' capability check; -O (implicit ODP) fails as the tools do on
+// rxe, which has no implicit ODP; -P (prefetch, ibv_advise_mr) and -t -j
+// -N (timestamps, device memory, new send API) are refused.
 
 // modeFlag is pingpong's own long flag, taken out of the command line as
 // the link flags are.
@@ -58,7 +62,9 @@ func pingpongHelp(e *env) {
 	fmt.Fprint(w, `
 The tool's options are those of rdma-core's ibv_*_pingpong (see its man
 page), with its defaults; without -g the GID of the first --ip address is
-used. With SERVER this side is the client. -o -O -P -t -j -N are refused.
+used. With SERVER this side is the client. -o registers the buffer as an
+on-demand paging MR; -O fails as on rxe (no implicit ODP); -P -t -j -N are
+refused.
 `)
 }
 
@@ -94,14 +100,22 @@ func runPingpong(e *env) error {
 		fmt.Fprintf(stderr, "softroce pingpong: %v\n%s\n", err, wrapWords(append([]string{"usage:", "softroce", "pingpong"}, pingpongSynopsis(mode)...), 80, "\t"))
 		return errUsage
 	}
-	if pc.ODP || pc.ImplicitOD || pc.Prefetch || pc.Timestamps || pc.DM || pc.NewSend {
-		return fmt.Errorf("-o -O -P -t -j -N are not supported by softroce: %w", unix.EOPNOTSUPP)
+	if pc.Prefetch {
+		return fmt.Errorf("-P prefetches with ibv_advise_mr, which softroce does not serve yet: %w", unix.EOPNOTSUPP)
+	}
+	if pc.Timestamps || pc.DM || pc.NewSend {
+		return fmt.Errorf("-t -j -N are not supported by softroce: %w", unix.EOPNOTSUPP)
 	}
 	n, seed, err := e.toolNode("pingpong", linkArgs, pc.IBDev)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
+	if pc.ODP {
+		if err := checkODP(n.Device().Query().ODPCaps, mode, pc.ImplicitOD); err != nil {
+			return err
+		}
+	}
 	gidx, err := gidIndex(n, pc.GIDIndex)
 	if err != nil {
 		return err
@@ -110,7 +124,7 @@ func runPingpong(e *env) error {
 	defer w.Flush()
 	pp, err := workload.NewPingpong(n.Device(), workload.PingpongConfig{Mode: mode, Client: pc.Server != "",
 		Size: pc.Size, Iters: pc.Iters, RxDepth: pc.RxDepth, NumQP: int(pc.NumQP), MTU: pc.MTU, SL: uint8(pc.SL), Port: uint32(pc.IBPort),
-		GIDIndex: gidx, Check: pc.Check, Resolver: resolver(n), Seed: seedFor(seed, "pingpong")})
+		GIDIndex: gidx, Check: pc.Check, ODP: pc.ODP, Resolver: resolver(n), Seed: seedFor(seed, "pingpong")})
 	if err != nil {
 		return err
 	}
@@ -155,6 +169,23 @@ func runPingpong(e *env) error {
 	if len(res.InvalidPages) > 0 {
 		w.Flush()
 		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// checkODP is the tools' check before -o (pp_init_ctx): the device must
+// have ODP and serve the mode's send and receive with it, and, for -O,
+// implicit ODP; their messages.
+func checkODP(c emu.ODPCaps, mode oob.PingpongMode, implicit bool) error {
+	want, what := emu.ODPSupportSend|emu.ODPSupportRecv, "RC send and receive"
+	if mode == oob.PingpongSRQ {
+		want, what = want|emu.ODPSupportSRQRecv, "RC send, receive and srq"
+	}
+	if c.General&emu.ODPSupport == 0 || c.RC&want != want {
+		return fmt.Errorf("The device isn't ODP capable or does not support %s with ODP", what)
+	}
+	if implicit && c.General&emu.ODPSupportImplicit == 0 {
+		return errors.New("The device doesn't support implicit ODP")
 	}
 	return nil
 }

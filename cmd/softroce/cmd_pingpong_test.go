@@ -12,8 +12,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/node"
+	"github.com/softroce/softroce/oob"
 )
 
 // pipeNodes returns hooks that make "softroce pingpong/perf/rping" build
@@ -105,6 +107,8 @@ func TestPingpongCommand(t *testing.T) {
 		{"uc", []string{"-n", "50", "-c", "-s", "2000"}, 1},
 		{"ud", []string{"-n", "50", "-c", "-s", "1000"}, 1},
 		{"srq", []string{"-n", "64", "-q", "4", "-c", "-s", "3000"}, 4},
+		{"rc", []string{"-n", "50", "-c", "-o"}, 1},
+		{"srq", []string{"-n", "64", "-q", "4", "-c", "-s", "3000", "-o"}, 4},
 	} {
 		t.Run(tc.mode+"/"+strings.Join(tc.args, "_"), func(t *testing.T) {
 			h := pipeNodes(t)
@@ -137,7 +141,7 @@ func TestPingpongCommandBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--mode", "xx"},
 		{"-m", "1000"},
-		{"--mode", "rc", "-o"},
+		{"--mode", "ud", "-o"},
 		{"--tap"},
 		{"a", "b"},
 	} {
@@ -147,6 +151,34 @@ func TestPingpongCommandBadFlags(t *testing.T) {
 				t.Errorf("exit %d, stderr %q", code, errs)
 			}
 		})
+	}
+}
+
+// TestPingpongODPRefusals: -O fails as ibv_rc_pingpong does on rxe (no
+// implicit ODP), -o on a device without ODP (rxe before 6.15) as it does
+// there, and -P (ibv_advise_mr) is refused with EOPNOTSUPP; each exits 1
+// with its message before any address exchange.
+func TestPingpongODPRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-O"}, "The device doesn't support implicit ODP"},
+		{[]string{"-o", "-O"}, "The device doesn't support implicit ODP"},
+		{[]string{"-o", "-P"}, "-P prefetches with ibv_advise_mr"},
+	} {
+		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
+			code, out, errs := runCmd(t, append([]string{"pingpong", "--mode", "rc", "-p", "1"}, tc.args...)...)
+			if code != 1 || !strings.Contains(errs, tc.want) || out != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q, want 1 and %q", code, out, errs, tc.want)
+			}
+		})
+	}
+	for _, mode := range []string{"rc", "srq"} {
+		if err := checkODP(emu.ODPCaps{}, map[string]oob.PingpongMode{"rc": oob.PingpongRC, "srq": oob.PingpongSRQ}[mode], false); err == nil ||
+			!strings.HasPrefix(err.Error(), "The device isn't ODP capable") {
+			t.Errorf("%s -o without ODP: %v", mode, err)
+		}
 	}
 }
 

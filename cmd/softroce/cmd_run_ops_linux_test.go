@@ -212,6 +212,7 @@ var memlockChecks = []string{
 	"ibv_reg_mr of 2 MiB after the deregistration",
 	"ibv_reg_mr of 2^62 bytes is EINVAL",
 	"ibv_reg_mr with RLIMIT_MEMLOCK 0 is EPERM",
+	"an ODP MR of 1 GiB pins nothing: it registers with RLIMIT_MEMLOCK 0",
 }
 
 // TestRegMRChargesRLIMITMEMLOCK: a C program on Debian's libibverbs and

@@ -19,7 +19,8 @@ import (
 // every test passes or skips for a reason the suite gives (another
 // vendor's device, a feature rxe lacks), none fails or errs, and the
 // traffic tests of rxe's verbs pass (RC and UD SENDs, RDMA WRITE and READ,
-// atomics, ATOMIC_WRITE through the ibv_wr_* API, SRQs, memory windows).
+// atomics, ATOMIC_WRITE through the ibv_wr_* API, SRQs, memory windows,
+// and on ODP MRs RC and UD SENDs, SRQs, RDMA WRITE and READ, atomics).
 func TestRDMACoreTestSuiteOnTheDaemon(t *testing.T) {
 	needCC(t)
 	const suite = "/usr/share/doc/rdma-core/tests"
@@ -50,6 +51,9 @@ func TestRDMACoreTestSuiteOnTheDaemon(t *testing.T) {
 		"test_qp_ex_rc_send ", "test_qp_ex_ud_send ", "test_qp_ex_rc_rdma_write ", "test_qp_ex_rc_rdma_read ",
 		"test_qp_ex_rc_atomic_cmp_swp ", "test_qp_ex_rc_atomic_fetch_add ", "test_qp_ex_rc_atomic_write ",
 		"Test ibv_query_gid_table() ", "Test ibv_query_gid_ex() with an empty index ",
+		// On-demand paging MRs, as on rxe 6.15 and later.
+		"test_odp_rc_traffic ", "test_odp_rc_srq_traffic ", "test_odp_ud_traffic ", "test_odp_rc_rdma_write ",
+		"test_odp_rc_rdma_read ", "test_odp_rc_atomic_cmp_and_swp ", "test_odp_rc_atomic_fetch_and_add ",
 	} {
 		// A test prints its name, or its docstring's first line.
 		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(want) + `.*\.\.\. ok$`).MatchString(log) {

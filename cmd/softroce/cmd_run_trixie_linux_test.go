@@ -5,6 +5,7 @@ import (
 	"context"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,6 +143,29 @@ func TestTrixiePerftestThroughDaemon(t *testing.T) {
 		t.Run(strings.Join(append([]string{tc.tool}, tc.extra...), " "), func(t *testing.T) {
 			args, serverWant := perftestRun(tc, "rxe12", 18900, i)
 			c.pair(t, tc.tool, args, serverWant, "#bytes")
+		})
+	}
+}
+
+// TestTrixieODPThroughDaemon: Debian 13's tools with on-demand paging, as
+// nobody in the chroot on one daemon: ibv_rc_pingpong -o with the data
+// checked, and perftest 25.01's --odp runs of WRITE, READ, SEND and
+// atomics.
+func TestTrixieODPThroughDaemon(t *testing.T) {
+	c := serveForTrixie(t, "rxe64", "--ip", "10.78.0.1/24")
+	for i, tc := range []struct {
+		tool string
+		args []string
+		want string
+	}{
+		{"ibv_rc_pingpong", []string{"-d", "rxe64", "-g", "1", "-n", "200", "-c", "-o"}, "1638400 bytes in"},
+		{"ib_write_bw", []string{"-d", "rxe64", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
+		{"ib_read_bw", []string{"-d", "rxe64", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
+		{"ib_send_bw", []string{"-d", "rxe64", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
+		{"ib_atomic_bw", []string{"-d", "rxe64", "-x", "1", "-F", "-n", "200", "--odp"}, "#bytes"},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			c.pair(t, tc.tool, append(tc.args, "-p", strconv.Itoa(18990+i)), tc.want, tc.want)
 		})
 	}
 }

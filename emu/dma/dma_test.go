@@ -324,3 +324,35 @@ func BenchmarkDeviceReadStrict(b *testing.B) {
 		}
 	}
 }
+
+// TestMemoryMap: Map places a buffer at a free page-aligned address (a
+// freed buffer's included) and refuses one that is not aligned or meets a
+// buffer.
+func TestMemoryMap(t *testing.T) {
+	m := NewMemory(0)
+	a, _ := m.Alloc(2 * PageSize)
+	b, _ := m.Alloc(PageSize)
+	if err := m.Map(a+PageSize, make([]byte, 8)); !errors.Is(err, unix.EEXIST) {
+		t.Errorf("map inside a buffer: %v, want EEXIST", err)
+	}
+	if err := m.Map(a+1, make([]byte, 8)); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("map unaligned: %v, want EINVAL", err)
+	}
+	if err := m.Map(b-PageSize, make([]byte, 2*PageSize)); !errors.Is(err, unix.EEXIST) {
+		t.Errorf("map over the next buffer: %v, want EEXIST", err)
+	}
+	if err := m.Free(a); err != nil {
+		t.Fatal(err)
+	}
+	nb := []byte("fresh")
+	if err := m.Map(a, nb); err != nil {
+		t.Fatalf("map where a buffer was freed: %v", err)
+	}
+	got := make([]byte, 5)
+	if _, err := m.ReadAt(got, a); err != nil || string(got) != "fresh" {
+		t.Errorf("read %q %v", got, err)
+	}
+	if c, _ := m.Alloc(1); c <= b {
+		t.Errorf("alloc after map at %#x, not past the buffers", c)
+	}
+}

@@ -191,6 +191,17 @@ type Pinner interface {
 	Pin(addr, length uint64) (mem []byte, release func(), ok bool)
 }
 
+// OnDemander is implemented by a Space whose device accesses bypass the
+// owner's page protections (as pinned pages do): OnDemand returns the same
+// address space reached as the owner's own accesses reach it, the way an
+// on-demand paging MR resolves its pages when the device touches them
+// (hmm_range_fault): a page the owner does not map, or may not read (or
+// write, for a write) now, fails with an error wrapping unix.EFAULT. A
+// Space without it is reached as it is.
+type OnDemander interface {
+	OnDemand() Space
+}
+
 // Charger is implemented by a Space whose owner is charged for the pages
 // its user MRs pin, as ib_umem_get adds them to the owner's pinned_vm:
 // ChargePinned charges npages and returns the function that takes them
@@ -200,6 +211,36 @@ type Pinner interface {
 // (can_do_mlock).
 type Charger interface {
 	ChargePinned(npages uint64) (uncharge func(), err error)
+}
+
+// Map places buf at addr, a page-aligned address where no buffer lies
+// (mmap with MAP_FIXED_NOREPLACE): EINVAL for an address not page aligned
+// or 0, EEXIST where the range meets a buffer. A buffer freed there before
+// is replaced: what an on-demand paging MR on the range reaches next.
+func (m *Memory) Map(addr uint64, buf []byte) error {
+	size := max(uint64(len(buf)), 1)
+	if addr == 0 || addr%PageSize != 0 || addr+size < addr {
+		return fmt.Errorf("dma: map at %#x: %w", addr, unix.EINVAL)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := sort.Search(len(m.regions), func(i int) bool { return m.regions[i].addr >= addr })
+	if i > 0 {
+		r := m.regions[i-1]
+		if r.addr+max(uint64(len(r.buf)), 1) > addr {
+			return fmt.Errorf("dma: map at %#x: meets the buffer at %#x: %w", addr, r.addr, unix.EEXIST)
+		}
+	}
+	if i < len(m.regions) && m.regions[i].addr < addr+size {
+		return fmt.Errorf("dma: map at %#x+%d: meets the buffer at %#x: %w", addr, size, m.regions[i].addr, unix.EEXIST)
+	}
+	m.regions = append(m.regions, region{})
+	copy(m.regions[i+1:], m.regions[i:])
+	m.regions[i] = region{addr: addr, buf: buf}
+	if end := alignUp(addr+size) + PageSize; end > m.next {
+		m.next = end
+	}
+	return nil
 }
 
 // ReadAt copies the len(p) bytes at addr into p; the range must lie

@@ -323,3 +323,29 @@ func TestProcessMADFromKernel72(t *testing.T) {
 		})
 	}
 }
+
+// TestODPByKernel: on-demand paging from Linux 6.15 only: a 7.3 device
+// reports odp_caps and registers an ON_DEMAND MR; 6.12 and 6.1 report
+// none and refuse it with EOPNOTSUPP, as the core does for a device
+// without IBK_ON_DEMAND_PAGING.
+func TestODPByKernel(t *testing.T) {
+	for _, tc := range []struct {
+		k   Kernel
+		odp bool
+	}{{Kernel7_3, true}, {Kernel6_12, false}, {Kernel6_1, false}} {
+		t.Run(tc.k.String(), func(t *testing.T) {
+			e := kernelEnv(t, tc.k)
+			if got := e.dev.Query().ODPCaps != (emu.ODPCaps{}); got != tc.odp {
+				t.Errorf("odp caps reported: %v, want %v", got, tc.odp)
+			}
+			a, _ := e.dev.Memory().Alloc(odpSize)
+			_, err := e.pd.RegUserMR(a, odpSize, a, allAccess|ib.AccessOnDemand)
+			if tc.odp && err != nil {
+				t.Errorf("ON_DEMAND MR: %v", err)
+			}
+			if !tc.odp && !errors.Is(err, unix.EOPNOTSUPP) {
+				t.Errorf("ON_DEMAND MR: %v, want EOPNOTSUPP", err)
+			}
+		})
+	}
+}

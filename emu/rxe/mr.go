@@ -39,9 +39,15 @@ type mr struct {
 	access   ib.AccessFlags
 	iova     uint64
 	length   uint64
-	start    uint64    // memory address backing iova (user MRs)
-	writable bool      // a user MR's pages were pinned for writing (ib_umem's writable)
-	space    dma.Space // the address space of a user MR whose PD has one, else nil (the device's Memory)
+	start    uint64 // memory address backing iova (user MRs)
+	writable bool   // a user MR's pages were pinned for writing (ib_umem's writable)
+	// odp: an on-demand paging MR (IB_ACCESS_ON_DEMAND, rxe_odp.c): its
+	// pages are neither checked nor pinned at registration but resolved
+	// each time the device touches them, in space's OnDemand view
+	// (dma.OnDemander) or the device's Memory, so a page the owner
+	// unmapped fails that access and one it mapped anew is the one reached.
+	odp   bool
+	space dma.Space // the address space of a user MR whose PD has one, else nil (the device's Memory)
 	// pinned is the memory [start, start+length) of a user MR in space
 	// that the space maps for the device (dma.Pinner), released by unpin
 	// at deregistration; nil otherwise.
@@ -107,6 +113,9 @@ func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.Acce
 	if bad := access &^ accessMR; bad != 0 {
 		return errorf(unix.EOPNOTSUPP, "reg MR: access %v not supported", bad)
 	}
+	if access&ib.AccessOnDemand != 0 {
+		return r.regODPMR(m, start, length, iova, access)
+	}
 	end := start + length
 	if end < start || alignPage(end) < end {
 		return errorf(unix.EINVAL, "reg MR: %#x+%#x wraps", start, length)
@@ -166,6 +175,45 @@ func (r *device) RegUserMR(m *emu.MR, start, length, iova uint64, access ib.Acce
 	x.access, x.state, x.iova, x.length, x.start, x.space = access, memValid, iova, length, start, space
 	x.mem, x.pinned, x.unpin, x.uncharge = nil, pinned, unpin, uncharge
 	x.writable = access.Writable()
+	return nil
+}
+
+// regODPMR registers an on-demand paging MR (rxe_odp_mr_init_user): an
+// implicit one (start 0, length 2^64-1) is EINVAL, rxe having no
+// IB_ODP_SUPPORT_IMPLICIT; a range whose end wraps, or rounds up past the
+// top, is EOVERFLOW and one that touches no page EINVAL (ib_init_umem_odp).
+// Nothing is pinned, charged against RLIMIT_MEMLOCK or checked: the
+// snapshot rxe_odp_init_pages takes faults nothing in, so memory the owner
+// has not mapped (yet) registers. A persistent-flush MR is not refused
+// here: rxe checks for persistent memory only when it pins.
+func (r *device) regODPMR(m *emu.MR, start, length, iova uint64, access ib.AccessFlags) error {
+	if start == 0 && length == math.MaxUint64 {
+		if iova != 0 {
+			return errorf(unix.EINVAL, "reg MR: implicit ODP with iova %#x", iova)
+		}
+		if r.attr.ODPCaps.General&emu.ODPSupportImplicit == 0 {
+			return errorf(unix.EINVAL, "reg MR: implicit ODP not supported")
+		}
+	}
+	end := start + length
+	if end < start || alignPage(end) < dma.PageSize {
+		return errorf(unix.EOVERFLOW, "reg MR: ODP %#x+%#x wraps", start, length)
+	}
+	if start&^(dma.PageSize-1) == alignPage(end) {
+		return errorf(unix.EINVAL, "reg MR: ODP %#x+0 holds no page", start)
+	}
+	space := m.PD.Space
+	if o, ok := space.(dma.OnDemander); ok {
+		space = o.OnDemand()
+	}
+	r.lock()
+	defer r.unlock()
+	x, err := r.newMR(m, emu.MRTypeUser)
+	if err != nil {
+		return err
+	}
+	x.access, x.state, x.iova, x.length, x.start, x.space = access, memValid, iova, length, start, space
+	x.writable, x.odp = access.Writable(), true
 	return nil
 }
 

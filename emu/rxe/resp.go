@@ -590,7 +590,8 @@ func flushAccess(plt uint8) ib.AccessFlags {
 // emulator's memory is coherent, so global visibility needs nothing; a
 // persistent flush of a DMA MR fails (rxe_flush_pmem_iova's -EFAULT,
 // NAK 0x62) and of any other MR succeeds, which can only be a region of
-// persistent memory (RegUserMR refuses FLUSH_PERSISTENT otherwise). The
+// persistent memory (RegUserMR refuses FLUSH_PERSISTENT otherwise) or an
+// ODP MR, whose range is faulted in first (NAK 0x62 where it fails). The
 // request takes a responder resource, so a duplicate is answered again.
 func (r *device) execFlush(q *qp, p *wire.Packet) {
 	psn := p.BTH().PSN()
@@ -608,6 +609,15 @@ func (r *device) execFlush(q *qp, p *wire.Packet) {
 	m, _, err := r.rkeyMR(q, reth.RKey(), flushAccess(feth.Placement()), va, n)
 	if err == nil && feth.Placement()&emu.FlushPersistent != 0 && m.typ == emu.MRTypeDMA {
 		err = errorf(unix.EFAULT, "persistent flush of a DMA MR")
+	}
+	if err == nil && feth.Placement()&emu.FlushPersistent != 0 && m.odp {
+		// rxe_odp_flush_pmem_iova faults the range in, read-only, before
+		// it writes the cache back: the whole MR for IB_FLUSH_MR.
+		fva, fn := reth.VA(), uint64(reth.DMALen())
+		if feth.Selectivity() == emu.FlushMR {
+			fva, fn = m.iova, m.length
+		}
+		err = r.faultIn(m, fva, fn)
 	}
 	if err != nil {
 		r.rkeyViolation(q, p, psn)
@@ -808,6 +818,23 @@ func (r *device) recvWC(q *qp, w recvWQE, st emu.WCStatus, op emu.WCOpcode, n ui
 	}
 }
 
+// faultIn reads a byte of every page of [va, va+n) of ODP MR m, as
+// resolving its pages for the device does; it fails where one is not
+// mapped. r.mu held.
+func (r *device) faultIn(m *mr, va, n uint64) error {
+	addr, err := r.mrAddr(m, va, n)
+	if err != nil || n == 0 {
+		return err
+	}
+	var b [1]byte
+	for a := addr; a < addr+n; a = (a | (dma.PageSize - 1)) + 1 {
+		if err := r.memIO(m, a, b[:], false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // memIO reads or writes buf at a memory address resolved through m (user
 // MRs through their pinned mapping, DMA and fast-reg MRs through the DMA
 // mapper).
@@ -829,10 +856,12 @@ func (r *device) memIO(m *mr, addr uint64, buf []byte, write bool) error {
 	}
 	if m.typ == emu.MRTypeUser && m.space != nil {
 		// Another process's memory (a uverbs client's MR): copied in and
-		// out, as process_vm_readv/writev reach it.
+		// out, as process_vm_readv/writev reach it. An ODP MR's access
+		// fails where its owner is gone (ib_umem_odp_map_dma_and_lock
+		// finds no mm).
 		if write {
 			_, err := m.space.WriteAt(buf, addr)
-			if errors.Is(err, dma.ErrSpaceGone) {
+			if errors.Is(err, dma.ErrSpaceGone) && !m.odp {
 				// The owner died with the MR registered: the
 				// kernel's pinned pages would take the write.
 				return nil

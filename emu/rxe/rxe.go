@@ -41,8 +41,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Config configures an emulated rxe device. The zero value is a Linux
-// 6.12 rxe on a default interface.
+// Config configures an emulated rxe device. The zero value is the rxe of
+// the newest kernel (DefaultKernel) on a default interface, on-demand
+// paging MRs included.
 type Config struct {
 	// Device is the core configuration: name, bound interface, clock,
 	// memory, DMA strictness, MAC resolver.
@@ -128,6 +129,12 @@ type Config struct {
 	// every frame then goes through the reading goroutines, as on any
 	// other link. For measurements and tests of that path.
 	NoInline bool
+	// NoODP gives the device no on-demand paging, as rxe before Linux
+	// 6.15 (Kernel.HasODP): no odp_caps, and IB_ACCESS_ON_DEMAND refused
+	// with EOPNOTSUPP. Otherwise a kernel from 6.15 has rxe 7.3's
+	// (odpCaps): ON_DEMAND MRs whose pages are resolved each time the
+	// device touches them (mr.go).
+	NoODP bool
 }
 
 // Limits of rxe 6.12 (rxe_param.h).
@@ -153,6 +160,17 @@ const (
 	maxMsgSize       = 1 << 31
 	gsiQPN           = 1
 )
+
+// odpCaps is rxe's odp_caps from Linux 6.16 on (rxe_init_device_param
+// with CONFIG_INFINIBAND_ON_DEMAND_PAGING): RC send, receive, write, read,
+// atomic, SRQ receive, flush and atomic write; UD send, receive and SRQ
+// receive; no implicit ODP, nothing for UC and XRC.
+var odpCaps = emu.ODPCaps{
+	General: emu.ODPSupport,
+	RC: emu.ODPSupportSend | emu.ODPSupportRecv | emu.ODPSupportWrite | emu.ODPSupportRead |
+		emu.ODPSupportAtomic | emu.ODPSupportSRQRecv | emu.ODPSupportFlush | emu.ODPSupportAtomicWrite,
+	UD: emu.ODPSupportSend | emu.ODPSupportRecv | emu.ODPSupportSRQRecv,
+}
 
 // deviceCapFlags is rxe's device_cap_flags on a 64-bit build.
 const deviceCapFlags = 0x1C001223C76
@@ -242,6 +260,10 @@ func New(cfg Config) (*Device, error) {
 	}
 	attr := defaultAttr()
 	attr.DeviceCapFlags = cfg.Kernel.deviceCapFlags()
+	if cfg.Kernel.HasODP() && !cfg.NoODP {
+		attr.KernelCapFlags |= emu.KernelCapOnDemandPaging
+		attr.ODPCaps = odpCaps
+	}
 	if cfg.Tune != nil {
 		cfg.Tune(&attr)
 	}

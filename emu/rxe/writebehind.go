@@ -34,7 +34,10 @@ type writeBehind struct {
 // them (out of its sight); here the bytes for pages it no longer maps are
 // dropped, and an owner that exited takes nothing.
 func (r *device) writePayload(m *mr, addr uint64, pay []byte, last bool) error {
-	if m.typ != emu.MRTypeUser || m.space == nil || m.pinned != nil {
+	if m.typ != emu.MRTypeUser || m.space == nil || m.pinned != nil || m.odp {
+		// An ODP MR has no pinned pages to take a write the program's
+		// mappings refuse: each packet is written as it comes, and one
+		// that faults fails (rxe_odp_mr_copy).
 		return r.memIO(m, addr, pay, true)
 	}
 	wb := &r.wb

@@ -114,6 +114,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <rdma/ib_user_ioctl_verbs.h>
 #include <rdma/ib_user_verbs.h>
 #include "softroce_preload.h"
 
@@ -1346,13 +1347,17 @@ out:
 
 /* share_reg_mr shares the pages of the REG_MR command in buf. A command
  * that cannot be read whole shares nothing: its write fails with EFAULT
- * and nothing reaches the daemon. */
+ * and nothing reaches the daemon. Nor does an on-demand paging MR
+ * (IB_UVERBS_ACCESS_ON_DEMAND): its pages are not pinned but reached
+ * where the program maps them at each access, so they stay its own. */
 static void share_reg_mr(int sock, const void *buf, size_t n)
 {
 	struct ib_uverbs_reg_mr cmd;
 	if (n < sizeof(struct ib_uverbs_cmd_hdr) + sizeof(cmd) || !readable(buf, n))
 		return;
 	memcpy(&cmd, (const char *)buf + sizeof(struct ib_uverbs_cmd_hdr), sizeof(cmd));
+	if (cmd.access_flags & IB_UVERBS_ACCESS_ON_DEMAND)
+		return;
 	share_pages(sock, cmd.start, cmd.length);
 }
 

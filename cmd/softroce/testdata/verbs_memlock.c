@@ -8,7 +8,8 @@
  *   - one more of 2 MiB is ENOMEM, and so are MRs of 64 MiB and of 1 GiB;
  *   - after the 4 MiB MR's deregistration the 2 MiB one registers;
  *   - an MR of 2^62 bytes is EINVAL (more pages than ib_umem_get takes).
- *   - with RLIMIT_MEMLOCK 0, an MR of one page is EPERM (can_do_mlock).
+ *   - with RLIMIT_MEMLOCK 0, an MR of one page is EPERM (can_do_mlock),
+ *     and an on-demand paging MR of 1 GiB registers (nothing pinned).
  * Prints "ok NAME" per check; exits 0, or 1 after a "FAIL NAME: why".
  */
 #define _GNU_SOURCE
@@ -70,6 +71,12 @@ int main(int argc, char **argv)
 	a = reg(pd, buf, 4096);
 	CHECK("ibv_reg_mr with RLIMIT_MEMLOCK 0 is EPERM", !a && errno == EPERM, "mr %p errno %d %s", (void *)a,
 	      errno, strerror(errno));
+	errno = 0;
+	a = ibv_reg_mr(pd, buf, 1024 * MiB, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+	CHECK("an ODP MR of 1 GiB pins nothing: it registers with RLIMIT_MEMLOCK 0", a != NULL, "errno %d %s", errno,
+	      strerror(errno));
+	if (a)
+		ibv_dereg_mr(a);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	return failed;
