@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/link"
@@ -64,9 +65,13 @@ type cmdResult struct {
 }
 
 // runPair runs a server command and, once it listens, a client command,
-// both with the hooks h.
+// both with the hooks h. A client that fails before reaching the server
+// ends the server's wait for it (it would wait for ever, as the real
+// tools do).
 func runPair(t *testing.T, h hooks, server, client []string) (sv, cl cmdResult) {
 	t.Helper()
+	giveUp := make(chan struct{})
+	h.giveUp = giveUp
 	listening := make(chan struct{})
 	var once sync.Once
 	var lport string
@@ -86,6 +91,9 @@ func runPair(t *testing.T, h hooks, server, client []string) (sv, cl cmdResult) 
 	var o, e bytes.Buffer
 	cl.code = runWith(h, withPort(client, lport), &o, &e)
 	cl.out, cl.errout = o.String(), e.String()
+	if cl.code != 0 {
+		close(giveUp)
+	}
 	wg.Wait()
 	return sv, cl
 }
@@ -238,5 +246,29 @@ func TestPingpongSeed(t *testing.T) {
 	}
 	if sv.errout != "softroce: seed 0x7\n" {
 		t.Errorf("--print-seed: stderr %q", sv.errout)
+	}
+}
+
+// TestServerGivesUpWhenTheClientFails: a perf server waiting for its
+// client returns once the test's client has failed (here on a flag the
+// tool does not know), so that a broken client fails the test instead of
+// hanging it.
+func TestServerGivesUpWhenTheClientFails(t *testing.T) {
+	h := pipeNodes(t)
+	done := make(chan struct{})
+	var sv, cl cmdResult
+	go func() {
+		defer close(done)
+		sv, cl = runPair(t, h,
+			[]string{"perf", "write_bw", "-p", port, "-n", "10", "-d", "b", "--ip", "10.9.0.2/24"},
+			[]string{"perf", "write_bw", "-p", port, "-n", "10", "--no-such-flag", "-d", "a", "--ip", "10.9.0.1/24", "localhost"})
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the server still waits a minute after its client failed")
+	}
+	if cl.code == 0 || sv.code == 0 {
+		t.Errorf("client exit %d, server exit %d: want both non-zero", cl.code, sv.code)
 	}
 }

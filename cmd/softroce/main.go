@@ -74,6 +74,9 @@ type hooks struct {
 	// dialTimeout bounds how long a client keeps trying to reach a server
 	// that is not listening yet (default 5 s).
 	dialTimeout time.Duration
+	// giveUp, closed, ends a server's wait for its client (the real tools
+	// wait for ever): a test closes it when the client failed.
+	giveUp <-chan struct{}
 }
 
 // exitError ends a command with a status but no message (for example

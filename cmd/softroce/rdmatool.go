@@ -158,6 +158,17 @@ func (e *env) oobConn(server string, port int) (net.Conn, error) {
 	if e.serverReady != nil {
 		e.serverReady(l.Addr())
 	}
+	if e.giveUp != nil {
+		accepted := make(chan struct{})
+		defer close(accepted)
+		go func() {
+			select {
+			case <-e.giveUp:
+				l.Close()
+			case <-accepted:
+			}
+		}()
+	}
 	c, err := l.Accept()
 	if err != nil {
 		return nil, fmt.Errorf("accept() failed: %w", err)
