@@ -26,8 +26,9 @@ import (
 
 // Config configures New.
 type Config struct {
-	// Device is the device served. The Server does not own it: the caller
-	// closes it after the Server.
+	// Device is the device served first, as uverbs0; AddDevice serves
+	// more. The Server does not own them: the caller closes each after
+	// the Server (or after RemoveDevice).
 	Device *emu.Device
 	// Dir is the daemon's private directory: it holds the socket ("sock")
 	// and the sysfs tree ("sysfs"). New creates it with mode 0700 and
@@ -145,14 +146,16 @@ const MaxPollingConns = 256
 // (vm.max_map_count), which the Go runtime needs for its heap.
 const MaxWatchPages = 1024
 
-// Server serves one device on a unix socket. It is safe for concurrent use.
+// Server serves devices on a unix socket: Config.Device and those
+// AddDevice adds, each as its uverbsN in one sysfs tree, and one rdma_cm
+// over all of them. It is safe for concurrent use.
 type Server struct {
 	cfg   Config
 	ln    *net.UnixListener
 	ctl   *net.UnixListener // the control socket (nil: no Control)
-	sys   *sysfs
-	gids  chan struct{} // a GID change to write to the sysfs tree
-	ports chan struct{} // a port state change to write to the sysfs tree
+	sys   *sysfs            // the first device's entries; its publish publishes the tree
+	gids  chan struct{}     // a GID change to write to the sysfs tree
+	ports chan struct{}     // a port state change to write to the sysfs tree
 
 	lock       *os.File // the directory's lock file, its lock held while serving (lockFile)
 	unlockOnce sync.Once
@@ -171,6 +174,7 @@ type Server struct {
 	watching int
 	opened   int            // connections with an open File
 	files    map[*conn]File // their Files
+	devs     []*served      // the devices served, Config.Device first
 	removing bool           // Remove has begun: nothing more is accepted
 	closed   bool
 
@@ -396,7 +400,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	tmpRoot := filepath.Join(cfg.Dir, "."+SysfsName+".new")
-	s := &Server{cfg: cfg, sys: &sysfs{root: tmpRoot, dev: cfg.Device}, gids: make(chan struct{}, 1), ports: make(chan struct{}, 1),
+	s := &Server{cfg: cfg, sys: &sysfs{root: tmpRoot, dev: cfg.Device, node: UverbsNode}, gids: make(chan struct{}, 1), ports: make(chan struct{}, 1),
 		conns: map[*net.UnixConn]int{}, files: map[*conn]File{}, done: make(chan struct{}), lock: lock,
 		lim: resolveLimits(&cfg, raiseFileLimit()), clients: map[int]*client{},
 		warnLimit: ratelimit{interval: warnInterval, burst: warnBurst}}
@@ -423,28 +427,17 @@ func New(cfg Config) (*Server, error) {
 		os.RemoveAll(tmpRoot)
 		return fail(err)
 	}
+	first := &served{dev: cfg.Device, sys: s.sys}
 	if !cfg.NoRDMACM {
 		if cm, err := cma.New(cma.Config{Dev: cfg.Device, Seed: cfg.Device.Query().NodeGUID, Groups: cfg.Groups}); err != nil {
 			s.logf("rdma_cm not served: %v", err)
 		} else {
 			s.cm, s.ucma = cm, ucma.NewService(cm, cfg.Device.Query().NodeGUID)
+			first.cm = cm
 		}
 	}
-	cfg.Device.RegisterEventHandler(func(ev emu.Event) {
-		var ch chan struct{}
-		switch ev.Type {
-		case emu.EventGIDChange:
-			ch = s.gids
-		case emu.EventPortActive, emu.EventPortErr:
-			ch = s.ports
-		default:
-			return
-		}
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	})
+	s.devs = []*served{first}
+	s.watchEvents(cfg.Device)
 	s.refreshCounters()
 	s.wg.Add(1)
 	go s.refreshLoop()
@@ -468,7 +461,15 @@ func (s *Server) Publish() error {
 	if closed {
 		return fmt.Errorf("publish: %w", net.ErrClosed)
 	}
-	return s.sys.publish(s.SysfsPath())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.sys.publish(s.SysfsPath()); err != nil {
+		return err
+	}
+	for _, d := range s.devs[1:] {
+		d.sys.setRoot(s.SysfsPath())
+	}
+	return nil
 }
 
 // refreshLoop rewrites the GID files after each GID change of the device,
@@ -483,12 +484,16 @@ func (s *Server) refreshLoop() {
 		case <-s.done:
 			return
 		case <-s.gids:
-			if err := s.sys.refreshGIDs(); err != nil {
-				s.logf("sysfs: %v", err)
+			for _, d := range s.served() {
+				if err := d.sys.refreshGIDs(); err != nil {
+					s.logf("sysfs: %v", err)
+				}
 			}
 		case <-s.ports:
-			if err := s.sys.refreshPorts(); err != nil {
-				s.logf("sysfs: %v", err)
+			for _, d := range s.served() {
+				if err := d.sys.refreshPorts(); err != nil {
+					s.logf("sysfs: %v", err)
+				}
 			}
 		case <-tick.C:
 			s.refreshCounters()
@@ -499,15 +504,17 @@ func (s *Server) refreshLoop() {
 // refreshCounters writes the CM's counters (zero where no CM runs, as a
 // kernel's port whose CM saw nothing) and the device's.
 func (s *Server) refreshCounters() {
-	var c cma.CMCounters
-	if s.cm != nil {
-		c = s.cm.Counters()
-	}
-	if err := s.sys.refreshCMCounters(c); err != nil {
-		s.logf("sysfs: %v", err)
-	}
-	if err := s.sys.refreshHWCounters(); err != nil {
-		s.logf("sysfs: %v", err)
+	for _, d := range s.served() {
+		var c cma.CMCounters
+		if d.cm != nil {
+			c = d.cm.Counters()
+		}
+		if err := d.sys.refreshCMCounters(c); err != nil {
+			s.logf("sysfs: %v", err)
+		}
+		if err := d.sys.refreshHWCounters(); err != nil {
+			s.logf("sysfs: %v", err)
+		}
 	}
 }
 
@@ -646,11 +653,14 @@ func (s *Server) Remove(grace time.Duration, now <-chan struct{}) (inTime bool, 
 	}
 	s.removing = true
 	s.mu.Unlock()
-	err = s.sys.remove()
+	err = s.removeTree()
 	err = errors.Join(err, s.ln.Close())
-	if s.cm != nil {
-		if n := s.cm.RemoveDevice(); n > 0 {
-			s.logf("device removal: %d rdma_cm IDs told", n)
+	for _, d := range s.served() {
+		if d.cm == nil {
+			continue
+		}
+		if n := d.cm.RemoveDevice(); n > 0 {
+			s.logf("device removal of %s: %d rdma_cm IDs told", d.dev.Name(), n)
 		}
 	}
 	timer := time.NewTimer(grace)
@@ -699,7 +709,7 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	close(s.done)
-	err := s.sys.remove()
+	err := s.removeTreeLocked()
 	if !s.removing {
 		err = errors.Join(err, s.ln.Close())
 	}
@@ -716,8 +726,10 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-	if s.cm != nil {
-		err = errors.Join(err, s.cm.Close())
+	for _, d := range s.served() {
+		if d.cm != nil {
+			err = errors.Join(err, d.cm.Close())
+		}
 	}
 	if s.cfg.HoldLock {
 		return err
@@ -774,6 +786,7 @@ type conn struct {
 	mrs   *memFile   // the client's address space for its MRs (nil: none opened)
 	watch *watchPage // the uverbs client's watch page (nil: none)
 	file  File
+	dev   *served // the device the uverbs File is of (nil: none, or rdma_cm)
 	// passed is how many files the last reply passed: the client's
 	// OpFds must come next and carry that many numbers.
 	passed int
@@ -1090,9 +1103,13 @@ func (cn *conn) handle(frame []byte) bool {
 			ret = -int32(unix.EPROTO)
 		case string(p) == RDMACMNode:
 			return cn.openRDMACM(h)
-		case string(p) != UverbsNode:
-			ret = -int32(unix.ENODEV)
 		default:
+			d, eno := cn.s.openable(string(p))
+			if eno != 0 {
+				ret = -int32(eno)
+				break
+			}
+			cn.dev = d
 			// The client allowed the daemon (PR_SET_PTRACER) before
 			// OPEN: its address space can be opened now.
 			cn.mrs = openMemFile(cn.pid, cn.pidfd)
@@ -1106,7 +1123,7 @@ func (cn *conn) handle(frame []byte) bool {
 				cn.mrs.uncharge = func(n uint64) { cn.s.unchargeShared(cl, n) }
 				cn.mrs.chargePin = charge
 			}
-			cn.file = cn.s.cfg.Open(cn.s.cfg.Device, procMemory{pid: cn.pid, pidfd: cn.pidfd, mrs: cn.mrs, charge: charge})
+			cn.file = cn.s.cfg.Open(cn.dev.dev, procMemory{pid: cn.pid, pidfd: cn.pidfd, mrs: cn.mrs, charge: charge})
 			if st, ok := cn.file.(settler); ok && cn.s.cfg.Settle != nil {
 				st.SetSettle(cn.s.cfg.Settle)
 			}
