@@ -18,6 +18,8 @@ type served struct {
 	dev *emu.Device
 	sys *sysfs
 	cm  *cma.CM
+	// settle is the device's Config.Settle (DeviceConfig.Settle).
+	settle func(cmd func())
 	// removing: RemoveDevice has begun; the node opens no more (Server.mu).
 	removing bool
 }
@@ -95,6 +97,18 @@ type DeviceConfig struct {
 	// Groups, if set, is the host's IP multicast membership on the
 	// device's link (Config.Groups).
 	Groups cma.GroupMembership
+	// Settle, if set, is the device's Config.Settle: its commands return
+	// once the device has done their work.
+	Settle func(cmd func())
+}
+
+// settle is the Settle of the connection's device (the first device's
+// for a connection that opened none).
+func (cn *conn) settle() func(cmd func()) {
+	if cn.dev != nil {
+		return cn.dev.settle
+	}
+	return cn.s.cfg.Settle
 }
 
 // AddDevice serves dev beside the Server's other devices, as the kernel's
@@ -128,7 +142,7 @@ func (s *Server) AddDevice(dev *emu.Device, cfg *DeviceConfig) error {
 	for used[num] {
 		num++
 	}
-	d := &served{dev: dev, sys: &sysfs{root: s.sys.currentRoot(), dev: dev, node: "uverbs" + strconv.Itoa(num), num: num}}
+	d := &served{dev: dev, settle: cfg.Settle, sys: &sysfs{root: s.sys.currentRoot(), dev: dev, node: "uverbs" + strconv.Itoa(num), num: num}}
 	// Reserved, not yet openable: a concurrent AddDevice takes
 	// another number, an open of the node waits for its entries.
 	d.removing = true
@@ -148,16 +162,25 @@ func (s *Server) AddDevice(dev *emu.Device, cfg *DeviceConfig) error {
 		}
 		d.cm = cm
 	}
-	if err := d.sys.write(); err != nil {
+	// Written under the Server's lock: Publish does not move the tree
+	// meanwhile.
+	s.mu.Lock()
+	root := s.sys.currentRoot()
+	d.sys.mu.Lock()
+	d.sys.root = root
+	d.sys.mu.Unlock()
+	err := d.sys.write()
+	if err == nil {
+		d.removing = false
+	}
+	s.mu.Unlock()
+	if err != nil {
 		if d.cm != nil {
 			d.cm.Close()
 		}
 		return fail(err)
 	}
 	s.watchEvents(dev)
-	s.mu.Lock()
-	d.removing = false
-	s.mu.Unlock()
 	if d.cm != nil {
 		s.ucma.AddCM(d.cm)
 	}

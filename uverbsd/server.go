@@ -259,7 +259,7 @@ func (cn *conn) doorbell(p []byte) {
 // ring rings QP handle's doorbell (through the Settle), returning how
 // many WQEs it took.
 func (cn *conn) ring(db doorbeller, handle uint32) (took int, err error) {
-	if settle := cn.s.cfg.Settle; settle != nil {
+	if settle := cn.settle(); settle != nil {
 		settle(func() { took, err = db.Doorbell(handle) })
 	} else {
 		took, err = db.Doorbell(handle)
@@ -427,7 +427,7 @@ func New(cfg Config) (*Server, error) {
 		os.RemoveAll(tmpRoot)
 		return fail(err)
 	}
-	first := &served{dev: cfg.Device, sys: s.sys}
+	first := &served{dev: cfg.Device, sys: s.sys, settle: cfg.Settle}
 	if !cfg.NoRDMACM {
 		if cm, err := cma.New(cma.Config{Dev: cfg.Device, Seed: cfg.Device.Query().NodeGUID, Groups: cfg.Groups}); err != nil {
 			s.logf("rdma_cm not served: %v", err)
@@ -463,13 +463,11 @@ func (s *Server) Publish() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.sys.publish(s.SysfsPath()); err != nil {
-		return err
-	}
+	others := make([]*sysfs, 0, len(s.devs))
 	for _, d := range s.devs[1:] {
-		d.sys.setRoot(s.SysfsPath())
+		others = append(others, d.sys)
 	}
-	return nil
+	return s.sys.publish(s.SysfsPath(), others)
 }
 
 // refreshLoop rewrites the GID files after each GID change of the device,
@@ -1124,8 +1122,8 @@ func (cn *conn) handle(frame []byte) bool {
 				cn.mrs.chargePin = charge
 			}
 			cn.file = cn.s.cfg.Open(cn.dev.dev, procMemory{pid: cn.pid, pidfd: cn.pidfd, mrs: cn.mrs, charge: charge})
-			if st, ok := cn.file.(settler); ok && cn.s.cfg.Settle != nil {
-				st.SetSettle(cn.s.cfg.Settle)
+			if st, ok := cn.file.(settler); ok && cn.settle() != nil {
+				st.SetSettle(cn.settle())
 			}
 			cn.s.mu.Lock()
 			cn.s.opened++
@@ -1175,8 +1173,8 @@ func (cn *conn) handle(frame []byte) bool {
 		}
 		var r Reply
 		var err error
-		if cn.s.cfg.Settle != nil {
-			cn.s.cfg.Settle(func() { r, err = cn.write(p) })
+		if settle := cn.settle(); settle != nil {
+			settle(func() { r, err = cn.write(p) })
 		} else {
 			r, err = cn.write(p)
 		}

@@ -62,9 +62,15 @@ type sysfs struct {
 
 // publish renames the tree from its temporary name to final, atomically
 // for readers of final (it did not exist: New removed any stale tree).
-func (s *sysfs) publish(final string) error {
+// The entries of others (the daemon's other devices, in the same tree)
+// move with it: none of them is refreshed meanwhile.
+func (s *sysfs) publish(final string, others []*sysfs) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, o := range others {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+	}
 	if s.root == final {
 		return nil
 	}
@@ -72,6 +78,9 @@ func (s *sysfs) publish(final string) error {
 		return fmt.Errorf("sysfs: publish: %w", err)
 	}
 	s.root = final
+	for _, o := range others {
+		o.root = final
+	}
 	return nil
 }
 
@@ -82,14 +91,6 @@ func (s *sysfs) remove() error {
 	defer s.mu.Unlock()
 	s.gone = true
 	return removeTree(s.root)
-}
-
-// setRoot moves the device's entries to root: the tree was renamed there
-// (publish by the daemon's first device).
-func (s *sysfs) setRoot(root string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.root = root
 }
 
 // markGone stops the refreshes: the whole tree was removed.
