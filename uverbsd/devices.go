@@ -171,6 +171,11 @@ func (s *Server) AddDevice(dev *emu.Device, cfg *DeviceConfig) error {
 	d.sys.mu.Unlock()
 	err := d.sys.write()
 	if err == nil {
+		// The counters exist from the start, as the kernel's
+		// hw_counters group from ib_register_device.
+		err = errors.Join(d.sys.refreshCMCounters(cma.CMCounters{}), d.sys.refreshHWCounters())
+	}
+	if err == nil {
 		d.removing = false
 	}
 	s.mu.Unlock()
