@@ -533,7 +533,11 @@ func (f *File) listen(in []byte, _, _ int) error {
 	f.mu.Lock()
 	c.backlog = backlog
 	f.mu.Unlock()
-	return wrap("LISTEN", c.cmID.Load().Listen(backlog))
+	if err := c.cmID.Load().Listen(backlog); err != nil {
+		return wrap("LISTEN", err)
+	}
+	f.svc.listenOnAll(c, backlog)
+	return nil
 }
 
 func (f *File) accept(in []byte, inLen, _ int) error {

@@ -107,6 +107,50 @@ func (s *Service) cmOf(a netip.Addr) *cma.CM {
 	return nil
 }
 
+// listenOnAll makes c's listener, bound to a wildcard address, listen on
+// the other CMs' devices too, as the kernel's cma_listen_on_all makes a
+// listen of each device for it: their connection requests come to c
+// (the listens share its backlog). A device whose listen fails (its port
+// taken there) is skipped, as cma_listen_on_dev's failures were.
+func (s *Service) listenOnAll(c *context, backlog int) {
+	id := c.cmID.Load()
+	info := id.Info()
+	if !info.Src.Addr().IsUnspecified() {
+		return
+	}
+	s.mu.Lock()
+	cms := append([]*cma.CM(nil), s.cms...)
+	s.mu.Unlock()
+	f := c.file.Load()
+	f.mu.Lock()
+	opts := c.opts
+	f.mu.Unlock()
+	var shadows []*cma.ID
+	for _, cm := range cms {
+		if cm == id.CM() {
+			continue
+		}
+		sh, err := cm.CreateID(id.PortSpace(), id.QPType(), s.handler, c)
+		if err != nil {
+			continue
+		}
+		ok := true
+		for _, o := range opts {
+			if o != nil && o(sh) != nil {
+				ok = false
+			}
+		}
+		if !ok || sh.Bind(info.Src) != nil || sh.Listen(backlog) != nil {
+			sh.Destroy()
+			continue
+		}
+		shadows = append(shadows, sh)
+	}
+	f.mu.Lock()
+	c.shadows = append(c.shadows, shadows...)
+	f.mu.Unlock()
+}
+
 // route moves c's ID, while it is idle (no address yet), to the CM of the
 // device that owns a, as the kernel's rdma_cm attaches an ID to the
 // device of its source address at bind or address resolution
@@ -171,7 +215,10 @@ type context struct {
 	cmID atomic.Pointer[cma.ID] // replaced on its first address while idle (route)
 	// opts replay the options set on the ID on the one that replaces it,
 	// the last of each kind (File.mu).
-	opts     [numOpts]func(*cma.ID) error
+	opts [numOpts]func(*cma.ID) error
+	// shadows are the listens of a wildcard listener on the other CMs'
+	// devices (Service.listenOnAll; File.mu).
+	shadows  []*cma.ID
 	uid      uint64
 	backlog  int
 	reported uint32
@@ -300,6 +347,13 @@ func (f *File) Close() error {
 // its connection requests with them); it returns the events reported.
 func (f *File) destroyContext(c *context) uint32 {
 	c.cmID.Load().Destroy()
+	f.mu.Lock()
+	shadows := c.shadows
+	c.shadows = nil
+	f.mu.Unlock()
+	for _, id := range shadows {
+		id.Destroy()
+	}
 	s := f.svc
 	s.mu.Lock()
 	for id, m := range s.mcs {

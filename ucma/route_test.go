@@ -112,3 +112,71 @@ func TestIDsGoToTheDeviceOfTheirAddress(t *testing.T) {
 		t.Fatalf("bind to the removed device's address: %v, want EADDRNOTAVAIL", err)
 	}
 }
+
+// TestWildcardListenerHearsEveryDevice: a listener bound to the wildcard
+// listens on each device of the Service, as cma_listen_on_all: a
+// connection from the first device to the second's address reaches it
+// as a CONNECT_REQUEST, and once it is destroyed, the second device
+// rejects the next one (no listener).
+func TestWildcardListenerHearsEveryDevice(t *testing.T) {
+	lb, err := workload.NewLoopback(workload.LoopbackConfig{Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lb.Close() })
+	var cms []*cma.CM
+	for i, d := range []*workload.LoopbackSide{lb.A, lb.B} {
+		cm, err := cma.New(cma.Config{Dev: d.Dev, Seed: uint64(i + 1), Timewait: 20 * time.Millisecond,
+			REQTimeout: 200 * time.Millisecond, MaxRetries: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cm.Close() })
+		cms = append(cms, cm)
+	}
+	s := NewService(cms[0], 1)
+	s.AddCM(cms[1])
+	srv, cli := open(t, s, 41), open(t, s, 42)
+	defer srv.f.Close()
+	defer cli.f.Close()
+	l := srv.createID(cma.PSTCP, 0x10)
+	if err := srv.write(cmdBuf(uverbs.UcmCmdBindIP, uverbs.UcmBindIP{Id: l, Addr: sin(netip.AddrPortFrom(netip.IPv4Unspecified(), 7320))}, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.write(cmdBuf(uverbs.UcmCmdListen, uverbs.UcmListen{Id: l, Backlog: 4}, 0)); err != nil {
+		t.Fatal(err)
+	}
+	connect := func() uint32 {
+		t.Helper()
+		id := cli.createID(cma.PSTCP, 0x20)
+		if err := cli.write(cmdBuf(uverbs.UcmCmdResolveIP, uverbs.UcmResolveIP{Id: id, Src_addr: sin(netip.AddrPortFrom(lb.A.IP, 0)),
+			Dst_addr: sin(netip.AddrPortFrom(lb.B.IP, 7320)), Timeout_ms: 2000}, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if ev := cli.event(); ev.Event != uint32(cma.EventAddrResolved) {
+			t.Fatalf("event %+v", ev)
+		}
+		if err := cli.write(cmdBuf(uverbs.UcmCmdResolveRoute, uverbs.UcmResolveRoute{Id: id, Ms: 2000}, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if ev := cli.event(); ev.Event != uint32(cma.EventRouteResolved) {
+			t.Fatalf("event %+v", ev)
+		}
+		if err := cli.write(cmdBuf(uverbs.UcmCmdConnect, uverbs.UcmConnect{Id: id, Param: uverbs.UcmConnParam{Valid: 1, Qp_num: 0x55,
+			Responder_resources: 1, Initiator_depth: 1, Retry_count: 7, Rnr_retry_count: 7}}, 0)); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	connect()
+	if req := srv.event(); req.Event != uint32(cma.EventConnectRequest) || req.Uid != 0x10 {
+		t.Fatalf("a connection to the second device's address: %+v, want the wildcard listener's CONNECT_REQUEST", req)
+	}
+	if err := srv.write(cmdBuf(uverbs.UcmCmdDestroyID, uverbs.UcmDestroyID{Id: l, Response: respAt}, 4)); err != nil {
+		t.Fatal(err)
+	}
+	connect()
+	if ev := cli.event(); ev.Event != uint32(cma.EventRejected) && ev.Event != uint32(cma.EventUnreachable) {
+		t.Fatalf("a connection after the listener's end: %+v, want a rejection", ev)
+	}
+}
