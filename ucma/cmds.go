@@ -532,6 +532,7 @@ func (f *File) listen(in []byte, _, _ int) error {
 	}
 	f.mu.Lock()
 	c.backlog = backlog
+	c.listenBacklog = backlog
 	f.mu.Unlock()
 	if err := c.cmID.Load().Listen(backlog); err != nil {
 		return wrap("LISTEN", err)

@@ -72,10 +72,25 @@ func (s *Service) CM() *cma.CM { return s.cm }
 // AddCM adds the CM of another device of the host: IDs whose address is
 // that device's go to it, as the kernel's rdma_cm serves every device
 // (cma_add_one).
+// The listeners on the wildcard address listen on it from then on, as
+// cma_add_one makes them listen on a new device.
 func (s *Service) AddCM(cm *cma.CM) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.cms = append(s.cms, cm)
+	ctxs := make([]*context, 0, len(s.ctxs))
+	for _, c := range s.ctxs {
+		ctxs = append(ctxs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range ctxs {
+		if id := c.cmID.Load(); id != nil && id.Info().State == cma.StateListen {
+			f := c.file.Load()
+			f.mu.Lock()
+			backlog := c.listenBacklog
+			f.mu.Unlock()
+			s.listenOn(c, backlog, []*cma.CM{cm})
+		}
+	}
 }
 
 // RemoveCM takes a CM added with AddCM out of the routing (its device is
@@ -113,14 +128,20 @@ func (s *Service) cmOf(a netip.Addr) *cma.CM {
 // (the listens share its backlog). A device whose listen fails (its port
 // taken there) is skipped, as cma_listen_on_dev's failures were.
 func (s *Service) listenOnAll(c *context, backlog int) {
+	s.mu.Lock()
+	cms := append([]*cma.CM(nil), s.cms...)
+	s.mu.Unlock()
+	s.listenOn(c, backlog, cms)
+}
+
+// listenOn makes c's wildcard listener listen on the devices of cms
+// other than its own.
+func (s *Service) listenOn(c *context, backlog int, cms []*cma.CM) {
 	id := c.cmID.Load()
 	info := id.Info()
 	if !info.Src.Addr().IsUnspecified() {
 		return
 	}
-	s.mu.Lock()
-	cms := append([]*cma.CM(nil), s.cms...)
-	s.mu.Unlock()
 	f := c.file.Load()
 	f.mu.Lock()
 	opts := c.opts
@@ -218,10 +239,12 @@ type context struct {
 	opts [numOpts]func(*cma.ID) error
 	// shadows are the listens of a wildcard listener on the other CMs'
 	// devices (Service.listenOnAll; File.mu).
-	shadows  []*cma.ID
-	uid      uint64
-	backlog  int
-	reported uint32
+	shadows []*cma.ID
+	// listenBacklog is the backlog of the ID's LISTEN (File.mu).
+	listenBacklog int
+	uid           uint64
+	backlog       int
+	reported      uint32
 	// removed: the ID got DEVICE_REMOVAL and is closed (ucma_close_id):
 	// the context stays until DESTROY_ID, every other command is ENXIO.
 	removed atomic.Bool

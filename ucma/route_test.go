@@ -114,7 +114,8 @@ func TestIDsGoToTheDeviceOfTheirAddress(t *testing.T) {
 }
 
 // TestWildcardListenerHearsEveryDevice: a listener bound to the wildcard
-// listens on each device of the Service, as cma_listen_on_all: a
+// listens on each device of the Service, as cma_listen_on_all (and on
+// one added after it listened, as cma_add_one): a
 // connection from the first device to the second's address reaches it
 // as a CONNECT_REQUEST, and once it is destroyed, the second device
 // rejects the next one (no listener).
@@ -134,8 +135,9 @@ func TestWildcardListenerHearsEveryDevice(t *testing.T) {
 		t.Cleanup(func() { cm.Close() })
 		cms = append(cms, cm)
 	}
+	// The second device comes after the listener: it listens there too,
+	// as cma_add_one makes it.
 	s := NewService(cms[0], 1)
-	s.AddCM(cms[1])
 	srv, cli := open(t, s, 41), open(t, s, 42)
 	defer srv.f.Close()
 	defer cli.f.Close()
@@ -146,6 +148,7 @@ func TestWildcardListenerHearsEveryDevice(t *testing.T) {
 	if err := srv.write(cmdBuf(uverbs.UcmCmdListen, uverbs.UcmListen{Id: l, Backlog: 4}, 0)); err != nil {
 		t.Fatal(err)
 	}
+	s.AddCM(cms[1])
 	connect := func() uint32 {
 		t.Helper()
 		id := cli.createID(cma.PSTCP, 0x20)
