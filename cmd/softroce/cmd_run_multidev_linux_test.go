@@ -133,7 +133,9 @@ func TestWriteBandwidthFromOneDeviceToTheOther(t *testing.T) {
 // TestRpingFromAnAddressOfOneDeviceToTheOther: Debian's rping, the server
 // on rxe0's address, the client bound to rxe1's (-I), each under
 // "softroce run" without -d, exchange their 10 pings with the data
-// verified (-v), and the rdma_cm sent the client's packets from rxe1.
+// verified (-v), and the rdma_cm sent the client's packets from rxe1. A
+// server on the wildcard address (its ID on rxe0) takes a client of
+// rxe1's address too: it listens on every device.
 func TestRpingFromAnAddressOfOneDeviceToTheOther(t *testing.T) {
 	rping := distroRDMACMTool(t, "rping", "rdmacm-utils")
 	m := serveTwoDevices(t)
@@ -148,6 +150,9 @@ func TestRpingFromAnAddressOfOneDeviceToTheOther(t *testing.T) {
 	if sent := m.sentSince(t, before); sent["rxe1"] == 0 {
 		t.Errorf("rxe1 sent nothing: the client did not connect from it")
 	}
+	cmPairWith(t, cmDaemon(t, m.home, "rxe0", run), rping, rping,
+		[]string{"-s", "-p", "19302", "-C", "10", "-v"},
+		[]string{"-c", "-a", "10.79.0.2", "-p", "19302", "-C", "10", "-v"}, "19302", "server "+want, want)
 }
 
 // TestUCXMultiRailOverBothDevices: UCX with UCX_NET_DEVICES=rxe0:1,rxe1:1
