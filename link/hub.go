@@ -18,8 +18,8 @@ type Hub struct {
 	cfg PipeConfig
 
 	mu     sync.Mutex
-	ports  map[*HubPort]struct{}
-	fdb    map[[6]byte]*HubPort // learned source MACs
+	ports  map[*port]struct{}
+	fdb    map[[6]byte]*port // learned source MACs
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -28,8 +28,17 @@ type Hub struct {
 // also detaches the port.
 type HubPort struct {
 	*PipeEnd
-	hub  *Hub
-	near *PipeEnd // the Hub's end
+	port *port
+	name string
+}
+
+// Name returns the name AttachAs gave the port ("" for Attach's): the
+// station's netdev name.
+func (p *HubPort) Name() string { return p.name }
+
+// port is one port of a Hub: the Hub's end of a pipe to a station.
+type port struct {
+	near *PipeEnd
 }
 
 var _ Link = (*HubPort)(nil)
@@ -38,7 +47,7 @@ var _ Link = (*HubPort)(nil)
 // the defaults, except that DropWhenFull is always set: the Hub never
 // waits for a slow station).
 func NewHub(cfg *PipeConfig) *Hub {
-	h := &Hub{ports: map[*HubPort]struct{}{}, fdb: map[[6]byte]*HubPort{}}
+	h := &Hub{ports: map[*port]struct{}{}, fdb: map[[6]byte]*port{}}
 	if cfg != nil {
 		h.cfg = *cfg
 	}
@@ -49,24 +58,43 @@ func NewHub(cfg *PipeConfig) *Hub {
 // Attach adds a port and returns the station's end of it; closing that
 // end detaches the port. Attach on a closed Hub returns an error wrapping
 // net.ErrClosed.
-func (h *Hub) Attach() (*HubPort, error) {
+func (h *Hub) Attach() (*HubPort, error) { return h.AttachAs("") }
+
+// AttachAs is Attach of a port named name (HubPort.Name).
+func (h *Hub) AttachAs(name string) (*HubPort, error) {
 	station, near := NewPipe(&h.cfg)
-	p := &HubPort{PipeEnd: station, hub: h, near: near}
+	p := &port{near: near}
+	if err := h.add(p); err != nil {
+		return nil, err
+	}
+	return &HubPort{PipeEnd: station, port: p, name: name}, nil
+}
+
+// Connect makes near, the end of a pipe whose other end a station already
+// has (a node's default in-memory link), a port of the Hub: the station
+// joins the fabric as if cabled to it. The Hub closes near when it
+// closes.
+func (h *Hub) Connect(near *PipeEnd) error {
+	return h.add(&port{near: near})
+}
+
+// add adds p and starts its forwarding.
+func (h *Hub) add(p *port) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, &net.OpError{Op: "attach", Net: "hub", Err: net.ErrClosed}
+		return &net.OpError{Op: "attach", Net: "hub", Err: net.ErrClosed}
 	}
 	h.ports[p] = struct{}{}
 	h.wg.Add(1)
 	go h.forward(p)
-	return p, nil
+	return nil
 }
 
 // Close closes the station's end and detaches the port from the Hub.
 func (p *HubPort) Close() error {
 	err := p.PipeEnd.Close()
-	p.near.Close()
+	p.port.near.Close()
 	return err
 }
 
@@ -82,13 +110,13 @@ func (h *Hub) Ports() int {
 func (h *Hub) Close() error {
 	h.mu.Lock()
 	h.closed = true
-	ports := make([]*HubPort, 0, len(h.ports))
+	ports := make([]*port, 0, len(h.ports))
 	for p := range h.ports {
 		ports = append(ports, p)
 	}
 	h.mu.Unlock()
 	for _, p := range ports {
-		p.Close()
+		p.near.Close()
 	}
 	h.wg.Wait()
 	return nil
@@ -96,7 +124,7 @@ func (h *Hub) Close() error {
 
 // forward reads what p's station sends and passes it on, until the port
 // is detached.
-func (h *Hub) forward(p *HubPort) {
+func (h *Hub) forward(p *port) {
 	defer h.wg.Done()
 	defer h.detach(p)
 	n := max(1, p.near.BatchSize())
@@ -105,7 +133,7 @@ func (h *Hub) forward(p *HubPort) {
 		bufs[i] = make([]byte, MaxFrameSize(p.near.MTU()))
 	}
 	sizes := make([]int, n)
-	var out []*HubPort
+	var out []*port
 	for {
 		got, err := p.near.ReadPackets(bufs, sizes)
 		if err != nil {
@@ -129,7 +157,7 @@ func (h *Hub) forward(p *HubPort) {
 
 // route learns frame's source MAC on port from and returns the ports the
 // frame goes to.
-func (h *Hub) route(from *HubPort, frame []byte, out []*HubPort) []*HubPort {
+func (h *Hub) route(from *port, frame []byte, out []*port) []*port {
 	dst, src := [6]byte(frame[0:6]), [6]byte(frame[6:12])
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -153,7 +181,7 @@ func (h *Hub) route(from *HubPort, frame []byte, out []*HubPort) []*HubPort {
 }
 
 // detach takes p off the Hub and forgets the MACs learned on it.
-func (h *Hub) detach(p *HubPort) {
+func (h *Hub) detach(p *port) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.ports, p)

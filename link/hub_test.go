@@ -22,7 +22,8 @@ func hubFrame(dst, src byte, tag string) []byte {
 // TestHubSwitchesByLearnedMAC: a broadcast and an unknown unicast frame
 // reach every other port; once the Hub has seen a MAC as a source, frames
 // to it reach its port alone; a detached port's MACs are forgotten and
-// the others go on.
+// the others go on; a station already on a pipe joins by its far end
+// (Connect).
 func TestHubSwitchesByLearnedMAC(t *testing.T) {
 	h := NewHub(nil)
 	defer h.Close()
@@ -88,4 +89,25 @@ func TestHubSwitchesByLearnedMAC(t *testing.T) {
 	// MAC 2 is forgotten: a frame to it floods to the ports left.
 	send(0, hubFrame(2, 1, "again"))
 	expect("", "", "again")
+	// A station already on a pipe joins through its far end.
+	station, far := NewPipe(nil)
+	defer station.Close()
+	if err := h.Connect(far); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := station.WritePackets([][]byte{hubFrame(0xff, 7, "joined")}); err != nil {
+		t.Fatal(err)
+	}
+	expect("joined", "", "joined")
+	send(2, hubFrame(7, 3, "to7"))
+	got := ""
+	for deadline := time.Now().Add(time.Second); got == "" && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		buf, sizes := [][]byte{make([]byte, 2000)}, []int{0}
+		if n, _ := station.TryReadRef(buf, sizes, []bool{false}, make([]PayloadRef, 1)); n == 1 {
+			got = string(bytes.TrimRight(buf[0][14:sizes[0]], "\x00"))
+		}
+	}
+	if got != "to7" {
+		t.Errorf("the connected station got %q, want to7", got)
+	}
 }

@@ -92,6 +92,21 @@ func (s *Server) removeTreeLocked() error {
 	return err
 }
 
+// Links creates and deletes a Server's devices (Config.Links).
+type Links interface {
+	// NewLink creates the rxe device name on the netdev netdev and
+	// serves it (`rdma link add NAME type rxe netdev DEV`): EEXIST for a
+	// name served, EINVAL for a name the rxe provider does not serve.
+	NewLink(name, netdev string) error
+	// DelLink removes the device name and deletes it (`rdma link delete
+	// NAME`): ENODEV for a name not served, EINVAL for the Server's
+	// first device.
+	DelLink(name string) error
+}
+
+// Links returns Config.Links (nil: devices are not created on request).
+func (s *Server) Links() Links { return s.cfg.Links }
+
 // DeviceConfig configures AddDevice.
 type DeviceConfig struct {
 	// Groups, if set, is the host's IP multicast membership on the

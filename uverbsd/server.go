@@ -125,6 +125,11 @@ type Config struct {
 	// returns, until Publish: the caller finishes setting the device up
 	// first. Otherwise New publishes it, once the socket listens.
 	PublishLater bool
+	// Links, if set, creates and deletes devices on request, as the
+	// kernel's RDMA netlink NEWLINK and DELLINK (`rdma link add NAME type
+	// rxe netdev DEV`, `rdma link delete NAME`): it builds the device and
+	// serves it with AddDevice, or removes it with RemoveDevice.
+	Links Links
 	// HoldLock keeps the directory's lock after Close, until Unlock: the
 	// caller's own end (a profile written, the device closed) is done
 	// before the name is free, so that whoever waits for the daemon's end

@@ -43,6 +43,7 @@ type daemon struct {
 	n      *node.Node
 	extra  []*node.Node // the nodes of the devices after the first (-d repeated)
 	fabric *link.Hub    // the in-memory fabric of several devices (nil: one)
+	links  *daemonLinks // adds and deletes devices (extra, fabric: under its mu)
 	srv    *uverbsd.Server
 	served chan error
 	cov    *daemonCoverage
@@ -86,8 +87,9 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 			fabric.Close()
 		}
 	}
+	links := &daemonLinks{e: e, lf: lf}
 	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle, OneWayDoorbells: df.oneWay, WatchPage: df.oneWay,
-		PublishLater: true, HoldLock: true}
+		PublishLater: true, HoldLock: true, Links: links}
 	cov.serverConfig(&cfg)
 	df.serverConfig(&cfg, e.stderr)
 	faults.configure(n, &cfg)
@@ -119,7 +121,10 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 		srv.Unlock()
 		return nil, err
 	}
-	d := &daemon{n: n, extra: extra, fabric: fabric, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr, faults: faults}
+	d := &daemon{n: n, extra: extra, fabric: fabric, links: links, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr, faults: faults}
+	links.mu.Lock()
+	links.d = d
+	links.mu.Unlock()
 	go func() { d.served <- srv.Serve() }()
 	// Set up: the device becomes visible, and openable from then on.
 	if err := srv.Publish(); err != nil {
@@ -163,12 +168,14 @@ func (d *daemon) finish(err error) error {
 	err = errors.Join(err, <-d.served)
 	err = errors.Join(err, d.cov.write(d.df.coverage, d.n.Device(), d.stderr))
 	err = errors.Join(err, d.n.Close())
+	d.links.mu.Lock()
 	for _, x := range d.extra {
 		err = errors.Join(err, x.Close())
 	}
 	if d.fabric != nil {
 		err = errors.Join(err, d.fabric.Close())
 	}
+	d.links.mu.Unlock()
 	// The name is free once all of the daemon's end is done.
 	return errors.Join(err, d.srv.Unlock())
 }

@@ -1,12 +1,23 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"flag"
 	"io"
+	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softroce/softroce/uverbsd"
 )
 
 // TestRepeatedDeviceFlagsGroupTheirAddresses: serve's and run's -d may be
@@ -65,5 +76,80 @@ func TestRepeatedDeviceFlagsGroupTheirAddresses(t *testing.T) {
 		if _, err := parse(c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)
 		}
+	}
+}
+
+// TestDaemonAddsAndRemovesDevicesWhileServing: a daemon serving one
+// device on the in-memory link creates devices on request (its
+// uverbsd.Links, what RDMA netlink's NEWLINK and DELLINK call), each on
+// the fabric its first device's link then joins, with the netdev name
+// asked for: a new device resolves the first's address across it. The
+// kernel's errnos for a name served, a name librxe ignores, the first
+// device and a name not served; a deleted device leaves the tree and the
+// others go on.
+func TestDaemonAddsAndRemovesDevicesWhileServing(t *testing.T) {
+	userDirs(t)
+	var errb bytes.Buffer
+	lf := &linkFlags{dev: "rxe0", ips: []netip.Prefix{netip.MustParsePrefix("10.80.0.1/24")}, nodad: true}
+	dir, err := uverbsd.DeviceDir(lf.dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{stdout: &errb, stderr: &errb}
+	d, err := startDaemon(e, lf, &daemonFlags{}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.stop()
+	links := d.srv.Links()
+	if err := links.NewLink("rxe1", "fab1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.links.add("rxe2", "fab2", []netip.Prefix{netip.MustParsePrefix("10.80.0.3/24")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.srv.Devices(); !slices.Equal(got, []string{"rxe0", "rxe1", "rxe2"}) {
+		t.Fatalf("devices %v", got)
+	}
+	for node, dev := range map[string]string{"uverbs1": "rxe1", "uverbs2": "rxe2"} {
+		if b, err := os.ReadFile(filepath.Join(d.srv.SysfsPath(), "class/infiniband_verbs", node, "ibdev")); err != nil || string(b) != dev+"\n" {
+			t.Errorf("%s/ibdev %q (%v), want %s", node, b, err, dev)
+		}
+	}
+	rxe2 := d.extra[1]
+	if got := rxe2.Device().NetDev().Name; got != "fab2" {
+		t.Errorf("rxe2's netdev %q, want fab2", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	mac, err := rxe2.Resolve(ctx, netip.MustParseAddr("10.80.0.1"))
+	if err != nil || net.HardwareAddr(mac[:]).String() != d.n.MAC().String() {
+		t.Fatalf("rxe2 resolves rxe0's address to %v (%v), want %v", net.HardwareAddr(mac[:]), err, d.n.MAC())
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want unix.Errno
+	}{
+		{"NewLink of a name served", links.NewLink("rxe1", "fab9"), unix.EEXIST},
+		{"NewLink of a name librxe ignores", links.NewLink("mlx5_9", "fab9"), unix.EINVAL},
+		{"DelLink of the first device", links.DelLink("rxe0"), unix.EINVAL},
+		{"DelLink of a name not served", links.DelLink("rxe9"), unix.ENODEV},
+	} {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
+		}
+	}
+	if err := links.DelLink("rxe1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.srv.Devices(); !slices.Equal(got, []string{"rxe0", "rxe2"}) {
+		t.Fatalf("devices after DelLink %v", got)
+	}
+	if _, err := os.Stat(filepath.Join(d.srv.SysfsPath(), "class/infiniband/rxe1")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("rxe1's entries after DelLink: %v", err)
+	}
+	if _, err := rxe2.Resolve(ctx, netip.MustParseAddr("10.80.0.1")); err != nil {
+		t.Errorf("rxe2 after rxe1's deletion: %v", err)
 	}
 }

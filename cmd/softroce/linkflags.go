@@ -59,6 +59,9 @@ type linkFlags struct {
 	// with the daemon's other devices (not a flag: serve and run set it
 	// for several -d).
 	fabric *link.Hub
+	// netdev names the device's port on the fabric, its netdev ("": the
+	// node's default).
+	netdev string
 	// hostname names the host for the MAC of --udp without --ip; nil
 	// means os.Hostname (tests set it).
 	hostname func() (string, error)
@@ -339,7 +342,7 @@ func (f *linkFlags) open(ctx context.Context, stderr io.Writer) (*node.Node, err
 	}
 	switch {
 	case f.fabric != nil:
-		cfg.Link, err = f.fabric.Attach()
+		cfg.Link, err = f.fabric.AttachAs(f.netdev)
 	case f.tap != "":
 		cfg.Link, err = node.OpenTAP(f.tap, f.bridge, f.mtu)
 	case f.iface != "":
