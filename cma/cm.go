@@ -555,6 +555,14 @@ func (c *CM) localGIDIndex(a netip.Addr) (int, error) {
 	return best, nil
 }
 
+// HasAddr reports whether a is one of the device's own addresses (a
+// RoCEv2 GID of its port): the device an rdma_cm ID bound to a attaches
+// to (cma_acquire_dev_by_src_ip).
+func (c *CM) HasAddr(a netip.Addr) bool {
+	_, err := c.localGIDIndex(a.WithZone(""))
+	return err == nil
+}
+
 // localGIDIndexFor picks the local RoCEv2 GID to reach dst from: dst's own
 // entry when it is local, else the GID of its family (link-local for a
 // link-local destination) sharing the longest prefix with dst, as the

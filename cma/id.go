@@ -232,6 +232,9 @@ func (id *ID) Context() any {
 // SetContext replaces the consumer's context.
 func (id *ID) SetContext(v any) { id.ctx.Store(ctxBox{v}) }
 
+// CM returns the CM the ID belongs to.
+func (id *ID) CM() *CM { return id.cm }
+
 // PortSpace returns the ID's port space.
 func (id *ID) PortSpace() PortSpace { return id.ps }
 

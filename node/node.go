@@ -496,6 +496,11 @@ func (n *Node) MAC() net.HardwareAddr {
 	return n.host.MAC()
 }
 
+// Peer returns the far end of the default in-memory link (nil when
+// Config.Link was given): whatever reads and writes it is the node's
+// neighbour on the link, e.g. a link.Hub that connects it to a fabric.
+func (n *Node) Peer() *link.PipeEnd { return n.peer }
+
 // GID returns the GID table index holding ip (IPv4-mapped or not), as a
 // user looks it up for ibv_rc_pingpong -g or perftest -x; ENOENT if the
 // device has no such GID.

@@ -151,7 +151,7 @@ func (f *File) createID(in []byte, _, outLen int) error {
 	if err != nil {
 		return errorf(errnoOf(err), "CREATE_ID: %v", err)
 	}
-	c.cmID = id
+	c.cmID.Store(id)
 	s.mu.Lock()
 	for s.ctxs[s.next] != nil {
 		s.next++
@@ -258,7 +258,10 @@ func (f *File) bindIP(in []byte, _, _ int) error {
 	if err != nil {
 		return err
 	}
-	return wrap("BIND_IP", c.cmID.Bind(a))
+	if err := f.svc.route(c, a.Addr()); err != nil {
+		return wrap("BIND_IP", err)
+	}
+	return wrap("BIND_IP", c.cmID.Load().Bind(a))
 }
 
 func (f *File) bind(in []byte, _, _ int) error {
@@ -274,7 +277,10 @@ func (f *File) bind(in []byte, _, _ int) error {
 	if err != nil {
 		return err
 	}
-	return wrap("BIND", c.cmID.Bind(a))
+	if err := f.svc.route(c, a.Addr()); err != nil {
+		return wrap("BIND", err)
+	}
+	return wrap("BIND", c.cmID.Load().Bind(a))
 }
 
 func (f *File) resolveIP(in []byte, _, _ int) error {
@@ -295,7 +301,10 @@ func (f *File) resolveIP(in []byte, _, _ int) error {
 	if err != nil {
 		return err
 	}
-	return wrap("RESOLVE_IP", c.cmID.ResolveAddr(src, dst, time.Duration(cmd.Timeout_ms)*time.Millisecond))
+	if err := routeResolve(f, c, src, dst); err != nil {
+		return wrap("RESOLVE_IP", err)
+	}
+	return wrap("RESOLVE_IP", c.cmID.Load().ResolveAddr(src, dst, time.Duration(cmd.Timeout_ms)*time.Millisecond))
 }
 
 func (f *File) resolveAddr(in []byte, _, _ int) error {
@@ -319,7 +328,20 @@ func (f *File) resolveAddr(in []byte, _, _ int) error {
 	if err != nil {
 		return err
 	}
-	return wrap("RESOLVE_ADDR", c.cmID.ResolveAddr(src, dst, time.Duration(cmd.Timeout_ms)*time.Millisecond))
+	if err := routeResolve(f, c, src, dst); err != nil {
+		return wrap("RESOLVE_ADDR", err)
+	}
+	return wrap("RESOLVE_ADDR", c.cmID.Load().ResolveAddr(src, dst, time.Duration(cmd.Timeout_ms)*time.Millisecond))
+}
+
+// routeResolve routes an ID that resolves dst from src (src's device, or
+// dst's when dst is a local address: the kernel's route to a local
+// address is the loopback, on dst's device) before the resolution.
+func routeResolve(f *File, c *context, src, dst netip.AddrPort) error {
+	if src.Addr().IsValid() && !src.Addr().IsUnspecified() {
+		return f.svc.route(c, src.Addr())
+	}
+	return f.svc.route(c, dst.Addr())
 }
 
 func (f *File) resolveRoute(in []byte, _, _ int) error {
@@ -328,7 +350,7 @@ func (f *File) resolveRoute(in []byte, _, _ int) error {
 	if err != nil {
 		return err
 	}
-	return wrap("RESOLVE_ROUTE", c.cmID.ResolveRoute(time.Duration(cmd.Ms)*time.Millisecond))
+	return wrap("RESOLVE_ROUTE", c.cmID.Load().ResolveRoute(time.Duration(cmd.Ms)*time.Millisecond))
 }
 
 // be64 returns v as the bytes of a __be64 read in host order (the kernel
@@ -368,7 +390,7 @@ func (f *File) queryRoute(in []byte, _, outLen int) error {
 	if err != nil {
 		return err
 	}
-	info := c.cmID.Info()
+	info := c.cmID.Load().Info()
 	var resp uverbs.UcmQueryRouteResp
 	putSockaddr(bytesOf(&resp.Src_addr), info.Src)
 	putSockaddr(bytesOf(&resp.Dst_addr), info.Dst)
@@ -393,7 +415,7 @@ func (f *File) query(in []byte, _, outLen int) error {
 	if err != nil {
 		return err
 	}
-	info := c.cmID.Info()
+	info := c.cmID.Load().Info()
 	switch cmd.Option {
 	case uverbs.UcmQueryAddr:
 		if outLen < sizeOf[uverbs.UcmQueryAddrResp]() {
@@ -433,8 +455,8 @@ func (f *File) query(in []byte, _, outLen int) error {
 			resp.Node_guid, resp.Port_num, resp.Pkey = be64(info.NodeGUID), info.PortNum, be16(info.PKey)
 			resp.Ibdev_index = 0xffffffff
 		}
-		resp.Src_size = uint16(putSockaddrIB(resp.Src_addr.Anon0[:], info.SGID, info.PKey, serviceIDOf(c.cmID, info.Src.Port())))
-		resp.Dst_size = uint16(putSockaddrIB(resp.Dst_addr.Anon0[:], info.DGID, info.PKey, serviceIDOf(c.cmID, info.Dst.Port())))
+		resp.Src_size = uint16(putSockaddrIB(resp.Src_addr.Anon0[:], info.SGID, info.PKey, serviceIDOf(c.cmID.Load(), info.Src.Port())))
+		resp.Dst_size = uint16(putSockaddrIB(resp.Dst_addr.Anon0[:], info.DGID, info.PKey, serviceIDOf(c.cmID.Load(), info.Dst.Port())))
 		return f.copyOut(cmd.Response, bytesOf(&resp))
 	}
 	return errorf(unix.ENOSYS, "QUERY option %d", cmd.Option)
@@ -495,7 +517,7 @@ func (f *File) connect(in []byte, inLen, _ int) error {
 	if err != nil {
 		return err
 	}
-	return wrap("CONNECT", c.cmID.Connect(connParam(&cmd.Param)))
+	return wrap("CONNECT", c.cmID.Load().Connect(connParam(&cmd.Param)))
 }
 
 func (f *File) listen(in []byte, _, _ int) error {
@@ -510,8 +532,13 @@ func (f *File) listen(in []byte, _, _ int) error {
 	}
 	f.mu.Lock()
 	c.backlog = backlog
+	c.listenBacklog = backlog
 	f.mu.Unlock()
-	return wrap("LISTEN", c.cmID.Listen(backlog))
+	if err := c.cmID.Load().Listen(backlog); err != nil {
+		return wrap("LISTEN", err)
+	}
+	f.svc.listenOnAll(c, backlog)
+	return nil
 }
 
 func (f *File) accept(in []byte, inLen, _ int) error {
@@ -524,7 +551,7 @@ func (f *File) accept(in []byte, inLen, _ int) error {
 		return err
 	}
 	if cmd.Param.Valid == 0 {
-		return wrap("ACCEPT", c.cmID.Accept(nil))
+		return wrap("ACCEPT", c.cmID.Load().Accept(nil))
 	}
 	// The uid is set before the REP goes out, so that the ESTABLISHED
 	// the RTU brings finds it (ucma_accept holds file->mut around
@@ -533,7 +560,7 @@ func (f *File) accept(in []byte, inLen, _ int) error {
 	old := c.uid
 	c.uid = cmd.Uid
 	f.mu.Unlock()
-	if err := c.cmID.Accept(connParam(&cmd.Param)); err != nil {
+	if err := c.cmID.Load().Accept(connParam(&cmd.Param)); err != nil {
 		f.mu.Lock()
 		c.uid = old
 		f.mu.Unlock()
@@ -556,7 +583,7 @@ func (f *File) reject(in []byte, _, _ int) error {
 	if err != nil {
 		return err
 	}
-	return wrap("REJECT", c.cmID.Reject(cmd.Data[:cmd.Data_len], reason))
+	return wrap("REJECT", c.cmID.Load().Reject(cmd.Data[:cmd.Data_len], reason))
 }
 
 func (f *File) disconnect(in []byte, _, _ int) error {
@@ -565,7 +592,7 @@ func (f *File) disconnect(in []byte, _, _ int) error {
 	if err != nil {
 		return err
 	}
-	return wrap("DISCONNECT", c.cmID.Disconnect())
+	return wrap("DISCONNECT", c.cmID.Load().Disconnect())
 }
 
 func (f *File) notify(in []byte, _, _ int) error {
@@ -574,7 +601,7 @@ func (f *File) notify(in []byte, _, _ int) error {
 	if err != nil {
 		return err
 	}
-	return wrap("NOTIFY", c.cmID.Notify(int(cmd.Event)))
+	return wrap("NOTIFY", c.cmID.Load().Notify(int(cmd.Event)))
 }
 
 func (f *File) initQPAttr(in []byte, _, outLen int) error {
@@ -589,7 +616,7 @@ func (f *File) initQPAttr(in []byte, _, outLen int) error {
 	if err != nil {
 		return err
 	}
-	a, mask, err := c.cmID.InitQPAttr(qpstate.State(cmd.State))
+	a, mask, err := c.cmID.Load().InitQPAttr(qpstate.State(cmd.State))
 	if err != nil {
 		return wrap("INIT_QP_ATTR", err)
 	}
@@ -638,7 +665,8 @@ func (f *File) getEvent(in []byte, _, outLen int) error {
 	e := f.events[0]
 	var nc *context
 	if e.resp.Event == uint32(cma.EventConnectRequest) {
-		nc = &context{cmID: e.cmID}
+		nc = &context{}
+		nc.cmID.Store(e.cmID)
 		nc.file.Store(f)
 		s.mu.Lock()
 		for s.ctxs[s.next] != nil {
@@ -708,25 +736,28 @@ func (f *File) setOption(in []byte, _, _ int) error {
 			if len(val) != 1 {
 				return errorf(unix.EINVAL, "SET_OPTION TOS: optlen %d", len(val))
 			}
-			c.cmID.SetTOS(val[0])
+			tos := val[0]
+			c.cmID.Load().SetTOS(tos)
+			f.keepOpt(c, optTOS, func(id *cma.ID) error { id.SetTOS(tos); return nil })
 			return nil
 		case optionIDReuseAddr:
 			v, err := intVal()
 			if err != nil {
 				return err
 			}
-			return wrap("SET_OPTION", c.cmID.SetReuseAddr(v != 0))
+			return f.setOpt(c, optReuseAddr, func(id *cma.ID) error { return id.SetReuseAddr(v != 0) })
 		case optionIDAFOnly:
 			v, err := intVal()
 			if err != nil {
 				return err
 			}
-			return wrap("SET_OPTION", c.cmID.SetAFOnly(v != 0))
+			return f.setOpt(c, optAFOnly, func(id *cma.ID) error { return id.SetAFOnly(v != 0) })
 		case optionIDAckTimeout:
 			if len(val) != 1 {
 				return errorf(unix.EINVAL, "SET_OPTION ACK_TIMEOUT: optlen %d", len(val))
 			}
-			return wrap("SET_OPTION", c.cmID.SetAckTimeout(val[0]))
+			t := val[0]
+			return f.setOpt(c, optAckTimeout, func(id *cma.ID) error { return id.SetAckTimeout(t) })
 		}
 	case optionIB:
 		if cmd.Optname == optionIBPath {
@@ -734,6 +765,33 @@ func (f *File) setOption(in []byte, _, _ int) error {
 		}
 	}
 	return errorf(unix.ENOSYS, "SET_OPTION level %d name %d", cmd.Level, cmd.Optname)
+}
+
+// The ID options a context keeps for the ID that may replace it.
+const (
+	optTOS = iota
+	optReuseAddr
+	optAFOnly
+	optAckTimeout
+	numOpts
+)
+
+// setOpt sets option kind on c's ID and keeps it for the ID that may
+// replace it (Service.route).
+func (f *File) setOpt(c *context, kind int, o func(*cma.ID) error) error {
+	if err := o(c.cmID.Load()); err != nil {
+		return wrap("SET_OPTION", err)
+	}
+	f.keepOpt(c, kind, o)
+	return nil
+}
+
+// keepOpt keeps option kind set on c's ID for the ID that may replace it
+// (the last of each kind).
+func (f *File) keepOpt(c *context, kind int, o func(*cma.ID) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c.opts[kind] = o
 }
 
 // Join flags of JOIN_MCAST (RDMA_MC_JOIN_FLAG_*).
@@ -789,7 +847,7 @@ func (f *File) join(response, uid uint64, id uint32, group netip.Addr, flags, ou
 		s.mu.Unlock()
 		return err
 	}
-	j, err := c.cmID.JoinMulticast(group, flags == joinSendOnlyFullMember, mc)
+	j, err := c.cmID.Load().JoinMulticast(group, flags == joinSendOnlyFullMember, mc)
 	if err != nil {
 		s.mu.Lock()
 		delete(s.mcs, mc.id)
@@ -819,7 +877,7 @@ func (f *File) leaveMcast(in []byte, _, outLen int) error {
 	}
 	delete(s.mcs, cmd.Id)
 	s.mu.Unlock()
-	mc.ctx.cmID.LeaveMulticast(mc.join)
+	mc.ctx.cmID.Load().LeaveMulticast(mc.join)
 	f.mu.Lock()
 	kept := f.events[:0]
 	for _, e := range f.events {

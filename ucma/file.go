@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -41,9 +42,13 @@ type Memory interface {
 // connection requests a listener holds before they are taken.
 const MaxBacklog = 1024
 
-// Service is the rdma_cm device of one CM. It is safe for concurrent use.
+// Service is the rdma_cm device over the CMs of a host's devices: an ID
+// is created on the first CM and moves, while idle, to the CM of the
+// device its first address routes to (see route). It is safe for
+// concurrent use.
 type Service struct {
-	cm *cma.CM
+	cm  *cma.CM
+	cms []*cma.CM // every CM, cm first (mu)
 
 	mu     sync.Mutex
 	ctxs   map[uint32]*context
@@ -57,12 +62,152 @@ type Service struct {
 
 // NewService serves cm's IDs to clients.
 func NewService(cm *cma.CM, seed uint64) *Service {
-	return &Service{cm: cm, ctxs: map[uint32]*context{}, files: map[uint32]*File{}, mcs: map[uint32]*mcast{},
+	return &Service{cm: cm, cms: []*cma.CM{cm}, ctxs: map[uint32]*context{}, files: map[uint32]*File{}, mcs: map[uint32]*mcast{},
 		rnd: rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))}
 }
 
-// CM returns the CM the Service serves.
+// CM returns the Service's first CM, the one IDs are created on.
 func (s *Service) CM() *cma.CM { return s.cm }
+
+// AddCM adds the CM of another device of the host: IDs whose address is
+// that device's go to it, as the kernel's rdma_cm serves every device
+// (cma_add_one).
+// The listeners on the wildcard address listen on it from then on, as
+// cma_add_one makes them listen on a new device.
+func (s *Service) AddCM(cm *cma.CM) {
+	s.mu.Lock()
+	s.cms = append(s.cms, cm)
+	ctxs := make([]*context, 0, len(s.ctxs))
+	for _, c := range s.ctxs {
+		ctxs = append(ctxs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range ctxs {
+		if id := c.cmID.Load(); id != nil && id.Info().State == cma.StateListen {
+			f := c.file.Load()
+			f.mu.Lock()
+			backlog := c.listenBacklog
+			f.mu.Unlock()
+			s.listenOn(c, backlog, []*cma.CM{cm})
+		}
+	}
+}
+
+// RemoveCM takes a CM added with AddCM out of the routing (its device is
+// being removed: cma_remove_one); its IDs stay on it.
+func (s *Service) RemoveCM(cm *cma.CM) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, c := range s.cms {
+		if c == cm && i > 0 {
+			s.cms = append(s.cms[:i], s.cms[i+1:]...)
+			return
+		}
+	}
+}
+
+// cmOf returns the CM whose device has the address a (nil: none).
+func (s *Service) cmOf(a netip.Addr) *cma.CM {
+	if !a.IsValid() || a.IsUnspecified() {
+		return nil
+	}
+	s.mu.Lock()
+	cms := append([]*cma.CM(nil), s.cms...)
+	s.mu.Unlock()
+	for _, cm := range cms {
+		if cm.HasAddr(a) {
+			return cm
+		}
+	}
+	return nil
+}
+
+// listenOnAll makes c's listener, bound to a wildcard address, listen on
+// the other CMs' devices too, as the kernel's cma_listen_on_all makes a
+// listen of each device for it: their connection requests come to c
+// (the listens share its backlog). A device whose listen fails (its port
+// taken there) is skipped, as cma_listen_on_dev's failures were.
+func (s *Service) listenOnAll(c *context, backlog int) {
+	s.mu.Lock()
+	cms := append([]*cma.CM(nil), s.cms...)
+	s.mu.Unlock()
+	s.listenOn(c, backlog, cms)
+}
+
+// listenOn makes c's wildcard listener listen on the devices of cms
+// other than its own.
+func (s *Service) listenOn(c *context, backlog int, cms []*cma.CM) {
+	id := c.cmID.Load()
+	info := id.Info()
+	if !info.Src.Addr().IsUnspecified() {
+		return
+	}
+	f := c.file.Load()
+	f.mu.Lock()
+	opts := c.opts
+	f.mu.Unlock()
+	var shadows []*cma.ID
+	for _, cm := range cms {
+		if cm == id.CM() {
+			continue
+		}
+		sh, err := cm.CreateID(id.PortSpace(), id.QPType(), s.handler, c)
+		if err != nil {
+			continue
+		}
+		ok := true
+		for _, o := range opts {
+			if o != nil && o(sh) != nil {
+				ok = false
+			}
+		}
+		if !ok || sh.Bind(info.Src) != nil || sh.Listen(backlog) != nil {
+			sh.Destroy()
+			continue
+		}
+		shadows = append(shadows, sh)
+	}
+	f.mu.Lock()
+	c.shadows = append(c.shadows, shadows...)
+	f.mu.Unlock()
+}
+
+// route moves c's ID, while it is idle (no address yet), to the CM of the
+// device that owns a, as the kernel's rdma_cm attaches an ID to the
+// device of its source address at bind or address resolution
+// (cma_acquire_dev_by_src_ip); the options set so far go with it. An
+// address no device owns, or an ID that has one already, stays where it
+// is.
+func (s *Service) route(c *context, a netip.Addr) error {
+	cm := s.cmOf(a)
+	old := c.cmID.Load()
+	if cm == nil || old.CM() == cm || old.Info().State != cma.StateIdle {
+		return nil
+	}
+	id, err := cm.CreateID(old.PortSpace(), old.QPType(), s.handler, c)
+	if err != nil {
+		return err
+	}
+	f := c.file.Load()
+	f.mu.Lock()
+	opts := c.opts
+	f.mu.Unlock()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(id); err != nil {
+			id.Destroy()
+			return err
+		}
+	}
+	if !c.cmID.CompareAndSwap(old, id) {
+		id.Destroy()
+		return nil
+	}
+	old.Destroy()
+	return nil
+}
 
 // Contexts returns how many contexts (IDs) the clients hold.
 func (s *Service) Contexts() int {
@@ -86,12 +231,20 @@ type File struct {
 
 // context is struct ucma_context.
 type context struct {
-	id       uint32
-	file     atomic.Pointer[File] // changed by MIGRATE_ID under both files' and the Service's locks
-	cmID     *cma.ID
-	uid      uint64
-	backlog  int
-	reported uint32
+	id   uint32
+	file atomic.Pointer[File]   // changed by MIGRATE_ID under both files' and the Service's locks
+	cmID atomic.Pointer[cma.ID] // replaced on its first address while idle (route)
+	// opts replay the options set on the ID on the one that replaces it,
+	// the last of each kind (File.mu).
+	opts [numOpts]func(*cma.ID) error
+	// shadows are the listens of a wildcard listener on the other CMs'
+	// devices (Service.listenOnAll; File.mu).
+	shadows []*cma.ID
+	// listenBacklog is the backlog of the ID's LISTEN (File.mu).
+	listenBacklog int
+	uid           uint64
+	backlog       int
+	reported      uint32
 	// removed: the ID got DEVICE_REMOVAL and is closed (ucma_close_id):
 	// the context stays until DESTROY_ID, every other command is ENXIO.
 	removed atomic.Bool
@@ -216,7 +369,14 @@ func (f *File) Close() error {
 // destroyContext destroys c's ID and drops its queued events (the IDs of
 // its connection requests with them); it returns the events reported.
 func (f *File) destroyContext(c *context) uint32 {
-	c.cmID.Destroy()
+	c.cmID.Load().Destroy()
+	f.mu.Lock()
+	shadows := c.shadows
+	c.shadows = nil
+	f.mu.Unlock()
+	for _, id := range shadows {
+		id.Destroy()
+	}
 	s := f.svc
 	s.mu.Lock()
 	for id, m := range s.mcs {
@@ -274,7 +434,7 @@ func (s *Service) handler(ev *cma.Event) error {
 		}
 		return nil
 	}
-	if ev.Type == cma.EventDeviceRemoval && c.cmID == ev.ID && c.removed.CompareAndSwap(false, true) {
+	if ev.Type == cma.EventDeviceRemoval && c.cmID.Load() == ev.ID && c.removed.CompareAndSwap(false, true) {
 		// ucma_close_id, from a work queue: the ID goes once the
 		// event is queued (the CM's lock is held here); the context
 		// waits for the consumer's DESTROY_ID.
@@ -285,7 +445,7 @@ func (s *Service) handler(ev *cma.Event) error {
 			return errBacklog
 		}
 		c.backlog--
-	} else if (c.uid == 0 && ev.Multicast == nil) || c.cmID != ev.ID {
+	} else if (c.uid == 0 && ev.Multicast == nil) || c.cmID.Load() != ev.ID {
 		// Events of a new connection before the consumer took it
 		// and accepted: the kernel drops them too.
 		return nil

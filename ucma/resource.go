@@ -15,6 +15,7 @@ import (
 // cm_id` prints).
 type CMID struct {
 	Idn      uint32 // the ID's number (the context's, as RDMA_NLDEV_ATTR_RES_CM_IDN)
+	Device   string // the name of the device whose CM holds it
 	PID      int    // the client process that holds it
 	State    cma.State
 	PS       cma.PortSpace
@@ -37,14 +38,14 @@ func (s *Service) CMIDs() []CMID {
 	s.mu.Lock()
 	hs := make([]held, 0, len(s.ctxs))
 	for _, c := range s.ctxs {
-		if c.cmID == nil {
+		if c.cmID.Load() == nil {
 			continue
 		}
 		pid := 0
 		if f := c.file.Load(); f != nil {
 			pid = f.owner
 		}
-		hs = append(hs, held{c.id, pid, c.cmID})
+		hs = append(hs, held{c.id, pid, c.cmID.Load()})
 	}
 	s.mu.Unlock()
 	var out []CMID
@@ -53,7 +54,7 @@ func (s *Service) CMIDs() []CMID {
 		if !in.HasDevice && in.State != cma.StateListen {
 			continue
 		}
-		out = append(out, CMID{Idn: h.idn, PID: h.pid, State: in.State, PS: h.id.PortSpace(), Attached: in.HasDevice,
+		out = append(out, CMID{Idn: h.idn, Device: h.id.CM().Device().Name(), PID: h.pid, State: in.State, PS: h.id.PortSpace(), Attached: in.HasDevice,
 			QPNum: in.QPNum, QPType: h.id.QPType(), Src: in.Src, Dst: in.Dst})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Idn < out[j].Idn })

@@ -35,8 +35,8 @@ func TestCMIDsListAttachedIDsAndListeners(t *testing.T) {
 		}
 	}
 	want := []CMID{
-		{Idn: any, PID: 41, State: cma.StateListen, PS: cma.PSTCP, QPType: qpstate.TypeRC, Src: netip.AddrPortFrom(netip.IPv4Unspecified(), 7175)},
-		{Idn: at, PID: 41, State: cma.StateListen, PS: cma.PSTCP, Attached: true, QPType: qpstate.TypeRC, Src: netip.AddrPortFrom(ip, 7174)},
+		{Idn: any, Device: s.CM().Device().Name(), PID: 41, State: cma.StateListen, PS: cma.PSTCP, QPType: qpstate.TypeRC, Src: netip.AddrPortFrom(netip.IPv4Unspecified(), 7175)},
+		{Idn: at, Device: s.CM().Device().Name(), PID: 41, State: cma.StateListen, PS: cma.PSTCP, Attached: true, QPType: qpstate.TypeRC, Src: netip.AddrPortFrom(ip, 7174)},
 	}
 	if got := s.CMIDs(); !slices.Equal(got, want) {
 		t.Fatalf("server's IDs:\n got %+v\nwant %+v", got, want)

@@ -57,11 +57,16 @@ func limitServer(t *testing.T, cfg uverbsd.Config) (*uverbsd.Server, <-chan erro
 // openDevice connects to srv and sends OPEN, returning the connection and
 // OPEN's answer; a connection the daemon closed unanswered is an error.
 func openDevice(sock string) (*net.UnixConn, preload.Header, error) {
+	return openNode(sock, uverbsd.UverbsNode)
+}
+
+// openNode is openDevice of the device node name.
+func openNode(sock, name string) (*net.UnixConn, preload.Header, error) {
 	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
 	if err != nil {
 		return nil, preload.Header{}, err
 	}
-	open := preload.Frame(preload.Header{Op: preload.OpOpen, Aux: preload.Version}, []byte(uverbsd.UverbsNode))
+	open := preload.Frame(preload.Header{Op: preload.OpOpen, Aux: preload.Version}, []byte(name))
 	if _, _, err := c.WriteMsgUnix(open, nil, nil); err != nil {
 		c.Close()
 		return nil, preload.Header{}, err

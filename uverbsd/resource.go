@@ -25,13 +25,12 @@ func (s *Server) res(args []string) (string, error) {
 		return "", nil // rdma_cm not served: no IDs
 	}
 	var b strings.Builder
-	dev := s.cfg.Device.Name()
 	for _, id := range s.ucma.CMIDs() {
 		port := "-"
 		if id.Attached {
 			port = "1"
 		}
-		fmt.Fprintf(&b, "link %s/%s cm-idn %d ", dev, port, id.Idn)
+		fmt.Fprintf(&b, "link %s/%s cm-idn %d ", id.Device, port, id.Idn)
 		if id.QPNum != 0 {
 			fmt.Fprintf(&b, "lqpn %d qp-type %s ", id.QPNum, id.QPType.Name())
 		}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,8 +27,9 @@ import (
 
 // Config configures New.
 type Config struct {
-	// Device is the device served. The Server does not own it: the caller
-	// closes it after the Server.
+	// Device is the device served first, as uverbs0; AddDevice serves
+	// more. The Server does not own them: the caller closes each after
+	// the Server (or after RemoveDevice).
 	Device *emu.Device
 	// Dir is the daemon's private directory: it holds the socket ("sock")
 	// and the sysfs tree ("sysfs"). New creates it with mode 0700 and
@@ -124,6 +126,11 @@ type Config struct {
 	// returns, until Publish: the caller finishes setting the device up
 	// first. Otherwise New publishes it, once the socket listens.
 	PublishLater bool
+	// Links, if set, creates and deletes devices on request, as the
+	// kernel's RDMA netlink NEWLINK and DELLINK (`rdma link add NAME type
+	// rxe netdev DEV`, `rdma link delete NAME`): it builds the device and
+	// serves it with AddDevice, or removes it with RemoveDevice.
+	Links Links
 	// HoldLock keeps the directory's lock after Close, until Unlock: the
 	// caller's own end (a profile written, the device closed) is done
 	// before the name is free, so that whoever waits for the daemon's end
@@ -145,14 +152,16 @@ const MaxPollingConns = 256
 // (vm.max_map_count), which the Go runtime needs for its heap.
 const MaxWatchPages = 1024
 
-// Server serves one device on a unix socket. It is safe for concurrent use.
+// Server serves devices on a unix socket: Config.Device and those
+// AddDevice adds, each as its uverbsN in one sysfs tree, and one rdma_cm
+// over all of them. It is safe for concurrent use.
 type Server struct {
 	cfg   Config
 	ln    *net.UnixListener
 	ctl   *net.UnixListener // the control socket (nil: no Control)
-	sys   *sysfs
-	gids  chan struct{} // a GID change to write to the sysfs tree
-	ports chan struct{} // a port state change to write to the sysfs tree
+	sys   *sysfs            // the first device's entries; its publish publishes the tree
+	gids  chan struct{}     // a GID change to write to the sysfs tree
+	ports chan struct{}     // a port state change to write to the sysfs tree
 
 	lock       *os.File // the directory's lock file, its lock held while serving (lockFile)
 	unlockOnce sync.Once
@@ -171,6 +180,7 @@ type Server struct {
 	watching int
 	opened   int            // connections with an open File
 	files    map[*conn]File // their Files
+	devs     []*served      // the devices served, Config.Device first
 	removing bool           // Remove has begun: nothing more is accepted
 	closed   bool
 
@@ -255,7 +265,7 @@ func (cn *conn) doorbell(p []byte) {
 // ring rings QP handle's doorbell (through the Settle), returning how
 // many WQEs it took.
 func (cn *conn) ring(db doorbeller, handle uint32) (took int, err error) {
-	if settle := cn.s.cfg.Settle; settle != nil {
+	if settle := cn.settle(); settle != nil {
 		settle(func() { took, err = db.Doorbell(handle) })
 	} else {
 		took, err = db.Doorbell(handle)
@@ -396,7 +406,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	tmpRoot := filepath.Join(cfg.Dir, "."+SysfsName+".new")
-	s := &Server{cfg: cfg, sys: &sysfs{root: tmpRoot, dev: cfg.Device}, gids: make(chan struct{}, 1), ports: make(chan struct{}, 1),
+	s := &Server{cfg: cfg, sys: &sysfs{root: tmpRoot, dev: cfg.Device, node: UverbsNode}, gids: make(chan struct{}, 1), ports: make(chan struct{}, 1),
 		conns: map[*net.UnixConn]int{}, files: map[*conn]File{}, done: make(chan struct{}), lock: lock,
 		lim: resolveLimits(&cfg, raiseFileLimit()), clients: map[int]*client{},
 		warnLimit: ratelimit{interval: warnInterval, burst: warnBurst}}
@@ -423,28 +433,17 @@ func New(cfg Config) (*Server, error) {
 		os.RemoveAll(tmpRoot)
 		return fail(err)
 	}
+	first := &served{dev: cfg.Device, sys: s.sys, settle: cfg.Settle}
 	if !cfg.NoRDMACM {
 		if cm, err := cma.New(cma.Config{Dev: cfg.Device, Seed: cfg.Device.Query().NodeGUID, Groups: cfg.Groups}); err != nil {
 			s.logf("rdma_cm not served: %v", err)
 		} else {
 			s.cm, s.ucma = cm, ucma.NewService(cm, cfg.Device.Query().NodeGUID)
+			first.cm = cm
 		}
 	}
-	cfg.Device.RegisterEventHandler(func(ev emu.Event) {
-		var ch chan struct{}
-		switch ev.Type {
-		case emu.EventGIDChange:
-			ch = s.gids
-		case emu.EventPortActive, emu.EventPortErr:
-			ch = s.ports
-		default:
-			return
-		}
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	})
+	s.devs = []*served{first}
+	s.watchEvents(cfg.Device)
 	s.refreshCounters()
 	s.wg.Add(1)
 	go s.refreshLoop()
@@ -468,7 +467,13 @@ func (s *Server) Publish() error {
 	if closed {
 		return fmt.Errorf("publish: %w", net.ErrClosed)
 	}
-	return s.sys.publish(s.SysfsPath())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	others := make([]*sysfs, 0, len(s.devs))
+	for _, d := range s.devs[1:] {
+		others = append(others, d.sys)
+	}
+	return s.sys.publish(s.SysfsPath(), others)
 }
 
 // refreshLoop rewrites the GID files after each GID change of the device,
@@ -483,12 +488,16 @@ func (s *Server) refreshLoop() {
 		case <-s.done:
 			return
 		case <-s.gids:
-			if err := s.sys.refreshGIDs(); err != nil {
-				s.logf("sysfs: %v", err)
+			for _, d := range s.served() {
+				if err := d.sys.refreshGIDs(); err != nil {
+					s.logf("sysfs: %v", err)
+				}
 			}
 		case <-s.ports:
-			if err := s.sys.refreshPorts(); err != nil {
-				s.logf("sysfs: %v", err)
+			for _, d := range s.served() {
+				if err := d.sys.refreshPorts(); err != nil {
+					s.logf("sysfs: %v", err)
+				}
 			}
 		case <-tick.C:
 			s.refreshCounters()
@@ -499,18 +508,20 @@ func (s *Server) refreshLoop() {
 // refreshCounters writes the CM's counters (zero where no CM runs, as a
 // kernel's port whose CM saw nothing) and the device's.
 func (s *Server) refreshCounters() {
-	var c cma.CMCounters
-	if s.cm != nil {
-		c = s.cm.Counters()
-	}
-	if err := s.sys.refreshCMCounters(c); err != nil {
-		s.logf("sysfs: %v", err)
-	}
-	if err := s.sys.refreshHWCounters(); err != nil {
-		s.logf("sysfs: %v", err)
-	}
-	if err := s.sys.refreshPMACounters(); err != nil {
-		s.logf("sysfs: %v", err)
+	for _, d := range s.served() {
+		var c cma.CMCounters
+		if d.cm != nil {
+			c = d.cm.Counters()
+		}
+		if err := d.sys.refreshCMCounters(c); err != nil {
+			s.logf("sysfs: %v", err)
+		}
+		if err := d.sys.refreshHWCounters(); err != nil {
+			s.logf("sysfs: %v", err)
+		}
+		if err := d.sys.refreshPMACounters(); err != nil {
+			s.logf("sysfs: %v", err)
+		}
 	}
 }
 
@@ -649,11 +660,14 @@ func (s *Server) Remove(grace time.Duration, now <-chan struct{}) (inTime bool, 
 	}
 	s.removing = true
 	s.mu.Unlock()
-	err = s.sys.remove()
+	err = s.removeTree()
 	err = errors.Join(err, s.ln.Close())
-	if s.cm != nil {
-		if n := s.cm.RemoveDevice(); n > 0 {
-			s.logf("device removal: %d rdma_cm IDs told", n)
+	for _, d := range s.served() {
+		if d.cm == nil {
+			continue
+		}
+		if n := d.cm.RemoveDevice(); n > 0 {
+			s.logf("device removal of %s: %d rdma_cm IDs told", d.dev.Name(), n)
 		}
 	}
 	timer := time.NewTimer(grace)
@@ -702,7 +716,7 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	close(s.done)
-	err := s.sys.remove()
+	err := s.removeTreeLocked()
 	if !s.removing {
 		err = errors.Join(err, s.ln.Close())
 	}
@@ -719,8 +733,10 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-	if s.cm != nil {
-		err = errors.Join(err, s.cm.Close())
+	for _, d := range s.served() {
+		if d.cm != nil {
+			err = errors.Join(err, d.cm.Close())
+		}
 	}
 	if s.cfg.HoldLock {
 		return err
@@ -777,6 +793,7 @@ type conn struct {
 	mrs   *memFile   // the client's address space for its MRs (nil: none opened)
 	watch *watchPage // the uverbs client's watch page (nil: none)
 	file  File
+	dev   *served // the device the uverbs File is of (nil: none, or rdma_cm)
 	// passed is how many files the last reply passed: the client's
 	// OpFds must come next and carry that many numbers.
 	passed int
@@ -1093,11 +1110,15 @@ func (cn *conn) handle(frame []byte) bool {
 			ret = -int32(unix.EPROTO)
 		case string(p) == RDMACMNode:
 			return cn.openRDMACM(h)
-		case string(p) == UmadNode:
-			return cn.openUmad(h)
-		case string(p) != UverbsNode:
-			ret = -int32(unix.ENODEV)
+		case strings.HasPrefix(string(p), "umad"):
+			return cn.openUmad(h, string(p))
 		default:
+			d, eno := cn.s.openable(string(p))
+			if eno != 0 {
+				ret = -int32(eno)
+				break
+			}
+			cn.dev = d
 			// The client allowed the daemon (PR_SET_PTRACER) before
 			// OPEN: its address space can be opened now.
 			cn.mrs = openMemFile(cn.pid, cn.pidfd)
@@ -1111,9 +1132,9 @@ func (cn *conn) handle(frame []byte) bool {
 				cn.mrs.uncharge = func(n uint64) { cn.s.unchargeShared(cl, n) }
 				cn.mrs.chargePin = charge
 			}
-			cn.file = cn.s.cfg.Open(cn.s.cfg.Device, procMemory{pid: cn.pid, pidfd: cn.pidfd, mrs: cn.mrs, charge: charge})
-			if st, ok := cn.file.(settler); ok && cn.s.cfg.Settle != nil {
-				st.SetSettle(cn.s.cfg.Settle)
+			cn.file = cn.s.cfg.Open(cn.dev.dev, procMemory{pid: cn.pid, pidfd: cn.pidfd, mrs: cn.mrs, charge: charge})
+			if st, ok := cn.file.(settler); ok && cn.settle() != nil {
+				st.SetSettle(cn.settle())
 			}
 			cn.s.mu.Lock()
 			cn.s.opened++
@@ -1172,8 +1193,8 @@ func (cn *conn) handle(frame []byte) bool {
 		}
 		var r Reply
 		var err error
-		if cn.s.cfg.Settle != nil {
-			cn.s.cfg.Settle(func() { r, err = cn.write(p) })
+		if settle := cn.settle(); settle != nil {
+			settle(func() { r, err = cn.write(p) })
 		} else {
 			r, err = cn.write(p)
 		}
@@ -1265,11 +1286,15 @@ func closeAll(fds *[]int) {
 	}
 }
 
-// openUmad opens /dev/infiniband/umad0 for the client: the reply passes
-// the file's eventfd, which the client returns from open().
-func (cn *conn) openUmad(h preload.Header) bool {
+// openUmad opens /dev/infiniband/NAME (umadN) for the client: the reply
+// passes the file's eventfd, which the client returns from open().
+func (cn *conn) openUmad(h preload.Header, name string) bool {
 	s := cn.s
-	f, err := newUmadFile(s.cfg.Device)
+	d, eno := s.openableMAD(name)
+	if eno != 0 {
+		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(eno)}, nil, nil)
+	}
+	f, err := newUmadFile(d.dev)
 	if err != nil {
 		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
 	}

@@ -33,12 +33,11 @@ const (
 	UmadABIVersion = 5
 	// UmadMajor is the char device major of umadN and issmN
 	// (IB_UMAD_MAJOR); IssmBaseMinor is issm0's minor
-	// (IB_UMAD_NUM_FIXED_MINOR), umad0's is 0.
+	// (IB_UMAD_NUM_FIXED_MINOR), umadN's is N.
 	UmadMajor, IssmBaseMinor = 231, 64
-	// UmadNode and IssmNode are the MAD device nodes of the device's
-	// port 1.
-	UmadNode, IssmNode = "umad0", "issm0"
-	// UverbsNode is the verbs device node a daemon serves.
+	// UverbsNode is the verbs device node of a daemon's first device;
+	// each device added later takes the lowest free uverbsN (as the
+	// kernel's ib_uverbs_add_one allocates its devnum).
 	UverbsNode = "uverbs0"
 	// RDMACMNode is the rdma_cm device node (ucma's misc device).
 	RDMACMNode = "rdma_cm"
@@ -47,7 +46,9 @@ const (
 	MiscMajor, RDMACMMinor = 10, 122
 )
 
-// sysfs writes and refreshes the tree of one device under root.
+// sysfs writes and refreshes the entries of one device in the tree at
+// root, which the daemon's other devices share (their own entries beside
+// its).
 //
 // A device is visible once the tree is under its final name, and a
 // program that sees it must be able to open it: the tree is built under a
@@ -56,7 +57,9 @@ const (
 // change replaces one file with rename(2), so a reader sees the old file
 // or the new one, never a missing or partial one.
 type sysfs struct {
-	dev *emu.Device
+	dev  *emu.Device
+	node string // the device's uverbs node (UverbsNode for the first)
+	num  int    // N of its node uverbsN: minor UverbsBaseMinor+N
 
 	mu   sync.Mutex        // serialises the tree's changes
 	root string            // where the tree is now: its temporary or final name (mu)
@@ -66,9 +69,15 @@ type sysfs struct {
 
 // publish renames the tree from its temporary name to final, atomically
 // for readers of final (it did not exist: New removed any stale tree).
-func (s *sysfs) publish(final string) error {
+// The entries of others (the daemon's other devices, in the same tree)
+// move with it: none of them is refreshed meanwhile.
+func (s *sysfs) publish(final string, others []*sysfs) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, o := range others {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+	}
 	if s.root == final {
 		return nil
 	}
@@ -76,6 +85,9 @@ func (s *sysfs) publish(final string) error {
 		return fmt.Errorf("sysfs: publish: %w", err)
 	}
 	s.root = final
+	for _, o := range others {
+		o.root = final
+	}
 	return nil
 }
 
@@ -87,6 +99,33 @@ func (s *sysfs) remove() error {
 	s.gone = true
 	return removeTree(s.root)
 }
+
+// markGone stops the refreshes: the whole tree was removed.
+func (s *sysfs) markGone() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gone = true
+}
+
+// removeDevice takes the device's own entries out of the shared tree, its
+// uverbs node first (libibverbs lists the devices by it, so a reader
+// never finds the node without the device), as ib_unregister_device
+// removes the device from the class.
+func (s *sysfs) removeDevice() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone {
+		return nil
+	}
+	s.gone = true
+	return errors.Join(removeTree(filepath.Join(s.root, "class", "infiniband_verbs", s.node)),
+		removeTree(filepath.Join(s.root, "class", "infiniband_mad", s.umadNode())),
+		removeTree(filepath.Join(s.root, "class", "infiniband_mad", fmt.Sprintf("issm%d", s.num))),
+		removeTree(filepath.Join(s.root, s.ibdevDir())))
+}
+
+// umadNode is the MAD device node of the device's port 1 (umadN).
+func (s *sysfs) umadNode() string { return fmt.Sprintf("umad%d", s.num) }
 
 // removeTree removes the tree at root (if any) by renaming it to a
 // temporary name and deleting that.
@@ -208,25 +247,35 @@ func (s *sysfs) ibdevDir() string {
 	return filepath.Join("class", "infiniband", s.dev.Name())
 }
 
-// write creates the whole tree at root, its temporary name.
+// write creates the device's entries (and the class files all devices
+// share) in the tree at root: the tree's temporary name for the daemon's
+// first device, the published tree for one added later. The uverbs node
+// comes last: libibverbs lists a device by it, and finds the rest
+// written then.
 func (s *sysfs) write() error {
 	a := s.dev.Query()
 	files := map[string]string{
-		"class/infiniband_verbs/abi_version":                    fmt.Sprintf("%d\n", UverbsABIVersion),
-		"class/infiniband_verbs/" + UverbsNode + "/ibdev":       s.dev.Name() + "\n",
-		"class/infiniband_verbs/" + UverbsNode + "/dev":         fmt.Sprintf("%d:%d\n", UverbsMajor, UverbsBaseMinor),
-		"class/infiniband_verbs/" + UverbsNode + "/abi_version": fmt.Sprintf("%d\n", a.UverbsABIVer),
-		"class/misc/rdma_cm/abi_version":                        fmt.Sprintf("%d\n", UcmaABIVersion),
-		"class/misc/rdma_cm/dev":                                fmt.Sprintf("%d:%d\n", MiscMajor, RDMACMMinor),
-		// ib_umad's class attribute and port files (libibumad's
-		// umad_init, umad_id_to_dev).
-		"class/infiniband_mad/abi_version":            fmt.Sprintf("%d\n", UmadABIVersion),
-		"class/infiniband_mad/" + UmadNode + "/ibdev": s.dev.Name() + "\n",
-		"class/infiniband_mad/" + UmadNode + "/port":  "1\n",
-		"class/infiniband_mad/" + UmadNode + "/dev":   fmt.Sprintf("%d:%d\n", UmadMajor, 0),
-		"class/infiniband_mad/" + IssmNode + "/ibdev": s.dev.Name() + "\n",
-		"class/infiniband_mad/" + IssmNode + "/port":  "1\n",
-		"class/infiniband_mad/" + IssmNode + "/dev":   fmt.Sprintf("%d:%d\n", UmadMajor, IssmBaseMinor),
+		"class/infiniband_verbs/abi_version": fmt.Sprintf("%d\n", UverbsABIVersion),
+		"class/misc/rdma_cm/abi_version":     fmt.Sprintf("%d\n", UcmaABIVersion),
+		"class/misc/rdma_cm/dev":             fmt.Sprintf("%d:%d\n", MiscMajor, RDMACMMinor),
+		// ib_umad's class attribute (libibumad's umad_init).
+		"class/infiniband_mad/abi_version": fmt.Sprintf("%d\n", UmadABIVersion),
+	}
+	node := map[string]string{
+		"class/infiniband_verbs/" + s.node + "/ibdev":       s.dev.Name() + "\n",
+		"class/infiniband_verbs/" + s.node + "/dev":         fmt.Sprintf("%d:%d\n", UverbsMajor, UverbsBaseMinor+s.num),
+		"class/infiniband_verbs/" + s.node + "/abi_version": fmt.Sprintf("%d\n", a.UverbsABIVer),
+	}
+	// ib_umad's port files (libibumad's umad_id_to_dev): umadN and issmN
+	// of the device's port 1, N the device's number.
+	for _, m := range []struct {
+		node  string
+		minor int
+	}{{s.umadNode(), s.num}, {fmt.Sprintf("issm%d", s.num), IssmBaseMinor + s.num}} {
+		dir := filepath.Join("class", "infiniband_mad", m.node)
+		files[filepath.Join(dir, "ibdev")] = s.dev.Name() + "\n"
+		files[filepath.Join(dir, "port")] = "1\n"
+		files[filepath.Join(dir, "dev")] = fmt.Sprintf("%d:%d\n", UmadMajor, m.minor)
 	}
 	ib := filepath.Join("class", "infiniband", s.dev.Name())
 	files[filepath.Join(ib, "node_type")] = fmt.Sprintf("%d: CA\n", a.NodeType)
@@ -262,12 +311,29 @@ func (s *sysfs) write() error {
 			}
 		}
 	}
+	s.mu.Lock()
+	root := s.root
+	s.mu.Unlock()
 	for name, content := range files {
-		if err := writeFile(filepath.Join(s.root, name), content); err != nil {
+		if err := writeFile(filepath.Join(root, name), content); err != nil {
 			return fmt.Errorf("sysfs: %w", err)
 		}
 	}
-	return s.refreshGIDs()
+	if err := s.refreshGIDs(); err != nil {
+		return err
+	}
+	// The node's directory appears whole: built beside, then renamed.
+	tmp := filepath.Join(root, "class", "infiniband_verbs", "."+s.node+".new")
+	os.RemoveAll(tmp)
+	for name, content := range node {
+		if err := writeFile(filepath.Join(tmp, filepath.Base(name)), content); err != nil {
+			return fmt.Errorf("sysfs: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, filepath.Join(root, "class", "infiniband_verbs", s.node)); err != nil {
+		return fmt.Errorf("sysfs: %w", err)
+	}
+	return nil
 }
 
 // portStateFiles are the files of a port that follow its state

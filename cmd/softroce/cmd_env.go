@@ -18,7 +18,7 @@ func init() {
 func runEnv(e *env) error {
 	stdout, stderr := e.stdout, e.stderr
 	fs := newFlagSet(e, "env")
-	name := fs.String("d", defaultServeName, "the device `NAME`")
+	name := fs.String("d", defaultServeName, "the `NAME` of the daemon's device (its first); without -d, the daemon that serves the user's devices, all of them")
 	operands, err := parseFlags(fs, e.args)
 	if err != nil {
 		return err
@@ -26,6 +26,15 @@ func runEnv(e *env) error {
 	if len(operands) != 0 {
 		fmt.Fprintf(stderr, "softroce env: unexpected argument %q\n", operands[0])
 		return errUsage
+	}
+	if !flagGiven(fs, "d") {
+		serving, err := theServingDaemon("env")
+		if err != nil {
+			return err
+		}
+		if serving != "" {
+			*name = serving
+		}
 	}
 	dir, err := uverbsd.DeviceDir(*name)
 	if err != nil {

@@ -59,7 +59,9 @@ func serveOrWait(e *env, lf *linkFlags, df *daemonFlags, dir string, timeout tim
 	}
 }
 
-// runRun runs the program with the device's environment. A daemon already
+// runRun runs the program with the device's environment. Without -d, the
+// daemon that serves the user's devices is used (every device it serves:
+// a program lists them all); with none, rxe0 is served. A daemon already
 // serving the name is used (--fault rules are added to it for the
 // program's lifetime, --coverage writes its profile at the program's end;
 // the link flags do not apply); otherwise one is served for the program's
@@ -71,6 +73,7 @@ func runRun(e *env) error {
 	fs := newFlagSet(e, "run")
 	lf := serveLinkFlags(fs)
 	df := addDaemonFlags(fs)
+	df.devices = addDeviceFlags(fs, lf)
 	prog, err := parseFlags(fs, e.args)
 	if err != nil {
 		return err
@@ -78,6 +81,20 @@ func runRun(e *env) error {
 	if len(prog) == 0 {
 		fs.Usage()
 		return errUsage
+	}
+	if err := df.devices.check(); err != nil {
+		fmt.Fprintf(stderr, "softroce run: %v\n", err)
+		return errUsage
+	}
+	if !flagGiven(fs, "d") {
+		// The daemon already serving the user's devices, all of them.
+		serving, err := theServingDaemon("run")
+		if err != nil {
+			return err
+		}
+		if serving != "" {
+			lf.dev = serving
+		}
 	}
 	dir, err := uverbsd.DeviceDir(lf.dev)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/node"
 	"github.com/softroce/softroce/preload"
 	"github.com/softroce/softroce/uverbsd"
@@ -40,6 +41,9 @@ func serveLinkFlags(fs *flag.FlagSet) *linkFlags {
 // daemon is a running uverbsd.Server with its node.
 type daemon struct {
 	n      *node.Node
+	extra  []*node.Node // the nodes of the devices after the first (-d repeated)
+	fabric *link.Hub    // the in-memory fabric of several devices (nil: one)
+	links  *daemonLinks // adds and deletes devices (extra, fabric: under its mu)
 	srv    *uverbsd.Server
 	served chan error
 	cov    *daemonCoverage
@@ -55,20 +59,54 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	cov := newDaemonCoverage(lf.dev)
 	lf.recorder = cov.rec
 	faults := newDaemonFaults(lf, cov, e.stderr)
+	var fabric *link.Hub
+	var extra []*node.Node
+	if df.devices != nil {
+		fabric = df.devices.newFabric()
+	}
 	n, err := e.openNode(lf)
 	if err != nil {
+		if fabric != nil {
+			fabric.Close()
+		}
 		return nil, err
 	}
+	if fabric != nil {
+		if extra, err = e.openFabric(df.devices); err != nil {
+			n.Close()
+			fabric.Close()
+			return nil, err
+		}
+	}
+	closeNodes := func() {
+		for _, x := range extra {
+			x.Close()
+		}
+		n.Close()
+		if fabric != nil {
+			fabric.Close()
+		}
+	}
+	links := &daemonLinks{e: e, lf: lf}
 	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle, OneWayDoorbells: df.oneWay, WatchPage: df.oneWay,
-		PublishLater: true, HoldLock: true}
+		PublishLater: true, HoldLock: true, Links: links}
 	cov.serverConfig(&cfg)
 	df.serverConfig(&cfg, e.stderr)
 	faults.configure(n, &cfg)
 	srv, err := uverbsd.New(cfg)
 	if err != nil {
 		faults.set.Close()
-		n.Close()
+		closeNodes()
 		return nil, err
+	}
+	for _, x := range extra {
+		if err := srv.AddDevice(x.Device(), &uverbsd.DeviceConfig{Groups: x, Settle: x.Settle}); err != nil {
+			srv.Close()
+			faults.set.Close()
+			closeNodes()
+			srv.Unlock()
+			return nil, err
+		}
 	}
 	// The profile is the programs': what the daemon did to set the
 	// device up (the MAD layer's QP1 brought to RTS) is not theirs.
@@ -79,11 +117,14 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	if err := faults.add(df.faults.rules); err != nil {
 		srv.Close()
 		faults.set.Close()
-		n.Close()
+		closeNodes()
 		srv.Unlock()
 		return nil, err
 	}
-	d := &daemon{n: n, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr, faults: faults}
+	d := &daemon{n: n, extra: extra, fabric: fabric, links: links, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr, faults: faults}
+	links.mu.Lock()
+	links.d = d
+	links.mu.Unlock()
 	go func() { d.served <- srv.Serve() }()
 	// Set up: the device becomes visible, and openable from then on.
 	if err := srv.Publish(); err != nil {
@@ -127,6 +168,14 @@ func (d *daemon) finish(err error) error {
 	err = errors.Join(err, <-d.served)
 	err = errors.Join(err, d.cov.write(d.df.coverage, d.n.Device(), d.stderr))
 	err = errors.Join(err, d.n.Close())
+	d.links.mu.Lock()
+	for _, x := range d.extra {
+		err = errors.Join(err, x.Close())
+	}
+	if d.fabric != nil {
+		err = errors.Join(err, d.fabric.Close())
+	}
+	d.links.mu.Unlock()
 	// The name is free once all of the daemon's end is done.
 	return errors.Join(err, d.srv.Unlock())
 }
@@ -154,6 +203,7 @@ func runServe(e *env) error {
 	fs := newFlagSet(e, "serve")
 	lf := serveLinkFlags(fs)
 	df := addDaemonFlags(fs)
+	df.devices = addDeviceFlags(fs, lf)
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM or SIGINT (softroce stop), wait at most `D` for the programs that have the device open to close it, as the kernel waits when an rxe device is removed; then they get IB_EVENT_DEVICE_FATAL and EIO (a second signal ends the wait at once)")
 	background := fs.Bool("background", false, "return once the device can be opened, with the export lines printed (exit status 0), leaving the daemon running in the background (its output in the log file it names; softroce stop -d NAME ends it); non-zero with the reason when it cannot start")
 	operands, err := parseFlags(fs, e.args)
@@ -162,6 +212,10 @@ func runServe(e *env) error {
 	}
 	if len(operands) != 0 {
 		fmt.Fprintf(e.stderr, "softroce serve: unexpected argument %q\n", operands[0])
+		return errUsage
+	}
+	if err := df.devices.check(); err != nil {
+		fmt.Fprintf(e.stderr, "softroce serve: %v\n", err)
 		return errUsage
 	}
 	dir, err := uverbsd.DeviceDir(lf.dev)
@@ -183,8 +237,13 @@ func runServe(e *env) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "# softroce serves %s; run programs with `softroce run -d %s -- PROGRAM`, or in this environment:\n",
-		lf.dev, lf.dev)
+	if names := df.devices.names(); len(names) > 1 {
+		fmt.Fprintf(stdout, "# softroce serves %s on one fabric; run programs with `softroce run -d %s -- PROGRAM` (or `softroce run -- PROGRAM`), or in this environment:\n",
+			strings.Join(names, ", "), lf.dev)
+	} else {
+		fmt.Fprintf(stdout, "# softroce serves %s; run programs with `softroce run -d %s -- PROGRAM`, or in this environment:\n",
+			lf.dev, lf.dev)
+	}
 	fmt.Fprint(stdout, exportLines(d.srv.Env(so)))
 	if ready != nil {
 		ready(dir)

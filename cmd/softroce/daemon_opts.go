@@ -20,6 +20,8 @@ type daemonFlags struct {
 	oneWay   bool
 	// noMemlock: uverbsd.Config.NoMemlock.
 	noMemlock bool
+	// devices are the -d flags (nil: one device, the link flags').
+	devices *deviceFlags
 }
 
 func addDaemonFlags(fs *flag.FlagSet) *daemonFlags {

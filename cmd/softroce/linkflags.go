@@ -56,6 +56,13 @@ type linkFlags struct {
 	// deviceLinkPasses reports whether deviceLink passes frames on
 	// unchanged (node.Config.DeviceLinkPasses).
 	deviceLinkPasses func() bool
+	// fabric, if set, is the in-memory link the device sits on, shared
+	// with the daemon's other devices (not a flag: serve and run set it
+	// for several -d).
+	fabric *link.Hub
+	// netdev names the device's port on the fabric, its netdev ("": the
+	// node's default).
+	netdev string
 	// hostname names the host for the MAC of --udp without --ip; nil
 	// means os.Hostname (tests set it).
 	hostname func() (string, error)
@@ -290,7 +297,7 @@ func (f *linkFlags) config() (node.Config, error) {
 			rc.Kernel = kernel
 		}
 	}
-	if f.tap == "" && f.iface == "" && !f.udp {
+	if f.tap == "" && f.iface == "" && !f.udp && f.fabric == nil {
 		cfg.MTU = f.mtu // the in-memory link's; a TAP's is set when open opens it
 	}
 	h := fnv.New64a()
@@ -347,6 +354,8 @@ func (f *linkFlags) open(ctx context.Context, stderr io.Writer) (*node.Node, err
 		return nil, errUsage
 	}
 	switch {
+	case f.fabric != nil:
+		cfg.Link, err = f.fabric.AttachAs(f.netdev)
 	case f.tap != "":
 		cfg.Link, err = node.OpenTAP(f.tap, f.bridge, f.mtu)
 	case f.iface != "":
