@@ -16,6 +16,7 @@ func TestLibraryFollowsTheProtocol(t *testing.T) {
 		"OP_MMAP":                   uint64(OpMmap),
 		"OP_FDS":                    uint64(OpFds),
 		"OP_SHARE":                  uint64(OpShare),
+		"OP_IOCTL":                  uint64(OpIoctl),
 		"FEATURE_SHARE_PAGES":       FeatureSharePages,
 		"FEATURE_ONE_WAY_DOORBELLS": FeatureOneWayDoorbells,
 		"FEATURE_WATCH_PAGE":        FeatureWatchPage,

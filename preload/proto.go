@@ -84,6 +84,16 @@ import (
 //     region no MR pinned is dropped after the next write(); a pinned one
 //     when its last MR is deregistered. An OpShare is the only request
 //     that may carry a descriptor.
+//   - OpIoctl: ioctl(cmd_fd, RDMA_VERBS_IOCTL, arg) on a uverbs file:
+//     payload u64 arg, then struct ib_uverbs_ioctl_hdr and, when the
+//     header's length is consistent and the client could read them, its
+//     attributes (the header alone otherwise: the daemon answers EFAULT
+//     where the kernel's copy_from_user of them would fail). Reply as
+//     OpWrite's: Ret 0 or -errno (-ENOTTY on a file without the ioctl
+//     ABI), the payload one u64 client address per descriptor passed (an
+//     attribute's data, for a new event file), and OpFds next. The
+//     daemon reads and writes the attributes' buffers in the client's
+//     memory itself.
 //
 // A request the daemon cannot parse (short header, Len not the payload's
 // length, an unknown Op, a payload over MaxPayload, descriptors sent to the
@@ -118,6 +128,7 @@ const (
 	OpMmap  Op = 3
 	OpFds   Op = 4
 	OpShare Op = 5
+	OpIoctl Op = 6
 )
 
 // The OpOpen reply's Aux bits: what the daemon takes on the file.
@@ -157,6 +168,8 @@ func (o Op) String() string {
 		return "FDS"
 	case OpShare:
 		return "SHARE"
+	case OpIoctl:
+		return "IOCTL"
 	}
 	return fmt.Sprintf("Op(%d)", uint32(o))
 }

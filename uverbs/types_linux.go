@@ -12,6 +12,9 @@ package uverbs
 #include <rdma/ib_user_verbs.h>
 #include <rdma/rdma_user_rxe.h>
 #include <rdma/rdma_user_cm.h>
+#include <rdma/rdma_user_ioctl_cmds.h>
+#include <rdma/ib_user_ioctl_cmds.h>
+#include <rdma/ib_user_ioctl_verbs.h>
 
 // Members of unions, named so that cgo can lay them out.
 typedef typeof(((struct rxe_send_wr *)0)->wr.rdma) rxe_send_wr_rdma;
@@ -26,6 +29,13 @@ import "C"
 type (
 	CmdHdr   C.struct_ib_uverbs_cmd_hdr
 	ExCmdHdr C.struct_ib_uverbs_ex_cmd_hdr
+)
+
+// The ioctl ABI (<rdma/rdma_user_ioctl_cmds.h>): RDMA_VERBS_IOCTL's
+// header and its attributes.
+type (
+	IoctlHdr  C.struct_ib_uverbs_ioctl_hdr
+	IoctlAttr C.struct_ib_uverbs_attr
 )
 
 // Events read from the async event fd and a completion channel.
@@ -49,6 +59,7 @@ type (
 	ExQueryDeviceResp     C.struct_ib_uverbs_ex_query_device_resp
 	QueryPort             C.struct_ib_uverbs_query_port
 	QueryPortResp         C.struct_ib_uverbs_query_port_resp
+	QueryPortRespEx       C.struct_ib_uverbs_query_port_resp_ex
 	AllocPd               C.struct_ib_uverbs_alloc_pd
 	AllocPdResp           C.struct_ib_uverbs_alloc_pd_resp
 	DeallocPd             C.struct_ib_uverbs_dealloc_pd
@@ -266,4 +277,44 @@ const (
 	UcmQueryGID        = C.RDMA_USER_CM_QUERY_GID
 	RxeNetworkTypeIPv4 = C.RXE_NETWORK_TYPE_IPV4
 	RxeNetworkTypeIPv6 = C.RXE_NETWORK_TYPE_IPV6
+
+	// The ioctl ABI: the request, attribute flags, the driver, objects,
+	// methods and attributes (<rdma/ib_user_ioctl_cmds.h>).
+	RdmaVerbsIoctl              = C.RDMA_VERBS_IOCTL
+	AttrFMandatory              = C.UVERBS_ATTR_F_MANDATORY
+	AttrFValidOutput            = C.UVERBS_ATTR_F_VALID_OUTPUT
+	DriverRxe                   = C.RDMA_DRIVER_RXE
+	IDNsMask                    = C.UVERBS_ID_NS_MASK
+	AttrUhwIn                   = C.UVERBS_ATTR_UHW_IN
+	AttrUhwOut                  = C.UVERBS_ATTR_UHW_OUT
+	ObjectDevice                = C.UVERBS_OBJECT_DEVICE
+	ObjectPD                    = C.UVERBS_OBJECT_PD
+	ObjectCompChannel           = C.UVERBS_OBJECT_COMP_CHANNEL
+	ObjectCQ                    = C.UVERBS_OBJECT_CQ
+	ObjectQP                    = C.UVERBS_OBJECT_QP
+	ObjectSRQ                   = C.UVERBS_OBJECT_SRQ
+	ObjectAH                    = C.UVERBS_OBJECT_AH
+	ObjectMR                    = C.UVERBS_OBJECT_MR
+	ObjectMW                    = C.UVERBS_OBJECT_MW
+	ObjectAsyncEvent            = C.UVERBS_OBJECT_ASYNC_EVENT
+	MethodInvokeWrite           = C.UVERBS_METHOD_INVOKE_WRITE
+	MethodInfoHandles           = C.UVERBS_METHOD_INFO_HANDLES
+	MethodQueryPort             = C.UVERBS_METHOD_QUERY_PORT
+	MethodGetContext            = C.UVERBS_METHOD_GET_CONTEXT
+	MethodQueryContext          = C.UVERBS_METHOD_QUERY_CONTEXT
+	MethodAsyncEventAlloc       = C.UVERBS_METHOD_ASYNC_EVENT_ALLOC
+	AttrCoreIn                  = C.UVERBS_ATTR_CORE_IN
+	AttrCoreOut                 = C.UVERBS_ATTR_CORE_OUT
+	AttrWriteCmd                = C.UVERBS_ATTR_WRITE_CMD
+	AttrInfoObjectID            = C.UVERBS_ATTR_INFO_OBJECT_ID
+	AttrInfoTotalHandles        = C.UVERBS_ATTR_INFO_TOTAL_HANDLES
+	AttrInfoHandlesList         = C.UVERBS_ATTR_INFO_HANDLES_LIST
+	AttrQueryPortPortNum        = C.UVERBS_ATTR_QUERY_PORT_PORT_NUM
+	AttrQueryPortResp           = C.UVERBS_ATTR_QUERY_PORT_RESP
+	AttrGetContextNumComp       = C.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS
+	AttrGetContextCore          = C.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT
+	AttrQueryContextNumComp     = C.UVERBS_ATTR_QUERY_CONTEXT_NUM_COMP_VECTORS
+	AttrQueryContextCore        = C.UVERBS_ATTR_QUERY_CONTEXT_CORE_SUPPORT
+	AttrAsyncEventAllocFd       = C.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE
+	CoreSupportOptionalMrAccess = C.IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS
 )

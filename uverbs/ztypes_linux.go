@@ -18,6 +18,25 @@ type (
 )
 
 type (
+	IoctlHdr struct {
+		Length    uint16
+		Object_id uint16
+		Method_id uint16
+		Num_attrs uint16
+		Reserved1 uint64
+		Driver_id uint32
+		Reserved2 uint32
+	}
+	IoctlAttr struct {
+		Attr_id   uint16
+		Len       uint16
+		Flags     uint16
+		Attr_data [2]byte
+		Data      uint64
+	}
+)
+
+type (
 	AsyncEventDesc struct {
 		Element  uint64
 		Type     uint32
@@ -160,6 +179,11 @@ type (
 		Link_layer      uint8
 		Flags           uint8
 		Reserved        uint8
+	}
+	QueryPortRespEx struct {
+		Legacy_resp     QueryPortResp
+		Port_cap_flags2 uint16
+		Reserved        [6]uint8
 	}
 	AllocPd struct {
 		Response uint64
@@ -1052,4 +1076,42 @@ const (
 	UcmQueryGID        = 0x2
 	RxeNetworkTypeIPv4 = 0x1
 	RxeNetworkTypeIPv6 = 0x2
+
+	RdmaVerbsIoctl              = 0xc0181b01
+	AttrFMandatory              = 0x1
+	AttrFValidOutput            = 0x2
+	DriverRxe                   = 0xe
+	IDNsMask                    = 0xf000
+	AttrUhwIn                   = 0x1000
+	AttrUhwOut                  = 0x1001
+	ObjectDevice                = 0x0
+	ObjectPD                    = 0x1
+	ObjectCompChannel           = 0x2
+	ObjectCQ                    = 0x3
+	ObjectQP                    = 0x4
+	ObjectSRQ                   = 0x5
+	ObjectAH                    = 0x6
+	ObjectMR                    = 0x7
+	ObjectMW                    = 0x8
+	ObjectAsyncEvent            = 0x10
+	MethodInvokeWrite           = 0x0
+	MethodInfoHandles           = 0x1
+	MethodQueryPort             = 0x2
+	MethodGetContext            = 0x3
+	MethodQueryContext          = 0x4
+	MethodAsyncEventAlloc       = 0x0
+	AttrCoreIn                  = 0x0
+	AttrCoreOut                 = 0x1
+	AttrWriteCmd                = 0x2
+	AttrInfoObjectID            = 0x0
+	AttrInfoTotalHandles        = 0x1
+	AttrInfoHandlesList         = 0x2
+	AttrQueryPortPortNum        = 0x0
+	AttrQueryPortResp           = 0x1
+	AttrGetContextNumComp       = 0x0
+	AttrGetContextCore          = 0x1
+	AttrQueryContextNumComp     = 0x0
+	AttrQueryContextCore        = 0x1
+	AttrAsyncEventAllocFd       = 0x0
+	CoreSupportOptionalMrAccess = 0x1
 )

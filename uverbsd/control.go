@@ -2,6 +2,7 @@ package uverbsd
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,10 +10,12 @@ import (
 	"net"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/preload"
 	"github.com/softroce/softroce/uverbs"
 )
 
@@ -187,4 +190,57 @@ func (cn *conn) write(p []byte) (Reply, error) {
 		cfg.Recorder.VerbFailed(verb, unix.Errno(-errno(err)))
 	}
 	return r, err
+}
+
+// ioctl serves an OpIoctl frame: the File's Ioctl, with the Server's
+// Intercept before it (by uverbs.MethodName, or the write command's name for INVOKE_WRITE), its Recorder after a
+// failure, and the method counted.
+func (cn *conn) ioctl(h preload.Header, p []byte) bool {
+	io, ok := cn.file.(Ioctler)
+	if !ok {
+		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.ENOTTY)}, nil, nil)
+	}
+	if len(p) < 8 {
+		return cn.refuse(h.Op, "%v of %d bytes", h.Op, len(p))
+	}
+	arg, buf := binary.NativeEndian.Uint64(p), p[8:]
+	name := uverbs.MethodName(buf)
+	if name == "" {
+		name = "ioctl"
+		if len(buf) >= 6 {
+			name = fmt.Sprintf("ioctl:%d/%d", binary.NativeEndian.Uint16(buf[2:]), binary.NativeEndian.Uint16(buf[4:]))
+		}
+	}
+	cn.s.methods.add(cn.pid, name)
+	// A write command through INVOKE_WRITE is that command to the
+	// faults and the coverage, as on the write path.
+	verb := name
+	if _, cmd, ok := strings.Cut(name, "/"); ok {
+		verb = cmd
+	}
+	cfg := &cn.s.cfg
+	var r Reply
+	var err error
+	if cfg.Intercept != nil {
+		err = cfg.Intercept(verb)
+	}
+	if err == nil {
+		if cfg.Settle != nil {
+			cfg.Settle(func() { r, err = io.Ioctl(arg, buf) })
+		} else {
+			r, err = io.Ioctl(arg, buf)
+		}
+	}
+	cn.mrs.settleShares()
+	if err != nil {
+		if cfg.Recorder != nil {
+			cfg.Recorder.VerbFailed(verb, unix.Errno(-errno(err)))
+		}
+		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+	}
+	if len(r.Files) > preload.MaxFiles {
+		cn.warnf("ioctl returned %d files", len(r.Files))
+		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EIO)}, nil, nil)
+	}
+	return cn.pass(preload.Header{Op: h.Op}, r.Files)
 }
