@@ -29,17 +29,40 @@ type attrType uint8
 const (
 	attrPtrIn attrType = iota + 1
 	attrPtrOut
-	attrFdNew // UVERBS_ATTR_TYPE_FD with UVERBS_ACCESS_NEW
+	attrFdNew  // UVERBS_ATTR_TYPE_FD with UVERBS_ACCESS_NEW
+	attrFdRead // UVERBS_ATTR_TYPE_FD with UVERBS_ACCESS_READ
+	attrIdr    // UVERBS_ATTR_TYPE_IDR: a handle of an object of kind
+)
+
+// idrAccess is an IDR attribute's UVERBS_ACCESS_*.
+type idrAccess uint8
+
+const (
+	accessRead idrAccess = iota + 1
+	accessNew
+	accessDestroy
 )
 
 // attrSpec is struct uverbs_attr_spec: what an attribute of a method
 // takes.
 type attrSpec struct {
 	typ          attrType
-	minLen, len  int  // ptr.min_len, ptr.len
-	zeroTrailing bool // UVERBS_ATTR_STRUCT: longer is fine if the rest is zero
-	mandatory    bool // UA_MANDATORY
+	minLen, len  int       // ptr.min_len, ptr.len
+	zeroTrailing bool      // UVERBS_ATTR_STRUCT: longer is fine if the rest is zero
+	mandatory    bool      // UA_MANDATORY
+	kind         objKind   // attrIdr: the object's type (0: one rxe has none of)
+	access       idrAccess // attrIdr
 }
+
+func idr(kind objKind, access idrAccess, mandatory bool) attrSpec {
+	return attrSpec{typ: attrIdr, kind: kind, access: access, mandatory: mandatory}
+}
+
+// u32In and u64In are UVERBS_ATTR_TYPE(u32), (u64) inputs; flagsIn is
+// UVERBS_ATTR_FLAGS_IN (a u32 or a u64).
+func u32In(mandatory bool) attrSpec   { return ptrIn(4, 4, mandatory) }
+func u64In(mandatory bool) attrSpec   { return ptrIn(8, 8, mandatory) }
+func flagsIn(mandatory bool) attrSpec { return ptrIn(4, 8, mandatory) }
 
 const anyLen = 0xffff // UVERBS_ATTR_MIN_SIZE: len USHRT_MAX
 
@@ -102,6 +125,7 @@ func init() {
 				AttrAsyncEventAllocFd: {typ: attrFdNew, mandatory: true},
 			}},
 	}
+	addObjectMethods()
 	for _, m := range ioctlMethods {
 		if m.udata {
 			m.attrs[AttrUhwIn] = ptrIn(0, anyLen, false)
@@ -247,12 +271,25 @@ func (b *bundle) setAttr(i int) error {
 		if reserved != 0 {
 			return errorf(unix.EINVAL, "%s: attribute %#x: reserved %#x", b.m.name, a.Attr_id, reserved)
 		}
-	case attrFdNew:
+	case attrFdNew, attrFdRead, attrIdr:
 		if reserved != 0 || a.Len != 0 {
 			return errorf(unix.EINVAL, "%s: attribute %#x: reserved %#x, len %d", b.m.name, a.Attr_id, reserved, a.Len)
 		}
-		if !b.f.context {
+		if (s.typ == attrFdNew || s.typ == attrIdr && s.access == accessNew) && !b.f.context {
 			return errorf(unix.EINVAL, "%s: no context (GET_CONTEXT first)", b.m.name)
+		}
+		if s.typ == attrIdr && s.access != accessNew {
+			// lookup_get_idr_uobject: a negative id is EINVAL, one
+			// that names nothing ENOENT.
+			if int64(a.Data) < 0 {
+				return errorf(unix.EINVAL, "%s: attribute %#x: handle %d", b.m.name, a.Attr_id, int64(a.Data))
+			}
+			if a.Data > 0xffffffff || s.kind == 0 {
+				return errorf(unix.ENOENT, "%s: attribute %#x: no object %d", b.m.name, a.Attr_id, a.Data)
+			}
+			if _, err := b.f.lookup(s.kind, uint32(a.Data)); err != nil {
+				return err
+			}
 		}
 	}
 	b.present[a.Attr_id] = i

@@ -41,6 +41,8 @@ var cTypes = []struct {
 	{reflect.TypeFor[QueryPortRespEx](), "struct ib_uverbs_query_port_resp_ex"},
 	{reflect.TypeFor[IoctlHdr](), "struct ib_uverbs_ioctl_hdr"},
 	{reflect.TypeFor[IoctlAttr](), "struct ib_uverbs_attr"},
+	{reflect.TypeFor[QpCap](), "struct ib_uverbs_qp_cap"},
+	{reflect.TypeFor[GidEntry](), "struct ib_uverbs_gid_entry"},
 	{reflect.TypeFor[AllocPd](), "struct ib_uverbs_alloc_pd"},
 	{reflect.TypeFor[AllocPdResp](), "struct ib_uverbs_alloc_pd_resp"},
 	{reflect.TypeFor[DeallocPd](), "struct ib_uverbs_dealloc_pd"},

@@ -36,6 +36,8 @@ type (
 type (
 	IoctlHdr  C.struct_ib_uverbs_ioctl_hdr
 	IoctlAttr C.struct_ib_uverbs_attr
+	QpCap     C.struct_ib_uverbs_qp_cap
+	GidEntry  C.struct_ib_uverbs_gid_entry
 )
 
 // Events read from the async event fd and a completion channel.
@@ -317,4 +319,58 @@ const (
 	AttrQueryContextCore        = C.UVERBS_ATTR_QUERY_CONTEXT_CORE_SUPPORT
 	AttrAsyncEventAllocFd       = C.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE
 	CoreSupportOptionalMrAccess = C.IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS
+	MethodQueryGidEntry         = C.UVERBS_METHOD_QUERY_GID_ENTRY
+	AttrGidEntryPort            = C.UVERBS_ATTR_QUERY_GID_ENTRY_PORT
+	AttrGidEntryIndex           = C.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX
+	AttrGidEntryFlags           = C.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS
+	AttrGidEntryResp            = C.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY
+	GidTypeIB                   = C.IB_UVERBS_GID_TYPE_IB
+	GidTypeRoCEv1               = C.IB_UVERBS_GID_TYPE_ROCE_V1
+	GidTypeRoCEv2               = C.IB_UVERBS_GID_TYPE_ROCE_V2
+	MethodCqCreate              = C.UVERBS_METHOD_CQ_CREATE
+	MethodCqDestroy             = C.UVERBS_METHOD_CQ_DESTROY
+	AttrCreateCqHandle          = C.UVERBS_ATTR_CREATE_CQ_HANDLE
+	AttrCreateCqCqe             = C.UVERBS_ATTR_CREATE_CQ_CQE
+	AttrCreateCqUserHandle      = C.UVERBS_ATTR_CREATE_CQ_USER_HANDLE
+	AttrCreateCqCompChannel     = C.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL
+	AttrCreateCqCompVector      = C.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR
+	AttrCreateCqFlags           = C.UVERBS_ATTR_CREATE_CQ_FLAGS
+	AttrCreateCqRespCqe         = C.UVERBS_ATTR_CREATE_CQ_RESP_CQE
+	AttrCreateCqEventFd         = C.UVERBS_ATTR_CREATE_CQ_EVENT_FD
+	AttrDestroyCqHandle         = C.UVERBS_ATTR_DESTROY_CQ_HANDLE
+	AttrDestroyCqResp           = C.UVERBS_ATTR_DESTROY_CQ_RESP
+	CqFlagsTimestamp            = C.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
+	CqFlagsIgnoreOverrun        = C.IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN
+	MethodQpCreate              = C.UVERBS_METHOD_QP_CREATE
+	MethodQpDestroy             = C.UVERBS_METHOD_QP_DESTROY
+	AttrCreateQpHandle          = C.UVERBS_ATTR_CREATE_QP_HANDLE
+	AttrCreateQpXrcdHandle      = C.UVERBS_ATTR_CREATE_QP_XRCD_HANDLE
+	AttrCreateQpPdHandle        = C.UVERBS_ATTR_CREATE_QP_PD_HANDLE
+	AttrCreateQpSrqHandle       = C.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE
+	AttrCreateQpSendCqHandle    = C.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE
+	AttrCreateQpRecvCqHandle    = C.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE
+	AttrCreateQpIndTable        = C.UVERBS_ATTR_CREATE_QP_IND_TABLE_HANDLE
+	AttrCreateQpUserHandle      = C.UVERBS_ATTR_CREATE_QP_USER_HANDLE
+	AttrCreateQpCap             = C.UVERBS_ATTR_CREATE_QP_CAP
+	AttrCreateQpType            = C.UVERBS_ATTR_CREATE_QP_TYPE
+	AttrCreateQpFlags           = C.UVERBS_ATTR_CREATE_QP_FLAGS
+	AttrCreateQpSourceQpn       = C.UVERBS_ATTR_CREATE_QP_SOURCE_QPN
+	AttrCreateQpEventFd         = C.UVERBS_ATTR_CREATE_QP_EVENT_FD
+	AttrCreateQpRespCap         = C.UVERBS_ATTR_CREATE_QP_RESP_CAP
+	AttrCreateQpRespQpNum       = C.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM
+	AttrDestroyQpHandle         = C.UVERBS_ATTR_DESTROY_QP_HANDLE
+	AttrDestroyQpResp           = C.UVERBS_ATTR_DESTROY_QP_RESP
+	QpCreateSqSigAll            = C.IB_UVERBS_QP_CREATE_SQ_SIG_ALL
+	QpCreateFlagsAll            = C.IB_UVERBS_QP_CREATE_BLOCK_MULTICAST_LOOPBACK | C.IB_UVERBS_QP_CREATE_SCATTER_FCS | C.IB_UVERBS_QP_CREATE_CVLAN_STRIPPING | C.IB_UVERBS_QP_CREATE_PCI_WRITE_END_PADDING | C.IB_UVERBS_QP_CREATE_SQ_SIG_ALL
+	MethodSrqDestroy            = C.UVERBS_METHOD_SRQ_DESTROY
+	AttrDestroySrqHandle        = C.UVERBS_ATTR_DESTROY_SRQ_HANDLE
+	AttrDestroySrqResp          = C.UVERBS_ATTR_DESTROY_SRQ_RESP
+	MethodMrDestroy             = C.UVERBS_METHOD_MR_DESTROY
+	AttrDestroyMrHandle         = C.UVERBS_ATTR_DESTROY_MR_HANDLE
+	MethodPdDestroy             = C.UVERBS_METHOD_PD_DESTROY
+	AttrDestroyPdHandle         = C.UVERBS_ATTR_DESTROY_PD_HANDLE
+	MethodAhDestroy             = C.UVERBS_METHOD_AH_DESTROY
+	AttrDestroyAhHandle         = C.UVERBS_ATTR_DESTROY_AH_HANDLE
+	MethodMwDestroy             = C.UVERBS_METHOD_MW_DESTROY
+	AttrDestroyMwHandle         = C.UVERBS_ATTR_DESTROY_MW_HANDLE
 )

@@ -22,6 +22,7 @@ type call struct {
 	drvOut    uint64 // client address of the driver's response
 	drvOutLen int    // room for the driver's response
 	ex        bool   // an extended command
+	capture   *[]byte // if set, the core response goes here, not to the client (an ioctl method's)
 }
 
 // method is struct uverbs_api_write_method: a command's handler and the
@@ -294,6 +295,10 @@ func (c *call) respond(b []byte) error {
 	if c.outLen > len(b) {
 		out = make([]byte, c.outLen)
 		copy(out, b)
+	}
+	if c.capture != nil {
+		*c.capture = append((*c.capture)[:0], out...)
+		return nil
 	}
 	if len(out) == 0 {
 		return nil

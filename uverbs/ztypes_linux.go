@@ -34,6 +34,20 @@ type (
 		Attr_data [2]byte
 		Data      uint64
 	}
+	QpCap struct {
+		Send_wr     uint32
+		Recv_wr     uint32
+		Send_sge    uint32
+		Recv_sge    uint32
+		Inline_data uint32
+	}
+	GidEntry struct {
+		Gid            [2]uint64
+		Gid_index      uint32
+		Port_num       uint32
+		Gid_type       uint32
+		Netdev_ifindex uint32
+	}
 )
 
 type (
@@ -1114,4 +1128,58 @@ const (
 	AttrQueryContextCore        = 0x1
 	AttrAsyncEventAllocFd       = 0x0
 	CoreSupportOptionalMrAccess = 0x1
+	MethodQueryGidEntry         = 0x6
+	AttrGidEntryPort            = 0x0
+	AttrGidEntryIndex           = 0x1
+	AttrGidEntryFlags           = 0x2
+	AttrGidEntryResp            = 0x3
+	GidTypeIB                   = 0x0
+	GidTypeRoCEv1               = 0x1
+	GidTypeRoCEv2               = 0x2
+	MethodCqCreate              = 0x0
+	MethodCqDestroy             = 0x1
+	AttrCreateCqHandle          = 0x0
+	AttrCreateCqCqe             = 0x1
+	AttrCreateCqUserHandle      = 0x2
+	AttrCreateCqCompChannel     = 0x3
+	AttrCreateCqCompVector      = 0x4
+	AttrCreateCqFlags           = 0x5
+	AttrCreateCqRespCqe         = 0x6
+	AttrCreateCqEventFd         = 0x7
+	AttrDestroyCqHandle         = 0x0
+	AttrDestroyCqResp           = 0x1
+	CqFlagsTimestamp            = 0x1
+	CqFlagsIgnoreOverrun        = 0x2
+	MethodQpCreate              = 0x0
+	MethodQpDestroy             = 0x1
+	AttrCreateQpHandle          = 0x0
+	AttrCreateQpXrcdHandle      = 0x1
+	AttrCreateQpPdHandle        = 0x2
+	AttrCreateQpSrqHandle       = 0x3
+	AttrCreateQpSendCqHandle    = 0x4
+	AttrCreateQpRecvCqHandle    = 0x5
+	AttrCreateQpIndTable        = 0x6
+	AttrCreateQpUserHandle      = 0x7
+	AttrCreateQpCap             = 0x8
+	AttrCreateQpType            = 0x9
+	AttrCreateQpFlags           = 0xa
+	AttrCreateQpSourceQpn       = 0xb
+	AttrCreateQpEventFd         = 0xc
+	AttrCreateQpRespCap         = 0xd
+	AttrCreateQpRespQpNum       = 0xe
+	AttrDestroyQpHandle         = 0x0
+	AttrDestroyQpResp           = 0x1
+	QpCreateSqSigAll            = 0x1000
+	QpCreateFlagsAll            = 0x2 | 0x100 | 0x200 | 0x800 | 0x1000
+	MethodSrqDestroy            = 0x1
+	AttrDestroySrqHandle        = 0x0
+	AttrDestroySrqResp          = 0x1
+	MethodMrDestroy             = 0x1
+	AttrDestroyMrHandle         = 0x0
+	MethodPdDestroy             = 0x0
+	AttrDestroyPdHandle         = 0x0
+	MethodAhDestroy             = 0x0
+	AttrDestroyAhHandle         = 0x0
+	MethodMwDestroy             = 0x0
+	AttrDestroyMwHandle         = 0x0
 )
