@@ -15,13 +15,13 @@ import (
 // uverbs_attr_bundle.
 type call struct {
 	f         *File
-	in        []byte // the core request
-	resp      uint64 // client address of the core response
-	outLen    int    // room for the core response
-	drvIn     []byte // the driver's request
-	drvOut    uint64 // client address of the driver's response
-	drvOutLen int    // room for the driver's response
-	ex        bool   // an extended command
+	in        []byte  // the core request
+	resp      uint64  // client address of the core response
+	outLen    int     // room for the core response
+	drvIn     []byte  // the driver's request
+	drvOut    uint64  // client address of the driver's response
+	drvOutLen int     // room for the driver's response
+	ex        bool    // an extended command
 	capture   *[]byte // if set, the core response goes here, not to the client (an ioctl method's)
 }
 
