@@ -4,6 +4,7 @@ package uverbs
 
 import (
 	"encoding/binary"
+	"fmt"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -134,33 +135,40 @@ func init() {
 	}
 }
 
-// MethodName names the method an ioctl request (its header first) calls,
-// as the kernel's uapi does ("UVERBS_METHOD_QUERY_PORT"); for
-// INVOKE_WRITE, the write command's name after a slash
-// ("UVERBS_METHOD_INVOKE_WRITE/IB_USER_VERBS_CMD_ALLOC_PD"). "" for a
-// request that names no method the daemon serves.
+// MethodName names the method an ioctl request (its header first) calls
+// (MethodNameOf), or "" for a buffer shorter than the header.
 func MethodName(buf []byte) string {
 	if len(buf) < ioctlHdrSize {
 		return ""
 	}
 	hdr := load[IoctlHdr](buf)
-	m := ioctlMethods[methodKey(hdr.Object_id, hdr.Method_id)]
-	if m == nil {
-		return ""
-	}
-	if hdr.Object_id != ObjectDevice || hdr.Method_id != MethodInvokeWrite {
-		return m.name
-	}
+	cmd := int64(-1)
 	n := min(int(hdr.Num_attrs), (len(buf)-ioctlHdrSize)/ioctlAttrSize)
 	for i := range n {
-		a := load[IoctlAttr](buf[ioctlHdrSize+i*ioctlAttrSize:])
-		if a.Attr_id == AttrWriteCmd && a.Len == 8 && a.Data <= 0xffffffff {
-			var b [hdrSize]byte
-			binary.NativeEndian.PutUint32(b[:], uint32(a.Data))
-			if c := CommandName(b[:]); c != "" {
-				return m.name + "/" + c
-			}
+		if a := load[IoctlAttr](buf[ioctlHdrSize+i*ioctlAttrSize:]); a.Attr_id == AttrWriteCmd && a.Data <= 0xffffffff {
+			cmd = int64(a.Data)
 		}
+	}
+	return MethodNameOf(hdr.Object_id, hdr.Method_id, cmd)
+}
+
+// MethodNameOf names a method as the kernel's uapi does
+// ("UVERBS_METHOD_QUERY_PORT"); for INVOKE_WRITE, with writeCmd (-1:
+// none) the write command's name after a slash
+// ("UVERBS_METHOD_INVOKE_WRITE/IB_USER_VERBS_CMD_ALLOC_PD"). A method the
+// daemon does not serve is "ioctl:OBJECT/METHOD".
+func MethodNameOf(object, method uint16, writeCmd int64) string {
+	m := ioctlMethods[methodKey(object, method)]
+	if m == nil {
+		return fmt.Sprintf("ioctl:%d/%d", object, method)
+	}
+	if object != ObjectDevice || method != MethodInvokeWrite || writeCmd < 0 || writeCmd > 0xffffffff {
+		return m.name
+	}
+	var b [hdrSize]byte
+	binary.NativeEndian.PutUint32(b[:], uint32(writeCmd))
+	if c := CommandName(b[:]); c != "" {
+		return m.name + "/" + c
 	}
 	return m.name
 }

@@ -207,11 +207,7 @@ func (cn *conn) ioctl(h preload.Header, p []byte) bool {
 	name := uverbs.MethodName(buf)
 	if name == "" {
 		name = "ioctl"
-		if len(buf) >= 6 {
-			name = fmt.Sprintf("ioctl:%d/%d", binary.NativeEndian.Uint16(buf[2:]), binary.NativeEndian.Uint16(buf[4:]))
-		}
 	}
-	cn.s.methods.add(cn.pid, name)
 	// A write command through INVOKE_WRITE is that command to the
 	// faults and the coverage, as on the write path.
 	verb := name
@@ -232,6 +228,11 @@ func (cn *conn) ioctl(h preload.Header, p []byte) bool {
 		}
 	}
 	cn.mrs.settleShares()
+	var e unix.Errno
+	if err != nil {
+		e = unix.Errno(-errno(err))
+	}
+	cn.s.methods.add(cn.pid, name, e)
 	if err != nil {
 		if cfg.Recorder != nil {
 			cfg.Recorder.VerbFailed(verb, unix.Errno(-errno(err)))

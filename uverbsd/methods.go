@@ -5,18 +5,20 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // MaxMethodLog bounds the calls the method log keeps: the first ones
 // (a program's setup) are the ones compared with the kernel's.
 const MaxMethodLog = 1 << 14
 
-// MethodCall is one uverbs ioctl a client made: its pid and the method's
-// name (uverbs.MethodName, "" for one the daemon does not serve: then
-// "object/method" numbers).
+// MethodCall is one uverbs ioctl a client made: its pid, the method's
+// name (uverbs.MethodName) and its errno (0: it succeeded).
 type MethodCall struct {
-	PID  int
-	Name string
+	PID   int
+	Name  string
+	Errno unix.Errno
 }
 
 // methodLog counts the uverbs ioctl methods the clients called and keeps
@@ -27,7 +29,7 @@ type methodLog struct {
 	calls  []MethodCall
 }
 
-func (l *methodLog) add(pid int, name string) {
+func (l *methodLog) add(pid int, name string, errno unix.Errno) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.counts == nil {
@@ -35,7 +37,7 @@ func (l *methodLog) add(pid int, name string) {
 	}
 	l.counts[name]++
 	if len(l.calls) < MaxMethodLog {
-		l.calls = append(l.calls, MethodCall{PID: pid, Name: name})
+		l.calls = append(l.calls, MethodCall{PID: pid, Name: name, Errno: errno})
 	}
 }
 
@@ -54,7 +56,8 @@ func (s *Server) Methods() (map[string]uint64, []MethodCall) {
 
 // methodsControl serves the control command "methods": each method's
 // count, one "NAME COUNT" line each, sorted; with the argument "log",
-// the calls in order instead, one "PID NAME" line each.
+// the calls in order instead, one "PID NAME ERRNO" line each (ERRNO 0
+// for a call that succeeded).
 func (s *Server) methodsControl(args []string) (string, error) {
 	counts, calls := s.Methods()
 	var b strings.Builder
@@ -70,7 +73,7 @@ func (s *Server) methodsControl(args []string) (string, error) {
 		}
 	case len(args) == 1 && args[0] == "log":
 		for _, c := range calls {
-			fmt.Fprintf(&b, "%d %s\n", c.PID, c.Name)
+			fmt.Fprintf(&b, "%d %s %d\n", c.PID, c.Name, int(c.Errno))
 		}
 	default:
 		return "", fmt.Errorf("methods takes no argument, or \"log\"")
