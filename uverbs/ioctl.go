@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -80,10 +81,12 @@ func constIn(mandatory bool) attrSpec { return ptrIn(8, 8, mandatory) }
 
 // ioctlMethod is struct uverbs_api_ioctl_method.
 type ioctlMethod struct {
-	name  string
-	attrs map[uint16]attrSpec
-	udata bool // UVERBS_ATTR_UHW: UHW_IN and UHW_OUT
-	fn    func(*bundle) error
+	name   string
+	attrs  map[uint16]attrSpec
+	udata  bool // UVERBS_ATTR_UHW: UHW_IN and UHW_OUT
+	fn     func(*bundle) error
+	cmd    int // the write command of the same verb, if hasCmd
+	hasCmd bool
 }
 
 // ioctlMethods is the uapi's method tree for rxe: object<<16 | method.
@@ -99,7 +102,7 @@ func init() {
 				AttrCoreIn:   ptrIn(4, anyLen, false),
 				AttrCoreOut:  ptrOut(0, anyLen, false),
 			}},
-		methodKey(ObjectDevice, MethodGetContext): {name: "UVERBS_METHOD_GET_CONTEXT", udata: true, fn: (*bundle).getContext,
+		methodKey(ObjectDevice, MethodGetContext): {name: "UVERBS_METHOD_GET_CONTEXT", udata: true, fn: (*bundle).getContext, cmd: CmdGetContext, hasCmd: true,
 			attrs: map[uint16]attrSpec{
 				AttrGetContextNumComp: ptrOut(4, 4, false),
 				AttrGetContextCore:    ptrOut(8, 8, false),
@@ -115,7 +118,7 @@ func init() {
 				AttrInfoTotalHandles: ptrOut(4, 4, false),
 				AttrInfoHandlesList:  ptrOut(4, anyLen, false),
 			}},
-		methodKey(ObjectDevice, MethodQueryPort): {name: "UVERBS_METHOD_QUERY_PORT", fn: (*bundle).queryPort,
+		methodKey(ObjectDevice, MethodQueryPort): {name: "UVERBS_METHOD_QUERY_PORT", fn: (*bundle).queryPort, cmd: CmdQueryPort, hasCmd: true,
 			attrs: map[uint16]attrSpec{
 				AttrQueryPortPortNum: constIn(true),
 				AttrQueryPortResp: {typ: attrPtrOut, minLen: sizeOf[QueryPortRespEx](), len: sizeOf[QueryPortRespEx](),
@@ -150,6 +153,31 @@ func MethodName(buf []byte) string {
 		}
 	}
 	return MethodNameOf(hdr.Object_id, hdr.Method_id, cmd)
+}
+
+// MethodVerb names the write command of the verb an ioctl request runs
+// (uverbs.CommandName): INVOKE_WRITE's command, or the command of the
+// same verb ("IB_USER_VERBS_CMD_CREATE_QP" for QP_CREATE); "" for a
+// method without one. Faults and coverage name verbs so on either ABI.
+func MethodVerb(buf []byte) string {
+	if len(buf) < ioctlHdrSize {
+		return ""
+	}
+	hdr := load[IoctlHdr](buf)
+	m := ioctlMethods[methodKey(hdr.Object_id, hdr.Method_id)]
+	if m == nil {
+		return ""
+	}
+	var b [hdrSize]byte
+	if name := MethodName(buf); strings.Contains(name, "/") {
+		_, c, _ := strings.Cut(name, "/")
+		return c
+	}
+	if !m.hasCmd {
+		return ""
+	}
+	binary.NativeEndian.PutUint32(b[:], uint32(m.cmd))
+	return CommandName(b[:])
 }
 
 // MethodNameOf names a method as the kernel's uapi does

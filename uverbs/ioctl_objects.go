@@ -18,16 +18,16 @@ import (
 // back and put where the method's attributes say.
 
 func addObjectMethods() {
-	add := func(object, method uint16, name string, udata bool, fn func(*bundle) error, attrs map[uint16]attrSpec) {
-		ioctlMethods[methodKey(object, method)] = &ioctlMethod{name: name, udata: udata, fn: fn, attrs: attrs}
+	add := func(object, method uint16, name string, udata bool, fn func(*bundle) error, cmd int, attrs map[uint16]attrSpec) {
+		ioctlMethods[methodKey(object, method)] = &ioctlMethod{name: name, udata: udata, fn: fn, cmd: cmd, hasCmd: cmd >= 0, attrs: attrs}
 	}
-	add(ObjectDevice, MethodQueryGidEntry, "UVERBS_METHOD_QUERY_GID_ENTRY", false, (*bundle).queryGIDEntry, map[uint16]attrSpec{
+	add(ObjectDevice, MethodQueryGidEntry, "UVERBS_METHOD_QUERY_GID_ENTRY", false, (*bundle).queryGIDEntry, -1, map[uint16]attrSpec{
 		AttrGidEntryPort:  constIn(true),
 		AttrGidEntryIndex: constIn(true),
 		AttrGidEntryFlags: flagsIn(false),
 		AttrGidEntryResp:  {typ: attrPtrOut, minLen: sizeOf[GidEntry](), len: sizeOf[GidEntry](), zeroTrailing: true, mandatory: true},
 	})
-	add(ObjectCQ, MethodCqCreate, "UVERBS_METHOD_CQ_CREATE", true, (*bundle).cqCreate, map[uint16]attrSpec{
+	add(ObjectCQ, MethodCqCreate, "UVERBS_METHOD_CQ_CREATE", true, (*bundle).cqCreate, CmdCreateCq, map[uint16]attrSpec{
 		AttrCreateCqHandle:      idr(kindCQ, accessNew, true),
 		AttrCreateCqCqe:         u32In(true),
 		AttrCreateCqUserHandle:  u64In(true),
@@ -40,7 +40,7 @@ func addObjectMethods() {
 	qpCap := attrSpec{typ: attrPtrIn, minLen: sizeOf[QpCap](), len: sizeOf[QpCap](), zeroTrailing: true, mandatory: true}
 	qpCapOut := qpCap
 	qpCapOut.typ = attrPtrOut
-	add(ObjectQP, MethodQpCreate, "UVERBS_METHOD_QP_CREATE", true, (*bundle).qpCreate, map[uint16]attrSpec{
+	add(ObjectQP, MethodQpCreate, "UVERBS_METHOD_QP_CREATE", true, (*bundle).qpCreate, CmdCreateQp, map[uint16]attrSpec{
 		AttrCreateQpHandle:       idr(kindQP, accessNew, true),
 		AttrCreateQpXrcdHandle:   idr(0, accessRead, false),
 		AttrCreateQpPdHandle:     idr(kindPD, accessRead, false),
@@ -62,7 +62,7 @@ func addObjectMethods() {
 		if resp > 0 {
 			attrs[respAttr] = ptrOut(resp, resp, true)
 		}
-		add(object, method, name, false, func(b *bundle) error { return b.destroy(cmd, handle, respAttr, resp) }, attrs)
+		add(object, method, name, false, func(b *bundle) error { return b.destroy(cmd, handle, respAttr, resp) }, cmd, attrs)
 	}
 	destroy(ObjectPD, MethodPdDestroy, "UVERBS_METHOD_PD_DESTROY", kindPD, AttrDestroyPdHandle, 0, 0, CmdDeallocPd)
 	destroy(ObjectMR, MethodMrDestroy, "UVERBS_METHOD_MR_DESTROY", kindMR, AttrDestroyMrHandle, 0, 0, CmdDeregMr)

@@ -5,6 +5,7 @@ package uverbs
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/softroce/softroce/ib"
@@ -315,4 +316,123 @@ func FuzzIoctl(f *testing.F) {
 			t.Fatalf("%d objects after Close", len(c.f.objects))
 		}
 	})
+}
+
+// TestIoctlObjectMethods: CQ_CREATE, QP_CREATE and the destroy methods
+// make and remove the objects the write commands do, with their outputs
+// where the attributes say; QUERY_GID_ENTRY answers as the device's GID
+// table; a handle of another client's object is ENOENT and leaves it be.
+func TestIoctlObjectMethods(t *testing.T) {
+	dev := newDevice(t)
+	other := newClient(t, dev)
+	must(other, CmdGetContext, &GetContext{}, sizeOf[GetContextResp]())
+	otherCQ, _ := must(other, CmdCreateCq, &CreateCq{Cqe: 4, Comp_channel: -1}, sizeOf[CreateCqResp]()+sizeOf[RxeCreateCqResp]())
+	otherCQHandle := binary.NativeEndian.Uint32(otherCQ)
+
+	c := newClient(t, dev)
+	if _, err := c.ioctl(getContextIoctl()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.invokeWrite(CmdAllocPd, make([]byte, sizeOf[AllocPd]()), sizeOf[AllocPdResp](), 0); err != nil {
+		t.Fatal(err)
+	}
+	pd := binary.NativeEndian.Uint32(c.read(ioctlOut+0x200, 4))
+
+	drv := uint64(ioctlOut + 0x600)
+	cq := ioctlBuf(ObjectCQ, MethodCqCreate, attr(AttrCreateCqHandle, 0, AttrFMandatory, 0),
+		attr(AttrCreateCqCqe, 4, AttrFMandatory, 16), attr(AttrCreateCqUserHandle, 8, AttrFMandatory, 0xabc),
+		attr(AttrCreateCqCompVector, 4, AttrFMandatory, 0), attr(AttrCreateCqRespCqe, 4, AttrFMandatory, ioctlOut),
+		attr(AttrUhwOut, uint16(sizeOf[RxeCreateCqResp]()), 0, drv))
+	if _, err := c.ioctl(cq); err != nil {
+		t.Fatal(err)
+	}
+	cqHandle := uint32(binary.NativeEndian.Uint64(c.read(ioctlAt+uint64(ioctlHdrSize)+8, 8)))
+	if o, err := c.f.lookup(kindCQ, cqHandle); err != nil || o.userHandle != 0xabc {
+		t.Fatalf("CQ handle %d: %v", cqHandle, err)
+	}
+	if cqe := binary.NativeEndian.Uint32(c.read(ioctlOut, 4)); cqe < 16 {
+		t.Errorf("resp cqe %d, asked 16", cqe)
+	}
+	if mi := load[RxeCreateCqResp](c.read(drv, sizeOf[RxeCreateCqResp]())); mi.Mi.Size == 0 {
+		t.Error("no mmap info of the CQ's queue in UHW_OUT")
+	}
+
+	cp := QpCap{Send_wr: 4, Recv_wr: 4, Send_sge: 1, Recv_sge: 1}
+	c.mem.WriteAt(bytesOf(&cp), ioctlOut+0x100)
+	qp := ioctlBuf(ObjectQP, MethodQpCreate, attr(AttrCreateQpHandle, 0, AttrFMandatory, 0),
+		attr(AttrCreateQpPdHandle, 0, 0, uint64(pd)), attr(AttrCreateQpSendCqHandle, 0, 0, uint64(cqHandle)),
+		attr(AttrCreateQpRecvCqHandle, 0, 0, uint64(cqHandle)), attr(AttrCreateQpUserHandle, 8, AttrFMandatory, 0xdef),
+		attr(AttrCreateQpCap, uint16(sizeOf[QpCap]()), AttrFMandatory, ioctlOut+0x100),
+		attr(AttrCreateQpType, 8, AttrFMandatory, 2 /* IB_UVERBS_QPT_RC */),
+		attr(AttrCreateQpRespCap, uint16(sizeOf[QpCap]()), AttrFMandatory, ioctlOut+0x200),
+		attr(AttrCreateQpRespQpNum, 4, AttrFMandatory, ioctlOut+0x300),
+		attr(AttrUhwOut, uint16(sizeOf[RxeCreateQpResp]()), 0, drv))
+	if _, err := c.ioctl(qp); err != nil {
+		t.Fatal(err)
+	}
+	qpHandle := uint32(binary.NativeEndian.Uint64(c.read(ioctlAt+uint64(ioctlHdrSize)+8, 8)))
+	o, err := c.f.lookup(kindQP, qpHandle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if qpn := binary.NativeEndian.Uint32(c.read(ioctlOut+0x300, 4)); qpn != o.qp.qp.QPNum() {
+		t.Errorf("resp qp_num %#x, the QP's %#x", qpn, o.qp.qp.QPNum())
+	}
+	if got := load[QpCap](c.read(ioctlOut+0x200, sizeOf[QpCap]())); got.Send_wr < 4 || got.Recv_sge < 1 {
+		t.Errorf("resp cap %+v", got)
+	}
+	// A QP of another client's CQ names nothing.
+	_, err = c.ioctl(ioctlBuf(ObjectQP, MethodQpCreate, attr(AttrCreateQpHandle, 0, AttrFMandatory, 0),
+		attr(AttrCreateQpSendCqHandle, 0, 0, uint64(otherCQHandle+10))))
+	errnoIs(t, err, unix.ENOENT)
+
+	// QUERY_GID_ENTRY of slot 0: the device's entry.
+	e0, err := dev.QueryGID(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ioctl(ioctlBuf(ObjectDevice, MethodQueryGidEntry, attr(AttrGidEntryPort, 8, AttrFMandatory, 1),
+		attr(AttrGidEntryIndex, 8, AttrFMandatory, 0), attr(AttrGidEntryFlags, 4, 0, 0),
+		attr(AttrGidEntryResp, uint16(sizeOf[GidEntry]()), AttrFMandatory, ioctlOut+0x400))); err != nil {
+		t.Fatal(err)
+	}
+	ge := load[GidEntry](c.read(ioctlOut+0x400, sizeOf[GidEntry]()))
+	if string(bytesOf(&ge.Gid)) != string(e0.GID[:]) || ge.Port_num != 1 || ge.Gid_type != GidTypeRoCEv2 {
+		t.Errorf("GID entry %+v, the device's %+v", ge, e0)
+	}
+	_, err = c.ioctl(ioctlBuf(ObjectDevice, MethodQueryGidEntry, attr(AttrGidEntryPort, 8, AttrFMandatory, 1),
+		attr(AttrGidEntryIndex, 8, AttrFMandatory, 0), attr(AttrGidEntryFlags, 4, 0, 1),
+		attr(AttrGidEntryResp, uint16(sizeOf[GidEntry]()), AttrFMandatory, ioctlOut+0x400)))
+	errnoIs(t, err, unix.EINVAL) // no flags are defined
+
+	// Destroying the other client's CQ by its handle: ENOENT (this file
+	// has no such handle) or EINVAL (a handle of another type here).
+	_, err = c.ioctl(ioctlBuf(ObjectCQ, MethodCqDestroy, attr(AttrDestroyCqHandle, 0, AttrFMandatory, uint64(otherCQHandle+10)),
+		attr(AttrDestroyCqResp, 8, AttrFMandatory, ioctlOut)))
+	errnoIs(t, err, unix.ENOENT)
+	if _, err := other.f.lookup(kindCQ, otherCQHandle); err != nil {
+		t.Fatalf("the other client's CQ: %v", err)
+	}
+	// The CQ is in use: EBUSY; after the QP it goes.
+	_, err = c.ioctl(ioctlBuf(ObjectCQ, MethodCqDestroy, attr(AttrDestroyCqHandle, 0, AttrFMandatory, uint64(cqHandle)),
+		attr(AttrDestroyCqResp, 8, AttrFMandatory, ioctlOut)))
+	errnoIs(t, err, unix.EBUSY)
+	for _, d := range [][]byte{
+		ioctlBuf(ObjectQP, MethodQpDestroy, attr(AttrDestroyQpHandle, 0, AttrFMandatory, uint64(qpHandle)), attr(AttrDestroyQpResp, 4, AttrFMandatory, ioctlOut)),
+		ioctlBuf(ObjectCQ, MethodCqDestroy, attr(AttrDestroyCqHandle, 0, AttrFMandatory, uint64(cqHandle)), attr(AttrDestroyCqResp, 8, AttrFMandatory, ioctlOut)),
+		ioctlBuf(ObjectPD, MethodPdDestroy, attr(AttrDestroyPdHandle, 0, AttrFMandatory, uint64(pd))),
+	} {
+		if _, err := c.ioctl(d); err != nil {
+			t.Fatalf("%s: %v", MethodName(d), err)
+		}
+		if v := MethodVerb(d); !strings.HasPrefix(v, "IB_USER_VERBS_CMD_") {
+			t.Errorf("%s: verb %q", MethodName(d), v)
+		}
+	}
+	if len(c.f.objects) != 0 {
+		t.Errorf("%d objects left", len(c.f.objects))
+	}
+	if v := MethodVerb(qp); v != "IB_USER_VERBS_CMD_CREATE_QP" {
+		t.Errorf("QP_CREATE's verb %q", v)
+	}
 }

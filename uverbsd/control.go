@@ -10,7 +10,6 @@ import (
 	"net"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -193,7 +192,7 @@ func (cn *conn) write(p []byte) (Reply, error) {
 }
 
 // ioctl serves an OpIoctl frame: the File's Ioctl, with the Server's
-// Intercept before it (by uverbs.MethodName, or the write command's name for INVOKE_WRITE), its Recorder after a
+// Intercept before it (by uverbs.MethodVerb, else uverbs.MethodName), its Recorder after a
 // failure, and the method counted.
 func (cn *conn) ioctl(h preload.Header, p []byte) bool {
 	io, ok := cn.file.(Ioctler)
@@ -208,11 +207,11 @@ func (cn *conn) ioctl(h preload.Header, p []byte) bool {
 	if name == "" {
 		name = "ioctl"
 	}
-	// A write command through INVOKE_WRITE is that command to the
-	// faults and the coverage, as on the write path.
-	verb := name
-	if _, cmd, ok := strings.Cut(name, "/"); ok {
-		verb = cmd
+	// A method is its verb's write command to the faults and the
+	// coverage, as on the write path.
+	verb := uverbs.MethodVerb(buf)
+	if verb == "" {
+		verb = name
 	}
 	cfg := &cn.s.cfg
 	var r Reply
