@@ -289,6 +289,21 @@ func FuzzIoctl(f *testing.F) {
 	f.Add(writes(ioctlBuf(ObjectDevice, MethodInfoHandles, attr(AttrInfoObjectID, 8, AttrFMandatory, ObjectPD),
 		attr(AttrInfoTotalHandles, 4, 0, ioctlOut), attr(AttrInfoHandlesList, 64, 0, ioctlOut+8))))
 	f.Add(writes(getContextIoctl(), ioctlBuf(ObjectDevice, MethodQueryContext)))
+	cq := ioctlBuf(ObjectCQ, MethodCqCreate, attr(AttrCreateCqHandle, 0, AttrFMandatory, 0),
+		attr(AttrCreateCqCqe, 4, AttrFMandatory, 8), attr(AttrCreateCqUserHandle, 8, AttrFMandatory, 1),
+		attr(AttrCreateCqCompVector, 4, AttrFMandatory, 0), attr(AttrCreateCqRespCqe, 4, AttrFMandatory, ioctlOut),
+		attr(AttrUhwOut, uint16(sizeOf[RxeCreateCqResp]()), 0, ioctlOut+0x100))
+	qp := ioctlBuf(ObjectQP, MethodQpCreate, attr(AttrCreateQpHandle, 0, AttrFMandatory, 0),
+		attr(AttrCreateQpPdHandle, 0, 0, 0), attr(AttrCreateQpSendCqHandle, 0, 0, 1), attr(AttrCreateQpRecvCqHandle, 0, 0, 1),
+		attr(AttrCreateQpUserHandle, 8, AttrFMandatory, 2), attr(AttrCreateQpCap, 20, AttrFMandatory, ioctlOut+0x200),
+		attr(AttrCreateQpType, 8, AttrFMandatory, 2), attr(AttrCreateQpRespCap, 20, AttrFMandatory, ioctlOut+0x300),
+		attr(AttrCreateQpRespQpNum, 4, AttrFMandatory, ioctlOut+0x400), attr(AttrUhwOut, uint16(sizeOf[RxeCreateQpResp]()), 0, ioctlOut+0x500))
+	f.Add(writes(invoke(CmdAllocPd, pd), cq, qp,
+		ioctlBuf(ObjectQP, MethodQpDestroy, attr(AttrDestroyQpHandle, 0, AttrFMandatory, 2), attr(AttrDestroyQpResp, 4, AttrFMandatory, ioctlOut)),
+		ioctlBuf(ObjectCQ, MethodCqDestroy, attr(AttrDestroyCqHandle, 0, AttrFMandatory, 1), attr(AttrDestroyCqResp, 8, AttrFMandatory, ioctlOut)),
+		ioctlBuf(ObjectPD, MethodPdDestroy, attr(AttrDestroyPdHandle, 0, AttrFMandatory, 0))))
+	f.Add(writes(ioctlBuf(ObjectDevice, MethodQueryGidEntry, attr(AttrGidEntryPort, 8, AttrFMandatory, 1),
+		attr(AttrGidEntryIndex, 8, AttrFMandatory, 0), attr(AttrGidEntryResp, 32, AttrFMandatory, ioctlOut))))
 	dev := newDeviceFor(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c := newClient(t, dev)
