@@ -158,7 +158,9 @@ func MethodName(buf []byte) string {
 // MethodVerb names the write command of the verb an ioctl request runs
 // (uverbs.CommandName): INVOKE_WRITE's command, or the command of the
 // same verb ("IB_USER_VERBS_CMD_CREATE_QP" for QP_CREATE); "" for a
-// method without one. Faults and coverage name verbs so on either ABI.
+// method without one, and for an INVOKE_WRITE without a core request
+// (libibverbs' probe of the method, has_ioctl_write, no verb). Faults
+// and coverage name verbs so on either ABI.
 func MethodVerb(buf []byte) string {
 	if len(buf) < ioctlHdrSize {
 		return ""
@@ -170,8 +172,14 @@ func MethodVerb(buf []byte) string {
 	}
 	var b [hdrSize]byte
 	if name := MethodName(buf); strings.Contains(name, "/") {
-		_, c, _ := strings.Cut(name, "/")
-		return c
+		n := min(int(hdr.Num_attrs), (len(buf)-ioctlHdrSize)/ioctlAttrSize)
+		for i := range n {
+			if load[IoctlAttr](buf[ioctlHdrSize+i*ioctlAttrSize:]).Attr_id == AttrCoreIn {
+				_, c, _ := strings.Cut(name, "/")
+				return c
+			}
+		}
+		return ""
 	}
 	if !m.hasCmd {
 		return ""

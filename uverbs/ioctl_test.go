@@ -91,9 +91,14 @@ func TestIoctlContextPortAndWrite(t *testing.T) {
 	c := newClient(t, dev)
 
 	// has_ioctl_write's probe: INVOKE_WRITE of QUERY_DEVICE with no
-	// request is ENOSPC (not EPROTONOSUPPORT: the method exists).
-	_, err := c.ioctl(ioctlBuf(ObjectDevice, MethodInvokeWrite, attr(AttrWriteCmd, 8, AttrFMandatory, CmdQueryDevice)))
+	// request is ENOSPC (not EPROTONOSUPPORT: the method exists), and no
+	// verb.
+	probe := ioctlBuf(ObjectDevice, MethodInvokeWrite, attr(AttrWriteCmd, 8, AttrFMandatory, CmdQueryDevice))
+	_, err := c.ioctl(probe)
 	errnoIs(t, err, unix.ENOSPC)
+	if v := MethodVerb(probe); v != "" {
+		t.Errorf("the probe's verb %q", v)
+	}
 
 	if _, err := c.ioctl(getContextIoctl()); err != nil {
 		t.Fatal(err)

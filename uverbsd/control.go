@@ -192,8 +192,8 @@ func (cn *conn) write(p []byte) (Reply, error) {
 }
 
 // ioctl serves an OpIoctl frame: the File's Ioctl, with the Server's
-// Intercept before it (by uverbs.MethodVerb, else uverbs.MethodName), its Recorder after a
-// failure, and the method counted.
+// Intercept before it and its Recorder after a failure (by the method's
+// verb, uverbs.MethodVerb), and the method logged.
 func (cn *conn) ioctl(h preload.Header, p []byte) bool {
 	io, ok := cn.file.(Ioctler)
 	if !ok {
@@ -208,15 +208,13 @@ func (cn *conn) ioctl(h preload.Header, p []byte) bool {
 		name = "ioctl"
 	}
 	// A method is its verb's write command to the faults and the
-	// coverage, as on the write path.
+	// coverage, as on the write path; a method of no verb (a query, a
+	// probe of the ABI) is neither failed by a fault nor recorded.
 	verb := uverbs.MethodVerb(buf)
-	if verb == "" {
-		verb = name
-	}
 	cfg := &cn.s.cfg
 	var r Reply
 	var err error
-	if cfg.Intercept != nil {
+	if cfg.Intercept != nil && verb != "" {
 		err = cfg.Intercept(verb)
 	}
 	if err == nil {
@@ -233,7 +231,7 @@ func (cn *conn) ioctl(h preload.Header, p []byte) bool {
 	}
 	cn.s.methods.add(cn.pid, name, e)
 	if err != nil {
-		if cfg.Recorder != nil {
+		if cfg.Recorder != nil && verb != "" {
 			cfg.Recorder.VerbFailed(verb, unix.Errno(-errno(err)))
 		}
 		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
