@@ -7,9 +7,10 @@
 //   - the ioctl ABI of <rdma/rdma_user_ioctl_cmds.h> (File.Ioctl):
 //     ib_uverbs_ioctl's header and attribute checks and errnos, and the
 //     methods INVOKE_WRITE (any write command), GET_CONTEXT,
-//     QUERY_CONTEXT, QUERY_PORT, INFO_HANDLES and ASYNC_EVENT_ALLOC; the
-//     other methods are EPROTONOSUPPORT, on which libibverbs runs the
-//     verb's write command through INVOKE_WRITE;
+//     QUERY_CONTEXT, QUERY_PORT, INFO_HANDLES, QUERY_GID_TABLE,
+//     QUERY_GID_ENTRY, ASYNC_EVENT_ALLOC, CQ_CREATE, QP_CREATE and the
+//     *_DESTROY methods; the other methods are EPROTONOSUPPORT, on which
+//     libibverbs runs the verb's write command through INVOKE_WRITE;
 //   - a handle table per File (the file's idr): a handle of another File or
 //     of a destroyed object names nothing (ENOENT, or EINVAL where the
 //     kernel's uobj_get_obj_read fails);

@@ -15,9 +15,10 @@ import (
 // ib_uverbs_ioctl_hdr and its attributes (drivers/infiniband/core/
 // uverbs_ioctl.c). The daemon serves the methods of the device object
 // (INVOKE_WRITE, which runs any write command, GET_CONTEXT,
-// QUERY_CONTEXT, QUERY_PORT, INFO_HANDLES) and ASYNC_EVENT_ALLOC; any
-// other method is EPROTONOSUPPORT, on which libibverbs runs the verb's
-// write command through INVOKE_WRITE instead.
+// QUERY_CONTEXT, QUERY_PORT, INFO_HANDLES), ASYNC_EVENT_ALLOC, and the
+// object methods of ioctl_objects.go; any other method is
+// EPROTONOSUPPORT, on which libibverbs runs the verb's write command
+// through INVOKE_WRITE instead.
 
 const (
 	ioctlHdrSize  = int(24) // sizeof(struct ib_uverbs_ioctl_hdr)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"net"
 
+	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/qpstate"
 	"golang.org/x/sys/unix"
@@ -13,7 +14,7 @@ import (
 
 // The ioctl methods of the objects libibverbs creates and destroys
 // through ioctl where the kernel has them (CQ_CREATE, QP_CREATE, the
-// *_DESTROY methods) and QUERY_GID_ENTRY. Each runs the write command's
+// *_DESTROY methods), and the GID table's queries. The object methods run the write command's
 // handler with the request the attributes make, its core response taken
 // back and put where the method's attributes say.
 
@@ -26,6 +27,12 @@ func addObjectMethods() {
 		AttrGidEntryIndex: constIn(true),
 		AttrGidEntryFlags: flagsIn(false),
 		AttrGidEntryResp:  {typ: attrPtrOut, minLen: sizeOf[GidEntry](), len: sizeOf[GidEntry](), zeroTrailing: true, mandatory: true},
+	})
+	add(ObjectDevice, MethodQueryGidTable, "UVERBS_METHOD_QUERY_GID_TABLE", false, (*bundle).queryGIDTable, -1, map[uint16]attrSpec{
+		AttrGidTableEntrySize:  constIn(true),
+		AttrGidTableFlags:      flagsIn(false),
+		AttrGidTableEntries:    ptrOut(0, anyLen, true),
+		AttrGidTableNumEntries: ptrOut(8, 8, true),
 	})
 	add(ObjectCQ, MethodCqCreate, "UVERBS_METHOD_CQ_CREATE", true, (*bundle).cqCreate, CmdCreateCq, map[uint16]attrSpec{
 		AttrCreateCqHandle:      idr(kindCQ, accessNew, true),
@@ -273,6 +280,70 @@ func (b *bundle) destroy(cmd int, handle, respAttr uint16, resp int) error {
 // gidTypes are the uapi's GID types.
 var gidTypes = map[ib.GIDType]uint32{ib.GIDTypeIB: GidTypeIB, ib.GIDTypeRoCE: GidTypeRoCEv1, ib.GIDTypeRoCEv2: GidTypeRoCEv2}
 
+// gidEntry is an ib_uverbs_gid_entry of e.
+func gidEntry(e emu.GIDEntry) GidEntry {
+	entry := GidEntry{Gid_index: uint32(e.Index), Port_num: e.Port, Gid_type: gidTypes[e.Type]}
+	copy(bytesOf(&entry.Gid), e.GID[:])
+	if e.NetDev != "" {
+		if ifc, err := net.InterfaceByName(e.NetDev); err == nil {
+			entry.Netdev_ifindex = uint32(ifc.Index)
+		}
+	}
+	return entry
+}
+
+// queryGIDTable is UVERBS_METHOD_QUERY_GID_TABLE: the valid entries of
+// every port, each in a slot of the caller's entry size (truncated or
+// zero-padded); more entries than slots is EINVAL (rdma_query_gid_table).
+func (b *bundle) queryGIDTable() error {
+	f := b.f
+	if _, err := b.flags32(AttrGidTableFlags, 0); err != nil {
+		return err
+	}
+	size, err := b.constant(AttrGidTableEntrySize, 1<<63-1)
+	if err != nil {
+		return err
+	}
+	if size == 0 {
+		return errorf(unix.EINVAL, "%s: entry size 0", b.m.name)
+	}
+	a := b.get(AttrGidTableEntries)
+	if uint64(a.Len)%size != 0 || a.Len == 0 {
+		return errorf(unix.EINVAL, "%s: %d bytes of entries of %d", b.m.name, a.Len, size)
+	}
+	max := int(uint64(a.Len) / size)
+	if !f.context {
+		return errorf(unix.EINVAL, "%s: no context", b.m.name)
+	}
+	var entries []GidEntry
+	for port := uint32(1); port <= f.dev.EndPort(); port++ {
+		pa, err := f.dev.QueryPort(port)
+		if err != nil {
+			return wrap(b.m.name, err)
+		}
+		for i := 0; i < int(pa.GIDTblLen); i++ {
+			e, err := f.dev.QueryGID(port, i)
+			if err != nil {
+				continue // an empty slot
+			}
+			if len(entries) >= max {
+				return errorf(unix.EINVAL, "%s: more than %d entries", b.m.name, max)
+			}
+			entries = append(entries, gidEntry(e))
+		}
+	}
+	out := make([]byte, len(entries)*int(size))
+	for i := range entries {
+		copy(out[i*int(size):(i+1)*int(size)], bytesOf(&entries[i]))
+	}
+	if err := b.copyTo(AttrGidTableEntries, out); err != nil {
+		return err
+	}
+	var n [8]byte
+	binary.NativeEndian.PutUint64(n[:], uint64(len(entries)))
+	return b.copyTo(AttrGidTableNumEntries, n[:])
+}
+
 // queryGIDEntry is UVERBS_METHOD_QUERY_GID_ENTRY: struct
 // ib_uverbs_gid_entry of one slot (EINVAL past the table, ENODATA for an
 // empty slot, as rdma_get_gid_attr).
@@ -299,12 +370,6 @@ func (b *bundle) queryGIDEntry() error {
 	if err != nil {
 		return wrap(b.m.name, err)
 	}
-	entry := GidEntry{Gid_index: uint32(e.Index), Port_num: e.Port, Gid_type: gidTypes[e.Type]}
-	copy(bytesOf(&entry.Gid), e.GID[:])
-	if e.NetDev != "" {
-		if ifc, err := net.InterfaceByName(e.NetDev); err == nil {
-			entry.Netdev_ifindex = uint32(ifc.Index)
-		}
-	}
+	entry := gidEntry(e)
 	return b.copyStructOrZero(AttrGidEntryResp, bytesOf(&entry))
 }

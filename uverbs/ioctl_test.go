@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/ib"
 	"golang.org/x/sys/unix"
 )
@@ -455,4 +456,52 @@ func TestIoctlObjectMethods(t *testing.T) {
 	if v := MethodVerb(qp); v != "IB_USER_VERBS_CMD_CREATE_QP" {
 		t.Errorf("QP_CREATE's verb %q", v)
 	}
+}
+
+// TestIoctlQueryGIDTable: QUERY_GID_TABLE lists the device's valid GIDs,
+// each in a slot of the caller's size; too few slots is EINVAL.
+func TestIoctlQueryGIDTable(t *testing.T) {
+	dev := newDevice(t)
+	c := newClient(t, dev)
+	if _, err := c.ioctl(getContextIoctl()); err != nil {
+		t.Fatal(err)
+	}
+	var want []emu.GIDEntry
+	pa, _ := dev.QueryPort(1)
+	for i := range pa.GIDTblLen {
+		if e, err := dev.QueryGID(1, i); err == nil {
+			want = append(want, e)
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("the device has no GID")
+	}
+	const size = 40 // a larger entry than the kernel's: zero-padded
+	table := func(slots int) ([]byte, error) {
+		_, err := c.ioctl(ioctlBuf(ObjectDevice, MethodQueryGidTable, attr(AttrGidTableEntrySize, 8, AttrFMandatory, size),
+			attr(AttrGidTableEntries, uint16(slots*size), AttrFMandatory, ioctlOut+0x100),
+			attr(AttrGidTableNumEntries, 8, AttrFMandatory, ioctlOut)))
+		return c.read(ioctlOut+0x100, slots*size), err
+	}
+	c.mem.WriteAt(make([]byte, 64*size), ioctlOut+0x100)
+	got, err := table(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := binary.NativeEndian.Uint64(c.read(ioctlOut, 8)); n != uint64(len(want)) {
+		t.Fatalf("%d entries, the device has %d", n, len(want))
+	}
+	for i, e := range want {
+		ge := load[GidEntry](got[i*size:])
+		if string(bytesOf(&ge.Gid)) != string(e.GID[:]) || ge.Gid_index != uint32(e.Index) || ge.Port_num != 1 {
+			t.Errorf("entry %d: %+v, the device's %+v", i, ge, e)
+		}
+	}
+	_, err = table(len(want) - 1)
+	if len(want) > 1 {
+		errnoIs(t, err, unix.EINVAL)
+	}
+	_, err = c.ioctl(ioctlBuf(ObjectDevice, MethodQueryGidTable, attr(AttrGidTableEntrySize, 8, AttrFMandatory, 0),
+		attr(AttrGidTableEntries, 32, AttrFMandatory, ioctlOut+0x100), attr(AttrGidTableNumEntries, 8, AttrFMandatory, ioctlOut)))
+	errnoIs(t, err, unix.EINVAL)
 }

@@ -320,6 +320,11 @@ const (
 	AttrAsyncEventAllocFd       = C.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE
 	CoreSupportOptionalMrAccess = C.IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS
 	MethodQueryGidEntry         = C.UVERBS_METHOD_QUERY_GID_ENTRY
+	MethodQueryGidTable         = C.UVERBS_METHOD_QUERY_GID_TABLE
+	AttrGidTableEntrySize       = C.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE
+	AttrGidTableFlags           = C.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS
+	AttrGidTableEntries         = C.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES
+	AttrGidTableNumEntries      = C.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES
 	AttrGidEntryPort            = C.UVERBS_ATTR_QUERY_GID_ENTRY_PORT
 	AttrGidEntryIndex           = C.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX
 	AttrGidEntryFlags           = C.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS

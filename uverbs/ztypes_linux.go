@@ -1129,6 +1129,11 @@ const (
 	AttrAsyncEventAllocFd       = 0x0
 	CoreSupportOptionalMrAccess = 0x1
 	MethodQueryGidEntry         = 0x6
+	MethodQueryGidTable         = 0x5
+	AttrGidTableEntrySize       = 0x0
+	AttrGidTableFlags           = 0x1
+	AttrGidTableEntries         = 0x2
+	AttrGidTableNumEntries      = 0x3
 	AttrGidEntryPort            = 0x0
 	AttrGidEntryIndex           = 0x1
 	AttrGidEntryFlags           = 0x2
