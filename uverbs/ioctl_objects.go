@@ -14,9 +14,10 @@ import (
 
 // The ioctl methods of the objects libibverbs creates and destroys
 // through ioctl where the kernel has them (CQ_CREATE, QP_CREATE, the
-// *_DESTROY methods), and the GID table's queries. The object methods run the write command's
-// handler with the request the attributes make, its core response taken
-// back and put where the method's attributes say.
+// *_DESTROY methods), and the GID table's queries. The object methods
+// run the write command's handler with the request the attributes make,
+// its core response taken back and put where the method's attributes
+// say.
 
 func addObjectMethods() {
 	add := func(object, method uint16, name string, udata bool, fn func(*bundle) error, cmd int, attrs map[uint16]attrSpec) {
