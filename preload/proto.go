@@ -84,7 +84,16 @@ import (
 //     region no MR pinned is dropped after the next write(); a pinned one
 //     when its last MR is deregistered. An OpShare is the only request
 //     that may carry a descriptor.
-//
+//   - OpIoctl: ioctl(cmd_fd, RDMA_VERBS_IOCTL, arg) on a uverbs file:
+//     payload u64 arg, then struct ib_uverbs_ioctl_hdr and, when the
+//     header's length is consistent and the client could read them, its
+//     attributes (the header alone otherwise: the daemon answers EFAULT
+//     where the kernel's copy_from_user of them would fail). Reply as
+//     OpWrite's: Ret 0 or -errno (-ENOTTY on a file without the ioctl
+//     ABI), the payload one u64 client address per descriptor passed (an
+//     attribute's data, for a new event file), and OpFds next. The
+//     daemon reads and writes the attributes' buffers in the client's
+//     memory itself.
 //   - OpIoctl: ioctl(fd, req, arg) on a umad file: payload u32 req, then
 //     the _IOC_SIZE(req) bytes at arg (none where the client could not
 //     read them: then Aux is IoctlArgUnreadable). Reply: Ret the ioctl's
@@ -95,7 +104,7 @@ import (
 //     bytes read or -errno, payload those bytes. On an error the packet
 //     stays queued and the client gives the count back.
 //
-// For "umad0" the OpOpen reply's Aux has FeatureEventFD and one
+// For "umadN" the OpOpen reply's Aux has FeatureEventFD and one
 // descriptor is passed: an eventfd (EFD_SEMAPHORE) counting the packets
 // queued for read(), which the client returns from open() as for
 // "rdma_cm" (the connection stays behind it).

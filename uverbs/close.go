@@ -76,6 +76,10 @@ func (f *File) Close() error {
 		ev.close()
 	}
 	f.channels = nil
+	for _, ev := range f.asyncMore {
+		ev.close()
+	}
+	f.asyncMore = nil
 	for off, q := range f.mmaps {
 		q.close()
 		delete(f.mmaps, off)

@@ -41,13 +41,27 @@ func (c *call) getContext() error {
 		ev.close()
 		return err
 	}
-	f.context = true
-	f.async.Store(ev)
-	ev.at, ev.fd = c.resp, fdPending
-	f.reply.Files = append(f.reply.Files, PassFile{File: ev.theirs, At: c.resp})
-	f.passing = append(f.passing, ev)
-	watchPorts(f)
+	f.startContext()
+	f.handAsync(ev, c.resp)
 	return nil
+}
+
+// startContext makes the file's ucontext (ib_init_ucontext); f.mu held.
+func (f *File) startContext() {
+	f.context = true
+	watchPorts(f)
+}
+
+// handAsync makes ev an async event file of f, handed to the client with
+// the reply, its number stored at at: the first is the file's default,
+// which gets the events (ib_uverbs_init_async_event_file); f.mu held.
+func (f *File) handAsync(ev *eventFile, at uint64) {
+	if !f.async.CompareAndSwap(nil, ev) {
+		f.asyncMore = append(f.asyncMore, ev)
+	}
+	ev.at, ev.fd = at, fdPending
+	f.reply.Files = append(f.reply.Files, PassFile{File: ev.theirs, At: at})
+	f.passing = append(f.passing, ev)
 }
 
 // portWatchers holds, per device, the files whose async event files get
@@ -162,11 +176,20 @@ func (c *call) queryPort() error {
 	if err != nil {
 		return err
 	}
-	d := c.f.dev
-	port := uint32(cmd.Num)
-	a, err := d.QueryPort(port)
+	resp, err := c.f.portResp(uint32(cmd.Num))
 	if err != nil {
 		return wrap("QUERY_PORT", err)
+	}
+	return c.respond(bytesOf(&resp))
+}
+
+// portResp is copy_port_attr_to_resp: port's attributes as QUERY_PORT
+// answers them, on either ABI.
+func (f *File) portResp(port uint32) (QueryPortResp, error) {
+	d := f.dev
+	a, err := d.QueryPort(port)
+	if err != nil {
+		return QueryPortResp{}, err
 	}
 	resp := QueryPortResp{
 		Port_cap_flags: a.PortCapFlags &^ pcfIPBasedGIDs, Max_msg_sz: a.MaxMsgSz,
@@ -183,7 +206,7 @@ func (c *call) queryPort() error {
 	if d.IsGRHRequired(port) {
 		resp.Flags |= pqfGRHRequired
 	}
-	return c.respond(bytesOf(&resp))
+	return resp, nil
 }
 
 // allocPD is ib_uverbs_alloc_pd. The PD's user MRs lie in the client's

@@ -4,6 +4,13 @@
 //
 //   - the write() command ABI of <rdma/ib_user_verbs.h>, legacy and
 //     extended, with ib_uverbs_write's header checks and errnos (File.Write);
+//   - the ioctl ABI of <rdma/rdma_user_ioctl_cmds.h> (File.Ioctl):
+//     ib_uverbs_ioctl's header and attribute checks and errnos, and the
+//     methods INVOKE_WRITE (any write command), GET_CONTEXT,
+//     QUERY_CONTEXT, QUERY_PORT, INFO_HANDLES, QUERY_GID_TABLE,
+//     QUERY_GID_ENTRY, ASYNC_EVENT_ALLOC, CQ_CREATE, QP_CREATE and the
+//     *_DESTROY methods; the other methods are EPROTONOSUPPORT, on which
+//     libibverbs runs the verb's write command through INVOKE_WRITE;
 //   - a handle table per File (the file's idr): a handle of another File or
 //     of a destroyed object names nothing (ENOENT, or EINVAL where the
 //     kernel's uobj_get_obj_read fails);
@@ -28,7 +35,7 @@
 //   - File.Close as ib_uverbs_close: every object destroyed, peers see a QP
 //     that vanished.
 //
-// The structures of both headers come from the installed uapi headers
+// The structures of these headers come from the installed uapi headers
 // through cgo -godefs (types_linux.go is the input, ztypes_linux.go the
 // output; a test checks every size and offset against the C compiler).
 package uverbs

@@ -44,21 +44,22 @@ type File struct {
 	mem    Memory
 	settle func(func()) // SetSettle; nil: the doorbell's work is the device's
 
-	mu       sync.Mutex
-	closed   bool
-	context  bool                      // GET_CONTEXT done (file->ucontext)
-	objects  map[uint32]*object        // the idr: handle -> object, one space for every type
-	async    atomic.Pointer[eventFile] // the async event file of GET_CONTEXT
-	channels []*eventFile              // completion channels created on this file
-	mmaps    map[uint64]*queue         // mmap offset -> queue
-	nextMmap uint64                    // next free mmap offset
-	ahNums   map[uint32]*emu.AH        // rxe's AH numbers of the file's AHs, as UD WQEs name them
-	srqNum   uint32                    // the last srq_num handed out
-	stalled  atomic.Bool               // a QP's doorbell waits for room in the device's send queue
-	retrying atomic.Bool               // a retry of the stalled doorbells is scheduled
-	reply    Reply                     // files gathered by the command in progress
-	handed   []*eventFile              // the event files of the last reply's Files, in order
-	passing  []*eventFile              // the event files the command in progress hands out
+	mu        sync.Mutex
+	closed    bool
+	context   bool                      // GET_CONTEXT done (file->ucontext)
+	objects   map[uint32]*object        // the idr: handle -> object, one space for every type
+	async     atomic.Pointer[eventFile] // the async event file of GET_CONTEXT
+	channels  []*eventFile              // completion channels created on this file
+	asyncMore []*eventFile              // async event files after the first (ASYNC_EVENT_ALLOC), which get no events
+	mmaps     map[uint64]*queue         // mmap offset -> queue
+	nextMmap  uint64                    // next free mmap offset
+	ahNums    map[uint32]*emu.AH        // rxe's AH numbers of the file's AHs, as UD WQEs name them
+	srqNum    uint32                    // the last srq_num handed out
+	stalled   atomic.Bool               // a QP's doorbell waits for room in the device's send queue
+	retrying  atomic.Bool               // a retry of the stalled doorbells is scheduled
+	reply     Reply                     // files gathered by the command in progress
+	handed    []*eventFile              // the event files of the last reply's Files, in order
+	passing   []*eventFile              // the event files the command in progress hands out
 }
 
 // objKind is the type of a uobject (UVERBS_OBJECT_*).

@@ -38,6 +38,11 @@ var cTypes = []struct {
 	{reflect.TypeFor[ExQueryDeviceResp](), "struct ib_uverbs_ex_query_device_resp"},
 	{reflect.TypeFor[QueryPort](), "struct ib_uverbs_query_port"},
 	{reflect.TypeFor[QueryPortResp](), "struct ib_uverbs_query_port_resp"},
+	{reflect.TypeFor[QueryPortRespEx](), "struct ib_uverbs_query_port_resp_ex"},
+	{reflect.TypeFor[IoctlHdr](), "struct ib_uverbs_ioctl_hdr"},
+	{reflect.TypeFor[IoctlAttr](), "struct ib_uverbs_attr"},
+	{reflect.TypeFor[QpCap](), "struct ib_uverbs_qp_cap"},
+	{reflect.TypeFor[GidEntry](), "struct ib_uverbs_gid_entry"},
 	{reflect.TypeFor[AllocPd](), "struct ib_uverbs_alloc_pd"},
 	{reflect.TypeFor[AllocPdResp](), "struct ib_uverbs_alloc_pd_resp"},
 	{reflect.TypeFor[DeallocPd](), "struct ib_uverbs_dealloc_pd"},
@@ -251,8 +256,9 @@ func TestLayoutsMatchCCompiler(t *testing.T) {
 				g := goFields[j]
 				// cgo -godefs drops a prefix common to the members' names
 				// (max_rndv_hdr_size becomes Rndv_hdr_size).
-				// An anonymous member (a union) is AnonN.
-				anon := m.Name == "" && strings.HasPrefix(g.Name, "Anon")
+				// An anonymous member (a union) is AnonN, or its first
+				// member's name (struct ib_uverbs_attr's data).
+				anon := m.Name == "" && (strings.HasPrefix(g.Name, "Anon") || firstMember(m.Type) == strings.ToLower(g.Name))
 				if !anon && !strings.HasSuffix(m.Name, strings.ToLower(g.Name[:1])+g.Name[1:]) {
 					t.Errorf("%s member %d is %q, Go field %q", ct.c, j, m.Name, g.Name)
 				}
@@ -265,6 +271,14 @@ func TestLayoutsMatchCCompiler(t *testing.T) {
 			}
 		})
 	}
+}
+
+// firstMember names the first member of a union type ("" for another type).
+func firstMember(t dwarf.Type) string {
+	if u, ok := t.(*dwarf.StructType); ok && u.Kind == "union" && len(u.Field) > 0 {
+		return u.Field[0].Name
+	}
+	return ""
 }
 
 // cPreamble returns the C preamble of types_linux.go: the same includes and

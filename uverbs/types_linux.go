@@ -12,6 +12,9 @@ package uverbs
 #include <rdma/ib_user_verbs.h>
 #include <rdma/rdma_user_rxe.h>
 #include <rdma/rdma_user_cm.h>
+#include <rdma/rdma_user_ioctl_cmds.h>
+#include <rdma/ib_user_ioctl_cmds.h>
+#include <rdma/ib_user_ioctl_verbs.h>
 
 // Members of unions, named so that cgo can lay them out.
 typedef typeof(((struct rxe_send_wr *)0)->wr.rdma) rxe_send_wr_rdma;
@@ -26,6 +29,15 @@ import "C"
 type (
 	CmdHdr   C.struct_ib_uverbs_cmd_hdr
 	ExCmdHdr C.struct_ib_uverbs_ex_cmd_hdr
+)
+
+// The ioctl ABI (<rdma/rdma_user_ioctl_cmds.h>): RDMA_VERBS_IOCTL's
+// header and its attributes.
+type (
+	IoctlHdr  C.struct_ib_uverbs_ioctl_hdr
+	IoctlAttr C.struct_ib_uverbs_attr
+	QpCap     C.struct_ib_uverbs_qp_cap
+	GidEntry  C.struct_ib_uverbs_gid_entry
 )
 
 // Events read from the async event fd and a completion channel.
@@ -49,6 +61,7 @@ type (
 	ExQueryDeviceResp     C.struct_ib_uverbs_ex_query_device_resp
 	QueryPort             C.struct_ib_uverbs_query_port
 	QueryPortResp         C.struct_ib_uverbs_query_port_resp
+	QueryPortRespEx       C.struct_ib_uverbs_query_port_resp_ex
 	AllocPd               C.struct_ib_uverbs_alloc_pd
 	AllocPdResp           C.struct_ib_uverbs_alloc_pd_resp
 	DeallocPd             C.struct_ib_uverbs_dealloc_pd
@@ -266,4 +279,103 @@ const (
 	UcmQueryGID        = C.RDMA_USER_CM_QUERY_GID
 	RxeNetworkTypeIPv4 = C.RXE_NETWORK_TYPE_IPV4
 	RxeNetworkTypeIPv6 = C.RXE_NETWORK_TYPE_IPV6
+
+	// The ioctl ABI: the request, attribute flags, the driver, objects,
+	// methods and attributes (<rdma/ib_user_ioctl_cmds.h>).
+	RdmaVerbsIoctl              = C.RDMA_VERBS_IOCTL
+	AttrFMandatory              = C.UVERBS_ATTR_F_MANDATORY
+	AttrFValidOutput            = C.UVERBS_ATTR_F_VALID_OUTPUT
+	DriverRxe                   = C.RDMA_DRIVER_RXE
+	IDNsMask                    = C.UVERBS_ID_NS_MASK
+	AttrUhwIn                   = C.UVERBS_ATTR_UHW_IN
+	AttrUhwOut                  = C.UVERBS_ATTR_UHW_OUT
+	ObjectDevice                = C.UVERBS_OBJECT_DEVICE
+	ObjectPD                    = C.UVERBS_OBJECT_PD
+	ObjectCompChannel           = C.UVERBS_OBJECT_COMP_CHANNEL
+	ObjectCQ                    = C.UVERBS_OBJECT_CQ
+	ObjectQP                    = C.UVERBS_OBJECT_QP
+	ObjectSRQ                   = C.UVERBS_OBJECT_SRQ
+	ObjectAH                    = C.UVERBS_OBJECT_AH
+	ObjectMR                    = C.UVERBS_OBJECT_MR
+	ObjectMW                    = C.UVERBS_OBJECT_MW
+	ObjectAsyncEvent            = C.UVERBS_OBJECT_ASYNC_EVENT
+	MethodInvokeWrite           = C.UVERBS_METHOD_INVOKE_WRITE
+	MethodInfoHandles           = C.UVERBS_METHOD_INFO_HANDLES
+	MethodQueryPort             = C.UVERBS_METHOD_QUERY_PORT
+	MethodGetContext            = C.UVERBS_METHOD_GET_CONTEXT
+	MethodQueryContext          = C.UVERBS_METHOD_QUERY_CONTEXT
+	MethodAsyncEventAlloc       = C.UVERBS_METHOD_ASYNC_EVENT_ALLOC
+	AttrCoreIn                  = C.UVERBS_ATTR_CORE_IN
+	AttrCoreOut                 = C.UVERBS_ATTR_CORE_OUT
+	AttrWriteCmd                = C.UVERBS_ATTR_WRITE_CMD
+	AttrInfoObjectID            = C.UVERBS_ATTR_INFO_OBJECT_ID
+	AttrInfoTotalHandles        = C.UVERBS_ATTR_INFO_TOTAL_HANDLES
+	AttrInfoHandlesList         = C.UVERBS_ATTR_INFO_HANDLES_LIST
+	AttrQueryPortPortNum        = C.UVERBS_ATTR_QUERY_PORT_PORT_NUM
+	AttrQueryPortResp           = C.UVERBS_ATTR_QUERY_PORT_RESP
+	AttrGetContextNumComp       = C.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS
+	AttrGetContextCore          = C.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT
+	AttrQueryContextNumComp     = C.UVERBS_ATTR_QUERY_CONTEXT_NUM_COMP_VECTORS
+	AttrQueryContextCore        = C.UVERBS_ATTR_QUERY_CONTEXT_CORE_SUPPORT
+	AttrAsyncEventAllocFd       = C.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE
+	CoreSupportOptionalMrAccess = C.IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS
+	MethodQueryGidEntry         = C.UVERBS_METHOD_QUERY_GID_ENTRY
+	MethodQueryGidTable         = C.UVERBS_METHOD_QUERY_GID_TABLE
+	AttrGidTableEntrySize       = C.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE
+	AttrGidTableFlags           = C.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS
+	AttrGidTableEntries         = C.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES
+	AttrGidTableNumEntries      = C.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES
+	AttrGidEntryPort            = C.UVERBS_ATTR_QUERY_GID_ENTRY_PORT
+	AttrGidEntryIndex           = C.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX
+	AttrGidEntryFlags           = C.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS
+	AttrGidEntryResp            = C.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY
+	GidTypeIB                   = C.IB_UVERBS_GID_TYPE_IB
+	GidTypeRoCEv1               = C.IB_UVERBS_GID_TYPE_ROCE_V1
+	GidTypeRoCEv2               = C.IB_UVERBS_GID_TYPE_ROCE_V2
+	MethodCqCreate              = C.UVERBS_METHOD_CQ_CREATE
+	MethodCqDestroy             = C.UVERBS_METHOD_CQ_DESTROY
+	AttrCreateCqHandle          = C.UVERBS_ATTR_CREATE_CQ_HANDLE
+	AttrCreateCqCqe             = C.UVERBS_ATTR_CREATE_CQ_CQE
+	AttrCreateCqUserHandle      = C.UVERBS_ATTR_CREATE_CQ_USER_HANDLE
+	AttrCreateCqCompChannel     = C.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL
+	AttrCreateCqCompVector      = C.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR
+	AttrCreateCqFlags           = C.UVERBS_ATTR_CREATE_CQ_FLAGS
+	AttrCreateCqRespCqe         = C.UVERBS_ATTR_CREATE_CQ_RESP_CQE
+	AttrCreateCqEventFd         = C.UVERBS_ATTR_CREATE_CQ_EVENT_FD
+	AttrDestroyCqHandle         = C.UVERBS_ATTR_DESTROY_CQ_HANDLE
+	AttrDestroyCqResp           = C.UVERBS_ATTR_DESTROY_CQ_RESP
+	CqFlagsTimestamp            = C.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
+	CqFlagsIgnoreOverrun        = C.IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN
+	MethodQpCreate              = C.UVERBS_METHOD_QP_CREATE
+	MethodQpDestroy             = C.UVERBS_METHOD_QP_DESTROY
+	AttrCreateQpHandle          = C.UVERBS_ATTR_CREATE_QP_HANDLE
+	AttrCreateQpXrcdHandle      = C.UVERBS_ATTR_CREATE_QP_XRCD_HANDLE
+	AttrCreateQpPdHandle        = C.UVERBS_ATTR_CREATE_QP_PD_HANDLE
+	AttrCreateQpSrqHandle       = C.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE
+	AttrCreateQpSendCqHandle    = C.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE
+	AttrCreateQpRecvCqHandle    = C.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE
+	AttrCreateQpIndTable        = C.UVERBS_ATTR_CREATE_QP_IND_TABLE_HANDLE
+	AttrCreateQpUserHandle      = C.UVERBS_ATTR_CREATE_QP_USER_HANDLE
+	AttrCreateQpCap             = C.UVERBS_ATTR_CREATE_QP_CAP
+	AttrCreateQpType            = C.UVERBS_ATTR_CREATE_QP_TYPE
+	AttrCreateQpFlags           = C.UVERBS_ATTR_CREATE_QP_FLAGS
+	AttrCreateQpSourceQpn       = C.UVERBS_ATTR_CREATE_QP_SOURCE_QPN
+	AttrCreateQpEventFd         = C.UVERBS_ATTR_CREATE_QP_EVENT_FD
+	AttrCreateQpRespCap         = C.UVERBS_ATTR_CREATE_QP_RESP_CAP
+	AttrCreateQpRespQpNum       = C.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM
+	AttrDestroyQpHandle         = C.UVERBS_ATTR_DESTROY_QP_HANDLE
+	AttrDestroyQpResp           = C.UVERBS_ATTR_DESTROY_QP_RESP
+	QpCreateSqSigAll            = C.IB_UVERBS_QP_CREATE_SQ_SIG_ALL
+	QpCreateFlagsAll            = C.IB_UVERBS_QP_CREATE_BLOCK_MULTICAST_LOOPBACK | C.IB_UVERBS_QP_CREATE_SCATTER_FCS | C.IB_UVERBS_QP_CREATE_CVLAN_STRIPPING | C.IB_UVERBS_QP_CREATE_PCI_WRITE_END_PADDING | C.IB_UVERBS_QP_CREATE_SQ_SIG_ALL
+	MethodSrqDestroy            = C.UVERBS_METHOD_SRQ_DESTROY
+	AttrDestroySrqHandle        = C.UVERBS_ATTR_DESTROY_SRQ_HANDLE
+	AttrDestroySrqResp          = C.UVERBS_ATTR_DESTROY_SRQ_RESP
+	MethodMrDestroy             = C.UVERBS_METHOD_MR_DESTROY
+	AttrDestroyMrHandle         = C.UVERBS_ATTR_DESTROY_MR_HANDLE
+	MethodPdDestroy             = C.UVERBS_METHOD_PD_DESTROY
+	AttrDestroyPdHandle         = C.UVERBS_ATTR_DESTROY_PD_HANDLE
+	MethodAhDestroy             = C.UVERBS_METHOD_AH_DESTROY
+	AttrDestroyAhHandle         = C.UVERBS_ATTR_DESTROY_AH_HANDLE
+	MethodMwDestroy             = C.UVERBS_METHOD_MW_DESTROY
+	AttrDestroyMwHandle         = C.UVERBS_ATTR_DESTROY_MW_HANDLE
 )

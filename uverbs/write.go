@@ -15,13 +15,14 @@ import (
 // uverbs_attr_bundle.
 type call struct {
 	f         *File
-	in        []byte // the core request
-	resp      uint64 // client address of the core response
-	outLen    int    // room for the core response
-	drvIn     []byte // the driver's request
-	drvOut    uint64 // client address of the driver's response
-	drvOutLen int    // room for the driver's response
-	ex        bool   // an extended command
+	in        []byte  // the core request
+	resp      uint64  // client address of the core response
+	outLen    int     // room for the core response
+	drvIn     []byte  // the driver's request
+	drvOut    uint64  // client address of the driver's response
+	drvOutLen int     // room for the driver's response
+	ex        bool    // an extended command
+	capture   *[]byte // if set, the core response goes here, not to the client (an ioctl method's)
 }
 
 // method is struct uverbs_api_write_method: a command's handler and the
@@ -237,11 +238,16 @@ func (f *File) Write(buf []byte) (Reply, error) {
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
-		return Reply{}, errorf(unix.EIO, "%s: the file is closed", m.name)
-	}
-	if m != writeMethods[CmdGetContext] && m != notSupported && !f.context {
-		return Reply{}, errorf(unix.EINVAL, "%s: no context (GET_CONTEXT first)", m.name)
+	r, err := f.run(m, c)
+	r.N = len(buf)
+	return r, err
+}
+
+// run runs a write command's handler on c, for write() and for
+// UVERBS_METHOD_INVOKE_WRITE; f.mu held.
+func (f *File) run(m *method, c *call) (Reply, error) {
+	if err := f.ready(m); err != nil {
+		return Reply{}, err
 	}
 	f.resolveFds()
 	f.reply, f.passing = Reply{}, nil
@@ -251,8 +257,19 @@ func (f *File) Write(buf []byte) (Reply, error) {
 	}
 	r := f.reply
 	f.reply, f.handed, f.passing = Reply{}, f.passing, nil
-	r.N = len(buf)
 	return r, nil
+}
+
+// ready refuses a command on a closed file, and one that needs a context
+// before GET_CONTEXT; f.mu held.
+func (f *File) ready(m *method) error {
+	if f.closed {
+		return errorf(unix.EIO, "%s: the file is closed", m.name)
+	}
+	if m != writeMethods[CmdGetContext] && m != notSupported && !f.context {
+		return errorf(unix.EINVAL, "%s: no context (GET_CONTEXT first)", m.name)
+	}
+	return nil
 }
 
 // request decodes the core request into a T (uverbs_request): a short
@@ -278,6 +295,10 @@ func (c *call) respond(b []byte) error {
 	if c.outLen > len(b) {
 		out = make([]byte, c.outLen)
 		copy(out, b)
+	}
+	if c.capture != nil {
+		*c.capture = append((*c.capture)[:0], out...)
+		return nil
 	}
 	if len(out) == 0 {
 		return nil

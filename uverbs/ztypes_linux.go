@@ -18,6 +18,39 @@ type (
 )
 
 type (
+	IoctlHdr struct {
+		Length    uint16
+		Object_id uint16
+		Method_id uint16
+		Num_attrs uint16
+		Reserved1 uint64
+		Driver_id uint32
+		Reserved2 uint32
+	}
+	IoctlAttr struct {
+		Attr_id   uint16
+		Len       uint16
+		Flags     uint16
+		Attr_data [2]byte
+		Data      uint64
+	}
+	QpCap struct {
+		Send_wr     uint32
+		Recv_wr     uint32
+		Send_sge    uint32
+		Recv_sge    uint32
+		Inline_data uint32
+	}
+	GidEntry struct {
+		Gid            [2]uint64
+		Gid_index      uint32
+		Port_num       uint32
+		Gid_type       uint32
+		Netdev_ifindex uint32
+	}
+)
+
+type (
 	AsyncEventDesc struct {
 		Element  uint64
 		Type     uint32
@@ -160,6 +193,11 @@ type (
 		Link_layer      uint8
 		Flags           uint8
 		Reserved        uint8
+	}
+	QueryPortRespEx struct {
+		Legacy_resp     QueryPortResp
+		Port_cap_flags2 uint16
+		Reserved        [6]uint8
 	}
 	AllocPd struct {
 		Response uint64
@@ -1052,4 +1090,101 @@ const (
 	UcmQueryGID        = 0x2
 	RxeNetworkTypeIPv4 = 0x1
 	RxeNetworkTypeIPv6 = 0x2
+
+	RdmaVerbsIoctl              = 0xc0181b01
+	AttrFMandatory              = 0x1
+	AttrFValidOutput            = 0x2
+	DriverRxe                   = 0xe
+	IDNsMask                    = 0xf000
+	AttrUhwIn                   = 0x1000
+	AttrUhwOut                  = 0x1001
+	ObjectDevice                = 0x0
+	ObjectPD                    = 0x1
+	ObjectCompChannel           = 0x2
+	ObjectCQ                    = 0x3
+	ObjectQP                    = 0x4
+	ObjectSRQ                   = 0x5
+	ObjectAH                    = 0x6
+	ObjectMR                    = 0x7
+	ObjectMW                    = 0x8
+	ObjectAsyncEvent            = 0x10
+	MethodInvokeWrite           = 0x0
+	MethodInfoHandles           = 0x1
+	MethodQueryPort             = 0x2
+	MethodGetContext            = 0x3
+	MethodQueryContext          = 0x4
+	MethodAsyncEventAlloc       = 0x0
+	AttrCoreIn                  = 0x0
+	AttrCoreOut                 = 0x1
+	AttrWriteCmd                = 0x2
+	AttrInfoObjectID            = 0x0
+	AttrInfoTotalHandles        = 0x1
+	AttrInfoHandlesList         = 0x2
+	AttrQueryPortPortNum        = 0x0
+	AttrQueryPortResp           = 0x1
+	AttrGetContextNumComp       = 0x0
+	AttrGetContextCore          = 0x1
+	AttrQueryContextNumComp     = 0x0
+	AttrQueryContextCore        = 0x1
+	AttrAsyncEventAllocFd       = 0x0
+	CoreSupportOptionalMrAccess = 0x1
+	MethodQueryGidEntry         = 0x6
+	MethodQueryGidTable         = 0x5
+	AttrGidTableEntrySize       = 0x0
+	AttrGidTableFlags           = 0x1
+	AttrGidTableEntries         = 0x2
+	AttrGidTableNumEntries      = 0x3
+	AttrGidEntryPort            = 0x0
+	AttrGidEntryIndex           = 0x1
+	AttrGidEntryFlags           = 0x2
+	AttrGidEntryResp            = 0x3
+	GidTypeIB                   = 0x0
+	GidTypeRoCEv1               = 0x1
+	GidTypeRoCEv2               = 0x2
+	MethodCqCreate              = 0x0
+	MethodCqDestroy             = 0x1
+	AttrCreateCqHandle          = 0x0
+	AttrCreateCqCqe             = 0x1
+	AttrCreateCqUserHandle      = 0x2
+	AttrCreateCqCompChannel     = 0x3
+	AttrCreateCqCompVector      = 0x4
+	AttrCreateCqFlags           = 0x5
+	AttrCreateCqRespCqe         = 0x6
+	AttrCreateCqEventFd         = 0x7
+	AttrDestroyCqHandle         = 0x0
+	AttrDestroyCqResp           = 0x1
+	CqFlagsTimestamp            = 0x1
+	CqFlagsIgnoreOverrun        = 0x2
+	MethodQpCreate              = 0x0
+	MethodQpDestroy             = 0x1
+	AttrCreateQpHandle          = 0x0
+	AttrCreateQpXrcdHandle      = 0x1
+	AttrCreateQpPdHandle        = 0x2
+	AttrCreateQpSrqHandle       = 0x3
+	AttrCreateQpSendCqHandle    = 0x4
+	AttrCreateQpRecvCqHandle    = 0x5
+	AttrCreateQpIndTable        = 0x6
+	AttrCreateQpUserHandle      = 0x7
+	AttrCreateQpCap             = 0x8
+	AttrCreateQpType            = 0x9
+	AttrCreateQpFlags           = 0xa
+	AttrCreateQpSourceQpn       = 0xb
+	AttrCreateQpEventFd         = 0xc
+	AttrCreateQpRespCap         = 0xd
+	AttrCreateQpRespQpNum       = 0xe
+	AttrDestroyQpHandle         = 0x0
+	AttrDestroyQpResp           = 0x1
+	QpCreateSqSigAll            = 0x1000
+	QpCreateFlagsAll            = 0x2 | 0x100 | 0x200 | 0x800 | 0x1000
+	MethodSrqDestroy            = 0x1
+	AttrDestroySrqHandle        = 0x0
+	AttrDestroySrqResp          = 0x1
+	MethodMrDestroy             = 0x1
+	AttrDestroyMrHandle         = 0x0
+	MethodPdDestroy             = 0x0
+	AttrDestroyPdHandle         = 0x0
+	MethodAhDestroy             = 0x0
+	AttrDestroyAhHandle         = 0x0
+	MethodMwDestroy             = 0x0
+	AttrDestroyMwHandle         = 0x0
 )

@@ -2,6 +2,7 @@ package uverbsd
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/preload"
 	"github.com/softroce/softroce/uverbs"
 )
 
@@ -187,4 +189,56 @@ func (cn *conn) write(p []byte) (Reply, error) {
 		cfg.Recorder.VerbFailed(verb, unix.Errno(-errno(err)))
 	}
 	return r, err
+}
+
+// ioctl serves an OpIoctl frame: the File's Ioctl, with the Server's
+// Intercept before it and its Recorder after a failure (by the method's
+// verb, uverbs.MethodVerb), and the method logged.
+func (cn *conn) ioctl(h preload.Header, p []byte) bool {
+	io, ok := cn.file.(Ioctler)
+	if !ok {
+		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.ENOTTY)}, nil, nil)
+	}
+	if len(p) < 8 {
+		return cn.refuse(h.Op, "%v of %d bytes", h.Op, len(p))
+	}
+	arg, buf := binary.NativeEndian.Uint64(p), p[8:]
+	name := uverbs.MethodName(buf)
+	if name == "" {
+		name = "ioctl"
+	}
+	// A method is its verb's write command to the faults and the
+	// coverage, as on the write path; a method of no verb (a query, a
+	// probe of the ABI) is neither failed by a fault nor recorded.
+	verb := uverbs.MethodVerb(buf)
+	cfg := &cn.s.cfg
+	var r Reply
+	var err error
+	if cfg.Intercept != nil && verb != "" {
+		err = cfg.Intercept(verb)
+	}
+	if err == nil {
+		if cfg.Settle != nil {
+			cfg.Settle(func() { r, err = io.Ioctl(arg, buf) })
+		} else {
+			r, err = io.Ioctl(arg, buf)
+		}
+	}
+	cn.mrs.settleShares()
+	var e unix.Errno
+	if err != nil {
+		e = unix.Errno(-errno(err))
+	}
+	cn.s.methods.add(cn.pid, name, e)
+	if err != nil {
+		if cfg.Recorder != nil && verb != "" {
+			cfg.Recorder.VerbFailed(verb, unix.Errno(-errno(err)))
+		}
+		return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+	}
+	if len(r.Files) > preload.MaxFiles {
+		cn.warnf("ioctl returned %d files", len(r.Files))
+		return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EIO)}, nil, nil)
+	}
+	return cn.pass(preload.Header{Op: h.Op}, r.Files)
 }

@@ -39,8 +39,14 @@ func TestControlSocketServesItsCommands(t *testing.T) {
 	if out, err := uverbsd.Control(dir, "fail"); err == nil || err.Error() != "it failed" || out != "partial" {
 		t.Errorf("fail: %q %v", out, err)
 	}
-	if _, err := uverbsd.Control(dir, "nope"); err == nil || !strings.Contains(err.Error(), `unknown command "nope" (the daemon serves: [echo fail res])`) {
+	if _, err := uverbsd.Control(dir, "nope"); err == nil || !strings.Contains(err.Error(), `unknown command "nope" (the daemon serves: [echo fail methods res])`) {
 		t.Errorf("unknown command: %v", err)
+	}
+	if out, err := uverbsd.Control(dir, "methods"); err != nil || out != "" {
+		t.Errorf("methods of a daemon without programs: %q %v", out, err)
+	}
+	if _, err := uverbsd.Control(dir, "methods", "nope"); err == nil {
+		t.Error("methods nope: no error")
 	}
 	if out, err := uverbsd.Control(dir, "res", "cm_id"); err != nil || out != "" {
 		t.Errorf("res of a daemon without programs: %q %v", out, err)

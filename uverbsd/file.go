@@ -47,6 +47,14 @@ type File interface {
 	Close() error
 }
 
+// Ioctler is implemented by a File that serves ioctl(RDMA_VERBS_IOCTL):
+// Ioctl is that ioctl with its header at client address arg and buf the
+// header and attributes; its outputs go to the client's Memory. The
+// Reply's N is 0. A File without it answers ENOTTY.
+type Ioctler interface {
+	Ioctl(arg uint64, buf []byte) (Reply, error)
+}
+
 // FilesStorer is implemented by a File that needs the numbers the client
 // received for the files a Write passed (a completion channel is named by
 // its number in later commands). FilesStored is called with them, in

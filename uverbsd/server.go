@@ -53,7 +53,8 @@ type Config struct {
 	// connection refused is "daemon:OPEN" with EMFILE or ENFILE).
 	Recorder emu.Recorder
 	// Control are the commands served on the control socket
-	// (ControlName in Dir), by name, besides the Server's own "res" (the
+	// (ControlName in Dir), by name, besides the Server's own "methods"
+	// (the uverbs ioctl methods called: Server.Methods) and "res" (the
 	// device's resources as `rdma resource show` lists them).
 	Control map[string]ControlFunc
 	// Intercept, if set, sees every write() to uverbs0 (OpenUverbs's
@@ -199,6 +200,8 @@ type Server struct {
 	syncDoorbells atomic.Bool
 	// doorbells and watched count for DoorbellStats.
 	doorbells, watched atomic.Uint64
+	// methods counts the uverbs ioctl methods (Methods).
+	methods methodLog
 }
 
 // DoorbellStats are the Server's doorbell counts over its life.
@@ -410,7 +413,7 @@ func New(cfg Config) (*Server, error) {
 		conns: map[*net.UnixConn]int{}, files: map[*conn]File{}, done: make(chan struct{}), lock: lock,
 		lim: resolveLimits(&cfg, raiseFileLimit()), clients: map[int]*client{},
 		warnLimit: ratelimit{interval: warnInterval, burst: warnBurst}}
-	s.cfg.Control = map[string]ControlFunc{"res": s.res}
+	s.cfg.Control = map[string]ControlFunc{"res": s.res, "methods": s.methodsControl}
 	for name, fn := range cfg.Control {
 		s.cfg.Control[name] = fn
 	}
@@ -1167,7 +1170,7 @@ func (cn *conn) handle(frame []byte) bool {
 			return cn.reply(preload.Header{Op: h.Op, Aux: aux}, nil, fds)
 		}
 		return cn.reply(preload.Header{Op: h.Op, Ret: ret}, nil, nil)
-	case preload.OpIoctl, preload.OpRead:
+	case preload.OpRead:
 		return cn.umadOp(h, p)
 	case preload.OpWrite:
 		if uf, ok := cn.file.(*umadFile); ok {
@@ -1210,20 +1213,12 @@ func (cn *conn) handle(frame []byte) bool {
 			cn.warnf("write returned %d and %d files", r.N, len(r.Files))
 			return cn.reply(preload.Header{Op: h.Op, Ret: -int32(unix.EIO)}, nil, nil)
 		}
-		at := make([]byte, 8*len(r.Files))
-		fds := make([]int, 0, len(r.Files))
-		defer closeAll(&fds)
-		for i, pf := range r.Files {
-			binary.NativeEndian.PutUint64(at[8*i:], pf.At)
-			fd, err := dupFile(pf.File)
-			if err != nil {
-				cn.s.logf("pid %d: pass a file: %v", cn.pid, err)
-				return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
-			}
-			fds = append(fds, fd)
+		return cn.pass(preload.Header{Op: h.Op, Ret: int32(r.N), Aux: aux}, r.Files)
+	case preload.OpIoctl:
+		if _, ok := cn.file.(*umadFile); ok {
+			return cn.umadOp(h, p)
 		}
-		cn.passed = len(fds)
-		return cn.reply(preload.Header{Op: h.Op, Ret: int32(r.N), Aux: aux}, at, fds)
+		return cn.ioctl(h, p)
 	case preload.OpMmap:
 		if len(p) != 16 {
 			return cn.refuse(h.Op, "%v of %d bytes", h.Op, len(p))
@@ -1243,6 +1238,25 @@ func (cn *conn) handle(frame []byte) bool {
 		return cn.reply(preload.Header{Op: h.Op}, b[:], []int{fd})
 	}
 	return cn.refuse(h.Op, "unknown %v", h.Op)
+}
+
+// pass replies h with the files a command hands over: the payload their
+// addresses, the descriptors their duplicates; OpFds comes next.
+func (cn *conn) pass(h preload.Header, files []PassFile) bool {
+	at := make([]byte, 8*len(files))
+	fds := make([]int, 0, len(files))
+	defer closeAll(&fds)
+	for i, pf := range files {
+		binary.NativeEndian.PutUint64(at[8*i:], pf.At)
+		fd, err := dupFile(pf.File)
+		if err != nil {
+			cn.s.logf("pid %d: pass a file: %v", cn.pid, err)
+			return cn.reply(preload.Header{Op: h.Op, Ret: errno(err)}, nil, nil)
+		}
+		fds = append(fds, fd)
+	}
+	cn.passed = len(fds)
+	return cn.reply(h, at, fds)
 }
 
 // refuse warns of a frame the daemon refuses (what, formatted) and

@@ -26,6 +26,15 @@ func (u uverbsFile) Write(buf []byte) (Reply, error) {
 	return out, err
 }
 
+func (u uverbsFile) Ioctl(arg uint64, buf []byte) (Reply, error) {
+	r, err := u.f.Ioctl(arg, buf)
+	out := Reply{}
+	for _, pf := range r.Files {
+		out.Files = append(out.Files, PassFile{File: pf.File, At: pf.At})
+	}
+	return out, err
+}
+
 func (u uverbsFile) Mmap(offset, length uint64) (*os.File, int64, error) {
 	return u.f.Mmap(offset, length)
 }

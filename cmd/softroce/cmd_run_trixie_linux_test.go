@@ -29,6 +29,7 @@ type trixieClient struct {
 	env   []string
 	binds []debroot.Bind
 	ns    *testenv.NetNS // the TCP exchanges of server and client
+	dir   string         // the daemon's directory, as the host sees it
 }
 
 // serveForTrixie starts `softroce serve -d NAME ARGS...` as nobody
@@ -47,7 +48,7 @@ func serveForTree(t *testing.T, cfg debroot.Config, name string, args ...string)
 	served := serveAsUser(t, userHome(t), name, args...)
 	env, binds := debroot.HostPaths(append([]string{"PATH=/usr/bin:/bin"}, served...),
 		"LD_PRELOAD", "SYSFS_PATH", "SOFTROCE_SOCK")
-	return &trixieClient{tree: tree, env: env, binds: binds, ns: testenv.NewNetNS(t)}
+	return &trixieClient{tree: tree, env: env, binds: binds, ns: testenv.NewNetNS(t), dir: daemonDir(t, served)}
 }
 
 // command runs a trixie program (a path in the tree) as nobody in the

@@ -22,10 +22,12 @@
  *       __xstat family: a character device with the dev_t the sysfs tree
  *       names (libibverbs checks S_ISCHR and st_rdev); a buffer that
  *       cannot be written is EFAULT, as cp_new_stat (see writable);
- *   ioctl on such a descriptor: ENOTTY, so libibverbs uses the write()
- *       command ABI (no RDMA_VERBS_IOCTL); a umad file's go to umad.c;
- *       do_vfs_ioctl's own requests
- *       (FIOCLEX, FIONCLEX, FIONBIO, FIOASYNC) as the kernel answers them;
+ *   ioctl on such a descriptor: RDMA_VERBS_IOCTL on a uverbs file goes
+ *       to the daemon (see ioctl.c; ENOTTY with SOFTROCE_VERBS_ABI=write,
+ *       and on rdma_cm, so that libibverbs uses the write() command ABI);
+ *       a umad file's go to umad.c; do_vfs_ioctl's own requests (FIOCLEX,
+ *       FIONCLEX, FIONBIO, FIOASYNC) as the kernel answers them; any
+ *       other ENOTTY;
  *   fcntl/fcntl64: F_GETFL and F_SETFL keep the device file's flags, not
  *       the connection's, which stays blocking (see set_flags); F_DUPFD
  *       and F_DUPFD_CLOEXEC as dup;
@@ -116,6 +118,7 @@
 #include <unistd.h>
 #include <rdma/ib_user_ioctl_verbs.h>
 #include <rdma/ib_user_verbs.h>
+#include <rdma/rdma_user_ioctl_cmds.h>
 #include "softroce_preload.h"
 
 #ifndef NETLINK_RDMA
@@ -1995,7 +1998,16 @@ int ioctl(int fd, unsigned long req, ...)
 		release(s);
 		return r;
 	}
-	/* No ioctl framework: libibverbs falls back to write(). */
+	if (req == RDMA_VERBS_IOCTL && !fakes[s].cm && verbs_ioctl_on()) {
+		s = hold(fd);
+		if (s < 0)
+			return get_ioctl()(fd, req, arg);
+		r = verbs_ioctl(s, arg);
+		release(s);
+		return r;
+	}
+	/* No ioctl framework (SOFTROCE_VERBS_ABI=write, or rdma_cm):
+	 * libibverbs falls back to write(). */
 	errno = ENOTTY;
 	return -1;
 }
@@ -2244,6 +2256,72 @@ static int one_way_doorbell(int s, long qh, const struct ib_uverbs_cmd_hdr *hdr,
 	return 1;
 }
 
+/* hand_over finishes an exchange on slot s whose reply (rh, at) passed
+ * nfds files (fds), s's mutex held, which it unlocks. Each file's number
+ * goes where the reply says (the fd field of the response the daemon
+ * wrote, an ioctl attribute's data), and the daemon is told the numbers
+ * before the call returns (later commands name a completion channel by
+ * its number). Returns 0, or -errno when the daemon refused them (the
+ * files are then closed). */
+static int hand_over(int s, const struct frame_hdr *rh, const uint64_t *at, int *fds, int nfds)
+{
+	int err;
+
+	if (nfds > 0 && rh->ret >= 0 && (size_t)nfds == rh->len / sizeof(uint64_t)) {
+		uint32_t nums[MAX_FDS];
+		struct frame_hdr ah, arh;
+		int anfds = 0, afds[MAX_FDS];
+		for (int i = 0; i < nfds; i++) {
+			nums[i] = (uint32_t)fds[i];
+			memcpy((void *)(uintptr_t)at[i], &nums[i], sizeof(nums[i]));
+		}
+		ah.op = OP_FDS;
+		ah.len = nfds * sizeof(uint32_t);
+		ah.ret = 0;
+		ah.aux = 0;
+		err = xfer(fakes[s].sock, &ah, nums, NULL, 0, &arh, afds, &anfds);
+		for (int i = 0; i < anfds; i++)
+			get_close()(afds[i]);
+		pthread_mutex_unlock(&fakes[s].mu);
+		if (err == 0 && arh.ret < 0)
+			err = arh.ret;
+		if (err < 0) {
+			for (int i = 0; i < nfds; i++)
+				get_close()(fds[i]);
+			return err;
+		}
+		for (int i = 0; i < nfds; i++)
+			ev_add(fds[i]);
+		return 0;
+	}
+	pthread_mutex_unlock(&fakes[s].mu);
+	for (int i = 0; i < nfds; i++)
+		get_close()(fds[i]);
+	return 0;
+}
+
+int uverbs_exchange(int s, uint32_t op, const void *payload, uint32_t len, const uint64_t *share)
+{
+	struct frame_hdr h = {.op = op, .len = len, .ret = 0, .aux = 0}, rh;
+	uint64_t at[MAX_FDS];
+	int err, nfds = 0, fds[MAX_FDS];
+
+	pthread_mutex_lock(&fakes[s].mu);
+	/* A command may change a QP's state: the doorbells go answered. */
+	memset(fakes[s].rts, 0, sizeof(fakes[s].rts));
+	if (share && fakes[s].share)
+		share_pages(fakes[s].sock, share[0], share[1]);
+	err = xfer(fakes[s].sock, &h, payload, at, sizeof(at), &rh, fds, &nfds);
+	if (err < 0) {
+		pthread_mutex_unlock(&fakes[s].mu);
+		return err;
+	}
+	err = hand_over(s, &rh, at, fds, nfds);
+	if (err < 0)
+		return err;
+	return rh.ret;
+}
+
 /* uverbs_write is write() on a uverbs descriptor, slot s held. */
 static ssize_t uverbs_write(int s, const void *buf, size_t n)
 {
@@ -2291,40 +2369,10 @@ static ssize_t uverbs_write(int s, const void *buf, size_t n)
 				fakes[s].rts[qh / 8] &= ~(1u << (qh % 8));
 		}
 	}
-	/* Each file handed over: its number goes where the reply says (the
-	 * fd field of the response the daemon wrote), and the daemon is told
-	 * the numbers before write() returns (later commands name a
-	 * completion channel by its number). */
-	if (nfds > 0 && rh.ret >= 0 && (size_t)nfds == rh.len / sizeof(uint64_t)) {
-		uint32_t nums[MAX_FDS];
-		struct frame_hdr ah, arh;
-		int anfds = 0, afds[MAX_FDS];
-		for (int i = 0; i < nfds; i++) {
-			nums[i] = (uint32_t)fds[i];
-			memcpy((void *)(uintptr_t)at[i], &nums[i], sizeof(nums[i]));
-		}
-		ah.op = OP_FDS;
-		ah.len = nfds * sizeof(uint32_t);
-		ah.ret = 0;
-		ah.aux = 0;
-		err = xfer(fd, &ah, nums, NULL, 0, &arh, afds, &anfds);
-		for (int i = 0; i < anfds; i++)
-			get_close()(afds[i]);
-		pthread_mutex_unlock(&fakes[s].mu);
-		if (err == 0 && arh.ret < 0)
-			err = arh.ret;
-		if (err < 0) {
-			for (int i = 0; i < nfds; i++)
-				get_close()(fds[i]);
-			errno = -err;
-			return -1;
-		}
-		for (int i = 0; i < nfds; i++)
-			ev_add(fds[i]);
-	} else {
-		pthread_mutex_unlock(&fakes[s].mu);
-		for (int i = 0; i < nfds; i++)
-			get_close()(fds[i]);
+	err = hand_over(s, &rh, at, fds, nfds);
+	if (err < 0) {
+		errno = -err;
+		return -1;
 	}
 	if (rh.ret < 0) {
 		errno = -rh.ret;
