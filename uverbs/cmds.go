@@ -258,6 +258,9 @@ func (c *call) deregMR() error {
 	if err != nil {
 		return err
 	}
+	if c.f.check != nil {
+		c.f.check.MRDeregistered(o.handle, o.mr.LKey())
+	}
 	if err := o.mr.DeregUser(&emu.UData{}); err != nil {
 		return wrap("DEREG_MR", err)
 	}

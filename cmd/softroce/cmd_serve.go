@@ -44,14 +44,26 @@ type daemon struct {
 	served chan error
 	cov    *daemonCoverage
 	faults *daemonFaults
+	check  *daemonCheck
 	df     *daemonFlags
 	stderr io.Writer
+	report bool   // serve's: --check-out is all the findings
 	atExit func() // run after the server ends, before the node closes (nil: nothing)
 }
 
 // startDaemon builds the node the flags describe and serves it in the
 // device's directory, recording its coverage.
 func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, error) {
+	return startDaemonReporting(e, lf, df, dir, false)
+}
+
+// startDaemonReporting is startDaemon; with report, --check reports each
+// program at its end (serve).
+func startDaemonReporting(e *env, lf *linkFlags, df *daemonFlags, dir string, report bool) (*daemon, error) {
+	chk, err := newDaemonCheck(df.check, report, e.stderr)
+	if err != nil {
+		return nil, err
+	}
 	cov := newDaemonCoverage(lf.dev)
 	lf.recorder = cov.rec
 	faults := newDaemonFaults(lf, cov, e.stderr)
@@ -62,6 +74,7 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle, OneWayDoorbells: df.oneWay, WatchPage: df.oneWay,
 		PublishLater: true, HoldLock: true}
 	cov.serverConfig(&cfg)
+	chk.serverConfig(&cfg)
 	df.serverConfig(&cfg, e.stderr)
 	faults.configure(n, &cfg)
 	srv, err := uverbsd.New(cfg)
@@ -83,7 +96,7 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 		srv.Unlock()
 		return nil, err
 	}
-	d := &daemon{n: n, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr, faults: faults}
+	d := &daemon{n: n, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr, faults: faults, check: chk}
 	go func() { d.served <- srv.Serve() }()
 	// Set up: the device becomes visible, and openable from then on.
 	if err := srv.Publish(); err != nil {
@@ -126,6 +139,9 @@ func (d *daemon) finish(err error) error {
 	d.faults.set.Close()
 	err = errors.Join(err, <-d.served)
 	err = errors.Join(err, d.cov.write(d.df.coverage, d.n.Device(), d.stderr))
+	if d.check != nil && d.report {
+		err = errors.Join(err, writeCheckOut(d.df.check.out, d.check.set.All()))
+	}
 	err = errors.Join(err, d.n.Close())
 	// The name is free once all of the daemon's end is done.
 	return errors.Join(err, d.srv.Unlock())
@@ -179,10 +195,11 @@ func runServe(e *env) error {
 	if readyErr != nil {
 		return readyErr
 	}
-	d, err := startDaemon(e, lf, df, dir)
+	d, err := startDaemonReporting(e, lf, df, dir, true)
 	if err != nil {
 		return err
 	}
+	d.report = true
 	fmt.Fprintf(stdout, "# softroce serves %s; run programs with `softroce run -d %s -- PROGRAM`, or in this environment:\n",
 		lf.dev, lf.dev)
 	fmt.Fprint(stdout, exportLines(d.srv.Env(so)))

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/softroce/softroce/check"
+	"github.com/softroce/softroce/internal/testenv"
+)
+
+// checkPrograms are testdata/check's programs, each committing one
+// misuse, and the findings softroce run --check gives each (its "fixed"
+// twin gets none).
+var checkPrograms = []struct {
+	prog  string
+	name  check.Name
+	count int // findings of that name (one per object)
+}{
+	{"leak", check.Leak, 5}, // PD, CQ, MR, two QPs
+	{"qp_destroyed_busy", check.QPDestroyedBusy, 1},
+	{"mr_deregistered_busy", check.MRDeregisteredBusy, 1},
+	{"cq_overflow", check.CQOverflow, 1},
+	{"sq_never_reclaimed", check.SQNeverReclaimed, 1},
+	{"error_completion_ignored", check.ErrorIgnored, 1},
+	{"post_to_error_qp", check.PostToErrorQP, 1},
+}
+
+// buildCheckProgram builds testdata/check/NAME.c into dir.
+func buildCheckProgram(t *testing.T, dir, name string) string {
+	t.Helper()
+	needCC(t)
+	_, err := os.Stat("/usr/include/infiniband/verbs.h")
+	testenv.Require(t, err == nil, "libibverbs' headers are not installed (Debian package libibverbs-dev)")
+	bin := filepath.Join(dir, name)
+	out, err := exec.Command("cc", "-Wall", "-Werror", "-o", bin, filepath.Join("testdata", "check", name+".c"), "-libverbs").CombinedOutput()
+	if err != nil {
+		t.Fatalf("cc %s.c: %v\n%s", name, err, out)
+	}
+	return bin
+}
+
+// runChecked runs prog with args through softroce run --check=fail as a
+// user and returns its findings (--check-out), its exit status and its
+// output.
+func runChecked(t *testing.T, home, dev, ip string, flags []string, prog string, args ...string) ([]check.Finding, int, string) {
+	t.Helper()
+	out := filepath.Join(home, "run", "findings.json") // the user's own directory
+	os.Remove(out)
+	line := append([]string{"run", "-d", dev, "--ip", ip, "--check=fail", "--check-out", out}, flags...)
+	line = append(append(line, "--", prog), args...)
+	cmd := userCommand(t, home, nil, "softroce", line...)
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", prog, err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatalf("%s %v: no --check-out file (%v); output:\n%s", prog, args, err, b.String())
+	}
+	defer f.Close()
+	found, err := check.ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found, code, b.String()
+}
+
+// TestCheckFindsEachMisuseAndNotItsFix: each program of testdata/check,
+// run as a user through softroce run --check=fail, gets exactly its
+// finding (and exit status 66), and its fixed twin none (exit status 0).
+func TestCheckFindsEachMisuseAndNotItsFix(t *testing.T) {
+	home := userHome(t)
+	for i, c := range checkPrograms {
+		t.Run(c.prog, func(t *testing.T) {
+			prog := buildCheckProgram(t, home, c.prog)
+			dev, ip := "rxe4"+string(rune('0'+i)), "10.78.4"+string(rune('0'+i))+".1/24"
+			found, code, out := runChecked(t, home, dev, ip, nil, prog)
+			if code != checkFailStatus {
+				t.Errorf("misuse: exit status %d, want %d; output:\n%s", code, checkFailStatus, out)
+			}
+			n := 0
+			for _, f := range found {
+				if f.Name != c.name {
+					t.Errorf("misuse: finding %s on %s (%s), want only %s", f.Name, f.Object, f.Detail, c.name)
+					continue
+				}
+				n++
+				if f.Count < 1 || f.First.IsZero() || f.Object == "" || f.Program == "" {
+					t.Errorf("misuse: finding without its object, count or first occurrence: %+v", f)
+				}
+			}
+			if n != c.count {
+				t.Errorf("misuse: %d findings %s, want %d; output:\n%s", n, c.name, c.count, out)
+			}
+			if !strings.Contains(out, "ok done") || !strings.Contains(out, string(c.name)+": ") {
+				t.Errorf("misuse: the program did not finish, or the report does not name %s:\n%s", c.name, out)
+			}
+			found, code, out = runChecked(t, home, dev, ip, nil, prog, "fixed")
+			if code != 0 || len(found) != 0 || !strings.Contains(out, "ok done") {
+				t.Errorf("fixed: exit status %d, findings %+v; output:\n%s", code, found, out)
+			}
+		})
+	}
+}
+
+// TestCheckIgnoreSuppressesByName: --check-ignore NAME drops that
+// finding, and with nothing left softroce run exits with the program's 0.
+func TestCheckIgnoreSuppressesByName(t *testing.T) {
+	home := userHome(t)
+	prog := buildCheckProgram(t, home, "leak")
+	found, code, out := runChecked(t, home, "rxe49", "10.78.49.1/24", []string{"--check-ignore", "leak"}, prog)
+	if code != 0 || len(found) != 0 {
+		t.Fatalf("exit status %d, findings %+v; output:\n%s", code, found, out)
+	}
+	// An unknown name is refused before anything runs.
+	cmd := userCommand(t, home, nil, "softroce", "run", "-d", "rxe49", "--check-ignore", "no-such", "--", "true")
+	b, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(b), `no finding is named "no-such"`) {
+		t.Fatalf("unknown --check-ignore: %v\n%s", err, b)
+	}
+}
+
+// TestCheckWarnReportsAndKeepsTheExitStatus: --check (warn) prints the
+// report but softroce run exits with the program's status.
+func TestCheckWarnReportsAndKeepsTheExitStatus(t *testing.T) {
+	home := userHome(t)
+	prog := buildCheckProgram(t, home, "leak")
+	cmd := userCommand(t, home, nil, "softroce", "run", "-d", "rxe48", "--ip", "10.78.48.1/24", "--check", "--", prog)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("--check (warn): %v\n%s", err, b)
+	}
+	if !strings.Contains(string(b), "softroce check: 5 findings") ||
+		!slices.ContainsFunc(strings.Split(string(b), "\n"), func(l string) bool { return strings.HasPrefix(l, "leak (") }) {
+		t.Fatalf("no report of the 5 leaks with the explanation:\n%s", b)
+	}
+}
