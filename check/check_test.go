@@ -52,7 +52,7 @@ func TestSignalledWROutstandingAtDestroyUntilItsCompletion(t *testing.T) {
 	p.Posted(0x11, &emu.SendWR{WRID: 2, SendFlags: emu.SendSignaled, SGList: []emu.SGE{{LKey: 7}}}) // signalled
 	p.MRDeregistered(3, 8)                                                                          // another MR: nothing
 	p.MRDeregistered(3, 7)
-	p.Completed(0x11, 2)
+	p.Completed(0x11, 2, emu.WCSuccess)
 	p.MRDeregistered(4, 7) // done now: nothing
 	p.Posted(0x11, &emu.SendWR{WRID: 3, SendFlags: emu.SendSignaled})
 	p.QPDestroyed(0x11, 0, 0)
@@ -63,6 +63,33 @@ func TestSignalledWROutstandingAtDestroyUntilItsCompletion(t *testing.T) {
 	}
 	if f := s.All()[1]; f.WRID == nil || *f.WRID != 3 {
 		t.Fatalf("qp-destroyed-busy names WR %v, want 3", f.WRID)
+	}
+}
+
+// TestOneIDForManyWRsCompletesInOrder: programs (perftest) give every WR
+// one wr_id and signal one in N: a success completes the oldest
+// signalled WR and all before it, a flush the oldest WR of the id.
+func TestOneIDForManyWRsCompletesInOrder(t *testing.T) {
+	s := newTestSet(t)
+	p := s.Program(100, "prog", nil)
+	p.QPCreated(0x11, 64, false)
+	for round := range 3 {
+		for i := range 4 {
+			flags := emu.SendFlags(0)
+			if i == 3 {
+				flags = emu.SendSignaled
+			}
+			p.Posted(0x11, &emu.SendWR{WRID: 0, SendFlags: flags})
+		}
+		if round < 2 {
+			p.Completed(0x11, 0, emu.WCSuccess)
+		}
+	}
+	p.Completed(0x11, 0, emu.WCWRFlushErr) // the first unsignalled one of round 3
+	p.QPDestroyed(0x11, 0, 0)
+	found := s.All()
+	if len(found) != 1 || found[0].Name != QPDestroyedBusy || !strings.Contains(found[0].Detail, "with 1 signalled") {
+		t.Fatalf("findings %+v, want the last round's signalled WR outstanding", found)
 	}
 }
 

@@ -165,9 +165,13 @@ func (p *Program) Unposted(qpn uint32, n int) {
 	t.mu.Unlock()
 }
 
-// Completed records a send completion of QP qpn that the device wrote to
-// the CQ ring: the WR and every one posted before it are done.
-func (p *Program) Completed(qpn uint32, wrID uint64) {
+// Completed records a send completion of QP qpn (its WR's id and
+// status) that the device wrote to the CQ ring: the WR and every one
+// posted before it are done. A send queue completes in order, and only a
+// signalled WR completes successfully, so a success is the oldest
+// signalled WR of that id (programs give many WRs one id); an error or a
+// flush, which unsignalled WRs get too, is the oldest WR of that id.
+func (p *Program) Completed(qpn uint32, wrID uint64, status emu.WCStatus) {
 	if p == nil {
 		return
 	}
@@ -177,7 +181,7 @@ func (p *Program) Completed(qpn uint32, wrID uint64) {
 	}
 	t.mu.Lock()
 	for i, w := range t.wrs {
-		if w.id == wrID {
+		if w.id == wrID && (w.signaled || status != emu.WCSuccess) {
 			t.wrs = append(t.wrs[:0], t.wrs[i+1:]...)
 			break
 		}

@@ -37,7 +37,7 @@ func (u *ucq) post(wc emu.WC) bool {
 		if slot == nil {
 			u.f.check.CQOverflowed(u.handle, int(u.ring.mask), wc.QP.QPNum(), wc.WRID)
 		} else if wc.Opcode < emu.WCRecv {
-			u.f.check.Completed(wc.QP.QPNum(), wc.WRID)
+			u.f.check.Completed(wc.QP.QPNum(), wc.WRID, wc.Status)
 		}
 	}
 	if slot == nil {

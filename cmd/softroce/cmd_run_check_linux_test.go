@@ -7,8 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/softroce/softroce/check"
 	"github.com/softroce/softroce/internal/testenv"
@@ -145,5 +147,124 @@ func TestCheckWarnReportsAndKeepsTheExitStatus(t *testing.T) {
 	if !strings.Contains(string(b), "softroce check: 5 findings") ||
 		!slices.ContainsFunc(strings.Split(string(b), "\n"), func(l string) bool { return strings.HasPrefix(l, "leak (") }) {
 		t.Fatalf("no report of the 5 leaks with the explanation:\n%s", b)
+	}
+}
+
+// checkedStarts returns a start function for serverClient that runs each
+// program through softroce run --check=fail on the serving daemon dev,
+// with --check-ignore for each name of ignore.
+func checkedStarts(t *testing.T, home, dev string, ignore ...check.Name) func(argv ...string) *exec.Cmd {
+	return func(argv ...string) *exec.Cmd {
+		line := []string{"run", "-d", dev, "--check=fail"}
+		for _, n := range ignore {
+			line = append(line, "--check-ignore", string(n))
+		}
+		return userCommand(t, home, nil, "softroce", append(append(line, "--"), argv...)...)
+	}
+}
+
+// TestCheckFindsNothingInTheDebianTools: Debian's pingpongs, perftest's
+// eight tools and librdmacm's examples, each side through softroce run
+// --check=fail on a serve --check daemon, exit 0: no findings, but for
+// the real misuses docs/testing-your-program.md shows from their
+// sources (ignored here by name, on those programs alone):
+// ibv_srq_pingpong destroys its QPs with sends in flight
+// (qp-destroyed-busy), ib_send_bw's client leaks its receive CQ and
+// ib_atomic_lat's server everything (leak).
+func TestCheckFindsNothingInTheDebianTools(t *testing.T) {
+	needCC(t)
+	home := userHome(t)
+	const dev = "rxe47"
+	serveAsUser(t, home, dev, "--ip", "10.78.47.1/24", "--check=fail", perftestMemlock)
+	type tc struct {
+		tool, pkg              string
+		server, client         []string
+		serverWant, clientWant string
+		ignore                 []check.Name
+	}
+	port := 19470
+	next := func() string { port++; return strconv.Itoa(port) }
+	var cases []tc
+	for _, pp := range []string{"rc", "uc", "ud", "srq"} {
+		p := next()
+		args := []string{"-d", dev, "-g", "1", "-n", "200", "-c", "-p", p}
+		c := tc{"ibv_" + pp + "_pingpong", "ibverbs-utils", args, append(slices.Clone(args), "127.0.0.1"), "bytes in", "bytes in", nil}
+		if pp == "srq" {
+			c.ignore = []check.Name{check.QPDestroyedBusy}
+		}
+		cases = append(cases, c)
+	}
+	for _, tool := range []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw",
+		"ib_write_lat", "ib_read_lat", "ib_send_lat", "ib_atomic_lat"} {
+		args, serverWant := perftestRun(perftestCase{tool, []string{"-n", "200"}}, dev, port+1, 0)
+		next()
+		c := tc{tool, "perftest", args, append(slices.Clone(args), "127.0.0.1"), serverWant, "#bytes", nil}
+		if tool == "ib_send_bw" || tool == "ib_atomic_lat" {
+			c.ignore = []check.Name{check.Leak}
+		}
+		cases = append(cases, c)
+	}
+	const ip = "10.78.47.1"
+	p := next()
+	cases = append(cases, tc{"rping", "rdmacm-utils", []string{"-s", "-a", ip, "-p", p, "-C", "10", "-v"},
+		[]string{"-c", "-a", ip, "-p", p, "-C", "10", "-v"}, "", "ping data: rdma-ping-9", nil})
+	p = next()
+	cases = append(cases, tc{"ucmatose", "rdmacm-utils", []string{"-b", ip, "-p", p}, []string{"-s", ip, "-p", p},
+		"return status 0", "return status 0", nil})
+	p = next()
+	cases = append(cases, tc{"rdma_server", "rdmacm-utils", []string{"-s", ip, "-p", p}, nil, "rdma_server: end 0", "", nil})
+	for _, c := range cases {
+		name := c.tool
+		t.Run(name, func(t *testing.T) {
+			path := distroTool(t, c.tool, c.pkg)
+			start := checkedStarts(t, home, dev, c.ignore...)
+			if c.tool == "rdma_server" {
+				// Its client is another program.
+				client := distroTool(t, "rdma_client", c.pkg)
+				serverClientPair(t, start, path, client, c.server, []string{"-s", ip, "-p", c.server[3]}, c.serverWant, "rdma_client: end 0")
+				return
+			}
+			sout, cout := serverClient(t, start, path, c.server, c.client, "Couldn't connect", c.serverWant, c.clientWant)
+			for _, out := range []string{sout, cout} {
+				if !strings.Contains(out, "softroce check: no findings") {
+					t.Errorf("no report of no findings:\n%s", out)
+				}
+			}
+		})
+	}
+}
+
+// serverClientPair runs server and then client (another program) as
+// serverClient does, each through start, and checks both exit 0 with
+// what they must print.
+func serverClientPair(t *testing.T, start func(argv ...string) *exec.Cmd, server, client string, serverArgs, clientArgs []string, serverWant, clientWant string) {
+	t.Helper()
+	srv := start(append([]string{server}, serverArgs...)...)
+	var sbuf bytes.Buffer
+	srv.Stdout, srv.Stderr = &sbuf, &sbuf
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Process.Kill()
+	var cout []byte
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		cout, err = start(append([]string{client}, clientArgs...)...).CombinedOutput()
+		if err == nil {
+			break
+		}
+	}
+	if err != nil || !strings.Contains(string(cout), clientWant) {
+		t.Fatalf("client: %v\n%s", err, cout)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(sbuf.String(), serverWant) {
+			t.Fatalf("server: %v\n%s", err, sbuf.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("server did not end:\n%s", sbuf.String())
 	}
 }
