@@ -67,23 +67,23 @@ var Checks = []Info{
 			"A program that relies on that leaks on a long-lived context (a server that opens a context once and creates objects per connection " +
 			"runs out of QPs, CQs or pinned memory). Fix: destroy every object in reverse order of creation " +
 			"(ibv_destroy_qp, ibv_destroy_srq, ibv_destroy_cq, ibv_destroy_ah, ibv_dealloc_mw, ibv_dereg_mr, ibv_dealloc_pd) before ibv_close_device."},
-	{QPDestroyedBusy, "IBA 10.3.1 (a destroyed QP's outstanding WRs are not completed); ib_drain_qp",
+	{QPDestroyedBusy, "ib_drain_qp: a QP is drained (moved to ERR, its flushes polled) before ib_destroy_qp",
 		"The QP was destroyed while signalled send WRs had not completed: their completions are lost, and the peer may have received all, part or none of them. " +
 			"Fix: wait for the completions of everything posted, or move the QP to ERR (ibv_modify_qp IBV_QPS_ERR), poll its flush completions (IBV_WC_WR_FLUSH_ERR) until the last WR's, then destroy it."},
-	{MRDeregisteredBusy, "IBA 10.6.7.2 (deregistering an MR in use by outstanding WRs); rxe's rxe_dereg_mr",
+	{MRDeregisteredBusy, "ib_dereg_mr frees the MR at once; rxe's copy_data then fails the WR (IBV_WC_LOC_PROT_ERR)",
 		"The MR was deregistered while a signalled send WR naming its lkey had not completed. On hardware the device may still read that memory (or fail the WR with a protection error); on softroce the WR fails or reads freed memory. " +
 			"Fix: poll the completions of every WR using the MR before ibv_dereg_mr."},
-	{CQOverflow, "IBA 11.4.2.1 (CQ overrun: IB_EVENT_CQ_ERR, the QPs go to ERR)",
+	{CQOverflow, "rxe_cq_post: a completion for a full CQ raises IB_EVENT_CQ_ERR and is lost",
 		"A completion was due on a CQ whose every entry the program had not polled: the CQ overran, the device raised IBV_EVENT_CQ_ERR and the completion was lost. " +
 			"Fix: size the CQ for every signalled send WR and every receive WR outstanding on all QPs and SRQs feeding it (ibv_create_cq's cqe, or ibv_resize_cq), and poll it often enough."},
-	{SQNeverReclaimed, "mlx5/mlx4 providers reclaim send queue slots only from polled completions",
+	{SQNeverReclaimed, "mlx5's post_send (mlx5_wq_overflow): send queue slots come back only through polled completions",
 		"A whole send queue depth of unsignalled WRs was posted in a row. rxe frees a slot when the WR completes, signalled or not, so the program works on softroce and rxe; " +
 			"common HCAs (mlx5, mlx4, efa, hns) free slots only when a signalled completion is polled, and there the next ibv_post_send fails with ENOMEM. " +
 			"Fix: set IBV_SEND_SIGNALED on at least one WR in every send queue depth (e.g. every depth/2-th) and poll its completion."},
-	{ErrorIgnored, "IBA 10.8.3 (an error completion moves the QP to ERR)",
+	{ErrorIgnored, "rxe_comp: an error completion moves the QP to ERR",
 		"An error completion (not a flush) stayed in the CQ, never polled, until the CQ was destroyed or the device closed: the program never learned that a WR failed (a remote access error, retries exceeded, ...) and that its QP went to ERR. " +
 			"Fix: poll the CQ to the end and check every completion's status (ibv_wc_status_str says what it is)."},
-	{PostToErrorQP, "IBA 10.8.3 (WRs posted to a QP in ERR complete in flush error)",
+	{PostToErrorQP, "rxe's requester: WRs posted to a QP in ERR complete with IBV_WC_WR_FLUSH_ERR",
 		"Send WRs were posted to a QP that an error, not the program, had moved to ERR: each completes in flush error and nothing is sent. The program missed the error completion or the IBV_EVENT_QP_FATAL that came before. " +
 			"Fix: check every completion's status and stop posting to a QP whose completion failed; recover by ERR -> RESET -> INIT -> RTR -> RTS or a new QP."},
 }
