@@ -121,18 +121,27 @@ func TestUnsignalledRunOfAQueueDepthIsFoundOnce(t *testing.T) {
 	}
 }
 
-func TestPostToErrorQPOnlyWhenAnErrorMovedIt(t *testing.T) {
+func TestPostToErrorQPOnlyAfterTheErrorCompletion(t *testing.T) {
 	s := newTestSet(t)
 	p := s.Program(100, "prog", nil)
 	p.QPCreated(0x11, 16, false)
-	p.QPModified(0x11, true)
-	p.PostedInError(0x11, 1) // the program's own ERR: a drain
-	p.QPModified(0x11, false)
-	p.PostedInError(0x11, 2)
-	p.PostedInError(0x11, 3)
+	p.PostedInError(0x11, 1, 5) // in ERR, no error completion: the program's view is unknown
+	p.ErrorCompleted(0x11, 7)
+	p.PostedInError(0x11, 2, 7) // on the ring before the error reached the CQ
+	p.PostedInError(0x11, 4, 9)
+	p.PostedInError(0x11, 5, 9) // nothing new
+	p.PostedInError(0x11, 6, 10)
+	p.QPCreated(0x12, 16, false)
+	p.ErrorCompleted(0x12, 1)
+	p.QPModified(0x12, true)
+	p.PostedInError(0x12, 1, 2) // the program's own ERR: a drain
+	p.QPCreated(0x13, 16, false)
+	p.ErrorCompleted(0x13, 1)
+	p.QPModified(0x13, false) // recovered (to RESET)
+	p.PostedInError(0x13, 1, 2)
 	found := s.All()
-	if len(found) != 1 || found[0].Count != 2 || *found[0].WRID != 2 {
-		t.Fatalf("findings %+v, want post-to-error-qp twice, first WR 2", found)
+	if len(found) != 1 || found[0].Object != "QP 0x11" || found[0].Count != 2 || *found[0].WRID != 4 {
+		t.Fatalf("findings %+v, want post-to-error-qp twice on QP 0x11, first WR 4", found)
 	}
 }
 

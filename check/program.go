@@ -31,6 +31,8 @@ type qpTrack struct {
 	wrs      []postedWR // posted to the device, completion not seen, oldest first
 	unsig    int        // unsignalled WRs posted in a row
 	toErr    bool       // the program asked for ERR
+	errSeen  bool       // an error completion reached the CQ
+	errProd  uint32     // the send ring's producer index then
 	reported bool       // SQNeverReclaimed said once
 }
 
@@ -102,6 +104,9 @@ func (p *Program) QPModified(qpn uint32, toErr bool) {
 	if t := p.qp(qpn); t != nil {
 		t.mu.Lock()
 		t.toErr = toErr
+		if !toErr {
+			t.errSeen = false // a recovery: errors from now on count
+		}
 		t.mu.Unlock()
 	}
 }
@@ -189,9 +194,28 @@ func (p *Program) Completed(qpn uint32, wrID uint64, status emu.WCStatus) {
 	t.mu.Unlock()
 }
 
-// PostedInError records send WRs posted (wrID the first) to QP qpn in
-// ERR: a finding unless the program moved it there.
-func (p *Program) PostedInError(qpn uint32, wrID uint64) {
+// ErrorCompleted records an error completion (not a flush) of QP qpn
+// written to the CQ ring while the program had produced sent WQEs up to
+// the send ring's producer index prod.
+func (p *Program) ErrorCompleted(qpn uint32, prod uint32) {
+	if p == nil {
+		return
+	}
+	if t := p.qp(qpn); t != nil {
+		t.mu.Lock()
+		if !t.errSeen {
+			t.errSeen, t.errProd = true, prod
+		}
+		t.mu.Unlock()
+	}
+}
+
+// PostedInError records send WRs (wrID the first) on the send ring of
+// QP qpn in ERR, its producer index now prod: a finding when the program
+// produced them after an error completion reached its CQ, unless it
+// moved the QP to ERR itself (a drain). WRs it posted before the error
+// (a stalled ring) are not.
+func (p *Program) PostedInError(qpn uint32, wrID uint64, prod uint32) {
 	if p == nil {
 		return
 	}
@@ -200,10 +224,13 @@ func (p *Program) PostedInError(qpn uint32, wrID uint64) {
 		return
 	}
 	t.mu.Lock()
-	mine := t.toErr
+	found := t.errSeen && !t.toErr && prod != t.errProd
+	if found {
+		t.errProd = prod // each later post again
+	}
 	t.mu.Unlock()
-	if !mine {
-		p.set.add(p, PostToErrorQP, QPName(qpn), &wrID, "send WR posted to the QP in IBV_QPS_ERR after an error moved it there")
+	if found {
+		p.set.add(p, PostToErrorQP, QPName(qpn), &wrID, "send WR posted to the QP in IBV_QPS_ERR after an error completion moved it there")
 	}
 }
 

@@ -23,6 +23,24 @@ func (f *File) checkQPCreated(u *uqp) {
 		return
 	}
 	f.check.QPCreated(u.qp.QPNum(), int(u.sqCapacity), init.SQSigType == emu.SignalAllWR)
+	if u.sq != nil {
+		f.checkQPs.Store(u.qp.QPNum(), u)
+	}
+}
+
+// checkCompletion tells the checker of a completion of QP qpn written to
+// a CQ ring (the device's lock held, f.mu perhaps not).
+func (f *File) checkCompletion(qpn uint32, wc *emu.WC) {
+	if wc.Opcode >= emu.WCRecv {
+		return
+	}
+	f.check.Completed(qpn, wc.WRID, wc.Status)
+	if wc.Status != emu.WCSuccess && wc.Status != emu.WCWRFlushErr {
+		if v, ok := f.checkQPs.Load(qpn); ok {
+			u := v.(*uqp)
+			f.check.ErrorCompleted(qpn, u.sq.load(qbProducer)&u.sq.mask)
+		}
+	}
 }
 
 // checkRing returns how many WQEs on QP u's send ring the device never

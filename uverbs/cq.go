@@ -36,8 +36,8 @@ func (u *ucq) post(wc emu.WC) bool {
 	if u.f.check != nil && wc.QP != nil {
 		if slot == nil {
 			u.f.check.CQOverflowed(u.handle, int(u.ring.mask), wc.QP.QPNum(), wc.WRID)
-		} else if wc.Opcode < emu.WCRecv {
-			u.f.check.Completed(wc.QP.QPNum(), wc.WRID, wc.Status)
+		} else {
+			u.f.checkCompletion(wc.QP.QPNum(), &wc)
 		}
 	}
 	if slot == nil {

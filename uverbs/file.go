@@ -61,6 +61,7 @@ type File struct {
 	handed   []*eventFile              // the event files of the last reply's Files, in order
 	passing  []*eventFile              // the event files the command in progress hands out
 	check    *check.Program            // SetCheck; nil checks nothing
+	checkQPs sync.Map                  // with check: QP number -> *uqp, for the completion path
 }
 
 // objKind is the type of a uobject (UVERBS_OBJECT_*).

@@ -310,7 +310,7 @@ func (u *uqp) doorbell() (took int) {
 	}
 	if u.f.check != nil && attr.QPState == qpstate.StateErr {
 		if slot := u.sq.peek(0); slot != nil && len(slot) >= sendWqeSize {
-			u.f.check.PostedInError(u.qp.QPNum(), load[RxeSendWqe](slot).Wr.Wr_id)
+			u.f.check.PostedInError(u.qp.QPNum(), load[RxeSendWqe](slot).Wr.Wr_id, u.sq.load(qbProducer)&u.sq.mask)
 		}
 	}
 	u.stalled = false
@@ -584,6 +584,7 @@ func (f *File) destroyQP(o *object) error {
 		return wrap("destroy QP", err)
 	}
 	f.takeBackAsync(&u.events, u.cookie, qpEvents...)
+	f.checkQPs.Delete(u.qp.QPNum())
 	f.dropQueue(u.sq)
 	f.dropQueue(u.rq)
 	if u.staging != 0 {
