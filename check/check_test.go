@@ -214,3 +214,24 @@ func FuzzReadJSON(f *testing.F) {
 		WriteReport(&r, found)
 	})
 }
+
+// BenchmarkPostComplete is the checker's cost per send WR of a stream
+// that signals one WR in 16 (perftest's cq_mod), as the daemon's doorbell
+// and completion path pay it.
+func BenchmarkPostComplete(b *testing.B) {
+	s, _ := NewSet(Config{})
+	p := s.Program(1, "bench", nil)
+	p.QPCreated(0x11, 128, false)
+	wr := emu.SendWR{WRID: 0, SGList: []emu.SGE{{LKey: 7, Length: 65536}}}
+	b.ReportAllocs()
+	for i := range b.N {
+		wr.SendFlags = 0
+		if i%16 == 15 {
+			wr.SendFlags = emu.SendSignaled
+		}
+		p.Posted(0x11, &wr)
+		if i%16 == 15 {
+			p.Completed(0x11, 0, emu.WCSuccess)
+		}
+	}
+}
