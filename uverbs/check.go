@@ -65,18 +65,20 @@ func (u *uqp) checkRing(sigAll bool) (n int, first uint64) {
 	return n, first
 }
 
-// checkQPDestroy tells the checker of a QP the client destroys; f.mu
-// held.
-func (f *File) checkQPDestroy(u *uqp) {
+// checkQPDestroy returns what tells the checker of a QP the client
+// destroys, to call once the destroy succeeded (the ring is read now,
+// before it goes); f.mu held.
+func (f *File) checkQPDestroy(u *uqp) func() {
 	if f.check == nil {
-		return
+		return func() {}
 	}
 	_, init, err := u.qp.Query(0)
 	if err != nil {
-		return
+		return func() {}
 	}
+	qpn := u.qp.QPNum()
 	n, first := u.checkRing(init.SQSigType == emu.SignalAllWR)
-	f.check.QPDestroyed(u.qp.QPNum(), n, first)
+	return func() { f.check.QPDestroyed(qpn, n, first) }
 }
 
 // checkUnpolled tells the checker of the completions left unpolled in CQ

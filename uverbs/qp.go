@@ -568,10 +568,11 @@ func (c *call) destroyQP() error {
 		// uverbs_free_qp: a QP still attached to a group stays.
 		return errorf(unix.EBUSY, "destroy QP %d: attached to %d multicast groups", cmd.Handle, len(o.qp.mcast))
 	}
-	c.f.checkQPDestroy(o.qp)
+	checked := c.f.checkQPDestroy(o.qp)
 	if err := c.f.destroyQP(o); err != nil {
 		return err
 	}
+	checked()
 	resp := DestroyQpResp{Reported: o.qp.events.n.Load()}
 	return c.respond(bytesOf(&resp))
 }
