@@ -243,39 +243,52 @@ func TestCheckFindsNothingInTheDebianTools(t *testing.T) {
 // TestCheckLiveAsksTheServingDaemon: a program run in serve --check's
 // environment (no softroce run) leaks; softroce check --live -d NAME
 // reports the leaks, --fail makes that exit status 66, --json is the
-// --check-out format that softroce check FILE reads back.
+// --check-out format that softroce check FILE reads back; serve writes
+// all its findings to its --check-out file when it ends.
 func TestCheckLiveAsksTheServingDaemon(t *testing.T) {
 	home := userHome(t)
 	prog := buildCheckProgram(t, home, "leak")
 	const dev = "rxe46"
-	env := serveAsUser(t, home, dev, "--ip", "10.78.46.1/24", "--check")
-	if out, err := userCommand(t, home, env, prog).CombinedOutput(); err != nil {
-		t.Fatalf("leak: %v\n%s", err, out)
-	}
-	var out []byte
-	var err error
-	// The daemon's findings come at the program's close, which it may
-	// not have finished yet.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		out, err = userCommand(t, home, nil, "softroce", "check", "--live", "-d", dev, "--fail").CombinedOutput()
-		if strings.Contains(string(out), "5 findings") || time.Now().After(deadline) {
-			break
+	serveOut := filepath.Join(home, "run", "serve.json")
+	t.Run("serve", func(t *testing.T) {
+		env := serveAsUser(t, home, dev, "--ip", "10.78.46.1/24", "--check", "--check-out", serveOut)
+		if out, err := userCommand(t, home, env, prog).CombinedOutput(); err != nil {
+			t.Fatalf("leak: %v\n%s", err, out)
 		}
-	}
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != checkFailStatus || !strings.Contains(string(out), "leak: QP handle 4") {
-		t.Fatalf("check --live --fail: %v\n%s", err, out)
-	}
-	js, err := userCommand(t, home, nil, "softroce", "check", "--live", "-d", dev, "--json").Output()
+		var out []byte
+		var err error
+		// The daemon's findings come at the program's close, which it
+		// may not have finished yet.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			out, err = userCommand(t, home, nil, "softroce", "check", "--live", "-d", dev, "--fail").CombinedOutput()
+			if strings.Contains(string(out), "5 findings") || time.Now().After(deadline) {
+				break
+			}
+		}
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != checkFailStatus || !strings.Contains(string(out), "leak: QP handle 4") {
+			t.Fatalf("check --live --fail: %v\n%s", err, out)
+		}
+		js, err := userCommand(t, home, nil, "softroce", "check", "--live", "-d", dev, "--json").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(home, "run", "live.json")
+		if err := os.WriteFile(path, js, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		back, err := userCommand(t, home, nil, "softroce", "check", path).CombinedOutput()
+		if err != nil || !strings.Contains(string(back), "softroce check: 5 findings") {
+			t.Fatalf("check FILE: %v\n%s", err, back)
+		}
+	})
+	f, err := os.Open(serveOut)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("serve --check-out: %v", err)
 	}
-	path := filepath.Join(home, "run", "live.json")
-	if err := os.WriteFile(path, js, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	back, err := userCommand(t, home, nil, "softroce", "check", path).CombinedOutput()
-	if err != nil || !strings.Contains(string(back), "softroce check: 5 findings") {
-		t.Fatalf("check FILE: %v\n%s", err, back)
+	defer f.Close()
+	found, err := check.ReadJSON(f)
+	if err != nil || len(found) != 5 || found[0].Name != check.Leak {
+		t.Fatalf("serve --check-out: %+v, %v", found, err)
 	}
 }
