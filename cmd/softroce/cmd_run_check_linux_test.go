@@ -154,12 +154,18 @@ func TestCheckWarnReportsAndKeepsTheExitStatus(t *testing.T) {
 // program through softroce run --check=fail on the serving daemon dev,
 // with --check-ignore for each name of ignore.
 func checkedStarts(t *testing.T, home, dev string, ignore ...check.Name) func(argv ...string) *exec.Cmd {
+	return checkedStartsEnv(t, home, dev, nil, ignore...)
+}
+
+// checkedStartsEnv is checkedStarts with env added to the programs'
+// environment.
+func checkedStartsEnv(t *testing.T, home, dev string, env []string, ignore ...check.Name) func(argv ...string) *exec.Cmd {
 	return func(argv ...string) *exec.Cmd {
 		line := []string{"run", "-d", dev, "--check=fail"}
 		for _, n := range ignore {
 			line = append(line, "--check-ignore", string(n))
 		}
-		return userCommand(t, home, nil, "softroce", append(append(line, "--"), argv...)...)
+		return userCommand(t, home, env, "softroce", append(append(line, "--"), argv...)...)
 	}
 }
 
@@ -238,6 +244,45 @@ func TestCheckFindsNothingInTheDebianTools(t *testing.T) {
 			cmPairWith(t, cmDaemon(t, home, dev, run), server, client, c.sargs, append(c.cargs, "-p", port), port, c.serverWant, c.clientWant)
 		})
 	}
+}
+
+// TestCheckFindsNothingInUCXAndLibfabric: UCX's ucx_perftest over
+// rc_verbs (active messages, zero-copy PUT) and libfabric's fi_pingpong
+// over the verbs provider's datagram endpoint, each side through softroce
+// run --check=fail on a serve --check daemon, exit 0 with no findings.
+func TestCheckFindsNothingInUCXAndLibfabric(t *testing.T) {
+	needCC(t)
+	home := userHome(t)
+	const dev = "rxe45"
+	serveAsUser(t, home, dev, "--ip", "10.78.45.1/24", "--check=fail", perftestMemlock)
+	t.Run("ucx_perftest", func(t *testing.T) {
+		perftest := distroModuleUser(t, "ucx_perftest", "ucx-utils", "/usr/lib/*/ucx/libuct_ib.so.0", "libucx0")
+		start := checkedStartsEnv(t, home, dev, []string{"UCX_IB_ETH_PAUSE_ON=y"})
+		for i, c := range [][]string{{"am_lat", "short", "64"}, {"put_bw", "zcopy", "65536"}} {
+			args := []string{"-d", dev + ":1", "-x", "rc_verbs", "-t", c[0], "-D", c[1], "-s", c[2], "-n", "1000", "-p", strconv.Itoa(18560 + i)}
+			sout, cout := serverClient(t, start, perftest, args, append(args, "127.0.0.1"),
+				"Connection refused", "Accepted connection from 127.0.0.1", "Final:                  1000")
+			for _, out := range []string{sout, cout} {
+				if !strings.Contains(out, "softroce check: no findings") {
+					t.Errorf("%s: no report of no findings:\n%s", c[0], out)
+				}
+			}
+		}
+	})
+	t.Run("fi_pingpong", func(t *testing.T) {
+		ping := distroTool(t, "fi_pingpong", "libfabric-bin")
+		// (The rdm endpoint, which TestLibfabricVerbsProviderOnTheDaemon runs in the
+		// serve environment, failed in fi_domain with ENODATA when started
+		// through softroce run, before any verbs finding: left out until
+		// that is understood.)
+		for i, c := range [][]string{{"verbs", "dgram", "1000"}} {
+			args := []string{"-p", c[0], "-e", c[1], "-c", "-I", "200", "-S", c[2]}
+			port := strconv.Itoa(18562 + i)
+			if err := fabricPair(t, checkedStarts(t, home, dev), ping, append(args, "-B", port), append(args, "-P", port, "127.0.0.1")); err != nil {
+				t.Fatalf("%s: %v", c[1], err)
+			}
+		}
+	})
 }
 
 // TestCheckLiveAsksTheServingDaemon: a program run in serve --check's
