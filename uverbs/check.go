@@ -72,12 +72,18 @@ func (f *File) checkQPDestroy(u *uqp) func() {
 	if f.check == nil {
 		return func() {}
 	}
-	_, init, err := u.qp.Query(0)
+	attr, init, err := u.qp.Query(qpstate.AttrState)
 	if err != nil {
 		return func() {}
 	}
 	qpn := u.qp.QPNum()
-	n, first := u.checkRing(init.SQSigType == emu.SignalAllWR)
+	var n int
+	var first uint64
+	// WQEs on the ring of a QP before RTS were refused with their
+	// doorbell (EINVAL): the program knows they were not posted.
+	if attr.QPState >= qpstate.StateRTS {
+		n, first = u.checkRing(init.SQSigType == emu.SignalAllWR)
+	}
 	return func() { f.check.QPDestroyed(qpn, n, first) }
 }
 

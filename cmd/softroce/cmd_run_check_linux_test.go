@@ -337,3 +337,29 @@ func TestCheckLiveAsksTheServingDaemon(t *testing.T) {
 		t.Fatalf("serve --check-out: %+v, %v", found, err)
 	}
 }
+
+// TestCheckFindsNothingInPyverbsSuite: rdma-core's own test suite
+// (pyverbs, as TestRDMACoreTestSuiteOnTheDaemon runs it) through softroce
+// run --check=fail passes with no findings; its bad-flow tests (posts to
+// a QP in RESET, refused) are no misuse.
+func TestCheckFindsNothingInPyverbsSuite(t *testing.T) {
+	needCC(t)
+	const suite = "/usr/share/doc/rdma-core/tests"
+	out, err := exec.Command("dpkg", "-S", suite+"/run_tests.py").Output()
+	testenv.Require(t, err == nil && strings.HasPrefix(string(out), "python3-pyverbs:"),
+		"rdma-core's test suite is not installed (Debian package python3-pyverbs)")
+	home := userHome(t)
+	dir := filepath.Join(home, "rdma-core", "tests")
+	copySuite(t, suite, dir)
+	findings := filepath.Join(home, "run", "pyverbs.json")
+	cmd := userCommand(t, home, nil, "softroce", "run", "-d", "rxe44", "--ip", "10.78.44.1/24", "--check=fail", "--check-out", findings, "--",
+		"/usr/bin/python3", filepath.Join(dir, "run_tests.py"), "--dev", "rxe44", "--gid", "1")
+	cmd.Dir = filepath.Dir(dir)
+	res, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(res), "softroce check: no findings") {
+		t.Fatalf("rdma-core's tests with --check=fail: %v\n%s", err, res)
+	}
+	if _, err := os.Stat(findings); err != nil {
+		t.Fatalf("no --check-out: %v", err)
+	}
+}
