@@ -18,13 +18,18 @@ import (
 // of a ping-pong costs a doorbell answered by the daemon), and the one-way
 // doorbells' ib_write_bw to the in-process RC WRITE of the Go API. The
 // other comparisons with the in-process counterparts, and the floor itself
-// against the same round trip without the load, are informative.
+// against the same round trip without the load, are informative. A third
+// daemon checks its programs (softroce run --check, package check): its
+// ib_write_bw keeps at least 0.8 of the default's throughput, its
+// ib_send_lat at most 1.25 of its latency.
 const (
 	daemonWriteName       = "ib_write_bw -s 65536 through the daemon"
 	daemonLatName         = "ib_send_lat -s 64 through the daemon, t_typical"
 	daemonOneWayWriteName = "ib_write_bw -s 65536, one-way doorbells"
 	daemonOneWayLatName   = "ib_send_lat -s 64, one-way doorbells, t_typical"
 	daemonFloorName       = "floor: unix seqpacket round trip p50, 2 busy pollers"
+	daemonCheckWriteName  = "ib_write_bw -s 65536 through the daemon, --check"
+	daemonCheckLatName    = "ib_send_lat -s 64 through the daemon, --check, t_typical"
 
 	inprocWriteBase = "in-process RC WRITE mtu=4096 msg=64KiB"
 	inprocLatBase   = "in-process RC pingpong RTT p50"
@@ -35,7 +40,7 @@ const (
 // daemonRows returns the daemon group's rows, each skipped with why: the
 // default doorbell against its floor (target) and the in-process pair,
 // the one-way doorbells against the in-process pair (the WRITE a target),
-// and the floor.
+// the floor, and the checking daemon against the default (targets).
 func daemonRows(why string) []Row {
 	return []Row{
 		{Group: "daemon", Name: daemonLatName, Unit: "us", Baseline: floorBase,
@@ -50,6 +55,10 @@ func daemonRows(why string) []Row {
 			BaseUnit: "us", Skipped: why},
 		{Group: "daemon", Name: daemonFloorName, Unit: "us", Baseline: idleFloorBase,
 			BaseUnit: "us", Skipped: why},
+		{Group: "daemon", Name: daemonCheckWriteName, Unit: "Gb/s", Baseline: daemonWriteName,
+			BaseUnit: "Gb/s", Target: "ratio >= 0.8", Skipped: why},
+		{Group: "daemon", Name: daemonCheckLatName, Unit: "us", Baseline: daemonLatName,
+			BaseUnit: "us", Target: "ratio <= 1.25", Skipped: why},
 	}
 }
 

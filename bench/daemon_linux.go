@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/softroce/softroce/check"
 	"github.com/softroce/softroce/ib"
 	"github.com/softroce/softroce/link"
 	"github.com/softroce/softroce/node"
@@ -73,6 +74,19 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 	go func() { served1 <- srv1.Serve() }()
 	defer func() { srv1.Close(); <-served1 }()
 	env1 := append(os.Environ(), uverbsd.Env(dir1, so)...)
+	set, err := check.NewSet(check.Config{})
+	if err != nil {
+		return nil, err
+	}
+	dir2 := filepath.Join(tmp, "check", daemonName)
+	srv2, err := uverbsd.New(uverbsd.Config{Device: n.Device(), Dir: dir2, Settle: n.Settle, NoRDMACM: true, Check: set})
+	if err != nil {
+		return nil, err
+	}
+	served2 := make(chan error, 1)
+	go func() { served2 <- srv2.Serve() }()
+	defer func() { srv2.Close(); <-served2 }()
+	env2 := append(os.Environ(), uverbsd.Env(dir2, so)...)
 
 	iters := 2000
 	if o.Quick {
@@ -97,10 +111,10 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 		return nil, err
 	}
 
-	bw, inBW := [2]float64{}, 0.0
-	lat, inLat := [2]time.Duration{1 << 62, 1 << 62}, time.Duration(1<<62)
+	bw, inBW := [3]float64{}, 0.0
+	lat, inLat := [3]time.Duration{1 << 62, 1 << 62, 1 << 62}, time.Duration(1<<62)
 	floor, idleFloor := time.Duration(1<<62), time.Duration(1<<62)
-	envs := [2][]string{env, env1}
+	envs := [3][]string{env, env1, env2}
 	for range o.rounds() {
 		for i, env := range envs {
 			out, err := perftest(ctx, env, "ib_write_bw", "-s", "65536", "-n", strconv.Itoa(iters), "--report_gbits")
@@ -168,10 +182,17 @@ func runDaemon(ctx context.Context, o *Options) ([]Row, error) {
 	measured(&rows[3], bw[1], inBW)
 	measured(&rows[4], us(lat[1]), us(inLat))
 	measured(&rows[5], us(floor), us(idleFloor))
+	measured(&rows[6], bw[2], bw[0])
+	measured(&rows[7], us(lat[2]), us(lat[0]))
 	rows[0] = rows[0].atMost(1.5)
 	rows[3] = rows[3].atLeast(0.5)
-	o.logf("daemon: ib_write_bw %.2f Gb/s (one-way doorbells %.2f, in-process %.2f), ib_send_lat typical %v (one-way %v, in-process p50 %v, floor %v, idle floor %v)",
-		bw[0], bw[1], inBW, lat[0], lat[1], inLat, floor, idleFloor)
+	rows[6] = rows[6].atLeast(0.8)
+	rows[7] = rows[7].atMost(1.25)
+	if found := set.All(); len(found) > 0 {
+		o.logf("daemon: --check found %d things in perftest: %+v", len(found), found)
+	}
+	o.logf("daemon: ib_write_bw %.2f Gb/s (one-way doorbells %.2f, --check %.2f, in-process %.2f), ib_send_lat typical %v (one-way %v, --check %v, in-process p50 %v, floor %v, idle floor %v)",
+		bw[0], bw[1], bw[2], inBW, lat[0], lat[1], lat[2], inLat, floor, idleFloor)
 	o.logf("daemon: doorbells %+v, one-way %+v", srv.DoorbellStats(), srv1.DoorbellStats())
 	return rows, nil
 }

@@ -37,7 +37,8 @@ func TestPerftestResult(t *testing.T) {
 
 // TestDaemonRowsHoldEachDoorbellToItsTarget: the default doorbell's
 // latency is judged against the floor, the one-way doorbells' bandwidth
-// against the in-process WRITE; the other rows are informative.
+// against the in-process WRITE, the checking daemon's against the
+// default's; the other rows are informative.
 func TestDaemonRowsHoldEachDoorbellToItsTarget(t *testing.T) {
 	targets := map[string]string{}
 	for _, r := range daemonRows("") {
@@ -48,6 +49,8 @@ func TestDaemonRowsHoldEachDoorbellToItsTarget(t *testing.T) {
 	want := map[string]string{
 		daemonLatName + " vs " + floorBase:               "ratio <= 1.5",
 		daemonOneWayWriteName + " vs " + inprocWriteBase: "ratio >= 0.5",
+		daemonCheckWriteName + " vs " + daemonWriteName:  "ratio >= 0.8",
+		daemonCheckLatName + " vs " + daemonLatName:      "ratio <= 1.25",
 	}
 	if len(targets) != len(want) {
 		t.Fatalf("targets %q, want %q", targets, want)

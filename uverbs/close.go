@@ -38,6 +38,8 @@ func (f *File) Close() error {
 		return nil
 	}
 	f.closed = true
+	f.checkClose()
+	defer f.check.Release()
 	// uverbs_free_qp at close: every group each QP joined is left
 	// (ib_uverbs_detach_umcast), and what the device no longer holds is
 	// forgotten (emu.QP.ForgetMcast), so that the QP can go.

@@ -286,8 +286,12 @@ func (c *call) deregMR() error {
 	if err != nil {
 		return err
 	}
+	lkey := o.mr.LKey()
 	if err := o.mr.DeregUser(&emu.UData{}); err != nil {
 		return wrap("DEREG_MR", err)
+	}
+	if c.f.check != nil {
+		c.f.check.MRDeregistered(o.handle, lkey)
 	}
 	delete(c.f.objects, o.handle)
 	return nil

@@ -26,12 +26,20 @@ type ucq struct {
 	compSent evCounter // completion events written to the channel
 	async    evCounter // async events reported
 	resizing *call     // the RESIZE_CQ in progress, whose response gets the new ring's mminfo
+	handle   uint32    // the CQ's handle, as findings name it
 }
 
 // post writes a completion into the ring (the device calls it under its
 // lock); false when the client has not consumed room for it.
 func (u *ucq) post(wc emu.WC) bool {
 	slot := u.ring.produce()
+	if u.f.check != nil && wc.QP != nil {
+		if slot == nil {
+			u.f.check.CQOverflowed(u.handle, int(u.ring.mask), wc.QP.QPNum(), wc.WRID)
+		} else {
+			u.f.checkCompletion(wc.QP.QPNum(), &wc)
+		}
+	}
 	if slot == nil {
 		return false
 	}
@@ -149,7 +157,7 @@ func (c *call) makeCQ(cookie uint64, cqe, vector uint32, channel int32, flags ui
 	}
 	u.cq, u.ring = cq, ring
 	o := &object{kind: kindCQ, cq: u, userHandle: cookie}
-	f.newObject(o)
+	u.handle = f.newObject(o)
 	resp := RxeCreateCqResp{Mi: f.addQueue(ring)}
 	if err := c.driverRespond(bytesOf(&resp)); err != nil {
 		f.destroyCQ(o)
@@ -276,6 +284,7 @@ func (c *call) destroyCQ() error {
 		return err
 	}
 	u := o.cq
+	c.f.checkUnpolled(o.handle, u)
 	if err := c.f.destroyCQ(o); err != nil {
 		return err
 	}

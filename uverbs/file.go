@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/softroce/softroce/check"
 	"github.com/softroce/softroce/emu"
 	"golang.org/x/sys/unix"
 )
@@ -60,6 +61,8 @@ type File struct {
 	reply     Reply                     // files gathered by the command in progress
 	handed    []*eventFile              // the event files of the last reply's Files, in order
 	passing   []*eventFile              // the event files the command in progress hands out
+	check     *check.Program            // SetCheck; nil checks nothing
+	checkQPs  sync.Map                  // with check: QP number -> *uqp, for the completion path
 }
 
 // objKind is the type of a uobject (UVERBS_OBJECT_*).

@@ -184,6 +184,9 @@ func (c *call) makeQP(cmd *ExCreateQp) (*object, CreateQpResp, error) {
 	if err := c.driverRespond(bytesOf(&dresp)); err != nil {
 		return fail(err)
 	}
+	if f.check != nil {
+		f.checkQPCreated(u)
+	}
 	return o, CreateQpResp{Qp_handle: o.handle, Qpn: qp.QPNum(), Max_send_wr: cp.MaxSendWR, Max_recv_wr: cp.MaxRecvWR,
 		Max_send_sge: cp.MaxSendSGE, Max_recv_sge: cp.MaxRecvSGE, Max_inline_data: cp.MaxInlineData}, nil
 }
@@ -321,6 +324,11 @@ func (u *uqp) doorbell() (took int) {
 	if err != nil || attr.QPState < qpstate.StateRTS {
 		return 0
 	}
+	if u.f.check != nil && attr.QPState == qpstate.StateErr {
+		if slot := u.sq.peek(0); slot != nil && len(slot) >= sendWqeSize {
+			u.f.check.PostedInError(u.qp.QPNum(), load[RxeSendWqe](slot).Wr.Wr_id, u.sq.load(qbProducer)&u.sq.mask)
+		}
+	}
 	u.stalled = false
 	for {
 		// Up to doorbellBatch WQEs in one post; a WQE that does not decode
@@ -346,9 +354,18 @@ func (u *uqp) doorbell() (took int) {
 			u.refuse(u.wrs[0].WRID)
 			continue
 		}
+		if u.f.check != nil {
+			// Before the post: a QP in ERR completes them within it.
+			for k := range n {
+				u.f.check.Posted(u.qp.QPNum(), &u.wrs[k])
+			}
+		}
 		posted, err := u.qp.PostSend(u.wrs[:n])
 		if err == nil {
 			posted = n
+		}
+		if u.f.check != nil && posted < n {
+			u.f.check.Unposted(u.qp.QPNum(), n-posted)
 		}
 		for range posted {
 			u.sq.advance()
@@ -508,6 +525,7 @@ func (c *call) modify(cmd *ModifyQp, rateLimit uint32) error {
 	if err := o.qp.qp.ModifyWithUdata(&attr, mask, u); err != nil {
 		return wrap("MODIFY_QP", err)
 	}
+	f.checkModify(o.qp, mask, attr.QPState)
 	o.qp.doorbell()
 	return nil
 }
@@ -566,9 +584,11 @@ func (c *call) destroyQP() error {
 		// uverbs_free_qp: a QP still attached to a group stays.
 		return errorf(unix.EBUSY, "destroy QP %d: attached to %d multicast groups", cmd.Handle, len(o.qp.mcast))
 	}
+	checked := c.f.checkQPDestroy(o.qp)
 	if err := c.f.destroyQP(o); err != nil {
 		return err
 	}
+	checked()
 	resp := DestroyQpResp{Reported: o.qp.events.n.Load()}
 	return c.respond(bytesOf(&resp))
 }
@@ -581,6 +601,7 @@ func (f *File) destroyQP(o *object) error {
 		return wrap("destroy QP", err)
 	}
 	f.takeBackAsync(&u.events, u.cookie, qpEvents...)
+	f.checkQPs.Delete(u.qp.QPNum())
 	f.dropQueue(u.sq)
 	f.dropQueue(u.rq)
 	if u.staging != 0 {

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softroce/softroce/check"
 	"github.com/softroce/softroce/cma"
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/preload"
@@ -57,6 +58,9 @@ type Config struct {
 	// (the uverbs ioctl methods called: Server.Methods) and "res" (the
 	// device's resources as `rdma resource show` lists them).
 	Control map[string]ControlFunc
+	// Check, if set, checks what every client does with uverbs0
+	// (OpenUverbs's File): softroce run --check, package check.
+	Check *check.Set
 	// Intercept, if set, sees every write() to uverbs0 (OpenUverbs's
 	// File) before the File: a non-nil error fails the write with it (its
 	// errno) without reaching the File (a fault injected on a verb). cmd
@@ -1139,6 +1143,7 @@ func (cn *conn) handle(frame []byte) bool {
 			if st, ok := cn.file.(settler); ok && cn.settle() != nil {
 				st.SetSettle(cn.settle())
 			}
+			cn.s.startCheck(cn.file, cn.pid)
 			cn.s.mu.Lock()
 			cn.s.opened++
 			cn.s.files[cn] = cn.file

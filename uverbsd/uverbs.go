@@ -3,6 +3,7 @@ package uverbsd
 import (
 	"os"
 
+	"github.com/softroce/softroce/check"
 	"github.com/softroce/softroce/emu"
 	"github.com/softroce/softroce/ucma"
 	"github.com/softroce/softroce/uverbs"
@@ -48,6 +49,9 @@ func (u uverbsFile) Doorbell(handle uint32) (int, error) { return u.f.Doorbell(h
 
 // SetSettle forwards the daemon's Config.Settle (uverbs.File.SetSettle).
 func (u uverbsFile) SetSettle(settle func(fn func())) { u.f.SetSettle(settle) }
+
+// SetCheck forwards the checker of the client's program.
+func (u uverbsFile) SetCheck(p *check.Program) { u.f.SetCheck(p) }
 
 // FilesStored forwards the client's descriptor numbers.
 func (u uverbsFile) FilesStored(fds []uint32) { u.f.FilesStored(fds) }

@@ -67,7 +67,9 @@ func serveOrWait(e *env, lf *linkFlags, df *daemonFlags, dir string, timeout tim
 // the link flags do not apply); otherwise one is served for the program's
 // lifetime (and as long as other programs that found it keep the device
 // open), on the link the flags describe (default: the in-memory link,
-// where the device reaches its own GIDs).
+// where the device reaches its own GIDs). With --check the program's
+// findings are reported at its end (from the serving daemon, which must
+// check too: softroce serve --check).
 func runRun(e *env) error {
 	stdout, stderr := e.stdout, e.stderr
 	fs := newFlagSet(e, "run")
@@ -109,6 +111,10 @@ func runRun(e *env) error {
 		return err
 	}
 	shared := d == nil
+	var chk *daemonCheck
+	if d != nil {
+		chk = d.check
+	}
 	if d != nil {
 		defer func() {
 			// Programs that found this daemon serving keep it until
@@ -156,11 +162,14 @@ func runRun(e *env) error {
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
 				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-					return &exitError{code: 128 + int(ws.Signal())}
+					err = &exitError{code: 128 + int(ws.Signal())}
+				} else {
+					err = &exitError{code: ee.ExitCode()}
 				}
-				return &exitError{code: ee.ExitCode()}
 			}
-			return err
+			// The findings come before the daemon stops (the deferred
+			// stop above).
+			return runCheckReport(df.check, chk, dir, cmd.Process.Pid, err, stderr)
 		}
 	}
 }

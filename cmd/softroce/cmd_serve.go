@@ -48,14 +48,26 @@ type daemon struct {
 	served chan error
 	cov    *daemonCoverage
 	faults *daemonFaults
+	check  *daemonCheck
 	df     *daemonFlags
 	stderr io.Writer
+	report bool   // serve's: --check-out is all the findings
 	atExit func() // run after the server ends, before the node closes (nil: nothing)
 }
 
 // startDaemon builds the node the flags describe and serves it in the
 // device's directory, recording its coverage.
 func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, error) {
+	return startDaemonReporting(e, lf, df, dir, false)
+}
+
+// startDaemonReporting is startDaemon; with report, --check reports each
+// program at its end (serve).
+func startDaemonReporting(e *env, lf *linkFlags, df *daemonFlags, dir string, report bool) (*daemon, error) {
+	chk, err := newDaemonCheck(df.check, report, e.stderr)
+	if err != nil {
+		return nil, err
+	}
 	cov := newDaemonCoverage(lf.dev)
 	lf.recorder = cov.rec
 	faults := newDaemonFaults(lf, cov, e.stderr)
@@ -91,6 +103,7 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 	cfg := uverbsd.Config{Device: n.Device(), Dir: dir, Groups: n, Settle: n.Settle, OneWayDoorbells: df.oneWay, WatchPage: df.oneWay,
 		PublishLater: true, HoldLock: true, Links: links}
 	cov.serverConfig(&cfg)
+	chk.serverConfig(&cfg)
 	df.serverConfig(&cfg, e.stderr)
 	faults.configure(n, &cfg)
 	srv, err := uverbsd.New(cfg)
@@ -121,7 +134,7 @@ func startDaemon(e *env, lf *linkFlags, df *daemonFlags, dir string) (*daemon, e
 		srv.Unlock()
 		return nil, err
 	}
-	d := &daemon{n: n, extra: extra, fabric: fabric, links: links, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr, faults: faults}
+	d := &daemon{n: n, extra: extra, fabric: fabric, links: links, srv: srv, served: make(chan error, 1), cov: cov, df: df, stderr: e.stderr, faults: faults, check: chk}
 	links.mu.Lock()
 	links.d = d
 	links.mu.Unlock()
@@ -167,6 +180,9 @@ func (d *daemon) finish(err error) error {
 	d.faults.set.Close()
 	err = errors.Join(err, <-d.served)
 	err = errors.Join(err, d.cov.write(d.df.coverage, d.n.Device(), d.stderr))
+	if d.check != nil && d.report {
+		err = errors.Join(err, writeCheckOut(d.df.check.out, d.check.set.All()))
+	}
 	err = errors.Join(err, d.n.Close())
 	d.links.mu.Lock()
 	for _, x := range d.extra {
@@ -233,10 +249,11 @@ func runServe(e *env) error {
 	if readyErr != nil {
 		return readyErr
 	}
-	d, err := startDaemon(e, lf, df, dir)
+	d, err := startDaemonReporting(e, lf, df, dir, true)
 	if err != nil {
 		return err
 	}
+	d.report = true
 	if names := df.devices.names(); len(names) > 1 {
 		fmt.Fprintf(stdout, "# softroce serves %s on one fabric; run programs with `softroce run -d %s -- PROGRAM` (or `softroce run -- PROGRAM`), or in this environment:\n",
 			strings.Join(names, ", "), lf.dev)

@@ -22,6 +22,7 @@ type daemonFlags struct {
 	noMemlock bool
 	// devices are the -d flags (nil: one device, the link flags').
 	devices *deviceFlags
+	check   *checkFlags
 }
 
 func addDaemonFlags(fs *flag.FlagSet) *daemonFlags {
@@ -29,6 +30,7 @@ func addDaemonFlags(fs *flag.FlagSet) *daemonFlags {
 	fs.StringVar(&df.coverage, "coverage", "", "record what the programs make the device go through (transitions, completions, events, failed verbs and commands, faults) and write the profile to `FILE` when the daemon ends (read it with softroce coverage FILE)")
 	fs.BoolVar(&df.oneWay, "one-way-doorbells", false, "let programs ring their send queues' doorbells without waiting for the daemon where the kernel's answer is known (a QP at RTS or later), and skip them while the daemon is still working on the queue (a watch page it shares): streams of posts run beside the daemon's work (ib_write_bw 4 to 5 times faster on a 2-vCPU VM), while a ping-pong waits longer for the daemon than with the default, which hands the program's CPU to the daemon at each doorbell")
 	fs.BoolVar(&df.noMemlock, "no-memlock", false, "pin the programs' MR pages without charging them to their RLIMIT_MEMLOCK, as if each had CAP_IPC_LOCK; by default ibv_reg_mr past the limit (ulimit -l) fails with ENOMEM, as on the kernel")
+	df.check = addCheckFlags(fs)
 	fs.Var(&df.faults, "fault", "inject the fault `RULE` (repeatable; softroce fault -h shows the syntax), e.g. wire:drop,qp=0x11,opcode=RDMA_WRITE_FIRST,nth=3 or verbs:fail,verb=create_qp,errno=ENOMEM; --seed replays the probabilistic ones")
 	return df
 }

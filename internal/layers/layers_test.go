@@ -29,7 +29,7 @@ var layer = map[string]int{
 	// Links of each kind, the host stack, the device, the CM and what
 	// reads the core.
 	"link/pcap": 3, "link/udp": 3, "tap": 3, "host": 3, "fault": 3,
-	"emu/kverbs": 3, "emu/rxe": 3, "devinfo": 3, "coverage": 3, "cma": 3, "oob": 3,
+	"emu/kverbs": 3, "emu/rxe": 3, "devinfo": 3, "coverage": 3, "check": 3, "cma": 3, "oob": 3,
 	// A host on a link; the uverbs ABI; workloads over the verbs API.
 	"node": 4, "emu/rxe/rxetest": 4, "uverbs": 4, "rping": 4, "workload": 4,
 	// The rdma_cm ABI (beside uverbs').

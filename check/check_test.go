@@ -1,0 +1,237 @@
+package check
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softroce/softroce/emu"
+)
+
+func fixedClock() func() time.Time {
+	t := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	return func() time.Time { t = t.Add(time.Millisecond); return t }
+}
+
+func newTestSet(t *testing.T, ignore ...Name) *Set {
+	t.Helper()
+	s, err := NewSet(Config{Ignore: ignore, Now: fixedClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func names(found []Finding) []string {
+	var out []string
+	for _, f := range found {
+		out = append(out, string(f.Name)+" "+f.Object)
+	}
+	return out
+}
+
+func TestEveryCheckIsExplained(t *testing.T) {
+	seen := map[Name]bool{}
+	for _, c := range Checks {
+		if seen[c.Name] || c.Rule == "" || !strings.Contains(c.Explain, "Fix: ") {
+			t.Errorf("%s: duplicate, or without its rule or fix", c.Name)
+		}
+		seen[c.Name] = true
+	}
+	if _, err := NewSet(Config{Ignore: []Name{"no-such"}}); err == nil {
+		t.Error("an unknown name to ignore was accepted")
+	}
+}
+
+func TestSignalledWROutstandingAtDestroyUntilItsCompletion(t *testing.T) {
+	s := newTestSet(t)
+	p := s.Program(100, "prog", nil)
+	p.QPCreated(0x11, 16, false)
+	p.Posted(0x11, &emu.SendWR{WRID: 1, SGList: []emu.SGE{{LKey: 7}}})                              // unsignalled
+	p.Posted(0x11, &emu.SendWR{WRID: 2, SendFlags: emu.SendSignaled, SGList: []emu.SGE{{LKey: 7}}}) // signalled
+	p.MRDeregistered(3, 8)                                                                          // another MR: nothing
+	p.MRDeregistered(3, 7)
+	p.Completed(0x11, 2, emu.WCSuccess)
+	p.MRDeregistered(4, 7) // done now: nothing
+	p.Posted(0x11, &emu.SendWR{WRID: 3, SendFlags: emu.SendSignaled})
+	p.QPDestroyed(0x11, 0, 0)
+	got := names(s.All())
+	want := []string{"mr-deregistered-busy MR handle 3 lkey 0x7", "qp-destroyed-busy QP 0x11"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("findings %q, want %q", got, want)
+	}
+	if f := s.All()[1]; f.WRID == nil || *f.WRID != 3 {
+		t.Fatalf("qp-destroyed-busy names WR %v, want 3", f.WRID)
+	}
+}
+
+// TestOneIDForManyWRsCompletesInOrder: programs (perftest) give every WR
+// one wr_id and signal one in N: a success completes the oldest
+// signalled WR and all before it, a flush the oldest WR of the id.
+func TestOneIDForManyWRsCompletesInOrder(t *testing.T) {
+	s := newTestSet(t)
+	p := s.Program(100, "prog", nil)
+	p.QPCreated(0x11, 64, false)
+	for round := range 3 {
+		for i := range 4 {
+			flags := emu.SendFlags(0)
+			if i == 3 {
+				flags = emu.SendSignaled
+			}
+			p.Posted(0x11, &emu.SendWR{WRID: 0, SendFlags: flags})
+		}
+		if round < 2 {
+			p.Completed(0x11, 0, emu.WCSuccess)
+		}
+	}
+	p.Completed(0x11, 0, emu.WCWRFlushErr) // the first unsignalled one of round 3
+	p.QPDestroyed(0x11, 0, 0)
+	found := s.All()
+	if len(found) != 1 || found[0].Name != QPDestroyedBusy || !strings.Contains(found[0].Detail, "with 1 signalled") {
+		t.Fatalf("findings %+v, want the last round's signalled WR outstanding", found)
+	}
+}
+
+func TestUnsignalledRunOfAQueueDepthIsFoundOnce(t *testing.T) {
+	s := newTestSet(t)
+	p := s.Program(100, "prog", nil)
+	p.QPCreated(0x12, 4, false)
+	for i := range 3 {
+		p.Posted(0x12, &emu.SendWR{WRID: uint64(i)})
+	}
+	p.Posted(0x12, &emu.SendWR{WRID: 3, SendFlags: emu.SendSignaled})
+	if n := len(s.All()); n != 0 {
+		t.Fatalf("3 unsignalled then a signalled on a depth of 4: %d findings", n)
+	}
+	for i := range 9 {
+		p.Posted(0x12, &emu.SendWR{WRID: uint64(10 + i)})
+	}
+	found := s.All()
+	if len(found) != 1 || found[0].Name != SQNeverReclaimed || *found[0].WRID != 13 {
+		t.Fatalf("findings %+v, want one sq-never-reclaimed at WR 13", found)
+	}
+	q := s.Program(101, "sigall", nil)
+	q.QPCreated(0x13, 2, true)
+	for i := range 5 {
+		q.Posted(0x13, &emu.SendWR{WRID: uint64(i)})
+	}
+	if n := len(s.Of(101)); n != 0 {
+		t.Fatalf("sq_sig_all QP: %d findings", n)
+	}
+}
+
+func TestPostToErrorQPOnlyAfterTheErrorCompletion(t *testing.T) {
+	s := newTestSet(t)
+	p := s.Program(100, "prog", nil)
+	p.QPCreated(0x11, 16, false)
+	p.PostedInError(0x11, 1, 5) // in ERR, no error completion: the program's view is unknown
+	p.ErrorCompleted(0x11, 7)
+	p.PostedInError(0x11, 2, 7) // on the ring before the error reached the CQ
+	p.PostedInError(0x11, 4, 9)
+	p.PostedInError(0x11, 5, 9) // nothing new
+	p.PostedInError(0x11, 6, 10)
+	p.QPCreated(0x12, 16, false)
+	p.ErrorCompleted(0x12, 1)
+	p.QPModified(0x12, true)
+	p.PostedInError(0x12, 1, 2) // the program's own ERR: a drain
+	p.QPCreated(0x13, 16, false)
+	p.ErrorCompleted(0x13, 1)
+	p.QPModified(0x13, false) // recovered (to RESET)
+	p.PostedInError(0x13, 1, 2)
+	found := s.All()
+	if len(found) != 1 || found[0].Object != "QP 0x11" || found[0].Count != 2 || *found[0].WRID != 4 {
+		t.Fatalf("findings %+v, want post-to-error-qp twice on QP 0x11, first WR 4", found)
+	}
+}
+
+func TestFindingsOfAProgramAndItsChildrenAtItsEnd(t *testing.T) {
+	var ended []int
+	s, err := NewSet(Config{Ignore: []Name{CQOverflow}, Now: fixedClock(), OnEnd: func(pid int, found []Finding) {
+		ended = append(ended, pid, len(found))
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := s.Program(100, "sh", nil)
+	child := s.Program(200, "prog", []int{100, 50})
+	other := s.Program(300, "other", []int{50})
+	child.Leaked("PD", 0, "")
+	child.Leaked("PD", 0, "") // the same object: counted
+	child.CQOverflowed(1, 3, 0x11, 9)
+	other.Unpolled(2, 0x12, 5, emu.WCRemAccessErr)
+	other.Unpolled(2, 0x12, 6, emu.WCWRFlushErr) // a flush: nothing
+	if !s.Active(100) {
+		t.Fatal("a program with a child's file open is not active")
+	}
+	child.Release()
+	parent.Release()
+	other.Release()
+	if s.Active(100) || len(ended) != 4 || ended[0] != 200 || ended[1] != 1 || ended[2] != 300 {
+		t.Fatalf("active %v, ends %v", s.Active(100), ended)
+	}
+	of := s.Of(100)
+	if len(of) != 1 || of[0].Name != Leak || of[0].Count != 2 || of[0].PID != 200 {
+		t.Fatalf("findings of 100: %+v", of)
+	}
+	var b bytes.Buffer
+	if err := WriteJSON(&b, s.All()); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON(&b)
+	if err != nil || len(back) != 2 || back[1].Name != ErrorIgnored || *back[1].WRID != 5 || !back[0].First.Equal(of[0].First) {
+		t.Fatalf("JSON round trip: %+v, %v", back, err)
+	}
+	b.Reset()
+	WriteReport(&b, back)
+	for _, want := range []string{"softroce check: 2 findings", "leak: PD handle 0 (pid 200 prog)", "2 times",
+		"error-completion-ignored: QP 0x12", "wr_id 0x5", "--check-ignore leak to suppress"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// FuzzReadJSON: any input is read or refused, never a panic; what is read
+// writes back and reads again the same.
+func FuzzReadJSON(f *testing.F) {
+	f.Add([]byte(`{"findings":[]}`))
+	f.Add([]byte(`{"findings":[{"name":"leak","pid":1,"program":"p","object":"PD handle 0","count":1,"first":"2026-01-02T03:04:05Z","detail":"d"}]}`))
+	f.Add([]byte(`{"findings":[{"wr_id":18446744073709551615}]}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		found, err := ReadJSON(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		var b bytes.Buffer
+		if err := WriteJSON(&b, found); err != nil {
+			return // a time the encoder refuses (year past 9999)
+		}
+		if _, err := ReadJSON(&b); err != nil {
+			t.Fatalf("re-reading what was written: %v", err)
+		}
+		var r bytes.Buffer
+		WriteReport(&r, found)
+	})
+}
+
+// BenchmarkPostComplete is the checker's cost per send WR of a stream
+// that signals one WR in 16 (perftest's cq_mod), as the daemon's doorbell
+// and completion path pay it.
+func BenchmarkPostComplete(b *testing.B) {
+	s, _ := NewSet(Config{})
+	p := s.Program(1, "bench", nil)
+	p.QPCreated(0x11, 128, false)
+	wr := emu.SendWR{WRID: 0, SGList: []emu.SGE{{LKey: 7, Length: 65536}}}
+	b.ReportAllocs()
+	for i := range b.N {
+		wr.SendFlags = 0
+		if i%16 == 15 {
+			wr.SendFlags = emu.SendSignaled
+		}
+		p.Posted(0x11, &wr)
+		if i%16 == 15 {
+			p.Completed(0x11, 0, emu.WCSuccess)
+		}
+	}
+}
