@@ -171,6 +171,7 @@ type Server struct {
 	watching int
 	opened   int            // connections with an open File
 	files    map[*conn]File // their Files
+	restrack restrack       // the numbers RDMA netlink gives the files' objects
 	removing bool           // Remove has begun: nothing more is accepted
 	closed   bool
 
@@ -774,6 +775,7 @@ type conn struct {
 	mrs   *memFile   // the client's address space for its MRs (nil: none opened)
 	watch *watchPage // the uverbs client's watch page (nil: none)
 	file  File
+	nl    *nlClient // an RDMA netlink socket's state (nil: not one)
 	// passed is how many files the last reply passed: the client's
 	// OpFds must come next and carry that many numbers.
 	passed int
@@ -979,6 +981,17 @@ func (cn *conn) loop() {
 			return
 		}
 		buf := cn.buf
+		if cn.nl != nil {
+			// A netlink datagram: descriptors mean nothing to the
+			// kernel's netlink (closed); one over the frame buffer
+			// is dropped, as a kernel socket's over its send buffer
+			// never arrives.
+			closeRights(oob[:oobn])
+			if n <= len(buf) && !cn.serveNetlink(buf[:n]) {
+				return
+			}
+			continue
+		}
 		if n > len(buf) {
 			closeRights(oob[:oobn])
 			h, _, _ := preload.ParseFrame(buf[:preload.HeaderSize])
@@ -1090,6 +1103,8 @@ func (cn *conn) handle(frame []byte) bool {
 			ret = -int32(unix.EPROTO)
 		case string(p) == RDMACMNode:
 			return cn.openRDMACM(h)
+		case string(p) == preload.NetlinkNode:
+			return cn.openNetlink(h)
 		case string(p) != UverbsNode:
 			ret = -int32(unix.ENODEV)
 		default:

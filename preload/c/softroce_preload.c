@@ -74,8 +74,8 @@
  *       count from the eventfd (blocking unless the descriptor is
  *       O_NONBLOCK: then EAGAIN), then asks the daemon; MIGRATE_ID's fd
  *       field is translated to the daemon's name for that file;
- *   socket(AF_NETLINK, ..., NETLINK_RDMA): EPROTONOSUPPORT, so libibverbs
- *       and librdmacm read the sysfs tree instead of asking the kernel.
+ *   socket(AF_NETLINK, ..., NETLINK_RDMA): a socket the daemon answers
+ *       (netlink.c), EPROTONOSUPPORT without a daemon.
  *
  * munmap needs no wrapper: the mappings are ordinary shared mappings of the
  * memfds.
@@ -121,9 +121,8 @@
 #define PR_SET_PTRACER 0x59616d61
 #endif
 
-/* Frame layout: package preload, proto.go. */
-#define PROTO_VERSION 1
-#define OP_OPEN 1
+/* Frame layout: package preload, proto.go (the header has the version,
+ * OP_OPEN and struct frame_hdr). */
 #define OP_WRITE 2
 #define OP_MMAP 3
 #define OP_FDS 4
@@ -141,13 +140,6 @@
 /* The largest wqe_size the kernel's POST_SEND takes (KMALLOC_MAX_SIZE:
  * package uverbs, KmallocMax); a larger one is ENOMEM. */
 #define KMALLOC_MAX (4u << 20)
-
-struct frame_hdr {
-	uint32_t op;
-	uint32_t len;
-	int32_t ret;
-	uint32_t aux;
-};
 
 #define DEV_PREFIX "/dev/infiniband/"
 
@@ -191,16 +183,6 @@ static struct fake fakes[MAX_FAKE] = {[0 ... MAX_FAKE - 1] = {.mu = PTHREAD_MUTE
 static unsigned char slot_of[MAX_FD];
 static unsigned char slot_used[MAX_FAKE];
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
-
-#define REAL(ret, name, args)                                                \
-	static ret(*real_##name) args;                                       \
-	static ret(*get_##name(void)) args                                   \
-	{                                                                    \
-		if (!__atomic_load_n(&real_##name, __ATOMIC_ACQUIRE))        \
-			__atomic_store_n(&real_##name, dlsym(RTLD_NEXT, #name), \
-					 __ATOMIC_RELEASE);                  \
-		return __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);      \
-	}
 
 REAL(int, open, (const char *, int, ...))
 REAL(int, open64, (const char *, int, ...))
@@ -2386,6 +2368,7 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 
 int close(int fd)
 {
+	nl_forget(fd);
 	forget(fd);
 	forget_known(fd);
 	return get_close()(fd);
@@ -2424,11 +2407,7 @@ int dup3(int oldfd, int newfd, int flags)
 
 int socket(int domain, int type, int protocol)
 {
-	if (domain == AF_NETLINK && protocol == NETLINK_RDMA) {
-		/* As a kernel without ib_core: the RDMA netlink family is
-		 * absent, so the libraries read the sysfs tree. */
-		errno = EPROTONOSUPPORT;
-		return -1;
-	}
+	if (domain == AF_NETLINK && protocol == NETLINK_RDMA)
+		return nl_socket(type);
 	return get_socket()(domain, type, protocol);
 }
