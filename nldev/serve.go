@@ -837,6 +837,14 @@ func resEntryDump(t resType) dumpit {
 				if port != 0 && e.port != port {
 					continue
 				}
+				if filled && len(r.w.b)-r.w.start > GoodSize {
+					// The skb is full: the dump goes on in
+					// another message, as the kernel's next
+					// dumpit call does.
+					r.w.endNest()
+					r.flush()
+					filled = false
+				}
 				if !filled {
 					r.put(t.op)
 					r.handle(d)
