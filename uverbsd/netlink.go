@@ -121,6 +121,10 @@ func (t *restrack) keep(live map[any]bool) {
 // nlSource is the Server's device as RDMA netlink describes it.
 type nlSource struct{ s *Server }
 
+// pollUnboundWorkqueue is IB_POLL_UNBOUND_WORKQUEUE, the poll context of
+// ib_core's MAD CQ.
+const pollUnboundWorkqueue = 2
+
 // devIndex is the index of the Server's device (ib_device.index).
 const devIndex = 0
 
@@ -213,6 +217,20 @@ func (n nlSource) Resources(index uint32) nldev.Resources {
 	num := func(kind string, obj any) uint32 {
 		live[obj] = true
 		return t.number(kind, obj)
+	}
+	if s.cm != nil {
+		// ib_core's MAD layer: kernel resources, numbered first as
+		// the kernel makes them when the device registers.
+		pd, cq, qp := s.cm.MADObjects()
+		kern := nldev.Owner{Kern: "ib_core"}
+		pdn := num("pd", pd)
+		res.PDs = append(res.PDs, nldev.PD{PDN: pdn, LocalDMALKey: pd.LocalDMALKey, Users: 1, Owner: kern})
+		res.CQs = append(res.CQs, nldev.CQ{CQN: num("cq", cq), CQE: uint32(cq.CQE), Users: 2,
+			PollCtx: pollUnboundWorkqueue, Owner: kern})
+		if a, _, err := qp.Query(0); err == nil {
+			res.QPs = append(res.QPs, nldev.QP{Port: 1, LQPN: qp.QPNum(), SQPSN: a.SQPSN, Type: uint8(qp.QPType),
+				State: uint8(a.QPState), PDN: pdn, Owner: kern})
+		}
 	}
 	for _, o := range files {
 		objs, hasCtx := o.file.Tracked()
