@@ -2,6 +2,7 @@ package nldev
 
 import (
 	"encoding/binary"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -156,6 +157,15 @@ type Source interface {
 	// GlobalChardev returns a client's char device that belongs to no
 	// device ("rdma_cm").
 	GlobalChardev(name string) (Chardev, bool)
+	// HasNetdev reports whether the requester's network namespace has
+	// a netdev called name (dev_get_by_name).
+	HasNetdev(name string) bool
+	// NewLink adds device name of link type typ on netdev (the link
+	// type's newlink), or returns the errno that refuses it.
+	NewLink(name, typ, netdev string) unix.Errno
+	// DelLink removes the device of index (ib_unregister_device), or
+	// returns the errno that refuses it.
+	DelLink(index uint32) unix.Errno
 }
 
 // Client is the requesting socket, as the replies depend on it.
@@ -279,8 +289,8 @@ func (r *req) flush() {
 var cmds = map[uint16]cmd{
 	CmdGet:         {doit: getDoit, dump: getDump},
 	CmdSet:         {admin: true},
-	CmdNewlink:     {admin: true},
-	CmdDellink:     {admin: true},
+	CmdNewlink:     {doit: newlinkDoit, admin: true},
+	CmdDellink:     {doit: dellinkDoit, admin: true},
 	CmdPortGet:     {doit: portDoit, dump: portDump},
 	CmdSysGet:      {doit: sysDoit},
 	CmdSysSet:      {admin: true},
@@ -354,6 +364,9 @@ func serveMsg(src Source, cl Client, h Header, payload []byte) (out [][]byte, du
 	}
 	if e := c.doit(r); e != 0 {
 		return nil, false, e
+	}
+	if len(r.w.b) == 0 {
+		return nil, false, 0 // nothing but the ACK
 	}
 	return [][]byte{r.w.b}, false, 0
 }
@@ -480,6 +493,30 @@ func portDump(r *req) unix.Errno {
 		r.flush()
 	}
 	return 0
+}
+
+// newlinkDoit is nldev_newlink: "rdma link add NAME type TYPE netdev
+// DEV". The reply is the ACK the request asks for.
+func newlinkDoit(r *req) unix.Errno {
+	name, ok1 := r.attrs.str(AttrDevName)
+	typ, ok2 := r.attrs.str(AttrLinkType)
+	ndev, ok3 := r.attrs.str(AttrNetdevName)
+	if !ok1 || !ok2 || !ok3 || name == "" || strings.Contains(name, "%") {
+		return unix.EINVAL
+	}
+	if !r.src.HasNetdev(ndev) {
+		return unix.ENODEV
+	}
+	return r.src.NewLink(name, typ, ndev)
+}
+
+// dellinkDoit is nldev_dellink: "rdma link delete NAME".
+func dellinkDoit(r *req) unix.Errno {
+	d, ok := r.device()
+	if !ok {
+		return unix.EINVAL
+	}
+	return r.src.DelLink(d.Index)
 }
 
 func sysDoit(r *req) unix.Errno {

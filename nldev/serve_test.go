@@ -9,7 +9,10 @@ import (
 )
 
 // fakeSource is one rxe device with a port and a client's objects.
-type fakeSource struct{ res Resources }
+type fakeSource struct {
+	res   Resources
+	added []string // the links NewLink added
+}
 
 func (f *fakeSource) Devices() []Device {
 	return []Device{{Index: 0, Name: "rxe0", CapFlags: 0x1c001223c76, NodeGUID: 0x505400fffe4d000a,
@@ -29,6 +32,15 @@ func (f *fakeSource) Sys() Sys { return Sys{NetnsShared: true, CopyOnFork: true}
 func (f *fakeSource) GlobalChardev(name string) (Chardev, bool) {
 	return Chardev{Name: "rdma_cm", Dev: EncodeDev(10, 122), ABI: 4}, name == "rdma_cm"
 }
+
+func (f *fakeSource) HasNetdev(name string) bool { return name == "eth0" }
+
+func (f *fakeSource) NewLink(name, typ, netdev string) unix.Errno {
+	f.added = append(f.added, name+" "+typ+" "+netdev)
+	return 0
+}
+
+func (f *fakeSource) DelLink(index uint32) unix.Errno { return unix.EINVAL }
 
 func newSource() *fakeSource {
 	return &fakeSource{res: Resources{
@@ -129,6 +141,11 @@ func TestErrorsAndAcks(t *testing.T) {
 		{"unknown op", Client{}, request(NumOps, flagRequest, 1), []unix.Errno{unix.EINVAL}, -1, 0},
 		{"capped", Client{CapAck: true}, request(NumOps, flagRequest, 1), []unix.Errno{unix.EINVAL}, HdrLen, flagCapped},
 		{"admin op", Client{}, request(CmdNewlink, flagRequest, 1), []unix.Errno{unix.EPERM}, -1, 0},
+		{"newlink without netdev", Client{Admin: true}, request(CmdNewlink, flagRequest, 1, AttrDevName, "rxe1", AttrLinkType, "rxe"), []unix.Errno{unix.EINVAL}, -1, 0},
+		{"newlink named with %", Client{Admin: true}, request(CmdNewlink, flagRequest, 1, AttrDevName, "rxe%d", AttrLinkType, "rxe", AttrNetdevName, "eth0"), []unix.Errno{unix.EINVAL}, -1, 0},
+		{"newlink on no netdev", Client{Admin: true}, request(CmdNewlink, flagRequest, 1, AttrDevName, "rxe1", AttrLinkType, "rxe", AttrNetdevName, "eth9"), []unix.Errno{unix.ENODEV}, -1, 0},
+		{"newlink", Client{Admin: true}, request(CmdNewlink, flagRequest|flagAck, 1, AttrDevName, "rxe1", AttrLinkType, "rxe", AttrNetdevName, "eth0"), []unix.Errno{0}, HdrLen, 0},
+		{"dellink of no device", Client{Admin: true}, request(CmdDellink, flagRequest, 1, AttrDevIndex, uint32(5)), []unix.Errno{unix.EINVAL}, -1, 0},
 		{"admin op as admin", Client{Admin: true}, request(CmdSysSet, flagRequest, 1), []unix.Errno{unix.EOPNOTSUPP}, -1, 0},
 		{"ack", Client{}, request(CmdGet, flagRequest|flagAck, 1, AttrDevIndex, uint32(0)), []unix.Errno{^unix.Errno(0), 0}, HdrLen, 0},
 		{"port out of range", Client{}, request(CmdPortGet, flagRequest, 1, AttrDevIndex, uint32(0), AttrPortIndex, uint32(2)), []unix.Errno{unix.EINVAL}, -1, 0},
@@ -163,6 +180,9 @@ func TestErrorsAndAcks(t *testing.T) {
 				t.Errorf("%s: error header %+v", tc.name, m.h)
 			}
 		}
+	}
+	if !reflect.DeepEqual(src.added, []string{"rxe1 rxe eth0"}) {
+		t.Errorf("links added: %q", src.added)
 	}
 }
 

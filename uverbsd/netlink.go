@@ -164,6 +164,26 @@ func (n nlSource) GlobalChardev(name string) (nldev.Chardev, bool) {
 	return nldev.Chardev{Name: RDMACMNode, Dev: nldev.EncodeDev(MiscMajor, RDMACMMinor), ABI: UcmaABIVersion}, true
 }
 
+// HasNetdev: the device's own netdev, or an interface of the daemon's
+// network namespace.
+func (n nlSource) HasNetdev(name string) bool {
+	if name != "" && name == n.s.cfg.Device.NetDev().Name {
+		return true
+	}
+	_, err := net.InterfaceByName(name)
+	return err == nil
+}
+
+// NewLink: a daemon serves the devices it was started with, so it has no
+// link type to add one with, and answers as a kernel without the type's
+// module (link_ops_get finds none): EINVAL.
+func (n nlSource) NewLink(name, typ, netdev string) unix.Errno { return unix.EINVAL }
+
+// DelLink: the daemon's device goes with the daemon (softroce stop), so it
+// answers as for a device that its user may not unregister
+// (IBK_ALLOW_USER_UNREG unset): EINVAL.
+func (n nlSource) DelLink(index uint32) unix.Errno { return unix.EINVAL }
+
 func (n nlSource) Counters(index, port uint32) ([]nldev.Counter, error) {
 	d := n.s.cfg.Device
 	st, err := d.AllocHWPortStats(port)
