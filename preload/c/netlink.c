@@ -16,8 +16,11 @@
  *       SO_DOMAIN, SO_PROTOCOL as the kernel's;
  *   sendto, sendmsg: the destination must be the kernel (port id 0);
  *   recvfrom, recvmsg: the source is the kernel's sockaddr_nl.
- * Without a daemon (SOFTROCE_SOCK unset or not answering) socket() fails
- * with EPROTONOSUPPORT, as on a kernel without ib_core.
+ * A duplicate (dup, dup2, dup3, F_DUPFD) starts with the socket's port id
+ * and options; an option set later through one number is not seen
+ * through the other. Without a daemon (SOFTROCE_SOCK unset or not
+ * answering) socket() fails with EPROTONOSUPPORT, as on a kernel without
+ * ib_core.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -186,6 +189,15 @@ void nl_forget(int fd)
 {
 	if (is_nl(fd))
 		__atomic_store_n(&nls[fd].on, 0, __ATOMIC_RELEASE);
+}
+
+void nl_dup(int oldfd, int newfd)
+{
+	if (!is_nl(oldfd) || newfd < 0 || newfd >= NL_MAX_FD || newfd == oldfd)
+		return;
+	pthread_mutex_lock(&nl_mu);
+	nls[newfd] = nls[oldfd];
+	pthread_mutex_unlock(&nl_mu);
 }
 
 /* nl_addr checks a netlink address argument (netlink_bind's and

@@ -1063,6 +1063,7 @@ static int known_dup(int oldfd, int r)
 
 	if (r < 0 || r == oldfd || oldfd < 0 || oldfd >= MAX_FD)
 		return r;
+	nl_dup(oldfd, r);
 	kind = __atomic_load_n(&known_as[oldfd], __ATOMIC_ACQUIRE);
 	if (kind && is_known(oldfd, kind) && get_fstat()(r, &st) == 0)
 		know(r, kind, &st);
@@ -2387,6 +2388,7 @@ int dup2(int oldfd, int newfd)
 {
 	int s;
 	if (oldfd != newfd) {
+		nl_forget(newfd);
 		forget(newfd);
 		forget_known(newfd);
 	}
@@ -2398,6 +2400,7 @@ int dup3(int oldfd, int newfd, int flags)
 {
 	int s;
 	if (oldfd != newfd) {
+		nl_forget(newfd);
 		forget(newfd);
 		forget_known(newfd);
 	}

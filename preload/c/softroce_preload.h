@@ -34,9 +34,11 @@ struct frame_hdr {
 	uint32_t aux;
 };
 
-/* netlink.c: socket(AF_NETLINK, type, NETLINK_RDMA), and the close of a
- * descriptor that may be one. */
+/* netlink.c: socket(AF_NETLINK, type, NETLINK_RDMA); the close of a
+ * descriptor that may be one, and its duplicate under newfd (the same
+ * socket). */
 int nl_socket(int type);
 void nl_forget(int fd);
+void nl_dup(int oldfd, int newfd);
 
 #endif

@@ -770,6 +770,22 @@ static void netlink_probe(void)
 	h = (struct nlmsghdr *)buf;
 	CHECK("netlink error", n == NLMSG_LENGTH(sizeof(*e)) && h->nlmsg_type == NLMSG_ERROR && e->error == -EINVAL &&
 	      (h->nlmsg_flags & NLM_F_CAPPED), "n %zd error %d", n, e->error);
+	/* A duplicate is the same socket; a number dup2 puts another file
+	 * under is that file. */
+	int d = dup(s);
+	struct sockaddr_nl dn;
+	len = sizeof(dn);
+	CHECK("netlink dup", getsockname(d, (struct sockaddr *)&dn, &len) == 0 && dn.nl_family == AF_NETLINK &&
+	      dn.nl_pid == (uint32_t)getpid(), "errno %d", errno);
+	int pp[2];
+	MUST("pipe", pipe(pp) == 0);
+	dup2(pp[0], d);
+	len = sizeof(dn);
+	CHECK("netlink number reused by dup2", getsockname(d, (struct sockaddr *)&dn, &len) < 0 && errno == ENOTSOCK,
+	      "errno %d", errno);
+	close(d);
+	close(pp[0]);
+	close(pp[1]);
 	CHECK("netlink close", close(s) == 0, "errno %d", errno);
 }
 
