@@ -133,8 +133,10 @@ type Resources struct {
 
 // Counter is one hardware counter of a port (rdma_hw_stats).
 type Counter struct {
-	Name  string
-	Value uint64
+	Name     string
+	Value    uint64
+	Optional bool // IB_STAT_FLAG_OPTIONAL
+	Disabled bool // an optional counter turned off (is_disabled)
 }
 
 // Sys is what SYS_GET tells.
@@ -150,7 +152,8 @@ type Source interface {
 	// Resources returns a device's resources, as the requester's PID
 	// namespace sees them.
 	Resources(index uint32) Resources
-	// Counters returns a port's counters, or an errno.
+	// Counters returns a port's counters, disabled ones included, or an
+	// errno.
 	Counters(index, port uint32) ([]Counter, error)
 	// Sys returns the subsystem's modes.
 	Sys() Sys
@@ -287,28 +290,29 @@ func (r *req) flush() {
 // answers; an op of the table that is missing here is one the kernel has
 // but a device of softroce's cannot do (its admin flag still applies).
 var cmds = map[uint16]cmd{
-	CmdGet:         {doit: getDoit, dump: getDump},
-	CmdSet:         {admin: true},
-	CmdNewlink:     {doit: newlinkDoit, admin: true},
-	CmdDellink:     {doit: dellinkDoit, admin: true},
-	CmdPortGet:     {doit: portDoit, dump: portDump},
-	CmdSysGet:      {doit: sysDoit},
-	CmdSysSet:      {admin: true},
-	CmdResGet:      {doit: resDoit, dump: resDump},
-	CmdResQPGet:    {doit: resEntryDoit(resQP), dump: resEntryDump(resQP)},
-	CmdResCMIDGet:  {doit: resEntryDoit(resCMID), dump: resEntryDump(resCMID)},
-	CmdResCQGet:    {doit: resEntryDoit(resCQ), dump: resEntryDump(resCQ)},
-	CmdResMRGet:    {doit: resEntryDoit(resMR), dump: resEntryDump(resMR)},
-	CmdResPDGet:    {doit: resEntryDoit(resPD), dump: resEntryDump(resPD)},
-	CmdResCtxGet:   {doit: resEntryDoit(resCtx), dump: resEntryDump(resCtx)},
-	CmdResSRQGet:   {doit: resEntryDoit(resSRQ), dump: resEntryDump(resSRQ)},
-	CmdGetChardev:  {doit: chardevDoit},
-	CmdStatSet:     {admin: true},
-	CmdStatGet:     {doit: statDoit, dump: statDump},
-	CmdStatDel:     {admin: true},
-	CmdResQPGetRaw: {admin: true},
-	CmdResCQGetRaw: {admin: true},
-	CmdResMRGetRaw: {admin: true},
+	CmdGet:           {doit: getDoit, dump: getDump},
+	CmdSet:           {admin: true},
+	CmdNewlink:       {doit: newlinkDoit, admin: true},
+	CmdDellink:       {doit: dellinkDoit, admin: true},
+	CmdPortGet:       {doit: portDoit, dump: portDump},
+	CmdSysGet:        {doit: sysDoit},
+	CmdSysSet:        {admin: true},
+	CmdResGet:        {doit: resDoit, dump: resDump},
+	CmdResQPGet:      {doit: resEntryDoit(resQP), dump: resEntryDump(resQP)},
+	CmdResCMIDGet:    {doit: resEntryDoit(resCMID), dump: resEntryDump(resCMID)},
+	CmdResCQGet:      {doit: resEntryDoit(resCQ), dump: resEntryDump(resCQ)},
+	CmdResMRGet:      {doit: resEntryDoit(resMR), dump: resEntryDump(resMR)},
+	CmdResPDGet:      {doit: resEntryDoit(resPD), dump: resEntryDump(resPD)},
+	CmdResCtxGet:     {doit: resEntryDoit(resCtx), dump: resEntryDump(resCtx)},
+	CmdResSRQGet:     {doit: resEntryDoit(resSRQ), dump: resEntryDump(resSRQ)},
+	CmdGetChardev:    {doit: chardevDoit},
+	CmdStatSet:       {admin: true},
+	CmdStatGet:       {doit: statDoit, dump: statDump},
+	CmdStatDel:       {admin: true},
+	CmdResQPGetRaw:   {admin: true},
+	CmdResCQGetRaw:   {admin: true},
+	CmdResMRGetRaw:   {admin: true},
+	CmdStatGetStatus: {doit: statStatusDoit},
 }
 
 // serveMsg is rdma_nl_rcv_msg for one request.
@@ -572,9 +576,10 @@ func chardevDoit(r *req) unix.Errno {
 // summary names the counted resource types (fill_res_info's names).
 func summary(res Resources) []Counter {
 	return []Counter{
-		{"pd", uint64(len(res.PDs))}, {"cq", uint64(len(res.CQs))}, {"qp", uint64(len(res.QPs))},
-		{"cm_id", uint64(len(res.CMIDs))}, {"mr", uint64(len(res.MRs))},
-		{"ctx", uint64(len(res.Ctxs))}, {"srq", uint64(len(res.SRQs))},
+		{Name: "pd", Value: uint64(len(res.PDs))}, {Name: "cq", Value: uint64(len(res.CQs))},
+		{Name: "qp", Value: uint64(len(res.QPs))}, {Name: "cm_id", Value: uint64(len(res.CMIDs))},
+		{Name: "mr", Value: uint64(len(res.MRs))}, {Name: "ctx", Value: uint64(len(res.Ctxs))},
+		{Name: "srq", Value: uint64(len(res.SRQs))},
 	}
 }
 
@@ -907,6 +912,9 @@ func (r *req) hwCounters(d Device, port uint32, cs []Counter) {
 	r.w.u32(AttrPortIndex, port)
 	r.w.nest(AttrStatHWCounters)
 	for _, c := range cs {
+		if c.Disabled {
+			continue
+		}
 		r.w.nest(AttrStatHWCounterEntry)
 		r.w.str(AttrStatHWCounterEntryName, c.Name)
 		r.w.u64(AttrStatHWCounterEntryValue, c.Value)
@@ -915,13 +923,23 @@ func (r *req) hwCounters(d Device, port uint32, cs []Counter) {
 	r.w.endNest()
 }
 
-// statDoit is stat_get_doit_default_counter: DEV_INDEX and PORT_INDEX
-// name a port, whose counters the reply lists. A STAT_RES (the counters
-// bound to QPs, "rdma statistic qp") gets EOPNOTSUPP: no counter is ever
-// bound on softroce's devices, whose driver has no per-QP counters.
+// statDoit is nldev_stat_get_doit. Without STAT_RES, DEV_INDEX and
+// PORT_INDEX name a port whose counters the reply lists
+// (stat_get_doit_default_counter). STAT_RES of QPs asks for the port's
+// counter mode ("rdma statistic mode", stat_get_doit_qp): no counter is
+// ever bound on softroce's devices, so it is RDMA_COUNTER_MODE_NONE.
+// STAT_RES of MRs (the driver's per-MR counters, which rxe has not) is
+// EOPNOTSUPP; another STAT_RES is EINVAL.
 func statDoit(r *req) unix.Errno {
-	if _, ok := r.attrs[AttrStatRes]; ok {
-		return unix.EOPNOTSUPP
+	res, named := r.attrs.u32(AttrStatRes)
+	if _, present := r.attrs[AttrStatRes]; present && !named {
+		return unix.EINVAL
+	}
+	if named && res != AttrResQP {
+		if res == AttrResMR {
+			return unix.EOPNOTSUPP
+		}
+		return unix.EINVAL
 	}
 	d, ok := r.device()
 	if !ok {
@@ -930,6 +948,14 @@ func statDoit(r *req) unix.Errno {
 	p, ok := r.port(d)
 	if !ok {
 		return unix.EINVAL
+	}
+	if named {
+		r.put(CmdStatGet)
+		r.handle(d)
+		r.w.u32(AttrPortIndex, p)
+		r.w.u32(AttrStatMode, counterModeNone)
+		r.flush()
+		return 0
 	}
 	cs, err := r.src.Counters(d.Index, p)
 	if err != nil {
@@ -940,6 +966,43 @@ func statDoit(r *req) unix.Errno {
 	r.flush()
 	return 0
 }
+
+// statStatusDoit is nldev_stat_get_counter_status_doit ("rdma statistic
+// mode"): each counter of the port with its index, and whether an
+// optional one is on.
+func statStatusDoit(r *req) unix.Errno {
+	d, ok := r.device()
+	if !ok {
+		return unix.EINVAL
+	}
+	p, ok := r.port(d)
+	if !ok {
+		return unix.EINVAL
+	}
+	cs, err := r.src.Counters(d.Index, p)
+	if err != nil {
+		return unix.EINVAL // no hw stats on the port
+	}
+	r.put(CmdStatGetStatus)
+	r.handle(d)
+	r.w.u32(AttrPortIndex, p)
+	r.w.nest(AttrStatHWCounters)
+	for i, c := range cs {
+		r.w.nest(AttrStatHWCounterEntry)
+		r.w.str(AttrStatHWCounterEntryName, c.Name)
+		r.w.u32(AttrStatHWCounterIndex, uint32(i))
+		if c.Optional {
+			r.w.u8(AttrStatHWCounterDynamic, b2u8(!c.Disabled))
+		}
+		r.w.endNest()
+	}
+	r.w.endNest()
+	r.flush()
+	return 0
+}
+
+// counterModeNone is RDMA_COUNTER_MODE_NONE.
+const counterModeNone = 0
 
 // statDump is nldev_stat_get_dumpit: a dump names STAT_RES (the bound
 // counters of QPs, "rdma statistic show" asks for them first): none are

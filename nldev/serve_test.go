@@ -1,8 +1,10 @@
 package nldev
 
 import (
+	"bytes"
 	"encoding/binary"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -24,7 +26,7 @@ func (f *fakeSource) Devices() []Device {
 func (f *fakeSource) Resources(uint32) Resources { return f.res }
 
 func (f *fakeSource) Counters(index, port uint32) ([]Counter, error) {
-	return []Counter{{"sent_pkts", 7}, {"rcvd_pkts", 9}}, nil
+	return []Counter{{Name: "sent_pkts", Value: 7}, {Name: "rcvd_pkts", Value: 9}}, nil
 }
 
 func (f *fakeSource) Sys() Sys { return Sys{NetnsShared: true, CopyOnFork: true} }
@@ -145,6 +147,8 @@ func TestErrorsAndAcks(t *testing.T) {
 		{"newlink named with %", Client{Admin: true}, request(CmdNewlink, flagRequest, 1, AttrDevName, "rxe%d", AttrLinkType, "rxe", AttrNetdevName, "eth0"), []unix.Errno{unix.EINVAL}, -1, 0},
 		{"newlink on no netdev", Client{Admin: true}, request(CmdNewlink, flagRequest, 1, AttrDevName, "rxe1", AttrLinkType, "rxe", AttrNetdevName, "eth9"), []unix.Errno{unix.ENODEV}, -1, 0},
 		{"newlink", Client{Admin: true}, request(CmdNewlink, flagRequest|flagAck, 1, AttrDevName, "rxe1", AttrLinkType, "rxe", AttrNetdevName, "eth0"), []unix.Errno{0}, HdrLen, 0},
+		{"stat of MRs", Client{}, request(CmdStatGet, flagRequest, 1, AttrDevIndex, uint32(0), AttrPortIndex, uint32(1), AttrStatRes, uint32(AttrResMR)), []unix.Errno{unix.EOPNOTSUPP}, -1, 0},
+		{"stat mode", Client{}, request(CmdStatGet, flagRequest|flagAck, 1, AttrDevIndex, uint32(0), AttrPortIndex, uint32(1), AttrStatRes, uint32(AttrResQP)), []unix.Errno{^unix.Errno(0), 0}, HdrLen, 0},
 		{"dellink of no device", Client{Admin: true}, request(CmdDellink, flagRequest, 1, AttrDevIndex, uint32(5)), []unix.Errno{unix.EINVAL}, -1, 0},
 		{"admin op as admin", Client{Admin: true}, request(CmdSysSet, flagRequest, 1), []unix.Errno{unix.EOPNOTSUPP}, -1, 0},
 		{"ack", Client{}, request(CmdGet, flagRequest|flagAck, 1, AttrDevIndex, uint32(0)), []unix.Errno{^unix.Errno(0), 0}, HdrLen, 0},
@@ -280,4 +284,40 @@ func TestDumpPacking(t *testing.T) {
 	if len(pkts) != 1 {
 		t.Errorf("a one-device dump took %d packets", len(pkts))
 	}
+}
+
+// TestStatStatus: "rdma statistic mode" lists each counter with its
+// index, an optional one with whether it is on; the counters of
+// "statistic show" leave a disabled one out.
+func TestStatStatus(t *testing.T) {
+	src := &optionalCounters{newSource()}
+	ms := messages(t, Serve(src, Client{}, request(CmdStatGetStatus, flagRequest, 1, AttrDevIndex, uint32(0), AttrPortIndex, uint32(1))))
+	if len(ms) != 1 || ms[0].h.Type != Type(ClientNLDEV, CmdStatGetStatus) {
+		t.Fatalf("%d messages", len(ms))
+	}
+	var got []string
+	b := ms[0].attrs[AttrStatHWCounters]
+	for len(b) >= 4 {
+		n := int(binary.NativeEndian.Uint16(b))
+		e := parseAttrs(b[4:n])
+		name, _ := e.str(AttrStatHWCounterEntryName)
+		i, _ := e.u32(AttrStatHWCounterIndex)
+		on, opt := e[AttrStatHWCounterDynamic]
+		got = append(got, name+" "+strconv.Itoa(int(i))+" "+strconv.FormatBool(opt)+" "+strconv.FormatBool(opt && on[0] == 1))
+		b = b[min(align(n), len(b)):]
+	}
+	want := []string{"sent_pkts 0 false false", "extra 1 true false"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("status %q, want %q", got, want)
+	}
+	ms = messages(t, Serve(src, Client{}, request(CmdStatGet, flagRequest, 1, AttrDevIndex, uint32(0), AttrPortIndex, uint32(1))))
+	if len(ms) != 1 || bytes.Contains(ms[0].body, []byte("extra")) || !bytes.Contains(ms[0].body, []byte("sent_pkts")) {
+		t.Errorf("statistic show lists a disabled counter: %q", ms[0].body)
+	}
+}
+
+type optionalCounters struct{ *fakeSource }
+
+func (o *optionalCounters) Counters(index, port uint32) ([]Counter, error) {
+	return []Counter{{Name: "sent_pkts", Value: 1}, {Name: "extra", Optional: true, Disabled: true}}, nil
 }

@@ -197,10 +197,8 @@ func (n nlSource) Counters(index, port uint32) ([]nldev.Counter, error) {
 	d.GetHWStats(st, port)
 	cs := make([]nldev.Counter, 0, len(st.Descs))
 	for i, desc := range st.Descs {
-		if st.Disabled[i] {
-			continue
-		}
-		cs = append(cs, nldev.Counter{Name: desc.Name, Value: st.Value[i]})
+		cs = append(cs, nldev.Counter{Name: desc.Name, Value: st.Value[i],
+			Optional: desc.Flags&emu.StatFlagOptional != 0, Disabled: st.Disabled[i]})
 	}
 	return cs, nil
 }
