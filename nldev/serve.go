@@ -837,14 +837,12 @@ func resEntryDoit(t resType) doit {
 			if e.id != id {
 				continue
 			}
+			// The doit's reply carries the entry's attributes
+			// beside the handle, in no table.
 			r.put(t.op)
 			r.handle(d)
-			r.w.nest(t.table) // the kernel's doit puts the entry in the table too
-			r.w.nest(t.entry)
 			e.fill(&r.w)
 			r.owner(own[i])
-			r.w.endNest()
-			r.w.endNest()
 			r.flush()
 			return 0
 		}

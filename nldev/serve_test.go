@@ -240,6 +240,14 @@ func TestResQPDump(t *testing.T) {
 	if len(port) != 2 || len(entries(port[0])) != 1 {
 		t.Errorf("port 1 filter: %d messages", len(port))
 	}
+	// A doit names one entry, whose attributes come beside the handle.
+	one := messages(t, Serve(src, Client{}, request(CmdResQPGet, flagRequest, 1, AttrDevIndex, uint32(0), AttrResLQPN, uint32(19))))
+	if q, _ := one[0].attrs.u32(AttrResLQPN); len(one) != 1 || q != 19 {
+		t.Errorf("doit of QP 19: %d messages, lqpn %d", len(one), q)
+	}
+	if pid, _ := one[0].attrs.u32(AttrResPID); pid != 200 {
+		t.Errorf("doit of QP 19: pid %d", pid)
+	}
 	// MR keys only for CAP_NET_ADMIN.
 	for _, admin := range []bool{false, true} {
 		ms := messages(t, Serve(src, Client{Admin: admin}, request(CmdResMRGet, flagRequest|flagDump, 1)))
