@@ -24,8 +24,8 @@ type Tracked struct {
 	// an XRC SRQ's CQ (HasCQ).
 	PDHandle, CQHandle uint32
 	HasCQ              bool
-	// CQE is a CQ's capacity; Users how many QPs and SRQs use a CQ, or
-	// objects a PD (ib_pd.usecnt, ib_cq.usecnt).
+	// CQE is a CQ's capacity; Users how many QPs use a CQ, or how many
+	// MRs, MWs, QPs, SRQs and AHs a PD (ib_cq.usecnt, ib_pd.usecnt).
 	CQE   int
 	Users uint64
 	// Attr is a QP's queried attributes.
@@ -80,6 +80,12 @@ func (f *File) Tracked() (objs []Tracked, context bool) {
 			t.Kind, t.SRQ = "srq", o.srq.srq
 			t.PDHandle = pdOf[o.srq.srq.PD]
 			users[t.PDHandle]++
+		case kindAH:
+			users[pdOf[o.ah.PD]]++
+			continue
+		case kindMW:
+			users[pdOf[o.mw.PD]]++
+			continue
 		default:
 			continue
 		}
