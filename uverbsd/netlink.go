@@ -46,6 +46,19 @@ func (cn *conn) serveNetlink(pkt []byte) bool {
 	return true
 }
 
+// peerOpen reports whether the client's end is still open: a read of
+// zero bytes on a SOCK_SEQPACKET socket is an empty packet then, and the
+// end of the connection otherwise.
+func (cn *conn) peerOpen() bool {
+	open := false
+	cn.raw.Control(func(fd uintptr) {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		n, err := unix.Poll(pfd, 0)
+		open = err == nil && (n == 0 || pfd[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) == 0)
+	})
+	return open
+}
+
 // setupNetlink takes the client's setup message (preload.NetlinkSetupMagic),
 // reporting whether pkt was one.
 func (cn *conn) setupNetlink(pkt []byte) bool {

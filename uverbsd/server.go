@@ -977,6 +977,9 @@ func (cn *conn) loop() {
 	oob := make([]byte, unix.CmsgSpace(4*16))
 	for {
 		n, oobn, rflags, err := cn.recv(oob, unix.MSG_TRUNC)
+		if err == nil && n == 0 && cn.nl != nil && cn.peerOpen() {
+			continue // an empty netlink datagram: nothing to answer
+		}
 		if err != nil || n == 0 {
 			return
 		}

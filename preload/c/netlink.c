@@ -398,6 +398,8 @@ ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockad
 	if ((err = nl_dest(addr, len)) < 0)
 		return fail(-err);
 	autobind_locked(fd);
+	if (n == 0)
+		return 0; /* an empty datagram: the kernel finds no message in it */
 	return get_send()(fd, buf, n, flags | MSG_NOSIGNAL);
 }
 
