@@ -1,0 +1,3 @@
+package nldev
+
+//go:generate sh -c "go tool cgo -godefs types_linux.go | gofmt > zconsts_linux.go && rm -rf _obj _cgo_*.o"
