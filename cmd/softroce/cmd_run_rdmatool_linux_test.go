@@ -336,3 +336,51 @@ func rdmaKeysValues(line string, unknown []string) []string {
 	}
 	return out
 }
+
+// TestRdmaLinkAddMakesADeviceAProgramUses: `rdma link add rxe… type rxe
+// netdev …`, run by an administrator (CAP_NET_ADMIN, as the kernel asks)
+// against a user's daemon, serves a second device on the daemon's fabric:
+// ibv_devices lists it and ibv_rc_pingpong runs between it and the first
+// device, data checked; `rdma link delete` removes it again.
+func TestRdmaLinkAddMakesADeviceAProgramUses(t *testing.T) {
+	testenv.Require(t, os.Geteuid() == 0, "needs root: rdma link add asks for CAP_NET_ADMIN, as on the kernel")
+	rdmaTool, err := exec.LookPath("rdma")
+	testenv.Require(t, err == nil, "rdma is not installed (Debian package iproute2)")
+	pingpong := distroTool(t, "ibv_rc_pingpong", "ibverbs-utils")
+	devices := distroTool(t, "ibv_devices", "ibverbs-utils")
+	needCC(t)
+	home := userHome(t)
+	const dev, added = "rxe73", "rxe74"
+	env := serveAsUser(t, home, dev, "--ip", "10.78.7.1/24", "--nodad")
+	admin := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(rdmaTool, args...)
+		cmd.Env = append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("rdma %s (as root): %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run := runThrough(t, home, dev)
+	admin("link", "add", added, "type", "rxe", "netdev", "sr74")
+	out, err := run(devices).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), dev) || !strings.Contains(string(out), added) {
+		t.Fatalf("ibv_devices after rdma link add (%v):\n%s", err, out)
+	}
+	var sout bytes.Buffer
+	srv := run(pingpong, "-d", added, "-g", "0", "-p", "18611", "-n", "200", "-c")
+	srv.Stdout, srv.Stderr = &sout, &sout
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	cout, cerr := run(pingpong, "-d", dev, "-g", "0", "-p", "18611", "-n", "200", "-c", "localhost").CombinedOutput()
+	serr := srv.Wait()
+	if cerr != nil || serr != nil || !strings.Contains(string(cout), "200 iters") || !strings.Contains(sout.String(), "200 iters") {
+		t.Fatalf("ibv_rc_pingpong between %s and %s: client %v\n%s\nserver %v\n%s", dev, added, cerr, cout, serr, sout.String())
+	}
+	admin("link", "delete", added)
+	out, err = run(devices).CombinedOutput()
+	if err != nil || strings.Contains(string(out), added) || !strings.Contains(string(out), dev) {
+		t.Errorf("ibv_devices after rdma link delete (%v):\n%s", err, out)
+	}
+}
