@@ -32,7 +32,7 @@ func ForTest(t testing.TB, cfg Config) *Tree {
 		_, err := exec.LookPath(tool)
 		testenv.Require(t, err == nil, tool+" is not installed (apt, dpkg, util-linux, coreutils, busybox-static)")
 	}
-	key := cfg.Suite + " " + strings.Join(cfg.Packages, " ")
+	key := cfg.Suite + " " + strings.Join(cfg.Packages, " ") + " -" + strings.Join(cfg.Omit, " -")
 	forTest.Lock()
 	defer forTest.Unlock()
 	if forTest.trees == nil {
