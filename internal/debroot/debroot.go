@@ -48,18 +48,16 @@ const ListsMaxAge = 24 * time.Hour
 
 // scriptOnly are packages that other packages depend on only for their
 // maintainer scripts (libibverbs1's postinst adds a group with adduser,
-// or from rdma-core 65 with systemd-sysusers; debconf asks questions at
-// configure time). No script runs in a tree, so
-// a dependency group naming one of them is left out.
+// from Debian 14 with systemd-sysusers; debconf asks questions at
+// configure time). No script runs in a tree, so a dependency group naming
+// one of them is left out.
 var scriptOnly = map[string]bool{
-	"adduser":     true,
-	"debconf":     true,
-	"debconf-2.0": true,
-	"cdebconf":    true,
-	// systemd-sysusers is virtual; these provide it.
+	"adduser":                     true,
+	"debconf":                     true,
+	"debconf-2.0":                 true,
+	"cdebconf":                    true,
 	"systemd-sysusers":            true,
 	"systemd-standalone-sysusers": true,
-	"opensysusers":                true,
 }
 
 // Config says which tree to build.
