@@ -292,9 +292,9 @@ func TestForkyTreeHoldsDebian14Packages(t *testing.T) {
 // TestUserArgvRunsWithoutPrivilege runs forky's python3 through UserArgv
 // as nobody (setpriv, when the test is root): with LD_PRELOAD naming a
 // probe library by its host path (mapped into the tree), it must load the
-// probe, see glibc 2.43, write the tree's /tmp without changing the cached
-// tree, and make a file in a bound directory that on the host belongs to
-// nobody, not root.
+// probe, see glibc 2.43, run as nobody with no effective capability, write
+// the tree's /tmp without changing the cached tree, and make a file in a
+// bound directory that on the host belongs to nobody, not root.
 func TestUserArgvRunsWithoutPrivilege(t *testing.T) {
 	tr := ForTest(t, ForkyRDMA())
 	cc, err := exec.LookPath("gcc")
@@ -326,7 +326,8 @@ __attribute__((constructor)) static void probe(void) { fprintf(stderr, "preloade
 	const script = `import os, platform
 open("/tmp/x", "w").write("x")
 open("/run/out/made", "w").write("x")
-print(platform.libc_ver()[1], os.path.exists("/tmp/x"))`
+capeff = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff:")][0]
+print(platform.libc_ver()[1], os.path.exists("/tmp/x"), os.geteuid(), os.getegid(), capeff)`
 	argv, err := tr.UserArgv([]Bind{{Host: out, Path: "/run/out"}}, []string{"PATH=/usr/bin"}, []string{"LD_PRELOAD"},
 		"/usr/bin/python3", "-c", script)
 	if err != nil {
@@ -342,8 +343,8 @@ print(platform.libc_ver()[1], os.path.exists("/tmp/x"))`
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
 	}
-	if got := stdout.String(); got != "2.43 True\n" {
-		t.Errorf("stdout %q, want glibc 2.43 and the file in /tmp", got)
+	if got, want := stdout.String(), "2.43 True 65534 65534 0000000000000000\n"; got != want {
+		t.Errorf("stdout %q, want %q: glibc 2.43, the file in /tmp, nobody without capabilities", got, want)
 	}
 	if !strings.Contains(stderr.String(), "preloaded\n") {
 		t.Errorf("stderr %q, want the probe's line", stderr.String())

@@ -9,21 +9,24 @@ import (
 	"strings"
 )
 
-// userScript is runScript for a user without privileges: `unshare --user
+// userScript is runScript for a user without privilege. `unshare --user
 // --map-root-user --mount` gives it a user namespace in which it is root
-// (and nobody else on the host) and a mount namespace of its own, where it
-// mounts a tmpfs on the tree's /run and /tmp (the cached tree is not
-// written), the binds, the host's /proc and /dev, and chroots. The
-// variables named in $vars (whose values are host paths) are bound
-// directory by directory at /run/env/NAME and rewritten to the path there,
-// as HostPaths does, so a program under `softroce run` reaches the preload
-// library, sysfs tree and socket that run gave it. The arguments are the
-// host paths of mount, mkdir, chroot and busybox, the tree, the variable
-// names (one word, space-separated), the number of binds, the binds as
-// pairs, the environment, and the program's argv (busybox env takes the
-// first word without "=" for the program).
+// (and on the host the invoking user) and a mount namespace of its own,
+// where it mounts a tmpfs on the tree's /run and /tmp (the cached tree is
+// not written), the binds, the host's /proc and /dev. The variables named
+// in $vars (whose values are host paths) are bound directory by directory
+// at /run/env/NAME and rewritten to the path there, as HostPaths does, so
+// a program under `softroce run` reaches the preload library, sysfs tree
+// and socket that run gave it. The program then runs as nobody (65534) of
+// a nested user namespace, mapped to that root, with no capability: the
+// nested unshare keeps its capabilities (--keep-caps, as ambient ones) only
+// for chroot, and busybox's setpriv drops them all before the program. The
+// arguments are the host paths of mount, mkdir, chroot, busybox and
+// unshare, the tree, the variable names (one word, space-separated), the
+// number of binds, the binds as pairs, the environment, and the program's
+// argv (busybox env takes the first word without "=" for the program).
 const userScript = `set -e
-mount=$1 mkdir=$2 chroot=$3 busybox=$4 root=$5 vars=$6 nb=$7; shift 7
+mount=$1 mkdir=$2 chroot=$3 busybox=$4 unshare=$5 root=$6 vars=$7 nb=$8; shift 8
 "$mount" -t tmpfs -o mode=0755 softroce-run "$root/run"
 "$mount" -t tmpfs -o mode=1777 softroce-tmp "$root/tmp"
 "$mkdir" "$root/run/.softroce"; : > "$root/run/.softroce/busybox"
@@ -44,7 +47,10 @@ for name in $vars; do
 done
 "$mount" --rbind /proc "$root/proc"
 "$mount" --rbind /dev "$root/dev"
-exec "$chroot" "$root" /run/.softroce/busybox env -i "$@"
+caps= i=0 last=$(cat /proc/sys/kernel/cap_last_cap)
+while [ "$i" -le "$last" ]; do caps=$caps${caps:+,}-cap_$i; i=$((i + 1)); done
+exec "$unshare" --user --map-user=65534 --map-group=65534 --keep-caps "$chroot" "$root" \
+	/run/.softroce/busybox setpriv --inh-caps="$caps" --ambient-caps="$caps" /run/.softroce/busybox env -i "$@"
 `
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -55,12 +61,13 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // environment with their host paths mapped into the tree (the LD_PRELOAD,
 // SYSFS_PATH and SOFTROCE_SOCK that `softroce run` or `softroce serve`
 // gives), and binds as Command has them. Unlike Command it needs no
-// privilege: it runs as root of a user namespace of its own, which is the
-// invoking user on the host (files it makes outside the tmpfs /run and
-// /tmp are the user's, device and netlink requests are the user's), in a
-// private mount namespace. It can be given to `softroce run --`. It needs
-// unprivileged user namespaces, and on the host util-linux's unshare,
-// coreutils' chroot and a static busybox.
+// privilege: the program runs as nobody without capabilities in user
+// namespaces of its own, which is the invoking user on the host (files it
+// makes outside the tmpfs /run and /tmp are the user's, its requests to
+// the daemon are the user's), in a private mount namespace. It can be
+// given to `softroce run --`. It needs unprivileged user namespaces, and
+// on the host util-linux's unshare (2.38: --map-user, --keep-caps),
+// coreutils' chroot and cat, and a static busybox (its setpriv).
 func (t *Tree) UserArgv(binds []Bind, env, vars []string, argv ...string) ([]string, error) {
 	for _, v := range vars {
 		if !envName.MatchString(v) {
@@ -91,7 +98,7 @@ func (t *Tree) UserArgv(binds []Bind, env, vars []string, argv ...string) ([]str
 		return nil, fmt.Errorf("debroot: %w", err)
 	}
 	args := []string{unshare, "--user", "--map-root-user", "--mount", "--propagation", "private", "/bin/sh", "-c", userScript, "sh"}
-	for _, tool := range []string{"mount", "mkdir", "chroot", "busybox"} {
+	for _, tool := range []string{"mount", "mkdir", "chroot", "busybox", "unshare"} {
 		p, err := exec.LookPath(tool)
 		if err != nil {
 			return nil, fmt.Errorf("debroot: %w", err)
