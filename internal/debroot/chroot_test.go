@@ -360,3 +360,35 @@ print(platform.libc_ver()[1], os.path.exists("/tmp/x"), os.geteuid(), os.getegid
 		t.Errorf("the file the program made belongs to uid %d on the host, want nobody's 65534", uid)
 	}
 }
+
+func TestUserArgvRefusesBadInput(t *testing.T) {
+	tr := &Tree{Dir: t.TempDir()}
+	for _, p := range []string{"/etc", "/run/../etc", "/run/.softroce/x", "/run/env", "/run/env/LD_PRELOAD"} {
+		if _, err := tr.UserArgv([]Bind{{Host: "/tmp", Path: p}}, nil, nil, "/bin/true"); err == nil || !strings.Contains(err.Error(), "bind target") {
+			t.Errorf("UserArgv with a bind at %s: %v, want a bind target error", p, err)
+		}
+	}
+	for _, v := range []string{"", "A B", "1X", "X=Y", "$(id)"} {
+		if _, err := tr.UserArgv(nil, nil, []string{v}, "/bin/true"); err == nil {
+			t.Errorf("UserArgv accepted the variable name %q", v)
+		}
+	}
+	for _, kv := range []string{"NOEQUALS", "=X", "A B=1"} {
+		if _, err := tr.UserArgv(nil, []string{kv}, nil, "/bin/true"); err == nil {
+			t.Errorf("UserArgv accepted the environment entry %q", kv)
+		}
+	}
+	for _, argv := range [][]string{nil, {"true"}, {"/bin/a=b"}} {
+		if _, err := tr.UserArgv(nil, nil, nil, argv...); err == nil {
+			t.Errorf("UserArgv accepted the program %q", argv)
+		}
+	}
+	argv, err := tr.UserArgv([]Bind{{Host: "/h", Path: "/run/x"}}, []string{"A=1"}, []string{"LD_PRELOAD", "SYSFS_PATH"}, "/usr/bin/p", "arg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{tr.Dir, "LD_PRELOAD SYSFS_PATH", "1", "/h", "/run/x", "A=1", "/usr/bin/p", "arg"}
+	if len(argv) < len(want) || !slices.Equal(argv[len(argv)-len(want):], want) || argv[1] != "--user" {
+		t.Errorf("UserArgv = %q, want unshare --user ... ending %q", argv, want)
+	}
+}
