@@ -40,6 +40,7 @@ var forkyEnv = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"}
 func serveForForky(t *testing.T, name string, args ...string) *forkyClient {
 	t.Helper()
 	tree := debroot.ForTest(t, debroot.ForkyRDMA())
+	debroot.RequireUserArgv(t)
 	needCC(t)
 	home := userHome(t)
 	served := serveAsUser(t, home, name, args...)

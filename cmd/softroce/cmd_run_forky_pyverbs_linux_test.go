@@ -215,6 +215,7 @@ Ran 7 tests in 1.000s
 func runForkyPyverbs(t *testing.T) string {
 	t.Helper()
 	tree := debroot.ForTest(t, debroot.ForkyRDMA())
+	debroot.RequireUserArgv(t)
 	needCC(t)
 	home := userHome(t)
 	dir := filepath.Join(home, "suite")

@@ -297,6 +297,7 @@ func TestForkyTreeHoldsDebian14Packages(t *testing.T) {
 // bound directory that on the host belongs to nobody, not root.
 func TestUserArgvRunsWithoutPrivilege(t *testing.T) {
 	tr := ForTest(t, ForkyRDMA())
+	RequireUserArgv(t)
 	cc, err := exec.LookPath("gcc")
 	testenv.Require(t, err == nil, "gcc is not installed")
 	host := t.TempDir()
