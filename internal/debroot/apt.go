@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -92,9 +93,13 @@ func (a *apt) update(ctx context.Context) error {
 
 // closure returns roots and their run-time dependencies: Depends and
 // Pre-Depends, the first alternative of each group (for a virtual package,
-// its first provider), leaving out the groups scriptOnly satisfies.
-func (a *apt) closure(ctx context.Context, roots []string) ([]string, error) {
+// its first provider), leaving out the groups scriptOnly satisfies and the
+// packages in omit.
+func (a *apt) closure(ctx context.Context, roots, omit []string) ([]string, error) {
 	seen := make(map[string]bool)
+	for _, p := range omit {
+		seen[p] = true
+	}
 	next := append([]string{}, roots...)
 	for len(next) > 0 {
 		var batch []string
@@ -121,6 +126,9 @@ func (a *apt) closure(ctx context.Context, roots []string) ([]string, error) {
 	}
 	pkgs := make([]string, 0, len(seen))
 	for p := range seen {
+		if slices.Contains(omit, p) {
+			continue
+		}
 		pkgs = append(pkgs, p)
 	}
 	sort.Strings(pkgs)

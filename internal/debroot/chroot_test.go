@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -255,5 +256,140 @@ func TestDownloadOnePackage(t *testing.T) {
 	}
 	if _, err := Download(ctx, TrixieRDMA(), "perftest", "no-such-prefix-", dir); err == nil {
 		t.Error("a follow prefix no dependency has was accepted")
+	}
+}
+
+// TestForkyTreeHoldsDebian14Packages checks the tree is Debian 14's
+// userspace (rdma-core 65, glibc 2.43, python3.14 with pyverbs and
+// rdma-core's test suite), without rdma-core's daemons and what they
+// pull in (Config.Omit) or the sysusers tools (scriptOnly).
+func TestForkyTreeHoldsDebian14Packages(t *testing.T) {
+	tr := ForTest(t, ForkyRDMA())
+	for _, c := range []struct{ pkg, prefix string }{
+		{"libibverbs1", "65."},
+		{"ibverbs-providers", "65."},
+		{"ibverbs-utils", "65."},
+		{"python3-pyverbs", "65."},
+		{"libc6", "2.43"},
+		{"python3.14", "3.14"},
+	} {
+		if v := tr.Versions[c.pkg]; !strings.HasPrefix(v, c.prefix) {
+			t.Errorf("%s is %q in the tree, want %s*", c.pkg, v, c.prefix)
+		}
+	}
+	for _, p := range []string{"rdma-core", "udev", "systemd", "systemd-standalone-sysusers"} {
+		if v, ok := tr.Versions[p]; ok {
+			t.Errorf("%s %s is in the tree", p, v)
+		}
+	}
+	for _, p := range []string{"/usr/share/doc/rdma-core/tests/run_tests.py", "/usr/bin/rdma", "/usr/bin/ib_write_bw"} {
+		if _, err := os.Stat(filepath.Join(tr.Dir, p)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestUserArgvRunsWithoutPrivilege runs forky's python3 through UserArgv
+// as nobody (setpriv, when the test is root): with LD_PRELOAD naming a
+// probe library by its host path (mapped into the tree), it must load the
+// probe, see glibc 2.43, run as nobody with no effective capability, write
+// the tree's /tmp without changing the cached tree, and make a file in a
+// bound directory that on the host belongs to nobody, not root.
+func TestUserArgvRunsWithoutPrivilege(t *testing.T) {
+	tr := ForTest(t, ForkyRDMA())
+	RequireUserArgv(t)
+	cc, err := exec.LookPath("gcc")
+	testenv.Require(t, err == nil, "gcc is not installed")
+	host := t.TempDir()
+	out := filepath.Join(host, "out")
+	if err := os.Chmod(filepath.Dir(host), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{host, out} {
+		if err := os.MkdirAll(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := filepath.Join(host, "probe.c")
+	const code = `#include <stdio.h>
+__attribute__((constructor)) static void probe(void) { fprintf(stderr, "preloaded\n"); }
+`
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	so := filepath.Join(host, "libprobe.so")
+	if b, err := exec.Command(cc, "-shared", "-fPIC", "-o", so, src).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cc, err, b)
+	}
+	const script = `import os, platform
+open("/tmp/x", "w").write("x")
+open("/run/out/made", "w").write("x")
+capeff = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff:")][0]
+print(platform.libc_ver()[1], os.path.exists("/tmp/x"), os.geteuid(), os.getegid(), capeff)`
+	argv, err := tr.UserArgv([]Bind{{Host: out, Path: "/run/out"}}, []string{"PATH=/usr/bin"}, []string{"LD_PRELOAD"},
+		"/usr/bin/python3", "-c", script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		argv = append([]string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LD_PRELOAD=" + so}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	if got, want := stdout.String(), "2.43 True 65534 65534 0000000000000000\n"; got != want {
+		t.Errorf("stdout %q, want %q: glibc 2.43, the file in /tmp, nobody without capabilities", got, want)
+	}
+	if !strings.Contains(stderr.String(), "preloaded\n") {
+		t.Errorf("stderr %q, want the probe's line", stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(tr.Dir, "tmp", "x")); err == nil {
+		t.Error("the program wrote the cached tree's /tmp")
+	}
+	st, err := os.Stat(filepath.Join(out, "made"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid := st.Sys().(*syscall.Stat_t).Uid; os.Geteuid() == 0 && uid != 65534 {
+		t.Errorf("the file the program made belongs to uid %d on the host, want nobody's 65534", uid)
+	}
+}
+
+func TestUserArgvRefusesBadInput(t *testing.T) {
+	tr := &Tree{Dir: t.TempDir()}
+	for _, p := range []string{"/etc", "/run/../etc", "/run/.softroce/x", "/run/env", "/run/env/LD_PRELOAD"} {
+		if _, err := tr.UserArgv([]Bind{{Host: "/tmp", Path: p}}, nil, nil, "/bin/true"); err == nil || !strings.Contains(err.Error(), "bind target") {
+			t.Errorf("UserArgv with a bind at %s: %v, want a bind target error", p, err)
+		}
+	}
+	for _, v := range []string{"", "A B", "1X", "X=Y", "$(id)"} {
+		if _, err := tr.UserArgv(nil, nil, []string{v}, "/bin/true"); err == nil {
+			t.Errorf("UserArgv accepted the variable name %q", v)
+		}
+	}
+	for _, kv := range []string{"NOEQUALS", "=X", "A B=1"} {
+		if _, err := tr.UserArgv(nil, []string{kv}, nil, "/bin/true"); err == nil {
+			t.Errorf("UserArgv accepted the environment entry %q", kv)
+		}
+	}
+	for _, argv := range [][]string{nil, {"true"}, {"/bin/a=b"}} {
+		if _, err := tr.UserArgv(nil, nil, nil, argv...); err == nil {
+			t.Errorf("UserArgv accepted the program %q", argv)
+		}
+	}
+	argv, err := tr.UserArgv([]Bind{{Host: "/h", Path: "/run/x"}}, []string{"A=1"}, []string{"LD_PRELOAD", "SYSFS_PATH"}, "/usr/bin/p", "arg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{tr.Dir, "LD_PRELOAD SYSFS_PATH", "1", "/h", "/run/x", "A=1", "/usr/bin/p", "arg"}
+	if len(argv) < len(want) || !slices.Equal(argv[len(argv)-len(want):], want) || argv[1] != "--user" {
+		t.Errorf("UserArgv = %q, want unshare --user ... ending %q", argv, want)
 	}
 }

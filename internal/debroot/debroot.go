@@ -47,14 +47,17 @@ const treeFormat = "softroce-debroot-2"
 const ListsMaxAge = 24 * time.Hour
 
 // scriptOnly are packages that other packages depend on only for their
-// maintainer scripts (libibverbs1's postinst adds a group with adduser;
-// debconf asks questions at configure time). No script runs in a tree, so
-// a dependency group naming one of them is left out.
+// maintainer scripts (libibverbs1's postinst adds a group with adduser,
+// from Debian 14 with systemd-sysusers; debconf asks questions at
+// configure time). No script runs in a tree, so a dependency group naming
+// one of them is left out.
 var scriptOnly = map[string]bool{
-	"adduser":     true,
-	"debconf":     true,
-	"debconf-2.0": true,
-	"cdebconf":    true,
+	"adduser":                     true,
+	"debconf":                     true,
+	"debconf-2.0":                 true,
+	"cdebconf":                    true,
+	"systemd-sysusers":            true,
+	"systemd-standalone-sysusers": true,
 }
 
 // Config says which tree to build.
@@ -66,6 +69,10 @@ type Config struct {
 	// dependencies (Depends and Pre-Depends, first alternative) are
 	// added. Required.
 	Packages []string
+	// Omit are packages left out of the dependency closure, with what
+	// only they would bring: a dependency of no use in a tree (a
+	// package of daemons and udev rules that pulls in systemd).
+	Omit []string
 	// CacheDir holds the apt state and the built trees; "" means
 	// DefaultCacheDir().
 	CacheDir string
@@ -128,7 +135,7 @@ func Build(ctx context.Context, cfg Config) (*Tree, error) {
 	if err := a.update(ctx); err != nil {
 		return nil, err
 	}
-	pkgs, err := a.closure(ctx, cfg.Packages)
+	pkgs, err := a.closure(ctx, cfg.Packages, cfg.Omit)
 	if err != nil {
 		return nil, err
 	}

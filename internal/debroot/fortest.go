@@ -32,7 +32,7 @@ func ForTest(t testing.TB, cfg Config) *Tree {
 		_, err := exec.LookPath(tool)
 		testenv.Require(t, err == nil, tool+" is not installed (apt, dpkg, util-linux, coreutils, busybox-static)")
 	}
-	key := cfg.Suite + " " + strings.Join(cfg.Packages, " ")
+	key := cfg.Suite + " " + strings.Join(cfg.Packages, " ") + " -" + strings.Join(cfg.Omit, " -")
 	forTest.Lock()
 	defer forTest.Unlock()
 	if forTest.trees == nil {
@@ -51,4 +51,17 @@ func ForTest(t testing.TB, cfg Config) *Tree {
 		t.Fatal(err)
 	}
 	return tr
+}
+
+// RequireUserArgv skips t (fails it under CI) unless UserArgv's command
+// lines can run here: nobody may make a user namespace (unshare --user
+// --map-root-user, as setpriv makes the root test nobody).
+func RequireUserArgv(t testing.TB) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	_, err := exec.LookPath("setpriv")
+	testenv.Require(t, err == nil, "setpriv is not installed (util-linux)")
+	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+		"unshare", "--user", "--map-root-user", "--mount", "true").CombinedOutput()
+	testenv.Require(t, err == nil, "this host allows no unprivileged user namespace ("+strings.TrimSpace(string(out))+"), which UserArgv needs")
 }
