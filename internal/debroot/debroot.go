@@ -47,14 +47,17 @@ const treeFormat = "softroce-debroot-2"
 const ListsMaxAge = 24 * time.Hour
 
 // scriptOnly are packages that other packages depend on only for their
-// maintainer scripts (libibverbs1's postinst adds a group with adduser;
-// debconf asks questions at configure time). No script runs in a tree, so
-// a dependency group naming one of them is left out.
+// maintainer scripts (libibverbs1's postinst adds a group with adduser,
+// from Debian 14 with systemd-sysusers; debconf asks questions at
+// configure time). No script runs in a tree, so a dependency group naming
+// one of them is left out.
 var scriptOnly = map[string]bool{
-	"adduser":     true,
-	"debconf":     true,
-	"debconf-2.0": true,
-	"cdebconf":    true,
+	"adduser":                     true,
+	"debconf":                     true,
+	"debconf-2.0":                 true,
+	"cdebconf":                    true,
+	"systemd-sysusers":            true,
+	"systemd-standalone-sysusers": true,
 }
 
 // Config says which tree to build.
