@@ -539,19 +539,60 @@ func writeFileAtomic(path string, b []byte) error {
 	return nil
 }
 
+// addTree adds the directories, regular files and symbolic links of the
+// host directory dir to cw under the name prefix, parents first.
+func addTree(cw *cpioWriter, dir, prefix string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		name := filepath.ToSlash(filepath.Join(prefix, rel))
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		perm := uint32(info.Mode().Perm())
+		if info.Mode()&fs.ModeSticky != 0 {
+			perm |= 0o1000 // /tmp
+		}
+		switch {
+		case d.IsDir():
+			return cw.add(cpioEntry{Name: name, Mode: modeDir | perm})
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return cw.add(cpioEntry{Name: name, Mode: modeSymlink | 0o777, Data: []byte(target)})
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return cw.add(cpioEntry{Name: name, Mode: modeFile | perm, Data: data})
+		}
+		return nil // device nodes, sockets: none in a tree
+	})
+}
+
 // writeRunInitrd writes the base initramfs followed by a small archive
 // holding /cmd.sh (none when cmd is empty), padded so the second archive
 // starts on the 4-byte boundary the kernel's unpacker requires.
-func writeRunInitrd(path, base, cmd string) error { return writeRunArchive(path, base, cmd, nil) }
+func writeRunInitrd(path, base, cmd string) error { return writeRunArchive(path, base, cmd, nil, "") }
 
 // writeRunArchive is writeRunInitrd with programs (name → content) added
-// to the run archive as /bin/NAME, mode 0755.
-func writeRunArchive(path, base, cmd string, programs map[string][]byte) error {
+// to the run archive as /bin/NAME, mode 0755, and the tree chroot ("" for
+// none) as /chroot.
+func writeRunArchive(path, base, cmd string, programs map[string][]byte, chroot string) error {
 	b, err := os.ReadFile(base)
 	if err != nil {
 		return err
 	}
-	if cmd != "" || len(programs) > 0 {
+	if cmd != "" || len(programs) > 0 || chroot != "" {
 		for len(b)%4 != 0 {
 			b = append(b, 0)
 		}
@@ -572,6 +613,11 @@ func writeRunArchive(path, base, cmd string, programs map[string][]byte) error {
 		sort.Strings(names)
 		for _, n := range names {
 			if err := cw.add(cpioEntry{Name: "bin/" + n, Mode: modeFile | 0o755, Data: programs[n]}); err != nil {
+				return err
+			}
+		}
+		if chroot != "" {
+			if err := addTree(cw, chroot, "chroot"); err != nil {
 				return err
 			}
 		}
