@@ -1,6 +1,7 @@
 // Package peer runs the Linux kernel's Soft-RoCE driver (rdma_rxe) as a
-// real RoCEv2 peer for interop tests: a Debian 12 kernel (6.1) booted in
-// qemu under TCG, from an initramfs holding busybox, the rxe modules,
+// real RoCEv2 peer for interop tests: a Debian kernel (Debian 12's 6.1,
+// Debian 13's 6.12 or trixie-backports' 7.3, see Release) booted in qemu
+// under TCG, from an initramfs holding busybox, the rxe modules,
 // rdma-core's and perftest's tools and the rxe verbs provider.
 //
 // The pieces:

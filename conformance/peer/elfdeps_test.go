@@ -2,8 +2,10 @@ package peer
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -88,7 +90,7 @@ func TestWriteRunArchivePrograms(t *testing.T) {
 	basePath := filepath.Join(dir, "base")
 	os.WriteFile(basePath, base.Bytes(), 0o644)
 	out := filepath.Join(dir, "run")
-	if err := writeRunArchive(out, basePath, "", map[string][]byte{"b": []byte("B"), "a": []byte("A")}); err != nil {
+	if err := writeRunArchive(out, basePath, "", map[string][]byte{"b": []byte("B"), "a": []byte("A")}, ""); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(out)
@@ -101,7 +103,43 @@ func TestWriteRunArchivePrograms(t *testing.T) {
 	if len(entries) != 2 || entries[0].Name != "bin/a" || string(entries[1].Data) != "B" || entries[0].Mode != modeFile|0o755 {
 		t.Errorf("run archive %+v, want bin/a and bin/b, mode 0755", entries)
 	}
-	if err := writeRunArchive(out, basePath, "", map[string][]byte{"x/y": nil}); err == nil {
+	if err := writeRunArchive(out, basePath, "", map[string][]byte{"x/y": nil}, ""); err == nil {
 		t.Error("a program name with a slash was accepted")
+	}
+}
+
+// TestWriteRunArchiveChroot: a tree goes into the run archive under
+// /chroot, parents before children, with its modes and symbolic links.
+func TestWriteRunArchiveChroot(t *testing.T) {
+	dir := t.TempDir()
+	var base bytes.Buffer
+	tr := newCPIOTree()
+	tr.file("init", 0o755, []byte("#!/bin/sh\n"))
+	if err := tr.writeTo(&base); err != nil {
+		t.Fatal(err)
+	}
+	basePath := filepath.Join(dir, "base")
+	os.WriteFile(basePath, base.Bytes(), 0o644)
+	root := filepath.Join(dir, "root")
+	os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755)
+	os.WriteFile(filepath.Join(root, "usr/bin/python3"), []byte("PY"), 0o755)
+	os.Symlink("usr/bin", filepath.Join(root, "bin"))
+	out := filepath.Join(dir, "run")
+	if err := writeRunArchive(out, basePath, "", nil, root); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(out)
+	rest := b[base.Len():]
+	entries, err := readCPIO(bytes.NewReader(rest[bytes.Index(rest, []byte(cpioMagic)):]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, fmt.Sprintf("%s %o %s", e.Name, e.Mode, e.Data))
+	}
+	want := []string{"chroot 40755 ", "chroot/bin 120777 usr/bin", "chroot/usr 40755 ", "chroot/usr/bin 40755 ", "chroot/usr/bin/python3 100755 PY"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("run archive:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

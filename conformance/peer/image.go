@@ -60,10 +60,37 @@ const (
 	// (internal/debroot) without installing anything on the host; the
 	// libraries are resolved inside that tree.
 	Trixie Release = "trixie"
+	// Forky is Linux 7.3 (Debian 13's trixie-backports kernel, the newest
+	// Debian serves) with Debian 14 "forky"'s userspace: rdma-core 65,
+	// perftest, iproute2, tcpdump and the glibc (2.43) they need, from a
+	// forky tree (internal/debroot). The image is a whole root file
+	// system, so forky's libc in it does not touch the host.
+	Forky Release = "forky"
 )
 
 // Releases are the releases BuildImageFor knows, oldest first.
-var Releases = []Release{Bookworm, Trixie}
+var Releases = []Release{Bookworm, Trixie, Forky}
+
+// forkyKernel is the kernel package of the Forky image, from
+// trixie-backports. From 7.x Debian splits it: linux-image-V is empty and
+// depends on linux-binary-V (the vmlinuz) and linux-modules-V (the .ko.xz
+// files).
+const forkyKernel = "7.3.4+deb13-amd64"
+
+// ForkyPeer is the Debian 14 userspace of the Forky image: rdma-core 65's
+// libraries, providers and tools, perftest, iproute2 and tcpdump.
+func ForkyPeer() debroot.Config {
+	return debroot.Config{
+		Suite: "forky",
+		Packages: []string{
+			"libc6", "libibverbs1", "ibverbs-providers", "ibverbs-utils",
+			"librdmacm1t64", "rdmacm-utils", "perftest", "iproute2", "tcpdump", "libgcc-s1",
+		},
+	}
+}
+
+// trixieBackports is the suite the Forky image's kernel comes from.
+func trixieBackports() debroot.Config { return debroot.Config{Suite: "trixie-backports"} }
 
 // rootModules are the modules the VM needs; resolveModules adds their
 // dependencies. rdma_rxe is the peer; ib_uverbs gives userspace verbs;
@@ -73,6 +100,12 @@ var Releases = []Release{Bookworm, Trixie}
 // kernel would otherwise request_module() from a modprobe we lack.
 // 8021q gives VLAN interfaces (ip link add … type vlan).
 var rootModules = []string{"virtio_pci", "virtio_net", "crc32_generic", "rdma_rxe", "ib_uverbs", "rdma_ucm", "8021q"}
+
+// rootModules7 are rootModules for 7.x, whose linux-modules package has no
+// modules.builtin: virtio_pci is built in (as from 6.12), and rxe computes
+// the ICRC with the crc32 library (built in) since 6.14, so crc32_generic
+// is gone.
+var rootModules7 = []string{"virtio_net", "rdma_rxe", "ib_uverbs", "rdma_ucm", "8021q"}
 
 // peerTool is a host binary copied into the image, with the Debian
 // package that installs it (for the error message when it is missing).
@@ -166,6 +199,7 @@ func BuildImageFor(ctx context.Context, cacheDir string, rel Release) (*Image, e
 	}
 	var userland string // the root the tools come from; "" is the host
 	var deb string
+	var extra []string // more kernel packages unpacked into deb's tree
 	var err error
 	switch rel {
 	case Bookworm:
@@ -181,13 +215,29 @@ func BuildImageFor(ctx context.Context, cacheDir string, rel Release) (*Image, e
 				userland = tr.Dir
 			}
 		}
+	case Forky:
+		debDir := filepath.Join(cacheDir, "deb")
+		for _, p := range []string{"linux-binary-", "linux-modules-"} {
+			var d string
+			if d, err = debroot.Download(ctx, trixieBackports(), p+forkyKernel, "", debDir); err != nil {
+				break
+			}
+			extra = append(extra, d)
+		}
+		if err == nil {
+			deb, extra = extra[0], extra[1:]
+			var tr *debroot.Tree
+			if tr, err = debroot.Build(ctx, ForkyPeer()); err == nil {
+				userland = tr.Dir
+			}
+		}
 	default:
 		return nil, fmt.Errorf("build peer image: unknown Debian release %q (want one of %v)", rel, Releases)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("build %s peer image: %w", rel, err)
 	}
-	kroot, err := kernelTree(ctx, cacheDir, deb)
+	kroot, err := kernelTree(ctx, cacheDir, deb, extra...)
 	if err != nil {
 		return nil, fmt.Errorf("build %s peer image: %w", rel, err)
 	}
@@ -202,10 +252,17 @@ func BuildImageFor(ctx context.Context, cacheDir string, rel Release) (*Image, e
 	release := rels[0].Name()
 	kernel := filepath.Join(kroot, "boot", "vmlinuz-"+release)
 	if _, err := os.Stat(kernel); err != nil {
-		return nil, fmt.Errorf("build peer image: %w", err)
+		kernel = filepath.Join(modBase, release, "vmlinuz") // 7.x's linux-binary
+		if _, err := os.Stat(kernel); err != nil {
+			return nil, fmt.Errorf("build peer image: %w", err)
+		}
 	}
 
-	tree, mods, err := imageTree(filepath.Join(modBase, release), userland)
+	roots := rootModules
+	if rel == Forky {
+		roots = rootModules7
+	}
+	tree, mods, err := imageTree(filepath.Join(modBase, release), userland, roots)
 	if err != nil {
 		return nil, fmt.Errorf("build %s peer image: %w", rel, err)
 	}
@@ -235,8 +292,9 @@ func BuildImageFor(ctx context.Context, cacheDir string, rel Release) (*Image, e
 
 // imageTree assembles the base initramfs for the kernel whose modules are
 // in modDir, with the tools and libraries of the root file system
-// userland ("" for the host), returning it and the module load order.
-func imageTree(modDir, userland string) (*cpioTree, []string, error) {
+// userland ("" for the host) and the modules roots with their
+// dependencies, returning it and the module load order.
+func imageTree(modDir, userland string, roots []string) (*cpioTree, []string, error) {
 	inRoot := func(p string) string { return filepath.Join("/", userland, p) }
 	t := newCPIOTree()
 	for _, d := range []string{"dev", "proc", "sys", "tmp", "run", "root", "etc/softroce", "usr/lib64", "usr/sbin", "sbin"} {
@@ -343,7 +401,7 @@ func imageTree(modDir, userland string) (*cpioTree, []string, error) {
 
 	// Modules, flat in /lib/modules, loaded in the order of
 	// /etc/softroce/modules.
-	paths, err := resolveModules(modDir, rootModules)
+	paths, err := resolveModules(modDir, roots)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -401,8 +459,8 @@ func treeHash(t *cpioTree, deb string) string {
 }
 
 // kernelTree returns the directory holding the unpacked kernel package
-// deb, unpacking it on first use.
-func kernelTree(ctx context.Context, cacheDir, deb string) (root string, err error) {
+// deb and the packages extra, unpacking them on first use.
+func kernelTree(ctx context.Context, cacheDir, deb string, extra ...string) (root string, err error) {
 	root = filepath.Join(cacheDir, "kernel", strings.TrimSuffix(filepath.Base(deb), ".deb"))
 	done := root + ".done"
 	if _, err := os.Stat(done); err == nil {
@@ -412,8 +470,10 @@ func kernelTree(ctx context.Context, cacheDir, deb string) (root string, err err
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return "", err
 	}
-	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", deb, root).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("dpkg-deb -x %s: %w: %s", deb, err, out)
+	for _, d := range append([]string{deb}, extra...) {
+		if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", d, root).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("dpkg-deb -x %s: %w: %s", d, err, out)
+		}
 	}
 	if err := os.WriteFile(done, nil, 0o644); err != nil {
 		return "", err
@@ -479,19 +539,60 @@ func writeFileAtomic(path string, b []byte) error {
 	return nil
 }
 
+// addTree adds the directories, regular files and symbolic links of the
+// host directory dir to cw under the name prefix, parents first.
+func addTree(cw *cpioWriter, dir, prefix string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		name := filepath.ToSlash(filepath.Join(prefix, rel))
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		perm := uint32(info.Mode().Perm())
+		if info.Mode()&fs.ModeSticky != 0 {
+			perm |= 0o1000 // /tmp
+		}
+		switch {
+		case d.IsDir():
+			return cw.add(cpioEntry{Name: name, Mode: modeDir | perm})
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return cw.add(cpioEntry{Name: name, Mode: modeSymlink | 0o777, Data: []byte(target)})
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return cw.add(cpioEntry{Name: name, Mode: modeFile | perm, Data: data})
+		}
+		return nil // device nodes, sockets: none in a tree
+	})
+}
+
 // writeRunInitrd writes the base initramfs followed by a small archive
 // holding /cmd.sh (none when cmd is empty), padded so the second archive
 // starts on the 4-byte boundary the kernel's unpacker requires.
-func writeRunInitrd(path, base, cmd string) error { return writeRunArchive(path, base, cmd, nil) }
+func writeRunInitrd(path, base, cmd string) error { return writeRunArchive(path, base, cmd, nil, "") }
 
 // writeRunArchive is writeRunInitrd with programs (name → content) added
-// to the run archive as /bin/NAME, mode 0755.
-func writeRunArchive(path, base, cmd string, programs map[string][]byte) error {
+// to the run archive as /bin/NAME, mode 0755, and the tree chroot ("" for
+// none) as /chroot.
+func writeRunArchive(path, base, cmd string, programs map[string][]byte, chroot string) error {
 	b, err := os.ReadFile(base)
 	if err != nil {
 		return err
 	}
-	if cmd != "" || len(programs) > 0 {
+	if cmd != "" || len(programs) > 0 || chroot != "" {
 		for len(b)%4 != 0 {
 			b = append(b, 0)
 		}
@@ -512,6 +613,11 @@ func writeRunArchive(path, base, cmd string, programs map[string][]byte) error {
 		sort.Strings(names)
 		for _, n := range names {
 			if err := cw.add(cpioEntry{Name: "bin/" + n, Mode: modeFile | 0o755, Data: programs[n]}); err != nil {
+				return err
+			}
+		}
+		if chroot != "" {
+			if err := addTree(cw, chroot, "chroot"); err != nil {
 				return err
 			}
 		}

@@ -98,6 +98,37 @@ func TestImageBuildTrixie(t *testing.T) {
 	}
 }
 
+// TestImageBuildForky checks the Linux 7.3 image as TestImageBuild checks
+// Debian 12's, and that its kernel is trixie-backports' 7.3 and its tools
+// and libraries are the files of Debian 14's packages (rdma-core 65, its
+// glibc), not the host's.
+func TestImageBuildForky(t *testing.T) {
+	testenv.RequireRoot(t)
+	img := buildTestImageFor(t, Forky)
+	if !strings.HasPrefix(img.Release, "7.3.") || img.Debian != Forky {
+		t.Errorf("kernel release %q of %s, want trixie-backports' 7.3", img.Release, img.Debian)
+	}
+	byName := checkImage(t, img)
+	tr := debroot.ForTest(t, ForkyPeer())
+	for pkg, prefix := range map[string]string{"ibverbs-providers": "65.", "libibverbs1": "65.", "libc6": "2.43"} {
+		if v := tr.Versions[pkg]; !strings.HasPrefix(v, prefix) {
+			t.Errorf("the Debian 14 tree has %s %q, want %s*", pkg, v, prefix)
+		}
+	}
+	for _, p := range []string{"/usr/bin/ib_write_bw", "/usr/bin/ibv_rc_pingpong", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libibverbs.so.1", "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav65.so"} {
+		want, err := os.ReadFile(filepath.Join(tr.Dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := byName[strings.TrimPrefix(p, "/")].Data; !bytes.Equal(got, want) {
+			t.Errorf("%s in the image (%d bytes) is not the Debian 14 tree's (%d bytes)", p, len(got), len(want))
+		}
+		if host, err := os.ReadFile(p); err == nil && bytes.Equal(host, want) {
+			t.Errorf("%s: the host's file and Debian 14's are the same", p)
+		}
+	}
+}
+
 // checkImage checks the content every peer image must have and returns
 // the image's entries by name.
 func checkImage(t *testing.T, img *Image) map[string]cpioEntry {
@@ -127,7 +158,10 @@ func checkImage(t *testing.T, img *Image) map[string]cpioEntry {
 	for _, tool := range peerTools {
 		want = append(want, "usr/bin/"+tool.name)
 	}
-	mods := []string{"rdma_rxe", "ib_core", "ib_uverbs", "udp_tunnel", "ip6_udp_tunnel", "virtio_net", "rdma_ucm", "crc32_generic", "8021q"}
+	mods := []string{"rdma_rxe", "ib_core", "ib_uverbs", "udp_tunnel", "ip6_udp_tunnel", "virtio_net", "rdma_ucm", "8021q"}
+	if img.Debian != Forky {
+		mods = append(mods, "crc32_generic") // 7.x's rxe uses the crc32 library
+	}
 	if img.Debian == Bookworm {
 		mods = append(mods, "virtio", "virtio_pci") // built in from Debian 13's 6.12 on
 	}
@@ -163,7 +197,11 @@ func checkImage(t *testing.T, img *Image) map[string]cpioEntry {
 	for i, m := range order {
 		pos[m] = i
 	}
-	for _, pair := range [][2]string{{"ib_core", "rdma_rxe"}, {"ib_uverbs", "rdma_rxe"}, {"udp_tunnel", "rdma_rxe"}, {"ib_cm", "rdma_ucm"}, {"garp", "8021q"}} {
+	uverbs := [2]string{"ib_uverbs", "rdma_rxe"}
+	if img.Debian == Forky {
+		uverbs = [2]string{"ib_uverbs_support", "ib_uverbs"} // 7.x: rxe needs neither
+	}
+	for _, pair := range [][2]string{{"ib_core", "rdma_rxe"}, uverbs, {"udp_tunnel", "rdma_rxe"}, {"ib_cm", "rdma_ucm"}, {"garp", "8021q"}} {
 		a, okA := pos[pair[0]]
 		b, okB := pos[pair[1]]
 		if !okA || !okB || a >= b {

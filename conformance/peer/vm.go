@@ -66,6 +66,11 @@ type VMConfig struct {
 	// put in /bin of the run archive (for example a test program built
 	// on the host against the image's libraries). nil means none.
 	Programs map[string][]byte
+	// Chroot, if not "", is a root file system tree on the host (a
+	// debroot tree) put into the run archive as /chroot: its directories,
+	// regular files and symbolic links, for programs run with chroot
+	// (Memory must hold it).
+	Chroot string
 }
 
 // Result is the outcome of a command run in a VM.
@@ -148,7 +153,7 @@ func Start(ctx context.Context, cfg VMConfig) (*VM, error) {
 		return nil, fmt.Errorf("start peer VM %s: %w", cfg.Name, err)
 	}
 	initrd := filepath.Join(dir, "initrd")
-	if err := writeRunArchive(initrd, cfg.Image.Initrd, cfg.Cmd, cfg.Programs); err != nil {
+	if err := writeRunArchive(initrd, cfg.Image.Initrd, cfg.Cmd, cfg.Programs, cfg.Chroot); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start peer VM %s: %w", cfg.Name, err)
 	}

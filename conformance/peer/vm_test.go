@@ -127,6 +127,10 @@ func TestVMOneShot(t *testing.T) { testVMOneShot(t, Bookworm) }
 // tools as TestVMOneShot boots Debian 12's.
 func TestVMOneShotTrixie(t *testing.T) { testVMOneShot(t, Trixie) }
 
+// TestVMOneShotForky boots trixie-backports' kernel 7.3 with Debian 14's
+// rdma-core 65 tools as TestVMOneShot boots Debian 12's.
+func TestVMOneShotForky(t *testing.T) { testVMOneShot(t, Forky) }
+
 func testVMOneShot(t *testing.T, rel Release) {
 	testenv.RequireRoot(t)
 	img := buildTestImageFor(t, rel)

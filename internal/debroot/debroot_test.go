@@ -25,12 +25,19 @@ perftest
 libibverbs1
   Depends: adduser
   Depends: libnl-3-200
+libibverbs1
+ |Depends: systemd
+ |Depends: systemd-standalone-sysusers
+  Depends: <systemd-sysusers>
+    systemd-standalone-sysusers
+    systemd
+  Depends: libnl-route-3-200
 `)
 	got, err := parseDepends(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"libaudit1", "libc6", "libpam-modules-bin", "ibverbs-providers", "librdmacm1t64", "libfoo1", "libnl-3-200"}
+	want := []string{"libaudit1", "libc6", "libpam-modules-bin", "ibverbs-providers", "librdmacm1t64", "libfoo1", "libnl-3-200", "libnl-route-3-200"}
 	if !slices.Equal(got, want) {
 		t.Errorf("parseDepends = %v, want %v", got, want)
 	}

@@ -28,7 +28,8 @@ var LibDirs = []string{
 
 // SharedLibs returns the absolute paths of the ELF interpreter and every
 // shared library the ELF files in bins need, transitively (DT_NEEDED),
-// resolved the way ld.so resolves them for binaries without RPATH. The
+// resolved the way ld.so resolves them: in the object's own DT_RUNPATH
+// (or DT_RPATH) directories first ($ORIGIN expanded), then LibDirs. The
 // result is what `ldd` prints, without running anything, in first-seen
 // order.
 //
@@ -65,8 +66,22 @@ func SharedLibs(root string, bins []string) ([]string, error) {
 		if err != nil {
 			return fmt.Errorf("shared libraries of %s: %w", path, err)
 		}
+		var own []string // DT_RUNPATH, else DT_RPATH
+		for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+			if v, err := f.DynString(tag); err == nil && len(v) > 0 {
+				for _, e := range v {
+					for _, d := range strings.Split(e, ":") {
+						d = strings.ReplaceAll(strings.ReplaceAll(d, "${ORIGIN}", "$ORIGIN"), "$ORIGIN", filepath.Dir(path))
+						if d != "" {
+							own = append(own, d)
+						}
+					}
+				}
+				break
+			}
+		}
 		for _, lib := range needed {
-			full, err := FindLib(root, lib)
+			full, err := findLibIn(root, lib, own)
 			if err != nil {
 				return fmt.Errorf("%s needs %s: %w", path, lib, err)
 			}
@@ -93,11 +108,14 @@ func SharedLibs(root string, bins []string) ([]string, error) {
 // library the loader would pick for a DT_NEEDED name: the first of LibDirs
 // that holds it. A name with a slash is a path and is returned as is. The
 // error wraps fs.ErrNotExist when no directory has it.
-func FindLib(root, name string) (string, error) {
+func FindLib(root, name string) (string, error) { return findLibIn(root, name, nil) }
+
+// findLibIn is FindLib searching dirs before LibDirs.
+func findLibIn(root, name string, dirs []string) (string, error) {
 	if strings.Contains(name, "/") {
 		return name, nil
 	}
-	for _, d := range LibDirs {
+	for _, d := range append(dirs, LibDirs...) {
 		p := filepath.Join(d, name)
 		if _, err := os.Stat(filepath.Join(root, p)); err == nil {
 			return p, nil
