@@ -19,9 +19,10 @@ import (
 // sysfs directory: kept in testdata, where cmd/softroce's tests compare
 // softroce's answers with them. SOFTROCE_RECORD=1 writes them anew.
 const (
-	addrCasesKernel = "testdata/addr_cases.kernel-6.12.txt"
-	sysfsKernel     = "../../uverbsd/testdata/rxe_port_sysfs.kernel-6.12.txt"
-	attrsKernel     = "../../uverbsd/testdata/rxe_port_attrs.kernel-6.12.txt"
+	addrCasesKernel   = "testdata/addr_cases.kernel-6.12.txt"
+	addrCasesKernel73 = "testdata/addr_cases.kernel-7.3.txt"
+	sysfsKernel       = "../../uverbsd/testdata/rxe_port_sysfs.kernel-6.12.txt"
+	attrsKernel       = "../../uverbsd/testdata/rxe_port_attrs.kernel-6.12.txt"
 )
 
 // AddrCasesArgs is the command line of addr_cases on the VM: its own
@@ -39,12 +40,34 @@ const sysfsListing = `cd /sys/class/infiniband/rxe0/ports/1 && find . | grep -v 
 // "NAME: <read fails>" (GID 3 is an unused slot).
 const portAttrs = `cd /sys/class/infiniband/rxe0/ports/1 && for f in cap_mask lid lid_mask_count link_layer phys_state rate sm_lid sm_sl state pkeys/0 gid_attrs/types/0 gid_attrs/types/1 gid_attrs/types/3 gid_attrs/ndevs/3 gids/3; do if v=$(cat $f 2>/dev/null); then echo "$f: $v"; else echo "$f: <read fails>"; fi; done`
 
-// TestKernelAddrCases: testdata/addr_cases.c on the 6.12 VM answers as
-// recorded, and its port's sysfs files are as recorded.
+// TestKernelAddrCases: testdata/addr_cases.c on the 6.12 VM and on the
+// 7.3 VM answers as recorded for each, and the 6.12 port's sysfs files are
+// as recorded.
 func TestKernelAddrCases(t *testing.T) {
 	testenv.RequireRoot(t)
 	prog := buildAddrCases(t)
-	img := buildTestImageFor(t, Trixie)
+	for _, k := range []struct {
+		name  string
+		image Release
+		files []struct{ file, cmd string }
+	}{
+		{"6.12", Trixie, []struct{ file, cmd string }{
+			{addrCasesKernel, "addr_cases " + addrCasesVMArgs},
+			{sysfsKernel, sysfsListing},
+			{attrsKernel, portAttrs},
+		}},
+		{"7.3", Forky, []struct{ file, cmd string }{
+			{addrCasesKernel73, "addr_cases " + addrCasesVMArgs},
+		}},
+	} {
+		t.Run(k.name, func(t *testing.T) { kernelAddrCases(t, prog, k.image, k.files) })
+	}
+}
+
+// kernelAddrCases runs each command of files on a VM of image and
+// compares its output with the file (SOFTROCE_RECORD=1: writes it).
+func kernelAddrCases(t *testing.T, prog []byte, image Release, files []struct{ file, cmd string }) {
+	img := buildTestImageFor(t, image)
 	lab := newTestLab(t)
 	dir := artifactDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -64,11 +87,7 @@ func TestKernelAddrCases(t *testing.T) {
 	if _, err := vm.WaitConsole(ctx, markerAgent); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ file, cmd string }{
-		{addrCasesKernel, "addr_cases " + addrCasesVMArgs},
-		{sysfsKernel, sysfsListing},
-		{attrsKernel, portAttrs},
-	} {
+	for _, c := range files {
 		r, err := vm.Run(ctx, c.cmd)
 		if err != nil || r.Status != 0 {
 			t.Fatalf("%s: %v, status %d\n%s", c.cmd, err, r.Status, r.Output)
@@ -113,16 +132,13 @@ func buildAddrCases(t *testing.T) []byte {
 // TestSoftroceAddrCases: testdata/addr_cases.c through `softroce serve
 // --tap` and `softroce run`, as nobody, in the lab where the VM ran it (the
 // lab's kernel host the peer, softroce at 10.77.0.2 and fd77::2), answers
-// case by case as the kernel's rdma_cm did (the recorded answers).
+// case by case as the kernel's rdma_cm did (the recorded answers of 7.3,
+// the default personality's kernel, and of 6.12, which answers alike).
 func TestSoftroceAddrCases(t *testing.T) {
 	testenv.RequireRoot(t)
 	_, err := os.Stat("/dev/net/tun")
 	testenv.Require(t, err == nil, "no /dev/net/tun (the tun module)")
 	prog := buildAddrCases(t)
-	want, err := os.ReadFile(addrCasesKernel)
-	if err != nil {
-		t.Fatal(err)
-	}
 	u := newVerbsUser(t, buildSoftroce(t))
 	lab := newTestLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -146,17 +162,23 @@ func TestSoftroceAddrCases(t *testing.T) {
 		t.Fatalf("addr_cases through softroce run: %v\n%s", err, out)
 	}
 	got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-	kernel := strings.Split(strings.TrimSuffix(string(want), "\n"), "\n")
-	if len(got) != len(kernel) {
-		t.Errorf("%d answers, the kernel gave %d:\n%s", len(got), len(kernel), out)
-	}
-	n := 0
-	for i := range min(len(got), len(kernel)) {
-		if got[i] != kernel[i] {
-			t.Errorf("softroce %s\n    kernel %s", got[i], kernel[i])
-			continue
+	for _, file := range []string{addrCasesKernel73, addrCasesKernel} {
+		want, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
 		}
-		n++
+		kernel := strings.Split(strings.TrimSuffix(string(want), "\n"), "\n")
+		if len(got) != len(kernel) {
+			t.Errorf("%d answers, the kernel of %s gave %d:\n%s", len(got), file, len(kernel), out)
+		}
+		n := 0
+		for i := range min(len(got), len(kernel)) {
+			if got[i] != kernel[i] {
+				t.Errorf("softroce %s\n    kernel %s (%s)", got[i], kernel[i], file)
+				continue
+			}
+			n++
+		}
+		t.Logf("%d of %d cases as the kernel of %s", n, len(kernel), file)
 	}
-	t.Logf("%d of %d cases as the kernel", n, len(kernel))
 }
