@@ -21,6 +21,7 @@ import (
 const (
 	addrCasesKernel   = "testdata/addr_cases.kernel-6.12.txt"
 	addrCasesKernel73 = "testdata/addr_cases.kernel-7.3.txt"
+	fabricKernel73    = "testdata/fabric.kernel-7.3.txt"
 	sysfsKernel       = "../../uverbsd/testdata/rxe_port_sysfs.kernel-6.12.txt"
 	attrsKernel       = "../../uverbsd/testdata/rxe_port_attrs.kernel-6.12.txt"
 )
@@ -40,9 +41,22 @@ const sysfsListing = `cd /sys/class/infiniband/rxe0/ports/1 && find . | grep -v 
 // "NAME: <read fails>" (GID 3 is an unused slot).
 const portAttrs = `cd /sys/class/infiniband/rxe0/ports/1 && for f in cap_mask lid lid_mask_count link_layer phys_state rate sm_lid sm_sl state pkeys/0 gid_attrs/types/0 gid_attrs/types/1 gid_attrs/types/3 gid_attrs/ndevs/3 gids/3; do if v=$(cat $f 2>/dev/null); then echo "$f: $v"; else echo "$f: <read fails>"; fi; done`
 
+// fabricVM is what libfabric's verbs;ofi_rxm provider does on the VM's
+// rxe: its version, the fabric and domain fi_info lists, and whether an
+// fi_pingpong RDM pair connects and runs when the server gives no node
+// and the client names the VM's address. On rxe 7.3 with forky's
+// libfabric 2.1 it does not: once the client's control connection is
+// there, the server's fi_enable of its RDM endpoint fails with EINVAL.
+const fabricVM = `fi_info --version | head -1; ` +
+	`fi_info -p 'verbs;ofi_rxm' | grep -E '^(provider|    fabric|    domain|    type|    protocol):' | sort -u; ` +
+	`timeout 30 fi_pingpong -p 'verbs;ofi_rxm' -e rdm -I 10 -S 64 >/tmp/fs.out 2>&1 & sleep 3; ` +
+	`timeout 30 fi_pingpong -p 'verbs;ofi_rxm' -e rdm -I 10 -S 64 10.77.0.11 >/tmp/fc.out 2>&1; echo "client exit $?"; ` +
+	`wait $!; echo "server exit $?"; grep -h 'fi_enable' /tmp/fs.out; true`
+
 // TestKernelAddrCases: testdata/addr_cases.c on the 6.12 VM and on the
-// 7.3 VM answers as recorded for each, and the 6.12 port's sysfs files are
-// as recorded.
+// 7.3 VM answers as recorded for each, the 6.12 port's sysfs files are as
+// recorded, and libfabric's verbs;ofi_rxm on 7.3 lists and connects as
+// recorded.
 func TestKernelAddrCases(t *testing.T) {
 	testenv.RequireRoot(t)
 	prog := buildAddrCases(t)
@@ -58,6 +72,7 @@ func TestKernelAddrCases(t *testing.T) {
 		}},
 		{"7.3", Forky, []struct{ file, cmd string }{
 			{addrCasesKernel73, "addr_cases " + addrCasesVMArgs},
+			{fabricKernel73, fabricVM},
 		}},
 	} {
 		t.Run(k.name, func(t *testing.T) { kernelAddrCases(t, prog, k.image, k.files) })

@@ -78,13 +78,15 @@ var Releases = []Release{Bookworm, Trixie, Forky}
 const forkyKernel = "7.3.4+deb13-amd64"
 
 // ForkyPeer is the Debian 14 userspace of the Forky image: rdma-core 65's
-// libraries, providers and tools, perftest, iproute2 and tcpdump.
+// libraries, providers and tools, perftest, iproute2, tcpdump and
+// libfabric's fi_info and fi_pingpong.
 func ForkyPeer() debroot.Config {
 	return debroot.Config{
 		Suite: "forky",
 		Packages: []string{
 			"libc6", "libibverbs1", "ibverbs-providers", "ibverbs-utils",
 			"librdmacm1t64", "rdmacm-utils", "perftest", "iproute2", "tcpdump", "libgcc-s1",
+			"libfabric-bin",
 		},
 	}
 }
@@ -141,6 +143,13 @@ var peerTools = []peerTool{
 	{"ip", "iproute2"},
 	{"rdma", "iproute2"},
 	{"tcpdump", "tcpdump"},
+}
+
+// fabricTools are libfabric's tools, in the Forky image only (its
+// verbs;ofi_rxm provider on rxe 7.3: fi_info, fi_pingpong).
+var fabricTools = []peerTool{
+	{"fi_info", "libfabric-bin"},
+	{"fi_pingpong", "libfabric-bin"},
 }
 
 // The rxe verbs provider: libibverbs finds drivers through
@@ -258,11 +267,11 @@ func BuildImageFor(ctx context.Context, cacheDir string, rel Release) (*Image, e
 		}
 	}
 
-	roots := rootModules
+	roots, tools := rootModules, peerTools
 	if rel == Forky {
-		roots = rootModules7
+		roots, tools = rootModules7, append(slices.Clone(peerTools), fabricTools...)
 	}
-	tree, mods, err := imageTree(filepath.Join(modBase, release), userland, roots)
+	tree, mods, err := imageTree(filepath.Join(modBase, release), userland, roots, tools)
 	if err != nil {
 		return nil, fmt.Errorf("build %s peer image: %w", rel, err)
 	}
@@ -292,9 +301,9 @@ func BuildImageFor(ctx context.Context, cacheDir string, rel Release) (*Image, e
 
 // imageTree assembles the base initramfs for the kernel whose modules are
 // in modDir, with the tools and libraries of the root file system
-// userland ("" for the host) and the modules roots with their
-// dependencies, returning it and the module load order.
-func imageTree(modDir, userland string, roots []string) (*cpioTree, []string, error) {
+// userland ("" for the host), the modules roots with their dependencies
+// and the tools, returning it and the module load order.
+func imageTree(modDir, userland string, roots []string, tools []peerTool) (*cpioTree, []string, error) {
 	inRoot := func(p string) string { return filepath.Join("/", userland, p) }
 	t := newCPIOTree()
 	for _, d := range []string{"dev", "proc", "sys", "tmp", "run", "root", "etc/softroce", "usr/lib64", "usr/sbin", "sbin"} {
@@ -344,7 +353,7 @@ func imageTree(modDir, userland string, roots []string) (*cpioTree, []string, er
 
 	// Tools, the provider, and every library they need.
 	var elfs []string
-	for _, tool := range peerTools {
+	for _, tool := range tools {
 		p, err := findTool(userland, tool.name)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s (apt-get install %s): %w", tool.name, tool.pkg, err)
