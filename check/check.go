@@ -5,7 +5,7 @@
 // until the day they lose data or hang: objects leaked at exit, QPs
 // destroyed and MRs deregistered with work requests outstanding, CQs that
 // overflow, send queues never reclaimed, error completions never looked
-// at, posts to a QP in error.
+// at, posts to a QP in error, receive queues that ran dry.
 //
 // A Set holds the findings of every program of a daemon. Each finding has
 // a stable Name, an explanation with the fix (Checks), and can be
@@ -48,6 +48,9 @@ const (
 	// PostToErrorQP: send WRs posted to a QP that an error, not the
 	// program, had moved to ERR.
 	PostToErrorQP Name = "post-to-error-qp"
+	// ReceiveStarved: a QP's responder sent RNR NAKs, its receive queue
+	// (or SRQ) empty when a SEND arrived.
+	ReceiveStarved Name = "receive-starvation"
 )
 
 // Info describes one finding.
@@ -86,6 +89,11 @@ var Checks = []Info{
 	{PostToErrorQP, "rxe's requester: WRs posted to a QP in ERR complete with IBV_WC_WR_FLUSH_ERR",
 		"Send WRs were posted to a QP that an error, not the program, had moved to ERR: each completes in flush error and nothing is sent. The program missed the error completion or the IBV_EVENT_QP_FATAL that came before. " +
 			"Fix: check every completion's status and stop posting to a QP whose completion failed; recover by ERR -> RESET -> INIT -> RTR -> RTS or a new QP."},
+	{ReceiveStarved, "rxe_resp.c (RESPST_ERR_RNR): a SEND finding no receive WQE is answered with an RNR NAK; the requester waits min_rnr_timer and retries rnr_retry times",
+		"A SEND arrived when the receive queue (or the SRQ) held no receive WR, and the QP answered with an RNR NAK: the sender stalled for min_rnr_timer and sent again, " +
+			"and after rnr_retry NAKs in a row (unless it is 7, infinite) its WR fails with IBV_WC_RNR_RETRY_EXC_ERR and its QP goes to ERR. Each NAK costs the sender from 10 us to 655 ms. " +
+			"Fix: post receive WRs before the peer can send (before moving the QP to RTR, or before telling the peer it may send), repost each one as soon as its completion is polled, " +
+			"and keep at least as many posted as the peer may have in flight; for an SRQ, arm its limit event (ibv_modify_srq IBV_SRQ_LIMIT) and refill it on IBV_EVENT_SRQ_LIMIT_REACHED."},
 }
 
 // Lookup returns the Info of name.
@@ -179,6 +187,12 @@ func (s *Set) Program(pid int, comm string, ancestors []int) *Program {
 
 // add records one occurrence.
 func (s *Set) add(p *Program, name Name, object string, wrID *uint64, format string, args ...any) {
+	s.record(p, name, object, wrID, false, format, args...)
+}
+
+// record records one occurrence; update: its detail replaces the
+// finding's (a detail that sums up every occurrence so far).
+func (s *Set) record(p *Program, name Name, object string, wrID *uint64, update bool, format string, args ...any) {
 	if s.ignore[name] {
 		return
 	}
@@ -187,6 +201,9 @@ func (s *Set) add(p *Program, name Name, object string, wrID *uint64, format str
 	defer s.mu.Unlock()
 	if f := s.index[k]; f != nil {
 		f.Count++
+		if update {
+			f.Detail = fmt.Sprintf(format, args...)
+		}
 		return
 	}
 	f := &Finding{Name: name, PID: p.pid, Program: p.comm, Object: object, Count: 1, First: s.now(),

@@ -235,3 +235,40 @@ func BenchmarkPostComplete(b *testing.B) {
 		}
 	}
 }
+
+// TestRNRNAKsSumUpPerQueue: RNR NAKs make one finding per receive queue
+// (a QP's own, or the SRQ several QPs share), counting them, and its
+// detail sums up the latest: how many, over how long, who sent the
+// last, whether the SRQ's limit was armed (the test clock ticks 1 ms
+// per reading).
+func TestRNRNAKsSumUpPerQueue(t *testing.T) {
+	s := newTestSet(t)
+	p := s.Program(100, "prog", nil)
+	p.RNRNAKSent(0x11, "", false)
+	p.RNRNAKSent(0x11, "", false)
+	p.RNRNAKSent(0x12, "SRQ handle 4", false)
+	p.RNRNAKSent(0x13, "SRQ handle 4", false)
+	p.RNRNAKSent(0x14, "SRQ handle 5", true)
+	p.RNRNAKSent(0x11, "", false)
+	found := s.All()
+	got := names(found)
+	want := []string{"receive-starvation QP 0x11", "receive-starvation SRQ handle 4", "receive-starvation SRQ handle 5"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("findings %q, want %q", got, want)
+	}
+	details := []string{
+		"3 RNR NAKs sent by QP 0x11 over 8ms: the receive queue was empty when a SEND arrived",
+		"2 RNR NAKs sent by QP 0x13 over 2ms: the SRQ was empty when a SEND arrived; its limit event was never armed (IBV_SRQ_LIMIT)",
+		"1 RNR NAKs sent by QP 0x14 over 0s: the SRQ was empty when a SEND arrived",
+	}
+	for i, f := range found {
+		if f.Count != []int{3, 2, 1}[i] || f.Detail != details[i] {
+			t.Errorf("%s: count %d, detail %q; want %q", f.Object, f.Count, f.Detail, details[i])
+		}
+	}
+	s2 := newTestSet(t, ReceiveStarved)
+	s2.Program(100, "prog", nil).RNRNAKSent(0x11, "", false)
+	if len(s2.All()) != 0 {
+		t.Error("an ignored receive-starvation was recorded")
+	}
+}

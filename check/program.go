@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/softroce/softroce/emu"
 )
@@ -18,9 +19,17 @@ type Program struct {
 	comm      string
 	ancestors []int
 
-	mu    sync.Mutex // qps, files
-	files int
-	qps   map[uint32]*qpTrack
+	mu      sync.Mutex // qps, files, starved
+	files   int
+	qps     map[uint32]*qpTrack
+	starved map[string]*starve // by object
+}
+
+// starve is when an object's receive queue was first and last found
+// empty by an arriving SEND.
+type starve struct {
+	first, last time.Time
+	n           int
 }
 
 // qpTrack is what the checker knows of one QP's send queue.
@@ -336,4 +345,37 @@ func (p *Program) Leaked(kind string, handle uint32, what string) {
 		obj += " " + what
 	}
 	p.set.add(p, Leak, obj, nil, "%s not destroyed before the device was closed", kind)
+}
+
+// RNRNAKSent records an RNR NAK QP qpn's responder sent: no receive WR
+// for an arriving SEND. srq is how a finding names the QP's SRQ ("" for
+// its own RQ), armed whether the program ever armed the SRQ's limit
+// event.
+func (p *Program) RNRNAKSent(qpn uint32, srq string, armed bool) {
+	if p == nil {
+		return
+	}
+	obj, what := QPName(qpn), "receive queue"
+	if srq != "" {
+		obj, what = srq, "SRQ"
+	}
+	now := p.set.now()
+	p.mu.Lock()
+	if p.starved == nil {
+		p.starved = map[string]*starve{}
+	}
+	st := p.starved[obj]
+	if st == nil {
+		st = &starve{first: now}
+		p.starved[obj] = st
+	}
+	st.last = now
+	st.n++
+	n, span := st.n, st.last.Sub(st.first)
+	p.mu.Unlock()
+	detail := fmt.Sprintf("%d RNR NAKs sent by %s over %v: the %s was empty when a SEND arrived", n, QPName(qpn), span.Round(time.Microsecond), what)
+	if srq != "" && !armed {
+		detail += "; its limit event was never armed (IBV_SRQ_LIMIT)"
+	}
+	p.set.record(p, ReceiveStarved, obj, nil, true, "%s", detail)
 }

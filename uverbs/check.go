@@ -16,8 +16,16 @@ import (
 // the first command; nil checks nothing. Close releases p.
 func (f *File) SetCheck(p *check.Program) { f.check = p }
 
-// checkQPCreated starts the checker's tracking of QP u.
-func (f *File) checkQPCreated(u *uqp) {
+// checkQPCreated starts the checker's tracking of QP u, of SRQ srq or
+// its own RQ (srq nil).
+func (f *File) checkQPCreated(u *uqp, srq *usrq) {
+	qpn, c := u.qp.QPNum(), f.check
+	if srq != nil {
+		name := fmt.Sprintf("SRQ handle %d", srq.handle)
+		u.qp.RNRNAKSent = func() { c.RNRNAKSent(qpn, name, srq.armed.Load()) }
+	} else {
+		u.qp.RNRNAKSent = func() { c.RNRNAKSent(qpn, "", false) }
+	}
 	_, init, err := u.qp.Query(0)
 	if err != nil {
 		return

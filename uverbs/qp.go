@@ -185,7 +185,7 @@ func (c *call) makeQP(cmd *ExCreateQp) (*object, CreateQpResp, error) {
 		return fail(err)
 	}
 	if f.check != nil {
-		f.checkQPCreated(u)
+		f.checkQPCreated(u, srq)
 	}
 	return o, CreateQpResp{Qp_handle: o.handle, Qpn: qp.QPNum(), Max_send_wr: cp.MaxSendWR, Max_recv_wr: cp.MaxRecvWR,
 		Max_send_sge: cp.MaxSendSGE, Max_recv_sge: cp.MaxRecvSGE, Max_inline_data: cp.MaxInlineData}, nil

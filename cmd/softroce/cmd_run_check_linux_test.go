@@ -31,6 +31,7 @@ var checkPrograms = []struct {
 	{"sq_never_reclaimed", check.SQNeverReclaimed, 1},
 	{"error_completion_ignored", check.ErrorIgnored, 1},
 	{"post_to_error_qp", check.PostToErrorQP, 1},
+	{"receive_starvation", check.ReceiveStarved, 2}, // b's receive queue, the SRQ
 }
 
 // buildCheckProgram builds testdata/check/NAME.c into dir.
