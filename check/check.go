@@ -39,6 +39,10 @@ const (
 	// CQOverflow: the device had a completion for a CQ whose ring was
 	// full (IB_EVENT_CQ_ERR).
 	CQOverflow Name = "cq-overflow"
+	// CQMayOverflow: the completions a CQ may have to hold at once
+	// (unpolled, and due for the outstanding WRs of the QPs feeding it)
+	// exceed its depth.
+	CQMayOverflow Name = "cq-can-overflow"
 	// SQNeverReclaimed: a whole send queue depth of unsignalled WRs in a
 	// row.
 	SQNeverReclaimed Name = "sq-never-reclaimed"
@@ -79,6 +83,10 @@ var Checks = []Info{
 	{CQOverflow, "rxe_cq_post: a completion for a full CQ raises IB_EVENT_CQ_ERR and is lost",
 		"A completion was due on a CQ whose every entry the program had not polled: the CQ overran, the device raised IBV_EVENT_CQ_ERR and the completion was lost. " +
 			"Fix: size the CQ for every signalled send WR and every receive WR outstanding on all QPs and SRQs feeding it (ibv_create_cq's cqe, or ibv_resize_cq), and poll it often enough."},
+	{CQMayOverflow, "rxe_cq_post: a completion for a full CQ raises IB_EVENT_CQ_ERR and is lost; ibv_create_cq's cqe is the completions the CQ holds",
+		"When a QP posted, the completions its CQ may have to hold at once exceeded the CQ's depth: those not yet polled, one per signalled send WR outstanding and one per receive WR posted, on every QP (and SRQ) feeding the CQ. " +
+			"Nothing overflowed yet, but if the WRs complete faster than the program polls, the CQ overruns (IBV_EVENT_CQ_ERR) and completions are lost. " +
+			"Fix: create the CQ with at least as many entries as the signalled send WRs and the receive WRs its QPs may have outstanding together (ibv_create_cq's cqe, or ibv_resize_cq), or post fewer."},
 	{SQNeverReclaimed, "mlx5's post_send (mlx5_wq_overflow): send queue slots come back only through polled completions",
 		"A whole send queue depth of unsignalled WRs was posted in a row. rxe frees a slot when the WR completes, signalled or not, so the program works on softroce and rxe; " +
 			"common HCAs (mlx5, mlx4, efa, hns) free slots only when a signalled completion is polled, and there the next ibv_post_send fails with ENOMEM. " +

@@ -272,3 +272,43 @@ func TestRNRNAKsSumUpPerQueue(t *testing.T) {
 		t.Error("an ignored receive-starvation was recorded")
 	}
 }
+
+// TestSignalledCountsTheOutstandingSignalledWRs: Signalled follows the
+// signalled WRs the device took, through completions (in order), WRs
+// taken back and a QP's destroy; cq-can-overflow names the CQ.
+func TestSignalledCountsTheOutstandingSignalledWRs(t *testing.T) {
+	s := newTestSet(t)
+	p := s.Program(100, "prog", nil)
+	p.QPCreated(0x11, 16, false)
+	for id := range uint64(6) {
+		flags := emu.SendFlags(0)
+		if id%2 == 1 {
+			flags = emu.SendSignaled
+		}
+		p.Posted(0x11, &emu.SendWR{WRID: id, SendFlags: flags})
+	}
+	if n := p.Signalled(0x11); n != 3 {
+		t.Fatalf("after posting 1, 3, 5 signalled: %d", n)
+	}
+	p.Unposted(0x11, 2) // 4, 5
+	p.Completed(0x11, 1, emu.WCSuccess)
+	if n := p.Signalled(0x11); n != 1 {
+		t.Fatalf("after taking back 4, 5 and completing 1: %d, want 1 (3)", n)
+	}
+	p.Completed(0x11, 2, emu.WCWRFlushErr) // a flush of the unsignalled 2
+	p.Completed(0x11, 3, emu.WCSuccess)
+	if n := p.Signalled(0x11); n != 0 {
+		t.Fatalf("after completing 3: %d", n)
+	}
+	var off *Program
+	if off.Signalled(0x11) != 0 || p.Signalled(0x99) != 0 {
+		t.Fatal("no check, or no such QP: not 0")
+	}
+	p.CQMayOverflow(2, 4, 1, 1, 8, 0x11)
+	p.CQMayOverflow(2, 4, 0, 1, 8, 0x11)
+	f := s.All()
+	if len(f) != 1 || f[0].Name != CQMayOverflow || f[0].Object != "CQ handle 2" || f[0].Count != 2 ||
+		f[0].Detail != "10 completions may be due at once on a CQ of 4 entries: 1 unpolled, 1 signalled send WRs and 8 receive WRs outstanding (as QP 0x11 posted)" {
+		t.Fatalf("findings %+v", f)
+	}
+}

@@ -38,6 +38,7 @@ type qpTrack struct {
 	sigAll   bool       // IBV_SIGNAL_ALL_WR
 	depth    int        // max_send_wr
 	wrs      []postedWR // posted to the device, completion not seen, oldest first
+	nsig     int        // the signalled ones of wrs
 	unsig    int        // unsignalled WRs posted in a row
 	toErr    bool       // the program asked for ERR
 	errSeen  bool       // an error completion reached the CQ
@@ -154,14 +155,55 @@ func (p *Program) Posted(qpn uint32, wr *emu.SendWR) {
 	// Unsignalled WRs leave the list when a later one completes; a
 	// program that never signals keeps the list at a bound.
 	if len(t.wrs) >= 2*t.depth+64 {
-		t.wrs = append(t.wrs[:0], t.wrs[len(t.wrs)/2:]...)
+		t.drop(0, len(t.wrs)/2)
 	}
 	t.wrs = append(t.wrs, w)
+	if signaled {
+		t.nsig++
+	}
 	t.mu.Unlock()
 	if never {
 		id := wr.WRID
 		p.set.add(p, SQNeverReclaimed, QPName(qpn), &id, "%d unsignalled send WRs in a row on a send queue of %d", t.depth, t.depth)
 	}
+}
+
+// drop removes wrs[i:j]; t.mu held.
+func (t *qpTrack) drop(i, j int) {
+	for _, w := range t.wrs[i:j] {
+		if w.signaled {
+			t.nsig--
+		}
+	}
+	t.wrs = append(t.wrs[:i], t.wrs[j:]...)
+}
+
+// Signalled returns how many signalled send WRs of QP qpn the device took
+// whose completion it has not written (0 when the check is off).
+func (p *Program) Signalled(qpn uint32) int {
+	if p == nil {
+		return 0
+	}
+	t := p.qp(qpn)
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nsig
+}
+
+// CQMayOverflow records that the completions CQ handle of depth entries
+// may have to hold at once exceed its depth: unpolled ones, signalled
+// send WRs and receive WRs outstanding on the QPs feeding it, as QP
+// qpn posted.
+func (p *Program) CQMayOverflow(handle uint32, depth, unpolled, sends, recvs int, qpn uint32) {
+	if p == nil {
+		return
+	}
+	p.set.add(p, CQMayOverflow, fmt.Sprintf("CQ handle %d", handle), nil,
+		"%d completions may be due at once on a CQ of %d entries: %d unpolled, %d signalled send WRs and %d receive WRs outstanding (as %s posted)",
+		unpolled+sends+recvs, depth, unpolled, sends, recvs, QPName(qpn))
 }
 
 // Unposted takes back the last n WRs Posted to QP qpn: the device did
@@ -175,7 +217,7 @@ func (p *Program) Unposted(qpn uint32, n int) {
 		return
 	}
 	t.mu.Lock()
-	t.wrs = t.wrs[:max(0, len(t.wrs)-n)]
+	t.drop(max(0, len(t.wrs)-n), len(t.wrs))
 	t.mu.Unlock()
 }
 
@@ -196,7 +238,7 @@ func (p *Program) Completed(qpn uint32, wrID uint64, status emu.WCStatus) {
 	t.mu.Lock()
 	for i, w := range t.wrs {
 		if w.id == wrID && (w.signaled || status != emu.WCSuccess) {
-			t.wrs = append(t.wrs[:0], t.wrs[i+1:]...)
+			t.drop(0, i+1)
 			break
 		}
 	}
