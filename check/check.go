@@ -43,6 +43,9 @@ const (
 	// (unpolled, and due for the outstanding WRs of the QPs feeding it)
 	// exceed its depth.
 	CQMayOverflow Name = "cq-can-overflow"
+	// SendBufferChanged: the bytes of a send WR's source changed while
+	// the WR was outstanding, as a retransmission read them again.
+	SendBufferChanged Name = "send-buffer-changed"
 	// SQNeverReclaimed: a whole send queue depth of unsignalled WRs in a
 	// row.
 	SQNeverReclaimed Name = "sq-never-reclaimed"
@@ -87,6 +90,10 @@ var Checks = []Info{
 		"When a QP posted, the completions its CQ may have to hold at once exceeded the CQ's depth: those not yet polled, one per signalled send WR outstanding and one per receive WR posted, on every QP (and SRQ) feeding the CQ. " +
 			"Nothing overflowed yet, but if the WRs complete faster than the program polls, the CQ overruns (IBV_EVENT_CQ_ERR) and completions are lost. " +
 			"Fix: create the CQ with at least as many entries as the signalled send WRs and the receive WRs its QPs may have outstanding together (ibv_create_cq's cqe, or ibv_resize_cq), or post fewer."},
+	{SendBufferChanged, "ibv_post_send: the buffers of a WR that is not inline belong to the device until the WR completes",
+		"The program changed the bytes of a send WR's source (a SEND, RDMA WRITE or atomic that is not IBV_SEND_INLINE) before the WR completed: a retransmission of one of its packets read other bytes than the first transmission. " +
+			"On hardware the peer receives whichever bytes the DMA saw, the old, the new or a mix, and a retransmission may change data the peer already placed. " +
+			"Fix: leave a WR's buffers alone until its completion is polled (signal it, or a later WR of the same send queue); reuse a buffer only after that, or send small data with IBV_SEND_INLINE."},
 	{SQNeverReclaimed, "mlx5's post_send (mlx5_wq_overflow): send queue slots come back only through polled completions",
 		"A whole send queue depth of unsignalled WRs was posted in a row. rxe frees a slot when the WR completes, signalled or not, so the program works on softroce and rxe; " +
 			"common HCAs (mlx5, mlx4, efa, hns) free slots only when a signalled completion is polled, and there the next ibv_post_send fails with ENOMEM. " +

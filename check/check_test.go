@@ -312,3 +312,41 @@ func TestSignalledCountsTheOutstandingSignalledWRs(t *testing.T) {
 		t.Fatalf("findings %+v", f)
 	}
 }
+
+// TestRetransmissionWithOtherBytes: a packet sent again (same PSN, same
+// WR) with other bytes is a finding; with the same bytes, or another WR
+// on that PSN (after a wrap) is not.
+func TestRetransmissionWithOtherBytes(t *testing.T) {
+	s := newTestSet(t)
+	p := s.Program(100, "prog", nil)
+	p.QPCreated(0x11, 16, false)
+	p.PayloadSent(0x11, 5, 1, []byte("aaaa"))
+	p.PayloadSent(0x11, 6, 1, []byte("bbbb"))
+	p.PayloadSent(0x11, 5, 1, []byte("aaaa")) // a retransmission, the same bytes
+	p.PayloadSent(0x11, 5+sumSlots, 2, []byte("cccc"))
+	p.PayloadSent(0x11, 5, 3, []byte("dddd")) // another WR on PSN 5
+	if f := s.All(); len(f) != 0 {
+		t.Fatalf("findings %+v", f)
+	}
+	p.PayloadSent(0x11, 6, 1, []byte("bbbc"))
+	p.PayloadSent(0x11, 6, 1, []byte("bbbd"))
+	p.PayloadSent(0x12, 6, 1, []byte("bbbe")) // a QP the check does not know
+	f := s.All()
+	if len(f) != 1 || f[0].Name != SendBufferChanged || f[0].Object != "QP 0x11" || f[0].Count != 2 || *f[0].WRID != 1 {
+		t.Fatalf("findings %+v", f)
+	}
+}
+
+// BenchmarkPayloadSent is send-buffer-changed's cost per packet of a
+// 4096-byte MTU: a checksum and a slot.
+func BenchmarkPayloadSent(b *testing.B) {
+	s, _ := NewSet(Config{})
+	p := s.Program(1, "bench", nil)
+	p.QPCreated(0x11, 128, false)
+	pay := make([]byte, 4096)
+	b.SetBytes(int64(len(pay)))
+	b.ReportAllocs()
+	for i := range b.N {
+		p.PayloadSent(0x11, uint32(i)&0xffffff, uint64(i/16), pay)
+	}
+}

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"hash/crc32"
 	"sync"
 	"time"
 
@@ -44,7 +45,25 @@ type qpTrack struct {
 	errSeen  bool       // an error completion reached the CQ
 	errProd  uint32     // the send ring's producer index then
 	reported bool       // SQNeverReclaimed said once
+	sums     *[sumSlots]sentSum
 }
+
+// sentSum is the checksum of the payload of a packet a QP sent, for
+// SendBufferChanged.
+type sentSum struct {
+	psn  uint32 // 24 bits; 1<<31: used
+	wrID uint64
+	sum  uint32
+}
+
+// sumSlots is how many packets' checksums a QP keeps, by PSN: more than
+// the packets a QP may have in flight unacknowledged (rxe's requester
+// stops at 2^23 PSNs behind, but in practice a window of some hundreds).
+const sumSlots = 4096
+
+const sumUsed = 1 << 31
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // postedWR is one send WR the device took.
 type postedWR struct {
@@ -420,4 +439,31 @@ func (p *Program) RNRNAKSent(qpn uint32, srq string, armed bool) {
 		detail += "; its limit event was never armed (IBV_SRQ_LIMIT)"
 	}
 	p.set.record(p, ReceiveStarved, obj, nil, true, "%s", detail)
+}
+
+// PayloadSent records the payload of packet psn of QP qpn's send WR
+// wrID, read from its source: a finding if the QP sent that packet of
+// that WR before with other bytes (a retransmission reading a buffer the
+// program changed).
+func (p *Program) PayloadSent(qpn, psn uint32, wrID uint64, payload []byte) {
+	if p == nil {
+		return
+	}
+	t := p.qp(qpn)
+	if t == nil {
+		return
+	}
+	sum := crc32.Checksum(payload, castagnoli)
+	t.mu.Lock()
+	if t.sums == nil {
+		t.sums = new([sumSlots]sentSum)
+	}
+	e := &t.sums[psn%sumSlots]
+	changed := e.psn == psn|sumUsed && e.wrID == wrID && e.sum != sum
+	*e = sentSum{psn: psn | sumUsed, wrID: wrID, sum: sum}
+	t.mu.Unlock()
+	if changed {
+		p.set.add(p, SendBufferChanged, QPName(qpn), &wrID,
+			"a retransmission of PSN %#x read other bytes (%d of them) than its first transmission", psn, len(payload))
+	}
 }

@@ -26,6 +26,7 @@ func (f *File) checkQPCreated(u *uqp, srq *usrq) {
 	} else {
 		u.qp.RNRNAKSent = func() { c.RNRNAKSent(qpn, "", false) }
 	}
+	u.qp.PayloadSent = func(psn uint32, wrID uint64, b []byte) { c.PayloadSent(qpn, psn, wrID, b) }
 	_, init, err := u.qp.Query(0)
 	if err != nil {
 		return

@@ -33,6 +33,7 @@ var checkPrograms = []struct {
 	{"post_to_error_qp", check.PostToErrorQP, 1},
 	{"receive_starvation", check.ReceiveStarved, 2}, // b's receive queue, the SRQ
 	{"cq_can_overflow", check.CQMayOverflow, 1},
+	{"send_buffer_changed", check.SendBufferChanged, 1},
 }
 
 // buildCheckProgram builds testdata/check/NAME.c into dir.
