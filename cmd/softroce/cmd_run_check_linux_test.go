@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,7 +91,7 @@ func TestCheckFindsEachMisuseAndNotItsFix(t *testing.T) {
 	for i, c := range checkPrograms {
 		t.Run(c.prog, func(t *testing.T) {
 			prog := buildCheckProgram(t, home, c.prog)
-			dev, ip := "rxe4"+string(rune('0'+i)), "10.78.4"+string(rune('0'+i))+".1/24"
+			dev, ip := fmt.Sprintf("rxe4%d", i), fmt.Sprintf("10.78.%d.1/24", 40+i)
 			found, code, out := runChecked(t, home, dev, ip, nil, prog)
 			if code != checkFailStatus {
 				t.Errorf("misuse: exit status %d, want %d; output:\n%s", code, checkFailStatus, out)
