@@ -121,6 +121,32 @@ func TestCheckFindsEachMisuseAndNotItsFix(t *testing.T) {
 	}
 }
 
+// TestPostsBeyondTheCapsAreRefusedAsOnRxe: testdata/verbs_post_limits.c
+// through softroce run --check=fail as a user: a send WR with more SGEs
+// than max_send_sge, inline data beyond max_inline_data and a receive WR
+// with more SGEs than max_recv_sge are refused (by librxe, as on kernel
+// rxe) and send nothing; softroce is not more permissive there, and the
+// check finds nothing.
+func TestPostsBeyondTheCapsAreRefusedAsOnRxe(t *testing.T) {
+	home := userHome(t)
+	prog := buildVerbsProgram(t, home, "verbs_post_limits")
+	found, code, out := runChecked(t, home, "rxe39", "10.78.39.1/24", nil, prog)
+	if code != 0 || len(found) != 0 {
+		t.Fatalf("exit status %d, findings %+v; output:\n%s", code, found, out)
+	}
+	for _, want := range []string{
+		"ok a send WR beyond max_send_sge is refused",
+		"ok inline data beyond max_inline_data is refused",
+		"ok a receive WR beyond max_recv_sge is refused",
+		"ok a post within the capacities completes, alone",
+		"ok done",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+}
+
 // TestCheckIgnoreSuppressesByName: --check-ignore NAME drops that
 // finding, and with nothing left softroce run exits with the program's 0.
 func TestCheckIgnoreSuppressesByName(t *testing.T) {
