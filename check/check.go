@@ -4,8 +4,9 @@
 // finds the misuses of verbs that a hardware device tolerates silently
 // until the day they lose data or hang: objects leaked at exit, QPs
 // destroyed and MRs deregistered with work requests outstanding, CQs that
-// overflow, send queues never reclaimed, error completions never looked
-// at, posts to a QP in error, receive queues that ran dry.
+// overflow or can, send buffers changed while posted, send queues never
+// reclaimed, error completions never looked at, posts to a QP in error,
+// receive queues that ran dry.
 //
 // A Set holds the findings of every program of a daemon. Each finding has
 // a stable Name, an explanation with the fix (Checks), and can be
