@@ -4,8 +4,9 @@
 // finds the misuses of verbs that a hardware device tolerates silently
 // until the day they lose data or hang: objects leaked at exit, QPs
 // destroyed and MRs deregistered with work requests outstanding, CQs that
-// overflow, send queues never reclaimed, error completions never looked
-// at, posts to a QP in error.
+// overflow or can, send buffers changed while posted, send queues never
+// reclaimed, error completions never looked at, posts to a QP in error,
+// receive queues that ran dry.
 //
 // A Set holds the findings of every program of a daemon. Each finding has
 // a stable Name, an explanation with the fix (Checks), and can be
@@ -39,6 +40,13 @@ const (
 	// CQOverflow: the device had a completion for a CQ whose ring was
 	// full (IB_EVENT_CQ_ERR).
 	CQOverflow Name = "cq-overflow"
+	// CQMayOverflow: the completions a CQ may have to hold at once
+	// (unpolled, and due for the outstanding WRs of the QPs feeding it)
+	// exceed its depth.
+	CQMayOverflow Name = "cq-can-overflow"
+	// SendBufferChanged: the bytes of a send WR's source changed while
+	// the WR was outstanding, as a retransmission read them again.
+	SendBufferChanged Name = "send-buffer-changed"
 	// SQNeverReclaimed: a whole send queue depth of unsignalled WRs in a
 	// row.
 	SQNeverReclaimed Name = "sq-never-reclaimed"
@@ -48,6 +56,9 @@ const (
 	// PostToErrorQP: send WRs posted to a QP that an error, not the
 	// program, had moved to ERR.
 	PostToErrorQP Name = "post-to-error-qp"
+	// ReceiveStarved: a QP's responder sent RNR NAKs, its receive queue
+	// (or SRQ) empty when a SEND arrived.
+	ReceiveStarved Name = "receive-starvation"
 )
 
 // Info describes one finding.
@@ -76,6 +87,14 @@ var Checks = []Info{
 	{CQOverflow, "rxe_cq_post: a completion for a full CQ raises IB_EVENT_CQ_ERR and is lost",
 		"A completion was due on a CQ whose every entry the program had not polled: the CQ overran, the device raised IBV_EVENT_CQ_ERR and the completion was lost. " +
 			"Fix: size the CQ for every signalled send WR and every receive WR outstanding on all QPs and SRQs feeding it (ibv_create_cq's cqe, or ibv_resize_cq), and poll it often enough."},
+	{CQMayOverflow, "rxe_cq_post: a completion for a full CQ raises IB_EVENT_CQ_ERR and is lost; ibv_create_cq's cqe is the completions the CQ holds",
+		"When a QP posted, the completions its CQ may have to hold at once exceeded the CQ's depth: those not yet polled, one per signalled send WR outstanding and one per receive WR posted, on every QP (and SRQ) feeding the CQ. " +
+			"Nothing overflowed yet, but if the WRs complete faster than the program polls, the CQ overruns (IBV_EVENT_CQ_ERR) and completions are lost. " +
+			"Fix: create the CQ with at least as many entries as the signalled send WRs and the receive WRs its QPs may have outstanding together (ibv_create_cq's cqe, or ibv_resize_cq), or post fewer."},
+	{SendBufferChanged, "ibv_post_send: the buffers of a WR that is not inline belong to the device until the WR completes",
+		"The program changed the bytes of a send WR's source (a SEND, RDMA WRITE or atomic that is not IBV_SEND_INLINE) before the WR completed: a retransmission of one of its packets read other bytes than the first transmission. " +
+			"On hardware the peer receives whichever bytes the DMA saw, the old, the new or a mix, and a retransmission may change data the peer already placed. " +
+			"Fix: leave a WR's buffers alone until its completion is polled (signal it, or a later WR of the same send queue); reuse a buffer only after that, or send small data with IBV_SEND_INLINE."},
 	{SQNeverReclaimed, "mlx5's post_send (mlx5_wq_overflow): send queue slots come back only through polled completions",
 		"A whole send queue depth of unsignalled WRs was posted in a row. rxe frees a slot when the WR completes, signalled or not, so the program works on softroce and rxe; " +
 			"common HCAs (mlx5, mlx4, efa, hns) free slots only when a signalled completion is polled, and there the next ibv_post_send fails with ENOMEM. " +
@@ -86,6 +105,11 @@ var Checks = []Info{
 	{PostToErrorQP, "rxe's requester: WRs posted to a QP in ERR complete with IBV_WC_WR_FLUSH_ERR",
 		"Send WRs were posted to a QP that an error, not the program, had moved to ERR: each completes in flush error and nothing is sent. The program missed the error completion or the IBV_EVENT_QP_FATAL that came before. " +
 			"Fix: check every completion's status and stop posting to a QP whose completion failed; recover by ERR -> RESET -> INIT -> RTR -> RTS or a new QP."},
+	{ReceiveStarved, "rxe_resp.c (RESPST_ERR_RNR): a SEND finding no receive WQE is answered with an RNR NAK; the requester waits min_rnr_timer and retries rnr_retry times",
+		"A SEND arrived when the receive queue (or the SRQ) held no receive WR, and the QP answered with an RNR NAK: the sender stalled for min_rnr_timer and sent again, " +
+			"and after rnr_retry NAKs in a row (unless it is 7, infinite) its WR fails with IBV_WC_RNR_RETRY_EXC_ERR and its QP goes to ERR. Each NAK costs the sender from 10 us to 655 ms. " +
+			"Fix: post receive WRs before the peer can send (before moving the QP to RTR, or before telling the peer it may send), repost each one as soon as its completion is polled, " +
+			"and keep at least as many posted as the peer may have in flight; for an SRQ, arm its limit event (ibv_modify_srq IBV_SRQ_LIMIT) and refill it on IBV_EVENT_SRQ_LIMIT_REACHED."},
 }
 
 // Lookup returns the Info of name.
@@ -179,6 +203,12 @@ func (s *Set) Program(pid int, comm string, ancestors []int) *Program {
 
 // add records one occurrence.
 func (s *Set) add(p *Program, name Name, object string, wrID *uint64, format string, args ...any) {
+	s.record(p, name, object, wrID, false, format, args...)
+}
+
+// record records one occurrence; update: its detail replaces the
+// finding's (a detail that sums up every occurrence so far).
+func (s *Set) record(p *Program, name Name, object string, wrID *uint64, update bool, format string, args ...any) {
 	if s.ignore[name] {
 		return
 	}
@@ -187,6 +217,9 @@ func (s *Set) add(p *Program, name Name, object string, wrID *uint64, format str
 	defer s.mu.Unlock()
 	if f := s.index[k]; f != nil {
 		f.Count++
+		if update {
+			f.Detail = fmt.Sprintf(format, args...)
+		}
 		return
 	}
 	f := &Finding{Name: name, PID: p.pid, Program: p.comm, Object: object, Count: 1, First: s.now(),

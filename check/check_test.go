@@ -235,3 +235,118 @@ func BenchmarkPostComplete(b *testing.B) {
 		}
 	}
 }
+
+// TestRNRNAKsSumUpPerQueue: RNR NAKs make one finding per receive queue
+// (a QP's own, or the SRQ several QPs share), counting them, and its
+// detail sums up the latest: how many, over how long, who sent the
+// last, whether the SRQ's limit was armed (the test clock ticks 1 ms
+// per reading).
+func TestRNRNAKsSumUpPerQueue(t *testing.T) {
+	s := newTestSet(t)
+	p := s.Program(100, "prog", nil)
+	p.RNRNAKSent(0x11, "", false)
+	p.RNRNAKSent(0x11, "", false)
+	p.RNRNAKSent(0x12, "SRQ handle 4", false)
+	p.RNRNAKSent(0x13, "SRQ handle 4", false)
+	p.RNRNAKSent(0x14, "SRQ handle 5", true)
+	p.RNRNAKSent(0x11, "", false)
+	found := s.All()
+	got := names(found)
+	want := []string{"receive-starvation QP 0x11", "receive-starvation SRQ handle 4", "receive-starvation SRQ handle 5"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("findings %q, want %q", got, want)
+	}
+	details := []string{
+		"3 RNR NAKs sent by QP 0x11 over 8ms: the receive queue was empty when a SEND arrived",
+		"2 RNR NAKs sent by QP 0x13 over 2ms: the SRQ was empty when a SEND arrived; its limit event was never armed (IBV_SRQ_LIMIT)",
+		"1 RNR NAKs sent by QP 0x14 over 0s: the SRQ was empty when a SEND arrived",
+	}
+	for i, f := range found {
+		if f.Count != []int{3, 2, 1}[i] || f.Detail != details[i] {
+			t.Errorf("%s: count %d, detail %q; want %q", f.Object, f.Count, f.Detail, details[i])
+		}
+	}
+	s2 := newTestSet(t, ReceiveStarved)
+	s2.Program(100, "prog", nil).RNRNAKSent(0x11, "", false)
+	if len(s2.All()) != 0 {
+		t.Error("an ignored receive-starvation was recorded")
+	}
+}
+
+// TestSignalledCountsTheOutstandingSignalledWRs: Signalled follows the
+// signalled WRs the device took, through completions (in order), WRs
+// taken back and a QP's destroy; cq-can-overflow names the CQ.
+func TestSignalledCountsTheOutstandingSignalledWRs(t *testing.T) {
+	s := newTestSet(t)
+	p := s.Program(100, "prog", nil)
+	p.QPCreated(0x11, 16, false)
+	for id := range uint64(6) {
+		flags := emu.SendFlags(0)
+		if id%2 == 1 {
+			flags = emu.SendSignaled
+		}
+		p.Posted(0x11, &emu.SendWR{WRID: id, SendFlags: flags})
+	}
+	if n := p.Signalled(0x11); n != 3 {
+		t.Fatalf("after posting 1, 3, 5 signalled: %d", n)
+	}
+	p.Unposted(0x11, 2) // 4, 5
+	p.Completed(0x11, 1, emu.WCSuccess)
+	if n := p.Signalled(0x11); n != 1 {
+		t.Fatalf("after taking back 4, 5 and completing 1: %d, want 1 (3)", n)
+	}
+	p.Completed(0x11, 2, emu.WCWRFlushErr) // a flush of the unsignalled 2
+	p.Completed(0x11, 3, emu.WCSuccess)
+	if n := p.Signalled(0x11); n != 0 {
+		t.Fatalf("after completing 3: %d", n)
+	}
+	var off *Program
+	if off.Signalled(0x11) != 0 || p.Signalled(0x99) != 0 {
+		t.Fatal("no check, or no such QP: not 0")
+	}
+	p.CQMayOverflow(2, 4, 1, 1, 8, 0x11)
+	p.CQMayOverflow(2, 4, 0, 1, 8, 0x11)
+	f := s.All()
+	if len(f) != 1 || f[0].Name != CQMayOverflow || f[0].Object != "CQ handle 2" || f[0].Count != 2 ||
+		f[0].Detail != "10 completions may be due at once on a CQ of 4 entries: 1 unpolled, 1 signalled send WRs and 8 receive WRs outstanding (as QP 0x11 posted)" {
+		t.Fatalf("findings %+v", f)
+	}
+}
+
+// TestRetransmissionWithOtherBytes: a packet sent again (same PSN, same
+// WR) with other bytes is a finding; with the same bytes, or another WR
+// on that PSN (after a wrap) is not.
+func TestRetransmissionWithOtherBytes(t *testing.T) {
+	s := newTestSet(t)
+	p := s.Program(100, "prog", nil)
+	p.QPCreated(0x11, 16, false)
+	p.PayloadSent(0x11, 5, 1, []byte("aaaa"))
+	p.PayloadSent(0x11, 6, 1, []byte("bbbb"))
+	p.PayloadSent(0x11, 5, 1, []byte("aaaa")) // a retransmission, the same bytes
+	p.PayloadSent(0x11, 5+sumSlots, 2, []byte("cccc"))
+	p.PayloadSent(0x11, 5, 3, []byte("dddd")) // another WR on PSN 5
+	if f := s.All(); len(f) != 0 {
+		t.Fatalf("findings %+v", f)
+	}
+	p.PayloadSent(0x11, 6, 1, []byte("bbbc"))
+	p.PayloadSent(0x11, 6, 1, []byte("bbbd"))
+	p.PayloadSent(0x12, 6, 1, []byte("bbbe")) // a QP the check does not know
+	f := s.All()
+	if len(f) != 1 || f[0].Name != SendBufferChanged || f[0].Object != "QP 0x11" || f[0].Count != 2 || *f[0].WRID != 1 {
+		t.Fatalf("findings %+v", f)
+	}
+}
+
+// BenchmarkPayloadSent is send-buffer-changed's cost per packet of a
+// 4096-byte MTU: a checksum and a slot.
+func BenchmarkPayloadSent(b *testing.B) {
+	s, _ := NewSet(Config{})
+	p := s.Program(1, "bench", nil)
+	p.QPCreated(0x11, 128, false)
+	pay := make([]byte, 4096)
+	b.SetBytes(int64(len(pay)))
+	b.ReportAllocs()
+	for i := range b.N {
+		p.PayloadSent(0x11, uint32(i)&0xffffff, uint64(i/16), pay)
+	}
+}

@@ -2,7 +2,9 @@ package check
 
 import (
 	"fmt"
+	"hash/crc32"
 	"sync"
+	"time"
 
 	"github.com/softroce/softroce/emu"
 )
@@ -18,9 +20,17 @@ type Program struct {
 	comm      string
 	ancestors []int
 
-	mu    sync.Mutex // qps, files
-	files int
-	qps   map[uint32]*qpTrack
+	mu      sync.Mutex // qps, files, starved
+	files   int
+	qps     map[uint32]*qpTrack
+	starved map[string]*starve // by object
+}
+
+// starve is when an object's receive queue was first and last found
+// empty by an arriving SEND.
+type starve struct {
+	first, last time.Time
+	n           int
 }
 
 // qpTrack is what the checker knows of one QP's send queue.
@@ -29,12 +39,31 @@ type qpTrack struct {
 	sigAll   bool       // IBV_SIGNAL_ALL_WR
 	depth    int        // max_send_wr
 	wrs      []postedWR // posted to the device, completion not seen, oldest first
+	nsig     int        // the signalled ones of wrs
 	unsig    int        // unsignalled WRs posted in a row
 	toErr    bool       // the program asked for ERR
 	errSeen  bool       // an error completion reached the CQ
 	errProd  uint32     // the send ring's producer index then
 	reported bool       // SQNeverReclaimed said once
+	sums     *[sumSlots]sentSum
 }
+
+// sentSum is the checksum of the payload of a packet a QP sent, for
+// SendBufferChanged.
+type sentSum struct {
+	psn  uint32 // 24 bits; 1<<31: used
+	wrID uint64
+	sum  uint32
+}
+
+// sumSlots is how many packets' checksums a QP keeps, by PSN: more than
+// the packets a QP may have in flight unacknowledged (rxe's requester
+// stops at 2^23 PSNs behind, but in practice a window of some hundreds).
+const sumSlots = 4096
+
+const sumUsed = 1 << 31
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // postedWR is one send WR the device took.
 type postedWR struct {
@@ -145,14 +174,55 @@ func (p *Program) Posted(qpn uint32, wr *emu.SendWR) {
 	// Unsignalled WRs leave the list when a later one completes; a
 	// program that never signals keeps the list at a bound.
 	if len(t.wrs) >= 2*t.depth+64 {
-		t.wrs = append(t.wrs[:0], t.wrs[len(t.wrs)/2:]...)
+		t.drop(0, len(t.wrs)/2)
 	}
 	t.wrs = append(t.wrs, w)
+	if signaled {
+		t.nsig++
+	}
 	t.mu.Unlock()
 	if never {
 		id := wr.WRID
 		p.set.add(p, SQNeverReclaimed, QPName(qpn), &id, "%d unsignalled send WRs in a row on a send queue of %d", t.depth, t.depth)
 	}
+}
+
+// drop removes wrs[i:j]; t.mu held.
+func (t *qpTrack) drop(i, j int) {
+	for _, w := range t.wrs[i:j] {
+		if w.signaled {
+			t.nsig--
+		}
+	}
+	t.wrs = append(t.wrs[:i], t.wrs[j:]...)
+}
+
+// Signalled returns how many signalled send WRs of QP qpn the device took
+// whose completion it has not written (0 when the check is off).
+func (p *Program) Signalled(qpn uint32) int {
+	if p == nil {
+		return 0
+	}
+	t := p.qp(qpn)
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nsig
+}
+
+// CQMayOverflow records that the completions CQ handle of depth entries
+// may have to hold at once exceed its depth: unpolled ones, signalled
+// send WRs and receive WRs outstanding on the QPs feeding it, as QP
+// qpn posted.
+func (p *Program) CQMayOverflow(handle uint32, depth, unpolled, sends, recvs int, qpn uint32) {
+	if p == nil {
+		return
+	}
+	p.set.add(p, CQMayOverflow, fmt.Sprintf("CQ handle %d", handle), nil,
+		"%d completions may be due at once on a CQ of %d entries: %d unpolled, %d signalled send WRs and %d receive WRs outstanding (as %s posted)",
+		unpolled+sends+recvs, depth, unpolled, sends, recvs, QPName(qpn))
 }
 
 // Unposted takes back the last n WRs Posted to QP qpn: the device did
@@ -166,7 +236,7 @@ func (p *Program) Unposted(qpn uint32, n int) {
 		return
 	}
 	t.mu.Lock()
-	t.wrs = t.wrs[:max(0, len(t.wrs)-n)]
+	t.drop(max(0, len(t.wrs)-n), len(t.wrs))
 	t.mu.Unlock()
 }
 
@@ -187,7 +257,7 @@ func (p *Program) Completed(qpn uint32, wrID uint64, status emu.WCStatus) {
 	t.mu.Lock()
 	for i, w := range t.wrs {
 		if w.id == wrID && (w.signaled || status != emu.WCSuccess) {
-			t.wrs = append(t.wrs[:0], t.wrs[i+1:]...)
+			t.drop(0, i+1)
 			break
 		}
 	}
@@ -336,4 +406,64 @@ func (p *Program) Leaked(kind string, handle uint32, what string) {
 		obj += " " + what
 	}
 	p.set.add(p, Leak, obj, nil, "%s not destroyed before the device was closed", kind)
+}
+
+// RNRNAKSent records an RNR NAK QP qpn's responder sent: no receive WR
+// for an arriving SEND. srq is how a finding names the QP's SRQ ("" for
+// its own RQ), armed whether the program ever armed the SRQ's limit
+// event.
+func (p *Program) RNRNAKSent(qpn uint32, srq string, armed bool) {
+	if p == nil {
+		return
+	}
+	obj, what := QPName(qpn), "receive queue"
+	if srq != "" {
+		obj, what = srq, "SRQ"
+	}
+	now := p.set.now()
+	p.mu.Lock()
+	if p.starved == nil {
+		p.starved = map[string]*starve{}
+	}
+	st := p.starved[obj]
+	if st == nil {
+		st = &starve{first: now}
+		p.starved[obj] = st
+	}
+	st.last = now
+	st.n++
+	n, span := st.n, st.last.Sub(st.first)
+	p.mu.Unlock()
+	detail := fmt.Sprintf("%d RNR NAKs sent by %s over %v: the %s was empty when a SEND arrived", n, QPName(qpn), span.Round(time.Microsecond), what)
+	if srq != "" && !armed {
+		detail += "; its limit event was never armed (IBV_SRQ_LIMIT)"
+	}
+	p.set.record(p, ReceiveStarved, obj, nil, true, "%s", detail)
+}
+
+// PayloadSent records the payload of packet psn of QP qpn's send WR
+// wrID, read from its source: a finding if the QP sent that packet of
+// that WR before with other bytes (a retransmission reading a buffer the
+// program changed).
+func (p *Program) PayloadSent(qpn, psn uint32, wrID uint64, payload []byte) {
+	if p == nil {
+		return
+	}
+	t := p.qp(qpn)
+	if t == nil {
+		return
+	}
+	sum := crc32.Checksum(payload, castagnoli)
+	t.mu.Lock()
+	if t.sums == nil {
+		t.sums = new([sumSlots]sentSum)
+	}
+	e := &t.sums[psn%sumSlots]
+	changed := e.psn == psn|sumUsed && e.wrID == wrID && e.sum != sum
+	*e = sentSum{psn: psn | sumUsed, wrID: wrID, sum: sum}
+	t.mu.Unlock()
+	if changed {
+		p.set.add(p, SendBufferChanged, QPName(qpn), &wrID,
+			"a retransmission of PSN %#x read other bytes (%d of them) than its first transmission", psn, len(payload))
+	}
 }

@@ -34,6 +34,15 @@ type QP struct {
 	// Port is the port recorded by the last modify carrying IB_QP_PORT
 	// (or AV), as the core tracks it.
 	Port uint32
+	// RNRNAKSent, if set, is called (under the driver's lock) each time
+	// the QP's responder answers a SEND with an RNR NAK: no receive WQE
+	// in its RQ or SRQ (softroce run --check sets it).
+	RNRNAKSent func()
+	// PayloadSent, if set, is called (under the driver's lock) with each
+	// request packet's payload the requester read from a send WR's
+	// source (not inline data): when first sent and at each
+	// retransmission (softroce run --check sets it).
+	PayloadSent func(psn uint32, wrID uint64, payload []byte)
 
 	qpn   uint32 // the 24-bit QP number (qp_num), set by the driver
 	priv  any    // the driver's state

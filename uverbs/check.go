@@ -16,8 +16,17 @@ import (
 // the first command; nil checks nothing. Close releases p.
 func (f *File) SetCheck(p *check.Program) { f.check = p }
 
-// checkQPCreated starts the checker's tracking of QP u.
-func (f *File) checkQPCreated(u *uqp) {
+// checkQPCreated starts the checker's tracking of QP u, of SRQ srq or
+// its own RQ (srq nil).
+func (f *File) checkQPCreated(u *uqp, srq *usrq) {
+	qpn, c := u.qp.QPNum(), f.check
+	if srq != nil {
+		name := fmt.Sprintf("SRQ handle %d", srq.handle)
+		u.qp.RNRNAKSent = func() { c.RNRNAKSent(qpn, name, srq.armed.Load()) }
+	} else {
+		u.qp.RNRNAKSent = func() { c.RNRNAKSent(qpn, "", false) }
+	}
+	u.qp.PayloadSent = func(psn uint32, wrID uint64, b []byte) { c.PayloadSent(qpn, psn, wrID, b) }
 	_, init, err := u.qp.Query(0)
 	if err != nil {
 		return
@@ -131,5 +140,60 @@ func (f *File) checkClose() {
 func (f *File) checkModify(u *uqp, mask qpstate.AttrMask, state qpstate.State) {
 	if f.check != nil && mask&qpstate.AttrState != 0 {
 		f.check.QPModified(u.qp.QPNum(), state == qpstate.StateErr)
+	}
+}
+
+// checkFeeds records (with check) that QP u feeds CQs scq and rcq, with
+// SRQ srq or its own RQ; all nil: u goes away. f.mu held.
+func (u *uqp) checkFeeds(scq, rcq *ucq, srq *usrq) {
+	for _, c := range []*ucq{u.scq, u.rcq} {
+		if c != nil {
+			c.feeders = slices.DeleteFunc(c.feeders, func(q *uqp) bool { return q == u })
+		}
+	}
+	u.scq, u.rcq, u.srq = scq, rcq, srq
+	for _, c := range []*ucq{scq, rcq} {
+		if c != nil && !slices.Contains(c.feeders, u) {
+			c.feeders = append(c.feeders, u)
+		}
+	}
+}
+
+// pending returns how many WQEs the client produced on q and the device
+// has not taken, from the ring's shared indices (the device's own index
+// belongs to its lock).
+func (q *queue) pending() int {
+	return int((q.load(qbProducer) - q.load(qbConsumer)) & q.mask)
+}
+
+// checkCQDepth tells the checker when the completions that QP u's CQs may
+// have to hold at once exceed their depth: unpolled ones, the signalled
+// send WRs and the receive WRs outstanding on every QP feeding them; f.mu
+// held.
+func (u *uqp) checkCQDepth() {
+	for i, c := range []*ucq{u.scq, u.rcq} {
+		if c == nil || c.ring == nil || (i == 1 && c == u.scq) {
+			continue
+		}
+		unpolled, sends, recvs := c.ring.pending(), 0, 0
+		var srqs []*usrq
+		for _, q := range c.feeders {
+			if q.scq == c {
+				sends += u.f.check.Signalled(q.qp.QPNum())
+			}
+			if q.rcq != c {
+				continue
+			}
+			switch {
+			case q.rq != nil:
+				recvs += q.rq.pending()
+			case q.srq != nil && q.srq.rq != nil && !slices.Contains(srqs, q.srq):
+				srqs = append(srqs, q.srq)
+				recvs += q.srq.rq.pending()
+			}
+		}
+		if depth := c.cq.CQE; unpolled+sends+recvs > depth {
+			u.f.check.CQMayOverflow(c.handle, depth, unpolled, sends, recvs, u.qp.QPNum())
+		}
 	}
 }

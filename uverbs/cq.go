@@ -27,6 +27,7 @@ type ucq struct {
 	async    evCounter // async events reported
 	resizing *call     // the RESIZE_CQ in progress, whose response gets the new ring's mminfo
 	handle   uint32    // the CQ's handle, as findings name it
+	feeders  []*uqp    // with check: the QPs whose send or receive CQ it is; f.mu
 }
 
 // post writes a completion into the ring (the device calls it under its

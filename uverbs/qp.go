@@ -37,8 +37,11 @@ type uqp struct {
 	cookie     uint64
 	events     evCounter
 	sqCapacity uint32
-	stalled    bool         // WQEs wait on the ring for room in the device's queue; f.mu
-	mcast      []mcastEntry // the multicast groups attached (ib_uqp_object's mcast_list)
+	// With check: the CQs the QP feeds and its SRQ (cq-can-overflow).
+	scq, rcq *ucq
+	srq      *usrq
+	stalled  bool         // WQEs wait on the ring for room in the device's queue; f.mu
+	mcast    []mcastEntry // the multicast groups attached (ib_uqp_object's mcast_list)
 	// The doorbell's WRs and their SGE arrays, reused (the device copies
 	// them when posted).
 	wrs  [doorbellBatch]emu.SendWR
@@ -185,7 +188,8 @@ func (c *call) makeQP(cmd *ExCreateQp) (*object, CreateQpResp, error) {
 		return fail(err)
 	}
 	if f.check != nil {
-		f.checkQPCreated(u)
+		f.checkQPCreated(u, srq)
+		u.checkFeeds(sco.cq, rco.cq, srq)
 	}
 	return o, CreateQpResp{Qp_handle: o.handle, Qpn: qp.QPNum(), Max_send_wr: cp.MaxSendWR, Max_recv_wr: cp.MaxRecvWR,
 		Max_send_sge: cp.MaxSendSGE, Max_recv_sge: cp.MaxRecvSGE, Max_inline_data: cp.MaxInlineData}, nil
@@ -359,6 +363,7 @@ func (u *uqp) doorbell() (took int) {
 			for k := range n {
 				u.f.check.Posted(u.qp.QPNum(), &u.wrs[k])
 			}
+			u.checkCQDepth()
 		}
 		posted, err := u.qp.PostSend(u.wrs[:n])
 		if err == nil {
@@ -602,6 +607,7 @@ func (f *File) destroyQP(o *object) error {
 	}
 	f.takeBackAsync(&u.events, u.cookie, qpEvents...)
 	f.checkQPs.Delete(u.qp.QPNum())
+	u.checkFeeds(nil, nil, nil)
 	f.dropQueue(u.sq)
 	f.dropQueue(u.rq)
 	if u.staging != 0 {

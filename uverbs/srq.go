@@ -3,6 +3,8 @@
 package uverbs
 
 import (
+	"sync/atomic"
+
 	"github.com/softroce/softroce/emu"
 	"golang.org/x/sys/unix"
 )
@@ -18,6 +20,8 @@ type usrq struct {
 	// mmapInfo is where the MODIFY_SRQ in progress wants the mminfo of a
 	// resized ring (struct rxe_modify_srq_cmd's mmap_info_addr).
 	mmapInfo uint64
+	handle   uint32      // the SRQ's handle, as findings name it
+	armed    atomic.Bool // the client armed the limit event at least once
 }
 
 // takeRecv moves the oldest receive WQE of the ring into wr (the
@@ -61,6 +65,8 @@ func (c *call) createSRQ() error {
 	u.num = f.srqNum
 	o := &object{kind: kindSRQ, srq: u, userHandle: cmd.User_handle}
 	f.newObject(o)
+	u.handle = o.handle
+	u.armed.Store(cmd.Srq_limit != 0)
 	if u.rq, _, err = newQueue(attr.Attr.MaxWR, u.wqeSize()); err != nil {
 		f.destroySRQ(o)
 		return err
@@ -105,6 +111,9 @@ func (c *call) modifySRQ() error {
 	u.mmapInfo = 0
 	if err != nil {
 		return wrap("MODIFY_SRQ", err)
+	}
+	if emu.SRQAttrMask(cmd.Attr_mask)&emu.SRQLimit != 0 && cmd.Srq_limit != 0 {
+		u.armed.Store(true)
 	}
 	return nil
 }

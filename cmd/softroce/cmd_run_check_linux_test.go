@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,9 @@ var checkPrograms = []struct {
 	{"sq_never_reclaimed", check.SQNeverReclaimed, 1},
 	{"error_completion_ignored", check.ErrorIgnored, 1},
 	{"post_to_error_qp", check.PostToErrorQP, 1},
+	{"receive_starvation", check.ReceiveStarved, 2}, // b's receive queue, the SRQ
+	{"cq_can_overflow", check.CQMayOverflow, 1},
+	{"send_buffer_changed", check.SendBufferChanged, 1},
 }
 
 // buildCheckProgram builds testdata/check/NAME.c into dir.
@@ -87,7 +91,7 @@ func TestCheckFindsEachMisuseAndNotItsFix(t *testing.T) {
 	for i, c := range checkPrograms {
 		t.Run(c.prog, func(t *testing.T) {
 			prog := buildCheckProgram(t, home, c.prog)
-			dev, ip := "rxe4"+string(rune('0'+i)), "10.78.4"+string(rune('0'+i))+".1/24"
+			dev, ip := fmt.Sprintf("rxe4%d", i), fmt.Sprintf("10.78.%d.1/24", 40+i)
 			found, code, out := runChecked(t, home, dev, ip, nil, prog)
 			if code != checkFailStatus {
 				t.Errorf("misuse: exit status %d, want %d; output:\n%s", code, checkFailStatus, out)
@@ -114,6 +118,32 @@ func TestCheckFindsEachMisuseAndNotItsFix(t *testing.T) {
 				t.Errorf("fixed: exit status %d, findings %+v; output:\n%s", code, found, out)
 			}
 		})
+	}
+}
+
+// TestPostsBeyondTheCapsAreRefusedAsOnRxe: testdata/verbs_post_limits.c
+// through softroce run --check=fail as a user: a send WR with more SGEs
+// than max_send_sge, inline data beyond max_inline_data and a receive WR
+// with more SGEs than max_recv_sge are refused (by librxe, as on kernel
+// rxe) and send nothing; softroce is not more permissive there, and the
+// check finds nothing.
+func TestPostsBeyondTheCapsAreRefusedAsOnRxe(t *testing.T) {
+	home := userHome(t)
+	prog := buildVerbsProgram(t, home, "verbs_post_limits")
+	found, code, out := runChecked(t, home, "rxe39", "10.78.39.1/24", nil, prog)
+	if code != 0 || len(found) != 0 {
+		t.Fatalf("exit status %d, findings %+v; output:\n%s", code, found, out)
+	}
+	for _, want := range []string{
+		"ok a send WR beyond max_send_sge is refused",
+		"ok inline data beyond max_inline_data is refused",
+		"ok a receive WR beyond max_recv_sge is refused",
+		"ok a post within the capacities completes, alone",
+		"ok done",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
 	}
 }
 

@@ -328,7 +328,8 @@ func (r *device) sendNext(q *qp, w *sendWQE, next *wire.NextFrames, noICRC bool,
 		}
 	}
 	var pref link.PayloadRef
-	if ref := r.payloadRef(q, w, w.wr.Opcode, off, plen); ref != nil {
+	ref := r.payloadRef(q, w, w.wr.Opcode, off, plen)
+	if ref != nil {
 		pref = link.PayloadRef{Off: po, B: ref}
 	} else if w.inline != nil {
 		copy(b[po:po+plen], w.inline[off:])
@@ -338,6 +339,12 @@ func (r *device) sendNext(q *qp, w *sendWQE, next *wire.NextFrames, noICRC bool,
 			return false, emu.WCLocProtErr, false
 		}
 		return false, emu.WCLocQPOpErr, false
+	}
+	if h := q.core.PayloadSent; h != nil && w.inline == nil {
+		if ref == nil {
+			ref = b[po : po+plen]
+		}
+		h(psn, w.wr.WRID, ref)
 	}
 	if _, err := next.Build(b, r.ipID, psn, ack, noICRC); err != nil {
 		r.dropTx(b)
@@ -496,13 +503,14 @@ func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCSt
 	if plen > 0 {
 		var buf []byte
 		frame, buf = r.txBuf(f, int(plen))
-		if ref := r.payloadRef(q, w, op, off, int(plen)); ref != nil && frame != nil {
+		ref := r.payloadRef(q, w, op, off, int(plen))
+		if ref != nil && frame != nil {
 			// The payload stays in the source MR: Build leaves its place
 			// in the frame unset (it is in place) and the pipe carries it
 			// by reference.
 			// buf is frame[f.PayloadOffset():], to its capacity.
 			r.txRef = link.PayloadRef{Off: cap(frame) - cap(buf), B: ref}
-		} else if w.inline != nil {
+		} else if ref = nil; w.inline != nil {
 			copy(buf, w.inline[off:])
 		} else if _, err := r.gatherAt(q, w, off, buf); err != nil {
 			r.dropTx(frame)
@@ -512,6 +520,12 @@ func (r *device) sendPacket(q *qp, w *sendWQE, psn uint32, mtu uint32) (emu.WCSt
 			return emu.WCLocQPOpErr, false
 		}
 		f.Payload = buf
+		if h := q.core.PayloadSent; h != nil && w.inline == nil {
+			if ref == nil {
+				ref = buf
+			}
+			h(psn, w.wr.WRID, ref)
+		}
 	}
 	if !r.emitIn(frame, f) {
 		return emu.WCLocQPOpErr, false

@@ -116,6 +116,9 @@ func (r *device) responder(q *qp, p *wire.Packet) {
 			if rc {
 				r.counters[cntSendRNRErr]++
 				r.sendAck(q, wire.RNRNAKSyndrome(q.attr.MinRNRTimer&0x1F), psn)
+				if h := q.core.RNRNAKSent; h != nil {
+					h()
+				}
 			} else if uc {
 				q.ucDrop = !op.IsLast()
 			}

@@ -11,8 +11,8 @@ import (
 	"github.com/softroce/softroce/wire"
 )
 
-// TestRNRNAKRetry: an empty RQ gets RNR NAK 0x2C; rnr_retry 0 fails, 7 retries
-// until a receive is posted.
+// TestRNRNAKRetry: an empty RQ gets RNR NAK 0x2C (and the QP's RNRNAKSent
+// is called); rnr_retry 0 fails, 7 retries until a receive is posted.
 func TestRNRNAKRetry(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -21,6 +21,8 @@ func TestRNRNAKRetry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, pairOpts{})
 			c := p.connect(qpOpts{rnr: tc.rnr, sqpsnA: 5})
+			hooked := 0
+			c.qb.RNRNAKSent = func() { hooked++ }
 			src, _, mra := p.a.buf(8, 1)
 			p.a.postSend(c.qa, emu.SendWR{WRID: 1, Opcode: emu.WRSend, SendFlags: emu.SendSignaled,
 				SGList: []emu.SGE{{Addr: src, Length: 8, LKey: mra.LKey()}}})
@@ -30,8 +32,8 @@ func TestRNRNAKRetry(t *testing.T) {
 			if resp[0].AETH().Syndrome() != 0x2C || resp[0].BTH().PSN() != 5 {
 				t.Fatalf("RNR NAK %v PSN %d", resp[0].AETH().Syndrome(), resp[0].BTH().PSN())
 			}
-			if p.b.counter("send_rnr_err") != 1 || p.a.counter("rcvd_rnr_err") != 1 {
-				t.Error("RNR counters")
+			if p.b.counter("send_rnr_err") != 1 || p.a.counter("rcvd_rnr_err") != 1 || hooked != 1 {
+				t.Errorf("RNR counters, or the QP's RNRNAKSent called %d times, want 1", hooked)
 			}
 			if tc.rnr == 0 {
 				wantWC(t, "send", poll(p.a.scq), emu.WCRNRRetryExcErr)
