@@ -18,6 +18,7 @@
 #include <string.h>
 #include <rdma/ib_user_verbs.h>
 #include <rdma/ib_user_ioctl_cmds.h>
+#include <rdma/ib_user_ioctl_verbs.h>
 #include <rdma/rdma_user_ioctl_cmds.h>
 #include "softroce_preload.h"
 
@@ -39,7 +40,8 @@ int verbs_ioctl_on(void)
 
 /* reg_mr_range finds the buffer of a REG_MR that INVOKE_WRITE carries
  * (n bytes of header and attributes at p): 1 and its start and length in
- * r, else 0. */
+ * r, else 0; 0 too for an on-demand paging MR, whose pages are not
+ * pinned and so stay the program's (as share_reg_mr on the write path). */
 static int reg_mr_range(const unsigned char *p, size_t n, uint64_t r[2])
 {
 	const struct ib_uverbs_ioctl_hdr *hdr = (const void *)p;
@@ -61,6 +63,8 @@ static int reg_mr_range(const unsigned char *p, size_t n, uint64_t r[2])
 	    !fake_readable((const void *)(uintptr_t)in->data, sizeof(cmd)))
 		return 0;
 	memcpy(&cmd, (const void *)(uintptr_t)in->data, sizeof(cmd));
+	if (cmd.access_flags & IB_UVERBS_ACCESS_ON_DEMAND)
+		return 0;
 	r[0] = cmd.start;
 	r[1] = cmd.length;
 	return 1;
