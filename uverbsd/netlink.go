@@ -2,7 +2,6 @@ package uverbsd
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -75,28 +74,14 @@ func (cn *conn) setupNetlink(pkt []byte) bool {
 	return true
 }
 
-// sameUserNS reports whether the process of /proc entry p is in the
-// daemon's user namespace: the same ns/user, or, where the daemon may not
-// look at that link (a process of another user, such as root's, which
-// ptrace_may_access keeps from it), the same uid_map, which every process
-// may read.
-func sameUserNS(p string) bool {
-	var own, its unix.Stat_t
-	if unix.Stat("/proc/self/ns/user", &own) == nil && unix.Stat(p+"/ns/user", &its) == nil {
-		return own.Ino == its.Ino && own.Dev == its.Dev
-	}
-	a, err1 := os.ReadFile("/proc/self/uid_map")
-	b, err2 := os.ReadFile(p + "/uid_map")
-	return err1 == nil && err2 == nil && bytes.Equal(a, b)
-}
-
 // netAdmin reports whether process pid may do what RDMA netlink keeps to
 // CAP_NET_ADMIN (netlink_capable): it holds the capability in the
 // daemon's user namespace. A process of another user namespace holds it
 // only there, and the kernel would not count it.
 func netAdmin(pid int) bool {
 	p := "/proc/" + strconv.Itoa(pid)
-	if !sameUserNS(p) {
+	var own, its unix.Stat_t
+	if unix.Stat("/proc/self/ns/user", &own) != nil || unix.Stat(p+"/ns/user", &its) != nil || own.Ino != its.Ino {
 		return false
 	}
 	f, err := os.Open(p + "/status")
