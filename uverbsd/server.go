@@ -801,7 +801,7 @@ type conn struct {
 	mrs   *memFile   // the client's address space for its MRs (nil: none opened)
 	watch *watchPage // the uverbs client's watch page (nil: none)
 	file  File
-	dev   *served   // the device the uverbs File is of (nil: none, or rdma_cm)
+	dev   *served // the device the uverbs File is of (nil: none, or rdma_cm)
 	nl    *nlClient // an RDMA netlink socket's state (nil: not one)
 	// passed is how many files the last reply passed: the client's
 	// OpFds must come next and carry that many numbers.
