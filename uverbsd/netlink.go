@@ -3,7 +3,6 @@ package uverbsd
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -132,53 +131,41 @@ func (t *restrack) keep(live map[any]bool) {
 	}
 }
 
-// nlSource is the Server's devices as RDMA netlink describes them.
+// nlSource is the Server's device as RDMA netlink describes it.
 type nlSource struct{ s *Server }
 
 // pollUnboundWorkqueue is IB_POLL_UNBOUND_WORKQUEUE, the poll context of
 // ib_core's MAD CQ.
 const pollUnboundWorkqueue = 2
 
-// device returns the served device of index (ib_device.index: the number
-// N of its node uverbsN), or nil.
-func (n nlSource) device(index uint32) *served {
-	for _, d := range n.s.served() {
-		if uint32(d.sys.num) == index {
-			return d
-		}
-	}
-	return nil
-}
+// devIndex is the index of the Server's device (ib_device.index).
+const devIndex = 0
 
 func (n nlSource) Devices() []nldev.Device {
-	var devs []nldev.Device
-	for _, sd := range n.s.served() {
-		d := sd.dev
-		a := d.Query()
-		dev := nldev.Device{
-			Index: uint32(sd.sys.num), Name: d.Name(), CapFlags: a.DeviceCapFlags,
-			NodeGUID: a.NodeGUID, SysImageGUID: a.SysImageGUID, NodeType: uint8(a.NodeType),
-			Chardevs: map[string]nldev.Chardev{"uverbs": {Name: sd.sys.node,
-				Dev: nldev.EncodeDev(UverbsMajor, uint32(UverbsBaseMinor+sd.sys.num)), ABI: uint64(a.UverbsABIVer), DriverID: nldev.DriverRXE}},
-		}
-		nd := d.NetDev()
-		for port := range d.Ports() {
-			if d.LinkLayer(port) == emu.LinkLayerEthernet {
-				dev.Protocol = "roce"
-			}
-			pa, err := d.QueryPort(port)
-			if err != nil {
-				continue
-			}
-			p := nldev.Port{CapFlags: uint64(pa.PortCapFlags), State: uint8(pa.State), PhysState: uint8(pa.PhysState), Netdev: nd.Name}
-			if ifi, err := net.InterfaceByName(nd.Name); err == nil && nd.Name != "" {
-				p.NetdevIndex = uint32(ifi.Index)
-			}
-			dev.Ports = append(dev.Ports, p)
-		}
-		devs = append(devs, dev)
+	d := n.s.cfg.Device
+	a := d.Query()
+	dev := nldev.Device{
+		Index: devIndex, Name: d.Name(), CapFlags: a.DeviceCapFlags,
+		NodeGUID: a.NodeGUID, SysImageGUID: a.SysImageGUID, NodeType: uint8(a.NodeType),
+		Chardevs: map[string]nldev.Chardev{"uverbs": {Name: UverbsNode,
+			Dev: nldev.EncodeDev(UverbsMajor, UverbsBaseMinor), ABI: uint64(a.UverbsABIVer), DriverID: nldev.DriverRXE}},
 	}
-	return devs
+	nd := d.NetDev()
+	for port := range d.Ports() {
+		if d.LinkLayer(port) == emu.LinkLayerEthernet {
+			dev.Protocol = "roce"
+		}
+		pa, err := d.QueryPort(port)
+		if err != nil {
+			continue
+		}
+		p := nldev.Port{CapFlags: uint64(pa.PortCapFlags), State: uint8(pa.State), PhysState: uint8(pa.PhysState), Netdev: nd.Name}
+		if ifi, err := net.InterfaceByName(nd.Name); err == nil && nd.Name != "" {
+			p.NetdevIndex = uint32(ifi.Index)
+		}
+		dev.Ports = append(dev.Ports, p)
+	}
+	return []nldev.Device{dev}
 }
 
 func (n nlSource) Sys() nldev.Sys { return nldev.Sys{NetnsShared: true, CopyOnFork: true} }
@@ -190,88 +177,28 @@ func (n nlSource) GlobalChardev(name string) (nldev.Chardev, bool) {
 	return nldev.Chardev{Name: RDMACMNode, Dev: nldev.EncodeDev(MiscMajor, RDMACMMinor), ABI: UcmaABIVersion}, true
 }
 
-// HasNetdev: a served device's netdev, an interface of the daemon's
-// network namespace, or, where the daemon adds devices (Config.Links),
-// any other valid interface name: the netdevs of its in-memory fabric are
-// softroce's own, made with the device that is added on one.
+// HasNetdev: the device's own netdev, or an interface of the daemon's
+// network namespace.
 func (n nlSource) HasNetdev(name string) bool {
-	if n.servedNetdev(name) {
+	if name != "" && name == n.s.cfg.Device.NetDev().Name {
 		return true
 	}
-	if _, err := net.InterfaceByName(name); err == nil {
-		return true
-	}
-	return n.s.cfg.Links != nil && validNetdevName(name)
+	_, err := net.InterfaceByName(name)
+	return err == nil
 }
 
-// servedNetdev reports whether a served device is on the netdev name.
-func (n nlSource) servedNetdev(name string) bool {
-	for _, d := range n.s.served() {
-		if name != "" && name == d.dev.NetDev().Name {
-			return true
-		}
-	}
-	return false
-}
+// NewLink: a daemon serves the devices it was started with, so it has no
+// link type to add one with, and answers as a kernel without the type's
+// module (link_ops_get finds none): EINVAL.
+func (n nlSource) NewLink(name, typ, netdev string) unix.Errno { return unix.EINVAL }
 
-// validNetdevName is dev_valid_name: 1 to 15 bytes, not "." or "..", no
-// '/', ':' or white space.
-func validNetdevName(name string) bool {
-	if name == "" || len(name) >= unix.IFNAMSIZ || name == "." || name == ".." {
-		return false
-	}
-	return !strings.ContainsAny(name, "/: \t\n\v\f\r")
-}
-
-// NewLink adds an rxe device through the daemon's Links (Config.Links).
-// A daemon without them, or a link type other than rxe, answers as a
-// kernel without the type's module (link_ops_get finds none): EINVAL; a
-// netdev a served device is on already, as rxe_newlink: EEXIST.
-func (n nlSource) NewLink(name, typ, netdev string) unix.Errno {
-	l := n.s.cfg.Links
-	if l == nil || typ != "rxe" {
-		return unix.EINVAL
-	}
-	if n.servedNetdev(netdev) {
-		return unix.EEXIST
-	}
-	return linkErrno(l.NewLink(name, netdev))
-}
-
-// DelLink removes the device of index through the daemon's Links. A
-// daemon without them answers as for a device that its user may not
-// unregister (IBK_ALLOW_USER_UNREG unset): EINVAL.
-func (n nlSource) DelLink(index uint32) unix.Errno {
-	l := n.s.cfg.Links
-	d := n.device(index)
-	if d == nil {
-		return unix.ENODEV
-	}
-	if l == nil {
-		return unix.EINVAL
-	}
-	return linkErrno(l.DelLink(d.dev.Name()))
-}
-
-// linkErrno is the errno of a Links call's error (0 for none; EINVAL for
-// one that carries none).
-func linkErrno(err error) unix.Errno {
-	if err == nil {
-		return 0
-	}
-	var e unix.Errno
-	if errors.As(err, &e) {
-		return e
-	}
-	return unix.EINVAL
-}
+// DelLink: the daemon's device goes with the daemon (softroce stop), so it
+// answers as for a device that its user may not unregister
+// (IBK_ALLOW_USER_UNREG unset): EINVAL.
+func (n nlSource) DelLink(index uint32) unix.Errno { return unix.EINVAL }
 
 func (n nlSource) Counters(index, port uint32) ([]nldev.Counter, error) {
-	sd := n.device(index)
-	if sd == nil {
-		return nil, unix.ENODEV
-	}
-	d := sd.dev
+	d := n.s.cfg.Device
 	st, err := d.AllocHWPortStats(port)
 	if err != nil {
 		var e unix.Errno
@@ -303,14 +230,10 @@ func (n nlSource) Resources(index uint32) nldev.Resources {
 		file *uverbs.File
 	}
 	s := n.s
-	sd := n.device(index)
-	if sd == nil {
-		return nldev.Resources{}
-	}
 	s.mu.Lock()
 	var files []open
 	for cn, f := range s.files {
-		if uf, ok := f.(uverbsFile); ok && cn.dev == sd {
+		if uf, ok := f.(uverbsFile); ok {
 			files = append(files, open{cn.pid, uf.f})
 		}
 	}
@@ -326,10 +249,10 @@ func (n nlSource) Resources(index uint32) nldev.Resources {
 		live[obj] = true
 		return t.number(kind, obj)
 	}
-	if sd.cm != nil {
+	if s.cm != nil {
 		// ib_core's MAD layer: kernel resources, numbered first as
 		// the kernel makes them when the device registers.
-		pd, cq, qp := sd.cm.MADObjects()
+		pd, cq, qp := s.cm.MADObjects()
 		kern := nldev.Owner{Kern: "ib_core"}
 		pdn := num("pd", pd)
 		res.PDs = append(res.PDs, nldev.PD{PDN: pdn, LocalDMALKey: pd.LocalDMALKey, Users: 1, Owner: kern})
@@ -384,9 +307,6 @@ func (n nlSource) Resources(index uint32) nldev.Resources {
 	sort.Slice(res.QPs, func(i, j int) bool { return res.QPs[i].LQPN < res.QPs[j].LQPN })
 	if s.ucma != nil {
 		for _, id := range s.ucma.CMIDs() {
-			if id.Device != sd.dev.Name() {
-				continue
-			}
 			c := nldev.CMID{PS: uint32(id.PS), State: uint8(id.State), CMIDN: id.Idn,
 				Owner: nldev.Owner{PID: uint32(id.PID)}, Src: sockaddr(id.Src)}
 			if id.Attached {
