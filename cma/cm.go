@@ -227,11 +227,6 @@ func New(cfg Config) (*CM, error) {
 // Device returns the device the CM serves.
 func (c *CM) Device() *emu.Device { return c.dev }
 
-// MADObjects returns the PD, CQ and GSI QP the CM runs the MAD layer
-// on: the kernel objects ib_core's MAD agent holds on a device (its MR is
-// the emulator's, where the kernel uses the PD's local DMA lkey).
-func (c *CM) MADObjects() (*emu.PD, *emu.CQ, *emu.QP) { return c.pd, c.cq, c.gsi }
-
 // Stats returns the CM's counters.
 func (c *CM) Stats() Stats {
 	c.mu.Lock()

@@ -30,8 +30,6 @@ func TestLibraryFollowsTheProtocol(t *testing.T) {
 		"MAX_PAYLOAD":               MaxPayload,
 		"MAX_FDS":                   MaxFiles,
 		"NAME_MAX_LEN":              MaxNameLen,
-		"NL_SETUP_MAGIC":            NetlinkSetupMagic,
-		"NL_SETUP_CAP_ACK":          NetlinkSetupCapAck,
 	})
 }
 

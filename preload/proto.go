@@ -109,19 +109,6 @@ import (
 // queued for read(), which the client returns from open() as for
 // "rdma_cm" (the connection stays behind it).
 //
-//   - OpOpen of NetlinkNode ("rdma_netlink"): socket(AF_NETLINK, ...,
-//     NETLINK_RDMA). Reply: Ret 0, or -ENODEV from a daemon that does not
-//     answer RDMA netlink. From then on the connection carries no frames:
-//     each packet, both ways, is one netlink datagram, as the kernel's
-//     netlink socket delivers them (one request packet in; its replies,
-//     a dump's messages packed into packets as the kernel fills skbs,
-//     out). One kind of packet the client sends is its own: a netlink
-//     message of type NLMSG_NOOP, flags 0, whose payload is
-//     NetlinkSetupMagic, the socket's port id and NetlinkSetup* bits,
-//     each a u32, sets what the replies depend on (the port id they
-//     carry; NETLINK_CAP_ACK); the client sends it after socket(), bind()
-//     and setsockopt() changed them. The kernel ignores such a message.
-//
 // A request the daemon cannot parse (short header, Len not the payload's
 // length, an unknown Op, a payload over MaxPayload, descriptors sent to the
 // daemon with another request) gets a reply with Ret -EINVAL (or -E2BIG) and the same Op, and
@@ -141,18 +128,6 @@ const MaxPayload = 1 << 16
 
 // MaxFiles bounds the descriptors passed with one reply.
 const MaxFiles = 8
-
-// NetlinkNode is the OpOpen name of an RDMA netlink socket.
-const NetlinkNode = "rdma_netlink"
-
-// NetlinkSetupMagic opens the payload of the client's setup message on a
-// NetlinkNode connection.
-const NetlinkSetupMagic = 0x534e4c31
-
-// The setup message's bits.
-const (
-	NetlinkSetupCapAck = 1 // NETLINK_CAP_ACK is set
-)
 
 // MaxNameLen bounds an OpOpen device name (exclusive).
 const MaxNameLen = 64

@@ -186,7 +186,6 @@ type Server struct {
 	opened   int            // connections with an open File
 	files    map[*conn]File // their Files
 	devs     []*served      // the devices served, Config.Device first
-	restrack restrack       // the numbers RDMA netlink gives the files' objects
 	removing bool           // Remove has begun: nothing more is accepted
 	closed   bool
 
@@ -802,7 +801,6 @@ type conn struct {
 	watch *watchPage // the uverbs client's watch page (nil: none)
 	file  File
 	dev   *served // the device the uverbs File is of (nil: none, or rdma_cm)
-	nl    *nlClient // an RDMA netlink socket's state (nil: not one)
 	// passed is how many files the last reply passed: the client's
 	// OpFds must come next and carry that many numbers.
 	passed int
@@ -1004,24 +1002,10 @@ func (cn *conn) loop() {
 	oob := make([]byte, unix.CmsgSpace(4*16))
 	for {
 		n, oobn, rflags, err := cn.recv(oob, unix.MSG_TRUNC)
-		if err == nil && n == 0 && cn.nl != nil && cn.peerOpen() {
-			continue // an empty netlink datagram: nothing to answer
-		}
 		if err != nil || n == 0 {
 			return
 		}
 		buf := cn.buf
-		if cn.nl != nil {
-			// A netlink datagram: descriptors mean nothing to the
-			// kernel's netlink (closed); one over the frame buffer
-			// is dropped, as a kernel socket's over its send buffer
-			// never arrives.
-			closeRights(oob[:oobn])
-			if n <= len(buf) && !cn.serveNetlink(buf[:n]) {
-				return
-			}
-			continue
-		}
 		if n > len(buf) {
 			closeRights(oob[:oobn])
 			h, _, _ := preload.ParseFrame(buf[:preload.HeaderSize])
@@ -1135,8 +1119,6 @@ func (cn *conn) handle(frame []byte) bool {
 			return cn.openRDMACM(h)
 		case strings.HasPrefix(string(p), "umad"):
 			return cn.openUmad(h, string(p))
-		case string(p) == preload.NetlinkNode:
-			return cn.openNetlink(h)
 		default:
 			d, eno := cn.s.openable(string(p))
 			if eno != 0 {

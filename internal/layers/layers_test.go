@@ -21,7 +21,7 @@ var layer = map[string]int{
 	// layer below.
 	"ib": 0, "clock": 0, "mad": 0, "preload": 0, "emu/dma": 0, "emu/internal/driver": 0,
 	"internal/getopt": 0, "internal/elfdeps": 0, "internal/testenv": 0, "internal/layers": 0,
-	"conformance/edge": 0, "deploy": 0, "nldev": 0,
+	"conformance/edge": 0, "deploy": 0,
 	// The wire and the QP state machine.
 	"wire": 1, "qpstate": 1, "internal/testutil": 1, "internal/debroot": 1,
 	// Frames in and out; the verbs core.

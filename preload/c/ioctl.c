@@ -22,6 +22,8 @@
 #include <rdma/rdma_user_ioctl_cmds.h>
 #include "softroce_preload.h"
 
+/* Frame layout: package preload, proto.go. */
+#define OP_IOCTL 6
 /* The kernel's bound on hdr.length (PAGE_SIZE). */
 #define IOCTL_MAX 4096
 

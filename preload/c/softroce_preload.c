@@ -79,8 +79,8 @@
  *       field is translated to the daemon's name for that file;
  *   /dev/infiniband/umadN: as rdma_cm, the program gets an eventfd the
  *       daemon counts queued MADs on; write, read and ioctl are umad.c's;
- *   socket(AF_NETLINK, ..., NETLINK_RDMA): a socket the daemon answers
- *       (netlink.c), EPROTONOSUPPORT without a daemon.
+ *   socket(AF_NETLINK, ..., NETLINK_RDMA): EPROTONOSUPPORT, so libibverbs
+ *       and librdmacm read the sysfs tree instead of asking the kernel.
  *
  * munmap needs no wrapper: the mappings are ordinary shared mappings of the
  * memfds.
@@ -175,6 +175,16 @@ static struct fake fakes[MAX_FAKE] = {[0 ... MAX_FAKE - 1] = {.mu = PTHREAD_MUTE
 static unsigned char slot_of[MAX_FD];
 static unsigned char slot_used[MAX_FAKE];
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
+
+#define REAL(ret, name, args)                                                \
+	static ret(*real_##name) args;                                       \
+	static ret(*get_##name(void)) args                                   \
+	{                                                                    \
+		if (!__atomic_load_n(&real_##name, __ATOMIC_ACQUIRE))        \
+			__atomic_store_n(&real_##name, dlsym(RTLD_NEXT, #name), \
+					 __ATOMIC_RELEASE);                  \
+		return __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);      \
+	}
 
 REAL(int, open, (const char *, int, ...))
 REAL(int, open64, (const char *, int, ...))
@@ -1061,7 +1071,6 @@ static int known_dup(int oldfd, int r)
 
 	if (r < 0 || r == oldfd || oldfd < 0 || oldfd >= MAX_FD)
 		return r;
-	nl_dup(oldfd, r);
 	kind = __atomic_load_n(&known_as[oldfd], __ATOMIC_ACQUIRE);
 	if (kind && is_known(oldfd, kind) && get_fstat()(r, &st) == 0)
 		know(r, kind, &st);
@@ -2518,7 +2527,6 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 
 int close(int fd)
 {
-	nl_forget(fd);
 	forget(fd);
 	forget_known(fd);
 	return get_close()(fd);
@@ -2537,7 +2545,6 @@ int dup2(int oldfd, int newfd)
 {
 	int s;
 	if (oldfd != newfd) {
-		nl_forget(newfd);
 		forget(newfd);
 		forget_known(newfd);
 	}
@@ -2549,7 +2556,6 @@ int dup3(int oldfd, int newfd, int flags)
 {
 	int s;
 	if (oldfd != newfd) {
-		nl_forget(newfd);
 		forget(newfd);
 		forget_known(newfd);
 	}
@@ -2559,7 +2565,11 @@ int dup3(int oldfd, int newfd, int flags)
 
 int socket(int domain, int type, int protocol)
 {
-	if (domain == AF_NETLINK && protocol == NETLINK_RDMA)
-		return nl_socket(type);
+	if (domain == AF_NETLINK && protocol == NETLINK_RDMA) {
+		/* As a kernel without ib_core: the RDMA netlink family is
+		 * absent, so the libraries read the sysfs tree. */
+		errno = EPROTONOSUPPORT;
+		return -1;
+	}
 	return get_socket()(domain, type, protocol);
 }

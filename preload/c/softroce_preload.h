@@ -2,33 +2,17 @@
  * softroce_preload.h: what the library's files share. softroce_preload.c
  * holds the device files (open, write, mmap, close and the rest); each
  * further file presents one more kernel interface and declares here what
- * the others call: netlink.c the RDMA netlink socket, umad.c the umad
- * files, ioctl.c the verbs ioctl ABI, sysfs_view.c the directory calls on
- * the sysfs tree. What they share is hidden from the program (not
+ * the others call. What they share is hidden from the program (not
  * exported), so that it interposes on none of the program's symbols.
  */
 #ifndef SOFTROCE_PRELOAD_H
 #define SOFTROCE_PRELOAD_H
 
-#include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #define SOFTROCE_HIDDEN __attribute__((visibility("hidden")))
-
-/* REAL(ret, name, args) defines get_name(), the next definition of the
- * libc function name (the one the library wraps), looked up once; each
- * file has its own. */
-#define REAL(ret, name, args)                                                \
-	static ret(*real_##name) args;                                       \
-	static ret(*get_##name(void)) args                                   \
-	{                                                                    \
-		if (!__atomic_load_n(&real_##name, __ATOMIC_ACQUIRE))        \
-			__atomic_store_n(&real_##name, dlsym(RTLD_NEXT, #name), \
-					 __ATOMIC_RELEASE);                  \
-		return __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE);      \
-	}
 
 /* Frame layout: package preload, proto.go. */
 #define PROTO_VERSION 1
@@ -98,13 +82,6 @@ SOFTROCE_HIDDEN const char *tree_retry(const char *path, int failed, char *buf, 
  * the daemon first, as before a REG_MR write (see "Shared MR pages"). */
 SOFTROCE_HIDDEN int uverbs_exchange(int s, uint32_t op, const void *payload, uint32_t len,
 				    const uint64_t *share);
-
-/* netlink.c: socket(AF_NETLINK, type, NETLINK_RDMA); the close of a
- * descriptor that may be one, and its duplicate under newfd (the same
- * socket). */
-SOFTROCE_HIDDEN int nl_socket(int type);
-SOFTROCE_HIDDEN void nl_forget(int fd);
-SOFTROCE_HIDDEN void nl_dup(int oldfd, int newfd);
 
 /* ioctl.c */
 
