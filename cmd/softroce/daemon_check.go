@@ -108,7 +108,7 @@ type daemonCheck struct {
 // newDaemonCheck returns the daemon's check per the flags (nil: off).
 // serve reports each program at its end on stderr (report true).
 func newDaemonCheck(cf *checkFlags, report bool, stderr io.Writer) (*daemonCheck, error) {
-	if cf.mode == checkOff {
+	if cf == nil || cf.mode == checkOff {
 		return nil, nil
 	}
 	cfg := check.Config{Ignore: cf.ignore.names}
