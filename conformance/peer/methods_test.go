@@ -77,7 +77,9 @@ func TestKernelVerbsMethods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rel := range Releases {
+	// The releases whose userspace softroce's tests run the same tools
+	// on (Debian 12's and 13's): their kernels' sequences are recorded.
+	for _, rel := range []Release{Bookworm, Trixie} {
 		t.Run(string(rel), func(t *testing.T) {
 			img := buildTestImageFor(t, rel)
 			lab := newTestLab(t)
