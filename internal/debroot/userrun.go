@@ -99,7 +99,7 @@ func (t *Tree) UserArgv(binds []Bind, env, vars []string, argv ...string) ([]str
 	}
 	args := []string{unshare, "--user", "--map-root-user", "--mount", "--propagation", "private", "/bin/sh", "-c", userScript, "sh"}
 	for _, tool := range []string{"mount", "mkdir", "chroot", "busybox", "unshare"} {
-		p, err := exec.LookPath(tool)
+		p, err := lookTool(tool)
 		if err != nil {
 			return nil, fmt.Errorf("debroot: %w", err)
 		}
@@ -107,4 +107,20 @@ func (t *Tree) UserArgv(binds []Bind, env, vars []string, argv ...string) ([]str
 	}
 	args = append(args, t.Dir)
 	return append(args, tail...), nil
+}
+
+// lookTool finds tool in PATH, else in /usr/sbin and /sbin, which a user's
+// PATH often lacks (chroot is there; in the user namespace the tree is
+// entered through, the user may run it).
+func lookTool(tool string) (string, error) {
+	p, err := exec.LookPath(tool)
+	if err == nil {
+		return p, nil
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin"} {
+		if q, err2 := exec.LookPath(dir + "/" + tool); err2 == nil {
+			return q, nil
+		}
+	}
+	return "", err
 }
