@@ -17,8 +17,8 @@ const rxePortListing = "testdata/rxe_port_sysfs.kernel-6.12.txt"
 // TestSysfsPortListingAsRxe: port 1's directory has the files of the
 // kernel's rxe port, every GID slot with its gid, type and netdev, the
 // CM's message counters and rxe's hw_counters, and the PMA's counters
-// directory, which rxe has from Linux 7.2 (its process_mad; 7.3's listing
-// in the spec notes has it) and 6.12's has not.
+// directory, which rxe has from Linux 7.2 (its process_mad: the sysfs
+// core's pma_attrs_ext group) and 6.12's has not.
 func TestSysfsPortListingAsRxe(t *testing.T) {
 	b, err := os.ReadFile(rxePortListing)
 	if err != nil {

@@ -22,7 +22,6 @@ var updatePyverbs = flag.Bool("update-pyverbs", false, "rewrite testdata/"+pyver
 // VM (conformance/peer's run; the file comes from there, in this format).
 const (
 	pyverbsSoftroce = "pyverbs65-softroce.txt"
-	pyverbsRxe73    = "pyverbs65-rxe-7.3.txt"
 )
 
 // pyResult is one test's outcome: "ok", "FAIL", "ERROR", "skipped",
@@ -260,21 +259,4 @@ func TestForkyPyverbsSuiteUnderRun(t *testing.T) {
 	if lost := lostTests(ref, got); len(lost) > 0 {
 		t.Errorf("%d tests that passed in testdata/%s do not now:\n%s\n\n%s", len(lost), pyverbsSoftroce, strings.Join(lost, "\n"), log)
 	}
-	// Done when (issue 35): nothing that passes on kernel rxe 7.3 fails or
-	// skips here. The 7.3 list is recorded by conformance/peer (in
-	// formatPyverbs' format); until it is in testdata there is nothing to
-	// compare with.
-	t.Run("rxe-7.3", func(t *testing.T) {
-		ref73, err := readPyverbs(t, pyverbsRxe73)
-		if os.IsNotExist(err) {
-			t.Logf("no testdata/%s yet (rxe 7.3's results in the peer VM): not compared", pyverbsRxe73)
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if lost := lostTests(ref73, got); len(lost) > 0 {
-			t.Errorf("%d tests that pass on rxe 7.3 do not on softroce:\n%s", len(lost), strings.Join(lost, "\n"))
-		}
-	})
 }

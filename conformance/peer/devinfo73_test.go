@@ -16,7 +16,7 @@ import (
 
 // devinfo73 is what `ibv_devinfo -v` (rdma-core 65) prints in the Forky
 // VM (Linux 7.3.4's rxe) for rxe0 on eth0 with MTU 1500, 10.77.0.10/24
-// and MAC 52:54:00:4d:00:0a, the setup of ../shared/spec/rxe-7.3.
+// and MAC 52:54:00:4d:00:0a (TestKernelDevinfoForky's VM).
 const devinfo73 = "testdata/rxe-7.3.ibv_devinfo-v.txt"
 
 // TestKernelDevinfoForky: the Forky VM's rxe prints devinfo73 for
