@@ -88,17 +88,8 @@ func kernelAddrCases(t *testing.T, prog []byte, image Release, files []struct{ f
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	ip4, ip6 := lab.PeerAddr(1)
-	con, err := os.Create(filepath.Join(dir, "vm1.console.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer con.Close()
-	vm, err := lab.StartVM(ctx, VMConfig{Image: img, Name: "vm1", IP: ip4, IP6: ip6, Console: con, Timeout: 10 * time.Minute,
+	vm := startTestVMWith(t, ctx, lab, dir, VMConfig{Image: img, Name: "vm1", IP: ip4, IP6: ip6, Timeout: 10 * time.Minute,
 		Programs: map[string][]byte{"addr_cases": prog}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { vm.Kill(); <-vm.Done() })
 	if _, err := vm.WaitConsole(ctx, markerAgent); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,17 +27,8 @@ func TestKernelDevinfoForky(t *testing.T) {
 	dir := artifactDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	con, err := os.Create(filepath.Join(dir, "vm0.console.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer con.Close()
-	vm, err := lab.StartVM(ctx, VMConfig{Image: img, Name: "vm0", IP: netip.MustParsePrefix("10.77.0.10/24"),
-		MTU: 1500, Console: con, Timeout: 8 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { vm.Kill(); <-vm.Done() })
+	vm := startTestVMWith(t, ctx, lab, dir, VMConfig{Image: img, Name: "vm0", IP: netip.MustParsePrefix("10.77.0.10/24"),
+		MTU: 1500, Timeout: 8 * time.Minute})
 	if _, err := vm.WaitConsole(ctx, markerAgent); err != nil {
 		t.Fatal(err)
 	}

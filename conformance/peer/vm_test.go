@@ -86,12 +86,20 @@ func shortName(t *testing.T) string {
 func startTestVM(t *testing.T, ctx context.Context, lab *Lab, img *Image, dir string, i int, cmd string) *VM {
 	t.Helper()
 	ip4, ip6 := lab.PeerAddr(i)
-	name := fmt.Sprintf("vm%d", i)
-	con, err := os.Create(filepath.Join(dir, name+".console.log"))
+	return startTestVMWith(t, ctx, lab, dir, VMConfig{Image: img, Name: fmt.Sprintf("vm%d", i), Cmd: cmd, IP: ip4, IP6: ip6,
+		Timeout: 16 * time.Minute})
+}
+
+// startTestVMWith starts the VM of cfg (Console left nil) with its
+// console logged to dir/NAME.console.log, killed when t ends.
+func startTestVMWith(t *testing.T, ctx context.Context, lab *Lab, dir string, cfg VMConfig) *VM {
+	t.Helper()
+	con, err := os.Create(filepath.Join(dir, cfg.Name+".console.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm, err := lab.StartVM(ctx, VMConfig{Image: img, Name: name, Cmd: cmd, IP: ip4, IP6: ip6, Console: con, Timeout: 16 * time.Minute})
+	cfg.Console = con
+	vm, err := lab.StartVM(ctx, cfg)
 	if err != nil {
 		con.Close()
 		t.Fatal(err)
